@@ -1,0 +1,111 @@
+//! The command line of CONTRACT.md. Field doc comments are the `--help` text.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "maestro",
+    version,
+    about = "Dashboard and supervisor for a Conductor/Musician orchestration of Claude Code sessions",
+    long_about = None
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// Project root (holds comms.db and temp/)
+    #[arg(long, global = true, value_name = "DIR")]
+    pub project: Option<PathBuf>,
+    /// The database [default: <project>/comms.db]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub db: Option<PathBuf>,
+    /// The log folder [default: <project>/temp]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub temp: Option<PathBuf>,
+    /// TOML configuration [default: <config dir>/maestro/config.toml if present]
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// Headless: run the same actors and print events to stdout
+    #[arg(long, global = true)]
+    pub no_tui: bool,
+    /// With --no-tui: one JSON object per line instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Headless: exit 0 once task-00 reaches `complete`
+    #[arg(long, global = true)]
+    pub until_complete: bool,
+    /// Sentinel stall threshold (250ms, 2s, 5m, 1h) [default: 5m]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub stall_after: Option<Duration>,
+    /// Sentinel context-spike threshold, in percentage points [default: 15]
+    #[arg(long, global = true, value_name = "POINTS", value_parser = clap::value_parser!(u8).range(0..=100))]
+    pub spike_threshold: Option<u8>,
+    /// Musician heartbeat staleness [default: 540s]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub task_stale_after: Option<Duration>,
+    /// Conductor heartbeat staleness [default: 240s]
+    #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
+    pub conductor_stale_after: Option<Duration>,
+    /// Also insert each Sentinel report into orchestration_messages
+    #[arg(long, global = true)]
+    pub report_to_db: bool,
+    /// Dashboard theme: dark, light, high-contrast, or a theme file's name
+    #[arg(long, global = true, value_name = "NAME")]
+    pub theme: Option<String>,
+    /// Answer yes to confirmations (needed for destructive actions without a terminal)
+    #[arg(long, global = true)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create comms.db with the orchestration schema (refuses to touch an existing one)
+    Init,
+    /// Play a built-in simulated orchestration in a scratch project, shown live
+    Demo(DemoArgs),
+    /// Check the project, database, logs and configuration; never writes
+    Doctor,
+    /// Configuration helpers
+    #[command(subcommand)]
+    Config(ConfigCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct DemoArgs {
+    /// Play the scenario this many times faster (durations in it are divided by this)
+    #[arg(long, default_value_t = 1.0, value_parser = speed)]
+    pub speed: f64,
+    /// Keep the scratch project after exit and print its path
+    #[arg(long)]
+    pub keep: bool,
+    /// A scenario file instead of the built-in one
+    #[arg(long, value_name = "PATH")]
+    pub scenario: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Print the embedded default configuration
+    Default,
+}
+
+fn duration(text: &str) -> Result<Duration, String> {
+    crate::settings::parse_duration(text)
+        .map_err(|e| format!("{e}; write durations like 250ms, 2s, 5m or 1h"))
+}
+
+fn speed(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.01..=1000.0).contains(&v) => Ok(v),
+        _ => Err("a number between 0.01 and 1000, e.g. 1 or 10".into()),
+    }
+}

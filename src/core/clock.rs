@@ -1,0 +1,109 @@
+//! Wall-clock time, injected so logic never calls `SystemTime::now()` itself.
+//!
+//! The real clock reads the system time; the test clock derives wall time from tokio's
+//! `Instant`, so `tokio::time::pause` and `advance` move both together.
+
+use std::time::Duration;
+
+use time::{
+    OffsetDateTime, PrimitiveDateTime, UtcOffset, format_description::FormatItem,
+    macros::format_description,
+};
+use tokio::time::Instant;
+
+#[derive(Debug, Clone, Copy)]
+pub struct Clock {
+    /// `None`: the system clock. `Some`: wall time = base + (tokio now − instant base).
+    derived: Option<(OffsetDateTime, Instant)>,
+    /// The operator's offset for report stamps, read once at start-up (reading it later,
+    /// from a threaded process, is not reliable).
+    local_offset: UtcOffset,
+}
+
+const SQLITE_FORMAT: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day] [hour]:[minute]:[second]");
+const SQLITE_FORMAT_FRACTION: &[FormatItem<'static>] =
+    format_description!("[year]-[month]-[day] [hour]:[minute]:[second].[subsecond]");
+const HMS: &[FormatItem<'static>] = format_description!("[hour]:[minute]:[second]");
+
+impl Clock {
+    pub fn system(local_offset: UtcOffset) -> Self {
+        Self {
+            derived: None,
+            local_offset,
+        }
+    }
+
+    /// A clock that follows tokio time from `start` (UTC stamps).
+    pub fn following_tokio(start: OffsetDateTime) -> Self {
+        Self {
+            derived: Some((start, Instant::now())),
+            local_offset: UtcOffset::UTC,
+        }
+    }
+
+    pub fn now_utc(&self) -> OffsetDateTime {
+        match self.derived {
+            None => OffsetDateTime::now_utc(),
+            Some((wall, at)) => wall + Instant::now().saturating_duration_since(at),
+        }
+    }
+
+    /// `HH:MM:SS` in the operator's time zone, as the Sentinel report shows it.
+    pub fn hms(&self, at: OffsetDateTime) -> String {
+        at.to_offset(self.local_offset)
+            .format(HMS)
+            .unwrap_or_default()
+    }
+
+    /// How long ago a wall-clock moment was (zero if in the future).
+    pub fn age(&self, at: OffsetDateTime) -> Duration {
+        (self.now_utc() - at).try_into().unwrap_or_default()
+    }
+
+    /// The tokio instant matching a wall-clock moment (clamped to now if in the future).
+    pub fn instant_of(&self, at: OffsetDateTime) -> Instant {
+        let now = Instant::now();
+        now.checked_sub(self.age(at)).unwrap_or(now)
+    }
+}
+
+/// Parses SQLite's `datetime('now')` text (UTC), tolerating a `T`, fractions and `Z`.
+pub fn parse_sqlite_utc(text: &str) -> Option<OffsetDateTime> {
+    let t = text.trim().trim_end_matches('Z').replacen('T', " ", 1);
+    PrimitiveDateTime::parse(&t, SQLITE_FORMAT)
+        .or_else(|_| PrimitiveDateTime::parse(&t, SQLITE_FORMAT_FRACTION))
+        .ok()
+        .map(PrimitiveDateTime::assume_utc)
+}
+
+/// RFC 3339 UTC, for JSON `ts` fields.
+pub fn rfc3339(at: OffsetDateTime) -> String {
+    at.to_offset(UtcOffset::UTC)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sqlite_stamps_parse() {
+        let t = parse_sqlite_utc("2026-11-22 14:35:22").unwrap();
+        assert_eq!((t.hour(), t.minute(), t.second()), (14, 35, 22));
+        assert!(parse_sqlite_utc("2026-11-22T14:35:22Z").is_some());
+        assert!(parse_sqlite_utc("2026-11-22 14:35:22.123").is_some());
+        assert!(parse_sqlite_utc("yesterday").is_none());
+        assert!(parse_sqlite_utc("").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn derived_clock_follows_paused_time() {
+        let start = parse_sqlite_utc("2026-11-22 14:00:00").unwrap();
+        let clock = Clock::following_tokio(start);
+        tokio::time::advance(Duration::from_secs(90)).await;
+        assert_eq!(clock.hms(clock.now_utc()), "14:01:30");
+        assert_eq!(clock.age(start), Duration::from_secs(90));
+    }
+}

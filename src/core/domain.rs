@@ -1,0 +1,279 @@
+//! Domain vocabulary shared by every part of maestro: task ids, task states, log
+//! kinds, anomalies. Pure data; nothing here does I/O.
+
+use std::fmt;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde::Serialize;
+
+/// A task id that is safe to turn into a file name under `temp/`.
+///
+/// Only `task-NN` with an optional `-fix` or `-S<n>` suffix passes: database text that
+/// does not match is reported and never becomes a path.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct TaskId(String);
+
+static TASK_ID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^task-\d{1,6}(?:-fix|-S\d{1,6})?$").expect("static regex"));
+
+/// The Conductor's task id.
+pub const CONDUCTOR_ID: &str = "task-00";
+/// The Souffleur's row id.
+pub const SOUFFLEUR_ID: &str = "souffleur";
+
+impl TaskId {
+    /// Accepts a task id that passes the strict check, or `souffleur`.
+    pub fn parse(raw: &str) -> Option<Self> {
+        (TASK_ID.is_match(raw) || raw == SOUFFLEUR_ID).then(|| Self(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_conductor(&self) -> bool {
+        self.0 == CONDUCTOR_ID
+    }
+
+    pub fn is_souffleur(&self) -> bool {
+        self.0 == SOUFFLEUR_ID
+    }
+
+    /// A Musician: anything but the Conductor and the Souffleur.
+    pub fn is_musician(&self) -> bool {
+        !self.is_conductor() && !self.is_souffleur()
+    }
+
+    /// The file name of one of this task's logs (`task-03-status`). Only valid ids exist,
+    /// so the name can never climb out of `temp/`.
+    pub fn log_file_name(&self, kind: LogKind) -> Option<String> {
+        self.is_musician()
+            .then(|| format!("{}-{}", self.0, kind.suffix()))
+    }
+}
+
+impl fmt::Display for TaskId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Which log of a task a line came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogKind {
+    Status,
+    Deviations,
+}
+
+impl LogKind {
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Self::Status => "status",
+            Self::Deviations => "deviations",
+        }
+    }
+
+    /// Splits `task-03-status` into its task id and kind; `None` for any other name.
+    pub fn parse_file_name(name: &str) -> Option<(TaskId, Self)> {
+        for kind in [Self::Status, Self::Deviations] {
+            if let Some(id) = name
+                .strip_suffix(kind.suffix())
+                .and_then(|s| s.strip_suffix('-'))
+                && let Some(id) = TaskId::parse(id)
+                && id.is_musician()
+            {
+                return Some((id, kind));
+            }
+        }
+        None
+    }
+}
+
+/// The `state` column of `orchestration_tasks`, kept as text so a value added by a newer
+/// orchestration still shows; the helpers know the states PROTOCOL.md names.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[serde(transparent)]
+pub struct TaskState(pub String);
+
+impl TaskState {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// `complete` and `exited` end a Musician's life.
+    pub fn is_terminal(&self) -> bool {
+        matches!(self.as_str(), "complete" | "exited")
+    }
+
+    /// States in which a Musician must keep its heartbeat fresh.
+    pub fn is_heartbeat_active(&self) -> bool {
+        matches!(
+            self.as_str(),
+            "working" | "review_approved" | "review_failed" | "fix_proposed"
+        )
+    }
+
+    /// Waiting on the Conductor.
+    pub fn is_waiting(&self) -> bool {
+        matches!(self.as_str(), "needs_review" | "error" | "context_recovery")
+    }
+}
+
+impl fmt::Display for TaskState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The four anomalies of PROTOCOL.md §3, and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AnomalyKind {
+    SelfCorrection,
+    HighDeviation,
+    ContextSpike,
+    Stalled,
+}
+
+impl AnomalyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::SelfCorrection => "self-correction",
+            Self::HighDeviation => "high-deviation",
+            Self::ContextSpike => "context-spike",
+            Self::Stalled => "stalled",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [
+            Self::SelfCorrection,
+            Self::HighDeviation,
+            Self::ContextSpike,
+            Self::Stalled,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for AnomalyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One Sentinel finding, before it is stamped with a wall-clock time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Anomaly {
+    pub task_id: TaskId,
+    pub kind: AnomalyKind,
+    pub detail: String,
+    /// For `context-spike`: the percentages before and after.
+    pub spike: Option<(u8, u8)>,
+}
+
+impl Anomaly {
+    /// What makes two reports "the same report" across restarts: the stall detail
+    /// carries a growing duration, so only its last entry counts.
+    pub fn dedupe_key(&self) -> (TaskId, AnomalyKind, String) {
+        (
+            self.task_id.clone(),
+            self.kind,
+            dedupe_detail(self.kind, &self.detail),
+        )
+    }
+}
+
+/// The part of a report's detail that identifies it (see [`Anomaly::dedupe_key`]).
+pub fn dedupe_detail(kind: AnomalyKind, detail: &str) -> String {
+    match (kind, detail.find("Last entry:")) {
+        (AnomalyKind::Stalled, Some(at)) => detail[at..].to_owned(),
+        _ => detail.to_owned(),
+    }
+}
+
+static CTX: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\[ctx:\s*(\d{1,3})\s*%\]").expect("static regex"));
+static STEP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bstep (\d+)").expect("static regex"));
+
+/// The `[ctx: XX%]` value of a status line (the last one if several), 0–100.
+pub fn context_percent(line: &str) -> Option<u8> {
+    CTX.captures_iter(line)
+        .last()
+        .and_then(|c| c[1].parse::<u8>().ok())
+        .filter(|v| *v <= 100)
+}
+
+/// `step 3` of a status line, used to name where a context spike happened.
+pub fn step_label(line: &str) -> Option<String> {
+    STEP.captures(line).map(|c| format!("step {}", &c[1]))
+}
+
+/// A status line without its `[ctx: …]` marker, for report details.
+pub fn without_context_marker(line: &str) -> String {
+    CTX.replace_all(line, "").trim().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn task_ids_are_strict() {
+        for ok in [
+            "task-00",
+            "task-01",
+            "task-12-fix",
+            "task-3-S2",
+            "souffleur",
+        ] {
+            assert!(TaskId::parse(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "",
+            "task-",
+            "task-01/../x",
+            "../task-01",
+            "task-01 ",
+            "TASK-01",
+            "task-01-fixx",
+            "task-1-S",
+            "task-01\n",
+            "x-task-01",
+        ] {
+            assert!(TaskId::parse(bad).is_none(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn file_names_map_to_tasks() {
+        let (id, kind) = LogKind::parse_file_name("task-03-status").unwrap();
+        assert_eq!((id.as_str(), kind), ("task-03", LogKind::Status));
+        let (id, kind) = LogKind::parse_file_name("task-03-fix-deviations").unwrap();
+        assert_eq!((id.as_str(), kind), ("task-03-fix", LogKind::Deviations));
+        assert!(LogKind::parse_file_name("task-03-HANDOFF").is_none());
+        assert!(LogKind::parse_file_name("task-00-status").is_none());
+        assert!(LogKind::parse_file_name("musician-task-03.pid").is_none());
+        assert!(LogKind::parse_file_name("souffleur-status").is_none());
+    }
+
+    #[test]
+    fn context_marker_parses() {
+        assert_eq!(context_percent("step 2 started [ctx: 29%]"), Some(29));
+        assert_eq!(context_percent("a [ctx: 5%] b [ctx:51%]"), Some(51));
+        assert_eq!(context_percent("no marker"), None);
+        assert_eq!(context_percent("[ctx: 250%]"), None);
+        assert_eq!(
+            without_context_marker("step 2 started [ctx: 29%]"),
+            "step 2 started"
+        );
+        assert_eq!(
+            step_label("step 12 agent 1 launched"),
+            Some("step 12".into())
+        );
+    }
+}

@@ -1,0 +1,120 @@
+//! What flows through maestro: [`CoreEvent`] from the sources into the hub, and
+//! [`Happening`] from the hub out to the presenters (headless output, the dashboard).
+
+use std::time::SystemTime;
+
+use serde::Serialize;
+use time::OffsetDateTime;
+
+use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
+
+/// One row of `orchestration_tasks`, as read (text columns are whatever the writers put).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskRow {
+    pub task_id: String,
+    pub state: String,
+    pub worked_by: Option<String>,
+    pub session_id: Option<String>,
+    pub last_heartbeat: Option<String>,
+    pub retry_count: i64,
+    pub last_error: Option<String>,
+}
+
+/// One row of `orchestration_messages`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MessageRow {
+    pub id: i64,
+    pub task_id: Option<String>,
+    pub from_session: Option<String>,
+    pub message_type: Option<String>,
+    pub message: Option<String>,
+    pub timestamp: Option<String>,
+}
+
+/// Everything that can happen, sent by the sources into the hub.
+#[derive(Debug)]
+pub enum CoreEvent {
+    /// New complete lines of one log. `initial_mtime` is set for what a file already held
+    /// when monitoring started: its mtime stands for when the last line was written.
+    LogLines {
+        task: TaskId,
+        kind: LogKind,
+        lines: Vec<String>,
+        initial_mtime: Option<SystemTime>,
+    },
+    /// A log file was truncated, replaced or removed.
+    LogReset { task: TaskId, kind: LogKind },
+    /// The whole `orchestration_tasks` table after a change.
+    Tasks(Vec<TaskRow>),
+    /// Messages with ids above the last seen, in id order.
+    Messages(Vec<MessageRow>),
+    /// Sentinel reports already in the database (with `--report-to-db`), read at start.
+    RecordedReports(Vec<(TaskId, AnomalyKind, String)>),
+    /// A problem a source survived; it keeps going.
+    SourceFailed {
+        source: &'static str,
+        detail: String,
+    },
+    /// The database source is (again) reading without errors.
+    SourceHealthy { source: &'static str },
+}
+
+/// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum WatchdogReason {
+    ConductorDeadPid,
+    ConductorDeadHeartbeat,
+    SessionIdFound(String),
+    ConductorComplete,
+    ContextRecovery,
+    WatcherDead,
+}
+
+impl std::fmt::Display for WatchdogReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::ConductorDeadPid => f.write_str("CONDUCTOR_DEAD:pid"),
+            Self::ConductorDeadHeartbeat => f.write_str("CONDUCTOR_DEAD:heartbeat"),
+            Self::SessionIdFound(id) => write!(f, "SESSION_ID_FOUND:{id}"),
+            Self::ConductorComplete => f.write_str("CONDUCTOR_COMPLETE"),
+            Self::ContextRecovery => f.write_str("CONTEXT_RECOVERY"),
+            Self::WatcherDead => f.write_str("WATCHER_DEAD"),
+        }
+    }
+}
+
+/// A discrete thing that happened, for presenters that need every transition.
+#[derive(Debug, Clone)]
+pub struct Happening {
+    pub at: OffsetDateTime,
+    pub what: What,
+}
+
+#[derive(Debug, Clone)]
+pub enum What {
+    Anomaly(Anomaly),
+    Task {
+        task_id: String,
+        state: String,
+        prev_state: Option<String>,
+    },
+    Stale {
+        task_id: String,
+        age_s: u64,
+    },
+    Message(MessageRow),
+    Watchdog {
+        reason: WatchdogReason,
+        task_count: u64,
+    },
+    Error {
+        detail: String,
+    },
+    /// Lines for the dashboard's log pane (headless output ignores them).
+    Log {
+        task: TaskId,
+        kind: LogKind,
+        lines: std::sync::Arc<[String]>,
+        reset: bool,
+    },
+}

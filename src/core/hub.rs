@@ -1,0 +1,486 @@
+//! The hub: the single owner of core state.
+//!
+//! It applies each [`CoreEvent`] from the sources, runs the Sentinel, judges heartbeat
+//! staleness and the observe-only watchdog, and publishes every [`Happening`] (lossless,
+//! in order) plus the latest [`Snapshot`]. Timed checks sleep until the next deadline;
+//! nothing here polls.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::{Clock, parse_sqlite_utc};
+use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
+use crate::core::event::{CoreEvent, Happening, TaskRow, WatchdogReason, What};
+use crate::core::sentinel::{Sentinel, SentinelSettings};
+use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
+use crate::core::sources::db::{DbCmd, DbHandle};
+
+#[derive(Debug, Clone, Copy)]
+pub struct HubSettings {
+    pub sentinel: SentinelSettings,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    pub souffleur_stale_after: Duration,
+    pub report_to_db: bool,
+    /// Whether a database is being read (otherwise every task with files is watched).
+    pub with_database: bool,
+}
+
+/// Where the hub sends database writes.
+pub trait ReportSink: Send {
+    fn record(&self, text: String);
+}
+
+impl ReportSink for DbHandle {
+    fn record(&self, text: String) {
+        self.send(DbCmd::InsertReport { text });
+    }
+}
+
+#[derive(Debug)]
+struct TaskEntry {
+    row: TaskRow,
+    id: Option<TaskId>,
+    heartbeat: Option<OffsetDateTime>,
+    /// A staleness episode was reported and the heartbeat has not been refreshed since.
+    stale_reported: bool,
+}
+
+pub struct Hub {
+    settings: HubSettings,
+    clock: Clock,
+    sentinel: Sentinel,
+    tasks: BTreeMap<String, TaskEntry>,
+    ctx: HashMap<TaskId, std::collections::VecDeque<u8>>,
+    last_anomaly: HashMap<TaskId, AnomalyKind>,
+    /// Reports already in the database, by key, with how many times each was recorded.
+    recorded: HashMap<(TaskId, AnomalyKind, String), usize>,
+    invalid_ids: HashSet<String>,
+    reports: Option<Box<dyn ReportSink>>,
+    out: mpsc::Sender<Happening>,
+    snapshot_tx: watch::Sender<Arc<Snapshot>>,
+    snapshot: Snapshot,
+    dirty: bool,
+}
+
+impl Hub {
+    pub fn new(
+        settings: HubSettings,
+        clock: Clock,
+        out: mpsc::Sender<Happening>,
+        snapshot_tx: watch::Sender<Arc<Snapshot>>,
+        reports: Option<Box<dyn ReportSink>>,
+    ) -> Self {
+        let snapshot = Snapshot {
+            database: if settings.with_database {
+                DatabaseHealth::Ok
+            } else {
+                DatabaseHealth::Absent
+            },
+            ..Snapshot::default()
+        };
+        Self {
+            sentinel: Sentinel::new(settings.sentinel),
+            settings,
+            clock,
+            tasks: BTreeMap::new(),
+            ctx: HashMap::new(),
+            last_anomaly: HashMap::new(),
+            recorded: HashMap::new(),
+            invalid_ids: HashSet::new(),
+            reports,
+            out,
+            snapshot_tx,
+            snapshot,
+            dirty: true,
+        }
+    }
+
+    /// Runs until the sources are gone or `cancel` fires.
+    /// `initial` is applied first: what the database held at start.
+    pub async fn run(
+        mut self,
+        initial: Vec<CoreEvent>,
+        mut events: mpsc::Receiver<CoreEvent>,
+        cancel: CancellationToken,
+    ) {
+        for ev in initial {
+            self.apply(ev).await;
+        }
+        self.check_deadlines().await;
+        loop {
+            self.publish_snapshot();
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                ev = events.recv() => {
+                    let Some(ev) = ev else { break };
+                    self.apply(ev).await;
+                    // Drain what is already queued before publishing once.
+                    while let Ok(ev) = events.try_recv() {
+                        self.apply(ev).await;
+                    }
+                }
+                () = sleep_until_opt(deadline) => {}
+            }
+            self.check_deadlines().await;
+        }
+        self.publish_snapshot();
+        // Close the queue before the sources' handles are dropped (they join their
+        // threads, which may be waiting to send).
+        drop(events);
+    }
+
+    /// Applies one event (public for tests that drive the hub by hand).
+    pub async fn apply(&mut self, event: CoreEvent) {
+        match event {
+            CoreEvent::LogLines {
+                task,
+                kind,
+                lines,
+                initial_mtime,
+            } => self.on_lines(task, kind, lines, initial_mtime).await,
+            CoreEvent::LogReset { task, kind } => {
+                self.sentinel.on_reset(&task, kind);
+                let lines: Arc<[String]> = Arc::new([]);
+                self.emit(What::Log {
+                    task,
+                    kind,
+                    lines,
+                    reset: true,
+                })
+                .await;
+            }
+            CoreEvent::Tasks(rows) => self.on_tasks(rows).await,
+            CoreEvent::Messages(rows) => {
+                self.snapshot.message_count += rows.len() as u64;
+                self.dirty = true;
+                for row in rows {
+                    self.emit(What::Message(row)).await;
+                }
+            }
+            CoreEvent::RecordedReports(keys) => {
+                for key in keys {
+                    *self.recorded.entry(key).or_default() += 1;
+                }
+            }
+            CoreEvent::SourceFailed { source, detail } => {
+                let detail = format!("{source}: {detail}");
+                if source == "database" {
+                    self.snapshot.database = DatabaseHealth::Failing(detail.clone());
+                }
+                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+                self.dirty = true;
+                self.emit(What::Error { detail }).await;
+            }
+            CoreEvent::SourceHealthy { source } => {
+                if source == "database" {
+                    self.snapshot.database = DatabaseHealth::Ok;
+                    self.dirty = true;
+                }
+            }
+        }
+    }
+
+    async fn on_lines(
+        &mut self,
+        task: TaskId,
+        kind: LogKind,
+        lines: Vec<String>,
+        initial_mtime: Option<std::time::SystemTime>,
+    ) {
+        if !self.settings.with_database && !self.sentinel.is_active(&task) {
+            self.sentinel.set_active(&task, true);
+        }
+        let arrived_at = match initial_mtime {
+            Some(mtime) => self.clock.instant_of(OffsetDateTime::from(mtime)),
+            None => Instant::now(),
+        };
+        if kind == LogKind::Status {
+            let history = self.ctx.entry(task.clone()).or_default();
+            for v in lines
+                .iter()
+                .filter_map(|l| crate::core::domain::context_percent(l))
+            {
+                if history.len() == CTX_HISTORY {
+                    history.pop_front();
+                }
+                history.push_back(v);
+                self.dirty = true;
+            }
+        }
+        let found = if lines.is_empty() {
+            self.sentinel.on_file_seen(&task, kind, arrived_at);
+            Vec::new()
+        } else {
+            self.sentinel.on_lines(&task, kind, &lines, arrived_at)
+        };
+        if !lines.is_empty() {
+            let lines: Arc<[String]> = lines.into();
+            self.emit(What::Log {
+                task,
+                kind,
+                lines,
+                reset: false,
+            })
+            .await;
+        }
+        for anomaly in found {
+            self.report(anomaly).await;
+        }
+    }
+
+    async fn on_tasks(&mut self, rows: Vec<TaskRow>) {
+        let mut seen = HashSet::new();
+        for row in rows {
+            seen.insert(row.task_id.clone());
+            let id = TaskId::parse(&row.task_id);
+            if id.is_none() && self.invalid_ids.insert(row.task_id.clone()) {
+                self.emit(What::Error {
+                    detail: format!(
+                        "orchestration_tasks holds the task id {:?}, which is not of the form task-NN[-fix|-S<n>]; it is shown but never used as a file name",
+                        row.task_id
+                    ),
+                })
+                .await;
+            }
+            let heartbeat = row.last_heartbeat.as_deref().and_then(parse_sqlite_utc);
+            let prev = self.tasks.get(&row.task_id);
+            let prev_state = prev.map(|p| p.row.state.clone());
+            let changed_state = prev_state.as_deref() != Some(row.state.as_str());
+            let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
+            let stale_reported =
+                prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
+            if prev.is_some_and(|p| p.row == row) {
+                continue;
+            }
+            if let Some(id) = &id
+                && id.is_musician()
+            {
+                self.sentinel
+                    .set_active(id, !TaskState(row.state.clone()).is_terminal());
+            }
+            let entry = TaskEntry {
+                row: row.clone(),
+                id: id.clone(),
+                heartbeat,
+                stale_reported,
+            };
+            self.tasks.insert(row.task_id.clone(), entry);
+            self.dirty = true;
+            if changed_state {
+                self.emit(What::Task {
+                    task_id: row.task_id.clone(),
+                    state: row.state.clone(),
+                    prev_state: prev_state.clone(),
+                })
+                .await;
+                if id.as_ref().is_some_and(TaskId::is_conductor) {
+                    let reason = match row.state.as_str() {
+                        "complete" => Some(WatchdogReason::ConductorComplete),
+                        "context_recovery" => Some(WatchdogReason::ContextRecovery),
+                        _ => None,
+                    };
+                    if let Some(reason) = reason {
+                        self.watchdog(reason).await;
+                    }
+                }
+            }
+        }
+        // Rows deleted by another process.
+        let gone: Vec<String> = self
+            .tasks
+            .keys()
+            .filter(|k| !seen.contains(*k))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(entry) = self.tasks.remove(&key)
+                && let Some(id) = entry.id
+            {
+                self.sentinel.set_active(&id, false);
+            }
+            self.dirty = true;
+        }
+    }
+
+    /// Reports the stalls and stale heartbeats whose time has come.
+    async fn check_deadlines(&mut self) {
+        for anomaly in self.sentinel.tick(Instant::now()) {
+            self.report(anomaly).await;
+        }
+        let mut newly_stale = Vec::new();
+        for (key, entry) in &mut self.tasks {
+            let Some((threshold, hb)) = stale_rule(&self.settings, entry) else {
+                continue;
+            };
+            let age = self.clock.age(hb);
+            if !entry.stale_reported && age > threshold {
+                entry.stale_reported = true;
+                newly_stale.push((
+                    key.clone(),
+                    age,
+                    entry.id.as_ref().is_some_and(TaskId::is_conductor),
+                ));
+            }
+        }
+        for (task_id, age, conductor) in newly_stale {
+            self.emit(What::Stale {
+                task_id,
+                age_s: age.as_secs(),
+            })
+            .await;
+            if conductor {
+                self.watchdog(WatchdogReason::ConductorDeadHeartbeat).await;
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<Instant> {
+        let stale = self
+            .tasks
+            .values()
+            .filter(|e| !e.stale_reported)
+            .filter_map(|e| stale_rule(&self.settings, e))
+            .map(|(threshold, hb)| {
+                self.clock.instant_of(hb) + threshold + Duration::from_millis(1)
+            });
+        stale.chain(self.sentinel.next_deadline()).min()
+    }
+
+    async fn report(&mut self, anomaly: Anomaly) {
+        if self.settings.report_to_db {
+            if let Some(n) = self.recorded.get_mut(&anomaly.dedupe_key())
+                && *n > 0
+            {
+                *n -= 1;
+                return;
+            }
+        }
+        let at = self.clock.now_utc();
+        if self.settings.report_to_db
+            && let Some(sink) = &self.reports
+        {
+            sink.record(report_text(&self.clock.hms(at), &anomaly));
+        }
+        self.last_anomaly
+            .insert(anomaly.task_id.clone(), anomaly.kind);
+        self.snapshot.anomaly_count += 1;
+        self.dirty = true;
+        self.emit_at(at, What::Anomaly(anomaly)).await;
+    }
+
+    async fn watchdog(&mut self, reason: WatchdogReason) {
+        let at = self.clock.now_utc();
+        self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
+        self.dirty = true;
+        let task_count = self.tasks.len() as u64;
+        self.emit_at(at, What::Watchdog { reason, task_count })
+            .await;
+    }
+
+    async fn emit(&mut self, what: What) {
+        let at = self.clock.now_utc();
+        self.emit_at(at, what).await;
+    }
+
+    async fn emit_at(&mut self, at: OffsetDateTime, what: What) {
+        // A closed receiver means the presenter is gone: shutdown is under way.
+        let _ = self.out.send(Happening { at, what }).await;
+    }
+
+    fn publish_snapshot(&mut self) {
+        if !self.dirty || self.snapshot_tx.receiver_count() == 0 {
+            return;
+        }
+        self.dirty = false;
+        let mut tasks: Vec<TaskView> = self
+            .tasks
+            .values()
+            .map(|e| TaskView {
+                row: e.row.clone(),
+                heartbeat: e.heartbeat,
+                ctx: e
+                    .id
+                    .as_ref()
+                    .and_then(|id| self.ctx.get(id))
+                    .cloned()
+                    .unwrap_or_default(),
+                last_anomaly: e
+                    .id
+                    .as_ref()
+                    .and_then(|id| self.last_anomaly.get(id))
+                    .copied(),
+                watched: e.id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
+            })
+            .collect();
+        // Without a database, tasks are known by their files alone.
+        if !self.settings.with_database {
+            for (id, ctx) in &self.ctx {
+                tasks.push(TaskView {
+                    row: TaskRow {
+                        task_id: id.to_string(),
+                        state: "working".into(),
+                        worked_by: None,
+                        session_id: None,
+                        last_heartbeat: None,
+                        retry_count: 0,
+                        last_error: None,
+                    },
+                    heartbeat: None,
+                    ctx: ctx.clone(),
+                    last_anomaly: self.last_anomaly.get(id).copied(),
+                    watched: true,
+                });
+            }
+        }
+        tasks.sort_by_key(|t| (t.is_conductor() || t.is_souffleur(), t.id().to_owned()));
+        let conductor = self.tasks.get(crate::core::domain::CONDUCTOR_ID);
+        self.snapshot.watchdog.conductor_heartbeat = conductor.and_then(|c| c.heartbeat);
+        self.snapshot.watchdog.conductor_state = conductor.map(|c| c.row.state.clone());
+        self.snapshot.watchdog.task_count = self.tasks.len() as u64;
+        self.snapshot.version += 1;
+        self.snapshot.tasks = tasks;
+        self.snapshot_tx
+            .send_replace(Arc::new(self.snapshot.clone()));
+    }
+}
+
+/// Which staleness threshold applies to a row right now, with its heartbeat.
+fn stale_rule(settings: &HubSettings, entry: &TaskEntry) -> Option<(Duration, OffsetDateTime)> {
+    let hb = entry.heartbeat?;
+    let id = entry.id.as_ref()?;
+    let state = entry.row.state.as_str();
+    let threshold = if id.is_conductor() {
+        (state != "complete").then_some(settings.conductor_stale_after)
+    } else if id.is_souffleur() {
+        (state == "confirmed").then_some(settings.souffleur_stale_after)
+    } else {
+        TaskState(state.to_owned())
+            .is_heartbeat_active()
+            .then_some(settings.task_stale_after)
+    }?;
+    Some((threshold, hb))
+}
+
+/// The report in the Conductor's format (PROTOCOL.md §3).
+pub fn report_text(hms: &str, anomaly: &Anomaly) -> String {
+    format!(
+        "SENTINEL: [{hms}] {}\nAnomaly: {}\nDetail: {}",
+        anomaly.task_id, anomaly.kind, anomaly.detail
+    )
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}

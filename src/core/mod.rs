@@ -1,0 +1,12 @@
+//! The engine shared by the dashboard and headless mode. Nothing here draws.
+
+pub mod clock;
+pub mod domain;
+pub mod error;
+pub mod event;
+pub mod hub;
+pub mod runtime;
+pub mod schema;
+pub mod sentinel;
+pub mod snapshot;
+pub mod sources;

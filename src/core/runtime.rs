@@ -1,0 +1,121 @@
+//! Wiring: opens the sources for a project, starts the hub, and hands the presenters
+//! their two feeds (every happening, and the latest snapshot).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::Clock;
+use crate::core::error::CoreError;
+use crate::core::event::Happening;
+use crate::core::hub::{Hub, HubSettings, ReportSink};
+use crate::core::sentinel::SentinelSettings;
+use crate::core::snapshot::Snapshot;
+use crate::core::sources::db::{DbSettings, DbSource};
+use crate::core::sources::temp_logs::{self, TempLogSettings, TempLogsHandle};
+
+/// Capacity of the source → hub channel; sources wait when it is full.
+const EVENT_QUEUE: usize = 1024;
+/// Capacity of the hub → presenter channel.
+const HAPPENING_QUEUE: usize = 4096;
+
+#[derive(Debug, Clone)]
+pub struct CoreConfig {
+    pub db: PathBuf,
+    pub temp: PathBuf,
+    pub stall_after: Duration,
+    pub spike_threshold: u8,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    pub souffleur_stale_after: Duration,
+    pub report_to_db: bool,
+    pub max_line: usize,
+    pub fallback_poll: Duration,
+}
+
+/// A running core. Dropping it stops the sources.
+pub struct RunningCore {
+    pub happenings: mpsc::Receiver<Happening>,
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    pub cancel: CancellationToken,
+    pub with_database: bool,
+    hub: Option<JoinHandle<()>>,
+    _logs: TempLogsHandle,
+}
+
+impl RunningCore {
+    /// Stops the hub (and with it the database source), then the log source.
+    pub async fn shutdown(mut self) {
+        self.cancel.cancel();
+        if let Some(hub) = self.hub.take() {
+            let _ = hub.await;
+        }
+    }
+}
+
+/// Starts the core for one project. A database that exists but is not the
+/// orchestration's is an error, reported before anything runs; a missing one means
+/// temp-only mode.
+pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError> {
+    let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel(HAPPENING_QUEUE);
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
+
+    let with_database = database_exists(&config.db);
+    let mut reports: Option<Box<dyn ReportSink>> = None;
+    let mut initial = Vec::new();
+    if with_database {
+        let mut source = DbSource::open(DbSettings {
+            path: config.db.clone(),
+            report_to_db: config.report_to_db,
+            fallback_poll: config.fallback_poll,
+        })?;
+        // Known tasks first, so the hub judges the first log lines correctly.
+        initial = source.initial_events()?;
+        reports = Some(Box::new(source.spawn(events_tx.clone())));
+    }
+    let hub = Hub::new(
+        HubSettings {
+            sentinel: SentinelSettings {
+                stall_after: config.stall_after,
+                spike_threshold: config.spike_threshold,
+            },
+            task_stale_after: config.task_stale_after,
+            conductor_stale_after: config.conductor_stale_after,
+            souffleur_stale_after: config.souffleur_stale_after,
+            report_to_db: config.report_to_db,
+            with_database,
+        },
+        clock,
+        out_tx,
+        snap_tx,
+        reports,
+    );
+    let cancel = CancellationToken::new();
+    let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
+    let logs = temp_logs::spawn(
+        TempLogSettings {
+            dir: config.temp.clone(),
+            max_line: config.max_line,
+            fallback_poll: config.fallback_poll,
+        },
+        events_tx,
+    );
+    Ok(RunningCore {
+        happenings: out_rx,
+        snapshots: snap_rx,
+        cancel,
+        with_database,
+        hub: Some(hub),
+        _logs: logs,
+    })
+}
+
+/// Whether a file (of any kind) is at the database path.
+pub fn database_exists(path: &Path) -> bool {
+    path.symlink_metadata().is_ok()
+}

@@ -1,0 +1,399 @@
+//! The Sentinel: the four anomalies of PROTOCOL.md §3 as a pure state machine.
+//!
+//! Input: complete log lines per task (from `sources::temp_logs`) and the passing of
+//! time (`tick`). Output: [`Anomaly`] values. No I/O and no clock of its own, so tests
+//! drive it with plain `Instant`s or paused tokio time.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use crate::core::domain::{
+    Anomaly, AnomalyKind, LogKind, TaskId, context_percent, step_label, without_context_marker,
+};
+
+#[derive(Debug, Clone, Copy)]
+pub struct SentinelSettings {
+    /// `stalled` after strictly more than this without a new status line.
+    pub stall_after: Duration,
+    /// `context-spike` when the value rises by strictly more than this many points.
+    pub spike_threshold: u8,
+}
+
+#[derive(Debug, Default)]
+struct TaskWatch {
+    /// Reports are made only for active tasks; lines are still followed otherwise.
+    active: bool,
+    /// The last status line carrying a `[ctx: …]` value, and that value.
+    last_ctx: Option<(u8, String)>,
+    /// When the last status line arrived (or the file's mtime at start).
+    last_entry_at: Option<Instant>,
+    last_entry: Option<String>,
+    /// A stall was reported and no new line has ended it yet.
+    stalled: bool,
+}
+
+#[derive(Debug)]
+pub struct Sentinel {
+    settings: SentinelSettings,
+    tasks: HashMap<TaskId, TaskWatch>,
+}
+
+impl Sentinel {
+    pub fn new(settings: SentinelSettings) -> Self {
+        Self {
+            settings,
+            tasks: HashMap::new(),
+        }
+    }
+
+    /// Marks a task as watched (reported on) or not. A task turning inactive forgets
+    /// its stall; one turning active is judged from its last entry.
+    pub fn set_active(&mut self, task: &TaskId, active: bool) {
+        let watch = self.tasks.entry(task.clone()).or_default();
+        watch.active = active;
+    }
+
+    pub fn is_active(&self, task: &TaskId) -> bool {
+        self.tasks.get(task).is_some_and(|w| w.active)
+    }
+
+    /// New lines of one log. `arrived_at` is when they were written as far as anyone
+    /// can tell: now for appended lines, the file's mtime for what was there at start.
+    pub fn on_lines(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        lines: &[String],
+        arrived_at: Instant,
+    ) -> Vec<Anomaly> {
+        let spike = self.settings.spike_threshold;
+        let watch = self.tasks.entry(task.clone()).or_default();
+        let mut found = Vec::new();
+        match kind {
+            LogKind::Deviations => {
+                for line in lines {
+                    if line.starts_with("High:") {
+                        found.push(anomaly(task, AnomalyKind::HighDeviation, quoted(line)));
+                    }
+                }
+            }
+            LogKind::Status => {
+                for line in lines {
+                    if line.contains("self-correction") {
+                        found.push(anomaly(task, AnomalyKind::SelfCorrection, quoted(line)));
+                    }
+                    if let Some(now) = context_percent(line) {
+                        if let Some((before, before_line)) = &watch.last_ctx
+                            && now > *before
+                            && now - before > spike
+                        {
+                            found.push(Anomaly {
+                                spike: Some((*before, now)),
+                                ..anomaly(
+                                    task,
+                                    AnomalyKind::ContextSpike,
+                                    spike_detail(*before, before_line, now, line),
+                                )
+                            });
+                        }
+                        watch.last_ctx = Some((now, line.clone()));
+                    }
+                }
+                if let Some(last) = lines.last() {
+                    watch.last_entry = Some(last.clone());
+                    watch.last_entry_at = Some(arrived_at);
+                    watch.stalled = false;
+                }
+            }
+        }
+        if watch.active { found } else { Vec::new() }
+    }
+
+    /// A status file exists but holds no line yet: at start, its mtime counts as the
+    /// last entry.
+    pub fn on_file_seen(&mut self, task: &TaskId, kind: LogKind, at: Instant) {
+        let watch = self.tasks.entry(task.clone()).or_default();
+        if kind == LogKind::Status && watch.last_entry_at.is_none() {
+            watch.last_entry_at = Some(at);
+        }
+    }
+
+    /// A status file was truncated or replaced: its context history starts over.
+    pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
+        if kind == LogKind::Status
+            && let Some(w) = self.tasks.get_mut(task)
+        {
+            w.last_ctx = None;
+        }
+    }
+
+    /// Stalls whose deadline has passed at `now`, each reported once.
+    pub fn tick(&mut self, now: Instant) -> Vec<Anomaly> {
+        let stall_after = self.settings.stall_after;
+        let mut found = Vec::new();
+        for (task, w) in &mut self.tasks {
+            let Some(at) = w.last_entry_at else { continue };
+            if !w.active || w.stalled || now.saturating_duration_since(at) <= stall_after {
+                continue;
+            }
+            w.stalled = true;
+            let detail = format!(
+                "No new entries in temp/{task}-status for {}. Last entry: \"{}\"",
+                human_duration(now.saturating_duration_since(at)),
+                w.last_entry.as_deref().unwrap_or_default()
+            );
+            found.push(anomaly(task, AnomalyKind::Stalled, detail));
+        }
+        found.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        found
+    }
+
+    /// The next moment `tick` could find a stall: "strictly more than" the threshold,
+    /// so one millisecond past it.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.tasks
+            .values()
+            .filter(|w| w.active && !w.stalled)
+            .filter_map(|w| w.last_entry_at)
+            .min()
+            .map(|at| at + self.settings.stall_after + Duration::from_millis(1))
+    }
+}
+
+fn anomaly(task: &TaskId, kind: AnomalyKind, detail: String) -> Anomaly {
+    Anomaly {
+        task_id: task.clone(),
+        kind,
+        detail,
+        spike: None,
+    }
+}
+
+fn quoted(line: &str) -> String {
+    format!("\"{line}\"")
+}
+
+/// "Context jumped from 29% to 51% between step 2 and step 3 (+22%)"; lines without a
+/// step number are named by their text.
+fn spike_detail(before: u8, before_line: &str, now: u8, line: &str) -> String {
+    let name = |l: &str| step_label(l).unwrap_or_else(|| quoted(&without_context_marker(l)));
+    format!(
+        "Context jumped from {before}% to {now}% between {} and {} (+{}%)",
+        name(before_line),
+        name(line),
+        now - before
+    )
+}
+
+/// "7 minutes", "1 minute", "45 seconds".
+pub fn human_duration(d: Duration) -> String {
+    let secs = d.as_secs();
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    if secs >= 120 || (secs >= 60 && secs % 60 == 0) {
+        plural(secs / 60, "minute")
+    } else {
+        plural(secs, "second")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sentinel() -> Sentinel {
+        Sentinel::new(SentinelSettings {
+            stall_after: Duration::from_secs(300),
+            spike_threshold: 15,
+        })
+    }
+
+    fn t(id: &str) -> TaskId {
+        TaskId::parse(id).unwrap()
+    }
+
+    fn lines(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    fn active(id: &str) -> (Sentinel, TaskId) {
+        let mut s = sentinel();
+        let task = t(id);
+        s.set_active(&task, true);
+        (s, task)
+    }
+
+    #[test]
+    fn self_correction_and_high_deviation() {
+        let (mut s, task) = active("task-03");
+        let now = Instant::now();
+        let found = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&[
+                "step 1 started [ctx: 10%]",
+                "step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]",
+            ]),
+            now,
+        );
+        let kinds: Vec<_> = found.iter().map(|a| a.kind).collect();
+        assert_eq!(
+            kinds,
+            [AnomalyKind::SelfCorrection, AnomalyKind::ContextSpike]
+        );
+        assert_eq!(
+            found[0].detail,
+            "\"step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]\""
+        );
+        let found = s.on_lines(
+            &task,
+            LogKind::Deviations,
+            &lines(&[
+                "Low: renamed a helper",
+                "High: changed the public API",
+                " High: indented",
+            ]),
+            now,
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].kind, AnomalyKind::HighDeviation);
+        assert_eq!(found[0].detail, "\"High: changed the public API\"");
+    }
+
+    #[test]
+    fn context_spike_is_strictly_more_than_threshold() {
+        let (mut s, task) = active("task-05");
+        let now = Instant::now();
+        let table = [
+            (&["step 1 [ctx: 10%]", "step 2 [ctx: 25%]"][..], 0), // +15: not more than 15
+            (&["step 3 [ctx: 41%]"][..], 1),                      // +16
+            (&["no value here", "step 4 [ctx: 40%]"][..], 0), // lines without a value are skipped
+            (&["step 5 [ctx: 56%]"][..], 1), // +16 from 40, across a valueless line
+            (&["step 6 [ctx: 20%]", "step 7 [ctx: 30%]"][..], 0), // drop, then +10
+        ];
+        for (batch, expected) in table {
+            let found = s.on_lines(&task, LogKind::Status, &lines(batch), now);
+            assert_eq!(found.len(), expected, "{batch:?}");
+        }
+        let found = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["step 2 [ctx: 29%]", "step 3 [ctx: 51%]"]),
+            now,
+        );
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            "Context jumped from 29% to 51% between step 2 and step 3 (+22%)"
+        );
+        assert_eq!(found[0].spike, Some((29, 51)));
+    }
+
+    #[test]
+    fn spike_across_batches_and_unnamed_lines() {
+        let (mut s, task) = active("task-05");
+        let now = Instant::now();
+        assert!(
+            s.on_lines(
+                &task,
+                LogKind::Status,
+                &lines(&["task claimed [ctx: 5%]"]),
+                now
+            )
+            .is_empty()
+        );
+        let found = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["context at 65%, preparing handoff [ctx: 65%]"]),
+            now,
+        );
+        assert_eq!(
+            found[0].detail,
+            "Context jumped from 5% to 65% between \"task claimed\" and \"context at 65%, preparing handoff\" (+60%)"
+        );
+    }
+
+    #[test]
+    fn inactive_tasks_are_followed_but_not_reported() {
+        let mut s = sentinel();
+        let task = t("task-02");
+        let now = Instant::now();
+        assert!(
+            s.on_lines(
+                &task,
+                LogKind::Status,
+                &lines(&["self-correction [ctx: 10%]"]),
+                now
+            )
+            .is_empty()
+        );
+        s.set_active(&task, true);
+        // The value seen while inactive still counts as the previous one.
+        let found = s.on_lines(&task, LogKind::Status, &lines(&["step 2 [ctx: 30%]"]), now);
+        assert_eq!(found.len(), 1);
+    }
+
+    #[test]
+    fn stall_is_reported_once_per_stall_and_ended_by_a_line() {
+        let (mut s, task) = active("task-04");
+        let start = Instant::now();
+        s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["step 3 agent 1 launched [ctx: 41%]"]),
+            start,
+        );
+        let deadline = s.next_deadline().unwrap();
+        assert_eq!(deadline, start + Duration::from_millis(300_001));
+        assert!(
+            s.tick(start + Duration::from_secs(300)).is_empty(),
+            "exactly 5 min is not more than 5 min"
+        );
+        let found = s.tick(start + Duration::from_secs(420));
+        assert_eq!(found.len(), 1);
+        assert_eq!(
+            found[0].detail,
+            "No new entries in temp/task-04-status for 7 minutes. Last entry: \"step 3 agent 1 launched [ctx: 41%]\""
+        );
+        assert!(
+            s.tick(start + Duration::from_secs(900)).is_empty(),
+            "one report per stall"
+        );
+        assert!(s.next_deadline().is_none());
+        let later = start + Duration::from_secs(1000);
+        s.on_lines(&task, LogKind::Status, &lines(&["step 4 started"]), later);
+        assert!(s.tick(later + Duration::from_secs(200)).is_empty());
+        assert_eq!(
+            s.tick(later + Duration::from_secs(301)).len(),
+            1,
+            "a new stall after a new line"
+        );
+    }
+
+    #[test]
+    fn deviations_do_not_end_a_stall_and_inactive_tasks_never_stall() {
+        let (mut s, task) = active("task-04");
+        let start = Instant::now();
+        s.on_lines(&task, LogKind::Status, &lines(&["x"]), start);
+        s.on_lines(
+            &task,
+            LogKind::Deviations,
+            &lines(&["Low: y"]),
+            start + Duration::from_secs(200),
+        );
+        assert_eq!(s.tick(start + Duration::from_secs(301)).len(), 1);
+        let other = t("task-09");
+        s.on_lines(&other, LogKind::Status, &lines(&["x"]), start);
+        assert!(s.tick(start + Duration::from_secs(9999)).is_empty());
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(human_duration(Duration::from_secs(420)), "7 minutes");
+        assert_eq!(human_duration(Duration::from_secs(60)), "1 minute");
+        assert_eq!(human_duration(Duration::from_secs(3)), "3 seconds");
+        assert_eq!(human_duration(Duration::from_secs(1)), "1 second");
+    }
+}

@@ -1,0 +1,72 @@
+//! The published picture of the orchestration: immutable, shared as `Arc<Snapshot>` on a
+//! `watch` channel (last value wins, so a slow screen never builds a backlog).
+
+use std::collections::VecDeque;
+
+use time::OffsetDateTime;
+
+use crate::core::domain::AnomalyKind;
+use crate::core::event::{TaskRow, WatchdogReason};
+
+/// How many `[ctx: …]` values a task keeps for its trend.
+pub const CTX_HISTORY: usize = 32;
+
+#[derive(Debug, Clone, Default)]
+pub struct Snapshot {
+    /// Grows by one with every publication.
+    pub version: u64,
+    /// Musicians, then the Conductor and the Souffleur, by id.
+    pub tasks: Vec<TaskView>,
+    pub database: DatabaseHealth,
+    pub last_error: Option<(OffsetDateTime, String)>,
+    pub watchdog: WatchdogView,
+    pub anomaly_count: u64,
+    pub message_count: u64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum DatabaseHealth {
+    /// No database: temp-only mode.
+    #[default]
+    Absent,
+    Ok,
+    Failing(String),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskView {
+    pub row: TaskRow,
+    pub heartbeat: Option<OffsetDateTime>,
+    /// Recent `[ctx: …]` values, oldest first.
+    pub ctx: VecDeque<u8>,
+    pub last_anomaly: Option<AnomalyKind>,
+    /// Whether the Sentinel reports on it.
+    pub watched: bool,
+}
+
+impl TaskView {
+    pub fn id(&self) -> &str {
+        &self.row.task_id
+    }
+
+    pub fn is_conductor(&self) -> bool {
+        self.row.task_id == crate::core::domain::CONDUCTOR_ID
+    }
+
+    pub fn is_souffleur(&self) -> bool {
+        self.row.task_id == crate::core::domain::SOUFFLEUR_ID
+    }
+
+    pub fn context(&self) -> Option<u8> {
+        self.ctx.back().copied()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct WatchdogView {
+    /// `task-00`'s heartbeat, if known.
+    pub conductor_heartbeat: Option<OffsetDateTime>,
+    pub conductor_state: Option<String>,
+    pub last_reason: Option<(OffsetDateTime, WatchdogReason)>,
+    pub task_count: u64,
+}

@@ -1,0 +1,396 @@
+//! The database source: one OS thread owns the rusqlite connection to `comms.db`.
+//!
+//! It wakes on a kernel event for the database or its `-wal`/`-journal` file (notify on
+//! the database's folder), asks SQLite whether anything changed (`PRAGMA data_version`,
+//! no table read), and only then reads the task table and the messages above the last
+//! id seen. Every read is its own short autocommit statement: no read transaction is
+//! held between wake-ups. The same thread performs the writes the hub asks for.
+
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
+use rusqlite::{Connection, ErrorCode, params};
+use tokio::sync::mpsc;
+
+use crate::core::domain::{AnomalyKind, TaskId, dedupe_detail};
+use crate::core::error::CoreError;
+use crate::core::event::{CoreEvent, MessageRow, TaskRow};
+use crate::core::schema;
+
+const SOURCE: &str = "database";
+/// Messages read per statement, so a huge backlog never holds one long read.
+const PAGE: i64 = 500;
+/// With `synchronous=FULL` the `-wal` event can arrive before the commit is visible.
+const RECHECK_AFTER: Duration = Duration::from_millis(1);
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// What the hub asks of the database.
+#[derive(Debug)]
+pub enum DbCmd {
+    /// Record a Sentinel report as a message to the Conductor.
+    InsertReport { text: String },
+}
+
+enum Input {
+    FileEvent,
+    Cmd(DbCmd),
+    Stop,
+}
+
+pub struct DbSettings {
+    pub path: PathBuf,
+    /// Read the reports already recorded, so a restart repeats none.
+    pub report_to_db: bool,
+    /// Re-check period when the kernel watcher is unavailable.
+    pub fallback_poll: Duration,
+}
+
+/// The connection and what has been seen through it.
+pub struct DbSource {
+    conn: Connection,
+    settings: DbSettings,
+    data_version: Option<i64>,
+    last_message_id: i64,
+    tasks: Vec<TaskRow>,
+    /// `warning` if the table's CHECK admits it, else `system`.
+    report_type: &'static str,
+}
+
+/// Handle to the running source: commands in, and a clean stop when dropped.
+pub struct DbHandle {
+    tx: std_mpsc::Sender<Input>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DbHandle {
+    pub fn send(&self, cmd: DbCmd) {
+        let _ = self.tx.send(Input::Cmd(cmd));
+    }
+}
+
+impl Drop for DbHandle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Input::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl DbSource {
+    /// Opens and verifies the database. Nothing is written.
+    pub fn open(settings: DbSettings) -> Result<Self, CoreError> {
+        let conn = schema::open(&settings.path)?;
+        schema::verify(&conn, &settings.path)?;
+        let report_type = if schema::message_type_allowed(&conn, "warning")
+            .map_err(|e| CoreError::Database(e.to_string()))?
+        {
+            "warning"
+        } else {
+            "system"
+        };
+        Ok(Self {
+            conn,
+            settings,
+            data_version: None,
+            last_message_id: 0,
+            tasks: Vec::new(),
+            report_type,
+        })
+    }
+
+    /// Reads everything once, synchronously, so the hub knows the tasks before the
+    /// first log line arrives.
+    pub fn initial_events(&mut self) -> Result<Vec<CoreEvent>, CoreError> {
+        let mut out = Vec::new();
+        if self.settings.report_to_db {
+            let recorded = self.recorded_reports().map_err(db_error)?;
+            out.push(CoreEvent::RecordedReports(recorded));
+        }
+        self.refresh(true, &mut |e| out.push(e)).map_err(db_error)?;
+        Ok(out)
+    }
+
+    /// Runs the source on its own thread from now on.
+    pub fn spawn(mut self, events: mpsc::Sender<CoreEvent>) -> DbHandle {
+        let (tx, rx) = std_mpsc::channel();
+        let watch_tx = tx.clone();
+        let thread = std::thread::Builder::new()
+            .name("maestro-db".into())
+            .spawn(move || self.run(&rx, watch_tx, &events))
+            .ok();
+        DbHandle { tx, thread }
+    }
+
+    fn run(
+        &mut self,
+        rx: &std_mpsc::Receiver<Input>,
+        watch_tx: std_mpsc::Sender<Input>,
+        events: &mpsc::Sender<CoreEvent>,
+    ) {
+        let send = |e: CoreEvent| {
+            let _ = events.blocking_send(e);
+        };
+        let _watcher = match watch_database(&self.settings.path, watch_tx) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                send(CoreEvent::SourceFailed {
+                    source: SOURCE,
+                    detail: format!(
+                        "cannot watch {} ({e}); checking every {:?} instead",
+                        self.settings.path.display(),
+                        self.settings.fallback_poll
+                    ),
+                });
+                None
+            }
+        };
+        let idle_wait = _watcher.is_none().then_some(self.settings.fallback_poll);
+        let mut retry_in: Option<Duration> = None;
+        loop {
+            let wait = retry_in.or(idle_wait);
+            let first = match wait {
+                Some(d) => match rx.recv_timeout(d) {
+                    Ok(i) => Some(i),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                },
+                None => match rx.recv() {
+                    Ok(i) => Some(i),
+                    Err(_) => return,
+                },
+            };
+            let mut from_file_event = false;
+            let mut force = false;
+            for input in first.into_iter().chain(rx.try_iter()) {
+                match input {
+                    Input::Stop => return,
+                    Input::FileEvent => from_file_event = true,
+                    Input::Cmd(cmd) => {
+                        force = true;
+                        if let Err(e) = self.execute(&cmd) {
+                            send(CoreEvent::SourceFailed {
+                                source: SOURCE,
+                                detail: format!("could not record a report: {e}"),
+                            });
+                        }
+                    }
+                }
+            }
+            let mut emit = |e: CoreEvent| send(e);
+            let result = self
+                .refresh(force || retry_in.is_some(), &mut emit)
+                .and_then(|changed| {
+                    if !changed && from_file_event {
+                        std::thread::sleep(RECHECK_AFTER);
+                        self.refresh(false, &mut emit)
+                    } else {
+                        Ok(changed)
+                    }
+                });
+            match result {
+                Ok(_) => {
+                    if retry_in.take().is_some() {
+                        send(CoreEvent::SourceHealthy { source: SOURCE });
+                    }
+                }
+                Err(e) => {
+                    let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
+                    retry_in = Some(next);
+                    send(CoreEvent::SourceFailed {
+                        source: SOURCE,
+                        detail: format!("{} (retrying in {next:?})", describe(&e)),
+                    });
+                }
+            }
+        }
+    }
+
+    /// Reads what changed since the last call. Returns whether anything did.
+    fn refresh(&mut self, force: bool, emit: &mut dyn FnMut(CoreEvent)) -> rusqlite::Result<bool> {
+        let version: i64 = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get(0))?;
+        if !force && self.data_version == Some(version) {
+            return Ok(false);
+        }
+        self.data_version = Some(version);
+        let tasks = self.read_tasks()?;
+        let mut changed = false;
+        if tasks != self.tasks {
+            self.tasks.clone_from(&tasks);
+            emit(CoreEvent::Tasks(tasks));
+            changed = true;
+        }
+        loop {
+            let page = self.read_messages_after(self.last_message_id)?;
+            let Some(last) = page.last() else { break };
+            self.last_message_id = last.id;
+            let full = page.len() as i64 == PAGE;
+            emit(CoreEvent::Messages(page));
+            changed = true;
+            if !full {
+                break;
+            }
+        }
+        Ok(changed)
+    }
+
+    fn read_tasks(&self) -> rusqlite::Result<Vec<TaskRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT task_id, state, worked_by, session_id, last_heartbeat, retry_count, last_error
+             FROM orchestration_tasks ORDER BY task_id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(TaskRow {
+                task_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+                state: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                worked_by: r.get(2)?,
+                session_id: r.get(3)?,
+                last_heartbeat: r.get(4)?,
+                retry_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+                last_error: r.get(6)?,
+            })
+        })?
+        .collect()
+    }
+
+    fn read_messages_after(&self, after: i64) -> rusqlite::Result<Vec<MessageRow>> {
+        let mut stmt = self.conn.prepare_cached(
+            "SELECT id, task_id, from_session, message_type, message, timestamp
+             FROM orchestration_messages WHERE id > ?1 ORDER BY id LIMIT ?2",
+        )?;
+        stmt.query_map(params![after, PAGE], |r| {
+            Ok(MessageRow {
+                id: r.get(0)?,
+                task_id: text(r, 1)?,
+                from_session: text(r, 2)?,
+                message_type: text(r, 3)?,
+                message: text(r, 4)?,
+                timestamp: text(r, 5)?,
+            })
+        })?
+        .collect()
+    }
+
+    /// The Sentinel reports a previous run recorded, as dedupe keys.
+    fn recorded_reports(&self) -> rusqlite::Result<Vec<(TaskId, AnomalyKind, String)>> {
+        let mut stmt = self.conn.prepare(
+            "SELECT message FROM orchestration_messages
+             WHERE from_session = 'sentinel' AND message LIKE 'SENTINEL:%' ORDER BY id",
+        )?;
+        let texts: Vec<String> = stmt
+            .query_map([], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        Ok(texts.iter().filter_map(|t| parse_report(t)).collect())
+    }
+
+    fn execute(&self, cmd: &DbCmd) -> rusqlite::Result<()> {
+        match cmd {
+            DbCmd::InsertReport { text } => {
+                self.conn.execute(
+                    "INSERT INTO orchestration_messages (task_id, from_session, message, message_type)
+                     VALUES ('task-00', 'sentinel', ?1, ?2)",
+                    params![text, self.report_type],
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A text column that may hold any storage class (a writer may have put a number there).
+fn text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+    use rusqlite::types::ValueRef;
+    Ok(match r.get_ref(i)? {
+        ValueRef::Null => None,
+        ValueRef::Integer(n) => Some(n.to_string()),
+        ValueRef::Real(f) => Some(f.to_string()),
+        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
+    })
+}
+
+/// Reads back a report in the Conductor's format into its dedupe key.
+pub fn parse_report(text: &str) -> Option<(TaskId, AnomalyKind, String)> {
+    let mut lines = text.lines();
+    let head = lines.next()?.strip_prefix("SENTINEL: ")?;
+    let task = head.rsplit(' ').next().and_then(TaskId::parse)?;
+    let kind = AnomalyKind::parse(lines.next()?.strip_prefix("Anomaly: ")?.trim())?;
+    let detail = lines.next()?.strip_prefix("Detail: ")?;
+    Some((task, kind, dedupe_detail(kind, detail)))
+}
+
+fn describe(e: &rusqlite::Error) -> String {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => "database busy".into(),
+        _ => format!("database read failed: {e}"),
+    }
+}
+
+fn db_error(e: rusqlite::Error) -> CoreError {
+    CoreError::Database(describe(&e))
+}
+
+/// Watches the database's folder for changes to the database, `-wal` or `-journal`.
+fn watch_database(
+    path: &Path,
+    tx: std_mpsc::Sender<Input>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let names = [
+        name.clone(),
+        format!("{name}-wal"),
+        format!("{name}-journal"),
+    ];
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else {
+            let _ = tx.send(Input::FileEvent);
+            return;
+        };
+        if matches!(
+            event.kind,
+            EventKind::Access(
+                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
+            )
+        ) {
+            return;
+        }
+        let ours = event.need_rescan()
+            || event.paths.iter().any(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| names.iter().any(|m| m == n))
+            });
+        if ours {
+            let _ = tx.send(Input::FileEvent);
+        }
+    })?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    Ok(watcher)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_parse_back_into_keys() {
+        let text = "SENTINEL: [14:41:03] task-04\nAnomaly: stalled\nDetail: No new entries in temp/task-04-status for 7 minutes. Last entry: \"x\"";
+        let (task, kind, detail) = parse_report(text).unwrap();
+        assert_eq!(task.as_str(), "task-04");
+        assert_eq!(kind, AnomalyKind::Stalled);
+        assert_eq!(detail, "Last entry: \"x\"");
+        assert!(parse_report("SENTINEL: [x] ../etc\nAnomaly: stalled\nDetail: y").is_none());
+        assert!(parse_report("hello").is_none());
+    }
+}

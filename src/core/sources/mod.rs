@@ -1,0 +1,5 @@
+//! Actors that own an outside resource and turn its changes into `CoreEvent`s.
+
+pub mod db;
+pub mod lines;
+pub mod temp_logs;

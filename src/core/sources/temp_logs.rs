@@ -1,0 +1,302 @@
+//! The log source: follows every `task-NN-status` / `task-NN-deviations` file in `temp/`.
+//!
+//! One OS thread owns the notify watcher and the per-file read state. A kernel event
+//! names a file; the thread drains every event already queued, reads only the bytes
+//! appended since the last read and sends one [`CoreEvent::LogLines`] per file. Files
+//! may appear, be truncated, replaced or renamed; the identity (device, inode) and size
+//! tell which. When the watcher cannot be set up, it says so once and polls instead.
+
+use std::collections::{BTreeSet, HashMap};
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+use std::time::Duration;
+
+use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
+use tokio::sync::mpsc;
+
+use crate::core::domain::LogKind;
+use crate::core::event::CoreEvent;
+use crate::core::sources::lines::LineAssembler;
+
+const SOURCE: &str = "temp logs";
+const READ_CHUNK: usize = 64 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct TempLogSettings {
+    pub dir: PathBuf,
+    /// Longest line kept whole; longer lines are cut.
+    pub max_line: usize,
+    /// Rescan period when the kernel watcher is unavailable.
+    pub fallback_poll: Duration,
+}
+
+enum Input {
+    Changed(String),
+    Rescan,
+    Stop,
+}
+
+/// Handle to the running log source; dropping it stops the thread.
+pub struct TempLogsHandle {
+    tx: std_mpsc::Sender<Input>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for TempLogsHandle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Input::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Tail {
+    identity: (u64, u64),
+    offset: u64,
+    assembler: LineAssembler,
+}
+
+struct TempLogs {
+    settings: TempLogSettings,
+    tails: HashMap<String, Tail>,
+    events: mpsc::Sender<CoreEvent>,
+    buf: Vec<u8>,
+}
+
+/// Starts following `settings.dir`. What the files hold already is sent first, marked
+/// with each file's mtime.
+pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> TempLogsHandle {
+    let (tx, rx) = std_mpsc::channel();
+    let watch_tx = tx.clone();
+    let thread = std::thread::Builder::new()
+        .name("maestro-temp-logs".into())
+        .spawn(move || {
+            let mut logs = TempLogs {
+                settings,
+                tails: HashMap::new(),
+                events,
+                buf: vec![0; READ_CHUNK],
+            };
+            logs.run(&rx, watch_tx);
+        })
+        .ok();
+    TempLogsHandle { tx, thread }
+}
+
+impl TempLogs {
+    fn run(&mut self, rx: &std_mpsc::Receiver<Input>, watch_tx: std_mpsc::Sender<Input>) {
+        let dir = self.settings.dir.clone();
+        let (watcher, mut polling) = match watch_dir(&dir, watch_tx) {
+            Ok(w) => (Some(w), false),
+            Err(e) => {
+                self.fail(format!(
+                    "cannot watch {} ({e}); polling every {:?} instead",
+                    dir.display(),
+                    self.settings.fallback_poll
+                ));
+                (None, true)
+            }
+        };
+        let mut watcher = watcher;
+        let mut dir_present = dir.is_dir();
+        self.scan(true);
+        loop {
+            let first = if polling {
+                match rx.recv_timeout(self.settings.fallback_poll) {
+                    Ok(i) => i,
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => Input::Rescan,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                }
+            } else {
+                match rx.recv() {
+                    Ok(i) => i,
+                    Err(_) => return,
+                }
+            };
+            // Drain what is already queued: a burst of writes becomes one read per file.
+            let mut names = BTreeSet::new();
+            let mut rescan = false;
+            for input in std::iter::once(first).chain(rx.try_iter()) {
+                match input {
+                    Input::Stop => return,
+                    Input::Rescan => rescan = true,
+                    Input::Changed(name) => {
+                        names.insert(name);
+                    }
+                }
+            }
+            // temp/ appeared (or came back) after start: watch it from now on.
+            if !dir_present && dir.is_dir() {
+                dir_present = true;
+                if let Some(w) = watcher.as_mut()
+                    && w.watch(&dir, RecursiveMode::NonRecursive).is_err()
+                {
+                    polling = true;
+                }
+                rescan = true;
+            }
+            if rescan {
+                self.scan(false);
+            } else {
+                for name in names {
+                    self.sync(&name, false);
+                }
+            }
+        }
+    }
+
+    /// Reads every log file in the folder, and notices the ones that went away.
+    fn scan(&mut self, initial: bool) {
+        let mut names: BTreeSet<String> = std::fs::read_dir(&self.settings.dir)
+            .map(|entries| {
+                entries
+                    .filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .filter(|n| LogKind::parse_file_name(n).is_some())
+                    .collect()
+            })
+            .unwrap_or_default();
+        names.extend(self.tails.keys().cloned());
+        for name in names {
+            self.sync(&name, initial);
+        }
+    }
+
+    /// Brings one file up to date: new bytes become lines; a replaced or truncated file
+    /// starts over from its beginning.
+    fn sync(&mut self, name: &str, initial: bool) {
+        let Some((task, kind)) = LogKind::parse_file_name(name) else {
+            return;
+        };
+        let path = self.settings.dir.join(name);
+        let opened = File::open(&path).and_then(|f| {
+            let meta = f.metadata()?;
+            Ok((f, meta))
+        });
+        let (mut file, meta) = match opened {
+            Ok(ok) if ok.1.is_file() => ok,
+            Ok(_) => return,
+            Err(e) => {
+                if self.tails.remove(name).is_some() {
+                    self.send(CoreEvent::LogReset { task, kind });
+                }
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    self.fail(format!("cannot read {}: {e}", path.display()));
+                }
+                return;
+            }
+        };
+        let identity = (meta.dev(), meta.ino());
+        let max_line = self.settings.max_line;
+        let mut reset = false;
+        let tail = self.tails.entry(name.to_owned()).or_insert_with(|| Tail {
+            identity,
+            offset: 0,
+            assembler: LineAssembler::new(max_line),
+        });
+        if tail.identity != identity || meta.len() < tail.offset {
+            tail.identity = identity;
+            tail.offset = 0;
+            tail.assembler.reset();
+            reset = true;
+        }
+        let mut lines = Vec::new();
+        let mut read_error = None;
+        if meta.len() > tail.offset {
+            match file.seek(SeekFrom::Start(tail.offset)) {
+                Ok(_) => loop {
+                    match file.read(&mut self.buf) {
+                        Ok(0) => break,
+                        Ok(n) => {
+                            tail.offset += n as u64;
+                            tail.assembler.feed(&self.buf[..n], &mut lines);
+                        }
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            read_error = Some(e);
+                            break;
+                        }
+                    }
+                },
+                Err(e) => read_error = Some(e),
+            }
+        }
+        if reset {
+            self.send(CoreEvent::LogReset {
+                task: task.clone(),
+                kind,
+            });
+        }
+        if let Some(e) = read_error {
+            self.fail(format!("cannot read {}: {e}", path.display()));
+        }
+        if !lines.is_empty() || initial {
+            self.send(CoreEvent::LogLines {
+                task,
+                kind,
+                lines,
+                initial_mtime: initial.then(|| meta.modified().ok()).flatten(),
+            });
+        }
+    }
+
+    fn send(&self, event: CoreEvent) {
+        // The hub is gone only at shutdown; nothing left to tell.
+        let _ = self.events.blocking_send(event);
+    }
+
+    fn fail(&self, detail: String) {
+        self.send(CoreEvent::SourceFailed {
+            source: SOURCE,
+            detail,
+        });
+    }
+}
+
+/// Watches `dir` (or, while it does not exist, its parent, to see it appear).
+fn watch_dir(
+    dir: &Path,
+    tx: std_mpsc::Sender<Input>,
+) -> notify::Result<notify::RecommendedWatcher> {
+    let dir_name = dir.file_name().map(std::ffi::OsStr::to_os_string);
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else {
+            let _ = tx.send(Input::Rescan);
+            return;
+        };
+        if event.need_rescan() {
+            let _ = tx.send(Input::Rescan);
+            return;
+        }
+        // Opening a file to read it is an event too: ignore reads, ours or anyone's.
+        if matches!(
+            event.kind,
+            EventKind::Access(
+                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
+            )
+        ) {
+            return;
+        }
+        for path in &event.paths {
+            let Some(name) = path.file_name() else {
+                continue;
+            };
+            if Some(name) == dir_name.as_deref() {
+                let _ = tx.send(Input::Rescan);
+            } else if let Some(name) = name.to_str() {
+                let _ = tx.send(Input::Changed(name.to_owned()));
+            }
+        }
+    })?;
+    if dir.is_dir() {
+        watcher.watch(dir, RecursiveMode::NonRecursive)?;
+    } else {
+        let parent = dir.parent().unwrap_or(Path::new("."));
+        watcher.watch(parent, RecursiveMode::NonRecursive)?;
+    }
+    Ok(watcher)
+}

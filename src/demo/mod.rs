@@ -1,0 +1,291 @@
+//! `maestro demo`: a believable orchestration played into a scratch project, watched by
+//! the same core and presenters as a real one.
+//!
+//! The script is data ([`scenario`]); the player is a plain writer like the sessions it
+//! imitates: it sets rows with `datetime('now')` heartbeats, appends log lines and
+//! inserts messages. maestro itself only reads, as in real use.
+
+pub mod scenario;
+
+use std::collections::HashSet;
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc as std_mpsc;
+use std::time::{Duration, Instant};
+
+use rusqlite::{Connection, params};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{DemoArgs, GlobalArgs};
+use crate::core::clock::Clock;
+use crate::core::domain::{LogKind, TaskId};
+use crate::core::{runtime, schema};
+use crate::headless::{self, Format};
+use crate::project::Project;
+use crate::settings::Settings;
+use scenario::{Scenario, Step};
+
+/// A scratch project: the folder, its database and its logs.
+pub fn create_project() -> Result<Project, String> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let root = std::env::temp_dir().join(format!("maestro-demo-{}-{stamp}", std::process::id()));
+    let temp = root.join("temp");
+    std::fs::create_dir_all(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    let db = root.join("comms.db");
+    schema::init_database(&db).map_err(|e| e.to_string())?;
+    Ok(Project { root, db, temp })
+}
+
+/// Runs the demo until the scenario's Conductor completes (headless) or the operator
+/// quits (dashboard).
+pub async fn run(
+    args: DemoArgs,
+    global: GlobalArgs,
+    mut settings: Settings,
+    clock: Clock,
+) -> Result<(), String> {
+    let scenario = match &args.scenario {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
+            Scenario::parse(&path.display().to_string(), &text)?
+        }
+        None => Scenario::parse("the built-in scenario", scenario::BUILT_IN)?,
+    };
+    let scale = |d: Duration| d.div_f64(args.speed);
+    // The scenario's thresholds fit its pace; flags given by hand still win.
+    settings.stall_after = global
+        .stall_after
+        .unwrap_or_else(|| scale(scenario.stall_after));
+    settings.task_stale_after = global
+        .task_stale_after
+        .unwrap_or_else(|| scale(scenario.task_stale_after));
+    settings.conductor_stale_after = global
+        .conductor_stale_after
+        .unwrap_or_else(|| scale(scenario.conductor_stale_after));
+
+    let project = create_project()?;
+    let result = show(&project, &scenario, &args, &global, &settings, clock).await;
+    if args.keep {
+        eprintln!(
+            "maestro: the demo project is kept at {}",
+            project.root.display()
+        );
+    } else {
+        let _ = std::fs::remove_dir_all(&project.root);
+    }
+    result
+}
+
+async fn show(
+    project: &Project,
+    scenario: &Scenario,
+    args: &DemoArgs,
+    global: &GlobalArgs,
+    settings: &Settings,
+    clock: Clock,
+) -> Result<(), String> {
+    let player = Player::spawn(project.clone(), scenario.clone(), args.speed)?;
+    let mut core =
+        runtime::start(&project.core_config(settings), clock).map_err(|e| e.to_string())?;
+    let stop = CancellationToken::new();
+    headless::stop_on_signals(stop.clone())?;
+    if !global.no_tui {
+        eprintln!("maestro: the dashboard is not part of this build yet; showing headless output.");
+    }
+    let format = if global.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    headless::present(&mut core.happenings, format, clock, true, stop, &mut out).await;
+    let _ = out.flush();
+    drop(player);
+    core.shutdown().await;
+    Ok(())
+}
+
+/// The scenario player, on its own thread; dropping it stops the play.
+pub struct Player {
+    stop: Option<std_mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Player {
+    pub fn spawn(project: Project, scenario: Scenario, speed: f64) -> Result<Self, String> {
+        let conn = Connection::open(&project.db)
+            .map_err(|e| format!("cannot open {}: {e}", project.db.display()))?;
+        conn.busy_timeout(Duration::from_secs(2))
+            .map_err(|e| e.to_string())?;
+        let (stop, stopped) = std_mpsc::channel();
+        let thread = std::thread::Builder::new()
+            .name("maestro-demo".into())
+            .spawn(move || {
+                let mut play = Play {
+                    conn,
+                    temp: project.temp,
+                    silent: HashSet::new(),
+                };
+                play.run(&scenario, speed, &stopped);
+            })
+            .map_err(|e| format!("cannot start the demo player: {e}"))?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Player {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+struct Play {
+    conn: Connection,
+    temp: PathBuf,
+    /// Tasks whose heartbeat the script stopped.
+    silent: HashSet<TaskId>,
+}
+
+impl Play {
+    fn run(&mut self, scenario: &Scenario, speed: f64, stopped: &std_mpsc::Receiver<()>) {
+        let start = Instant::now();
+        let beat = scenario.heartbeat_every.div_f64(speed);
+        let mut next_beat = start + beat;
+        let mut steps = scenario.steps.iter().peekable();
+        loop {
+            let next_step = steps.peek().map(|s| start + s.at.div_f64(speed));
+            let wake = next_step.map_or(next_beat, |s| s.min(next_beat));
+            match stopped.recv_timeout(wake.saturating_duration_since(Instant::now())) {
+                Err(std_mpsc::RecvTimeoutError::Timeout) => {}
+                _ => return,
+            }
+            let now = Instant::now();
+            if now >= next_beat {
+                self.refresh_heartbeats();
+                next_beat += beat;
+            }
+            while let Some(step) = steps.next_if(|s| start + s.at.div_f64(speed) <= now) {
+                // A failed write is shown by the dashboard as the absence of the change;
+                // the play goes on, as a real session's would.
+                if let Err(e) = self.apply(step) {
+                    eprintln!("maestro demo: step at {:?} failed: {e}", step.at);
+                }
+            }
+        }
+    }
+
+    fn refresh_heartbeats(&self) {
+        let silent: Vec<String> = self.silent.iter().map(ToString::to_string).collect();
+        let _ = self.conn.execute(
+            "UPDATE orchestration_tasks SET last_heartbeat = datetime('now')
+             WHERE state NOT IN ('complete', 'exited') AND task_id NOT IN (SELECT value FROM json_each(?1))",
+            [serde_json::to_string(&silent).unwrap_or_else(|_| "[]".into())],
+        );
+    }
+
+    fn apply(&mut self, step: &Step) -> Result<(), String> {
+        let id = step.task.as_str();
+        let tx = self
+            .conn
+            .unchecked_transaction()
+            .map_err(|e| e.to_string())?;
+        if let Some(state) = &step.state {
+            tx.execute(
+                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, ?2, datetime('now'))
+                 ON CONFLICT(task_id) DO UPDATE SET state = excluded.state, last_heartbeat = datetime('now')",
+                params![id, state],
+            )
+            .map_err(|e| e.to_string())?;
+            if state == "working" {
+                tx.execute(
+                    "UPDATE orchestration_tasks SET started_at = coalesce(started_at, datetime('now')) WHERE task_id = ?1",
+                    [id],
+                )
+                .map_err(|e| e.to_string())?;
+            }
+            if state == "complete" {
+                tx.execute(
+                    "UPDATE orchestration_tasks SET completed_at = datetime('now') WHERE task_id = ?1",
+                    [id],
+                )
+                .map_err(|e| e.to_string())?;
+            }
+        }
+        if let Some(who) = &step.worked_by {
+            tx.execute(
+                "UPDATE orchestration_tasks SET worked_by = ?2 WHERE task_id = ?1",
+                params![id, who],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        if let Some(err) = &step.last_error {
+            tx.execute(
+                "UPDATE orchestration_tasks SET last_error = ?2 WHERE task_id = ?1",
+                params![id, err],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        if step.retry {
+            tx.execute(
+                "UPDATE orchestration_tasks SET retry_count = coalesce(retry_count, 0) + 1 WHERE task_id = ?1",
+                [id],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        if let Some(m) = &step.message {
+            tx.execute(
+                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, ?2, ?3, ?4)",
+                params![id, m.from, m.text, m.kind],
+            )
+            .map_err(|e| e.to_string())?;
+        }
+        tx.commit().map_err(|e| e.to_string())?;
+        match step.heartbeat {
+            Some(false) => {
+                self.silent.insert(step.task.clone());
+            }
+            Some(true) => {
+                self.silent.remove(&step.task);
+                self.refresh_heartbeats();
+            }
+            None => {}
+        }
+        append(&self.temp, &step.task, LogKind::Status, &step.status)?;
+        append(
+            &self.temp,
+            &step.task,
+            LogKind::Deviations,
+            &step.deviations,
+        )
+    }
+}
+
+/// Appends lines to one of a task's logs, in one write.
+pub fn append(temp: &Path, task: &TaskId, kind: LogKind, lines: &[String]) -> Result<(), String> {
+    if lines.is_empty() {
+        return Ok(());
+    }
+    let Some(name) = task.log_file_name(kind) else {
+        return Ok(());
+    };
+    let path = temp.join(name);
+    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(text.as_bytes()))
+        .map_err(|e| format!("cannot append to {}: {e}", path.display()))
+}

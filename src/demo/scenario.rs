@@ -1,0 +1,242 @@
+//! The demo's script, read from TOML (`assets/demo/scenario.toml` is built in). Every
+//! task id and message type is checked here, before anything becomes a path or a row.
+
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::core::domain::TaskId;
+use crate::settings::parse_duration;
+
+pub const BUILT_IN: &str = include_str!("../../assets/demo/scenario.toml");
+
+const MESSAGE_TYPES: &[&str] = &[
+    "review_request",
+    "error",
+    "context_warning",
+    "completion",
+    "emergency",
+    "handoff",
+    "approval",
+    "fix_proposal",
+    "rejection",
+    "instruction",
+    "claim_blocked",
+    "resumption",
+    "system",
+];
+const STATES: &[&str] = &[
+    "watching",
+    "reviewing",
+    "exit_requested",
+    "complete",
+    "working",
+    "needs_review",
+    "review_approved",
+    "review_failed",
+    "error",
+    "fix_proposed",
+    "exited",
+    "context_recovery",
+    "confirmed",
+];
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: String,
+    settings: RawSettings,
+    step: Vec<RawStep>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSettings {
+    heartbeat_every: String,
+    stall_after: String,
+    task_stale_after: String,
+    conductor_stale_after: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStep {
+    at: String,
+    task: String,
+    state: Option<String>,
+    worked_by: Option<String>,
+    last_error: Option<String>,
+    #[serde(default)]
+    retry: bool,
+    #[serde(default)]
+    status: Vec<String>,
+    #[serde(default)]
+    deviations: Vec<String>,
+    message: Option<RawMessage>,
+    heartbeat: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMessage {
+    #[serde(rename = "type")]
+    kind: String,
+    from: String,
+    text: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Scenario {
+    pub name: String,
+    pub heartbeat_every: Duration,
+    pub stall_after: Duration,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    /// In time order.
+    pub steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub at: Duration,
+    pub task: TaskId,
+    pub state: Option<String>,
+    pub worked_by: Option<String>,
+    pub last_error: Option<String>,
+    pub retry: bool,
+    pub status: Vec<String>,
+    pub deviations: Vec<String>,
+    pub message: Option<Message>,
+    /// `Some(false)`: stop refreshing this task's heartbeat; `Some(true)`: resume.
+    pub heartbeat: Option<bool>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Message {
+    pub kind: String,
+    pub from: String,
+    pub text: String,
+}
+
+impl Scenario {
+    /// Parses and checks a scenario; `origin` names it in messages.
+    pub fn parse(origin: &str, text: &str) -> Result<Self, String> {
+        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+            format!(
+                "{origin} is not a valid scenario: {}",
+                e.to_string().trim_end()
+            )
+        })?;
+        let dur = |v: &str, what: &str| {
+            parse_duration(v)
+                .map_err(|e| format!("{origin}: {what} = {v:?} is not a duration ({e})"))
+        };
+        let mut steps = Vec::with_capacity(raw.step.len());
+        for (i, s) in raw.step.into_iter().enumerate() {
+            let at = dur(&s.at, &format!("step[{i}].at"))?;
+            let task = TaskId::parse(&s.task).ok_or_else(|| {
+                format!(
+                    "{origin}: step[{i}].task = {:?} is not a task id like task-01",
+                    s.task
+                )
+            })?;
+            if let Some(state) = &s.state
+                && !STATES.contains(&state.as_str())
+            {
+                return Err(format!(
+                    "{origin}: step[{i}].state = {state:?} is not a state of PROTOCOL.md"
+                ));
+            }
+            if let Some(m) = &s.message
+                && !MESSAGE_TYPES.contains(&m.kind.as_str())
+            {
+                return Err(format!(
+                    "{origin}: step[{i}].message.type = {:?} is not a message type",
+                    m.kind
+                ));
+            }
+            let heartbeat = match s.heartbeat.as_deref() {
+                None => None,
+                Some("stop") => Some(false),
+                Some("start") => Some(true),
+                Some(other) => {
+                    return Err(format!(
+                        "{origin}: step[{i}].heartbeat = {other:?}: use \"stop\" or \"start\""
+                    ));
+                }
+            };
+            if (!s.status.is_empty() || !s.deviations.is_empty()) && !task.is_musician() {
+                return Err(format!(
+                    "{origin}: step[{i}]: only Musicians write status and deviation lines"
+                ));
+            }
+            steps.push(Step {
+                at,
+                task,
+                state: s.state,
+                worked_by: s.worked_by,
+                last_error: s.last_error,
+                retry: s.retry,
+                status: s.status,
+                deviations: s.deviations,
+                message: s.message.map(|m| Message {
+                    kind: m.kind,
+                    from: m.from,
+                    text: m.text,
+                }),
+                heartbeat,
+            });
+        }
+        steps.sort_by_key(|s| s.at);
+        Ok(Self {
+            name: raw.name,
+            heartbeat_every: dur(&raw.settings.heartbeat_every, "settings.heartbeat_every")?,
+            stall_after: dur(&raw.settings.stall_after, "settings.stall_after")?,
+            task_stale_after: dur(&raw.settings.task_stale_after, "settings.task_stale_after")?,
+            conductor_stale_after: dur(
+                &raw.settings.conductor_stale_after,
+                "settings.conductor_stale_after",
+            )?,
+            steps,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn built_in_scenario_is_valid_and_ordered() {
+        let s = Scenario::parse("built-in", BUILT_IN).unwrap();
+        assert!(s.steps.len() > 20);
+        assert!(s.steps.windows(2).all(|w| w[0].at <= w[1].at));
+        let last = s.steps.last().unwrap();
+        assert!(last.task.is_conductor());
+        assert_eq!(last.state.as_deref(), Some("complete"));
+    }
+
+    #[test]
+    fn bad_scenarios_name_the_step() {
+        let base = "name = \"x\"\n[settings]\nheartbeat_every = \"1s\"\nstall_after = \"1s\"\ntask_stale_after = \"1s\"\nconductor_stale_after = \"1s\"\n";
+        let cases = [
+            ("[[step]]\nat = \"1s\"\ntask = \"../etc\"\n", "step[0].task"),
+            (
+                "[[step]]\nat = \"soon\"\ntask = \"task-01\"\n",
+                "step[0].at",
+            ),
+            (
+                "[[step]]\nat = \"1s\"\ntask = \"task-01\"\nstate = \"dancing\"\n",
+                "step[0].state",
+            ),
+            (
+                "[[step]]\nat = \"1s\"\ntask = \"task-00\"\nstatus = [\"x\"]\n",
+                "only Musicians",
+            ),
+        ];
+        for (step, expected) in cases {
+            let err = Scenario::parse("s.toml", &format!("{base}{step}")).unwrap_err();
+            assert!(err.contains(expected), "{err}");
+        }
+    }
+}

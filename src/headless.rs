@@ -1,0 +1,194 @@
+//! Headless presenter: every happening printed to stdout, as text or JSON lines
+//! (CONTRACT.md "Headless text output" and "Headless JSON output").
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::{Clock, rfc3339};
+use crate::core::domain::AnomalyKind;
+use crate::core::event::{Happening, WatchdogReason, What};
+use crate::core::hub::report_text;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Why the presenter stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGINT/SIGTERM or the core stopped.
+    Stopped,
+    /// `--until-complete` saw task-00 reach `complete`.
+    ConductorComplete,
+    /// stdout is closed (the reader went away).
+    OutputClosed,
+}
+
+/// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
+/// task-00 completes. Output is flushed whenever the queue is momentarily empty, so a
+/// reader sees each event at once without a write per line under load.
+pub async fn present(
+    happenings: &mut mpsc::Receiver<Happening>,
+    format: Format,
+    clock: Clock,
+    until_complete: bool,
+    stop: CancellationToken,
+    out: &mut dyn Write,
+) -> Ended {
+    loop {
+        let first = tokio::select! {
+            biased;
+            h = happenings.recv() => h,
+            () = stop.cancelled() => {
+                // Print what already arrived before leaving.
+                let mut ended = Ended::Stopped;
+                while let Ok(h) = happenings.try_recv() {
+                    if let Some(e) = write_one(out, format, &clock, &h, until_complete) {
+                        ended = e;
+                        break;
+                    }
+                }
+                let _ = out.flush();
+                return ended;
+            }
+        };
+        let Some(first) = first else {
+            let _ = out.flush();
+            return Ended::Stopped;
+        };
+        let mut next = Some(first);
+        while let Some(h) = next {
+            if let Some(ended) = write_one(out, format, &clock, &h, until_complete) {
+                let _ = out.flush();
+                return ended;
+            }
+            next = happenings.try_recv().ok();
+        }
+        if out.flush().is_err() {
+            return Ended::OutputClosed;
+        }
+    }
+}
+
+fn write_one(
+    out: &mut dyn Write,
+    format: Format,
+    clock: &Clock,
+    h: &Happening,
+    until_complete: bool,
+) -> Option<Ended> {
+    let written = match format {
+        Format::Text => text(clock, h).map(|t| out.write_all(t.as_bytes())),
+        Format::Json => json_line(h).map(|v| writeln!(out, "{v}")),
+    };
+    if let Some(Err(_)) = written {
+        return Some(Ended::OutputClosed);
+    }
+    match &h.what {
+        // The watchdog event follows the task event, so both are printed.
+        What::Watchdog {
+            reason: WatchdogReason::ConductorComplete,
+            ..
+        } if until_complete => Some(Ended::ConductorComplete),
+        _ => None,
+    }
+}
+
+/// One happening as text (with its newline), or `None` for what headless does not show.
+pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
+    Some(match &h.what {
+        What::Anomaly(a) => format!("{}\n\n", report_text(&clock.hms(h.at), a)),
+        What::Task {
+            task_id,
+            state,
+            prev_state: Some(prev),
+        } => format!("TASK: {task_id} {prev} -> {state}\n"),
+        What::Task {
+            task_id,
+            state,
+            prev_state: None,
+        } => format!("TASK: {task_id} {state} (first seen)\n"),
+        What::Stale { task_id, age_s } => {
+            format!("STALE: {task_id} heartbeat {age_s}s old\n")
+        }
+        What::Message(m) => format!(
+            "MESSAGE: #{} {} from {} [{}] {}\n",
+            m.id,
+            m.task_id.as_deref().unwrap_or("-"),
+            m.from_session.as_deref().unwrap_or("-"),
+            m.message_type.as_deref().unwrap_or("-"),
+            one_line(m.message.as_deref().unwrap_or_default())
+        ),
+        What::Watchdog { reason, task_count } => {
+            format!("WATCHDOG: {reason} (task count {task_count})\n")
+        }
+        What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Log { .. } => return None,
+    })
+}
+
+/// Newlines inside a message would break "one event per line".
+fn one_line(s: &str) -> String {
+    s.replace('\r', "").replace('\n', "\\n")
+}
+
+/// One happening as a JSON object, or `None` for what headless does not show.
+pub fn json_line(h: &Happening) -> Option<Value> {
+    let ts = rfc3339(h.at);
+    Some(match &h.what {
+        What::Anomaly(a) => {
+            let mut v = json!({
+                "ts": ts, "event": "anomaly", "task_id": a.task_id,
+                "anomaly": a.kind.as_str(), "detail": a.detail,
+            });
+            if let (AnomalyKind::ContextSpike, Some((from, to))) = (a.kind, a.spike) {
+                v["from"] = json!(from);
+                v["to"] = json!(to);
+            }
+            v
+        }
+        What::Task {
+            task_id,
+            state,
+            prev_state,
+        } => json!({
+            "ts": ts, "event": "task", "task_id": task_id, "state": state, "prev_state": prev_state,
+        }),
+        What::Stale { task_id, age_s } => {
+            json!({"ts": ts, "event": "stale", "task_id": task_id, "age_s": age_s})
+        }
+        What::Message(m) => json!({
+            "ts": ts, "event": "message", "id": m.id, "task_id": m.task_id,
+            "from_session": m.from_session, "message_type": m.message_type, "message": m.message,
+            "timestamp": m.timestamp,
+        }),
+        What::Watchdog { reason, task_count } => json!({
+            "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
+        }),
+        What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Log { .. } => return None,
+    })
+}
+
+/// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
+pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
+    let mut int = listen(SignalKind::interrupt())?;
+    let mut term = listen(SignalKind::terminate())?;
+    let mut hup = listen(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        stop.cancel();
+    });
+    Ok(())
+}

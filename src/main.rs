@@ -1,0 +1,166 @@
+//! maestro's entry point: parse the command line, load settings, then run the dashboard,
+//! headless mode or a subcommand. Exit status: 0 ok, 1 runtime failure, 2 usage/config.
+
+#![forbid(unsafe_code)]
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::Parser;
+use time::UtcOffset;
+use tokio_util::sync::CancellationToken;
+
+use maestro::cli::{Cli, Command, ConfigCommand, GlobalArgs};
+use maestro::core::clock::Clock;
+use maestro::core::runtime;
+use maestro::core::schema;
+use maestro::headless::{self, Ended, Format};
+use maestro::project::{Project, UsageError, load_settings};
+use maestro::settings::{DEFAULT_TOML, Settings};
+
+/// How a run failed, which decides the exit status.
+enum Failure {
+    /// Bad arguments or configuration: exit 2.
+    Usage(String),
+    /// Something went wrong while running: exit 1.
+    Runtime(String),
+}
+
+impl From<UsageError> for Failure {
+    fn from(e: UsageError) -> Self {
+        Self::Usage(e.0)
+    }
+}
+
+fn main() -> ExitCode {
+    // Read before any thread exists: the local offset cannot be read reliably later.
+    let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let _ = color_eyre::install();
+    match dispatch(cli, local_offset) {
+        Ok(code) => code,
+        Err(Failure::Usage(msg)) => {
+            eprintln!("maestro: {msg}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Runtime(msg)) => {
+            eprintln!("maestro: {msg}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn dispatch(cli: Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
+    let clock = Clock::system(local_offset);
+    match &cli.command {
+        Some(Command::Config(ConfigCommand::Default)) => {
+            print!("{DEFAULT_TOML}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Init) => {
+            let project = Project::from_args(&cli.global)?;
+            schema::init_database(&project.db).map_err(|e| Failure::Runtime(e.to_string()))?;
+            if cli.global.json {
+                println!("{}", serde_json::json!({"ok": true, "db": project.db}));
+            } else {
+                println!("created {}", project.db.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Doctor) => {
+            let project = Project::from_args(&cli.global)?;
+            let settings = load_settings(&cli.global);
+            Ok(maestro::doctor::run(
+                &project,
+                settings.as_ref().map_err(|e| e.0.as_str()),
+                cli.global.json,
+            ))
+        }
+        Some(Command::Demo(demo)) => {
+            let settings = load_settings(&cli.global)?;
+            let rt = runtime()?;
+            rt.block_on(maestro::demo::run(
+                demo.clone(),
+                cli.global.clone(),
+                settings,
+                clock,
+            ))
+            .map_err(Failure::Runtime)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            let project = Project::from_args(&cli.global)?;
+            let settings = load_settings(&cli.global)?;
+            if !cli.global.no_tui {
+                return Err(Failure::Usage(
+                    "the dashboard is not part of this build yet; run with --no-tui for headless output.".into(),
+                ));
+            }
+            let rt = runtime()?;
+            rt.block_on(run_headless(&project, &settings, &cli.global, clock))
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))
+}
+
+async fn run_headless(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+    clock: Clock,
+) -> Result<ExitCode, Failure> {
+    if settings.report_to_db && !runtime::database_exists(&project.db) {
+        return Err(Failure::Usage(format!(
+            "--report-to-db needs a database, and there is none at {}. Create it with `maestro init`, point --db at it, or drop the flag.",
+            project.db.display()
+        )));
+    }
+    let mut core = runtime::start(&project.core_config(settings), clock)
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    if !core.with_database {
+        eprintln!(
+            "maestro: no database at {}; watching {} only.",
+            project.db.display(),
+            project.temp.display()
+        );
+    }
+    let stop = CancellationToken::new();
+    headless::stop_on_signals(stop.clone()).map_err(Failure::Runtime)?;
+    let format = if args.json {
+        Format::Json
+    } else {
+        Format::Text
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let ended = headless::present(
+        &mut core.happenings,
+        format,
+        clock,
+        args.until_complete,
+        stop,
+        &mut out,
+    )
+    .await;
+    let _ = out.flush();
+    core.shutdown().await;
+    match ended {
+        Ended::Stopped | Ended::ConductorComplete | Ended::OutputClosed => Ok(ExitCode::SUCCESS),
+    }
+}

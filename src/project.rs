@@ -1,0 +1,97 @@
+//! Where a run looks: the project folder, its database and log folder, and the resolved
+//! settings, from the global flags. Every problem here is a usage error (exit 2).
+
+use std::path::PathBuf;
+
+use crate::cli::GlobalArgs;
+use crate::core::runtime::CoreConfig;
+use crate::settings::{Overrides, Settings, config_path};
+
+#[derive(Debug, Clone)]
+pub struct Project {
+    pub root: PathBuf,
+    pub db: PathBuf,
+    pub temp: PathBuf,
+}
+
+/// A usage or configuration problem: exit status 2, one paragraph, nothing written.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+impl Project {
+    pub fn from_args(args: &GlobalArgs) -> Result<Self, UsageError> {
+        let root = match &args.project {
+            Some(p) => p.clone(),
+            None => std::env::current_dir().map_err(|e| {
+                UsageError(format!(
+                    "cannot read the current directory ({e}); pass --project DIR."
+                ))
+            })?,
+        };
+        if !root.is_dir() {
+            return Err(UsageError(format!(
+                "the project folder {} does not exist or is not a folder. Pass --project with the folder that holds comms.db and temp/.",
+                root.display()
+            )));
+        }
+        Ok(Self {
+            db: args.db.clone().unwrap_or_else(|| root.join("comms.db")),
+            temp: args.temp.clone().unwrap_or_else(|| root.join("temp")),
+            root,
+        })
+    }
+
+    /// The core's configuration for this project and these settings.
+    pub fn core_config(&self, settings: &Settings) -> CoreConfig {
+        CoreConfig {
+            db: self.db.clone(),
+            temp: self.temp.clone(),
+            stall_after: settings.stall_after,
+            spike_threshold: settings.spike_threshold,
+            task_stale_after: settings.task_stale_after,
+            conductor_stale_after: settings.conductor_stale_after,
+            souffleur_stale_after: settings.souffleur.watcher_stale_after,
+            report_to_db: settings.report_to_db,
+            max_line: settings.max_line,
+            fallback_poll: settings.fallback_poll,
+        }
+    }
+
+    /// The project's name for titles: its folder name.
+    pub fn name(&self) -> String {
+        std::fs::canonicalize(&self.root)
+            .ok()
+            .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .unwrap_or_else(|| self.root.display().to_string())
+    }
+}
+
+/// Reads the configuration file (if any) and applies the flags.
+pub fn load_settings(args: &GlobalArgs) -> Result<Settings, UsageError> {
+    let overrides = Overrides {
+        stall_after: args.stall_after,
+        spike_threshold: args.spike_threshold,
+        task_stale_after: args.task_stale_after,
+        conductor_stale_after: args.conductor_stale_after,
+        report_to_db: args.report_to_db,
+        theme: args.theme.clone(),
+    };
+    let text = match config_path(args.config.as_deref()) {
+        Some((path, _)) => Some((
+            std::fs::read_to_string(&path).map_err(|e| {
+                UsageError(format!(
+                    "cannot read the configuration file {} ({e}). Fix the path given to --config or MAESTRO_CONFIG, or remove it to use the defaults.",
+                    path.display()
+                ))
+            })?,
+            path,
+        )),
+        None => None,
+    };
+    Settings::resolve(
+        text.as_ref().map(|(t, p)| (p.as_path(), t.as_str())),
+        &overrides,
+    )
+    .map_err(|e| UsageError(e.0))
+}

@@ -1,0 +1,389 @@
+//! Configuration: the embedded `config/default.toml`, then the user's file, then flags.
+//!
+//! [`ConfigFile`] mirrors the TOML with every field optional, so a user file only names
+//! what it changes; [`Settings`] is the validated result the rest of maestro reads.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// The embedded defaults, printed by `maestro config default`.
+pub const DEFAULT_TOML: &str = include_str!("../../config/default.toml");
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub sentinel: SentinelSection,
+    #[serde(default)]
+    pub tasks: TasksSection,
+    #[serde(default)]
+    pub souffleur: SouffleurSection,
+    #[serde(default)]
+    pub launch: LaunchSection,
+    #[serde(default)]
+    pub logs: LogsSection,
+    #[serde(default)]
+    pub ui: UiSection,
+    /// Key bindings per mode, merged over the defaults by the dashboard.
+    #[serde(default)]
+    pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    pub pipelines: PipelinesSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SentinelSection {
+    pub stall_after: Option<String>,
+    pub spike_threshold: Option<u8>,
+    pub report_to_db: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TasksSection {
+    pub stale_after: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SouffleurSection {
+    pub conductor_stale_after: Option<String>,
+    pub initial_wait: Option<String>,
+    pub poll: Option<String>,
+    pub teammate_initial_wait: Option<String>,
+    pub teammate_poll: Option<String>,
+    pub watcher_stale_after: Option<String>,
+    pub max_no_progress_recoveries: Option<u32>,
+    pub kill_grace: Option<String>,
+    pub claude_projects_dir: Option<String>,
+    pub export_dir: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaunchSection {
+    pub terminal: Option<Vec<String>>,
+    pub claude: Option<Vec<String>>,
+    pub claude_export: Option<Vec<String>>,
+    pub lethe: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LogsSection {
+    pub max_line: Option<usize>,
+    pub fallback_poll: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UiSection {
+    pub theme: Option<String>,
+    pub notifications: Option<String>,
+    pub notify_command: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PipelinesSection {
+    pub llm: Option<Vec<String>>,
+}
+
+/// A configuration problem, worded for the person who has to fix it.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// Resolved configuration: every value present and checked.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub stall_after: Duration,
+    pub spike_threshold: u8,
+    pub report_to_db: bool,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    pub souffleur: SouffleurTimings,
+    pub launch: LaunchTemplates,
+    pub max_line: usize,
+    pub fallback_poll: Duration,
+    pub theme: String,
+    pub notifications: String,
+    pub notify_command: Vec<String>,
+    pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
+    pub llm: Option<Vec<String>>,
+}
+
+#[derive(Debug, Clone)]
+pub struct SouffleurTimings {
+    pub initial_wait: Duration,
+    pub poll: Duration,
+    pub teammate_initial_wait: Duration,
+    pub teammate_poll: Duration,
+    pub watcher_stale_after: Duration,
+    pub max_no_progress_recoveries: u32,
+    pub kill_grace: Duration,
+    pub claude_projects_dir: PathBuf,
+    pub export_dir: PathBuf,
+}
+
+#[derive(Debug, Clone)]
+pub struct LaunchTemplates {
+    pub terminal: Vec<String>,
+    pub claude: Vec<String>,
+    pub claude_export: Vec<String>,
+    pub lethe: Vec<String>,
+}
+
+/// Flag values that override the files (each `None` when not given).
+#[derive(Debug, Default, Clone)]
+pub struct Overrides {
+    pub stall_after: Option<Duration>,
+    pub spike_threshold: Option<u8>,
+    pub task_stale_after: Option<Duration>,
+    pub conductor_stale_after: Option<Duration>,
+    pub report_to_db: bool,
+    pub theme: Option<String>,
+}
+
+impl Settings {
+    /// Defaults, then `user` (already read, with the file name for messages), then flags.
+    pub fn resolve(user: Option<(&Path, &str)>, flags: &Overrides) -> Result<Self, ConfigError> {
+        let defaults = parse(Path::new("<embedded default.toml>"), DEFAULT_TOML)?;
+        let user = match user {
+            Some((path, text)) => Some((path, parse(path, text)?)),
+            None => None,
+        };
+        let file = user
+            .as_ref()
+            .map(|(p, _)| *p)
+            .unwrap_or(Path::new("<embedded default.toml>"));
+        let u = user.as_ref().map(|(_, c)| c);
+        // The user's value if present, else the default's.
+        macro_rules! pick {
+            ($section:ident . $key:ident) => {
+                u.and_then(|c| c.$section.$key.clone())
+                    .or_else(|| defaults.$section.$key.clone())
+            };
+        }
+        let dur = |value: Option<String>, key: &str| -> Result<Duration, ConfigError> {
+            let value = value.ok_or_else(|| ConfigError(format!("{key} has no value")))?;
+            parse_duration(&value).map_err(|e| {
+                ConfigError(format!(
+                    "{}: `{key} = \"{value}\"` is not a duration ({e}). Write it like \"250ms\", \"2s\", \"5m\" or \"1h\".",
+                    file.display()
+                ))
+            })
+        };
+        let argv = |value: Option<Vec<String>>, key: &str| -> Result<Vec<String>, ConfigError> {
+            match value {
+                Some(v) if !v.is_empty() && !v[0].trim().is_empty() => Ok(v),
+                _ => Err(ConfigError(format!(
+                    "{}: `{key}` must be a non-empty list of strings, the program first, e.g. [\"kitty\", \"--\"].",
+                    file.display()
+                ))),
+            }
+        };
+        let path = |value: Option<String>| expand_home(&value.unwrap_or_default());
+
+        let spike_threshold = flags
+            .spike_threshold
+            .or(pick!(sentinel.spike_threshold))
+            .unwrap_or(15);
+        if spike_threshold > 100 {
+            return Err(ConfigError(format!(
+                "{}: `sentinel.spike_threshold = {spike_threshold}` is above 100; context values are percentages, so use 0–100.",
+                file.display()
+            )));
+        }
+        let settings = Self {
+            stall_after: match flags.stall_after {
+                Some(d) => d,
+                None => dur(pick!(sentinel.stall_after), "sentinel.stall_after")?,
+            },
+            spike_threshold,
+            report_to_db: flags.report_to_db || pick!(sentinel.report_to_db).unwrap_or(false),
+            task_stale_after: match flags.task_stale_after {
+                Some(d) => d,
+                None => dur(pick!(tasks.stale_after), "tasks.stale_after")?,
+            },
+            conductor_stale_after: match flags.conductor_stale_after {
+                Some(d) => d,
+                None => dur(
+                    pick!(souffleur.conductor_stale_after),
+                    "souffleur.conductor_stale_after",
+                )?,
+            },
+            souffleur: SouffleurTimings {
+                initial_wait: dur(pick!(souffleur.initial_wait), "souffleur.initial_wait")?,
+                poll: dur(pick!(souffleur.poll), "souffleur.poll")?,
+                teammate_initial_wait: dur(
+                    pick!(souffleur.teammate_initial_wait),
+                    "souffleur.teammate_initial_wait",
+                )?,
+                teammate_poll: dur(pick!(souffleur.teammate_poll), "souffleur.teammate_poll")?,
+                watcher_stale_after: dur(
+                    pick!(souffleur.watcher_stale_after),
+                    "souffleur.watcher_stale_after",
+                )?,
+                max_no_progress_recoveries: pick!(souffleur.max_no_progress_recoveries)
+                    .unwrap_or(3),
+                kill_grace: dur(pick!(souffleur.kill_grace), "souffleur.kill_grace")?,
+                claude_projects_dir: path(pick!(souffleur.claude_projects_dir)),
+                export_dir: path(pick!(souffleur.export_dir)),
+            },
+            launch: LaunchTemplates {
+                terminal: argv(pick!(launch.terminal), "launch.terminal")?,
+                claude: argv(pick!(launch.claude), "launch.claude")?,
+                claude_export: argv(pick!(launch.claude_export), "launch.claude_export")?,
+                lethe: argv(pick!(launch.lethe), "launch.lethe")?,
+            },
+            max_line: pick!(logs.max_line).unwrap_or(65536).max(80),
+            fallback_poll: dur(pick!(logs.fallback_poll), "logs.fallback_poll")?,
+            theme: flags
+                .theme
+                .clone()
+                .or(pick!(ui.theme))
+                .unwrap_or_else(|| "dark".into()),
+            notifications: pick!(ui.notifications).unwrap_or_else(|| "on".into()),
+            notify_command: pick!(ui.notify_command).unwrap_or_default(),
+            keys: u.map(|c| c.keys.clone()).unwrap_or_default(),
+            llm: u.and_then(|c| c.pipelines.llm.clone()),
+        };
+        if settings.stall_after.is_zero() || settings.fallback_poll.is_zero() {
+            return Err(ConfigError(format!(
+                "{}: `sentinel.stall_after` and `logs.fallback_poll` must be longer than zero.",
+                file.display()
+            )));
+        }
+        if !matches!(settings.notifications.as_str(), "on" | "off" | "command") {
+            return Err(ConfigError(format!(
+                "{}: `ui.notifications = \"{}\"`: use \"on\", \"off\" or \"command\".",
+                file.display(),
+                settings.notifications
+            )));
+        }
+        Ok(settings)
+    }
+}
+
+fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
+    toml::from_str(text).map_err(|e| {
+        ConfigError(format!(
+            "{} is not a valid maestro configuration: {}. `maestro config default` prints a valid file to start from.",
+            path.display(),
+            e.to_string().trim_end()
+        ))
+    })
+}
+
+/// Parses `250ms`, `2s`, `5m`, `1h` (and humantime's other forms, like `1m 30s`).
+pub fn parse_duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text.trim()).map_err(|e| e.to_string())
+}
+
+/// `~/x` → `$HOME/x`; anything else unchanged.
+pub fn expand_home(path: &str) -> PathBuf {
+    match (path.strip_prefix("~/"), directories::BaseDirs::new()) {
+        (Some(rest), Some(dirs)) => dirs.home_dir().join(rest),
+        _ => PathBuf::from(path),
+    }
+}
+
+/// The config file to read: `--config`, else `MAESTRO_CONFIG`, else the platform's
+/// `<config dir>/maestro/config.toml` if it exists. `explicit` is true when the user
+/// named it, so a missing file is an error rather than "no file".
+pub fn config_path(flag: Option<&Path>) -> Option<(PathBuf, bool)> {
+    if let Some(p) = flag {
+        return Some((p.to_path_buf(), true));
+    }
+    if let Some(p) = std::env::var_os("MAESTRO_CONFIG").filter(|v| !v.is_empty()) {
+        return Some((PathBuf::from(p), true));
+    }
+    let dirs = directories::ProjectDirs::from("", "", "maestro")?;
+    let p = dirs.config_dir().join("config.toml");
+    p.is_file().then_some((p, false))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_contract() {
+        let s = Settings::resolve(None, &Overrides::default()).unwrap();
+        assert_eq!(s.stall_after, Duration::from_secs(300));
+        assert_eq!(s.spike_threshold, 15);
+        assert!(!s.report_to_db);
+        assert_eq!(s.task_stale_after, Duration::from_secs(540));
+        assert_eq!(s.conductor_stale_after, Duration::from_secs(240));
+        assert_eq!(s.souffleur.initial_wait, Duration::from_secs(240));
+        assert_eq!(s.souffleur.teammate_poll, Duration::from_secs(180));
+        assert_eq!(s.souffleur.max_no_progress_recoveries, 3);
+        assert_eq!(s.launch.claude, ["env", "-u", "CLAUDECODE", "claude"]);
+    }
+
+    #[test]
+    fn user_file_then_flags() {
+        let user = "[sentinel]\nstall_after = \"2s\"\nspike_threshold = 20\n[tasks]\nstale_after = \"1m\"\n";
+        let flags = Overrides {
+            spike_threshold: Some(30),
+            ..Overrides::default()
+        };
+        let s = Settings::resolve(Some((Path::new("u.toml"), user)), &flags).unwrap();
+        assert_eq!(s.stall_after, Duration::from_secs(2));
+        assert_eq!(s.spike_threshold, 30);
+        assert_eq!(s.task_stale_after, Duration::from_secs(60));
+        assert_eq!(s.conductor_stale_after, Duration::from_secs(240));
+    }
+
+    #[test]
+    fn bad_files_name_file_key_and_form() {
+        let cases = [
+            (
+                "[sentinel]\nstall_after = \"soon\"\n",
+                "sentinel.stall_after",
+            ),
+            ("[sentinel]\nstal_after = \"5m\"\n", "stal_after"),
+            (
+                "[sentinel]\nspike_threshold = \"high\"\n",
+                "spike_threshold",
+            ),
+            ("[sentinel]\nspike_threshold = 150\n", "0–100"),
+            ("[launch]\nterminal = []\n", "launch.terminal"),
+            ("not toml at all [", "bad.toml"),
+        ];
+        for (text, expected) in cases {
+            let err = Settings::resolve(Some((Path::new("bad.toml"), text)), &Overrides::default())
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("bad.toml"), "{err}");
+            assert!(err.contains(expected), "{expected}: {err}");
+        }
+    }
+
+    #[test]
+    fn durations_in_the_documented_forms() {
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("5m").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3600));
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    /// The README's example configuration must stay a valid file.
+    #[test]
+    fn readme_example_config_is_valid() {
+        let readme = include_str!("../../README.md");
+        let start = readme.find("```toml\n").expect("README has a toml example") + 8;
+        let end = start + readme[start..].find("```").expect("closed");
+        Settings::resolve(
+            Some((Path::new("README.md"), &readme[start..end])),
+            &Overrides::default(),
+        )
+        .unwrap();
+    }
+}
