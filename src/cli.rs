@@ -55,7 +55,7 @@ pub struct GlobalArgs {
     /// Conductor heartbeat staleness [default: 240s]
     #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
     pub conductor_stale_after: Option<Duration>,
-    /// Also insert each Sentinel report into orchestration_messages
+    /// Also insert each Sentinel report into `orchestration_messages`
     #[arg(long, global = true)]
     pub report_to_db: bool,
     /// Dashboard theme: dark, light, high-contrast, or a theme file's name

@@ -32,14 +32,64 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
             level,
             name,
             detail,
-        })
+        });
     };
 
     match settings {
         Ok(_) => add(Level::Ok, "config", "configuration is valid".into()),
         Err(e) => add(Level::Error, "config", e.to_owned()),
     }
-    if !project.db.exists() {
+    if project.db.exists() {
+        match Connection::open_with_flags(&project.db, OpenFlags::SQLITE_OPEN_READ_ONLY) {
+            Err(e) => add(
+                Level::Error,
+                "database",
+                format!("cannot open {}: {e}", project.db.display()),
+            ),
+            Ok(conn) => if let Err(e) = schema::verify(&conn, &project.db) { add(Level::Error, "database", e.to_string()) } else {
+                add(
+                    Level::Ok,
+                    "database",
+                    format!("{} has the orchestration schema", project.db.display()),
+                );
+                let mode: String = conn
+                    .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                    .unwrap_or_default();
+                if mode.eq_ignore_ascii_case("wal") {
+                    add(Level::Ok, "journal", "WAL journal".into());
+                } else {
+                    add(
+                        Level::Warning,
+                        "journal",
+                        format!(
+                            "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
+                        ),
+                    );
+                }
+                let ids: Vec<String> = conn
+                    .prepare("SELECT task_id FROM orchestration_tasks")
+                    .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+                    .unwrap_or_default();
+                let bad: Vec<&String> =
+                    ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
+                if bad.is_empty() {
+                    add(
+                        Level::Ok,
+                        "task ids",
+                        format!("{} task rows, all ids valid", ids.len()),
+                    );
+                } else {
+                    add(
+                        Level::Warning,
+                        "task ids",
+                        format!(
+                            "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
+                        ),
+                    );
+                }
+            },
+        }
+    } else {
         add(
             Level::Warning,
             "database",
@@ -48,63 +98,10 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
                 project.db.display()
             ),
         );
-    } else {
-        match Connection::open_with_flags(&project.db, OpenFlags::SQLITE_OPEN_READ_ONLY) {
-            Err(e) => add(
-                Level::Error,
-                "database",
-                format!("cannot open {}: {e}", project.db.display()),
-            ),
-            Ok(conn) => match schema::verify(&conn, &project.db) {
-                Err(e) => add(Level::Error, "database", e.to_string()),
-                Ok(()) => {
-                    add(
-                        Level::Ok,
-                        "database",
-                        format!("{} has the orchestration schema", project.db.display()),
-                    );
-                    let mode: String = conn
-                        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-                        .unwrap_or_default();
-                    if mode.eq_ignore_ascii_case("wal") {
-                        add(Level::Ok, "journal", "WAL journal".into());
-                    } else {
-                        add(
-                            Level::Warning,
-                            "journal",
-                            format!(
-                                "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
-                            ),
-                        );
-                    }
-                    let ids: Vec<String> = conn
-                        .prepare("SELECT task_id FROM orchestration_tasks")
-                        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
-                        .unwrap_or_default();
-                    let bad: Vec<&String> =
-                        ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
-                    if bad.is_empty() {
-                        add(
-                            Level::Ok,
-                            "task ids",
-                            format!("{} task rows, all ids valid", ids.len()),
-                        );
-                    } else {
-                        add(
-                            Level::Warning,
-                            "task ids",
-                            format!(
-                                "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
-                            ),
-                        );
-                    }
-                }
-            },
-        }
     }
     if project.temp.is_dir() {
         let logs = std::fs::read_dir(&project.temp)
-            .map(|d| {
+            .map_or(0, |d| {
                 d.filter_map(Result::ok)
                     .filter(|e| {
                         e.file_name()
@@ -113,8 +110,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
                             .is_some()
                     })
                     .count()
-            })
-            .unwrap_or(0);
+            });
         add(
             Level::Ok,
             "temp",

@@ -2,7 +2,7 @@
 //! orchestration of Claude Code sessions (see PROTOCOL.md and CONTRACT.md).
 //!
 //! Data flow:
-//! - `core::sources` are actors that own a resource (the SQLite connection, the notify
+//! - `core::sources` are actors that own a resource (the `SQLite` connection, the notify
 //!   watcher on `temp/`) and send [`core::event::CoreEvent`]s into one channel;
 //! - `core::hub` owns all state: it applies events, runs the Sentinel
 //!   (`core::sentinel`) and the heartbeat/watchdog rules, and publishes every

@@ -47,7 +47,7 @@ fn main() -> ExitCode {
         }
     };
     let _ = color_eyre::install();
-    match dispatch(cli, local_offset) {
+    match dispatch(&cli, local_offset) {
         Ok(code) => code,
         Err(Failure::Usage(msg)) => {
             eprintln!("maestro: {msg}");
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(cli: Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
+fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
     let clock = Clock::system(local_offset);
     match &cli.command {
         Some(Command::Config(ConfigCommand::Default)) => {

@@ -68,7 +68,7 @@ impl Clock {
     }
 }
 
-/// Parses SQLite's `datetime('now')` text (UTC), tolerating a `T`, fractions and `Z`.
+/// Parses `SQLite`'s `datetime('now')` text (UTC), tolerating a `T`, fractions and `Z`.
 pub fn parse_sqlite_utc(text: &str) -> Option<OffsetDateTime> {
     let t = text.trim().trim_end_matches('Z').replacen('T', " ", 1);
     PrimitiveDateTime::parse(&t, SQLITE_FORMAT)

@@ -7,7 +7,7 @@ pub enum CoreError {
     /// The database is not the orchestration's (exit 1, nothing written).
     #[error("{0}")]
     Schema(String),
-    /// SQLite failed in a way that is not the schema's fault.
+    /// `SQLite` failed in a way that is not the schema's fault.
     #[error("{0}")]
     Database(String),
     /// The operation would destroy something and was refused.
@@ -18,7 +18,7 @@ pub enum CoreError {
 }
 
 impl CoreError {
-    pub fn io(path: &Path, e: std::io::Error) -> Self {
+    pub fn io(path: &Path, e: &std::io::Error) -> Self {
         Self::Io(format!("{}: {e}", path.display()))
     }
 }

@@ -94,7 +94,7 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
+    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, &e))?;
     let tmp = dir.join(format!(
         ".{}.maestro-init-{}",
         path.file_name()
@@ -123,7 +123,7 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
     // Link instead of rename: it fails if someone created the file meanwhile.
     let placed = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
-    placed.map_err(|e| CoreError::io(path, e))
+    placed.map_err(|e| CoreError::io(path, &e))
 }
 
 /// Opens an existing database for maestro's use: never creates it, never writes on open.

@@ -281,7 +281,8 @@ pub fn append(temp: &Path, task: &TaskId, kind: LogKind, lines: &[String]) -> Re
         return Ok(());
     };
     let path = temp.join(name);
-    let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let mut text = lines.join("\n");
+    text.push('\n');
     OpenOptions::new()
         .create(true)
         .append(true)

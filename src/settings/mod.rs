@@ -158,8 +158,7 @@ impl Settings {
         };
         let file = user
             .as_ref()
-            .map(|(p, _)| *p)
-            .unwrap_or(Path::new("<embedded default.toml>"));
+            .map_or(Path::new("<embedded default.toml>"), |(p, _)| *p);
         let u = user.as_ref().map(|(_, c)| c);
         // The user's value if present, else the default's.
         macro_rules! pick {

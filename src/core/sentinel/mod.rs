@@ -191,7 +191,7 @@ fn spike_detail(before: u8, before_line: &str, now: u8, line: &str) -> String {
 pub fn human_duration(d: Duration) -> String {
     let secs = d.as_secs();
     let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
-    if secs >= 120 || (secs >= 60 && secs % 60 == 0) {
+    if secs >= 120 || (secs >= 60 && secs.is_multiple_of(60)) {
         plural(secs / 60, "minute")
     } else {
         plural(secs, "second")

@@ -1,7 +1,7 @@
 //! The database source: one OS thread owns the rusqlite connection to `comms.db`.
 //!
 //! It wakes on a kernel event for the database or its `-wal`/`-journal` file (notify on
-//! the database's folder), asks SQLite whether anything changed (`PRAGMA data_version`,
+//! the database's folder), asks `SQLite` whether anything changed (`PRAGMA data_version`,
 //! no table read), and only then reads the task table and the messages above the last
 //! id seen. Every read is its own short autocommit statement: no read transaction is
 //! held between wake-ups. The same thread performs the writes the hub asks for.
@@ -107,10 +107,10 @@ impl DbSource {
     pub fn initial_events(&mut self) -> Result<Vec<CoreEvent>, CoreError> {
         let mut out = Vec::new();
         if self.settings.report_to_db {
-            let recorded = self.recorded_reports().map_err(db_error)?;
+            let recorded = self.recorded_reports().map_err(|e| db_error(&e))?;
             out.push(CoreEvent::RecordedReports(recorded));
         }
-        self.refresh(true, &mut |e| out.push(e)).map_err(db_error)?;
+        self.refresh(true, &mut |e| out.push(e)).map_err(|e| db_error(&e))?;
         Ok(out)
     }
 
@@ -134,7 +134,7 @@ impl DbSource {
         let send = |e: CoreEvent| {
             let _ = events.blocking_send(e);
         };
-        let _watcher = match watch_database(&self.settings.path, watch_tx) {
+        let watcher = match watch_database(&self.settings.path, watch_tx) {
             Ok(w) => Some(w),
             Err(e) => {
                 send(CoreEvent::SourceFailed {
@@ -148,7 +148,8 @@ impl DbSource {
                 None
             }
         };
-        let idle_wait = _watcher.is_none().then_some(self.settings.fallback_poll);
+        // The watcher lives as long as this loop.
+        let idle_wait = watcher.is_none().then_some(self.settings.fallback_poll);
         let mut retry_in: Option<Duration> = None;
         loop {
             let wait = retry_in.or(idle_wait);
@@ -330,8 +331,8 @@ fn describe(e: &rusqlite::Error) -> String {
     }
 }
 
-fn db_error(e: rusqlite::Error) -> CoreError {
-    CoreError::Database(describe(&e))
+fn db_error(e: &rusqlite::Error) -> CoreError {
+    CoreError::Database(describe(e))
 }
 
 /// Watches the database's folder for changes to the database, `-wal` or `-journal`.

@@ -27,16 +27,13 @@ impl LineAssembler {
     /// Feeds a chunk; complete lines are pushed onto `out` (without `\n` or `\r\n`).
     pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<String>) {
         while !chunk.is_empty() {
-            match memchr::memchr(b'\n', chunk) {
-                Some(nl) => {
-                    self.push_capped(&chunk[..nl]);
-                    out.push(self.take_line());
-                    chunk = &chunk[nl + 1..];
-                }
-                None => {
-                    self.push_capped(chunk);
-                    chunk = &[];
-                }
+            if let Some(nl) = memchr::memchr(b'\n', chunk) {
+                self.push_capped(&chunk[..nl]);
+                out.push(self.take_line());
+                chunk = &chunk[nl + 1..];
+            } else {
+                self.push_capped(chunk);
+                chunk = &[];
             }
         }
     }
@@ -130,7 +127,7 @@ mod tests {
             lines in proptest::collection::vec("[a-z0-9 %:\\[\\]é]{0,40}", 0..30),
             cuts in proptest::collection::vec(0usize..2000, 0..20),
         ) {
-            let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+            let text: String = lines.iter().flat_map(|l| [l.as_str(), "\n"]).collect();
             let bytes = text.as_bytes();
             let mut cuts: Vec<usize> = cuts.into_iter().map(|c| c % (bytes.len() + 1)).collect();
             cuts.sort_unstable();

@@ -1,0 +1,114 @@
+//! Bad input: a clear message, the right exit status, and nothing written anywhere.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Scratch, maestro};
+
+fn run(args: &[&str]) -> (i32, String) {
+    let out = maestro().args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn bad_flags_exit_2() {
+    let s = Scratch::new();
+    let root = s.root().to_str().unwrap();
+    for args in [
+        &["--no-tui", "--project", root, "--stall-after", "soon"][..],
+        &["--no-tui", "--project", root, "--spike-threshold", "-3"],
+        &["--no-tui", "--project", root, "--spike-threshold", "101"],
+        &["--no-tui", "--no-such-flag"],
+        &["--no-tui", "--project", "/does/not/exist"],
+    ] {
+        let (code, err) = run(args);
+        assert_eq!(code, 2, "{args:?}: {err}");
+        assert!(!err.trim().is_empty());
+    }
+}
+
+#[test]
+fn bad_config_exits_2_naming_the_file_and_key() {
+    let s = Scratch::new();
+    let cfg = s.root().join("bad.toml");
+    std::fs::write(&cfg, "[sentinel]\nstall_after = \"whenever\"\n").unwrap();
+    let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap(), "--config", cfg.to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("bad.toml") && err.contains("sentinel.stall_after"), "{err}");
+    let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap(), "--config", "/no/such.toml"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("/no/such.toml"), "{err}");
+}
+
+#[test]
+fn wrong_schema_and_non_database_exit_1_and_stay_unchanged() {
+    let s = Scratch::without_db();
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("not a database", b"hello, I am a text file and not SQLite at all.\n".repeat(100)),
+        ("obsolete", {
+            let p = s.root().join("old.db");
+            let c = rusqlite::Connection::open(&p).unwrap();
+            c.execute_batch("CREATE TABLE coordination_status (task_id TEXT, status TEXT); INSERT INTO coordination_status VALUES ('task-01','working');").unwrap();
+            drop(c);
+            std::fs::read(&p).unwrap()
+        }),
+        ("missing column", {
+            let p = s.root().join("partial.db");
+            let c = rusqlite::Connection::open(&p).unwrap();
+            c.execute_batch("CREATE TABLE orchestration_tasks (task_id TEXT PRIMARY KEY, state TEXT);").unwrap();
+            drop(c);
+            std::fs::read(&p).unwrap()
+        }),
+    ];
+    for (name, bytes) in cases {
+        std::fs::write(s.db(), &bytes).unwrap();
+        let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap()]);
+        assert_eq!(code, 1, "{name}: {err}");
+        assert!(err.contains("comms.db") && err.contains("maestro init"), "{name}: {err}");
+        assert_eq!(std::fs::read(s.db()).unwrap(), bytes, "{name}: file changed");
+        assert!(!s.root().join("comms.db-wal").exists(), "{name}");
+        assert!(!s.root().join("comms.db-journal").exists(), "{name}");
+    }
+}
+
+#[test]
+fn init_refuses_an_existing_file() {
+    let s = Scratch::new();
+    let before = std::fs::read(s.db()).unwrap();
+    let (code, err) = run(&["init", "--project", s.root().to_str().unwrap()]);
+    assert_ne!(code, 0);
+    assert!(err.contains("already exists"), "{err}");
+    assert_eq!(std::fs::read(s.db()).unwrap(), before);
+}
+
+#[test]
+fn report_to_db_without_a_database_is_refused() {
+    let s = Scratch::without_db();
+    let (code, err) = run(&["--no-tui", "--report-to-db", "--project", s.root().to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("maestro init"), "{err}");
+    assert!(!s.db().exists());
+}
+
+#[test]
+fn config_default_prints_a_valid_file() {
+    let out = maestro().args(["config", "default"]).output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("[sentinel]") && text.contains("stall_after = \"5m\""));
+}
+
+#[test]
+fn doctor_never_writes_and_reports_status() {
+    let s = Scratch::new();
+    let before = std::fs::read(s.db()).unwrap();
+    let out = maestro().args(["doctor", "--json", "--project", s.root().to_str().unwrap()]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["status"], "ok", "{v}");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(std::fs::read(s.db()).unwrap(), before);
+    std::fs::write(s.db(), b"garbage").unwrap();
+    let out = maestro().args(["doctor", "--project", s.root().to_str().unwrap()]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(std::fs::read(s.db()).unwrap(), b"garbage");
+}

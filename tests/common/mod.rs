@@ -1,0 +1,189 @@
+//! Helpers for tests that run the real `maestro` binary on scratch projects.
+#![allow(clippy::unwrap_used)]
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+use serde_json::Value;
+
+/// How long any single expected event may take before the test fails.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub fn maestro() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_maestro"))
+}
+
+/// A scratch project with `comms.db` (made by `maestro init`) and `temp/`.
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Self {
+        let s = Self::without_db();
+        let out = maestro().arg("init").arg("--project").arg(s.root()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        s
+    }
+
+    pub fn without_db() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("temp")).unwrap();
+        Self { dir }
+    }
+
+    pub fn root(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.root().join("comms.db")
+    }
+
+    pub fn temp(&self) -> PathBuf {
+        self.root().join("temp")
+    }
+
+    pub fn conn(&self) -> Connection {
+        let c = Connection::open(self.db()).unwrap();
+        c.busy_timeout(Duration::from_secs(5)).unwrap();
+        c
+    }
+
+    pub fn set_task(&self, id: &str, state: &str) {
+        self.conn()
+            .execute(
+                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, ?2, datetime('now'))
+                 ON CONFLICT(task_id) DO UPDATE SET state = excluded.state, last_heartbeat = datetime('now')",
+                [id, state],
+            )
+            .unwrap();
+    }
+
+    pub fn append(&self, file: &str, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.temp().join(file))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+
+    /// Starts `maestro --no-tui --json` on this project with extra arguments.
+    pub fn headless(&self, extra: &[&str]) -> Running {
+        let mut cmd = maestro();
+        cmd.arg("--no-tui").arg("--json").arg("--project").arg(self.root()).args(extra);
+        Running::spawn(cmd)
+    }
+}
+
+/// A running maestro whose stdout lines arrive on a channel.
+pub struct Running {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+    pub seen: Vec<String>,
+}
+
+impl Running {
+    pub fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            lines,
+            seen: Vec::new(),
+        }
+    }
+
+    /// Waits for the next JSON line matching `pred`, failing after [`DEADLINE`].
+    pub fn wait_json(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let line = self.wait_line(what, |l| serde_json::from_str::<Value>(l).is_ok_and(|v| pred(&v)));
+        serde_json::from_str(&line).unwrap()
+    }
+
+    /// Waits for the next line matching `pred`.
+    pub fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.seen.push(line.clone());
+                    if pred(&line) {
+                        return line;
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => panic!(
+                    "timed out waiting for {what}; output so far:\n{}\nstderr: {}",
+                    self.seen.join("\n"),
+                    self.stderr_now()
+                ),
+            }
+        }
+    }
+
+    /// Every remaining line until stdout closes (the process ended).
+    pub fn rest(&mut self) -> Vec<String> {
+        let end = Instant::now() + DEADLINE;
+        let mut out = Vec::new();
+        loop {
+            match self.lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
+                Ok(l) => {
+                    self.seen.push(l.clone());
+                    out.push(l);
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => return out,
+                Err(mpsc::RecvTimeoutError::Timeout) => panic!("process did not end; got {out:?}"),
+            }
+        }
+    }
+
+    pub fn signal(&self, sig: nix::sys::signal::Signal) {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(self.child.id() as i32), sig).unwrap();
+    }
+
+    /// Waits for exit: stdout closes when the process ends (within the deadline).
+    pub fn wait_exit(&mut self) -> i32 {
+        self.rest();
+        self.child.wait().unwrap().code().unwrap_or(-1)
+    }
+
+    fn stderr_now(&mut self) -> String {
+        let _ = self.child.kill();
+        let mut s = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut s);
+        }
+        s
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn event(v: &Value) -> &str {
+    v["event"].as_str().unwrap_or_default()
+}
