@@ -46,48 +46,52 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
                 "database",
                 format!("cannot open {}: {e}", project.db.display()),
             ),
-            Ok(conn) => if let Err(e) = schema::verify(&conn, &project.db) { add(Level::Error, "database", e.to_string()) } else {
-                add(
-                    Level::Ok,
-                    "database",
-                    format!("{} has the orchestration schema", project.db.display()),
-                );
-                let mode: String = conn
-                    .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-                    .unwrap_or_default();
-                if mode.eq_ignore_ascii_case("wal") {
-                    add(Level::Ok, "journal", "WAL journal".into());
+            Ok(conn) => {
+                if let Err(e) = schema::verify(&conn, &project.db) {
+                    add(Level::Error, "database", e.to_string())
                 } else {
-                    add(
-                        Level::Warning,
-                        "journal",
-                        format!(
-                            "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
-                        ),
-                    );
-                }
-                let ids: Vec<String> = conn
-                    .prepare("SELECT task_id FROM orchestration_tasks")
-                    .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
-                    .unwrap_or_default();
-                let bad: Vec<&String> =
-                    ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
-                if bad.is_empty() {
                     add(
                         Level::Ok,
-                        "task ids",
-                        format!("{} task rows, all ids valid", ids.len()),
+                        "database",
+                        format!("{} has the orchestration schema", project.db.display()),
                     );
-                } else {
-                    add(
-                        Level::Warning,
-                        "task ids",
-                        format!(
-                            "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
-                        ),
-                    );
+                    let mode: String = conn
+                        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+                        .unwrap_or_default();
+                    if mode.eq_ignore_ascii_case("wal") {
+                        add(Level::Ok, "journal", "WAL journal".into());
+                    } else {
+                        add(
+                            Level::Warning,
+                            "journal",
+                            format!(
+                                "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
+                            ),
+                        );
+                    }
+                    let ids: Vec<String> = conn
+                        .prepare("SELECT task_id FROM orchestration_tasks")
+                        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+                        .unwrap_or_default();
+                    let bad: Vec<&String> =
+                        ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
+                    if bad.is_empty() {
+                        add(
+                            Level::Ok,
+                            "task ids",
+                            format!("{} task rows, all ids valid", ids.len()),
+                        );
+                    } else {
+                        add(
+                            Level::Warning,
+                            "task ids",
+                            format!(
+                                "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
+                            ),
+                        );
+                    }
                 }
-            },
+            }
         }
     } else {
         add(
@@ -100,17 +104,16 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
         );
     }
     if project.temp.is_dir() {
-        let logs = std::fs::read_dir(&project.temp)
-            .map_or(0, |d| {
-                d.filter_map(Result::ok)
-                    .filter(|e| {
-                        e.file_name()
-                            .to_str()
-                            .and_then(LogKind::parse_file_name)
-                            .is_some()
-                    })
-                    .count()
-            });
+        let logs = std::fs::read_dir(&project.temp).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(LogKind::parse_file_name)
+                        .is_some()
+                })
+                .count()
+        });
         add(
             Level::Ok,
             "temp",

@@ -7,7 +7,10 @@ use common::{Scratch, maestro};
 
 fn run(args: &[&str]) -> (i32, String) {
     let out = maestro().args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -32,10 +35,25 @@ fn bad_config_exits_2_naming_the_file_and_key() {
     let s = Scratch::new();
     let cfg = s.root().join("bad.toml");
     std::fs::write(&cfg, "[sentinel]\nstall_after = \"whenever\"\n").unwrap();
-    let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap(), "--config", cfg.to_str().unwrap()]);
+    let (code, err) = run(&[
+        "--no-tui",
+        "--project",
+        s.root().to_str().unwrap(),
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
-    assert!(err.contains("bad.toml") && err.contains("sentinel.stall_after"), "{err}");
-    let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap(), "--config", "/no/such.toml"]);
+    assert!(
+        err.contains("bad.toml") && err.contains("sentinel.stall_after"),
+        "{err}"
+    );
+    let (code, err) = run(&[
+        "--no-tui",
+        "--project",
+        s.root().to_str().unwrap(),
+        "--config",
+        "/no/such.toml",
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("/no/such.toml"), "{err}");
 }
@@ -44,7 +62,10 @@ fn bad_config_exits_2_naming_the_file_and_key() {
 fn wrong_schema_and_non_database_exit_1_and_stay_unchanged() {
     let s = Scratch::without_db();
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("not a database", b"hello, I am a text file and not SQLite at all.\n".repeat(100)),
+        (
+            "not a database",
+            b"hello, I am a text file and not SQLite at all.\n".repeat(100),
+        ),
         ("obsolete", {
             let p = s.root().join("old.db");
             let c = rusqlite::Connection::open(&p).unwrap();
@@ -55,7 +76,10 @@ fn wrong_schema_and_non_database_exit_1_and_stay_unchanged() {
         ("missing column", {
             let p = s.root().join("partial.db");
             let c = rusqlite::Connection::open(&p).unwrap();
-            c.execute_batch("CREATE TABLE orchestration_tasks (task_id TEXT PRIMARY KEY, state TEXT);").unwrap();
+            c.execute_batch(
+                "CREATE TABLE orchestration_tasks (task_id TEXT PRIMARY KEY, state TEXT);",
+            )
+            .unwrap();
             drop(c);
             std::fs::read(&p).unwrap()
         }),
@@ -64,8 +88,15 @@ fn wrong_schema_and_non_database_exit_1_and_stay_unchanged() {
         std::fs::write(s.db(), &bytes).unwrap();
         let (code, err) = run(&["--no-tui", "--project", s.root().to_str().unwrap()]);
         assert_eq!(code, 1, "{name}: {err}");
-        assert!(err.contains("comms.db") && err.contains("maestro init"), "{name}: {err}");
-        assert_eq!(std::fs::read(s.db()).unwrap(), bytes, "{name}: file changed");
+        assert!(
+            err.contains("comms.db") && err.contains("maestro init"),
+            "{name}: {err}"
+        );
+        assert_eq!(
+            std::fs::read(s.db()).unwrap(),
+            bytes,
+            "{name}: file changed"
+        );
         assert!(!s.root().join("comms.db-wal").exists(), "{name}");
         assert!(!s.root().join("comms.db-journal").exists(), "{name}");
     }
@@ -84,7 +115,12 @@ fn init_refuses_an_existing_file() {
 #[test]
 fn report_to_db_without_a_database_is_refused() {
     let s = Scratch::without_db();
-    let (code, err) = run(&["--no-tui", "--report-to-db", "--project", s.root().to_str().unwrap()]);
+    let (code, err) = run(&[
+        "--no-tui",
+        "--report-to-db",
+        "--project",
+        s.root().to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("maestro init"), "{err}");
     assert!(!s.db().exists());
@@ -102,13 +138,19 @@ fn config_default_prints_a_valid_file() {
 fn doctor_never_writes_and_reports_status() {
     let s = Scratch::new();
     let before = std::fs::read(s.db()).unwrap();
-    let out = maestro().args(["doctor", "--json", "--project", s.root().to_str().unwrap()]).output().unwrap();
+    let out = maestro()
+        .args(["doctor", "--json", "--project", s.root().to_str().unwrap()])
+        .output()
+        .unwrap();
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["status"], "ok", "{v}");
     assert_eq!(out.status.code(), Some(0));
     assert_eq!(std::fs::read(s.db()).unwrap(), before);
     std::fs::write(s.db(), b"garbage").unwrap();
-    let out = maestro().args(["doctor", "--project", s.root().to_str().unwrap()]).output().unwrap();
+    let out = maestro()
+        .args(["doctor", "--project", s.root().to_str().unwrap()])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read(s.db()).unwrap(), b"garbage");
 }

@@ -11,8 +11,10 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
     cmd.args(["demo", "--no-tui", "--json", "--speed", "10"]);
     let mut m = Running::spawn(cmd);
     let lines = m.rest();
-    let events: Vec<serde_json::Value> =
-        lines.iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let events: Vec<serde_json::Value> = lines
+        .iter()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let anomalies: std::collections::BTreeSet<&str> = events
         .iter()
         .filter(|v| v["event"] == "anomaly")
@@ -20,7 +22,12 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
         .collect();
     assert_eq!(
         anomalies.into_iter().collect::<Vec<_>>(),
-        ["context-spike", "high-deviation", "self-correction", "stalled"]
+        [
+            "context-spike",
+            "high-deviation",
+            "self-correction",
+            "stalled"
+        ]
     );
     let reasons: Vec<&str> = events
         .iter()
@@ -29,7 +36,11 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
         .collect();
     assert!(reasons.contains(&"CONDUCTOR_DEAD:heartbeat"), "{reasons:?}");
     assert_eq!(reasons.last(), Some(&"CONDUCTOR_COMPLETE"));
-    assert!(events.iter().any(|v| v["event"] == "stale" && v["task_id"] == "task-04"));
+    assert!(
+        events
+            .iter()
+            .any(|v| v["event"] == "stale" && v["task_id"] == "task-04")
+    );
     assert!(events.iter().filter(|v| v["event"] == "message").count() >= 10);
     assert_eq!(m.child.wait().unwrap().code(), Some(0));
 }

@@ -12,13 +12,19 @@ fn reports_existing_and_new_anomalies_in_json() {
     let s = Scratch::new();
     s.set_task("task-01", "working");
     s.set_task("task-02", "working");
-    s.append("task-01-status", "step 1 started [ctx: 10%]\nstep 2 self-correction: rewrote tokenizer [ctx: 20%]\n");
+    s.append(
+        "task-01-status",
+        "step 1 started [ctx: 10%]\nstep 2 self-correction: rewrote tokenizer [ctx: 20%]\n",
+    );
     let mut m = s.headless(&[]);
     // Present at start: reported once, like a new one.
     let a = m.wait_json("existing self-correction", |v| event(v) == "anomaly");
     assert_eq!(a["task_id"], "task-01");
     assert_eq!(a["anomaly"], "self-correction");
-    assert_eq!(a["detail"], "\"step 2 self-correction: rewrote tokenizer [ctx: 20%]\"");
+    assert_eq!(
+        a["detail"],
+        "\"step 2 self-correction: rewrote tokenizer [ctx: 20%]\""
+    );
     assert!(a["ts"].as_str().unwrap().ends_with('Z'), "{a}");
 
     // Appended in two partial writes: one line, one spike.
@@ -27,7 +33,10 @@ fn reports_existing_and_new_anomalies_in_json() {
     let a = m.wait_json("context spike", |v| event(v) == "anomaly");
     assert_eq!(a["anomaly"], "context-spike");
     assert_eq!((a["from"].as_i64(), a["to"].as_i64()), (Some(29), Some(51)));
-    assert_eq!(a["detail"], "Context jumped from 29% to 51% between step 2 and step 3 (+22%)");
+    assert_eq!(
+        a["detail"],
+        "Context jumped from 29% to 51% between step 2 and step 3 (+22%)"
+    );
 
     s.append("task-02-deviations", "Low: fine\nHigh: broke the API\n");
     let a = m.wait_json("high deviation", |v| event(v) == "anomaly");
@@ -40,13 +49,20 @@ fn task_changes_and_messages_in_id_order() {
     let s = Scratch::new();
     s.set_task("task-01", "working");
     let mut m = s.headless(&[]);
-    let t = m.wait_json("first seen", |v| event(v) == "task" && v["task_id"] == "task-01");
+    let t = m.wait_json("first seen", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
     assert_eq!(t["state"], "working");
     assert!(t["prev_state"].is_null());
 
     s.set_task("task-01", "needs_review");
-    let t = m.wait_json("state change", |v| event(v) == "task" && v["task_id"] == "task-01");
-    assert_eq!((t["state"].as_str(), t["prev_state"].as_str()), (Some("needs_review"), Some("working")));
+    let t = m.wait_json("state change", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    assert_eq!(
+        (t["state"].as_str(), t["prev_state"].as_str()),
+        (Some("needs_review"), Some("working"))
+    );
 
     // Many messages with one timestamp, in one commit: each once, in id order.
     let mut c = s.conn();
@@ -74,7 +90,9 @@ fn task_changes_and_messages_in_id_order() {
 fn until_complete_exits_zero_after_the_conductor_completes() {
     let s = Scratch::new();
     let mut m = s.headless(&["--until-complete"]);
-    m.wait_json("conductor seen", |v| event(v) == "task" && v["task_id"] == "task-00");
+    m.wait_json("conductor seen", |v| {
+        event(v) == "task" && v["task_id"] == "task-00"
+    });
     s.set_task("task-00", "complete");
     let w = m.wait_json("watchdog", |v| event(v) == "watchdog");
     assert_eq!(w["reason"], "CONDUCTOR_COMPLETE");
@@ -104,11 +122,19 @@ fn stalled_once_per_stall_with_a_short_threshold() {
     let mut m = s.headless(&["--stall-after", "1s"]);
     let a = m.wait_json("stall", |v| event(v) == "anomaly");
     assert_eq!(a["anomaly"], "stalled");
-    assert!(a["detail"].as_str().unwrap().contains("Last entry: \"step 1 started [ctx: 5%]\""));
+    assert!(
+        a["detail"]
+            .as_str()
+            .unwrap()
+            .contains("Last entry: \"step 1 started [ctx: 5%]\"")
+    );
     // A new line ends the stall; the next stall is a new report, naming the new line.
     s.append("task-03-status", "step 2 started [ctx: 9%]\n");
     let a = m.wait_json("second stall", |v| event(v) == "anomaly");
-    assert!(a["detail"].as_str().unwrap().contains("step 2 started"), "{a}");
+    assert!(
+        a["detail"].as_str().unwrap().contains("step 2 started"),
+        "{a}"
+    );
 }
 
 #[test]
@@ -125,7 +151,10 @@ fn text_output_is_the_conductors_format() {
     let re = regex::Regex::new(r"^SENTINEL: \[\d\d:\d\d:\d\d\] task-05$").unwrap();
     assert!(re.is_match(&head), "{head}");
     assert_eq!(m.wait_line("anomaly", |_| true), "Anomaly: self-correction");
-    assert_eq!(m.wait_line("detail", |_| true), "Detail: \"step 2 self-correction: x\"");
+    assert_eq!(
+        m.wait_line("detail", |_| true),
+        "Detail: \"step 2 self-correction: x\""
+    );
     assert_eq!(m.wait_line("blank", |_| true), "");
 }
 
@@ -154,7 +183,11 @@ fn report_to_db_records_once_and_a_restart_repeats_nothing() {
     assert_eq!(m.wait_exit(), 0);
     let count: i64 = s
         .conn()
-        .query_row("SELECT count(*) FROM orchestration_messages WHERE from_session = 'sentinel'", [], |r| r.get(0))
+        .query_row(
+            "SELECT count(*) FROM orchestration_messages WHERE from_session = 'sentinel'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(count, 2);
 }
@@ -165,10 +198,16 @@ fn warning_type_is_used_where_the_check_admits_it() {
     let conn = rusqlite::Connection::open(s.db()).unwrap();
     let ddl = maestro::core::schema::SCHEMA_SQL.replace("'system')),", "'system','warning')),");
     conn.execute_batch(&ddl).unwrap();
-    conn.execute("INSERT INTO orchestration_tasks (task_id, state) VALUES ('task-01', 'working')", []).unwrap();
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state) VALUES ('task-01', 'working')",
+        [],
+    )
+    .unwrap();
     s.append("task-01-deviations", "High: x\n");
     let mut m = s.headless(&["--report-to-db"]);
-    let msg = m.wait_json("report message", |v| event(v) == "message" && v["from_session"] == "sentinel");
+    let msg = m.wait_json("report message", |v| {
+        event(v) == "message" && v["from_session"] == "sentinel"
+    });
     assert_eq!(msg["message_type"], "warning");
 }
 
@@ -188,7 +227,10 @@ fn invalid_task_ids_are_an_error_event_and_never_a_path() {
     s.set_task("../../outside", "working");
     let mut m = s.headless(&[]);
     let e = m.wait_json("error", |v| event(v) == "error");
-    assert!(e["detail"].as_str().unwrap().contains("../../outside"), "{e}");
+    assert!(
+        e["detail"].as_str().unwrap().contains("../../outside"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -197,7 +239,9 @@ fn log_files_are_followed_through_truncation_and_replacement() {
     s.set_task("task-01", "working");
     s.append("task-01-status", "a [ctx: 10%]\n");
     let mut m = s.headless(&[]);
-    m.wait_json("conductor", |v| event(v) == "task" && v["task_id"] == "task-00");
+    m.wait_json("conductor", |v| {
+        event(v) == "task" && v["task_id"] == "task-00"
+    });
     // Truncated, then rewritten: the new content is read from its start.
     std::fs::write(s.temp().join("task-01-status"), "").unwrap();
     s.append("task-01-status", "b self-correction after truncate\n");
@@ -226,7 +270,9 @@ fn temp_folder_created_after_start_is_picked_up() {
     std::fs::remove_dir(s.temp()).unwrap();
     s.set_task("task-01", "working");
     let mut m = s.headless(&[]);
-    m.wait_json("conductor", |v| event(v) == "task" && v["task_id"] == "task-00");
+    m.wait_json("conductor", |v| {
+        event(v) == "task" && v["task_id"] == "task-00"
+    });
     std::fs::create_dir(s.temp()).unwrap();
     s.append("task-01-status", "self-correction in a new folder\n");
     let a = m.wait_json("anomaly", |v| event(v) == "anomaly");

@@ -358,11 +358,11 @@ impl Hub {
     async fn report(&mut self, anomaly: Anomaly) {
         if self.settings.report_to_db
             && let Some(n) = self.recorded.get_mut(&anomaly.dedupe_key())
-                && *n > 0
-            {
-                *n -= 1;
-                return;
-            }
+            && *n > 0
+        {
+            *n -= 1;
+            return;
+        }
         let at = self.clock.now_utc();
         if self.settings.report_to_db
             && let Some(sink) = &self.reports
@@ -595,18 +595,48 @@ mod tests {
             false,
         );
         let first: Vec<What> = drain(&mut r.out).await;
-        assert_eq!(first.iter().filter(|w| matches!(w, What::Task { prev_state: None, .. })).count(), 3);
-        assert!(!first.iter().any(|w| matches!(w, What::Stale { .. })), "a complete task is never stale");
+        assert_eq!(
+            first
+                .iter()
+                .filter(|w| matches!(
+                    w,
+                    What::Task {
+                        prev_state: None,
+                        ..
+                    }
+                ))
+                .count(),
+            3
+        );
+        assert!(
+            !first.iter().any(|w| matches!(w, What::Stale { .. })),
+            "a complete task is never stale"
+        );
 
         // 240 s is not "more than" 240 s; the conductor goes stale just after.
         let (at, what) = next(&mut r.out).await;
-        assert!(matches!(&what, What::Stale { task_id, age_s: 240 } if task_id == "task-00"), "{what:?}");
-        assert_eq!(at, parse_sqlite_utc("2026-11-22 14:04:00").unwrap() + Duration::from_millis(1));
+        assert!(
+            matches!(&what, What::Stale { task_id, age_s: 240 } if task_id == "task-00"),
+            "{what:?}"
+        );
+        assert_eq!(
+            at,
+            parse_sqlite_utc("2026-11-22 14:04:00").unwrap() + Duration::from_millis(1)
+        );
         let (_, what) = next(&mut r.out).await;
-        assert!(matches!(what, What::Watchdog { reason: WatchdogReason::ConductorDeadHeartbeat, task_count: 3 }));
+        assert!(matches!(
+            what,
+            What::Watchdog {
+                reason: WatchdogReason::ConductorDeadHeartbeat,
+                task_count: 3
+            }
+        ));
         let (at, what) = next(&mut r.out).await;
         assert!(matches!(&what, What::Stale { task_id, .. } if task_id == "task-01"));
-        assert_eq!(at, parse_sqlite_utc("2026-11-22 14:09:00").unwrap() + Duration::from_millis(1));
+        assert_eq!(
+            at,
+            parse_sqlite_utc("2026-11-22 14:09:00").unwrap() + Duration::from_millis(1)
+        );
 
         // A fresh heartbeat ends the episode; a state change is reported with its previous state.
         r.events
@@ -619,7 +649,13 @@ mod tests {
             .unwrap();
         let got = drain(&mut r.out).await;
         assert!(got.iter().any(|w| matches!(w, What::Task { task_id, state, prev_state: Some(p) } if task_id == "task-01" && state == "needs_review" && p == "working")));
-        assert!(got.iter().any(|w| matches!(w, What::Watchdog { reason: WatchdogReason::ConductorComplete, .. })));
+        assert!(got.iter().any(|w| matches!(
+            w,
+            What::Watchdog {
+                reason: WatchdogReason::ConductorComplete,
+                ..
+            }
+        )));
         // needs_review is not a heartbeat-active state and the Conductor is complete:
         // nothing more can go stale, so the hub sleeps with no deadline.
         tokio::time::sleep(Duration::from_secs(3600)).await;
@@ -628,7 +664,10 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn stall_is_reported_after_the_threshold_from_file_mtime() {
-        let mut r = rig(vec![CoreEvent::Tasks(vec![row("task-04", "working", START)])], false);
+        let mut r = rig(
+            vec![CoreEvent::Tasks(vec![row("task-04", "working", START)])],
+            false,
+        );
         drain(&mut r.out).await;
         let two_minutes_ago = std::time::SystemTime::from(
             parse_sqlite_utc(START).unwrap() - Duration::from_secs(120),
@@ -646,10 +685,20 @@ mod tests {
         assert!(got.iter().all(is_log));
         let (at, what) = next(&mut r.out).await;
         // mtime + 300 s (+1 ms: strictly more than) = 180 s after start.
-        assert_eq!(at, parse_sqlite_utc("2026-11-22 14:03:00").unwrap() + Duration::from_millis(1));
-        let What::Anomaly(a) = what else { panic!("{what:?}") };
+        assert_eq!(
+            at,
+            parse_sqlite_utc("2026-11-22 14:03:00").unwrap() + Duration::from_millis(1)
+        );
+        let What::Anomaly(a) = what else {
+            panic!("{what:?}")
+        };
         assert_eq!(a.kind, AnomalyKind::Stalled);
-        assert!(a.detail.starts_with("No new entries in temp/task-04-status for 5 minutes."), "{}", a.detail);
+        assert!(
+            a.detail
+                .starts_with("No new entries in temp/task-04-status for 5 minutes."),
+            "{}",
+            a.detail
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -662,9 +711,18 @@ mod tests {
             false,
         );
         drain(&mut r.out).await;
-        r.events.send(lines("task-02", LogKind::Status, &["self-correction"])).await.unwrap();
-        r.events.send(lines("task-03", LogKind::Status, &["self-correction"])).await.unwrap();
-        r.events.send(lines("task-01", LogKind::Status, &["self-correction"])).await.unwrap();
+        r.events
+            .send(lines("task-02", LogKind::Status, &["self-correction"]))
+            .await
+            .unwrap();
+        r.events
+            .send(lines("task-03", LogKind::Status, &["self-correction"]))
+            .await
+            .unwrap();
+        r.events
+            .send(lines("task-01", LogKind::Status, &["self-correction"]))
+            .await
+            .unwrap();
         let anomalies: Vec<String> = drain(&mut r.out)
             .await
             .into_iter()
@@ -673,7 +731,11 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(anomalies, ["task-01"], "complete and unknown tasks are not watched");
+        assert_eq!(
+            anomalies,
+            ["task-01"],
+            "complete and unknown tasks are not watched"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -693,11 +755,18 @@ mod tests {
         drain(&mut r.out).await;
         // The same line twice: the first was recorded by an earlier run, the second is new.
         r.events
-            .send(lines("task-01", LogKind::Status, &["step 2 self-correction: x", "step 2 self-correction: x"]))
+            .send(lines(
+                "task-01",
+                LogKind::Status,
+                &["step 2 self-correction: x", "step 2 self-correction: x"],
+            ))
             .await
             .unwrap();
         let got = drain(&mut r.out).await;
-        assert_eq!(got.iter().filter(|w| matches!(w, What::Anomaly(_))).count(), 1);
+        assert_eq!(
+            got.iter().filter(|w| matches!(w, What::Anomaly(_))).count(),
+            1
+        );
         let recorded = r.recorded.lock().unwrap().clone();
         assert_eq!(recorded.len(), 1);
         assert_eq!(
@@ -711,9 +780,19 @@ mod tests {
         let bad = row("../../etc/passwd", "working", START);
         let mut r = rig(vec![CoreEvent::Tasks(vec![bad.clone()])], false);
         let got = drain(&mut r.out).await;
-        assert_eq!(got.iter().filter(|w| matches!(w, What::Error { detail } if detail.contains("../../etc/passwd"))).count(), 1);
+        assert_eq!(
+            got.iter()
+                .filter(
+                    |w| matches!(w, What::Error { detail } if detail.contains("../../etc/passwd"))
+                )
+                .count(),
+            1
+        );
         r.events
-            .send(CoreEvent::Tasks(vec![TaskRow { state: "needs_review".into(), ..bad }]))
+            .send(CoreEvent::Tasks(vec![TaskRow {
+                state: "needs_review".into(),
+                ..bad
+            }]))
             .await
             .unwrap();
         let got = drain(&mut r.out).await;

@@ -26,8 +26,17 @@ pub struct Scratch {
 impl Scratch {
     pub fn new() -> Self {
         let s = Self::without_db();
-        let out = maestro().arg("init").arg("--project").arg(s.root()).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let out = maestro()
+            .arg("init")
+            .arg("--project")
+            .arg(s.root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         s
     }
 
@@ -77,7 +86,11 @@ impl Scratch {
     /// Starts `maestro --no-tui --json` on this project with extra arguments.
     pub fn headless(&self, extra: &[&str]) -> Running {
         let mut cmd = maestro();
-        cmd.arg("--no-tui").arg("--json").arg("--project").arg(self.root()).args(extra);
+        cmd.arg("--no-tui")
+            .arg("--json")
+            .arg("--project")
+            .arg(self.root())
+            .args(extra);
         Running::spawn(cmd)
     }
 }
@@ -116,7 +129,9 @@ impl Running {
 
     /// Waits for the next JSON line matching `pred`, failing after [`DEADLINE`].
     pub fn wait_json(&mut self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let line = self.wait_line(what, |l| serde_json::from_str::<Value>(l).is_ok_and(|v| pred(&v)));
+        let line = self.wait_line(what, |l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| pred(&v))
+        });
         serde_json::from_str(&line).unwrap()
     }
 
@@ -132,11 +147,13 @@ impl Running {
                         return line;
                     }
                 }
-                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => panic!(
-                    "timed out waiting for {what}; output so far:\n{}\nstderr: {}",
-                    self.seen.join("\n"),
-                    self.stderr_now()
-                ),
+                Err(mpsc::RecvTimeoutError::Timeout | mpsc::RecvTimeoutError::Disconnected) => {
+                    panic!(
+                        "timed out waiting for {what}; output so far:\n{}\nstderr: {}",
+                        self.seen.join("\n"),
+                        self.stderr_now()
+                    )
+                }
             }
         }
     }
@@ -146,7 +163,10 @@ impl Running {
         let end = Instant::now() + DEADLINE;
         let mut out = Vec::new();
         loop {
-            match self.lines.recv_timeout(end.saturating_duration_since(Instant::now())) {
+            match self
+                .lines
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+            {
                 Ok(l) => {
                     self.seen.push(l.clone());
                     out.push(l);

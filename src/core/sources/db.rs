@@ -110,7 +110,8 @@ impl DbSource {
             let recorded = self.recorded_reports().map_err(|e| db_error(&e))?;
             out.push(CoreEvent::RecordedReports(recorded));
         }
-        self.refresh(true, &mut |e| out.push(e)).map_err(|e| db_error(&e))?;
+        self.refresh(true, &mut |e| out.push(e))
+            .map_err(|e| db_error(&e))?;
         Ok(out)
     }
 

@@ -58,7 +58,14 @@ struct Tail {
     identity: (u64, u64),
     offset: u64,
     assembler: LineAssembler,
+    /// The last bytes read, ending at `offset`. A file truncated and rewritten past the
+    /// old size between two reads keeps its inode and grows, so only its content shows
+    /// the change: these bytes no longer match.
+    last_bytes: Vec<u8>,
 }
+
+/// How many bytes before the offset are compared to notice a rewrite.
+const FINGERPRINT: usize = 32;
 
 struct TempLogs {
     settings: TempLogSettings,
@@ -197,11 +204,16 @@ impl TempLogs {
             identity,
             offset: 0,
             assembler: LineAssembler::new(max_line),
+            last_bytes: Vec::new(),
         });
-        if tail.identity != identity || meta.len() < tail.offset {
+        if tail.identity != identity
+            || meta.len() < tail.offset
+            || !still_matches(&mut file, tail.offset, &tail.last_bytes)
+        {
             tail.identity = identity;
             tail.offset = 0;
             tail.assembler.reset();
+            tail.last_bytes.clear();
             reset = true;
         }
         let mut lines = Vec::new();
@@ -214,6 +226,7 @@ impl TempLogs {
                         Ok(n) => {
                             tail.offset += n as u64;
                             tail.assembler.feed(&self.buf[..n], &mut lines);
+                            remember_tail(&mut tail.last_bytes, &self.buf[..n]);
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
@@ -254,6 +267,29 @@ impl TempLogs {
             source: SOURCE,
             detail,
         });
+    }
+}
+
+/// Whether the bytes just before `offset` are still the ones read there last time.
+fn still_matches(file: &mut File, offset: u64, last: &[u8]) -> bool {
+    if last.is_empty() {
+        return true;
+    }
+    let mut now = [0u8; FINGERPRINT];
+    let now = &mut now[..last.len()];
+    file.seek(SeekFrom::Start(offset - last.len() as u64))
+        .and_then(|_| file.read_exact(now))
+        .is_ok_and(|()| now == last)
+}
+
+fn remember_tail(last: &mut Vec<u8>, chunk: &[u8]) {
+    if chunk.len() >= FINGERPRINT {
+        last.clear();
+        last.extend_from_slice(&chunk[chunk.len() - FINGERPRINT..]);
+    } else {
+        last.extend_from_slice(chunk);
+        let excess = last.len().saturating_sub(FINGERPRINT);
+        last.drain(..excess);
     }
 }
 
