@@ -1,0 +1,402 @@
+//! End-to-end figures for the core on 100 active tasks, with two baselines measured by
+//! the same driver. Run with `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1`
+//! for a shorter run with fewer samples).
+//!
+//! - append → anomaly: a line appended to a status file until maestro prints its report;
+//! - commit → event: a message committed by this (other) process until maestro prints it;
+//! - throughput: lines/s and MB/s through the log source and the Sentinel;
+//! - idle CPU and RSS with 100 quiet tasks;
+//! - baselines: `tail -F … | grep --line-buffered` and a 10-second poller.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const TASKS: usize = 100;
+
+fn main() {
+    let quick = std::env::var_os("MAESTRO_BENCH_QUICK").is_some();
+    let samples = if quick { 100 } else { 500 };
+    let dir = tempfile::tempdir().unwrap();
+    let project = Project::create(dir.path());
+    println!("maestro pipeline benchmark: {TASKS} active tasks, {samples} samples per latency");
+
+    let mut maestro = Stream::maestro(&project);
+    // Ready when every task has been seen.
+    for _ in 0..TASKS + 2 {
+        maestro.next_matching(
+            |l| l.contains("\"event\":\"task\""),
+            Duration::from_secs(30),
+        );
+    }
+
+    let idle = Duration::from_secs(if quick { 5 } else { 10 });
+    let (cpu, rss) = idle_cost(maestro.child.id(), idle);
+    println!(
+        "idle ({}s, {TASKS} quiet tasks): CPU {cpu:.3}% of a core, RSS {:.1} MB",
+        idle.as_secs(),
+        rss as f64 / 1024.0
+    );
+
+    let ours = append_latency(&project, &mut maestro, samples, "m");
+    report("append -> anomaly event (maestro)", &ours);
+
+    let commits = commit_latency(&project, &mut maestro, samples);
+    report("db commit -> message event (maestro)", &commits);
+
+    let (lines, bytes, secs) = throughput(&project, &mut maestro, quick);
+    println!(
+        "throughput: {lines} lines ({:.1} MB) in {secs:.3}s = {:.0} lines/s, {:.1} MB/s",
+        bytes as f64 / 1e6,
+        lines as f64 / secs,
+        bytes as f64 / 1e6 / secs
+    );
+    let peak = vm_kb(maestro.child.id(), "VmHWM:");
+    println!(
+        "peak RSS after the throughput run: {:.1} MB",
+        peak as f64 / 1024.0
+    );
+    drop(maestro);
+
+    let mut tail = Stream::tail_grep(&project);
+    let theirs = append_latency(&project, &mut tail, samples, "t");
+    report("append -> match (tail -F | grep --line-buffered)", &theirs);
+    drop(tail);
+
+    let poll_samples = if quick { 10 } else { 30 };
+    let polled = poller_latency(&project, poll_samples);
+    report("append -> detection (10 s poller)", &polled);
+
+    let p99 = |v: &[Duration]| percentile(v, 99.0).as_secs_f64();
+    let p50 = |v: &[Duration]| percentile(v, 50.0).as_secs_f64();
+    println!(
+        "ratio p50: tail|grep / maestro = {:.2}x, poller / maestro = {:.0}x",
+        p50(&theirs) / p50(&ours),
+        p50(&polled) / p50(&ours)
+    );
+    println!(
+        "ratio p99: tail|grep / maestro = {:.2}x, poller / maestro = {:.0}x",
+        p99(&theirs) / p99(&ours),
+        p99(&polled) / p99(&ours)
+    );
+}
+
+struct Project {
+    root: PathBuf,
+}
+
+impl Project {
+    fn create(root: &Path) -> Self {
+        let temp = root.join("temp");
+        std::fs::create_dir(&temp).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_maestro"))
+            .args(["init", "--project"])
+            .arg(root)
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+        for i in 1..=TASKS {
+            let id = task(i);
+            conn.execute(
+                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+                [&id],
+            )
+            .unwrap();
+            std::fs::write(
+                temp.join(format!("{id}-status")),
+                "task claimed [ctx: 5%]\n",
+            )
+            .unwrap();
+        }
+        Self {
+            root: root.to_path_buf(),
+        }
+    }
+
+    fn status(&self, i: usize) -> PathBuf {
+        self.root.join("temp").join(format!("{}-status", task(i)))
+    }
+
+    fn append(&self, i: usize, text: &str) {
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(self.status(i))
+            .unwrap();
+        f.write_all(text.as_bytes()).unwrap();
+    }
+}
+
+fn task(i: usize) -> String {
+    format!("task-{i:02}")
+}
+
+/// A child whose stdout lines arrive stamped with the moment they were read.
+struct Stream {
+    child: Child,
+    lines: mpsc::Receiver<(Instant, String)>,
+}
+
+impl Stream {
+    fn spawn(mut cmd: Command) -> Self {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                if tx.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    fn maestro(p: &Project) -> Self {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_maestro"));
+        cmd.args([
+            "--no-tui",
+            "--json",
+            "--stall-after",
+            "1h",
+            "--task-stale-after",
+            "1h",
+        ])
+        .args(["--conductor-stale-after", "1h", "--project"])
+        .arg(&p.root);
+        Self::spawn(cmd)
+    }
+
+    fn tail_grep(p: &Project) -> Self {
+        #[allow(unused_mut)]
+        let files: Vec<String> = (1..=TASKS)
+            .map(|i| p.status(i).display().to_string())
+            .collect();
+        let script = format!(
+            "exec tail -q -n0 -F {} 2>/dev/null | grep --line-buffered self-correction",
+            files.join(" ")
+        );
+        let s = Self::spawn({
+            let mut c = Command::new("sh");
+            c.arg("-c").arg(script);
+            c
+        });
+        // Ready once a warm-up line comes through.
+        loop {
+            p.append(1, "warm-up self-correction\n");
+            if s.lines.recv_timeout(Duration::from_millis(200)).is_ok() {
+                break;
+            }
+        }
+        s
+    }
+
+    fn next_matching(&mut self, pred: impl Fn(&str) -> bool, within: Duration) -> Instant {
+        let end = Instant::now() + within;
+        loop {
+            let (at, line) = self
+                .lines
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+                .expect("expected output did not arrive in time");
+            if pred(&line) {
+                return at;
+            }
+        }
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec<Duration> {
+    let mut out = Vec::with_capacity(samples);
+    for n in 0..samples {
+        let marker = format!("{tag}{n}#");
+        let i = 1 + n % TASKS;
+        let start = Instant::now();
+        p.append(i, &format!("step {n} self-correction: {marker}\n"));
+        let at = s.next_matching(|l| l.contains(&marker), Duration::from_secs(10));
+        out.push(at - start);
+        // Let each sample start from quiet, as a real append does.
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    out
+}
+
+fn commit_latency(p: &Project, s: &mut Stream, samples: usize) -> Vec<Duration> {
+    let conn = rusqlite::Connection::open(p.root.join("comms.db")).unwrap();
+    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let mut out = Vec::with_capacity(samples);
+    for n in 0..samples {
+        let marker = format!("commit{n}#");
+        let start = Instant::now();
+        conn.execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'bench', ?1, 'system')",
+            [&marker],
+        )
+        .unwrap();
+        let at = s.next_matching(|l| l.contains(&marker), Duration::from_secs(10));
+        out.push(at - start);
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    out
+}
+
+/// Appends many plain lines in large writes, then one marker per file, and times until
+/// every marker's report is printed.
+fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
+    let per_file = if quick { 2_000 } else { 10_000 };
+    let line = "step 7 agent 2 returned: parsed 1024 tokens, 12 warnings [ctx: 40%]\n";
+    let chunk: String = line.repeat(500);
+    let mut files: Vec<std::fs::File> = (1..=TASKS)
+        .map(|i| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(p.status(i))
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    for _ in 0..per_file / 500 {
+        for f in &mut files {
+            f.write_all(chunk.as_bytes()).unwrap();
+        }
+    }
+    for (i, f) in files.iter_mut().enumerate() {
+        writeln!(f, "end self-correction: done{i}#").unwrap();
+    }
+    let mut pending: HashMap<String, ()> = (0..TASKS).map(|i| (format!("done{i}#"), ())).collect();
+    let mut last = start;
+    while !pending.is_empty() {
+        let (at, l) = s
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("markers arrive");
+        if let Some(key) = pending.keys().find(|k| l.contains(k.as_str())).cloned() {
+            pending.remove(&key);
+            last = at;
+        }
+    }
+    let lines = TASKS * (per_file + 1);
+    let bytes = TASKS * per_file * line.len();
+    (lines, bytes, (last - start).as_secs_f64())
+}
+
+/// A reader that rescans every file each 10 s: what the seed's Sentinel does before its
+/// LLM turn even starts.
+fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
+    let (tx, rx) = mpsc::channel::<(Instant, String)>();
+    let paths: Vec<PathBuf> = (1..=TASKS).map(|i| p.status(i)).collect();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let mut offsets: Vec<u64> = paths
+        .iter()
+        .map(|f| std::fs::metadata(f).unwrap().len())
+        .collect();
+    let poller = std::thread::spawn(move || {
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_secs(10));
+            for (f, off) in paths.iter().zip(offsets.iter_mut()) {
+                let data = std::fs::read(f).unwrap();
+                let new = String::from_utf8_lossy(&data[*off as usize..]).into_owned();
+                *off = data.len() as u64;
+                for l in new.lines().filter(|l| l.contains("self-correction")) {
+                    let _ = tx.send((Instant::now(), l.to_owned()));
+                }
+            }
+        }
+    });
+    let mut starts = HashMap::new();
+    for n in 0..samples {
+        let marker = format!("poll{n}#");
+        starts.insert(marker.clone(), Instant::now());
+        p.append(
+            1 + n % TASKS,
+            &format!("step {n} self-correction: {marker}\n"),
+        );
+        // Spread the appends over the poll period.
+        std::thread::sleep(Duration::from_millis(10_000 / samples as u64 * 3 / 2));
+    }
+    let mut out = Vec::new();
+    while out.len() < samples {
+        let Ok((at, line)) = rx.recv_timeout(Duration::from_secs(30)) else {
+            panic!(
+                "poller gave {} of {samples}; thread finished: {}",
+                out.len(),
+                poller.is_finished()
+            );
+        };
+        if let Some((_, start)) = starts.iter().find(|(m, _)| line.contains(m.as_str())) {
+            out.push(at - *start);
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(poller);
+    out
+}
+
+/// CPU share of one core and RSS (kB) of `pid` over `period`.
+fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
+    let ticks = |pid: u32| -> u64 {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let f: Vec<&str> = after.split_whitespace().collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let hz = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(100.0);
+    let before = ticks(pid);
+    std::thread::sleep(period);
+    let used = (ticks(pid) - before) as f64 / hz;
+    (used / period.as_secs_f64() * 100.0, vm_kb(pid, "VmRSS:"))
+}
+
+fn vm_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+    s[idx]
+}
+
+fn report(name: &str, v: &[Duration]) {
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    println!(
+        "{name}: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
+        ms(percentile(v, 50.0)),
+        ms(percentile(v, 99.0)),
+        ms(*v.iter().max().unwrap()),
+        v.len()
+    );
+}
