@@ -278,14 +278,15 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
     for (i, f) in files.iter_mut().enumerate() {
         writeln!(f, "end self-correction: done{i}#").unwrap();
     }
-    let mut pending: HashMap<String, ()> = (0..TASKS).map(|i| (format!("done{i}#"), ())).collect();
+    let mut pending: std::collections::HashSet<String> =
+        (0..TASKS).map(|i| format!("done{i}#")).collect();
     let mut last = start;
     while !pending.is_empty() {
         let (at, l) = s
             .lines
             .recv_timeout(Duration::from_secs(60))
             .expect("markers arrive");
-        if let Some(key) = pending.keys().find(|k| l.contains(k.as_str())).cloned() {
+        if let Some(key) = pending.iter().find(|k| l.contains(k.as_str())).cloned() {
             pending.remove(&key);
             last = at;
         }

@@ -48,7 +48,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
             ),
             Ok(conn) => {
                 if let Err(e) = schema::verify(&conn, &project.db) {
-                    add(Level::Error, "database", e.to_string())
+                    add(Level::Error, "database", e.to_string());
                 } else {
                     add(
                         Level::Ok,
