@@ -74,6 +74,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Check the project, database, logs and configuration; never writes
     Doctor,
+    /// Open maestro for the project in a new kitty window
+    Launch,
     /// Configuration helpers
     #[command(subcommand)]
     Config(ConfigCommand),

@@ -19,5 +19,7 @@ pub mod core;
 pub mod demo;
 pub mod doctor;
 pub mod headless;
+pub mod launch;
 pub mod project;
 pub mod settings;
+pub mod tui;

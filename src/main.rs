@@ -17,6 +17,7 @@ use maestro::core::schema;
 use maestro::headless::{self, Ended, Format};
 use maestro::project::{Project, UsageError, load_settings};
 use maestro::settings::{DEFAULT_TOML, Settings};
+use maestro::tui::TuiConfig;
 
 /// How a run failed, which decides the exit status.
 enum Failure {
@@ -86,8 +87,21 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
                 cli.global.json,
             ))
         }
+        Some(Command::Launch) => {
+            let project = Project::from_args(&cli.global)?;
+            let settings = load_settings(&cli.global)?;
+            maestro::launch::open_dashboard(&project, &settings, cli.global.config.as_deref())
+                .map_err(Failure::Runtime)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some(Command::Demo(demo)) => {
             let settings = load_settings(&cli.global)?;
+            if !cli.global.no_tui {
+                // Checked before anything is created.
+                TuiConfig::from_settings(String::new(), &settings, clock)
+                    .map_err(Failure::Usage)?;
+                require_terminal()?;
+            }
             let rt = runtime()?;
             rt.block_on(maestro::demo::run(
                 demo.clone(),
@@ -101,13 +115,15 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
         None => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;
-            if !cli.global.no_tui {
-                return Err(Failure::Usage(
-                    "the dashboard is not part of this build yet; run with --no-tui for headless output.".into(),
-                ));
-            }
             let rt = runtime()?;
-            rt.block_on(run_headless(&project, &settings, &cli.global, clock))
+            if cli.global.no_tui {
+                rt.block_on(run_headless(&project, &settings, &cli.global, clock))
+            } else {
+                let tui = TuiConfig::from_settings(project.name(), &settings, clock)
+                    .map_err(Failure::Usage)?;
+                require_terminal()?;
+                rt.block_on(run_dashboard(&project, &settings, tui))
+            }
         }
     }
 }
@@ -117,6 +133,32 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))
+}
+
+fn require_terminal() -> Result<(), Failure> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        Ok(())
+    } else {
+        Err(Failure::Usage(
+            "the dashboard needs a terminal, and stdin or stdout is not one. Run with --no-tui for headless output.".into(),
+        ))
+    }
+}
+
+async fn run_dashboard(
+    project: &Project,
+    settings: &Settings,
+    tui: TuiConfig,
+) -> Result<ExitCode, Failure> {
+    let mut core = runtime::start(&project.core_config(settings), tui.clock)
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let stop = CancellationToken::new();
+    headless::stop_on_signals(stop.clone()).map_err(Failure::Runtime)?;
+    let result = maestro::tui::run(&mut core, tui, stop).await;
+    core.shutdown().await;
+    result.map_err(Failure::Runtime)?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run_headless(

@@ -95,7 +95,15 @@ async fn show(
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone())?;
     if !global.no_tui {
-        eprintln!("maestro: the dashboard is not part of this build yet; showing headless output.");
+        let tui = crate::tui::TuiConfig::from_settings(
+            format!("demo: {}", scenario.name),
+            settings,
+            clock,
+        )?;
+        let result = crate::tui::run(&mut core, tui, stop).await;
+        drop(player);
+        core.shutdown().await;
+        return result;
     }
     let format = if global.json {
         Format::Json

@@ -1,0 +1,63 @@
+//! `maestro launch`: opens the dashboard for the project in a new terminal window, using
+//! the `[launch] terminal` argv template (kitty by default). Never a shell string.
+
+use std::path::{Path, PathBuf};
+
+use crate::project::Project;
+use crate::settings::Settings;
+
+/// Fills `{project}` and `{title}` in a template; returns the argv.
+pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {
+    template
+        .iter()
+        .map(|a| {
+            a.replace("{project}", &project.display().to_string())
+                .replace("{title}", title)
+        })
+        .collect()
+}
+
+/// Finds a program the way `execvp` would (a name with a slash is taken as a path).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+pub fn open_dashboard(
+    project: &Project,
+    settings: &Settings,
+    config: Option<&Path>,
+) -> Result<(), String> {
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let title = format!("maestro: {}", project.name());
+    let mut argv = fill(&settings.launch.terminal, &root, &title);
+    let program = argv.remove(0);
+    if find_program(&program).is_none() {
+        return Err(format!(
+            "{program} was not found on PATH, so maestro cannot open a window. Install kitty, set `[launch] terminal` in the configuration to your terminal's argv, or run `maestro` in this terminal."
+        ));
+    }
+    let me = std::env::current_exe().map_err(|e| format!("cannot find maestro's own path: {e}"))?;
+    argv.push(me.display().to_string());
+    argv.push("--project".into());
+    argv.push(root.display().to_string());
+    if let Some(c) = config {
+        argv.push("--config".into());
+        argv.push(c.display().to_string());
+    }
+    std::process::Command::new(&program)
+        .args(&argv)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {program}: {e}"))?;
+    println!("opened {title} in a new {program} window");
+    Ok(())
+}

@@ -1,0 +1,362 @@
+//! Keys → [`Action`], per mode. One table drives both the handling and the help overlay,
+//! so they cannot drift apart. User bindings (`[keys.global]`, `[keys.log]`, … in the
+//! config) are merged over the defaults.
+
+use std::collections::BTreeMap;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+use crate::tui::action::Action;
+
+/// Where a binding applies. `Global` is consulted after the focused pane's mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Mode {
+    Global,
+    Tasks,
+    Log,
+    Anomalies,
+    Messages,
+}
+
+impl Mode {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Global => "global",
+            Self::Tasks => "tasks",
+            Self::Log => "log",
+            Self::Anomalies => "anomalies",
+            Self::Messages => "messages",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [
+            Self::Global,
+            Self::Tasks,
+            Self::Log,
+            Self::Anomalies,
+            Self::Messages,
+        ]
+        .into_iter()
+        .find(|m| m.name() == name)
+    }
+}
+
+/// A key with its modifiers, as written in the config (`ctrl-k`, `shift-tab`, `?`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Key {
+    code: KeyCodeOrd,
+    ctrl: bool,
+    alt: bool,
+}
+
+/// `KeyCode` without the variants a keymap never names, ordered for stable help output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum KeyCodeOrd {
+    Char(char),
+    F(u8),
+    Named(&'static str),
+}
+
+const NAMED: &[(&str, KeyCode)] = &[
+    ("enter", KeyCode::Enter),
+    ("esc", KeyCode::Esc),
+    ("tab", KeyCode::Tab),
+    ("backtab", KeyCode::BackTab),
+    ("backspace", KeyCode::Backspace),
+    ("up", KeyCode::Up),
+    ("down", KeyCode::Down),
+    ("left", KeyCode::Left),
+    ("right", KeyCode::Right),
+    ("pageup", KeyCode::PageUp),
+    ("pagedown", KeyCode::PageDown),
+    ("home", KeyCode::Home),
+    ("end", KeyCode::End),
+    ("space", KeyCode::Char(' ')),
+];
+
+impl Key {
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut ctrl = false;
+        let mut alt = false;
+        let mut rest = text;
+        loop {
+            if let Some(r) = rest.strip_prefix("ctrl-") {
+                ctrl = true;
+                rest = r;
+            } else if let Some(r) = rest.strip_prefix("alt-") {
+                alt = true;
+                rest = r;
+            } else {
+                break;
+            }
+        }
+        if rest == "shift-tab" {
+            rest = "backtab";
+        }
+        let code = if let Some((name, code)) = NAMED.iter().find(|(n, _)| *n == rest) {
+            match code {
+                KeyCode::Char(c) => KeyCodeOrd::Char(*c),
+                _ => KeyCodeOrd::Named(name),
+            }
+        } else if let Some(n) = rest.strip_prefix('f').and_then(|n| n.parse::<u8>().ok()) {
+            KeyCodeOrd::F(n)
+        } else {
+            let mut chars = rest.chars();
+            match (chars.next(), chars.next()) {
+                (Some(c), None) => KeyCodeOrd::Char(c),
+                _ => return None,
+            }
+        };
+        Some(Self { code, ctrl, alt })
+    }
+
+    pub fn from_event(ev: &KeyEvent) -> Option<Self> {
+        let code = match ev.code {
+            KeyCode::Char(c) => KeyCodeOrd::Char(c),
+            KeyCode::F(n) => KeyCodeOrd::F(n),
+            other => KeyCodeOrd::Named(NAMED.iter().find(|(_, c)| *c == other)?.0),
+        };
+        Some(Self {
+            code,
+            ctrl: ev.modifiers.contains(KeyModifiers::CONTROL),
+            alt: ev.modifiers.contains(KeyModifiers::ALT),
+        })
+    }
+
+    pub fn label(&self) -> String {
+        let mut s = String::new();
+        if self.ctrl {
+            s.push_str("ctrl-");
+        }
+        if self.alt {
+            s.push_str("alt-");
+        }
+        match self.code {
+            KeyCodeOrd::Char(' ') => s.push_str("space"),
+            KeyCodeOrd::Char(c) => s.push(c),
+            KeyCodeOrd::F(n) => s.push_str(&format!("f{n}")),
+            KeyCodeOrd::Named("backtab") => s.push_str("shift-tab"),
+            KeyCodeOrd::Named(n) => s.push_str(n),
+        }
+        s
+    }
+}
+
+const DEFAULTS: &[(Mode, &str, Action)] = &[
+    (Mode::Global, "q", Action::Quit),
+    (Mode::Global, "ctrl-c", Action::Quit),
+    (Mode::Global, "?", Action::Help),
+    (Mode::Global, "esc", Action::Close),
+    (Mode::Global, "tab", Action::FocusNext),
+    (Mode::Global, "shift-tab", Action::FocusPrev),
+    (Mode::Global, "l", Action::FocusNext),
+    (Mode::Global, "right", Action::FocusNext),
+    (Mode::Global, "h", Action::FocusPrev),
+    (Mode::Global, "left", Action::FocusPrev),
+    (Mode::Global, "1", Action::FocusTasks),
+    (Mode::Global, "2", Action::FocusLog),
+    (Mode::Global, "3", Action::FocusAnomalies),
+    (Mode::Global, "4", Action::FocusMessages),
+    (Mode::Global, "5", Action::FocusHeartbeats),
+    (Mode::Global, "6", Action::FocusWatchdog),
+    (Mode::Global, "k", Action::Up),
+    (Mode::Global, "up", Action::Up),
+    (Mode::Global, "j", Action::Down),
+    (Mode::Global, "down", Action::Down),
+    (Mode::Global, "pageup", Action::PageUp),
+    (Mode::Global, "ctrl-u", Action::PageUp),
+    (Mode::Global, "pagedown", Action::PageDown),
+    (Mode::Global, "ctrl-d", Action::PageDown),
+    (Mode::Global, "g", Action::Top),
+    (Mode::Global, "home", Action::Top),
+    (Mode::Global, "G", Action::Bottom),
+    (Mode::Global, "end", Action::Bottom),
+    (Mode::Global, "enter", Action::Open),
+    (Mode::Global, "ctrl-z", Action::Suspend),
+    (Mode::Global, "/", Action::Search),
+    (Mode::Log, "n", Action::SearchNext),
+    (Mode::Log, "N", Action::SearchPrev),
+    (Mode::Log, "[", Action::PrevAnomaly),
+    (Mode::Log, "]", Action::NextAnomaly),
+    (Mode::Log, "f", Action::ToggleFollow),
+    (Mode::Log, "v", Action::CycleLogView),
+    (Mode::Log, "space", Action::Mark),
+    (Mode::Log, "y", Action::Copy),
+    (Mode::Anomalies, "r", Action::MarkAllRead),
+    (Mode::Messages, "t", Action::FilterTask),
+    (Mode::Messages, "T", Action::FilterType),
+];
+
+#[derive(Debug, Clone)]
+pub struct Keymap {
+    bindings: BTreeMap<(Mode, Key), Action>,
+}
+
+impl Keymap {
+    /// The defaults with the user's tables merged over them. Unknown modes, keys or
+    /// actions are errors naming the table and entry.
+    pub fn new(user: &BTreeMap<String, BTreeMap<String, String>>) -> Result<Self, String> {
+        let mut bindings = BTreeMap::new();
+        for (mode, key, action) in DEFAULTS {
+            let key = Key::parse(key).ok_or_else(|| format!("bad default key {key}"))?;
+            bindings.insert((*mode, key), *action);
+        }
+        for (mode_name, table) in user {
+            let mode = Mode::parse(mode_name).ok_or_else(|| {
+                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies or messages")
+            })?;
+            for (key_text, action_name) in table {
+                let key = Key::parse(key_text).ok_or_else(|| {
+                    format!("[keys.{mode_name}] \"{key_text}\" is not a key; write keys like \"q\", \"ctrl-k\", \"shift-tab\", \"f5\"")
+                })?;
+                let action: Action = serde_json::from_value(serde_json::Value::String(action_name.clone()))
+                    .map_err(|_| format!("[keys.{mode_name}] \"{key_text}\" = \"{action_name}\": no such action; `?` in the dashboard lists them"))?;
+                bindings.insert((mode, key), action);
+            }
+        }
+        Ok(Self { bindings })
+    }
+
+    pub fn defaults() -> Self {
+        Self::new(&BTreeMap::new()).unwrap_or(Self {
+            bindings: BTreeMap::new(),
+        })
+    }
+
+    /// The action of a key in `mode`, falling back to the global table.
+    pub fn action(&self, mode: Mode, ev: &KeyEvent) -> Option<Action> {
+        let key = Key::from_event(ev)?;
+        self.bindings
+            .get(&(mode, key))
+            .or_else(|| self.bindings.get(&(Mode::Global, key)))
+            .copied()
+    }
+
+    /// Help lines: per mode, each action with every key bound to it.
+    pub fn help(&self) -> Vec<(Mode, Vec<(String, Action)>)> {
+        let mut by_mode: BTreeMap<Mode, BTreeMap<Action, Vec<String>>> = BTreeMap::new();
+        let mut order: BTreeMap<Mode, Vec<Action>> = BTreeMap::new();
+        for ((mode, key), action) in &self.bindings {
+            let keys = by_mode
+                .entry(*mode)
+                .or_default()
+                .entry(*action)
+                .or_default();
+            if keys.is_empty() {
+                order.entry(*mode).or_default().push(*action);
+            }
+            keys.push(key.label());
+        }
+        order
+            .into_iter()
+            .map(|(mode, actions)| {
+                let keys = &by_mode[&mode];
+                let mut rows: Vec<(String, Action)> = actions
+                    .into_iter()
+                    .map(|a| (keys[&a].join(" "), a))
+                    .collect();
+                rows.sort_by_key(|(_, a)| {
+                    DEFAULTS
+                        .iter()
+                        .position(|(_, _, d)| d == a)
+                        .unwrap_or(usize::MAX)
+                });
+                (mode, rows)
+            })
+            .collect()
+    }
+
+    /// The simplest key bound to an action (for hints): no modifier, shortest label.
+    pub fn key_for(&self, action: Action) -> Option<String> {
+        self.bindings
+            .iter()
+            .filter(|(_, a)| **a == action)
+            .map(|((_, k), _)| (k.ctrl || k.alt, k.label()))
+            .min_by_key(|(modified, label)| (*modified, label.len()))
+            .map(|(_, label)| label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev(code: KeyCode, mods: KeyModifiers) -> KeyEvent {
+        KeyEvent::new(code, mods)
+    }
+
+    #[test]
+    fn defaults_and_fallback_to_global() {
+        let k = Keymap::defaults();
+        assert_eq!(
+            k.action(Mode::Log, &ev(KeyCode::Char('n'), KeyModifiers::NONE)),
+            Some(Action::SearchNext)
+        );
+        assert_eq!(
+            k.action(Mode::Tasks, &ev(KeyCode::Char('n'), KeyModifiers::NONE)),
+            None
+        );
+        assert_eq!(
+            k.action(Mode::Log, &ev(KeyCode::Char('q'), KeyModifiers::NONE)),
+            Some(Action::Quit)
+        );
+        assert_eq!(
+            k.action(Mode::Tasks, &ev(KeyCode::BackTab, KeyModifiers::SHIFT)),
+            Some(Action::FocusPrev)
+        );
+        assert_eq!(
+            k.action(Mode::Tasks, &ev(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(
+            k.action(Mode::Tasks, &ev(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            Some(Action::Bottom)
+        );
+    }
+
+    #[test]
+    fn user_bindings_merge_and_errors_name_the_entry() {
+        let mut user = BTreeMap::new();
+        user.insert(
+            "global".to_owned(),
+            BTreeMap::from([("ctrl-q".to_owned(), "quit".to_owned())]),
+        );
+        let k = Keymap::new(&user).unwrap();
+        assert_eq!(
+            k.action(Mode::Global, &ev(KeyCode::Char('q'), KeyModifiers::CONTROL)),
+            Some(Action::Quit)
+        );
+        assert_eq!(k.key_for(Action::Quit).as_deref(), Some("q"));
+        let help = k.help();
+        let global = &help.iter().find(|(m, _)| *m == Mode::Global).unwrap().1;
+        assert!(
+            global.iter().any(|(keys, a)| *a == Action::Quit
+                && keys.contains("ctrl-q")
+                && keys.contains('q'))
+        );
+
+        user.insert(
+            "global".to_owned(),
+            BTreeMap::from([("ctrl-q".to_owned(), "explode".to_owned())]),
+        );
+        assert!(Keymap::new(&user).unwrap_err().contains("explode"));
+        user.insert(
+            "global".to_owned(),
+            BTreeMap::from([("ctrl-".to_owned(), "quit".to_owned())]),
+        );
+        assert!(Keymap::new(&user).unwrap_err().contains("ctrl-"));
+        user.clear();
+        user.insert("nowhere".to_owned(), BTreeMap::new());
+        assert!(Keymap::new(&user).unwrap_err().contains("keys.nowhere"));
+    }
+
+    #[test]
+    fn every_action_has_a_description_and_a_default_key() {
+        let k = Keymap::defaults();
+        for (_, _, a) in DEFAULTS {
+            assert!(!a.describe().is_empty());
+            assert!(k.key_for(*a).is_some());
+        }
+    }
+}

@@ -1,0 +1,327 @@
+//! The dashboard: a terminal guard, the event loop and the render policy.
+//!
+//! The loop owns the [`UiState`]; keys become [`Action`]s, `update` returns
+//! [`Effect`]s, and the hub's snapshot and happenings come in on their channels. A dirty
+//! flag is set by anything visible; frames are drawn at most every [`FRAME`], inside
+//! synchronized-update codes, and a 1 s tick runs only while ages are on screen.
+
+pub mod action;
+pub mod app;
+pub mod keymap;
+pub mod layout;
+pub mod notify;
+pub mod panes;
+pub mod theme;
+
+use std::io::{Stdout, Write};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossterm::event::{self, Event, KeyCode, KeyEventKind, MouseButton, MouseEventKind};
+use crossterm::{execute, queue};
+use ratatui::DefaultTerminal;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::Clock;
+use crate::core::runtime::RunningCore;
+use crate::core::snapshot::Snapshot;
+use action::Action;
+use app::{Effect, Notification, UiState, musicians};
+use keymap::Keymap;
+use notify::Notifier;
+use panes::{DrawCtx, Limits};
+use theme::Theme;
+
+/// Shortest time between two frames (~30 frames/s at most).
+pub const FRAME: Duration = Duration::from_millis(33);
+/// More notifications than this in one burst become one summary.
+const NOTIFY_BURST: usize = 3;
+
+pub struct TuiConfig {
+    pub project: String,
+    pub theme: Theme,
+    pub keymap: Keymap,
+    pub limits: Limits,
+    pub notifier: Notifier,
+    pub clock: Clock,
+}
+
+impl TuiConfig {
+    /// Theme, keys and limits from the resolved settings. `NO_COLOR` (set, not empty)
+    /// turns colours off.
+    pub fn from_settings(
+        project: String,
+        settings: &crate::settings::Settings,
+        clock: Clock,
+    ) -> Result<Self, String> {
+        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let themes_dir = directories::ProjectDirs::from("", "", "maestro")
+            .map(|d| d.config_dir().join("themes"));
+        Ok(Self {
+            project,
+            theme: Theme::load(&settings.theme, themes_dir.as_deref(), no_color)?,
+            keymap: Keymap::new(&settings.keys)?,
+            limits: Limits {
+                task_stale: settings.task_stale_after,
+                conductor_stale: settings.conductor_stale_after,
+                souffleur_stale: settings.souffleur.watcher_stale_after,
+            },
+            notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
+            clock,
+        })
+    }
+}
+
+/// Restores the terminal on every way out: drop, error, panic (hook) and signals.
+struct TerminalGuard {
+    terminal: DefaultTerminal,
+}
+
+impl TerminalGuard {
+    fn enter(project: &str) -> Result<Self, String> {
+        let terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
+        // ratatui's hook restores raw mode and the screen; ours adds mouse and cursor.
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            leave_extras();
+            previous(info);
+        }));
+        let mut out = std::io::stdout();
+        execute!(
+            out,
+            event::EnableMouseCapture,
+            crossterm::terminal::SetTitle(format!("maestro: {project}"))
+        )
+        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
+        Ok(Self { terminal })
+    }
+
+    /// Ctrl-Z: give the terminal back, stop, and take it again on `fg`.
+    fn suspend(&mut self) {
+        leave_extras();
+        ratatui::restore();
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTSTP);
+        // Execution resumes here after SIGCONT.
+        let _ = crossterm::terminal::enable_raw_mode();
+        let _ = execute!(
+            std::io::stdout(),
+            crossterm::terminal::EnterAlternateScreen,
+            event::EnableMouseCapture
+        );
+        let _ = self.terminal.clear();
+    }
+}
+
+impl Drop for TerminalGuard {
+    fn drop(&mut self) {
+        leave_extras();
+        ratatui::restore();
+    }
+}
+
+fn leave_extras() {
+    let _ = execute!(
+        std::io::stdout(),
+        event::DisableMouseCapture,
+        crossterm::cursor::Show
+    );
+}
+
+/// Reads terminal events on a thread of its own (crossterm's reads block).
+fn spawn_input(tx: mpsc::Sender<Event>) {
+    let _ = std::thread::Builder::new()
+        .name("maestro-input".into())
+        .spawn(move || {
+            while let Ok(ev) = event::read() {
+                if tx.blocking_send(ev).is_err() {
+                    break;
+                }
+            }
+        });
+}
+
+/// Runs the dashboard until the operator quits or `stop` fires.
+pub async fn run(
+    core: &mut RunningCore,
+    cfg: TuiConfig,
+    stop: CancellationToken,
+) -> Result<(), String> {
+    let mut guard = TerminalGuard::enter(&cfg.project)?;
+    let (input_tx, mut input) = mpsc::channel(256);
+    spawn_input(input_tx);
+
+    let mut ui = UiState::default();
+    let mut snap: Arc<Snapshot> = core.snapshots.borrow_and_update().clone();
+    let mut dirty = true;
+    let mut last_draw: Option<Instant> = None;
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut pending_notes: Vec<Notification> = Vec::new();
+
+    loop {
+        let frame_at = dirty.then(|| last_draw.map_or_else(Instant::now, |t| t + FRAME));
+        let shows_ages = snap.tasks.iter().any(|t| t.heartbeat.is_some());
+        tokio::select! {
+            biased;
+            () = stop.cancelled() => break,
+            () = sleep_until(frame_at), if frame_at.is_some() => {
+                flush_notifications(&cfg.notifier, &mut pending_notes);
+                draw(&mut guard.terminal, &snap, &mut ui, &cfg)?;
+                dirty = false;
+                last_draw = Some(Instant::now());
+            }
+            Some(ev) = input.recv() => {
+                let mut quit = false;
+                for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
+                    for effect in handle_event(&ev, &mut ui, &snap, &cfg, &guard) {
+                        match effect {
+                            Effect::Quit => quit = true,
+                            Effect::Copy(text) => {
+                                let mut out = std::io::stdout();
+                                let _ = out.write_all(notify::clipboard_sequence(&text).as_bytes());
+                                let _ = out.flush();
+                            }
+                            Effect::Suspend => guard.suspend(),
+                        }
+                    }
+                }
+                if quit {
+                    break;
+                }
+                dirty = true;
+            }
+            Some(h) = core.happenings.recv() => {
+                for h in std::iter::once(h).chain(std::iter::from_fn(|| core.happenings.try_recv().ok())) {
+                    if let Some(n) = ui.ingest(&h) {
+                        pending_notes.push(n);
+                    }
+                }
+                dirty = true;
+            }
+            Ok(()) = core.snapshots.changed() => {
+                snap = core.snapshots.borrow_and_update().clone();
+                ui.sync_with(&snap);
+                dirty = true;
+            }
+            _ = tick.tick(), if shows_ages => dirty = true,
+        }
+    }
+    drop(guard);
+    Ok(())
+}
+
+fn flush_notifications(notifier: &Notifier, pending: &mut Vec<Notification>) {
+    if pending.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout();
+    if pending.len() > NOTIFY_BURST {
+        notifier.notify(
+            &format!("maestro: {} new events", pending.len()),
+            &format!("{} and more — press 3 for anomalies", pending[0].title),
+            &mut out,
+        );
+    } else {
+        for n in pending.iter() {
+            notifier.notify(&n.title, &n.body, &mut out);
+        }
+    }
+    pending.clear();
+}
+
+fn handle_event(
+    ev: &Event,
+    ui: &mut UiState,
+    snap: &Snapshot,
+    cfg: &TuiConfig,
+    guard: &TerminalGuard,
+) -> Vec<Effect> {
+    match ev {
+        Event::Key(key) if key.kind != KeyEventKind::Release => {
+            if ui.search_input.is_some() {
+                match key.code {
+                    KeyCode::Enter => ui.search_finish(true),
+                    KeyCode::Esc => ui.search_finish(false),
+                    KeyCode::Backspace => ui.search_type(None),
+                    KeyCode::Char(c) => ui.search_type(Some(c)),
+                    _ => {}
+                }
+                return vec![];
+            }
+            cfg.keymap
+                .action(ui.focus.mode(), key)
+                .map_or_else(Vec::new, |a| ui.update(a, snap))
+        }
+        Event::Mouse(m) => {
+            let Ok(size) = guard.terminal.size() else {
+                return vec![];
+            };
+            let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+            let Some(rects) = layout::layout(area, musicians(snap).count()) else {
+                return vec![];
+            };
+            let Some(pane) = rects.pane_at(m.column, m.row) else {
+                return vec![];
+            };
+            let step = match m.kind {
+                MouseEventKind::ScrollUp => Some(Action::Up),
+                MouseEventKind::ScrollDown => Some(Action::Down),
+                MouseEventKind::Down(MouseButton::Left) => {
+                    ui.focus = pane;
+                    None
+                }
+                _ => None,
+            };
+            if let Some(step) = step {
+                ui.focus = pane;
+                let mut fx = Vec::new();
+                for _ in 0..3 {
+                    fx.extend(ui.update(step, snap));
+                }
+                return fx;
+            }
+            vec![]
+        }
+        _ => vec![],
+    }
+}
+
+fn draw(
+    terminal: &mut DefaultTerminal,
+    snap: &Snapshot,
+    ui: &mut UiState,
+    cfg: &TuiConfig,
+) -> Result<(), String> {
+    let size = terminal.size().map_err(|e| e.to_string())?;
+    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+    if let Some(rects) = layout::layout(area, musicians(snap).count()) {
+        ui.log_height = rects.log.height.saturating_sub(2).max(1);
+    }
+    let ctx = DrawCtx {
+        snap,
+        ui,
+        theme: &cfg.theme,
+        keymap: &cfg.keymap,
+        project: &cfg.project,
+        limits: cfg.limits,
+        now: cfg.clock.now_utc(),
+        clock: &cfg.clock,
+    };
+    let out: &mut Stdout = &mut std::io::stdout();
+    let _ = queue!(out, crossterm::terminal::BeginSynchronizedUpdate);
+    let result = terminal
+        .draw(|f| panes::draw(f, &ctx))
+        .map(|_| ())
+        .map_err(|e| format!("cannot draw: {e}"));
+    let _ = execute!(out, crossterm::terminal::EndSynchronizedUpdate);
+    result
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,63 @@
+//! Heartbeats: how fresh each participant is relative to its own deadline.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{DrawCtx, fit, printable, short_age};
+use crate::core::domain::TaskState;
+use crate::tui::app::Pane;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let block = ctx.block(Pane::Heartbeats, "Heartbeats");
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let bar_width = usize::from(inner.width.saturating_sub(26)).clamp(4, 30);
+    let mut lines = Vec::new();
+    // Conductor and Souffleur first, then Musicians whose state needs a heartbeat.
+    let mut rows: Vec<_> = ctx
+        .snap
+        .tasks
+        .iter()
+        .filter(|t| t.heartbeat.is_some())
+        .collect();
+    rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
+    for t in rows {
+        let (limit, live) = if t.is_conductor() {
+            (ctx.limits.conductor_stale, t.row.state != "complete")
+        } else if t.is_souffleur() {
+            (ctx.limits.souffleur_stale, t.row.state == "confirmed")
+        } else {
+            (
+                ctx.limits.task_stale,
+                TaskState(t.row.state.clone()).is_heartbeat_active(),
+            )
+        };
+        let Some(hb) = t.heartbeat else { continue };
+        let age = ctx.age(hb);
+        let ratio = age.as_secs_f64() / limit.as_secs_f64().max(1.0);
+        let filled = ((ratio.min(1.0)) * bar_width as f64).round() as usize;
+        let style = if live {
+            ctx.theme.age(ratio)
+        } else {
+            ctx.theme.muted
+        };
+        lines.push(Line::from(vec![
+            Span::raw(format!("{:<10} ", fit(&printable(t.id()), 10))),
+            Span::styled("█".repeat(filled), style),
+            Span::styled("░".repeat(bar_width - filled), ctx.theme.muted),
+            Span::styled(
+                format!(" {:>6}/{}", short_age(age), short_age(limit)),
+                if live { style } else { ctx.theme.muted },
+            ),
+        ]));
+    }
+    if lines.is_empty() {
+        lines.push(Line::from(Span::styled(
+            "No heartbeats yet.",
+            ctx.theme.muted,
+        )));
+    }
+    frame.render_widget(Paragraph::new(lines), inner);
+}

@@ -1,0 +1,117 @@
+//! Messages: the `orchestration_messages` feed, newest first, filterable by task and
+//! type; Enter shows one in full.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
+
+use super::{DrawCtx, centered, clear, printable};
+use crate::tui::app::Pane;
+
+/// Messages listed at most (the newest); the rest stay reachable by filtering.
+const LISTED: usize = 500;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let ui = ctx.ui;
+    let mut title = format!("Messages ({})", ui.messages.len());
+    if let Some(t) = &ui.message_task_filter {
+        title.push_str(&format!(" · task {}", printable(t)));
+    }
+    if let Some(t) = &ui.message_type_filter {
+        title.push_str(&format!(" · type {}", printable(t)));
+    }
+    let block = ctx.block(Pane::Messages, &title);
+    let items: Vec<ListItem> = ui
+        .filtered_messages()
+        .take(LISTED)
+        .map(|m| {
+            let time = m
+                .timestamp
+                .as_deref()
+                .and_then(|t| t.get(11..19))
+                .unwrap_or("--:--:--");
+            ListItem::new(Line::from(vec![
+                Span::styled(format!("#{:<4} {time} ", m.id), ctx.theme.muted),
+                Span::raw(format!(
+                    "{} ",
+                    printable(m.task_id.as_deref().unwrap_or("-"))
+                )),
+                Span::styled(
+                    format!("{} ", printable(m.message_type.as_deref().unwrap_or("-"))),
+                    type_style(m.message_type.as_deref(), ctx),
+                ),
+                Span::styled(
+                    format!("{}: ", printable(m.from_session.as_deref().unwrap_or("-"))),
+                    ctx.theme.muted,
+                ),
+                Span::raw(printable(m.message.as_deref().unwrap_or_default())),
+            ]))
+        })
+        .collect();
+    if items.is_empty() {
+        let inner = block.inner(area);
+        frame.render_widget(block, area);
+        frame.render_widget(Paragraph::new("No messages.").style(ctx.theme.muted), inner);
+        return;
+    }
+    let focused = ui.focus == Pane::Messages;
+    let list = List::new(items).block(block).highlight_style(if focused {
+        ctx.theme.selection
+    } else {
+        Style::new().add_modifier(Modifier::BOLD)
+    });
+    let mut state = ListState::default().with_selected(Some(ui.selected_message));
+    frame.render_stateful_widget(list, area, &mut state);
+}
+
+fn type_style(kind: Option<&str>, ctx: &DrawCtx) -> Style {
+    match kind {
+        Some("error" | "emergency" | "rejection") => ctx.theme.error,
+        Some("review_request" | "context_warning" | "claim_blocked" | "warning") => ctx.theme.warn,
+        Some("approval" | "completion") => ctx.theme.ok,
+        _ => ctx.theme.accent,
+    }
+}
+
+/// The full text of the opened message.
+pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let Some(m) = ctx.ui.overlay_message() else {
+        return;
+    };
+    let popup = centered(
+        area,
+        area.width.saturating_sub(10).min(100),
+        area.height.saturating_sub(6).min(24),
+    );
+    clear(frame, popup);
+    let field = |k: &str, v: Option<&str>| {
+        Line::from(vec![
+            Span::styled(format!("{k:<6} "), ctx.theme.muted),
+            Span::raw(printable(v.unwrap_or("—"))),
+        ])
+    };
+    let mut lines = vec![
+        field("task", m.task_id.as_deref()),
+        field("from", m.from_session.as_deref()),
+        field("type", m.message_type.as_deref()),
+        field("time", m.timestamp.as_deref()),
+        Line::raw(""),
+    ];
+    // Newlines are the message's own; other control characters are not shown raw.
+    lines.extend(
+        m.message
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .map(|l| Line::raw(printable(l))),
+    );
+    let block = ctx.block(Pane::Messages, &format!("Message #{} · Esc to close", m.id));
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        popup,
+    );
+}

@@ -1,0 +1,60 @@
+//! The bottom line: project, database health, counts, the last error or note, and the
+//! keys to get help and quit (from the effective keymap). While searching, the prompt.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use super::{DrawCtx, fit, printable};
+use crate::core::snapshot::DatabaseHealth;
+use crate::tui::action::Action;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    if let Some(input) = &ctx.ui.search_input {
+        let prompt = Line::from(vec![
+            Span::styled("/", ctx.theme.accent),
+            Span::raw(printable(input)),
+            Span::styled("█", ctx.theme.accent),
+            Span::styled("   Enter search · Esc cancel", ctx.theme.muted),
+        ]);
+        frame.render_widget(Paragraph::new(prompt), area);
+        return;
+    }
+    let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
+    let hints = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
+    let [left, right] = Layout::horizontal([
+        Constraint::Min(0),
+        Constraint::Length(hints.chars().count() as u16),
+    ])
+    .areas(area);
+    let db = match &ctx.snap.database {
+        DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
+        DatabaseHealth::Absent => Span::styled("no db (temp only)", ctx.theme.warn),
+        DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),
+    };
+    let musicians = crate::tui::app::musicians(ctx.snap).count();
+    let mut spans = vec![
+        Span::styled(
+            format!(" maestro · {} · ", printable(ctx.project)),
+            ctx.theme.title(false),
+        ),
+        db,
+        Span::raw(format!(
+            " · {musicians} tasks · {} anomalies · {} messages",
+            ctx.snap.anomaly_count, ctx.snap.message_count
+        )),
+    ];
+    if let Some(note) = &ctx.ui.note {
+        spans.push(Span::styled(format!(" · {note}"), ctx.theme.accent));
+    } else if let Some((at, err)) = &ctx.snap.last_error {
+        let room = usize::from(left.width)
+            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);
+        spans.push(Span::styled(
+            format!(" · {} {}", ctx.clock.hms(*at), fit(&printable(err), room)),
+            ctx.theme.error,
+        ));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), left);
+    frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
+}

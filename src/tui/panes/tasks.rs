@@ -1,0 +1,165 @@
+//! Tasks: one row per Musician (state by meaning, heartbeat age, context trend, retries,
+//! last anomaly), with the Conductor and the Souffleur on their own line above.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Row, Table, TableState};
+
+use super::{DrawCtx, fit, line, printable, short_age};
+use crate::core::snapshot::TaskView;
+use crate::tui::app::{Pane, musicians};
+
+const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let count = musicians(ctx.snap).count();
+    let block = ctx.block(Pane::Tasks, &format!("Tasks ({count})"));
+    let inner = block.inner(area);
+    frame.render_widget(block, area);
+    let [leaders, table_area] =
+        Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
+    frame.render_widget(Paragraph::new(leaders_line(ctx)), leaders);
+
+    if count == 0 {
+        let hint = if ctx.snap.tasks.is_empty() {
+            "No tasks yet: waiting for comms.db rows or temp/ logs."
+        } else {
+            "No Musicians yet."
+        };
+        frame.render_widget(Paragraph::new(hint).style(ctx.theme.muted), table_area);
+        return;
+    }
+    let header = Row::new([
+        "ID",
+        "STATE",
+        "WORKED BY",
+        "BEAT",
+        "CONTEXT",
+        "RETRY",
+        "LAST ANOMALY",
+    ])
+    .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
+    let rows = musicians(ctx.snap).map(|t| row(t, ctx));
+    let widths = [
+        Constraint::Length(12),
+        Constraint::Length(15),
+        Constraint::Length(12),
+        Constraint::Length(7),
+        Constraint::Length(14),
+        Constraint::Length(5),
+        Constraint::Min(10),
+    ];
+    let focused = ctx.ui.focus == Pane::Tasks;
+    let table = Table::new(rows, widths)
+        .header(header)
+        .column_spacing(1)
+        .row_highlight_style(if focused {
+            ctx.theme.selection
+        } else {
+            Style::new().add_modifier(Modifier::BOLD)
+        })
+        .highlight_symbol("▶ ");
+    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_task));
+    frame.render_stateful_widget(table, table_area, &mut state);
+}
+
+fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
+    let mut spans = Vec::new();
+    for (label, id, limit) in [
+        (
+            "Conductor",
+            crate::core::domain::CONDUCTOR_ID,
+            ctx.limits.conductor_stale,
+        ),
+        (
+            "Souffleur",
+            crate::core::domain::SOUFFLEUR_ID,
+            ctx.limits.souffleur_stale,
+        ),
+    ] {
+        spans.push(Span::styled(format!("{label} "), ctx.theme.muted));
+        match ctx.snap.tasks.iter().find(|t| t.id() == id) {
+            Some(t) => {
+                spans.push(Span::styled(
+                    t.row.state.clone(),
+                    ctx.theme.state(&t.row.state),
+                ));
+                if let Some(hb) = t.heartbeat {
+                    let age = ctx.age(hb);
+                    spans.push(Span::styled(
+                        format!(" ♥ {}", short_age(age)),
+                        ctx.theme
+                            .age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
+                    ));
+                }
+            }
+            None => spans.push(Span::styled("—", ctx.theme.muted)),
+        }
+        spans.push(Span::raw("   "));
+    }
+    line(spans)
+}
+
+fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
+    let state = t.row.state.as_str();
+    let beat = match t.heartbeat {
+        Some(hb) if crate::core::domain::TaskState(state.to_owned()).is_heartbeat_active() => {
+            let age = ctx.age(hb);
+            Span::styled(
+                short_age(age),
+                ctx.theme
+                    .age(age.as_secs_f64() / ctx.limits.task_stale.as_secs_f64().max(1.0)),
+            )
+        }
+        Some(hb) => Span::styled(short_age(ctx.age(hb)), ctx.theme.muted),
+        None => Span::styled("—", ctx.theme.muted),
+    };
+    let ctx_cell = match t.context() {
+        Some(v) => {
+            let trend: String = t
+                .ctx
+                .iter()
+                .rev()
+                .take(8)
+                .rev()
+                .map(|v| SPARK[usize::from(*v).min(99) * 8 / 100])
+                .collect();
+            let style = if v >= 80 {
+                ctx.theme.error
+            } else if v >= 60 {
+                ctx.theme.warn
+            } else {
+                ctx.theme.accent
+            };
+            Line::from(vec![
+                Span::styled(format!("{trend:<8}"), ctx.theme.muted),
+                Span::styled(format!(" {v:>3}%"), style),
+            ])
+        }
+        None => Line::from(Span::styled("—", ctx.theme.muted)),
+    };
+    let anomaly = t
+        .last_anomaly
+        .map_or(Span::styled("—", ctx.theme.muted), |k| {
+            Span::styled(k.as_str(), ctx.theme.error)
+        });
+    let retry = if t.row.retry_count > 0 {
+        Span::styled(t.row.retry_count.to_string(), ctx.theme.warn)
+    } else {
+        Span::styled("0", ctx.theme.muted)
+    };
+    Row::new(vec![
+        Line::from(fit(&printable(t.id()), 12)),
+        Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
+        Line::from(fit(
+            &printable(t.row.worked_by.as_deref().unwrap_or("—")),
+            12,
+        )),
+        Line::from(beat),
+        ctx_cell,
+        Line::from(retry),
+        Line::from(anomaly),
+    ])
+}
