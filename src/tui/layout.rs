@@ -79,9 +79,9 @@ pub fn layout(area: Rect, task_rows: usize) -> Option<PaneRects> {
             .direction(Direction::Vertical)
             .constraints([
                 Constraint::Length(tasks_height.min(main.height * 30 / 100).max(6)),
-                Constraint::Min(5),
-                Constraint::Percentage(18),
-                Constraint::Percentage(18),
+                Constraint::Fill(2),
+                Constraint::Fill(1),
+                Constraint::Fill(1),
                 Constraint::Length(6),
             ])
             .split(main);

@@ -11,6 +11,7 @@ pub mod keymap;
 pub mod layout;
 pub mod notify;
 pub mod panes;
+pub mod svg;
 pub mod theme;
 
 use std::io::{Stdout, Write};

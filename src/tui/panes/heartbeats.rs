@@ -20,7 +20,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .snap
         .tasks
         .iter()
-        .filter(|t| t.heartbeat.is_some())
+        // A finished Musician has no deadline left to meet.
+        .filter(|t| t.heartbeat.is_some() && !TaskState(t.row.state.clone()).is_terminal())
         .collect();
     rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
     for t in rows {

@@ -43,11 +43,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
     let rows = musicians(ctx.snap).map(|t| row(t, ctx));
     let widths = [
-        Constraint::Length(12),
-        Constraint::Length(15),
-        Constraint::Length(12),
-        Constraint::Length(7),
-        Constraint::Length(14),
+        Constraint::Length(11),
+        Constraint::Length(13),
+        Constraint::Length(11),
+        Constraint::Length(6),
+        Constraint::Length(13),
         Constraint::Length(5),
         Constraint::Min(10),
     ];
@@ -151,8 +151,8 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
         Span::styled("0", ctx.theme.muted)
     };
     Row::new(vec![
-        Line::from(fit(&printable(t.id()), 12)),
-        Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
+        Line::from(fit(&printable(t.id()), 11)),
+        Line::from(Span::styled(fit(state, 13), ctx.theme.state(state))),
         Line::from(fit(
             &printable(t.row.worked_by.as_deref().unwrap_or("—")),
             12,

@@ -1,0 +1,436 @@
+//! Snapshot tests of the dashboard: every pane and overlay rendered from fixed state
+//! through ratatui's `TestBackend` (normal, empty, error, narrow, too small), plus the
+//! picture in `assets/` that the README shows.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use maestro::core::clock::{Clock, parse_sqlite_utc};
+use maestro::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
+use maestro::core::event::{Happening, MessageRow, TaskRow, WatchdogReason, What};
+use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView, WatchdogView};
+use maestro::tui::action::Action;
+use maestro::tui::app::UiState;
+use maestro::tui::keymap::Keymap;
+use maestro::tui::panes::{self, DrawCtx, Limits};
+use maestro::tui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use ratatui::buffer::Buffer;
+use time::{OffsetDateTime, UtcOffset};
+
+const NOW: &str = "2026-11-22 14:40:00";
+
+fn now() -> OffsetDateTime {
+    parse_sqlite_utc(NOW).unwrap()
+}
+
+fn ago(secs: i64) -> OffsetDateTime {
+    now() - time::Duration::seconds(secs)
+}
+
+fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u8]) -> TaskView {
+    TaskView {
+        row: TaskRow {
+            task_id: id.into(),
+            state: state.into(),
+            worked_by: by.map(Into::into),
+            session_id: None,
+            last_heartbeat: None,
+            retry_count: i64::from(state == "fix_proposed"),
+            last_error: None,
+        },
+        heartbeat: beat_ago.map(ago),
+        ctx: ctx.iter().copied().collect::<VecDeque<u8>>(),
+        last_anomaly: None,
+        watched: true,
+    }
+}
+
+fn busy_snapshot() -> Snapshot {
+    let mut t3 = task(
+        "task-03",
+        "working",
+        Some("musician-3"),
+        Some(20),
+        &[6, 10, 18, 27, 35],
+    );
+    t3.last_anomaly = Some(AnomalyKind::HighDeviation);
+    let mut t5 = task(
+        "task-05",
+        "working",
+        Some("musician-5"),
+        Some(12),
+        &[5, 12, 29, 51],
+    );
+    t5.last_anomaly = Some(AnomalyKind::ContextSpike);
+    let mut t4 = task(
+        "task-04",
+        "working",
+        Some("musician-4"),
+        Some(610),
+        &[5, 9, 12],
+    );
+    t4.last_anomaly = Some(AnomalyKind::Stalled);
+    Snapshot {
+        version: 7,
+        tasks: vec![
+            task(
+                "task-01",
+                "complete",
+                Some("musician-1"),
+                Some(900),
+                &[5, 21, 29, 55, 66, 68],
+            ),
+            task(
+                "task-02",
+                "needs_review",
+                Some("musician-2"),
+                Some(40),
+                &[4, 22, 34, 44],
+            ),
+            t3,
+            t4,
+            t5,
+            task(
+                "task-06",
+                "fix_proposed",
+                Some("musician-6"),
+                Some(300),
+                &[8, 15],
+            ),
+            task("task-00", "reviewing", Some("conductor"), Some(35), &[]),
+            task("souffleur", "confirmed", None, Some(50), &[]),
+        ],
+        database: DatabaseHealth::Ok,
+        last_error: None,
+        watchdog: WatchdogView {
+            conductor_heartbeat: Some(ago(35)),
+            conductor_state: Some("reviewing".into()),
+            last_reason: Some((ago(600), WatchdogReason::ConductorDeadHeartbeat)),
+            task_count: 8,
+        },
+        anomaly_count: 4,
+        message_count: 4,
+    }
+}
+
+fn happening(secs_ago: i64, what: What) -> Happening {
+    Happening {
+        at: ago(secs_ago),
+        what,
+    }
+}
+
+fn log(task: &str, kind: LogKind, lines: &[&str]) -> What {
+    What::Log {
+        task: TaskId::parse(task).unwrap(),
+        kind,
+        lines: lines
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect::<Vec<_>>()
+            .into(),
+        reset: false,
+    }
+}
+
+fn anomaly(task: &str, kind: AnomalyKind, detail: &str) -> What {
+    What::Anomaly(Anomaly {
+        task_id: TaskId::parse(task).unwrap(),
+        kind,
+        detail: detail.into(),
+        spike: (kind == AnomalyKind::ContextSpike).then_some((29, 51)),
+    })
+}
+
+fn message(id: i64, task: &str, from: &str, kind: &str, text: &str) -> What {
+    What::Message(MessageRow {
+        id,
+        task_id: Some(task.into()),
+        from_session: Some(from.into()),
+        message_type: Some(kind.into()),
+        message: Some(text.into()),
+        timestamp: Some(format!("2026-11-22 14:3{id}:00")),
+    })
+}
+
+fn busy_ui(snap: &Snapshot) -> UiState {
+    let mut ui = UiState::default();
+    ui.sync_with(snap);
+    let feed = [
+        happening(
+            400,
+            log(
+                "task-05",
+                LogKind::Status,
+                &[
+                    "bootstrap started [ctx: 2%]",
+                    "task claimed [ctx: 5%]",
+                    "step 1 started [ctx: 12%]",
+                    "step 2 started [ctx: 29%]",
+                ],
+            ),
+        ),
+        happening(
+            300,
+            log(
+                "task-05",
+                LogKind::Deviations,
+                &["Low: renamed parse_expr for consistency"],
+            ),
+        ),
+        happening(
+            200,
+            log(
+                "task-05",
+                LogKind::Status,
+                &["step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]"],
+            ),
+        ),
+        happening(
+            200,
+            anomaly(
+                "task-05",
+                AnomalyKind::SelfCorrection,
+                "\"step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]\"",
+            ),
+        ),
+        happening(
+            100,
+            log(
+                "task-05",
+                LogKind::Status,
+                &[
+                    "step 3 started [ctx: 51%]",
+                    "step 3 agent 1 launched [ctx: 52%]",
+                ],
+            ),
+        ),
+        happening(
+            100,
+            anomaly(
+                "task-05",
+                AnomalyKind::ContextSpike,
+                "Context jumped from 34% to 51% between step 2 and step 3 (+17%)",
+            ),
+        ),
+        happening(
+            90,
+            log(
+                "task-03",
+                LogKind::Deviations,
+                &["High: changed the public Config API without a migration"],
+            ),
+        ),
+        happening(
+            90,
+            anomaly(
+                "task-03",
+                AnomalyKind::HighDeviation,
+                "\"High: changed the public Config API without a migration\"",
+            ),
+        ),
+        happening(
+            30,
+            anomaly(
+                "task-04",
+                AnomalyKind::Stalled,
+                "No new entries in temp/task-04-status for 7 minutes. Last entry: \"step 1 agent 1 launched [ctx: 12%]\"",
+            ),
+        ),
+        happening(
+            500,
+            message(
+                1,
+                "task-00",
+                "task-00",
+                "instruction",
+                "Phase 2 started: tasks 01-06 are ready to claim.",
+            ),
+        ),
+        happening(
+            200,
+            message(
+                2,
+                "task-02",
+                "musician-2",
+                "review_request",
+                "Checkpoint 2: tokenizer and parser done, 48 tests green.\nPlease review temp/task-02-report.",
+            ),
+        ),
+        happening(
+            150,
+            message(
+                3,
+                "task-06",
+                "task-00",
+                "fix_proposal",
+                "The tokenizer drops the trailing newline; restore it.",
+            ),
+        ),
+        happening(
+            60,
+            message(
+                4,
+                "task-01",
+                "musician-1",
+                "completion",
+                "task-01 complete.",
+            ),
+        ),
+    ];
+    for h in &feed {
+        ui.ingest(h);
+    }
+    // Show task-05 (the fifth row).
+    for _ in 0..4 {
+        ui.update(Action::Down, snap);
+    }
+    ui
+}
+
+fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
+    let theme = Theme::load("dark", None, false).unwrap();
+    let keymap = Keymap::defaults();
+    let clock = Clock::system(UtcOffset::UTC);
+    let ctx = DrawCtx {
+        snap,
+        ui,
+        theme: &theme,
+        keymap: &keymap,
+        project: "parser-rewrite",
+        limits: Limits {
+            task_stale: Duration::from_secs(540),
+            conductor_stale: Duration::from_secs(240),
+            souffleur_stale: Duration::from_secs(180),
+        },
+        now: now(),
+        clock: &clock,
+    };
+    let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
+    terminal.draw(|f| panes::draw(f, &ctx)).unwrap();
+    terminal.backend().buffer().clone()
+}
+
+fn text(buf: &Buffer) -> String {
+    let mut out = String::new();
+    for y in 0..buf.area.height {
+        let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+#[test]
+fn busy_dashboard_wide() {
+    let snap = busy_snapshot();
+    let ui = busy_ui(&snap);
+    insta::assert_snapshot!(text(&render(&snap, &ui, 140, 40)));
+}
+
+#[test]
+fn busy_dashboard_narrow() {
+    let snap = busy_snapshot();
+    let ui = busy_ui(&snap);
+    insta::assert_snapshot!(text(&render(&snap, &ui, 80, 30)));
+}
+
+#[test]
+fn empty_dashboard() {
+    let snap = Snapshot::default();
+    let ui = UiState::default();
+    insta::assert_snapshot!(text(&render(&snap, &ui, 120, 30)));
+}
+
+#[test]
+fn failing_database_and_last_error() {
+    let mut snap = busy_snapshot();
+    snap.database = DatabaseHealth::Failing("database busy".into());
+    snap.last_error = Some((ago(5), "database: database busy (retrying in 50ms)".into()));
+    let ui = UiState::default();
+    let out = text(&render(&snap, &ui, 140, 40));
+    let status = out.lines().nth(39).unwrap();
+    assert!(status.contains("db failing"), "{status}");
+    assert!(status.contains("database: database busy"), "{status}");
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn too_small_terminal() {
+    let snap = busy_snapshot();
+    let ui = UiState::default();
+    let out = text(&render(&snap, &ui, 50, 12));
+    assert!(out.contains("Terminal too small: 50x12"));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn help_overlay_lists_every_binding() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::Help, &snap);
+    let out = text(&render(&snap, &ui, 120, 60));
+    for needle in [
+        "quit",
+        "search the log",
+        "next anomaly line in the log",
+        "messages: cycle the message-type filter",
+    ] {
+        assert!(out.contains(needle), "help lacks {needle:?}");
+    }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn message_overlay_shows_the_full_text() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::FocusMessages, &snap);
+    ui.update(Action::Down, &snap);
+    ui.update(Action::Down, &snap); // #2, the two-line review request
+    ui.update(Action::Open, &snap);
+    let out = text(&render(&snap, &ui, 120, 40));
+    assert!(out.contains("Please review temp/task-02-report."));
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn log_jump_to_anomaly_and_search() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::FocusAnomalies, &snap);
+    ui.update(Action::Down, &snap);
+    ui.update(Action::Down, &snap);
+    ui.update(Action::Down, &snap); // the self-correction
+    ui.update(Action::Open, &snap);
+    ui.update(Action::Search, &snap);
+    for c in "step".chars() {
+        ui.search_type(Some(c));
+    }
+    ui.search_finish(true);
+    let out = text(&render(&snap, &ui, 140, 40));
+    assert!(out.contains("/step"));
+    insta::assert_snapshot!(out);
+}
+
+/// The picture in README.md: the busy dashboard as SVG, generated by this test.
+/// Set `MAESTRO_UPDATE_ASSETS=1` to rewrite it after a deliberate change.
+#[test]
+fn readme_picture_is_current() {
+    let snap = busy_snapshot();
+    let ui = busy_ui(&snap);
+    let svg = maestro::tui::svg::render(&render(&snap, &ui, 140, 40));
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/dashboard.svg");
+    if std::env::var_os("MAESTRO_UPDATE_ASSETS").is_some() {
+        std::fs::write(&path, &svg).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        on_disk == svg,
+        "assets/dashboard.svg is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test dashboard"
+    );
+}
