@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::VecDeque;
-use std::sync::Arc;
 use std::time::Duration;
 
 use maestro::core::clock::{Clock, parse_sqlite_utc};

@@ -6,7 +6,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
-use super::{DrawCtx, printable};
+use super::{DrawCtx, printable, window_start};
 use crate::tui::app::Pane;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
@@ -27,9 +27,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         );
         return;
     }
+    let rows = block.inner(area).height;
+    let start = window_start(ui.selected_anomaly, rows);
     let items: Vec<ListItem> = ui
         .anomalies
         .iter()
+        .skip(start)
+        .take(usize::from(rows))
         .map(|a| {
             let dot = if a.unread {
                 Span::styled("● ", ctx.theme.warn)
@@ -51,6 +55,6 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     });
-    let mut state = ListState::default().with_selected(Some(ui.selected_anomaly));
+    let mut state = ListState::default().with_selected(Some(ui.selected_anomaly - start));
     frame.render_stateful_widget(list, area, &mut state);
 }

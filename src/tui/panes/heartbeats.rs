@@ -24,7 +24,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .filter(|t| t.heartbeat.is_some() && !TaskState(t.row.state.clone()).is_terminal())
         .collect();
     rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
-    for t in rows {
+    for t in rows.into_iter().take(usize::from(inner.height)) {
         let (limit, live) = if t.is_conductor() {
             (ctx.limits.conductor_stale, t.row.state != "complete")
         } else if t.is_souffleur() {

@@ -7,11 +7,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 
-use super::{DrawCtx, centered, clear, printable};
+use super::{DrawCtx, centered, clear, printable, window_start};
 use crate::tui::app::Pane;
-
-/// Messages listed at most (the newest); the rest stay reachable by filtering.
-const LISTED: usize = 500;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
@@ -23,9 +20,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         title.push_str(&format!(" · type {}", printable(t)));
     }
     let block = ctx.block(Pane::Messages, &title);
+    let rows = block.inner(area).height;
+    let start = window_start(ui.selected_message, rows);
     let items: Vec<ListItem> = ui
         .filtered_messages()
-        .take(LISTED)
+        .skip(start)
+        .take(usize::from(rows))
         .map(|m| {
             let time = m
                 .timestamp
@@ -62,7 +62,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     });
-    let mut state = ListState::default().with_selected(Some(ui.selected_message));
+    let mut state = ListState::default().with_selected(Some(ui.selected_message - start));
     frame.render_stateful_widget(list, area, &mut state);
 }
 

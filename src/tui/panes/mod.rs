@@ -103,6 +103,12 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     }
 }
 
+/// The first row to show so that `selected` is visible in `height` rows; lists build
+/// only the rows on screen, whatever their length.
+pub fn window_start(selected: usize, height: u16) -> usize {
+    selected.saturating_sub(usize::from(height.max(1)) - 1)
+}
+
 /// A centred rectangle for overlays.
 fn centered(area: Rect, width: u16, height: u16) -> Rect {
     let [row] = Layout::vertical([Constraint::Length(height.min(area.height))])

@@ -41,7 +41,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         "LAST ANOMALY",
     ])
     .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
-    let rows = musicians(ctx.snap).map(|t| row(t, ctx));
+    // Only the rows on screen are built (one line is the header).
+    let visible = usize::from(table_area.height.saturating_sub(1));
+    let start = super::window_start(ctx.ui.selected_task, table_area.height.saturating_sub(1));
+    let rows = musicians(ctx.snap)
+        .skip(start)
+        .take(visible)
+        .map(|t| row(t, ctx));
     let widths = [
         Constraint::Length(11),
         Constraint::Length(13),
@@ -61,7 +67,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             Style::new().add_modifier(Modifier::BOLD)
         })
         .highlight_symbol("▶ ");
-    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_task));
+    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_task - start));
     frame.render_stateful_widget(table, table_area, &mut state);
 }
 

@@ -1,0 +1,261 @@
+//! Dashboard cost: frame render time at 200x60 on 100 tasks with a full scrollback, and
+//! the idle CPU of the real dashboard on 100 quiet tasks (in tmux, when present).
+//! Run with `cargo bench --bench render`.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use maestro::core::clock::Clock;
+use maestro::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
+use maestro::core::event::{Happening, MessageRow, TaskRow, What};
+use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView};
+use maestro::tui::app::UiState;
+use maestro::tui::keymap::Keymap;
+use maestro::tui::panes::{self, DrawCtx, Limits};
+use maestro::tui::theme::Theme;
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use time::{OffsetDateTime, UtcOffset};
+
+const TASKS: usize = 100;
+const FRAMES: usize = 2_000;
+
+fn main() {
+    let now = OffsetDateTime::now_utc();
+    let snap = snapshot(now);
+    let ui = ui_state(now, &snap);
+    let theme = Theme::load("dark", None, false).unwrap();
+    let keymap = Keymap::defaults();
+    let clock = Clock::system(UtcOffset::UTC);
+    let ctx = DrawCtx {
+        snap: &snap,
+        ui: &ui,
+        theme: &theme,
+        keymap: &keymap,
+        project: "bench",
+        limits: Limits {
+            task_stale: Duration::from_secs(540),
+            conductor_stale: Duration::from_secs(240),
+            souffleur_stale: Duration::from_secs(180),
+        },
+        now,
+        clock: &clock,
+    };
+    let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
+    let mut times = Vec::with_capacity(FRAMES);
+    for i in 0..FRAMES + 100 {
+        let start = Instant::now();
+        terminal.draw(|f| panes::draw(f, &ctx)).unwrap();
+        if i >= 100 {
+            times.push(start.elapsed());
+        }
+    }
+    times.sort();
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    println!(
+        "frame render at 200x60, {TASKS} tasks, {} log lines in scrollback: median {:.0} µs, p99 {:.0} µs, max {:.0} µs (n={FRAMES})",
+        ui.current_log().map_or(0, |l| l.end() - l.start()),
+        us(times[FRAMES / 2]),
+        us(times[FRAMES * 99 / 100]),
+        us(times[FRAMES - 1]),
+    );
+    idle_dashboard();
+}
+
+fn snapshot(now: OffsetDateTime) -> Snapshot {
+    let mut tasks: Vec<TaskView> = (1..=TASKS)
+        .map(|i| TaskView {
+            row: TaskRow {
+                task_id: format!("task-{i:02}"),
+                state: ["working", "needs_review", "error", "complete"][i % 4].into(),
+                worked_by: Some(format!("musician-{i}")),
+                session_id: None,
+                last_heartbeat: None,
+                retry_count: (i % 3) as i64,
+                last_error: None,
+            },
+            heartbeat: Some(now - time::Duration::seconds((i * 7) as i64)),
+            ctx: (0..32)
+                .map(|v| ((v * 3 + i) % 100) as u8)
+                .collect::<VecDeque<u8>>(),
+            last_anomaly: (i % 5 == 0).then_some(AnomalyKind::Stalled),
+            watched: true,
+        })
+        .collect();
+    for id in ["task-00", "souffleur"] {
+        tasks.push(TaskView {
+            row: TaskRow {
+                task_id: id.into(),
+                state: "watching".into(),
+                worked_by: None,
+                session_id: None,
+                last_heartbeat: None,
+                retry_count: 0,
+                last_error: None,
+            },
+            heartbeat: Some(now),
+            ctx: VecDeque::new(),
+            last_anomaly: None,
+            watched: false,
+        });
+    }
+    Snapshot {
+        tasks,
+        database: DatabaseHealth::Ok,
+        ..Snapshot::default()
+    }
+}
+
+fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
+    let mut ui = UiState::default();
+    ui.sync_with(snap);
+    let task = TaskId::parse("task-01").unwrap();
+    let lines: Vec<String> = (0..20_000)
+        .map(|i| {
+            format!(
+                "step {i} agent 1 returned: parsed tokens, self-correction maybe [ctx: {}%]",
+                i % 100
+            )
+        })
+        .collect();
+    ui.ingest(&Happening {
+        at: now,
+        what: What::Log {
+            task: task.clone(),
+            kind: LogKind::Status,
+            lines: lines.into(),
+            reset: false,
+        },
+    });
+    for i in 0..1000 {
+        ui.ingest(&Happening {
+            at: now,
+            what: What::Anomaly(Anomaly {
+                task_id: task.clone(),
+                kind: AnomalyKind::SelfCorrection,
+                detail: format!("\"step {i} self-correction\""),
+                spike: None,
+            }),
+        });
+        ui.ingest(&Happening {
+            at: now,
+            what: What::Message(MessageRow {
+                id: i,
+                task_id: Some("task-01".into()),
+                from_session: Some("musician-1".into()),
+                message_type: Some("review_request".into()),
+                message: Some(format!("message {i}")),
+                timestamp: Some("2026-11-22 10:00:00".into()),
+            }),
+        });
+    }
+    ui.search = Some("agent".into());
+    ui
+}
+
+/// The real dashboard on 100 quiet tasks, in tmux at 200x60: CPU over 10 s.
+fn idle_dashboard() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        println!("idle dashboard: skipped (tmux is not installed)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("temp")).unwrap();
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    assert!(
+        Command::new(exe)
+            .args(["init", "--project"])
+            .arg(root)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    for i in 1..=TASKS {
+        let id = format!("task-{i:02}");
+        conn.execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+            [&id],
+        )
+        .unwrap();
+        std::fs::write(
+            root.join("temp").join(format!("{id}-status")),
+            "task claimed [ctx: 5%]\n",
+        )
+        .unwrap();
+    }
+    let socket = root.join("tmux.sock");
+    let socket = socket.to_str().unwrap();
+    let cmd = format!("{exe} --project {}", root.display());
+    let ok = Command::new("tmux")
+        .args([
+            "-S",
+            socket,
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "bench",
+            "-x",
+            "200",
+            "-y",
+            "60",
+            &cmd,
+        ])
+        .env("TERM", "xterm-256color")
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let pid: u32 = String::from_utf8_lossy(
+        &Command::new("tmux")
+            .args([
+                "-S",
+                socket,
+                "display-message",
+                "-p",
+                "-t",
+                "bench",
+                "#{pane_pid}",
+            ])
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    let ticks = || {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+            .split_whitespace()
+            .collect();
+        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+    };
+    let period = Duration::from_secs(10);
+    let before = ticks();
+    std::thread::sleep(period);
+    let cpu = (ticks() - before) as f64 / 100.0 / period.as_secs_f64() * 100.0;
+    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .and_then(|v| v.parse::<f64>().ok())
+        })
+        .unwrap_or(0.0);
+    println!(
+        "idle dashboard at 200x60 on {TASKS} quiet tasks: CPU {cpu:.2}% of a core over 10 s, RSS {:.1} MB",
+        rss / 1024.0
+    );
+    let _ = Command::new("tmux")
+        .args(["-S", socket, "kill-server"])
+        .status();
+}

@@ -1,0 +1,116 @@
+//! End to end: the real binary in a real terminal (tmux), driven with keys the way a
+//! person would, and the terminal checked afterwards. Skips, saying why, without tmux.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+/// One tmux session on a private server socket, so the test neither sees nor disturbs
+/// the user's sessions. Killed on drop.
+struct Tmux {
+    socket: String,
+    name: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Tmux {
+    fn start(command: &str, width: u16, height: u16) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("tmux.sock").to_str().unwrap().to_owned();
+        let name = "maestro-e2e".to_owned();
+        let status = Command::new("tmux")
+            .args([
+                "-S",
+                &socket,
+                "-f",
+                "/dev/null",
+                "new-session",
+                "-d",
+                "-s",
+                &name,
+            ])
+            .args(["-x", &width.to_string(), "-y", &height.to_string(), command])
+            .env("TERM", "xterm-256color")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        Self {
+            socket,
+            name,
+            _dir: dir,
+        }
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-S", &self.socket])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn keys(&self, keys: &str) {
+        self.run(&["send-keys", "-t", &self.name, keys]);
+    }
+
+    /// Polls the screen until `pred` holds; fails with the screen after 30 s.
+    fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let screen = self.run(&["capture-pane", "-p", "-t", &self.name]);
+            if pred(&screen) {
+                return screen;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what}; screen:\n{screen}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        self.run(&["kill-server"]);
+    }
+}
+
+#[test]
+fn demo_dashboard_help_and_clean_exit() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!("{exe} demo --speed 2; echo MAESTRO-EXITED $?; sleep 600"),
+        120,
+        40,
+    );
+    t.wait("task rows", |s| {
+        s.contains("task-01") && s.contains("task-04") && s.contains("Tasks (")
+    });
+    t.keys("?");
+    let help = t.wait("help", |s| {
+        s.contains("Help") && s.contains("search the log")
+    });
+    assert!(help.contains("quit"));
+    t.keys("q");
+    let after = t.wait("exit", |s| s.contains("MAESTRO-EXITED"));
+    assert!(after.contains("MAESTRO-EXITED 0"), "{after}");
+    // Back on the normal screen, with the cursor visible.
+    let flags = t.run(&[
+        "display-message",
+        "-p",
+        "-t",
+        &t.name,
+        "#{alternate_on} #{cursor_flag}",
+    ]);
+    assert_eq!(flags.trim(), "0 1", "alternate screen off, cursor visible");
+    assert!(
+        !after.contains("Heartbeats"),
+        "the dashboard is gone from the screen:\n{after}"
+    );
+}
