@@ -10,3 +10,4 @@ pub mod schema;
 pub mod sentinel;
 pub mod snapshot;
 pub mod sources;
+pub mod watchdog;

@@ -2,4 +2,5 @@
 
 pub mod db;
 pub mod lines;
+pub mod procs;
 pub mod temp_logs;

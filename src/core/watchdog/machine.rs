@@ -1,0 +1,406 @@
+//! The Souffleur's router (PROTOCOL.md §4) as a pure state machine: inputs are watcher
+//! exits, teammate alarms, recovery outcomes and operator commands; outputs are
+//! [`Effect`]s for the role to carry out. No I/O, no clock: tested with tables.
+
+use crate::core::event::WatchdogReason;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatcherMode {
+    /// The Conductor's PID is known: its death is watched directly.
+    Normal,
+    /// A relaunch succeeded but no PID was found: heartbeat and state only.
+    HeartbeatOnly,
+}
+
+impl WatcherMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Normal => "normal",
+            Self::HeartbeatOnly => "heartbeat-only",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    Watching,
+    Recovering,
+    Exited,
+}
+
+/// Which recovery a trigger asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryKind {
+    /// `CONDUCTOR_DEAD:*` or a manual relaunch: the claude_export provider.
+    Relaunch,
+    /// `CONTEXT_RECOVERY` or a manual recover: Lethe if its preflight passes.
+    ContextRecovery,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Provider {
+    Lethe,
+    ClaudeExport,
+    StandardCompact,
+}
+
+impl Provider {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Lethe => "lethe",
+            Self::ClaudeExport => "claude_export",
+            Self::StandardCompact => "standard_compact",
+        }
+    }
+}
+
+/// What a recovery cycle ended with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryOutcome {
+    pub provider: Provider,
+    /// A Conductor generation was (or may have been) started.
+    pub relaunched: bool,
+    pub pid_known: bool,
+    /// The new Conductor runs under a new session id that must be discovered.
+    pub session_rediscover: bool,
+    /// Why it failed, when no relaunch happened.
+    pub failure: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Input {
+    WatcherExit { reason: WatchdogReason, task_count: u64 },
+    /// The teammate saw a stale Souffleur heartbeat; `fresh_now` is the heartbeat's
+    /// state when the alarm is handled (a queued alarm may be stale).
+    WatcherDead { fresh_now: bool },
+    RecoveryFinished(RecoveryOutcome),
+    Hold,
+    Release,
+    /// The operator asked for a recovery (after confirming).
+    Manual { kind: RecoveryKind, task_count: u64 },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Start a new watcher; only once it runs, stop the old teammate and start a new one.
+    ReplaceLayers { mode: WatcherMode, awaiting_session_id: bool },
+    Recover(RecoveryKind),
+    SetRow(&'static str),
+    /// A message to the Conductor (`warning` falls back to `system` where not allowed).
+    Message { kind: &'static str, text: String },
+    /// Shown to the operator (watchdog pane, headless output), not written anywhere.
+    Alert(String),
+    Stop,
+}
+
+#[derive(Debug, Clone)]
+pub struct Router {
+    pub phase: Phase,
+    pub mode: WatcherMode,
+    pub awaiting_session_id: bool,
+    pub session_id: String,
+    /// The Conductor window generation: 1 for the original, +1 per relaunch.
+    pub generation: u32,
+    /// Consecutive recoveries after which the task count had not grown.
+    pub no_progress: u32,
+    pub max_no_progress: u32,
+    /// Task count when the current Conductor was launched.
+    pub last_task_count: u64,
+    /// Task count when the running recovery was triggered.
+    trigger_task_count: u64,
+    /// Automatic recovery held by the operator: alerts only.
+    pub held: bool,
+}
+
+impl Router {
+    pub fn new(session_id: String, task_count: u64, max_no_progress: u32) -> Self {
+        Self {
+            phase: Phase::Watching,
+            mode: WatcherMode::Normal,
+            awaiting_session_id: false,
+            session_id,
+            generation: 1,
+            no_progress: 0,
+            max_no_progress,
+            last_task_count: task_count,
+            trigger_task_count: task_count,
+            held: false,
+        }
+    }
+
+    /// The effects that start monitoring after validation.
+    pub fn start(&self) -> Vec<Effect> {
+        vec![self.layers()]
+    }
+
+    fn layers(&self) -> Effect {
+        Effect::ReplaceLayers {
+            mode: self.mode,
+            awaiting_session_id: self.awaiting_session_id,
+        }
+    }
+
+    pub fn step(&mut self, input: Input) -> Vec<Effect> {
+        if self.phase == Phase::Exited {
+            return vec![];
+        }
+        match input {
+            Input::Hold => {
+                self.held = true;
+                vec![Effect::Alert("automatic recovery held: alerts continue, nothing is killed".into())]
+            }
+            Input::Release => {
+                self.held = false;
+                vec![Effect::Alert("automatic recovery released".into())]
+            }
+            Input::WatcherDead { fresh_now: true } => vec![],
+            Input::WatcherDead { fresh_now: false } => vec![self.layers()],
+            Input::WatcherExit { reason, task_count } => self.on_exit(reason, task_count),
+            Input::Manual { kind, task_count } => {
+                if self.phase == Phase::Recovering {
+                    return vec![Effect::Alert("a recovery is already running".into())];
+                }
+                self.begin(kind, task_count)
+            }
+            Input::RecoveryFinished(outcome) => self.on_recovered(outcome),
+        }
+    }
+
+    fn on_exit(&mut self, reason: WatchdogReason, task_count: u64) -> Vec<Effect> {
+        match reason {
+            WatchdogReason::ConductorComplete => {
+                self.phase = Phase::Exited;
+                vec![Effect::SetRow("complete"), Effect::Stop]
+            }
+            WatchdogReason::SessionIdFound(id) => {
+                self.session_id = id;
+                self.awaiting_session_id = false;
+                vec![self.layers()]
+            }
+            WatchdogReason::ConductorDeadPid | WatchdogReason::ConductorDeadHeartbeat => {
+                self.trigger(RecoveryKind::Relaunch, &reason, task_count)
+            }
+            WatchdogReason::ContextRecovery => self.trigger(RecoveryKind::ContextRecovery, &reason, task_count),
+            // The teammate's alarm arrives as `WatcherDead`, never as a watcher exit.
+            WatchdogReason::WatcherDead => vec![self.layers()],
+        }
+    }
+
+    fn trigger(&mut self, kind: RecoveryKind, reason: &WatchdogReason, task_count: u64) -> Vec<Effect> {
+        if self.held {
+            return vec![
+                Effect::Alert(format!("{reason}: recovery is held; press the release key or recover by hand")),
+                self.layers(),
+            ];
+        }
+        self.begin(kind, task_count)
+    }
+
+    fn begin(&mut self, kind: RecoveryKind, task_count: u64) -> Vec<Effect> {
+        self.phase = Phase::Recovering;
+        self.trigger_task_count = task_count;
+        vec![Effect::Recover(kind)]
+    }
+
+    fn on_recovered(&mut self, outcome: RecoveryOutcome) -> Vec<Effect> {
+        if self.phase != Phase::Recovering {
+            return vec![];
+        }
+        if !outcome.relaunched {
+            self.phase = Phase::Exited;
+            let why = outcome.failure.unwrap_or_else(|| "recovery failed".into());
+            return vec![
+                Effect::SetRow("error"),
+                Effect::Message {
+                    kind: "error",
+                    text: format!("Souffleur: recovery through {} failed: {why}. Stopping; relaunch the Conductor by hand.", outcome.provider.as_str()),
+                },
+                Effect::Alert(format!("recovery failed: {why}")),
+                Effect::Stop,
+            ];
+        }
+        // Progress is judged by the task count between Conductor launches.
+        if self.trigger_task_count > self.last_task_count {
+            self.no_progress = 0;
+        } else {
+            self.no_progress += 1;
+        }
+        self.last_task_count = self.trigger_task_count;
+        self.generation += 1;
+        self.phase = Phase::Watching;
+        self.awaiting_session_id = outcome.session_rediscover;
+        let mut fx = Vec::new();
+        if outcome.pid_known {
+            self.mode = WatcherMode::Normal;
+        } else {
+            self.mode = WatcherMode::HeartbeatOnly;
+            fx.push(Effect::Message {
+                kind: "warning",
+                text: format!(
+                    "Souffleur: Conductor (S{}) relaunched by {} but its PID is unknown; watching in heartbeat-only mode (PID checks disabled).",
+                    self.generation,
+                    outcome.provider.as_str()
+                ),
+            });
+        }
+        if self.no_progress >= self.max_no_progress {
+            self.phase = Phase::Exited;
+            fx.extend([
+                Effect::SetRow("error"),
+                Effect::Message {
+                    kind: "error",
+                    text: format!(
+                        "Souffleur: {} recoveries in a row without new tasks; stopping. Look at the last export and relaunch by hand.",
+                        self.no_progress
+                    ),
+                },
+                Effect::Alert(format!("retry exhaustion after {} recoveries without progress", self.no_progress)),
+                Effect::Stop,
+            ]);
+            return fx;
+        }
+        fx.push(self.layers());
+        fx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn exit(reason: WatchdogReason, task_count: u64) -> Input {
+        Input::WatcherExit { reason, task_count }
+    }
+
+    fn relaunched(provider: Provider, pid_known: bool, rediscover: bool) -> Input {
+        Input::RecoveryFinished(RecoveryOutcome {
+            provider,
+            relaunched: true,
+            pid_known,
+            session_rediscover: rediscover,
+            failure: None,
+        })
+    }
+
+    fn layers(mode: WatcherMode, awaiting: bool) -> Effect {
+        Effect::ReplaceLayers { mode, awaiting_session_id: awaiting }
+    }
+
+    #[test]
+    fn each_exit_reason_routes() {
+        let table: Vec<(WatchdogReason, Vec<Effect>)> = vec![
+            (WatchdogReason::ConductorDeadPid, vec![Effect::Recover(RecoveryKind::Relaunch)]),
+            (WatchdogReason::ConductorDeadHeartbeat, vec![Effect::Recover(RecoveryKind::Relaunch)]),
+            (WatchdogReason::ContextRecovery, vec![Effect::Recover(RecoveryKind::ContextRecovery)]),
+            (WatchdogReason::ConductorComplete, vec![Effect::SetRow("complete"), Effect::Stop]),
+            (WatchdogReason::SessionIdFound("new".into()), vec![layers(WatcherMode::Normal, false)]),
+        ];
+        for (reason, expected) in table {
+            let mut r = Router::new("s1".into(), 5, 3);
+            assert_eq!(r.step(exit(reason.clone(), 5)), expected, "{reason}");
+        }
+    }
+
+    #[test]
+    fn session_id_found_is_awaited_for_one_generation_only() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(exit(WatchdogReason::ConductorDeadPid, 6));
+        // claude_export starts a new session: the next watcher looks for its id.
+        assert_eq!(r.step(relaunched(Provider::ClaudeExport, true, true)), [layers(WatcherMode::Normal, true)]);
+        assert_eq!(r.generation, 2);
+        assert_eq!(r.step(exit(WatchdogReason::SessionIdFound("s2".into()), 6)), [layers(WatcherMode::Normal, false)]);
+        assert_eq!(r.session_id, "s2");
+        assert!(!r.awaiting_session_id);
+    }
+
+    #[test]
+    fn unknown_pid_means_heartbeat_only_with_a_warning() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(exit(WatchdogReason::ContextRecovery, 6));
+        let fx = r.step(relaunched(Provider::Lethe, false, false));
+        assert!(matches!(&fx[0], Effect::Message { kind: "warning", text } if text.contains("heartbeat-only")));
+        assert_eq!(fx[1], layers(WatcherMode::HeartbeatOnly, false));
+        // A later recovery that knows the PID returns to normal mode.
+        r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 7));
+        assert_eq!(r.step(relaunched(Provider::ClaudeExport, true, true)), [layers(WatcherMode::Normal, true)]);
+    }
+
+    #[test]
+    fn retry_exhaustion_after_three_recoveries_without_new_tasks() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        for round in 1..=3 {
+            assert_eq!(r.step(exit(WatchdogReason::ConductorDeadPid, 5)), [Effect::Recover(RecoveryKind::Relaunch)]);
+            let fx = r.step(relaunched(Provider::ClaudeExport, true, false));
+            assert_eq!(r.no_progress, round);
+            if round < 3 {
+                assert_eq!(fx, [layers(WatcherMode::Normal, false)]);
+            } else {
+                assert_eq!(fx[0], Effect::SetRow("error"));
+                assert_eq!(fx.last(), Some(&Effect::Stop));
+                assert_eq!(r.phase, Phase::Exited);
+            }
+        }
+        assert!(r.step(exit(WatchdogReason::ConductorDeadPid, 5)).is_empty(), "nothing after exit");
+    }
+
+    #[test]
+    fn growth_resets_the_no_progress_count() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(exit(WatchdogReason::ConductorDeadPid, 5));
+        r.step(relaunched(Provider::ClaudeExport, true, false));
+        r.step(exit(WatchdogReason::ConductorDeadPid, 5));
+        r.step(relaunched(Provider::ClaudeExport, true, false));
+        assert_eq!(r.no_progress, 2);
+        r.step(exit(WatchdogReason::ConductorDeadPid, 8));
+        r.step(relaunched(Provider::ClaudeExport, true, false));
+        assert_eq!(r.no_progress, 0);
+    }
+
+    #[test]
+    fn a_failed_recovery_fails_closed() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(exit(WatchdogReason::ConductorDeadPid, 5));
+        let fx = r.step(Input::RecoveryFinished(RecoveryOutcome {
+            provider: Provider::StandardCompact,
+            relaunched: false,
+            pid_known: false,
+            session_rediscover: false,
+            failure: Some("no compact_boundary within 300s, twice".into()),
+        }));
+        assert_eq!(fx[0], Effect::SetRow("error"));
+        assert!(matches!(&fx[1], Effect::Message { kind: "error", text } if text.contains("standard_compact")));
+        assert_eq!(r.phase, Phase::Exited);
+    }
+
+    #[test]
+    fn stale_watcher_dead_alarms_are_dropped() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        assert!(r.step(Input::WatcherDead { fresh_now: true }).is_empty());
+        assert_eq!(r.step(Input::WatcherDead { fresh_now: false }), [layers(WatcherMode::Normal, false)]);
+    }
+
+    #[test]
+    fn hold_alerts_without_recovering_and_release_resumes() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(Input::Hold);
+        let fx = r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5));
+        assert!(matches!(&fx[0], Effect::Alert(a) if a.contains("held")));
+        assert_eq!(fx[1], layers(WatcherMode::Normal, false));
+        assert!(!fx.iter().any(|e| matches!(e, Effect::Recover(_))));
+        r.step(Input::Release);
+        assert_eq!(r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5)), [Effect::Recover(RecoveryKind::Relaunch)]);
+    }
+
+    #[test]
+    fn manual_recovery_is_refused_while_one_runs() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        assert_eq!(
+            r.step(Input::Manual { kind: RecoveryKind::ContextRecovery, task_count: 5 }),
+            [Effect::Recover(RecoveryKind::ContextRecovery)]
+        );
+        assert!(matches!(&r.step(Input::Manual { kind: RecoveryKind::Relaunch, task_count: 5 })[0], Effect::Alert(_)));
+        // A recovery outcome that arrives when none is running is ignored.
+        let mut idle = Router::new("s1".into(), 5, 3);
+        assert!(idle.step(relaunched(Provider::Lethe, true, false)).is_empty());
+    }
+}
