@@ -64,6 +64,15 @@ pub struct GlobalArgs {
     /// Answer yes to confirmations (needed for destructive actions without a terminal)
     #[arg(long, global = true)]
     pub yes: bool,
+    /// Take the Souffleur role (same as `maestro souffleur PID:<pid> SESSION_ID:<id>`)
+    #[arg(long)]
+    pub souffleur: bool,
+    /// With --souffleur: the Conductor's PID
+    #[arg(long, value_name = "PID")]
+    pub conductor_pid: Option<i32>,
+    /// With --souffleur: the Conductor's session id
+    #[arg(long, value_name = "ID")]
+    pub session_id: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -72,6 +81,8 @@ pub enum Command {
     Init,
     /// Play a built-in simulated orchestration in a scratch project, shown live
     Demo(DemoArgs),
+    /// Take the Souffleur role: watch the Conductor and recover it (PROTOCOL.md §4)
+    Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
     Doctor,
     /// Open maestro for the project in a new kitty window
@@ -92,6 +103,13 @@ pub struct DemoArgs {
     /// A scenario file instead of the built-in one
     #[arg(long, value_name = "PATH")]
     pub scenario: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SouffleurArgs {
+    /// The Conductor's arguments, as it passes them: PID:<pid> SESSION_ID:<id>
+    #[arg(required = true, num_args = 1.., value_name = "PID:<pid> SESSION_ID:<id>")]
+    pub invocation: Vec<String>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -11,6 +11,7 @@ use crate::core::clock::{Clock, rfc3339};
 use crate::core::domain::AnomalyKind;
 use crate::core::event::{Happening, WatchdogReason, What};
 use crate::core::hub::report_text;
+use crate::core::watchdog::machine::Provider;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -27,6 +28,8 @@ pub enum Ended {
     ConductorComplete,
     /// stdout is closed (the reader went away).
     OutputClosed,
+    /// The Souffleur role in this process ended.
+    RoleEnded,
 }
 
 /// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
@@ -95,6 +98,7 @@ fn write_one(
             reason: WatchdogReason::ConductorComplete,
             ..
         } if until_complete => Some(Ended::ConductorComplete),
+        What::RoleEnded => Some(Ended::RoleEnded),
         _ => None,
     }
 }
@@ -127,9 +131,29 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
         What::Watchdog { reason, task_count } => {
             format!("WATCHDOG: {reason} (task count {task_count})\n")
         }
+        What::Recovery {
+            provider,
+            status,
+            generation,
+            pid,
+        } => format!(
+            "RECOVERY: {} {} (generation S{generation}, pid {})\n",
+            contract_provider(*provider),
+            status.as_str(),
+            pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+        ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
-        What::Log { .. } => return None,
+        What::Log { .. } | What::RoleEnded => return None,
     })
+}
+
+/// CONTRACT.md names two providers; standard_compact is claude_export's escalation,
+/// reported under it (with a `step` field in JSON).
+fn contract_provider(p: Provider) -> &'static str {
+    match p {
+        Provider::Lethe => "lethe",
+        Provider::ClaudeExport | Provider::StandardCompact => "claude_export",
+    }
 }
 
 /// Newlines inside a message would break "one event per line".
@@ -170,8 +194,17 @@ pub fn json_line(h: &Happening) -> Option<Value> {
         What::Watchdog { reason, task_count } => json!({
             "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
         }),
+        What::Recovery {
+            provider,
+            status,
+            generation,
+            pid,
+        } => json!({
+            "ts": ts, "event": "recovery", "provider": contract_provider(*provider),
+            "step": provider.as_str(), "status": status.as_str(), "generation": generation, "pid": pid,
+        }),
         What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
-        What::Log { .. } => return None,
+        What::Log { .. } | What::RoleEnded => return None,
     })
 }
 

@@ -22,4 +22,5 @@ pub mod headless;
 pub mod launch;
 pub mod project;
 pub mod settings;
+pub mod souffleur;
 pub mod tui;

@@ -14,7 +14,7 @@ use maestro::cli::{Cli, Command, ConfigCommand, GlobalArgs};
 use maestro::core::clock::Clock;
 use maestro::core::runtime;
 use maestro::core::schema;
-use maestro::headless::{self, Ended, Format};
+use maestro::headless::{self, Format};
 use maestro::project::{Project, UsageError, load_settings};
 use maestro::settings::{DEFAULT_TOML, Settings};
 use maestro::tui::TuiConfig;
@@ -87,6 +87,12 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
                 cli.global.json,
             ))
         }
+        Some(Command::Souffleur(args)) => {
+            let project = Project::from_args(&cli.global)?;
+            let settings = load_settings(&cli.global)?;
+            let invocation = args.invocation.join(" ");
+            run_souffleur(&project, &settings, &cli.global, invocation, clock)
+        }
         Some(Command::Launch) => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;
@@ -112,6 +118,16 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
             .map_err(Failure::Runtime)?;
             Ok(ExitCode::SUCCESS)
         }
+        None if cli.global.souffleur => {
+            let project = Project::from_args(&cli.global)?;
+            let settings = load_settings(&cli.global)?;
+            let (Some(pid), Some(session)) = (cli.global.conductor_pid, &cli.global.session_id) else {
+                return Err(Failure::Usage(
+                    "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
+                ));
+            };
+            run_souffleur(&project, &settings, &cli.global, format!("PID:{pid} SESSION_ID:{session}"), clock)
+        }
         None => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;
@@ -133,6 +149,30 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(|e| Failure::Runtime(format!("cannot start the async runtime: {e}")))
+}
+
+fn run_souffleur(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+    invocation: String,
+    clock: Clock,
+) -> Result<ExitCode, Failure> {
+    let tui = if args.no_tui {
+        None
+    } else {
+        let tui = TuiConfig::from_settings(project.name(), settings, clock).map_err(Failure::Usage)?;
+        require_terminal()?;
+        Some(tui)
+    };
+    let rt = runtime()?;
+    let outcome = rt
+        .block_on(maestro::souffleur::run(project, settings, args, invocation, clock, tui))
+        .map_err(|e| match e {
+            maestro::souffleur::Refused::Usage(m) => Failure::Usage(m),
+            maestro::souffleur::Refused::Runtime(m) => Failure::Runtime(m),
+        })?;
+    Ok(if outcome { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 fn require_terminal() -> Result<(), Failure> {
@@ -202,7 +242,6 @@ async fn run_headless(
     .await;
     let _ = out.flush();
     core.shutdown().await;
-    match ended {
-        Ended::Stopped | Ended::ConductorComplete | Ended::OutputClosed => Ok(ExitCode::SUCCESS),
-    }
+    let _ = ended;
+    Ok(ExitCode::SUCCESS)
 }

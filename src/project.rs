@@ -55,6 +55,7 @@ impl Project {
             report_to_db: settings.report_to_db,
             max_line: settings.max_line,
             fallback_poll: settings.fallback_poll,
+            souffleur_role: false,
         }
     }
 

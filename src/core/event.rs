@@ -57,6 +57,8 @@ pub enum CoreEvent {
     },
     /// The database source is (again) reading without errors.
     SourceHealthy { source: &'static str },
+    /// From the Souffleur role.
+    Role(RoleReport),
 }
 
 /// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.
@@ -83,6 +85,60 @@ impl std::fmt::Display for WatchdogReason {
     }
 }
 
+/// A step of a recovery, as the `recovery` event reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryStatus {
+    Started,
+    Success,
+    Failed,
+}
+
+impl RecoveryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Started => "started",
+            Self::Success => "success",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+/// Where the Souffleur role stands, for the Watchdog pane.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RoleView {
+    /// `validating`, `watching`, `recovering`, `exited`.
+    pub phase: String,
+    pub mode: String,
+    pub generation: u32,
+    pub no_progress: u32,
+    pub held: bool,
+    pub conductor_pid: Option<i32>,
+    pub session_id: String,
+    pub next_check: Option<OffsetDateTime>,
+    pub last_provider: Option<(String, String)>,
+    pub alert: Option<String>,
+}
+
+/// What the Souffleur role tells the hub.
+#[derive(Debug, Clone)]
+pub enum RoleReport {
+    /// A watcher exited (or the teammate raised `WATCHER_DEAD`).
+    Reason { reason: WatchdogReason, task_count: u64 },
+    Recovery {
+        provider: crate::core::watchdog::machine::Provider,
+        status: RecoveryStatus,
+        generation: u32,
+        pid: Option<i32>,
+    },
+    Status(Box<RoleView>),
+    /// For the operator's eyes (hold, release, provider steps).
+    Alert(String),
+    /// The role stopped on a failure (validation, retry exhaustion, failed recovery).
+    Fatal(String),
+    /// The role has ended; nothing more will come from it.
+    Ended,
+}
+
 /// A discrete thing that happened, for presenters that need every transition.
 #[derive(Debug, Clone)]
 pub struct Happening {
@@ -107,9 +163,17 @@ pub enum What {
         reason: WatchdogReason,
         task_count: u64,
     },
+    Recovery {
+        provider: crate::core::watchdog::machine::Provider,
+        status: RecoveryStatus,
+        generation: u32,
+        pid: Option<i32>,
+    },
     Error {
         detail: String,
     },
+    /// The Souffleur role in this process ended (headless output stops after it).
+    RoleEnded,
     /// Lines for the dashboard's log pane (headless output ignores them).
     Log {
         task: TaskId,

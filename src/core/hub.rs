@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
-use crate::core::event::{CoreEvent, Happening, TaskRow, WatchdogReason, What};
+use crate::core::event::{CoreEvent, Happening, RoleReport, TaskRow, WatchdogReason, What};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
@@ -30,6 +30,9 @@ pub struct HubSettings {
     pub report_to_db: bool,
     /// Whether a database is being read (otherwise every task with files is watched).
     pub with_database: bool,
+    /// Report the Conductor's watchdog reasons from the task table. Off when this
+    /// process holds the Souffleur role, whose watcher reports them instead.
+    pub observe_watchdog: bool,
 }
 
 /// Where the hub sends database writes.
@@ -180,11 +183,65 @@ impl Hub {
                 self.dirty = true;
                 self.emit(What::Error { detail }).await;
             }
+            CoreEvent::Role(report) => self.on_role(report).await,
             CoreEvent::SourceHealthy { source } => {
                 if source == "database" {
                     self.snapshot.database = DatabaseHealth::Ok;
                     self.dirty = true;
                 }
+            }
+        }
+    }
+
+    async fn on_role(&mut self, report: RoleReport) {
+        self.dirty = true;
+        match report {
+            RoleReport::Reason { reason, task_count } => {
+                let at = self.clock.now_utc();
+                self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
+                self.emit_at(at, What::Watchdog { reason, task_count }).await;
+            }
+            RoleReport::Recovery {
+                provider,
+                status,
+                generation,
+                pid,
+            } => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.last_provider = Some((provider.as_str().to_owned(), status.as_str().to_owned()));
+                }
+                self.emit(What::Recovery {
+                    provider,
+                    status,
+                    generation,
+                    pid,
+                })
+                .await;
+            }
+            RoleReport::Status(view) => {
+                let keep = self.snapshot.watchdog.role.as_ref().map(|r| (r.last_provider.clone(), r.alert.clone()));
+                let mut view = *view;
+                if let Some((provider, alert)) = keep {
+                    view.last_provider = view.last_provider.or(provider);
+                    view.alert = view.alert.or(alert);
+                }
+                self.snapshot.watchdog.role = Some(view);
+            }
+            RoleReport::Alert(text) => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.alert = Some(text);
+                }
+            }
+            RoleReport::Ended => self.emit(What::RoleEnded).await,
+            RoleReport::Fatal(detail) => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.alert = Some(detail.clone());
+                }
+                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+                self.emit(What::Error {
+                    detail: format!("souffleur: {detail}"),
+                })
+                .await;
             }
         }
     }
@@ -282,7 +339,7 @@ impl Hub {
                     prev_state: prev_state.clone(),
                 })
                 .await;
-                if id.as_ref().is_some_and(TaskId::is_conductor) {
+                if self.settings.observe_watchdog && id.as_ref().is_some_and(TaskId::is_conductor) {
                     let reason = match row.state.as_str() {
                         "complete" => Some(WatchdogReason::ConductorComplete),
                         "context_recovery" => Some(WatchdogReason::ContextRecovery),
@@ -337,7 +394,7 @@ impl Hub {
                 age_s: age.as_secs(),
             })
             .await;
-            if conductor {
+            if conductor && self.settings.observe_watchdog {
                 self.watchdog(WatchdogReason::ConductorDeadHeartbeat).await;
             }
         }
@@ -516,6 +573,7 @@ mod tests {
             souffleur_stale_after: Duration::from_secs(180),
             report_to_db,
             with_database: true,
+            observe_watchdog: true,
         }
     }
 

@@ -11,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::error::CoreError;
-use crate::core::event::Happening;
+use crate::core::event::{CoreEvent, Happening};
 use crate::core::hub::{Hub, HubSettings, ReportSink};
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
@@ -35,11 +35,15 @@ pub struct CoreConfig {
     pub report_to_db: bool,
     pub max_line: usize,
     pub fallback_poll: Duration,
+    /// This process holds the Souffleur role (its watcher reports the watchdog reasons).
+    pub souffleur_role: bool,
 }
 
 /// A running core. Dropping it stops the sources.
 pub struct RunningCore {
     pub happenings: mpsc::Receiver<Happening>,
+    /// For actors started next to the core (the Souffleur role) to report to the hub.
+    pub events: mpsc::Sender<CoreEvent>,
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub cancel: CancellationToken,
     pub with_database: bool,
@@ -89,6 +93,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             souffleur_stale_after: config.souffleur_stale_after,
             report_to_db: config.report_to_db,
             with_database,
+            observe_watchdog: !config.souffleur_role,
         },
         clock,
         out_tx,
@@ -103,10 +108,11 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             max_line: config.max_line,
             fallback_poll: config.fallback_poll,
         },
-        events_tx,
+        events_tx.clone(),
     );
     Ok(RunningCore {
         happenings: out_rx,
+        events: events_tx,
         snapshots: snap_rx,
         cancel,
         with_database,

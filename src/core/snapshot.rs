@@ -69,4 +69,6 @@ pub struct WatchdogView {
     pub conductor_state: Option<String>,
     pub last_reason: Option<(OffsetDateTime, WatchdogReason)>,
     pub task_count: u64,
+    /// Set while this process holds the Souffleur role.
+    pub role: Option<crate::core::event::RoleView>,
 }

@@ -60,6 +60,7 @@ pub struct SouffleurSection {
     pub kill_grace: Option<String>,
     pub claude_projects_dir: Option<String>,
     pub export_dir: Option<String>,
+    pub compact_timeout: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -127,6 +128,8 @@ pub struct SouffleurTimings {
     pub kill_grace: Duration,
     pub claude_projects_dir: PathBuf,
     pub export_dir: PathBuf,
+    /// How long standard_compact waits for the `compact_boundary` line.
+    pub compact_timeout: Duration,
 }
 
 #[derive(Debug, Clone)]
@@ -232,6 +235,7 @@ impl Settings {
                 kill_grace: dur(pick!(souffleur.kill_grace), "souffleur.kill_grace")?,
                 claude_projects_dir: path(pick!(souffleur.claude_projects_dir)),
                 export_dir: path(pick!(souffleur.export_dir)),
+                compact_timeout: dur(pick!(souffleur.compact_timeout), "souffleur.compact_timeout")?,
             },
             launch: LaunchTemplates {
                 terminal: argv(pick!(launch.terminal), "launch.terminal")?,

@@ -332,7 +332,11 @@ impl UiState {
                 title: format!("watchdog: {reason}"),
                 body: "press 6 to see the watchdog".into(),
             }),
-            What::Task { .. } | What::Error { .. } => None,
+            What::Recovery { provider, status, generation, .. } => Some(Notification {
+                title: format!("recovery {} {}", provider.as_str(), status.as_str()),
+                body: format!("Conductor (S{generation}) — press 6 to see the watchdog"),
+            }),
+            What::Task { .. } | What::Error { .. } | What::RoleEnded => None,
         }
     }
 

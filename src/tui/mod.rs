@@ -47,6 +47,8 @@ pub struct TuiConfig {
     pub limits: Limits,
     pub notifier: Notifier,
     pub clock: Clock,
+    /// Commands to the Souffleur role, when this process holds it.
+    pub watchdog: Option<tokio::sync::mpsc::Sender<crate::core::watchdog::role::WatchdogCmd>>,
 }
 
 impl TuiConfig {
@@ -71,6 +73,7 @@ impl TuiConfig {
             },
             notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
             clock,
+            watchdog: None,
         })
     }
 }

@@ -100,15 +100,34 @@ pub fn pidfd(pid: i32) -> Option<OwnedFd> {
 }
 
 /// Resolves when the process exits: at once through a pidfd, else by `kill -0` every
-/// `fallback_poll`.
+/// `fallback_poll`. Dropping the future releases the thread that waits on the pidfd.
 pub async fn wait_for_exit(process: ProcessId, fallback_poll: Duration) {
     if let Some(fd) = pidfd(process.pid)
         && process.is_same_alive()
-        && let Ok(afd) = tokio::io::unix::AsyncFd::new(fd)
+        && let Ok((cancel_read, cancel_write)) = nix::unistd::pipe()
     {
-        // A pidfd becomes readable when the process ends.
-        let _ = afd.readable().await;
-        return;
+        // The pidfd turns readable when the process ends; the pipe's read end hangs up
+        // when `cancel_write` is dropped with this future.
+        let waiter = tokio::task::spawn_blocking(move || {
+            use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+            use std::os::fd::AsFd;
+            let mut fds = [
+                PollFd::new(fd.as_fd(), PollFlags::POLLIN),
+                PollFd::new(cancel_read.as_fd(), PollFlags::POLLIN),
+            ];
+            loop {
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Err(Errno::EINTR) => {}
+                    Err(_) => return false,
+                    Ok(_) => return fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)),
+                }
+            }
+        });
+        let exited = waiter.await.unwrap_or(false);
+        drop(cancel_write);
+        if exited {
+            return;
+        }
     }
     while process.is_same_alive() {
         tokio::time::sleep(fallback_poll).await;

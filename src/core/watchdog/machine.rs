@@ -63,6 +63,8 @@ pub struct RecoveryOutcome {
     pub pid_known: bool,
     /// The new Conductor runs under a new session id that must be discovered.
     pub session_rediscover: bool,
+    /// The new session id, when the provider already knows it.
+    pub new_session_id: Option<String>,
     /// Why it failed, when no relaunch happened.
     pub failure: Option<String>,
 }
@@ -110,6 +112,7 @@ pub struct Router {
     trigger_task_count: u64,
     /// Automatic recovery held by the operator: alerts only.
     pub held: bool,
+    completed: bool,
 }
 
 impl Router {
@@ -125,6 +128,7 @@ impl Router {
             last_task_count: task_count,
             trigger_task_count: task_count,
             held: false,
+            completed: false,
         }
     }
 
@@ -140,6 +144,11 @@ impl Router {
         }
     }
 
+    /// The role stopped because the Conductor completed (a clean end).
+    pub fn last_exit_was_complete(&self) -> bool {
+        self.completed
+    }
+
     pub fn step(&mut self, input: Input) -> Vec<Effect> {
         if self.phase == Phase::Exited {
             return vec![];
@@ -153,6 +162,8 @@ impl Router {
                 self.held = false;
                 vec![Effect::Alert("automatic recovery released".into())]
             }
+            // During a recovery the role itself keeps the heartbeat; the layers restart after.
+            Input::WatcherDead { .. } | Input::WatcherExit { .. } if self.phase == Phase::Recovering => vec![],
             Input::WatcherDead { fresh_now: true } => vec![],
             Input::WatcherDead { fresh_now: false } => vec![self.layers()],
             Input::WatcherExit { reason, task_count } => self.on_exit(reason, task_count),
@@ -170,6 +181,7 @@ impl Router {
         match reason {
             WatchdogReason::ConductorComplete => {
                 self.phase = Phase::Exited;
+                self.completed = true;
                 vec![Effect::SetRow("complete"), Effect::Stop]
             }
             WatchdogReason::SessionIdFound(id) => {
@@ -229,6 +241,9 @@ impl Router {
         self.generation += 1;
         self.phase = Phase::Watching;
         self.awaiting_session_id = outcome.session_rediscover;
+        if let Some(id) = outcome.new_session_id {
+            self.session_id = id;
+        }
         let mut fx = Vec::new();
         if outcome.pid_known {
             self.mode = WatcherMode::Normal;
@@ -278,6 +293,7 @@ mod tests {
             relaunched: true,
             pid_known,
             session_rediscover: rediscover,
+            new_session_id: None,
             failure: None,
         })
     }
@@ -365,11 +381,21 @@ mod tests {
             relaunched: false,
             pid_known: false,
             session_rediscover: false,
+            new_session_id: None,
             failure: Some("no compact_boundary within 300s, twice".into()),
         }));
         assert_eq!(fx[0], Effect::SetRow("error"));
         assert!(matches!(&fx[1], Effect::Message { kind: "error", text } if text.contains("standard_compact")));
         assert_eq!(r.phase, Phase::Exited);
+    }
+
+    #[test]
+    fn no_second_recovery_while_one_runs() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        r.step(exit(WatchdogReason::ConductorDeadPid, 5));
+        assert!(r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5)).is_empty());
+        assert!(r.step(Input::WatcherDead { fresh_now: false }).is_empty());
+        assert_eq!(r.phase, Phase::Recovering);
     }
 
     #[test]

@@ -4,3 +4,5 @@
 pub mod checks;
 pub mod machine;
 pub mod payload;
+pub mod role;
+pub mod role_db;

@@ -1,0 +1,75 @@
+//! Opening windows from argv templates (never a shell string) and recording their PIDs.
+//! A launched window belongs to the orchestration, not to maestro: it runs in its own
+//! process group and outlives maestro; a background task reaps it when it exits.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use crate::core::sources::procs::ProcessId;
+use crate::settings::LaunchTemplates;
+
+/// Fills `{project}` and `{title}` in a template.
+pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {
+    template
+        .iter()
+        .map(|a| a.replace("{project}", &project.display().to_string()).replace("{title}", title))
+        .collect()
+}
+
+/// Finds a program the way `execvp` would (a name with a slash is a path).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
+    std::env::var_os("PATH")
+        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+}
+
+#[derive(Debug, Clone)]
+pub struct Launcher {
+    pub templates: LaunchTemplates,
+    pub project: PathBuf,
+}
+
+impl Launcher {
+    /// The full argv of a Claude window: terminal template, claude template, `args`.
+    pub fn claude_window(&self, title: &str, args: &[String]) -> Vec<String> {
+        let mut argv = fill(&self.templates.terminal, &self.project, title);
+        argv.extend(fill(&self.templates.claude, &self.project, title));
+        argv.extend(args.iter().cloned());
+        argv
+    }
+
+    /// Starts a window and returns the recorded process.
+    pub fn spawn(&self, argv: &[String]) -> Result<ProcessId, String> {
+        let (program, args) = argv.split_first().ok_or("empty launch template")?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .current_dir(&self.project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let pid = child.id().ok_or("the window exited at once")? as i32;
+        let recorded = ProcessId::observe(pid);
+        tokio::spawn(async move {
+            let _ = child.wait().await;
+        });
+        Ok(recorded)
+    }
+}
+
+/// Writes a PID file under `temp/` atomically (temporary file, then rename).
+pub fn write_pid_file(temp: &Path, name: &str, pid: i32) -> Result<(), String> {
+    std::fs::create_dir_all(temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    let path = temp.join(name);
+    let tmp = temp.join(format!(".{name}.maestro-{}", std::process::id()));
+    std::fs::write(&tmp, format!("{pid}\n"))
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("cannot write {}: {e}", path.display())
+        })
+}

@@ -1,0 +1,410 @@
+//! Conductor recovery (PROTOCOL.md §4): the Lethe provider, the claude_export provider
+//! and its standard_compact escalation. A recovery cycle runs at most one relaunch:
+//! once a provider has started a Conductor generation, no other provider runs.
+
+pub mod compact;
+pub mod export;
+pub mod launch;
+
+use std::path::PathBuf;
+use std::time::{Duration, SystemTime};
+
+use tokio::process::Command;
+use tokio::sync::mpsc;
+
+use crate::core::event::{CoreEvent, RecoveryStatus, RoleReport};
+use crate::core::sources::procs::{self, ProcessId};
+use crate::core::watchdog::checks::valid_session_id;
+use crate::core::watchdog::machine::{Provider, RecoveryKind, RecoveryOutcome};
+use crate::core::watchdog::payload::Resolved;
+use crate::core::watchdog::role_db::{RoleDb, find_transcript};
+use compact::{BoundaryWatch, count_lines};
+use launch::{Launcher, find_program, write_pid_file};
+
+pub const CONDUCTOR_PID_FILE: &str = "souffleur-conductor.pid";
+const EXPORT_TIMEOUT: Duration = Duration::from_secs(120);
+const LETHE_TIMEOUT: Duration = Duration::from_secs(600);
+const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything a recovery needs that does not change between cycles.
+#[derive(Clone)]
+pub struct RecoveryEnv {
+    pub launcher: Launcher,
+    pub temp: PathBuf,
+    pub db: RoleDb,
+    pub kill_grace: Duration,
+    pub claude_projects_dir: PathBuf,
+    pub export_dir: PathBuf,
+    /// Where maestro keeps trimmed exports (its own data directory).
+    pub trimmed_dir: PathBuf,
+    pub force_compact: u64,
+    pub compact_timeout: Duration,
+    pub events: mpsc::Sender<CoreEvent>,
+}
+
+/// One recovery cycle's inputs.
+#[derive(Debug, Clone)]
+pub struct RecoveryRequest {
+    pub kind: RecoveryKind,
+    pub conductor: Option<ProcessId>,
+    pub session_id: String,
+    /// The generation the relaunched Conductor will be (S2 after the original).
+    pub generation: u32,
+    pub resolved: Resolved,
+}
+
+#[derive(Debug, Clone)]
+pub struct Recovered {
+    pub outcome: RecoveryOutcome,
+    pub conductor: Option<ProcessId>,
+}
+
+impl RecoveryEnv {
+    async fn report(&self, provider: Provider, status: RecoveryStatus, generation: u32, pid: Option<i32>) {
+        let _ = self
+            .events
+            .send(CoreEvent::Role(RoleReport::Recovery { provider, status, generation, pid }))
+            .await;
+    }
+
+    async fn note(&self, text: String) {
+        let _ = self.events.send(CoreEvent::Role(RoleReport::Alert(text))).await;
+    }
+
+    fn title(&self, generation: u32) -> String {
+        format!("Conductor (S{generation})")
+    }
+
+    /// Starts a Conductor window and records its PID in `temp/`.
+    fn launch_conductor(&self, generation: u32, args: &[String]) -> Result<ProcessId, String> {
+        let argv = self.launcher.claude_window(&self.title(generation), args);
+        let pid = self.launcher.spawn(&argv)?;
+        write_pid_file(&self.temp, CONDUCTOR_PID_FILE, pid.pid)?;
+        Ok(pid)
+    }
+}
+
+/// Runs one recovery cycle to its end.
+pub async fn recover(env: &RecoveryEnv, req: RecoveryRequest) -> Recovered {
+    if req.kind == RecoveryKind::ContextRecovery && lethe_preflight(env).await {
+        if let Some(done) = lethe(env, &req).await {
+            return done;
+        }
+        env.note("Lethe failed twice before relaunching; falling back to claude_export".into()).await;
+    }
+    claude_export(env, &req).await
+}
+
+/// Lethe is usable: its program exists and answers `--version`.
+async fn lethe_preflight(env: &RecoveryEnv) -> bool {
+    let argv = &env.launcher.templates.lethe;
+    if argv.first().and_then(|p| find_program(p)).is_none() {
+        return false;
+    }
+    let run = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .status();
+    matches!(tokio::time::timeout(PREFLIGHT_TIMEOUT, run).await, Ok(Ok(s)) if s.success())
+}
+
+/// What Lethe's last stdout line (a JSON object) reports.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+pub struct LetheResult {
+    pub status: String,
+    #[serde(default)]
+    pub relaunch_started: bool,
+    pub pid: Option<i32>,
+    pub session_id: Option<String>,
+}
+
+/// Parses the completion contract: the last non-empty stdout line that is a JSON object.
+pub fn parse_lethe_output(stdout: &str) -> Option<LetheResult> {
+    stdout
+        .lines()
+        .rev()
+        .filter(|l| !l.trim().is_empty())
+        .find_map(|l| serde_json::from_str::<LetheResult>(l.trim()).ok())
+}
+
+/// Up to two attempts; `None` when both failed before any relaunch started.
+async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
+    let generation = req.generation;
+    for attempt in 1..=2 {
+        env.report(Provider::Lethe, RecoveryStatus::Started, generation, None).await;
+        let mut argv = env.launcher.templates.lethe.clone();
+        argv.extend(
+            [
+                "compact",
+                "--session",
+                &req.session_id,
+                "--project",
+                &env.launcher.project.display().to_string(),
+                "--title",
+                &env.title(generation),
+                "--permission-mode",
+                req.resolved.permission.as_str(),
+                "--prompt",
+                &req.resolved.prompt,
+            ]
+            .map(str::to_owned),
+        );
+        let run = Command::new(&argv[0])
+            .args(&argv[1..])
+            .current_dir(&env.launcher.project)
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let result = match tokio::time::timeout(LETHE_TIMEOUT, run).await {
+            Ok(Ok(out)) => parse_lethe_output(&String::from_utf8_lossy(&out.stdout))
+                .map(|r| (out.status.success(), r)),
+            _ => None,
+        };
+        match result {
+            Some((exit_ok, r)) if r.relaunch_started || (exit_ok && r.status == "success") => {
+                // A Conductor generation started: no second provider in this cycle.
+                let new_session = r.session_id.filter(|s| valid_session_id(s) && *s != req.session_id);
+                let session = new_session.clone().unwrap_or_else(|| req.session_id.clone());
+                let conductor = r
+                    .pid
+                    .filter(|p| procs::is_alive(*p))
+                    .or_else(|| procs::find_resumed_claude(&session))
+                    .map(ProcessId::observe);
+                if let Some(p) = conductor {
+                    let _ = write_pid_file(&env.temp, CONDUCTOR_PID_FILE, p.pid);
+                }
+                let ok = r.status == "success";
+                let status = if ok { RecoveryStatus::Success } else { RecoveryStatus::Failed };
+                env.report(Provider::Lethe, status, generation, conductor.map(|p| p.pid)).await;
+                return Some(Recovered {
+                    outcome: RecoveryOutcome {
+                        provider: Provider::Lethe,
+                        relaunched: true,
+                        pid_known: conductor.is_some(),
+                        session_rediscover: false,
+                        new_session_id: new_session,
+                        failure: None,
+                    },
+                    conductor,
+                });
+            }
+            _ => {
+                env.report(Provider::Lethe, RecoveryStatus::Failed, generation, None).await;
+                env.note(format!("Lethe attempt {attempt} failed before relaunch")).await;
+            }
+        }
+    }
+    None
+}
+
+/// Guarded kill, export, trim, size gate, relaunch; escalates to standard_compact when
+/// the export is unavailable or still too large.
+async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
+    let generation = req.generation;
+    env.report(Provider::ClaudeExport, RecoveryStatus::Started, generation, None).await;
+    if let Some(p) = req.conductor {
+        let outcome = procs::guarded_kill(p, env.kill_grace).await;
+        env.note(format!("Conductor PID {}: {outcome:?}", p.pid)).await;
+    }
+    let exported = run_export(env, &req.session_id).await;
+    let relaunch = match exported {
+        Ok(text) => {
+            let trimmed = export::trim(&text);
+            let tokens = export::estimate_tokens(&trimmed);
+            if tokens > env.force_compact {
+                env.note(format!(
+                    "export is still ~{tokens} tokens (> FORCE_COMPACT {}); escalating to standard_compact",
+                    env.force_compact
+                ))
+                .await;
+                None
+            } else {
+                Some(save_trimmed(env, &req.session_id, generation, &trimmed))
+            }
+        }
+        Err(e) => {
+            env.note(format!("claude_export failed: {e}; escalating to standard_compact")).await;
+            None
+        }
+    };
+    let Some(saved) = relaunch else {
+        return standard_compact(env, req).await;
+    };
+    let prompt = match &saved {
+        Ok(path) => format!("{} {}", req.resolved.prompt, path.display()),
+        Err(_) => req.resolved.prompt.clone(),
+    };
+    if let Err(e) = &saved {
+        env.note(format!("could not keep the trimmed export ({e}); relaunching without it")).await;
+    }
+    let args = vec!["--permission-mode".to_owned(), req.resolved.permission.as_str().to_owned(), prompt];
+    match env.launch_conductor(generation, &args) {
+        Ok(pid) => {
+            env.report(Provider::ClaudeExport, RecoveryStatus::Success, generation, Some(pid.pid)).await;
+            Recovered {
+                outcome: RecoveryOutcome {
+                    provider: Provider::ClaudeExport,
+                    relaunched: true,
+                    pid_known: true,
+                    // A fresh session: its id is learned from task-00 later.
+                    session_rediscover: true,
+                    new_session_id: None,
+                    failure: None,
+                },
+                conductor: Some(pid),
+            }
+        }
+        Err(e) => {
+            env.report(Provider::ClaudeExport, RecoveryStatus::Failed, generation, None).await;
+            failed(Provider::ClaudeExport, e)
+        }
+    }
+}
+
+/// Runs `claude_export <session>`; the export is the newest matching file it wrote to
+/// the export folder, else its standard output.
+async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, String> {
+    let argv = &env.launcher.templates.claude_export;
+    let started = SystemTime::now();
+    let run = Command::new(&argv[0])
+        .args(&argv[1..])
+        .arg(session)
+        .current_dir(&env.launcher.project)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(EXPORT_TIMEOUT, run)
+        .await
+        .map_err(|_| format!("{} did not finish within {EXPORT_TIMEOUT:?}", argv[0]))?
+        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+    if !out.status.success() {
+        return Err(format!("{} exited with {}", argv[0], out.status));
+    }
+    if let Some(file) = export::newest_export(&env.export_dir, session, started) {
+        return std::fs::read(&file)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .map_err(|e| format!("cannot read {}: {e}", file.display()));
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if text.trim().is_empty() {
+        return Err(format!("{} produced no export", argv[0]));
+    }
+    Ok(text)
+}
+
+fn save_trimmed(env: &RecoveryEnv, session: &str, generation: u32, text: &str) -> Result<PathBuf, String> {
+    std::fs::create_dir_all(&env.trimmed_dir).map_err(|e| e.to_string())?;
+    let path = env.trimmed_dir.join(format!("{session}-S{generation}.md"));
+    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// `/compact` on the session itself, then a resumed relaunch. Two failed attempts fail
+/// the recovery closed.
+async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
+    let generation = req.generation;
+    let perm = req.resolved.permission.as_str().to_owned();
+    let mut last_error = String::new();
+    for attempt in 1..=2 {
+        env.report(Provider::StandardCompact, RecoveryStatus::Started, generation, None).await;
+        env.note(format!("standard_compact attempt {attempt}")).await;
+        if let Some(p) = req.conductor {
+            // Already killed by claude_export in this cycle: a no-op then.
+            procs::guarded_kill(p, env.kill_grace).await;
+        }
+        let Some(transcript) = find_transcript(&env.claude_projects_dir, &req.session_id) else {
+            last_error = format!(
+                "no transcript {}/*/{}*.jsonl",
+                env.claude_projects_dir.display(),
+                req.session_id
+            );
+            continue;
+        };
+        let watch = match count_lines(&transcript).map_err(|e| e.to_string()).and_then(|n| BoundaryWatch::start(transcript.clone(), n)) {
+            Ok(w) => w,
+            Err(e) => {
+                last_error = e;
+                continue;
+            }
+        };
+        // The follower runs before the window starts, so the boundary cannot be missed.
+        let argv = env.launcher.claude_window(
+            &format!("Compact: {}", env.title(generation)),
+            &["--resume".into(), req.session_id.clone(), "--permission-mode".into(), perm.clone(), "/compact".into()],
+        );
+        let window = match env.launcher.spawn(&argv) {
+            Ok(w) => w,
+            Err(e) => {
+                last_error = e;
+                continue;
+            }
+        };
+        let compacted = watch.wait(env.compact_timeout).await;
+        procs::guarded_kill(window, env.kill_grace).await;
+        if !compacted {
+            last_error = format!("no compact_boundary within {:?}", env.compact_timeout);
+            continue;
+        }
+        let args = vec![
+            "--resume".into(),
+            req.session_id.clone(),
+            "--permission-mode".into(),
+            perm.clone(),
+            req.resolved.prompt.clone(),
+        ];
+        match env.launch_conductor(generation, &args) {
+            Ok(pid) => {
+                env.report(Provider::StandardCompact, RecoveryStatus::Success, generation, Some(pid.pid)).await;
+                return Recovered {
+                    outcome: RecoveryOutcome {
+                        provider: Provider::StandardCompact,
+                        relaunched: true,
+                        pid_known: true,
+                        session_rediscover: false,
+                        new_session_id: None,
+                        failure: None,
+                    },
+                    conductor: Some(pid),
+                };
+            }
+            Err(e) => last_error = e,
+        }
+    }
+    env.report(Provider::StandardCompact, RecoveryStatus::Failed, generation, None).await;
+    failed(Provider::StandardCompact, format!("standard_compact failed twice: {last_error}"))
+}
+
+fn failed(provider: Provider, why: String) -> Recovered {
+    Recovered {
+        outcome: RecoveryOutcome {
+            provider,
+            relaunched: false,
+            pid_known: false,
+            session_rediscover: false,
+            new_session_id: None,
+            failure: Some(why),
+        },
+        conductor: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lethe_contract_is_the_last_json_line() {
+        let out = "compacting…\n{\"status\":\"progress\"}\n{\"status\":\"success\",\"relaunch_started\":true,\"pid\":42,\"session_id\":\"s2\"}\n\n";
+        let r = parse_lethe_output(out).unwrap();
+        assert_eq!((r.status.as_str(), r.relaunch_started, r.pid), ("success", true, Some(42)));
+        assert_eq!(parse_lethe_output("no contract here").map(|r| r.status), None);
+        let r = parse_lethe_output("{\"status\":\"failed\"}").unwrap();
+        assert!(!r.relaunch_started);
+    }
+}

@@ -1,0 +1,594 @@
+//! The Souffleur role as tokio actors: validation of the invocation, then the watcher
+//! and teammate layers under the router ([`Router`]), and the recoveries it asks for.
+//! Every step is reported to the hub, so the dashboard and headless output show it.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg};
+use tokio::sync::{Notify, mpsc};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::Clock;
+use crate::core::event::{CoreEvent, RoleReport, RoleView, WatchdogReason};
+use crate::core::recovery::{self, RecoveryEnv, RecoveryRequest, Recovered};
+use crate::core::sources::procs::{self, ProcessId};
+use crate::core::watchdog::checks::{parse_invocation, watcher_check, watcher_is_dead};
+use crate::core::watchdog::machine::{Effect, Input, Phase, RecoveryKind, Router, WatcherMode};
+use crate::core::watchdog::payload::{self, OrchestraConfig};
+use crate::core::watchdog::role_db::{RoleDb, find_transcript};
+
+/// What the operator can ask of a running role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchdogCmd {
+    Hold,
+    Release,
+    Recover(RecoveryKind),
+}
+
+#[derive(Debug, Clone)]
+pub struct RoleTimings {
+    pub conductor_stale_after: Duration,
+    pub initial_wait: Duration,
+    pub poll: Duration,
+    pub teammate_initial_wait: Duration,
+    pub teammate_poll: Duration,
+    pub watcher_stale_after: Duration,
+    pub max_no_progress: u32,
+}
+
+pub struct RoleConfig {
+    pub db_path: PathBuf,
+    /// `PID:<pid> SESSION_ID:<id>` as given.
+    pub invocation: String,
+    pub timings: RoleTimings,
+    pub claude_projects_dir: PathBuf,
+    pub recovery: RecoveryEnv,
+    pub orchestra: OrchestraConfig,
+    pub clock: Clock,
+}
+
+/// How the role ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum RoleEnd {
+    ConductorComplete,
+    Stopped,
+    Failed(String),
+}
+
+/// The advisory lock that makes the role exclusive per project.
+pub struct RoleLock {
+    _lock: Flock<File>,
+    pub path: PathBuf,
+}
+
+/// Takes the project's Souffleur lock, or says who holds it.
+pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String> {
+    use std::hash::{Hash, Hasher};
+    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+    // The same binary computes the same hash: only maestro processes compare these.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    canonical.hash(&mut h);
+    std::fs::create_dir_all(lock_dir).map_err(|e| format!("cannot create {}: {e}", lock_dir.display()))?;
+    let path = lock_dir.join(format!("souffleur-{:016x}.lock", h.finish()));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => {
+            // Only the holder writes its PID, after it holds the lock.
+            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+            Ok(RoleLock { _lock: lock, path })
+        }
+        Err(_) => {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            Err(format!(
+                "another maestro (PID {}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
+                holder.trim(),
+                canonical.display()
+            ))
+        }
+    }
+}
+
+/// Runs the role until the Conductor completes, the role fails, or `cancel` fires;
+/// the hub hears `Ended` last.
+pub async fn run(
+    cfg: RoleConfig,
+    events: mpsc::Sender<CoreEvent>,
+    cmds: mpsc::Receiver<WatchdogCmd>,
+    cancel: CancellationToken,
+) -> RoleEnd {
+    let end = run_role(cfg, &events, cmds, cancel).await;
+    let _ = events.send(CoreEvent::Role(RoleReport::Ended)).await;
+    end
+}
+
+async fn run_role(
+    cfg: RoleConfig,
+    events: &mpsc::Sender<CoreEvent>,
+    mut cmds: mpsc::Receiver<WatchdogCmd>,
+    cancel: CancellationToken,
+) -> RoleEnd {
+    let events = events.clone();
+    let db = match RoleDb::open(&cfg.db_path) {
+        Ok(db) => db,
+        Err(e) => return fail(&events, format!("cannot open the database: {e}")).await,
+    };
+    for w in &cfg.orchestra.warnings {
+        alert(&events, w.clone()).await;
+        let _ = db.message("souffleur", "warning", format!("Souffleur: {w}")).await;
+    }
+    let wake = DbWake::start(&cfg.db_path);
+    let (pid, session) = match validate_with_retries(&cfg, &db, &events, &wake, &cancel).await {
+        Ok(v) => v,
+        Err(end) => return end,
+    };
+    let task_count = db.task_count().await.unwrap_or(0);
+    let mut role = Role {
+        router: Router::new(session, task_count, cfg.timings.max_no_progress),
+        conductor: Some(ProcessId::observe(pid)),
+        layers: Layers::default(),
+        recovery: None,
+        next_check: None,
+        db,
+        cfg,
+        events,
+    };
+    let (watch_tx, mut watch_rx) = mpsc::channel::<(u64, WatcherMsg)>(16);
+    let (alarm_tx, mut alarm_rx) = mpsc::channel::<()>(4);
+    let effects = role.router.start();
+    if let Some(end) = role.execute(effects, &watch_tx, &alarm_tx).await {
+        return end;
+    }
+    let mut keepalive = tokio::time::interval(role.cfg.timings.poll.min(Duration::from_secs(60)));
+    keepalive.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        role.publish().await;
+        let recovering = role.recovery.is_some();
+        let effects = tokio::select! {
+            () = cancel.cancelled() => {
+                role.layers.stop();
+                let _ = role.db.set_souffleur_state("exited").await;
+                let _ = role.db.message("souffleur", "system", "Souffleur stopped by the operator; no watchdog is running.".into()).await;
+                return RoleEnd::Stopped;
+            }
+            Some((id, msg)) = watch_rx.recv() => match msg {
+                _ if id != role.layers.watcher_id => vec![],
+                WatcherMsg::NextCheck(at) => {
+                    role.next_check = Some(at);
+                    vec![]
+                }
+                WatcherMsg::Exit(reason, task_count) => {
+                    role.report(RoleReport::Reason { reason: reason.clone(), task_count }).await;
+                    role.router.step(Input::WatcherExit { reason, task_count })
+                }
+            },
+            Some(()) = alarm_rx.recv() => {
+                let age = role.db.souffleur_heartbeat_age().await.ok().flatten();
+                let fresh_now = !watcher_is_dead(age, role.cfg.timings.watcher_stale_after);
+                if !fresh_now {
+                    let task_count = role.db.task_count().await.unwrap_or(0);
+                    role.report(RoleReport::Reason { reason: WatchdogReason::WatcherDead, task_count }).await;
+                }
+                role.router.step(Input::WatcherDead { fresh_now })
+            }
+            Some(cmd) = cmds.recv() => {
+                let task_count = role.db.task_count().await.unwrap_or(0);
+                role.router.step(match cmd {
+                    WatchdogCmd::Hold => Input::Hold,
+                    WatchdogCmd::Release => Input::Release,
+                    WatchdogCmd::Recover(kind) => Input::Manual { kind, task_count },
+                })
+            }
+            done = join_recovery(&mut role.recovery), if recovering => {
+                role.recovery = None;
+                let done = done.unwrap_or_else(|e| Recovered {
+                    outcome: crate::core::watchdog::machine::RecoveryOutcome {
+                        provider: crate::core::watchdog::machine::Provider::ClaudeExport,
+                        relaunched: false,
+                        pid_known: false,
+                        session_rediscover: false,
+                        new_session_id: None,
+                        failure: Some(format!("the recovery task failed: {e}")),
+                    },
+                    conductor: None,
+                });
+                if done.outcome.relaunched {
+                    role.conductor = done.conductor;
+                }
+                role.router.step(Input::RecoveryFinished(done.outcome))
+            }
+            // While recovering, no watcher runs: the role keeps the heartbeat itself.
+            _ = keepalive.tick(), if recovering => {
+                let _ = role.db.refresh_souffleur_heartbeat().await;
+                vec![]
+            }
+        };
+        if let Some(end) = role.execute(effects, &watch_tx, &alarm_tx).await {
+            role.publish().await;
+            return end;
+        }
+    }
+}
+
+async fn join_recovery(handle: &mut Option<JoinHandle<Recovered>>) -> Result<Recovered, tokio::task::JoinError> {
+    match handle {
+        Some(h) => h.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn alert(events: &mpsc::Sender<CoreEvent>, text: String) {
+    let _ = events.send(CoreEvent::Role(RoleReport::Alert(text))).await;
+}
+
+async fn fail(events: &mpsc::Sender<CoreEvent>, why: String) -> RoleEnd {
+    let _ = events.send(CoreEvent::Role(RoleReport::Fatal(why.clone()))).await;
+    RoleEnd::Failed(why)
+}
+
+/// The three checks, up to three attempts, each retry with arguments from the
+/// Conductor's next `instruction` message.
+async fn validate_with_retries(
+    cfg: &RoleConfig,
+    db: &RoleDb,
+    events: &mpsc::Sender<CoreEvent>,
+    wake: &DbWake,
+    cancel: &CancellationToken,
+) -> Result<(i32, String), RoleEnd> {
+    let mut last_seen = db.max_message_id().await.unwrap_or(0);
+    let mut invocation = cfg.invocation.clone();
+    for attempt in 1..=3 {
+        let _ = events
+            .send(CoreEvent::Role(RoleReport::Status(Box::new(RoleView {
+                phase: "validating".into(),
+                mode: "normal".into(),
+                generation: 1,
+                no_progress: 0,
+                held: false,
+                conductor_pid: None,
+                session_id: String::new(),
+                next_check: None,
+                last_provider: None,
+                alert: Some(format!("validation attempt {attempt} of 3")),
+            }))))
+            .await;
+        match validate(cfg, db, &invocation).await {
+            Ok(ok) => {
+                let _ = db.set_souffleur_state("confirmed").await;
+                return Ok(ok);
+            }
+            Err(check) => {
+                let _ = db.set_souffleur_state("error").await;
+                let _ = db
+                    .message(
+                        "souffleur",
+                        "error",
+                        format!(
+                            "Souffleur validation failed (attempt {attempt} of 3): {check}. Answer with an instruction message for task souffleur holding PID:<pid> SESSION_ID:<id>."
+                        ),
+                    )
+                    .await;
+                alert(events, format!("validation attempt {attempt} failed: {check}")).await;
+                if attempt == 3 {
+                    let _ = db.set_souffleur_state("exited").await;
+                    let _ = db
+                        .message("souffleur", "error", format!("Souffleur: validation failed 3 times ({check}); exiting."))
+                        .await;
+                    return Err(fail(events, format!("validation failed 3 times: {check}")).await);
+                }
+                invocation = tokio::select! {
+                    () = cancel.cancelled() => return Err(RoleEnd::Stopped),
+                    text = next_instruction(db, wake, &mut last_seen) => text,
+                };
+            }
+        }
+    }
+    Err(RoleEnd::Failed("validation".into()))
+}
+
+/// PID alive, transcript present, `souffleur` row present, in that order.
+async fn validate(cfg: &RoleConfig, db: &RoleDb, invocation: &str) -> Result<(i32, String), String> {
+    let (pid, session) = parse_invocation(invocation).map_err(|e| format!("arguments: {e}"))?;
+    if !procs::is_alive(pid) {
+        return Err(format!("PID check: process {pid} is not running"));
+    }
+    if find_transcript(&cfg.claude_projects_dir, &session).is_none() {
+        return Err(format!(
+            "session check: no transcript {}/*/{session}*.jsonl",
+            cfg.claude_projects_dir.display()
+        ));
+    }
+    match db.souffleur_row_exists().await {
+        Ok(true) => Ok((pid, session)),
+        Ok(false) => Err("table check: orchestration_tasks has no souffleur row".into()),
+        Err(e) => Err(format!("table check: {e}")),
+    }
+}
+
+/// Waits for an `instruction` to the Souffleur that holds new arguments.
+async fn next_instruction(db: &RoleDb, wake: &DbWake, last_seen: &mut i64) -> String {
+    loop {
+        if let Ok(found) = db.instructions_after(*last_seen).await {
+            for (id, text) in found {
+                *last_seen = id;
+                if parse_invocation(&text).is_ok() {
+                    return text;
+                }
+            }
+        }
+        wake.changed().await;
+    }
+}
+
+/// Wakes on changes to the database files (notify), or every few seconds without it.
+struct DbWake {
+    notify: std::sync::Arc<Notify>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+impl DbWake {
+    fn start(db: &Path) -> Self {
+        use notify::{RecursiveMode, Watcher};
+        let notify = std::sync::Arc::new(Notify::new());
+        let n = notify.clone();
+        let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
+        let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| n.notify_one())
+            .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w))
+            .ok();
+        Self { notify, _watcher: watcher }
+    }
+
+    async fn changed(&self) {
+        let fallback = if self._watcher.is_some() { Duration::from_secs(30) } else { Duration::from_secs(2) };
+        let _ = tokio::time::timeout(fallback, self.notify.notified()).await;
+    }
+}
+
+enum WatcherMsg {
+    NextCheck(time::OffsetDateTime),
+    Exit(WatchdogReason, u64),
+}
+
+#[derive(Default)]
+struct Layers {
+    watcher: Option<JoinHandle<()>>,
+    watcher_id: u64,
+    teammate: Option<JoinHandle<()>>,
+}
+
+impl Layers {
+    fn stop(&mut self) {
+        if let Some(w) = self.watcher.take() {
+            w.abort();
+        }
+        if let Some(t) = self.teammate.take() {
+            t.abort();
+        }
+    }
+}
+
+impl Drop for Layers {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+struct Role {
+    router: Router,
+    conductor: Option<ProcessId>,
+    layers: Layers,
+    recovery: Option<JoinHandle<Recovered>>,
+    next_check: Option<time::OffsetDateTime>,
+    db: RoleDb,
+    cfg: RoleConfig,
+    events: mpsc::Sender<CoreEvent>,
+}
+
+impl Role {
+    async fn report(&self, r: RoleReport) {
+        let _ = self.events.send(CoreEvent::Role(r)).await;
+    }
+
+    async fn publish(&self) {
+        let r = &self.router;
+        let view = RoleView {
+            phase: match r.phase {
+                Phase::Watching => "watching",
+                Phase::Recovering => "recovering",
+                Phase::Exited => "exited",
+            }
+            .into(),
+            mode: r.mode.as_str().into(),
+            generation: r.generation,
+            no_progress: r.no_progress,
+            held: r.held,
+            conductor_pid: self.conductor.map(|p| p.pid),
+            session_id: r.session_id.clone(),
+            next_check: if r.phase == Phase::Watching { self.next_check } else { None },
+            last_provider: None,
+            alert: None,
+        };
+        self.report(RoleReport::Status(Box::new(view))).await;
+    }
+
+    /// Carries out effects in order; returns how the role ended, if it did.
+    async fn execute(
+        &mut self,
+        effects: Vec<Effect>,
+        watch_tx: &mpsc::Sender<(u64, WatcherMsg)>,
+        alarm_tx: &mpsc::Sender<()>,
+    ) -> Option<RoleEnd> {
+        let mut end = None;
+        for effect in effects {
+            match effect {
+                Effect::ReplaceLayers { mode, awaiting_session_id } => {
+                    self.replace_layers(mode, awaiting_session_id, watch_tx, alarm_tx).await;
+                }
+                Effect::Recover(kind) => self.start_recovery(kind).await,
+                Effect::SetRow(state) => {
+                    if let Err(e) = self.db.set_souffleur_state(state).await {
+                        alert(&self.events, format!("could not set the souffleur row to {state}: {e}")).await;
+                    }
+                }
+                Effect::Message { kind, text } => {
+                    if let Err(e) = self.db.message("souffleur", kind, text).await {
+                        alert(&self.events, format!("could not insert a message: {e}")).await;
+                    }
+                }
+                Effect::Alert(text) => {
+                    // Fatal alerts come with a Stop; they are errors for headless output.
+                    alert(&self.events, text.clone()).await;
+                    end = end.or(Some(text));
+                }
+                Effect::Stop => {
+                    self.layers.stop();
+                    let why = end.take().unwrap_or_default();
+                    return Some(if self.router.last_exit_was_complete() {
+                        RoleEnd::ConductorComplete
+                    } else {
+                        fail(&self.events, why).await
+                    });
+                }
+            }
+        }
+        None
+    }
+
+    /// New watcher first; only once it runs is the old teammate replaced.
+    async fn replace_layers(
+        &mut self,
+        mode: WatcherMode,
+        awaiting: bool,
+        watch_tx: &mpsc::Sender<(u64, WatcherMsg)>,
+        alarm_tx: &mpsc::Sender<()>,
+    ) {
+        let watcher_db = match RoleDb::open(&self.cfg.db_path) {
+            Ok(db) => db,
+            Err(e) => {
+                alert(&self.events, format!("the new watcher could not start ({e}); the teammate keeps watching")).await;
+                return;
+            }
+        };
+        // Without a known PID only the heartbeat can be watched.
+        let mode = if self.conductor.is_none() { WatcherMode::HeartbeatOnly } else { mode };
+        let id = self.layers.watcher_id + 1;
+        let watcher = tokio::spawn(watcher(
+            WatcherArgs {
+                id,
+                db: watcher_db,
+                mode,
+                awaiting,
+                session: self.router.session_id.clone(),
+                conductor: self.conductor,
+                timings: self.cfg.timings.clone(),
+                clock: self.cfg.clock,
+            },
+            watch_tx.clone(),
+        ));
+        if let Some(old) = self.layers.watcher.replace(watcher) {
+            old.abort();
+        }
+        self.layers.watcher_id = id;
+        self.next_check = Some(self.cfg.clock.now_utc() + self.cfg.timings.initial_wait);
+        if let Some(old) = self.layers.teammate.take() {
+            old.abort();
+        }
+        match RoleDb::open(&self.cfg.db_path) {
+            Ok(db) => {
+                self.layers.teammate = Some(tokio::spawn(teammate(db, self.cfg.timings.clone(), alarm_tx.clone())));
+            }
+            Err(e) => alert(&self.events, format!("the teammate could not start: {e}")).await,
+        }
+    }
+
+    async fn start_recovery(&mut self, kind: RecoveryKind) {
+        self.layers.stop();
+        let payload_text = self.db.latest_payload().await.ok().flatten();
+        let parsed = payload_text.as_deref().and_then(payload::parse_payload);
+        let resolved = payload::resolve(parsed.as_ref(), self.cfg.orchestra.max_permission);
+        for w in &resolved.warnings {
+            let _ = self.db.message("souffleur", "warning", format!("Souffleur: {w}")).await;
+            alert(&self.events, w.clone()).await;
+        }
+        let _ = self.db.refresh_souffleur_heartbeat().await;
+        let req = RecoveryRequest {
+            kind,
+            conductor: self.conductor,
+            session_id: self.router.session_id.clone(),
+            generation: self.router.generation + 1,
+            resolved,
+        };
+        let env = self.cfg.recovery.clone();
+        self.recovery = Some(tokio::spawn(async move { recovery::recover(&env, req).await }));
+    }
+}
+
+struct WatcherArgs {
+    id: u64,
+    db: RoleDb,
+    mode: WatcherMode,
+    awaiting: bool,
+    session: String,
+    conductor: Option<ProcessId>,
+    timings: RoleTimings,
+    clock: Clock,
+}
+
+/// Layer 1: waits, then every `poll` refreshes the Souffleur heartbeat and checks the
+/// Conductor; exits with the first reason found. A dead PID is noticed at once (pidfd).
+async fn watcher(a: WatcherArgs, out: mpsc::Sender<(u64, WatcherMsg)>) {
+    let pid_death = async {
+        match (a.mode, a.conductor) {
+            (WatcherMode::Normal, Some(p)) => procs::wait_for_exit(p, a.timings.poll).await,
+            _ => std::future::pending().await,
+        }
+    };
+    tokio::pin!(pid_death);
+    let mut next = Instant::now() + a.timings.initial_wait;
+    loop {
+        tokio::select! {
+            () = &mut pid_death => {
+                let count = a.db.task_count().await.unwrap_or(0);
+                let _ = out.send((a.id, WatcherMsg::Exit(WatchdogReason::ConductorDeadPid, count))).await;
+                return;
+            }
+            () = tokio::time::sleep_until(next) => {}
+        }
+        // A failed refresh is left to the teammate to notice.
+        let _ = a.db.refresh_souffleur_heartbeat().await;
+        if let Ok(view) = a.db.conductor_view().await {
+            let alive = a.conductor.is_some_and(|p| p.is_same_alive());
+            if let Some(reason) =
+                watcher_check(&view, a.mode, alive, a.awaiting, &a.session, a.timings.conductor_stale_after)
+            {
+                let _ = out.send((a.id, WatcherMsg::Exit(reason, view.task_count))).await;
+                return;
+            }
+        }
+        next += a.timings.poll;
+        let at = a.clock.now_utc() + next.saturating_duration_since(Instant::now());
+        let _ = out.send((a.id, WatcherMsg::NextCheck(at))).await;
+    }
+}
+
+/// Layer 2: watches the watcher through the Souffleur heartbeat; nags every cycle
+/// while it is stale. Never exits on its own.
+async fn teammate(db: RoleDb, t: RoleTimings, alarms: mpsc::Sender<()>) {
+    tokio::time::sleep(t.teammate_initial_wait).await;
+    loop {
+        let age = db.souffleur_heartbeat_age().await.ok().flatten();
+        if watcher_is_dead(age, t.watcher_stale_after) {
+            let _ = alarms.send(()).await;
+        }
+        tokio::time::sleep(t.teammate_poll).await;
+    }
+}

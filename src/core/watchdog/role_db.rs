@@ -1,0 +1,190 @@
+//! The Souffleur role's reads and writes on `comms.db`. Each layer (router, watcher,
+//! teammate) opens its own connection, so a layer that cannot reach the database fails
+//! on its own. Calls run on tokio's blocking pool: a busy database never stalls the
+//! event loop.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::core::schema;
+use crate::core::watchdog::checks::ConductorView;
+
+#[derive(Clone)]
+pub struct RoleDb {
+    conn: Arc<Mutex<Connection>>,
+    /// `warning` where the CHECK admits it, else `system`.
+    warning_type: &'static str,
+}
+
+impl RoleDb {
+    pub fn open(path: &Path) -> Result<Self, String> {
+        let conn = schema::open(path).map_err(|e| e.to_string())?;
+        schema::verify(&conn, path).map_err(|e| e.to_string())?;
+        let warning_type = if schema::message_type_allowed(&conn, "warning").unwrap_or(false) {
+            "warning"
+        } else {
+            "system"
+        };
+        Ok(Self {
+            conn: Arc::new(Mutex::new(conn)),
+            warning_type,
+        })
+    }
+
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    ) -> Result<T, String> {
+        let conn = self.conn.clone();
+        tokio::task::spawn_blocking(move || {
+            let guard = conn.lock().map_err(|_| "database connection poisoned".to_owned())?;
+            f(&guard).map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|e| e.to_string())?
+    }
+
+    /// Sets the `souffleur` row's state (and, as every writer must, its heartbeat).
+    pub async fn set_souffleur_state(&self, state: &'static str) -> Result<(), String> {
+        self.with(move |c| {
+            c.execute(
+                "UPDATE orchestration_tasks SET state = ?1, last_heartbeat = datetime('now') WHERE task_id = 'souffleur'",
+                [state],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    pub async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
+        self.with(|c| {
+            c.execute(
+                "UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'souffleur'",
+                [],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    pub async fn souffleur_row_exists(&self) -> Result<bool, String> {
+        self.with(|c| {
+            c.query_row("SELECT count(*) FROM orchestration_tasks WHERE task_id = 'souffleur'", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n > 0)
+        })
+        .await
+    }
+
+    /// Age of the `souffleur` heartbeat, measured by SQLite's own clock.
+    pub async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT (julianday('now') - julianday(last_heartbeat)) * 86400 FROM orchestration_tasks WHERE task_id = 'souffleur'",
+                [],
+                |r| r.get::<_, Option<f64>>(0),
+            )
+            .optional()
+            .map(|v| v.flatten().map(|s| Duration::from_secs_f64(s.max(0.0))))
+        })
+        .await
+    }
+
+    pub async fn task_count(&self) -> Result<u64, String> {
+        self.with(|c| c.query_row("SELECT count(*) FROM orchestration_tasks", [], |r| r.get::<_, i64>(0)))
+            .await
+            .map(|n| n.max(0) as u64)
+    }
+
+    /// What the watcher reads each cycle, in one short read.
+    pub async fn conductor_view(&self) -> Result<ConductorView, String> {
+        self.with(|c| {
+            let (age, state, session) = c
+                .query_row(
+                    "SELECT (julianday('now') - julianday(last_heartbeat)) * 86400, state, session_id
+                     FROM orchestration_tasks WHERE task_id = 'task-00'",
+                    [],
+                    |r| Ok((r.get::<_, Option<f64>>(0)?, r.get::<_, String>(1)?, r.get::<_, Option<String>>(2)?)),
+                )
+                .optional()?
+                .unwrap_or((None, String::new(), None));
+            let count: i64 = c.query_row("SELECT count(*) FROM orchestration_tasks", [], |r| r.get(0))?;
+            Ok(ConductorView {
+                heartbeat_age: age.map(|s| Duration::from_secs_f64(s.max(0.0))),
+                state,
+                session_id: session,
+                task_count: count.max(0) as u64,
+            })
+        })
+        .await
+    }
+
+    /// Inserts a message from the Souffleur; `warning` becomes `system` where the
+    /// table does not admit it.
+    pub async fn message(&self, task: &'static str, kind: &'static str, text: String) -> Result<(), String> {
+        let kind = if kind == "warning" { self.warning_type } else { kind };
+        self.with(move |c| {
+            c.execute(
+                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'souffleur', ?2, ?3)",
+                params![task, text, kind],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    pub async fn max_message_id(&self) -> Result<i64, String> {
+        self.with(|c| c.query_row("SELECT coalesce(max(id), 0) FROM orchestration_messages", [], |r| r.get(0)))
+            .await
+    }
+
+    /// `instruction` messages for the Souffleur after `after`, oldest first.
+    pub async fn instructions_after(&self, after: i64) -> Result<Vec<(i64, String)>, String> {
+        self.with(move |c| {
+            let mut s = c.prepare(
+                "SELECT id, coalesce(message, '') FROM orchestration_messages
+                 WHERE task_id = 'souffleur' AND message_type = 'instruction' AND id > ?1 ORDER BY id",
+            )?;
+            s.query_map([after], |r| Ok((r.get(0)?, r.get(1)?)))?.collect()
+        })
+        .await
+    }
+
+    /// The newest recovery payload message for the Souffleur, if any.
+    pub async fn latest_payload(&self) -> Result<Option<String>, String> {
+        self.with(|c| {
+            c.query_row(
+                "SELECT message FROM orchestration_messages
+                 WHERE task_id = 'souffleur' AND message_type = 'instruction'
+                   AND message LIKE 'CONTEXT_RECOVERY_PAYLOAD_V1%' ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+        .await
+    }
+}
+
+/// Where the transcript of a session lives: `<projects>/*/<session>*.jsonl`.
+pub fn find_transcript(projects_dir: &Path, session: &str) -> Option<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(projects_dir)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .filter_map(|dir| std::fs::read_dir(dir.path()).ok())
+        .flat_map(|entries| entries.filter_map(Result::ok))
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                n.starts_with(session) && n.ends_with(".jsonl")
+            })
+        })
+        .collect();
+    found.sort();
+    found.pop()
+}
