@@ -107,7 +107,7 @@ pub struct DemoArgs {
 
 #[derive(Debug, Clone, Args)]
 pub struct SouffleurArgs {
-    /// The Conductor's arguments, as it passes them: PID:<pid> SESSION_ID:<id>
+    /// The Conductor's arguments, as it passes them: PID:<pid> `SESSION_ID`:<id>
     #[arg(required = true, num_args = 1.., value_name = "PID:<pid> SESSION_ID:<id>")]
     pub invocation: Vec<String>,
 }

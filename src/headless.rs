@@ -147,7 +147,7 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     })
 }
 
-/// CONTRACT.md names two providers; standard_compact is claude_export's escalation,
+/// CONTRACT.md names two providers; `standard_compact` is `claude_export`'s escalation,
 /// reported under it (with a `step` field in JSON).
 fn contract_provider(p: Provider) -> &'static str {
     match p {

@@ -1,33 +1,12 @@
 //! `maestro launch`: opens the dashboard for the project in a new terminal window, using
 //! the `[launch] terminal` argv template (kitty by default). Never a shell string.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use crate::core::recovery::launch::{fill, find_program};
 
 use crate::project::Project;
 use crate::settings::Settings;
-
-/// Fills `{project}` and `{title}` in a template; returns the argv.
-pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {
-    template
-        .iter()
-        .map(|a| {
-            a.replace("{project}", &project.display().to_string())
-                .replace("{title}", title)
-        })
-        .collect()
-}
-
-/// Finds a program the way `execvp` would (a name with a slash is taken as a path).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Path::new(name).is_file().then(|| PathBuf::from(name));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
 
 pub fn open_dashboard(
     project: &Project,

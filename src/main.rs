@@ -121,12 +121,19 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
         None if cli.global.souffleur => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;
-            let (Some(pid), Some(session)) = (cli.global.conductor_pid, &cli.global.session_id) else {
+            let (Some(pid), Some(session)) = (cli.global.conductor_pid, &cli.global.session_id)
+            else {
                 return Err(Failure::Usage(
                     "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
                 ));
             };
-            run_souffleur(&project, &settings, &cli.global, format!("PID:{pid} SESSION_ID:{session}"), clock)
+            run_souffleur(
+                &project,
+                &settings,
+                &cli.global,
+                format!("PID:{pid} SESSION_ID:{session}"),
+                clock,
+            )
         }
         None => {
             let project = Project::from_args(&cli.global)?;
@@ -161,18 +168,25 @@ fn run_souffleur(
     let tui = if args.no_tui {
         None
     } else {
-        let tui = TuiConfig::from_settings(project.name(), settings, clock).map_err(Failure::Usage)?;
+        let tui =
+            TuiConfig::from_settings(project.name(), settings, clock).map_err(Failure::Usage)?;
         require_terminal()?;
         Some(tui)
     };
     let rt = runtime()?;
     let outcome = rt
-        .block_on(maestro::souffleur::run(project, settings, args, invocation, clock, tui))
+        .block_on(maestro::souffleur::run(
+            project, settings, args, invocation, clock, tui,
+        ))
         .map_err(|e| match e {
             maestro::souffleur::Refused::Usage(m) => Failure::Usage(m),
             maestro::souffleur::Refused::Runtime(m) => Failure::Runtime(m),
         })?;
-    Ok(if outcome { ExitCode::SUCCESS } else { ExitCode::from(1) })
+    Ok(if outcome {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 fn require_terminal() -> Result<(), Failure> {

@@ -49,7 +49,9 @@ pub async fn run(
     }
     // The schema is checked before anything is locked or written.
     RoleDb::open(&project.db).map_err(Refused::Runtime)?;
-    let data = data_dir().ok_or_else(|| Refused::Runtime("cannot find a data directory for maestro (is HOME set?)".into()))?;
+    let data = data_dir().ok_or_else(|| {
+        Refused::Runtime("cannot find a data directory for maestro (is HOME set?)".into())
+    })?;
     let lock = role::acquire_lock(&data.join("locks"), &project.root).map_err(Refused::Runtime)?;
 
     let mut config = project.core_config(settings);
@@ -91,28 +93,36 @@ pub async fn run(
     };
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
     let role_cancel = CancellationToken::new();
-    let role_task = tokio::spawn(role::run(role_config, core.events.clone(), cmd_rx, role_cancel.clone()));
+    let role_task = tokio::spawn(role::run(
+        role_config,
+        core.events.clone(),
+        cmd_rx,
+        role_cancel.clone(),
+    ));
 
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(Refused::Runtime)?;
-    let presented = match tui {
-        Some(mut tui) => {
-            tui.watchdog = Some(cmd_tx);
-            crate::tui::run(&mut core, tui, stop).await
-        }
-        None => {
-            let format = if args.json { Format::Json } else { Format::Text };
-            let stdout = std::io::stdout();
-            let mut out = std::io::BufWriter::new(stdout.lock());
-            headless::present(&mut core.happenings, format, clock, false, stop, &mut out).await;
-            let _ = out.flush();
-            drop(cmd_tx);
-            Ok(())
-        }
+    let presented = if let Some(mut tui) = tui {
+        tui.watchdog = Some(cmd_tx);
+        crate::tui::run(&mut core, tui, stop).await
+    } else {
+        let format = if args.json {
+            Format::Json
+        } else {
+            Format::Text
+        };
+        let stdout = std::io::stdout();
+        let mut out = std::io::BufWriter::new(stdout.lock());
+        headless::present(&mut core.happenings, format, clock, false, stop, &mut out).await;
+        let _ = out.flush();
+        drop(cmd_tx);
+        Ok(())
     };
     // Closing the presenter ends the role (it marks its row `exited`).
     role_cancel.cancel();
-    let end = role_task.await.unwrap_or(RoleEnd::Failed("the role task panicked".into()));
+    let end = role_task
+        .await
+        .unwrap_or(RoleEnd::Failed("the role task panicked".into()));
     core.shutdown().await;
     drop(lock);
     presented.map_err(Refused::Runtime)?;

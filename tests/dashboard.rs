@@ -110,6 +110,7 @@ fn busy_snapshot() -> Snapshot {
             conductor_state: Some("reviewing".into()),
             last_reason: Some((ago(600), WatchdogReason::ConductorDeadHeartbeat)),
             task_count: 8,
+            role: None,
         },
         anomaly_count: 4,
         message_count: 4,
@@ -432,4 +433,35 @@ fn readme_picture_is_current() {
         on_disk == svg,
         "assets/dashboard.svg is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test dashboard"
     );
+}
+
+#[test]
+fn souffleur_role_in_the_watchdog_pane_and_a_confirmation() {
+    let mut snap = busy_snapshot();
+    snap.watchdog.role = Some(maestro::core::event::RoleView {
+        phase: "watching".into(),
+        mode: "heartbeat-only".into(),
+        generation: 3,
+        no_progress: 1,
+        held: true,
+        conductor_pid: None,
+        session_id: "5f2e".into(),
+        next_check: Some(now() + time::Duration::seconds(42)),
+        last_provider: Some(("lethe".into(), "success".into())),
+        alert: Some("automatic recovery held".into()),
+    });
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::RecoverNow, &snap);
+    let out = text(&render(&snap, &ui, 140, 40));
+    for needle in [
+        "HELD",
+        "S3",
+        "heartbeat-only",
+        "in 42s",
+        "lethe success",
+        "Recover the Conductor now?",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?}:\n{out}");
+    }
+    insta::assert_snapshot!(out);
 }

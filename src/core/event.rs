@@ -123,7 +123,10 @@ pub struct RoleView {
 #[derive(Debug, Clone)]
 pub enum RoleReport {
     /// A watcher exited (or the teammate raised `WATCHER_DEAD`).
-    Reason { reason: WatchdogReason, task_count: u64 },
+    Reason {
+        reason: WatchdogReason,
+        task_count: u64,
+    },
     Recovery {
         provider: crate::core::watchdog::machine::Provider,
         status: RecoveryStatus,

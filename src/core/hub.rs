@@ -199,7 +199,8 @@ impl Hub {
             RoleReport::Reason { reason, task_count } => {
                 let at = self.clock.now_utc();
                 self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
-                self.emit_at(at, What::Watchdog { reason, task_count }).await;
+                self.emit_at(at, What::Watchdog { reason, task_count })
+                    .await;
             }
             RoleReport::Recovery {
                 provider,
@@ -208,7 +209,8 @@ impl Hub {
                 pid,
             } => {
                 if let Some(role) = &mut self.snapshot.watchdog.role {
-                    role.last_provider = Some((provider.as_str().to_owned(), status.as_str().to_owned()));
+                    role.last_provider =
+                        Some((provider.as_str().to_owned(), status.as_str().to_owned()));
                 }
                 self.emit(What::Recovery {
                     provider,
@@ -219,7 +221,12 @@ impl Hub {
                 .await;
             }
             RoleReport::Status(view) => {
-                let keep = self.snapshot.watchdog.role.as_ref().map(|r| (r.last_provider.clone(), r.alert.clone()));
+                let keep = self
+                    .snapshot
+                    .watchdog
+                    .role
+                    .as_ref()
+                    .map(|r| (r.last_provider.clone(), r.alert.clone()));
                 let mut view = *view;
                 if let Some((provider, alert)) = keep {
                     view.last_provider = view.last_provider.or(provider);

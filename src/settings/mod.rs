@@ -128,7 +128,7 @@ pub struct SouffleurTimings {
     pub kill_grace: Duration,
     pub claude_projects_dir: PathBuf,
     pub export_dir: PathBuf,
-    /// How long standard_compact waits for the `compact_boundary` line.
+    /// How long `standard_compact` waits for the `compact_boundary` line.
     pub compact_timeout: Duration,
 }
 
@@ -235,7 +235,10 @@ impl Settings {
                 kill_grace: dur(pick!(souffleur.kill_grace), "souffleur.kill_grace")?,
                 claude_projects_dir: path(pick!(souffleur.claude_projects_dir)),
                 export_dir: path(pick!(souffleur.export_dir)),
-                compact_timeout: dur(pick!(souffleur.compact_timeout), "souffleur.compact_timeout")?,
+                compact_timeout: dur(
+                    pick!(souffleur.compact_timeout),
+                    "souffleur.compact_timeout",
+                )?,
             },
             launch: LaunchTemplates {
                 terminal: argv(pick!(launch.terminal), "launch.terminal")?,

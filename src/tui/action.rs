@@ -37,6 +37,8 @@ pub enum Action {
     FilterTask,
     FilterType,
     Suspend,
+    ToggleHold,
+    RecoverNow,
 }
 
 impl Action {
@@ -74,6 +76,8 @@ impl Action {
             Self::FilterTask => "messages: only the selected task / all",
             Self::FilterType => "messages: cycle the message-type filter",
             Self::Suspend => "suspend to the shell (fg to return)",
+            Self::ToggleHold => "Souffleur: hold / release automatic recovery",
+            Self::RecoverNow => "Souffleur: recover the Conductor now (asks first)",
         }
     }
 }

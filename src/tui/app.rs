@@ -12,6 +12,7 @@ use crate::core::domain::{AnomalyKind, LogKind, TaskId, context_percent};
 use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
+use crate::core::watchdog::role::WatchdogCmd;
 use crate::tui::keymap::Mode;
 
 /// Lines kept per task and view (merged keeps twice as many, holding both logs).
@@ -87,6 +88,29 @@ pub enum Overlay {
     Help,
     /// Full text of the message with this id.
     Message(i64),
+    /// A destructive action waiting for y/n.
+    Confirm(Confirm),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// Kill and relaunch the Conductor now.
+    Recover,
+    /// Quit, which stops the Souffleur role this process holds.
+    QuitRole,
+}
+
+impl Confirm {
+    pub fn question(self) -> &'static str {
+        match self {
+            Self::Recover => {
+                "Recover the Conductor now? Its window is killed and a new generation launched."
+            }
+            Self::QuitRole => {
+                "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -211,6 +235,7 @@ pub enum Effect {
     Quit,
     Copy(String),
     Suspend,
+    Watchdog(crate::core::watchdog::role::WatchdogCmd),
 }
 
 /// A desktop notification to raise.
@@ -332,7 +357,12 @@ impl UiState {
                 title: format!("watchdog: {reason}"),
                 body: "press 6 to see the watchdog".into(),
             }),
-            What::Recovery { provider, status, generation, .. } => Some(Notification {
+            What::Recovery {
+                provider,
+                status,
+                generation,
+                ..
+            } => Some(Notification {
                 title: format!("recovery {} {}", provider.as_str(), status.as_str()),
                 body: format!("Conductor (S{generation}) — press 6 to see the watchdog"),
             }),
@@ -481,9 +511,17 @@ impl UiState {
     /// Applies one action.
     pub fn update(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         self.note = None;
+        if let Some(Overlay::Confirm(c)) = self.overlay {
+            // Only an explicit answer leaves a confirmation (see `confirm`).
+            return match action {
+                Action::Close => self.confirm(c, false),
+                Action::Open => self.confirm(c, true),
+                _ => vec![],
+            };
+        }
         if let Some(overlay) = &self.overlay {
             return match (overlay, action) {
-                (_, Action::Quit) => vec![Effect::Quit],
+                (_, Action::Quit) => self.quit(snap),
                 (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
                     self.overlay = None;
                     vec![]
@@ -500,7 +538,31 @@ impl UiState {
             };
         }
         match action {
-            Action::Quit => return vec![Effect::Quit],
+            Action::Quit => return self.quit(snap),
+            Action::ToggleHold => {
+                let Some(role) = &snap.watchdog.role else {
+                    self.note = Some(
+                        "no Souffleur role in this process (start it with `maestro souffleur`)"
+                            .into(),
+                    );
+                    return vec![];
+                };
+                return vec![Effect::Watchdog(if role.held {
+                    WatchdogCmd::Release
+                } else {
+                    WatchdogCmd::Hold
+                })];
+            }
+            Action::RecoverNow => {
+                if snap.watchdog.role.is_none() {
+                    self.note = Some(
+                        "no Souffleur role in this process (start it with `maestro souffleur`)"
+                            .into(),
+                    );
+                } else {
+                    self.overlay = Some(Overlay::Confirm(Confirm::Recover));
+                }
+            }
             Action::Suspend => return vec![Effect::Suspend],
             Action::Help => {
                 self.overlay = Some(Overlay::Help);
@@ -599,6 +661,41 @@ impl UiState {
             }
         }
         vec![]
+    }
+
+    /// Quitting stops a Souffleur role held here: ask first.
+    fn quit(&mut self, snap: &Snapshot) -> Vec<Effect> {
+        if snap
+            .watchdog
+            .role
+            .as_ref()
+            .is_some_and(|r| r.phase != "exited")
+        {
+            self.overlay = Some(Overlay::Confirm(Confirm::QuitRole));
+            vec![]
+        } else {
+            vec![Effect::Quit]
+        }
+    }
+
+    /// The answer to a confirmation: `y`/Enter (true) or `n`/Esc (false).
+    pub fn confirm(&mut self, what: Confirm, yes: bool) -> Vec<Effect> {
+        self.overlay = None;
+        if !yes {
+            self.note = Some("cancelled".into());
+            return vec![];
+        }
+        match what {
+            Confirm::Recover => {
+                self.note = Some("recovery requested".into());
+                vec![Effect::Watchdog(
+                    crate::core::watchdog::role::WatchdogCmd::Recover(
+                        crate::core::watchdog::machine::RecoveryKind::Relaunch,
+                    ),
+                )]
+            }
+            Confirm::QuitRole => vec![Effect::Quit],
+        }
     }
 
     /// Typing into the search prompt: `Some(c)` adds a character, `None` is backspace.
@@ -1136,6 +1233,49 @@ mod tests {
         );
         ui.update(Action::Close, &s);
         assert!(ui.overlay.is_none());
+    }
+
+    #[test]
+    fn recovery_and_quit_ask_first_when_the_role_runs() {
+        use crate::core::event::RoleView;
+        use crate::core::watchdog::role::WatchdogCmd;
+        let (mut ui, mut s) = ready(0);
+        assert!(ui.update(Action::RecoverNow, &s).is_empty());
+        assert!(ui.note.as_deref().unwrap().contains("no Souffleur role"));
+        s.watchdog.role = Some(RoleView {
+            phase: "watching".into(),
+            mode: "normal".into(),
+            generation: 1,
+            no_progress: 0,
+            held: false,
+            conductor_pid: Some(42),
+            session_id: "s".into(),
+            next_check: None,
+            last_provider: None,
+            alert: None,
+        });
+        assert_eq!(
+            ui.update(Action::ToggleHold, &s),
+            [Effect::Watchdog(WatchdogCmd::Hold)]
+        );
+        assert!(ui.update(Action::RecoverNow, &s).is_empty());
+        assert_eq!(ui.overlay, Some(Overlay::Confirm(Confirm::Recover)));
+        assert!(
+            ui.update(Action::Quit, &s).is_empty(),
+            "other keys do not answer"
+        );
+        assert_eq!(
+            ui.confirm(Confirm::Recover, true),
+            [Effect::Watchdog(WatchdogCmd::Recover(
+                crate::core::watchdog::machine::RecoveryKind::Relaunch
+            ))]
+        );
+        assert!(ui.update(Action::Quit, &s).is_empty());
+        assert_eq!(ui.overlay, Some(Overlay::Confirm(Confirm::QuitRole)));
+        assert!(ui.update(Action::Close, &s).is_empty());
+        assert!(ui.overlay.is_none());
+        ui.update(Action::Quit, &s);
+        assert_eq!(ui.update(Action::Open, &s), [Effect::Quit]);
     }
 
     #[test]

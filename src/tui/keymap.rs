@@ -175,6 +175,8 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Global, "enter", Action::Open),
     (Mode::Global, "ctrl-z", Action::Suspend),
     (Mode::Global, "/", Action::Search),
+    (Mode::Global, "H", Action::ToggleHold),
+    (Mode::Global, "R", Action::RecoverNow),
     (Mode::Log, "n", Action::SearchNext),
     (Mode::Log, "N", Action::SearchPrev),
     (Mode::Log, "[", Action::PrevAnomaly),

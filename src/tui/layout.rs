@@ -43,8 +43,15 @@ impl PaneRects {
     }
 }
 
+/// The panes for a snapshot: room for its Musicians, and a taller Watchdog pane while
+/// this process holds the Souffleur role.
+pub fn for_snapshot(area: Rect, snap: &crate::core::snapshot::Snapshot) -> Option<PaneRects> {
+    let watchdog = if snap.watchdog.role.is_some() { 11 } else { 7 };
+    layout(area, crate::tui::app::musicians(snap).count(), watchdog)
+}
+
 /// The panes for `area` with `task_rows` Musician rows to show; `None` when too small.
-pub fn layout(area: Rect, task_rows: usize) -> Option<PaneRects> {
+pub fn layout(area: Rect, task_rows: usize, watchdog_height: u16) -> Option<PaneRects> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
@@ -62,7 +69,7 @@ pub fn layout(area: Rect, task_rows: usize) -> Option<PaneRects> {
             Constraint::Length(hb_height),
             Constraint::Percentage(35),
             Constraint::Min(4),
-            Constraint::Length(7),
+            Constraint::Length(watchdog_height),
         ])
         .areas(right);
         Some(PaneRects {
@@ -82,7 +89,7 @@ pub fn layout(area: Rect, task_rows: usize) -> Option<PaneRects> {
                 Constraint::Fill(2),
                 Constraint::Fill(1),
                 Constraint::Fill(1),
-                Constraint::Length(6),
+                Constraint::Length(watchdog_height - 1),
             ])
             .split(main);
         let [heartbeats, watchdog] =

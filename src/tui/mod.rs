@@ -29,7 +29,7 @@ use crate::core::clock::Clock;
 use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
 use action::Action;
-use app::{Effect, Notification, UiState, musicians};
+use app::{Effect, Notification, UiState};
 use keymap::Keymap;
 use notify::Notifier;
 use panes::{DrawCtx, Limits};
@@ -188,6 +188,12 @@ pub async fn run(
                                 let _ = out.flush();
                             }
                             Effect::Suspend => guard.suspend(),
+                            Effect::Watchdog(cmd) => match &cfg.watchdog {
+                                Some(tx) => {
+                                    let _ = tx.try_send(cmd);
+                                }
+                                None => ui.note = Some("no Souffleur role in this process".into()),
+                            },
                         }
                     }
                 }
@@ -244,6 +250,13 @@ fn handle_event(
 ) -> Vec<Effect> {
     match ev {
         Event::Key(key) if key.kind != KeyEventKind::Release => {
+            if let Some(app::Overlay::Confirm(c)) = ui.overlay {
+                return match key.code {
+                    KeyCode::Char('y' | 'Y') | KeyCode::Enter => ui.confirm(c, true),
+                    KeyCode::Char('n' | 'N') | KeyCode::Esc => ui.confirm(c, false),
+                    _ => vec![],
+                };
+            }
             if ui.search_input.is_some() {
                 match key.code {
                     KeyCode::Enter => ui.search_finish(true),
@@ -263,7 +276,7 @@ fn handle_event(
                 return vec![];
             };
             let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-            let Some(rects) = layout::layout(area, musicians(snap).count()) else {
+            let Some(rects) = layout::for_snapshot(area, snap) else {
                 return vec![];
             };
             let Some(pane) = rects.pane_at(m.column, m.row) else {
@@ -300,7 +313,7 @@ fn draw(
 ) -> Result<(), String> {
     let size = terminal.size().map_err(|e| e.to_string())?;
     let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
-    if let Some(rects) = layout::layout(area, musicians(snap).count()) {
+    if let Some(rects) = layout::for_snapshot(area, snap) {
         ui.log_height = rects.log.height.saturating_sub(2).max(1);
     }
     let ctx = DrawCtx {

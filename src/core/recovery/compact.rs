@@ -49,7 +49,8 @@ pub struct BoundaryWatch {
 impl BoundaryWatch {
     /// Starts following `path` after its first `baseline` lines.
     pub fn start(path: PathBuf, baseline: usize) -> Result<Self, String> {
-        let offset = offset_after_lines(&path, baseline).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let offset = offset_after_lines(&path, baseline)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<()>();
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let name = path.file_name().map(std::ffi::OsStr::to_os_string);
@@ -89,12 +90,17 @@ impl BoundaryWatch {
                 }
             }
         });
-        Ok(Self { found, _watcher: watcher })
+        Ok(Self {
+            found,
+            _watcher: watcher,
+        })
     }
 
     /// True if the boundary appeared within `timeout`.
     pub async fn wait(mut self, timeout: Duration) -> bool {
-        tokio::time::timeout(timeout, self.found.recv()).await.is_ok_and(|r| r.is_some())
+        tokio::time::timeout(timeout, self.found.recv())
+            .await
+            .is_ok_and(|r| r.is_some())
     }
 }
 
@@ -114,8 +120,12 @@ mod tests {
 
     #[test]
     fn boundary_lines_are_recognised_and_junk_skipped() {
-        assert!(is_compact_boundary(r#"{"type":"system","subtype":"compact_boundary","uuid":"x"}"#));
-        assert!(!is_compact_boundary(r#"{"type":"user","subtype":"compact_boundary"}"#));
+        assert!(is_compact_boundary(
+            r#"{"type":"system","subtype":"compact_boundary","uuid":"x"}"#
+        ));
+        assert!(!is_compact_boundary(
+            r#"{"type":"user","subtype":"compact_boundary"}"#
+        ));
         assert!(!is_compact_boundary("not json {"));
         assert!(!is_compact_boundary(""));
     }
@@ -125,14 +135,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         // An old boundary before the baseline must not count.
-        std::fs::write(&path, "{\"type\":\"system\",\"subtype\":\"compact_boundary\"}\n{\"type\":\"user\"}\n").unwrap();
+        std::fs::write(
+            &path,
+            "{\"type\":\"system\",\"subtype\":\"compact_boundary\"}\n{\"type\":\"user\"}\n",
+        )
+        .unwrap();
         let baseline = count_lines(&path).unwrap();
         let watch = BoundaryWatch::start(path.clone(), baseline).unwrap();
         let writer = {
             let path = path.clone();
             tokio::spawn(async move {
-                let mut f = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-                f.write_all(b"garbage line\n{\"type\":\"system\",\"subt").unwrap();
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .unwrap();
+                f.write_all(b"garbage line\n{\"type\":\"system\",\"subt")
+                    .unwrap();
                 f.write_all(b"ype\":\"compact_boundary\"}\n").unwrap();
             })
         };

@@ -1,4 +1,4 @@
-//! The claude_export provider's text handling: finding the export, trimming it to the
+//! The `claude_export` provider's text handling: finding the export, trimming it to the
 //! size a relaunched Conductor can read, and estimating its tokens.
 
 use std::path::{Path, PathBuf};
@@ -28,7 +28,9 @@ pub fn trim(text: &str) -> String {
 }
 
 fn byte_at(text: &str, char_index: usize) -> usize {
-    text.char_indices().nth(char_index).map_or(text.len(), |(i, _)| i)
+    text.char_indices()
+        .nth(char_index)
+        .map_or(text.len(), |(i, _)| i)
 }
 
 /// Tokens estimated as characters / 3, counted after the latest compaction marker.
@@ -63,7 +65,11 @@ mod tests {
     #[test]
     fn short_exports_are_untouched_and_long_ones_keep_head_and_tail() {
         assert_eq!(trim("short"), "short");
-        let text = format!("SUMMARY{}{}END", "é".repeat(KEEP_HEAD), "x".repeat(TRIM_TO * 2));
+        let text = format!(
+            "SUMMARY{}{}END",
+            "é".repeat(KEEP_HEAD),
+            "x".repeat(TRIM_TO * 2)
+        );
         let out = trim(&text);
         assert!(out.starts_with("SUMMARY"));
         assert!(out.ends_with("xxxEND"));
@@ -75,7 +81,11 @@ mod tests {
     #[test]
     fn tokens_count_from_the_latest_compaction() {
         assert_eq!(estimate_tokens(&"a".repeat(300)), 100);
-        let text = format!("{}{{\"type\":\"system\",\"subtype\":\"compact_boundary\"}}{}", "a".repeat(3000), "b".repeat(300));
+        let text = format!(
+            "{}{{\"type\":\"system\",\"subtype\":\"compact_boundary\"}}{}",
+            "a".repeat(3000),
+            "b".repeat(300)
+        );
         let est = estimate_tokens(&text);
         assert!(est < 200, "{est}");
     }

@@ -12,7 +12,10 @@ use crate::settings::LaunchTemplates;
 pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {
     template
         .iter()
-        .map(|a| a.replace("{project}", &project.display().to_string()).replace("{title}", title))
+        .map(|a| {
+            a.replace("{project}", &project.display().to_string())
+                .replace("{title}", title)
+        })
         .collect()
 }
 
@@ -21,8 +24,11 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     if name.contains('/') {
         return Path::new(name).is_file().then(|| PathBuf::from(name));
     }
-    std::env::var_os("PATH")
-        .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join(name)).find(|p| p.is_file()))
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
 }
 
 #[derive(Debug, Clone)]

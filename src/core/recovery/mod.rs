@@ -1,5 +1,5 @@
-//! Conductor recovery (PROTOCOL.md §4): the Lethe provider, the claude_export provider
-//! and its standard_compact escalation. A recovery cycle runs at most one relaunch:
+//! Conductor recovery (PROTOCOL.md §4): the Lethe provider, the `claude_export` provider
+//! and its `standard_compact` escalation. A recovery cycle runs at most one relaunch:
 //! once a provider has started a Conductor generation, no other provider runs.
 
 pub mod compact;
@@ -60,24 +60,36 @@ pub struct Recovered {
 }
 
 impl RecoveryEnv {
-    async fn report(&self, provider: Provider, status: RecoveryStatus, generation: u32, pid: Option<i32>) {
+    async fn report(
+        &self,
+        provider: Provider,
+        status: RecoveryStatus,
+        generation: u32,
+        pid: Option<i32>,
+    ) {
         let _ = self
             .events
-            .send(CoreEvent::Role(RoleReport::Recovery { provider, status, generation, pid }))
+            .send(CoreEvent::Role(RoleReport::Recovery {
+                provider,
+                status,
+                generation,
+                pid,
+            }))
             .await;
     }
 
     async fn note(&self, text: String) {
-        let _ = self.events.send(CoreEvent::Role(RoleReport::Alert(text))).await;
-    }
-
-    fn title(&self, generation: u32) -> String {
-        format!("Conductor (S{generation})")
+        let _ = self
+            .events
+            .send(CoreEvent::Role(RoleReport::Alert(text)))
+            .await;
     }
 
     /// Starts a Conductor window and records its PID in `temp/`.
     fn launch_conductor(&self, generation: u32, args: &[String]) -> Result<ProcessId, String> {
-        let argv = self.launcher.claude_window(&self.title(generation), args);
+        let argv = self
+            .launcher
+            .claude_window(&conductor_title(generation), args);
         let pid = self.launcher.spawn(&argv)?;
         write_pid_file(&self.temp, CONDUCTOR_PID_FILE, pid.pid)?;
         Ok(pid)
@@ -90,7 +102,8 @@ pub async fn recover(env: &RecoveryEnv, req: RecoveryRequest) -> Recovered {
         if let Some(done) = lethe(env, &req).await {
             return done;
         }
-        env.note("Lethe failed twice before relaunching; falling back to claude_export".into()).await;
+        env.note("Lethe failed twice before relaunching; falling back to claude_export".into())
+            .await;
     }
     claude_export(env, &req).await
 }
@@ -135,7 +148,8 @@ pub fn parse_lethe_output(stdout: &str) -> Option<LetheResult> {
 async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
     let generation = req.generation;
     for attempt in 1..=2 {
-        env.report(Provider::Lethe, RecoveryStatus::Started, generation, None).await;
+        env.report(Provider::Lethe, RecoveryStatus::Started, generation, None)
+            .await;
         let mut argv = env.launcher.templates.lethe.clone();
         argv.extend(
             [
@@ -145,7 +159,7 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
                 "--project",
                 &env.launcher.project.display().to_string(),
                 "--title",
-                &env.title(generation),
+                &conductor_title(generation),
                 "--permission-mode",
                 req.resolved.permission.as_str(),
                 "--prompt",
@@ -168,8 +182,12 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
         match result {
             Some((exit_ok, r)) if r.relaunch_started || (exit_ok && r.status == "success") => {
                 // A Conductor generation started: no second provider in this cycle.
-                let new_session = r.session_id.filter(|s| valid_session_id(s) && *s != req.session_id);
-                let session = new_session.clone().unwrap_or_else(|| req.session_id.clone());
+                let new_session = r
+                    .session_id
+                    .filter(|s| valid_session_id(s) && *s != req.session_id);
+                let session = new_session
+                    .clone()
+                    .unwrap_or_else(|| req.session_id.clone());
                 let conductor = r
                     .pid
                     .filter(|p| procs::is_alive(*p))
@@ -179,8 +197,18 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
                     let _ = write_pid_file(&env.temp, CONDUCTOR_PID_FILE, p.pid);
                 }
                 let ok = r.status == "success";
-                let status = if ok { RecoveryStatus::Success } else { RecoveryStatus::Failed };
-                env.report(Provider::Lethe, status, generation, conductor.map(|p| p.pid)).await;
+                let status = if ok {
+                    RecoveryStatus::Success
+                } else {
+                    RecoveryStatus::Failed
+                };
+                env.report(
+                    Provider::Lethe,
+                    status,
+                    generation,
+                    conductor.map(|p| p.pid),
+                )
+                .await;
                 return Some(Recovered {
                     outcome: RecoveryOutcome {
                         provider: Provider::Lethe,
@@ -194,22 +222,31 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
                 });
             }
             _ => {
-                env.report(Provider::Lethe, RecoveryStatus::Failed, generation, None).await;
-                env.note(format!("Lethe attempt {attempt} failed before relaunch")).await;
+                env.report(Provider::Lethe, RecoveryStatus::Failed, generation, None)
+                    .await;
+                env.note(format!("Lethe attempt {attempt} failed before relaunch"))
+                    .await;
             }
         }
     }
     None
 }
 
-/// Guarded kill, export, trim, size gate, relaunch; escalates to standard_compact when
+/// Guarded kill, export, trim, size gate, relaunch; escalates to `standard_compact` when
 /// the export is unavailable or still too large.
 async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let generation = req.generation;
-    env.report(Provider::ClaudeExport, RecoveryStatus::Started, generation, None).await;
+    env.report(
+        Provider::ClaudeExport,
+        RecoveryStatus::Started,
+        generation,
+        None,
+    )
+    .await;
     if let Some(p) = req.conductor {
         let outcome = procs::guarded_kill(p, env.kill_grace).await;
-        env.note(format!("Conductor PID {}: {outcome:?}", p.pid)).await;
+        env.note(format!("Conductor PID {}: {outcome:?}", p.pid))
+            .await;
     }
     let exported = run_export(env, &req.session_id).await;
     let relaunch = match exported {
@@ -228,7 +265,10 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
             }
         }
         Err(e) => {
-            env.note(format!("claude_export failed: {e}; escalating to standard_compact")).await;
+            env.note(format!(
+                "claude_export failed: {e}; escalating to standard_compact"
+            ))
+            .await;
             None
         }
     };
@@ -240,12 +280,25 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
         Err(_) => req.resolved.prompt.clone(),
     };
     if let Err(e) = &saved {
-        env.note(format!("could not keep the trimmed export ({e}); relaunching without it")).await;
+        env.note(format!(
+            "could not keep the trimmed export ({e}); relaunching without it"
+        ))
+        .await;
     }
-    let args = vec!["--permission-mode".to_owned(), req.resolved.permission.as_str().to_owned(), prompt];
+    let args = vec![
+        "--permission-mode".to_owned(),
+        req.resolved.permission.as_str().to_owned(),
+        prompt,
+    ];
     match env.launch_conductor(generation, &args) {
         Ok(pid) => {
-            env.report(Provider::ClaudeExport, RecoveryStatus::Success, generation, Some(pid.pid)).await;
+            env.report(
+                Provider::ClaudeExport,
+                RecoveryStatus::Success,
+                generation,
+                Some(pid.pid),
+            )
+            .await;
             Recovered {
                 outcome: RecoveryOutcome {
                     provider: Provider::ClaudeExport,
@@ -260,7 +313,13 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
             }
         }
         Err(e) => {
-            env.report(Provider::ClaudeExport, RecoveryStatus::Failed, generation, None).await;
+            env.report(
+                Provider::ClaudeExport,
+                RecoveryStatus::Failed,
+                generation,
+                None,
+            )
+            .await;
             failed(Provider::ClaudeExport, e)
         }
     }
@@ -298,7 +357,12 @@ async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, String> 
     Ok(text)
 }
 
-fn save_trimmed(env: &RecoveryEnv, session: &str, generation: u32, text: &str) -> Result<PathBuf, String> {
+fn save_trimmed(
+    env: &RecoveryEnv,
+    session: &str,
+    generation: u32,
+    text: &str,
+) -> Result<PathBuf, String> {
     std::fs::create_dir_all(&env.trimmed_dir).map_err(|e| e.to_string())?;
     let path = env.trimmed_dir.join(format!("{session}-S{generation}.md"));
     std::fs::write(&path, text).map_err(|e| e.to_string())?;
@@ -312,8 +376,15 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
     let perm = req.resolved.permission.as_str().to_owned();
     let mut last_error = String::new();
     for attempt in 1..=2 {
-        env.report(Provider::StandardCompact, RecoveryStatus::Started, generation, None).await;
-        env.note(format!("standard_compact attempt {attempt}")).await;
+        env.report(
+            Provider::StandardCompact,
+            RecoveryStatus::Started,
+            generation,
+            None,
+        )
+        .await;
+        env.note(format!("standard_compact attempt {attempt}"))
+            .await;
         if let Some(p) = req.conductor {
             // Already killed by claude_export in this cycle: a no-op then.
             procs::guarded_kill(p, env.kill_grace).await;
@@ -326,7 +397,10 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             );
             continue;
         };
-        let watch = match count_lines(&transcript).map_err(|e| e.to_string()).and_then(|n| BoundaryWatch::start(transcript.clone(), n)) {
+        let watch = match count_lines(&transcript)
+            .map_err(|e| e.to_string())
+            .and_then(|n| BoundaryWatch::start(transcript.clone(), n))
+        {
             Ok(w) => w,
             Err(e) => {
                 last_error = e;
@@ -335,8 +409,14 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
         };
         // The follower runs before the window starts, so the boundary cannot be missed.
         let argv = env.launcher.claude_window(
-            &format!("Compact: {}", env.title(generation)),
-            &["--resume".into(), req.session_id.clone(), "--permission-mode".into(), perm.clone(), "/compact".into()],
+            &format!("Compact: {}", conductor_title(generation)),
+            &[
+                "--resume".into(),
+                req.session_id.clone(),
+                "--permission-mode".into(),
+                perm.clone(),
+                "/compact".into(),
+            ],
         );
         let window = match env.launcher.spawn(&argv) {
             Ok(w) => w,
@@ -360,7 +440,13 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
         ];
         match env.launch_conductor(generation, &args) {
             Ok(pid) => {
-                env.report(Provider::StandardCompact, RecoveryStatus::Success, generation, Some(pid.pid)).await;
+                env.report(
+                    Provider::StandardCompact,
+                    RecoveryStatus::Success,
+                    generation,
+                    Some(pid.pid),
+                )
+                .await;
                 return Recovered {
                     outcome: RecoveryOutcome {
                         provider: Provider::StandardCompact,
@@ -376,8 +462,22 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             Err(e) => last_error = e,
         }
     }
-    env.report(Provider::StandardCompact, RecoveryStatus::Failed, generation, None).await;
-    failed(Provider::StandardCompact, format!("standard_compact failed twice: {last_error}"))
+    env.report(
+        Provider::StandardCompact,
+        RecoveryStatus::Failed,
+        generation,
+        None,
+    )
+    .await;
+    failed(
+        Provider::StandardCompact,
+        format!("standard_compact failed twice: {last_error}"),
+    )
+}
+
+/// The window title of a Conductor generation: `Conductor (S2)`.
+pub fn conductor_title(generation: u32) -> String {
+    format!("Conductor (S{generation})")
 }
 
 fn failed(provider: Provider, why: String) -> Recovered {
@@ -402,8 +502,14 @@ mod tests {
     fn lethe_contract_is_the_last_json_line() {
         let out = "compacting…\n{\"status\":\"progress\"}\n{\"status\":\"success\",\"relaunch_started\":true,\"pid\":42,\"session_id\":\"s2\"}\n\n";
         let r = parse_lethe_output(out).unwrap();
-        assert_eq!((r.status.as_str(), r.relaunch_started, r.pid), ("success", true, Some(42)));
-        assert_eq!(parse_lethe_output("no contract here").map(|r| r.status), None);
+        assert_eq!(
+            (r.status.as_str(), r.relaunch_started, r.pid),
+            ("success", true, Some(42))
+        );
+        assert_eq!(
+            parse_lethe_output("no contract here").map(|r| r.status),
+            None
+        );
         let r = parse_lethe_output("{\"status\":\"failed\"}").unwrap();
         assert!(!r.relaunch_started);
     }

@@ -85,7 +85,9 @@ pub fn find_resumed_claude(session: &str) -> Option<i32> {
         .filter(|pid| {
             cmdline(*pid).is_some_and(|args| {
                 args.iter().any(|a| a.rsplit('/').next() == Some("claude"))
-                    && args.windows(2).any(|w| w[0] == "--resume" && w[1] == session)
+                    && args
+                        .windows(2)
+                        .any(|w| w[0] == "--resume" && w[1] == session)
             })
         })
         .collect();
@@ -119,7 +121,11 @@ pub async fn wait_for_exit(process: ProcessId, fallback_poll: Duration) {
                 match poll(&mut fds, PollTimeout::NONE) {
                     Err(Errno::EINTR) => {}
                     Err(_) => return false,
-                    Ok(_) => return fds[0].revents().is_some_and(|r| r.contains(PollFlags::POLLIN)),
+                    Ok(_) => {
+                        return fds[0]
+                            .revents()
+                            .is_some_and(|r| r.contains(PollFlags::POLLIN));
+                    }
                 }
             }
         });
@@ -158,9 +164,16 @@ pub async fn guarded_kill(process: ProcessId, grace: Duration) -> KillOutcome {
     }
     let pid = Pid::from_raw(process.pid);
     if let Err(e) = kill(pid, Signal::SIGTERM) {
-        return if e == Errno::EPERM { KillOutcome::Refused } else { KillOutcome::NotRunning };
+        return if e == Errno::EPERM {
+            KillOutcome::Refused
+        } else {
+            KillOutcome::NotRunning
+        };
     }
-    if tokio::time::timeout(grace, wait_for_exit(process, Duration::from_millis(50))).await.is_ok() {
+    if tokio::time::timeout(grace, wait_for_exit(process, Duration::from_millis(50)))
+        .await
+        .is_ok()
+    {
         return KillOutcome::Terminated;
     }
     if process.is_same_alive() {
@@ -177,7 +190,10 @@ mod tests {
 
     #[tokio::test]
     async fn sleeping_child_is_seen_and_killed_and_pidfd_reports_its_death() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         let recorded = ProcessId::observe(pid);
         assert!(recorded.start_time.is_some());
@@ -186,21 +202,33 @@ mod tests {
         let outcome = guarded_kill(recorded, Duration::from_secs(5)).await;
         assert_eq!(outcome, KillOutcome::Terminated);
         let _ = child.wait();
-        tokio::time::timeout(Duration::from_secs(5), waiter).await.unwrap().unwrap();
+        tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .unwrap()
+            .unwrap();
         assert!(!is_alive(pid));
-        assert_eq!(guarded_kill(recorded, Duration::from_secs(1)).await, KillOutcome::NotRunning);
+        assert_eq!(
+            guarded_kill(recorded, Duration::from_secs(1)).await,
+            KillOutcome::NotRunning
+        );
     }
 
     #[tokio::test]
     async fn a_reused_pid_is_not_killed() {
-        let mut child = std::process::Command::new("sleep").arg("30").spawn().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
         let pid = child.id() as i32;
         // As if we had recorded another process under this PID earlier.
         let stale = ProcessId {
             pid,
             start_time: start_time(pid).map(|t| t.wrapping_sub(1)),
         };
-        assert_eq!(guarded_kill(stale, Duration::from_secs(1)).await, KillOutcome::Reused);
+        assert_eq!(
+            guarded_kill(stale, Duration::from_secs(1)).await,
+            KillOutcome::Reused
+        );
         assert!(is_alive(pid));
         child.kill().unwrap();
         let _ = child.wait();

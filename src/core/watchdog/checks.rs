@@ -56,7 +56,8 @@ pub fn watcher_is_dead(souffleur_heartbeat_age: Option<Duration>, stale_after: D
 
 static SESSION: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$").expect("static regex"));
-static PID_ARG: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bPID:(\S+)").expect("static regex"));
+static PID_ARG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bPID:(\S+)").expect("static regex"));
 static SESSION_ARG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bSESSION_ID:(\S+)").expect("static regex"));
 
@@ -84,7 +85,9 @@ pub fn parse_invocation(text: &str) -> Result<(i32, String), String> {
         .get(1)
         .map_or("", |m| m.as_str());
     if !valid_session_id(session) {
-        return Err(format!("SESSION_ID:{session} is not a session id (letters, digits, - and _)"));
+        return Err(format!(
+            "SESSION_ID:{session} is not a session id (letters, digits, - and _)"
+        ));
     }
     Ok((pid, session.to_owned()))
 }
@@ -107,21 +110,73 @@ mod tests {
         let stale = Duration::from_secs(240);
         let n = WatcherMode::Normal;
         let h = WatcherMode::HeartbeatOnly;
-        let table: &[(ConductorView, WatcherMode, bool, bool, Option<WatchdogReason>)] = &[
+        let table: &[(
+            ConductorView,
+            WatcherMode,
+            bool,
+            bool,
+            Option<WatchdogReason>,
+        )] = &[
             (view(10, "reviewing", Some("s1")), n, true, false, None),
             // Everything wrong at once: the PID comes first.
-            (view(999, "complete", Some("s2")), n, false, true, Some(WatchdogReason::ConductorDeadPid)),
+            (
+                view(999, "complete", Some("s2")),
+                n,
+                false,
+                true,
+                Some(WatchdogReason::ConductorDeadPid),
+            ),
             // Heartbeat-only mode never checks the PID.
-            (view(999, "complete", Some("s2")), h, false, true, Some(WatchdogReason::ConductorDeadHeartbeat)),
+            (
+                view(999, "complete", Some("s2")),
+                h,
+                false,
+                true,
+                Some(WatchdogReason::ConductorDeadHeartbeat),
+            ),
             (view(240, "reviewing", None), n, true, false, None),
-            (view(241, "reviewing", None), n, true, false, Some(WatchdogReason::ConductorDeadHeartbeat)),
-            (view(10, "complete", Some("s2")), n, true, true, Some(WatchdogReason::SessionIdFound("s2".into()))),
-            (view(10, "complete", Some("s2")), n, true, false, Some(WatchdogReason::ConductorComplete)),
-            (view(10, "complete", Some("s1")), n, true, true, Some(WatchdogReason::ConductorComplete)),
-            (view(10, "context_recovery", Some("../x")), n, true, true, Some(WatchdogReason::ContextRecovery)),
+            (
+                view(241, "reviewing", None),
+                n,
+                true,
+                false,
+                Some(WatchdogReason::ConductorDeadHeartbeat),
+            ),
+            (
+                view(10, "complete", Some("s2")),
+                n,
+                true,
+                true,
+                Some(WatchdogReason::SessionIdFound("s2".into())),
+            ),
+            (
+                view(10, "complete", Some("s2")),
+                n,
+                true,
+                false,
+                Some(WatchdogReason::ConductorComplete),
+            ),
+            (
+                view(10, "complete", Some("s1")),
+                n,
+                true,
+                true,
+                Some(WatchdogReason::ConductorComplete),
+            ),
+            (
+                view(10, "context_recovery", Some("../x")),
+                n,
+                true,
+                true,
+                Some(WatchdogReason::ContextRecovery),
+            ),
         ];
         for (v, mode, alive, awaiting, expected) in table {
-            assert_eq!(&watcher_check(v, *mode, *alive, *awaiting, "s1", stale), expected, "{v:?} {mode:?}");
+            assert_eq!(
+                &watcher_check(v, *mode, *alive, *awaiting, "s1", stale),
+                expected,
+                "{v:?} {mode:?}"
+            );
         }
     }
 
@@ -135,15 +190,33 @@ mod tests {
 
     #[test]
     fn invocation_parsing() {
-        assert_eq!(parse_invocation("PID:4242 SESSION_ID:abc-123_x"), Ok((4242, "abc-123_x".into())));
+        assert_eq!(
+            parse_invocation("PID:4242 SESSION_ID:abc-123_x"),
+            Ok((4242, "abc-123_x".into()))
+        );
         assert_eq!(
             parse_invocation("Corrected: PID:77 SESSION_ID:5f2e-aa please retry"),
             Ok((77, "5f2e-aa".into()))
         );
-        assert!(parse_invocation("SESSION_ID:x").unwrap_err().contains("PID"));
-        assert!(parse_invocation("PID:abc SESSION_ID:x").unwrap_err().contains("PID:abc"));
-        assert!(parse_invocation("PID:1 SESSION_ID:x").is_err(), "never init");
-        assert!(parse_invocation("PID:42 SESSION_ID:../../etc").unwrap_err().contains("SESSION_ID"));
+        assert!(
+            parse_invocation("SESSION_ID:x")
+                .unwrap_err()
+                .contains("PID")
+        );
+        assert!(
+            parse_invocation("PID:abc SESSION_ID:x")
+                .unwrap_err()
+                .contains("PID:abc")
+        );
+        assert!(
+            parse_invocation("PID:1 SESSION_ID:x").is_err(),
+            "never init"
+        );
+        assert!(
+            parse_invocation("PID:42 SESSION_ID:../../etc")
+                .unwrap_err()
+                .contains("SESSION_ID")
+        );
         assert!(parse_invocation("PID:42 SESSION_ID:*").is_err());
     }
 }

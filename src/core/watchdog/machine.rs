@@ -31,7 +31,7 @@ pub enum Phase {
 /// Which recovery a trigger asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryKind {
-    /// `CONDUCTOR_DEAD:*` or a manual relaunch: the claude_export provider.
+    /// `CONDUCTOR_DEAD:*` or a manual relaunch: the `claude_export` provider.
     Relaunch,
     /// `CONTEXT_RECOVERY` or a manual recover: Lethe if its preflight passes.
     ContextRecovery,
@@ -71,25 +71,39 @@ pub struct RecoveryOutcome {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Input {
-    WatcherExit { reason: WatchdogReason, task_count: u64 },
+    WatcherExit {
+        reason: WatchdogReason,
+        task_count: u64,
+    },
     /// The teammate saw a stale Souffleur heartbeat; `fresh_now` is the heartbeat's
     /// state when the alarm is handled (a queued alarm may be stale).
-    WatcherDead { fresh_now: bool },
+    WatcherDead {
+        fresh_now: bool,
+    },
     RecoveryFinished(RecoveryOutcome),
     Hold,
     Release,
     /// The operator asked for a recovery (after confirming).
-    Manual { kind: RecoveryKind, task_count: u64 },
+    Manual {
+        kind: RecoveryKind,
+        task_count: u64,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Effect {
     /// Start a new watcher; only once it runs, stop the old teammate and start a new one.
-    ReplaceLayers { mode: WatcherMode, awaiting_session_id: bool },
+    ReplaceLayers {
+        mode: WatcherMode,
+        awaiting_session_id: bool,
+    },
     Recover(RecoveryKind),
     SetRow(&'static str),
     /// A message to the Conductor (`warning` falls back to `system` where not allowed).
-    Message { kind: &'static str, text: String },
+    Message {
+        kind: &'static str,
+        text: String,
+    },
     /// Shown to the operator (watchdog pane, headless output), not written anywhere.
     Alert(String),
     Stop,
@@ -156,14 +170,20 @@ impl Router {
         match input {
             Input::Hold => {
                 self.held = true;
-                vec![Effect::Alert("automatic recovery held: alerts continue, nothing is killed".into())]
+                vec![Effect::Alert(
+                    "automatic recovery held: alerts continue, nothing is killed".into(),
+                )]
             }
             Input::Release => {
                 self.held = false;
                 vec![Effect::Alert("automatic recovery released".into())]
             }
             // During a recovery the role itself keeps the heartbeat; the layers restart after.
-            Input::WatcherDead { .. } | Input::WatcherExit { .. } if self.phase == Phase::Recovering => vec![],
+            Input::WatcherDead { .. } | Input::WatcherExit { .. }
+                if self.phase == Phase::Recovering =>
+            {
+                vec![]
+            }
             Input::WatcherDead { fresh_now: true } => vec![],
             Input::WatcherDead { fresh_now: false } => vec![self.layers()],
             Input::WatcherExit { reason, task_count } => self.on_exit(reason, task_count),
@@ -192,16 +212,25 @@ impl Router {
             WatchdogReason::ConductorDeadPid | WatchdogReason::ConductorDeadHeartbeat => {
                 self.trigger(RecoveryKind::Relaunch, &reason, task_count)
             }
-            WatchdogReason::ContextRecovery => self.trigger(RecoveryKind::ContextRecovery, &reason, task_count),
+            WatchdogReason::ContextRecovery => {
+                self.trigger(RecoveryKind::ContextRecovery, &reason, task_count)
+            }
             // The teammate's alarm arrives as `WatcherDead`, never as a watcher exit.
             WatchdogReason::WatcherDead => vec![self.layers()],
         }
     }
 
-    fn trigger(&mut self, kind: RecoveryKind, reason: &WatchdogReason, task_count: u64) -> Vec<Effect> {
+    fn trigger(
+        &mut self,
+        kind: RecoveryKind,
+        reason: &WatchdogReason,
+        task_count: u64,
+    ) -> Vec<Effect> {
         if self.held {
             return vec![
-                Effect::Alert(format!("{reason}: recovery is held; press the release key or recover by hand")),
+                Effect::Alert(format!(
+                    "{reason}: recovery is held; press the release key or recover by hand"
+                )),
                 self.layers(),
             ];
         }
@@ -225,7 +254,10 @@ impl Router {
                 Effect::SetRow("error"),
                 Effect::Message {
                     kind: "error",
-                    text: format!("Souffleur: recovery through {} failed: {why}. Stopping; relaunch the Conductor by hand.", outcome.provider.as_str()),
+                    text: format!(
+                        "Souffleur: recovery through {} failed: {why}. Stopping; relaunch the Conductor by hand.",
+                        outcome.provider.as_str()
+                    ),
                 },
                 Effect::Alert(format!("recovery failed: {why}")),
                 Effect::Stop,
@@ -299,17 +331,35 @@ mod tests {
     }
 
     fn layers(mode: WatcherMode, awaiting: bool) -> Effect {
-        Effect::ReplaceLayers { mode, awaiting_session_id: awaiting }
+        Effect::ReplaceLayers {
+            mode,
+            awaiting_session_id: awaiting,
+        }
     }
 
     #[test]
     fn each_exit_reason_routes() {
         let table: Vec<(WatchdogReason, Vec<Effect>)> = vec![
-            (WatchdogReason::ConductorDeadPid, vec![Effect::Recover(RecoveryKind::Relaunch)]),
-            (WatchdogReason::ConductorDeadHeartbeat, vec![Effect::Recover(RecoveryKind::Relaunch)]),
-            (WatchdogReason::ContextRecovery, vec![Effect::Recover(RecoveryKind::ContextRecovery)]),
-            (WatchdogReason::ConductorComplete, vec![Effect::SetRow("complete"), Effect::Stop]),
-            (WatchdogReason::SessionIdFound("new".into()), vec![layers(WatcherMode::Normal, false)]),
+            (
+                WatchdogReason::ConductorDeadPid,
+                vec![Effect::Recover(RecoveryKind::Relaunch)],
+            ),
+            (
+                WatchdogReason::ConductorDeadHeartbeat,
+                vec![Effect::Recover(RecoveryKind::Relaunch)],
+            ),
+            (
+                WatchdogReason::ContextRecovery,
+                vec![Effect::Recover(RecoveryKind::ContextRecovery)],
+            ),
+            (
+                WatchdogReason::ConductorComplete,
+                vec![Effect::SetRow("complete"), Effect::Stop],
+            ),
+            (
+                WatchdogReason::SessionIdFound("new".into()),
+                vec![layers(WatcherMode::Normal, false)],
+            ),
         ];
         for (reason, expected) in table {
             let mut r = Router::new("s1".into(), 5, 3);
@@ -322,9 +372,15 @@ mod tests {
         let mut r = Router::new("s1".into(), 5, 3);
         r.step(exit(WatchdogReason::ConductorDeadPid, 6));
         // claude_export starts a new session: the next watcher looks for its id.
-        assert_eq!(r.step(relaunched(Provider::ClaudeExport, true, true)), [layers(WatcherMode::Normal, true)]);
+        assert_eq!(
+            r.step(relaunched(Provider::ClaudeExport, true, true)),
+            [layers(WatcherMode::Normal, true)]
+        );
         assert_eq!(r.generation, 2);
-        assert_eq!(r.step(exit(WatchdogReason::SessionIdFound("s2".into()), 6)), [layers(WatcherMode::Normal, false)]);
+        assert_eq!(
+            r.step(exit(WatchdogReason::SessionIdFound("s2".into()), 6)),
+            [layers(WatcherMode::Normal, false)]
+        );
         assert_eq!(r.session_id, "s2");
         assert!(!r.awaiting_session_id);
     }
@@ -334,18 +390,26 @@ mod tests {
         let mut r = Router::new("s1".into(), 5, 3);
         r.step(exit(WatchdogReason::ContextRecovery, 6));
         let fx = r.step(relaunched(Provider::Lethe, false, false));
-        assert!(matches!(&fx[0], Effect::Message { kind: "warning", text } if text.contains("heartbeat-only")));
+        assert!(
+            matches!(&fx[0], Effect::Message { kind: "warning", text } if text.contains("heartbeat-only"))
+        );
         assert_eq!(fx[1], layers(WatcherMode::HeartbeatOnly, false));
         // A later recovery that knows the PID returns to normal mode.
         r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 7));
-        assert_eq!(r.step(relaunched(Provider::ClaudeExport, true, true)), [layers(WatcherMode::Normal, true)]);
+        assert_eq!(
+            r.step(relaunched(Provider::ClaudeExport, true, true)),
+            [layers(WatcherMode::Normal, true)]
+        );
     }
 
     #[test]
     fn retry_exhaustion_after_three_recoveries_without_new_tasks() {
         let mut r = Router::new("s1".into(), 5, 3);
         for round in 1..=3 {
-            assert_eq!(r.step(exit(WatchdogReason::ConductorDeadPid, 5)), [Effect::Recover(RecoveryKind::Relaunch)]);
+            assert_eq!(
+                r.step(exit(WatchdogReason::ConductorDeadPid, 5)),
+                [Effect::Recover(RecoveryKind::Relaunch)]
+            );
             let fx = r.step(relaunched(Provider::ClaudeExport, true, false));
             assert_eq!(r.no_progress, round);
             if round < 3 {
@@ -356,7 +420,10 @@ mod tests {
                 assert_eq!(r.phase, Phase::Exited);
             }
         }
-        assert!(r.step(exit(WatchdogReason::ConductorDeadPid, 5)).is_empty(), "nothing after exit");
+        assert!(
+            r.step(exit(WatchdogReason::ConductorDeadPid, 5)).is_empty(),
+            "nothing after exit"
+        );
     }
 
     #[test]
@@ -385,7 +452,9 @@ mod tests {
             failure: Some("no compact_boundary within 300s, twice".into()),
         }));
         assert_eq!(fx[0], Effect::SetRow("error"));
-        assert!(matches!(&fx[1], Effect::Message { kind: "error", text } if text.contains("standard_compact")));
+        assert!(
+            matches!(&fx[1], Effect::Message { kind: "error", text } if text.contains("standard_compact"))
+        );
         assert_eq!(r.phase, Phase::Exited);
     }
 
@@ -393,7 +462,10 @@ mod tests {
     fn no_second_recovery_while_one_runs() {
         let mut r = Router::new("s1".into(), 5, 3);
         r.step(exit(WatchdogReason::ConductorDeadPid, 5));
-        assert!(r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5)).is_empty());
+        assert!(
+            r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5))
+                .is_empty()
+        );
         assert!(r.step(Input::WatcherDead { fresh_now: false }).is_empty());
         assert_eq!(r.phase, Phase::Recovering);
     }
@@ -402,7 +474,10 @@ mod tests {
     fn stale_watcher_dead_alarms_are_dropped() {
         let mut r = Router::new("s1".into(), 5, 3);
         assert!(r.step(Input::WatcherDead { fresh_now: true }).is_empty());
-        assert_eq!(r.step(Input::WatcherDead { fresh_now: false }), [layers(WatcherMode::Normal, false)]);
+        assert_eq!(
+            r.step(Input::WatcherDead { fresh_now: false }),
+            [layers(WatcherMode::Normal, false)]
+        );
     }
 
     #[test]
@@ -414,19 +489,34 @@ mod tests {
         assert_eq!(fx[1], layers(WatcherMode::Normal, false));
         assert!(!fx.iter().any(|e| matches!(e, Effect::Recover(_))));
         r.step(Input::Release);
-        assert_eq!(r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5)), [Effect::Recover(RecoveryKind::Relaunch)]);
+        assert_eq!(
+            r.step(exit(WatchdogReason::ConductorDeadHeartbeat, 5)),
+            [Effect::Recover(RecoveryKind::Relaunch)]
+        );
     }
 
     #[test]
     fn manual_recovery_is_refused_while_one_runs() {
         let mut r = Router::new("s1".into(), 5, 3);
         assert_eq!(
-            r.step(Input::Manual { kind: RecoveryKind::ContextRecovery, task_count: 5 }),
+            r.step(Input::Manual {
+                kind: RecoveryKind::ContextRecovery,
+                task_count: 5
+            }),
             [Effect::Recover(RecoveryKind::ContextRecovery)]
         );
-        assert!(matches!(&r.step(Input::Manual { kind: RecoveryKind::Relaunch, task_count: 5 })[0], Effect::Alert(_)));
+        assert!(matches!(
+            &r.step(Input::Manual {
+                kind: RecoveryKind::Relaunch,
+                task_count: 5
+            })[0],
+            Effect::Alert(_)
+        ));
         // A recovery outcome that arrives when none is running is ignored.
         let mut idle = Router::new("s1".into(), 5, 3);
-        assert!(idle.step(relaunched(Provider::Lethe, true, false)).is_empty());
+        assert!(
+            idle.step(relaunched(Provider::Lethe, true, false))
+                .is_empty()
+        );
     }
 }

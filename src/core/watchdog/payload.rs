@@ -48,7 +48,9 @@ pub fn parse_payload(text: &str) -> Option<Payload> {
     }
     let mut p = Payload::default();
     for line in lines {
-        let Some((key, value)) = line.split_once(':') else { continue };
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
         let value = value.trim();
         if value.is_empty() {
             continue;
@@ -89,12 +91,16 @@ pub fn resolve(payload: Option<&Payload>, ceiling: Permission) -> Resolved {
             ceiling
         }
         Some((raw, None)) => {
-            warnings.push(format!("payload permission {raw:?} is not a known mode; using acceptEdits"));
+            warnings.push(format!(
+                "payload permission {raw:?} is not a known mode; using acceptEdits"
+            ));
             Permission::AcceptEdits
         }
     };
     let prompt = match payload.and_then(|p| p.resume_prompt.as_deref()) {
-        Some(p) if p.starts_with(DEFAULT_PROMPT) && !p.chars().any(char::is_control) => p.to_owned(),
+        Some(p) if p.starts_with(DEFAULT_PROMPT) && !p.chars().any(char::is_control) => {
+            p.to_owned()
+        }
         Some(p) => {
             warnings.push(format!("payload resume prompt {p:?} does not start with {DEFAULT_PROMPT}; using the default"));
             DEFAULT_PROMPT.to_owned()
@@ -146,7 +152,9 @@ pub fn parse_orchestra_config(origin: &str, text: &str) -> OrchestraConfig {
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
-        let Some((key, value)) = line.split_once('=') else { continue };
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
         let value = value.trim().trim_matches('"');
         match key.trim() {
             "MAX_EXTERNAL_PERMISSION" => match Permission::parse(value) {
@@ -185,7 +193,10 @@ mod tests {
                     resume_prompt: Some("/conductor --recovery-bootstrap --phase 3".into()),
                 }),
             ),
-            ("CONTEXT_RECOVERY_PAYLOAD_V1\ngarbage line\npermission_mode:\n", Some(Payload::default())),
+            (
+                "CONTEXT_RECOVERY_PAYLOAD_V1\ngarbage line\npermission_mode:\n",
+                Some(Payload::default()),
+            ),
         ];
         for (text, expected) in table {
             assert_eq!(&parse_payload(text), expected, "{text:?}");
@@ -194,41 +205,80 @@ mod tests {
 
     #[test]
     fn permission_is_clamped_to_the_ceiling() {
-        let wants = |p: &str| Payload { permission_mode: Some(p.into()), resume_prompt: None };
+        let wants = |p: &str| Payload {
+            permission_mode: Some(p.into()),
+            resume_prompt: None,
+        };
         let r = resolve(Some(&wants("bypassPermissions")), Permission::AcceptEdits);
         assert_eq!(r.permission, Permission::AcceptEdits);
         assert_eq!(r.warnings.len(), 1);
-        let r = resolve(Some(&wants("bypassPermissions")), Permission::BypassPermissions);
+        let r = resolve(
+            Some(&wants("bypassPermissions")),
+            Permission::BypassPermissions,
+        );
         assert_eq!(r.permission, Permission::BypassPermissions);
         let r = resolve(Some(&wants("yolo")), Permission::BypassPermissions);
         assert_eq!(r.permission, Permission::AcceptEdits);
         let r = resolve(None, Permission::BypassPermissions);
-        assert_eq!((r.permission, r.prompt.as_str()), (Permission::AcceptEdits, DEFAULT_PROMPT));
+        assert_eq!(
+            (r.permission, r.prompt.as_str()),
+            (Permission::AcceptEdits, DEFAULT_PROMPT)
+        );
     }
 
     #[test]
     fn prompts_must_be_recovery_prompts() {
-        let with = |p: &str| Payload { permission_mode: None, resume_prompt: Some(p.into()) };
-        assert_eq!(resolve(Some(&with("rm -rf /")), Permission::AcceptEdits).prompt, DEFAULT_PROMPT);
+        let with = |p: &str| Payload {
+            permission_mode: None,
+            resume_prompt: Some(p.into()),
+        };
         assert_eq!(
-            resolve(Some(&with("/conductor --recovery-bootstrap x")), Permission::AcceptEdits).prompt,
+            resolve(Some(&with("rm -rf /")), Permission::AcceptEdits).prompt,
+            DEFAULT_PROMPT
+        );
+        assert_eq!(
+            resolve(
+                Some(&with("/conductor --recovery-bootstrap x")),
+                Permission::AcceptEdits
+            )
+            .prompt,
             "/conductor --recovery-bootstrap x"
         );
     }
 
     #[test]
     fn orchestra_config_values_and_warnings() {
-        let c = parse_orchestra_config("f", "# comment\nMAX_EXTERNAL_PERMISSION=bypassPermissions\nFORCE_COMPACT=250_000\n");
-        assert_eq!((c.max_permission, c.force_compact), (Permission::BypassPermissions, 250_000));
+        let c = parse_orchestra_config(
+            "f",
+            "# comment\nMAX_EXTERNAL_PERMISSION=bypassPermissions\nFORCE_COMPACT=250_000\n",
+        );
+        assert_eq!(
+            (c.max_permission, c.force_compact),
+            (Permission::BypassPermissions, 250_000)
+        );
         assert!(c.warnings.is_empty());
         let c = parse_orchestra_config("f", "MAX_EXTERNAL_PERMISSION=root\nFORCE_COMPACT=lots\n");
-        assert_eq!(c, OrchestraConfig { warnings: c.warnings.clone(), ..OrchestraConfig::default() });
+        assert_eq!(
+            c,
+            OrchestraConfig {
+                warnings: c.warnings.clone(),
+                ..OrchestraConfig::default()
+            }
+        );
         assert_eq!(c.warnings.len(), 2);
         let dir = tempfile::tempdir().unwrap();
         let project = dir.path().join("proj");
         std::fs::create_dir_all(dir.path().join(".orchestra_configs")).unwrap();
         std::fs::create_dir_all(&project).unwrap();
-        std::fs::write(dir.path().join(".orchestra_configs/souffleur"), "FORCE_COMPACT=1000\n").unwrap();
-        assert_eq!(load_orchestra_config(&project).force_compact, 1000, "the parent's file is read");
+        std::fs::write(
+            dir.path().join(".orchestra_configs/souffleur"),
+            "FORCE_COMPACT=1000\n",
+        )
+        .unwrap();
+        assert_eq!(
+            load_orchestra_config(&project).force_compact,
+            1000,
+            "the parent's file is read"
+        );
     }
 }

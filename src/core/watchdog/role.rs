@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::event::{CoreEvent, RoleReport, RoleView, WatchdogReason};
-use crate::core::recovery::{self, RecoveryEnv, RecoveryRequest, Recovered};
+use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::watchdog::checks::{parse_invocation, watcher_check, watcher_is_dead};
 use crate::core::watchdog::machine::{Effect, Input, Phase, RecoveryKind, Router, WatcherMode};
@@ -72,7 +72,8 @@ pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String>
     // The same binary computes the same hash: only maestro processes compare these.
     let mut h = std::collections::hash_map::DefaultHasher::new();
     canonical.hash(&mut h);
-    std::fs::create_dir_all(lock_dir).map_err(|e| format!("cannot create {}: {e}", lock_dir.display()))?;
+    std::fs::create_dir_all(lock_dir)
+        .map_err(|e| format!("cannot create {}: {e}", lock_dir.display()))?;
     let path = lock_dir.join(format!("souffleur-{:016x}.lock", h.finish()));
     let file = std::fs::OpenOptions::new()
         .create(true)
@@ -81,20 +82,17 @@ pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String>
         .write(true)
         .open(&path)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
-    match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => {
-            // Only the holder writes its PID, after it holds the lock.
-            let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
-            Ok(RoleLock { _lock: lock, path })
-        }
-        Err(_) => {
-            let holder = std::fs::read_to_string(&path).unwrap_or_default();
-            Err(format!(
-                "another maestro (PID {}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
-                holder.trim(),
-                canonical.display()
-            ))
-        }
+    if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        // Only the holder writes its PID, after it holds the lock.
+        let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
+        Ok(RoleLock { _lock: lock, path })
+    } else {
+        let holder = std::fs::read_to_string(&path).unwrap_or_default();
+        Err(format!(
+            "another maestro (PID {}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
+            holder.trim(),
+            canonical.display()
+        ))
     }
 }
 
@@ -124,7 +122,9 @@ async fn run_role(
     };
     for w in &cfg.orchestra.warnings {
         alert(&events, w.clone()).await;
-        let _ = db.message("souffleur", "warning", format!("Souffleur: {w}")).await;
+        let _ = db
+            .message("souffleur", "warning", format!("Souffleur: {w}"))
+            .await;
     }
     let wake = DbWake::start(&cfg.db_path);
     let (pid, session) = match validate_with_retries(&cfg, &db, &events, &wake, &cancel).await {
@@ -219,7 +219,9 @@ async fn run_role(
     }
 }
 
-async fn join_recovery(handle: &mut Option<JoinHandle<Recovered>>) -> Result<Recovered, tokio::task::JoinError> {
+async fn join_recovery(
+    handle: &mut Option<JoinHandle<Recovered>>,
+) -> Result<Recovered, tokio::task::JoinError> {
     match handle {
         Some(h) => h.await,
         None => std::future::pending().await,
@@ -231,7 +233,9 @@ async fn alert(events: &mpsc::Sender<CoreEvent>, text: String) {
 }
 
 async fn fail(events: &mpsc::Sender<CoreEvent>, why: String) -> RoleEnd {
-    let _ = events.send(CoreEvent::Role(RoleReport::Fatal(why.clone()))).await;
+    let _ = events
+        .send(CoreEvent::Role(RoleReport::Fatal(why.clone())))
+        .await;
     RoleEnd::Failed(why)
 }
 
@@ -277,11 +281,19 @@ async fn validate_with_retries(
                         ),
                     )
                     .await;
-                alert(events, format!("validation attempt {attempt} failed: {check}")).await;
+                alert(
+                    events,
+                    format!("validation attempt {attempt} failed: {check}"),
+                )
+                .await;
                 if attempt == 3 {
                     let _ = db.set_souffleur_state("exited").await;
                     let _ = db
-                        .message("souffleur", "error", format!("Souffleur: validation failed 3 times ({check}); exiting."))
+                        .message(
+                            "souffleur",
+                            "error",
+                            format!("Souffleur: validation failed 3 times ({check}); exiting."),
+                        )
                         .await;
                     return Err(fail(events, format!("validation failed 3 times: {check}")).await);
                 }
@@ -296,7 +308,11 @@ async fn validate_with_retries(
 }
 
 /// PID alive, transcript present, `souffleur` row present, in that order.
-async fn validate(cfg: &RoleConfig, db: &RoleDb, invocation: &str) -> Result<(i32, String), String> {
+async fn validate(
+    cfg: &RoleConfig,
+    db: &RoleDb,
+    invocation: &str,
+) -> Result<(i32, String), String> {
     let (pid, session) = parse_invocation(invocation).map_err(|e| format!("arguments: {e}"))?;
     if !procs::is_alive(pid) {
         return Err(format!("PID check: process {pid} is not running"));
@@ -332,7 +348,7 @@ async fn next_instruction(db: &RoleDb, wake: &DbWake, last_seen: &mut i64) -> St
 /// Wakes on changes to the database files (notify), or every few seconds without it.
 struct DbWake {
     notify: std::sync::Arc<Notify>,
-    _watcher: Option<notify::RecommendedWatcher>,
+    watcher: Option<notify::RecommendedWatcher>,
 }
 
 impl DbWake {
@@ -340,15 +356,24 @@ impl DbWake {
         use notify::{RecursiveMode, Watcher};
         let notify = std::sync::Arc::new(Notify::new());
         let n = notify.clone();
-        let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")).to_path_buf();
-        let watcher = notify::recommended_watcher(move |_res: notify::Result<notify::Event>| n.notify_one())
-            .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w))
-            .ok();
-        Self { notify, _watcher: watcher }
+        let dir = db
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+            .to_path_buf();
+        let watcher =
+            notify::recommended_watcher(move |_res: notify::Result<notify::Event>| n.notify_one())
+                .and_then(|mut w| w.watch(&dir, RecursiveMode::NonRecursive).map(|()| w))
+                .ok();
+        Self { notify, watcher }
     }
 
     async fn changed(&self) {
-        let fallback = if self._watcher.is_some() { Duration::from_secs(30) } else { Duration::from_secs(2) };
+        let fallback = if self.watcher.is_some() {
+            Duration::from_secs(30)
+        } else {
+            Duration::from_secs(2)
+        };
         let _ = tokio::time::timeout(fallback, self.notify.notified()).await;
     }
 }
@@ -413,7 +438,11 @@ impl Role {
             held: r.held,
             conductor_pid: self.conductor.map(|p| p.pid),
             session_id: r.session_id.clone(),
-            next_check: if r.phase == Phase::Watching { self.next_check } else { None },
+            next_check: if r.phase == Phase::Watching {
+                self.next_check
+            } else {
+                None
+            },
             last_provider: None,
             alert: None,
         };
@@ -430,13 +459,21 @@ impl Role {
         let mut end = None;
         for effect in effects {
             match effect {
-                Effect::ReplaceLayers { mode, awaiting_session_id } => {
-                    self.replace_layers(mode, awaiting_session_id, watch_tx, alarm_tx).await;
+                Effect::ReplaceLayers {
+                    mode,
+                    awaiting_session_id,
+                } => {
+                    self.replace_layers(mode, awaiting_session_id, watch_tx, alarm_tx)
+                        .await;
                 }
                 Effect::Recover(kind) => self.start_recovery(kind).await,
                 Effect::SetRow(state) => {
                     if let Err(e) = self.db.set_souffleur_state(state).await {
-                        alert(&self.events, format!("could not set the souffleur row to {state}: {e}")).await;
+                        alert(
+                            &self.events,
+                            format!("could not set the souffleur row to {state}: {e}"),
+                        )
+                        .await;
                     }
                 }
                 Effect::Message { kind, text } => {
@@ -474,12 +511,20 @@ impl Role {
         let watcher_db = match RoleDb::open(&self.cfg.db_path) {
             Ok(db) => db,
             Err(e) => {
-                alert(&self.events, format!("the new watcher could not start ({e}); the teammate keeps watching")).await;
+                alert(
+                    &self.events,
+                    format!("the new watcher could not start ({e}); the teammate keeps watching"),
+                )
+                .await;
                 return;
             }
         };
         // Without a known PID only the heartbeat can be watched.
-        let mode = if self.conductor.is_none() { WatcherMode::HeartbeatOnly } else { mode };
+        let mode = if self.conductor.is_none() {
+            WatcherMode::HeartbeatOnly
+        } else {
+            mode
+        };
         let id = self.layers.watcher_id + 1;
         let watcher = tokio::spawn(watcher(
             WatcherArgs {
@@ -504,7 +549,11 @@ impl Role {
         }
         match RoleDb::open(&self.cfg.db_path) {
             Ok(db) => {
-                self.layers.teammate = Some(tokio::spawn(teammate(db, self.cfg.timings.clone(), alarm_tx.clone())));
+                self.layers.teammate = Some(tokio::spawn(teammate(
+                    db,
+                    self.cfg.timings.clone(),
+                    alarm_tx.clone(),
+                )));
             }
             Err(e) => alert(&self.events, format!("the teammate could not start: {e}")).await,
         }
@@ -516,7 +565,10 @@ impl Role {
         let parsed = payload_text.as_deref().and_then(payload::parse_payload);
         let resolved = payload::resolve(parsed.as_ref(), self.cfg.orchestra.max_permission);
         for w in &resolved.warnings {
-            let _ = self.db.message("souffleur", "warning", format!("Souffleur: {w}")).await;
+            let _ = self
+                .db
+                .message("souffleur", "warning", format!("Souffleur: {w}"))
+                .await;
             alert(&self.events, w.clone()).await;
         }
         let _ = self.db.refresh_souffleur_heartbeat().await;
@@ -528,7 +580,9 @@ impl Role {
             resolved,
         };
         let env = self.cfg.recovery.clone();
-        self.recovery = Some(tokio::spawn(async move { recovery::recover(&env, req).await }));
+        self.recovery = Some(tokio::spawn(
+            async move { recovery::recover(&env, req).await },
+        ));
     }
 }
 
@@ -567,10 +621,17 @@ async fn watcher(a: WatcherArgs, out: mpsc::Sender<(u64, WatcherMsg)>) {
         let _ = a.db.refresh_souffleur_heartbeat().await;
         if let Ok(view) = a.db.conductor_view().await {
             let alive = a.conductor.is_some_and(|p| p.is_same_alive());
-            if let Some(reason) =
-                watcher_check(&view, a.mode, alive, a.awaiting, &a.session, a.timings.conductor_stale_after)
-            {
-                let _ = out.send((a.id, WatcherMsg::Exit(reason, view.task_count))).await;
+            if let Some(reason) = watcher_check(
+                &view,
+                a.mode,
+                alive,
+                a.awaiting,
+                &a.session,
+                a.timings.conductor_stale_after,
+            ) {
+                let _ = out
+                    .send((a.id, WatcherMsg::Exit(reason, view.task_count)))
+                    .await;
                 return;
             }
         }

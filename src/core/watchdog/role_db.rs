@@ -40,7 +40,9 @@ impl RoleDb {
     ) -> Result<T, String> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
-            let guard = conn.lock().map_err(|_| "database connection poisoned".to_owned())?;
+            let guard = conn
+                .lock()
+                .map_err(|_| "database connection poisoned".to_owned())?;
             f(&guard).map_err(|e| e.to_string())
         })
         .await
@@ -72,15 +74,17 @@ impl RoleDb {
 
     pub async fn souffleur_row_exists(&self) -> Result<bool, String> {
         self.with(|c| {
-            c.query_row("SELECT count(*) FROM orchestration_tasks WHERE task_id = 'souffleur'", [], |r| {
-                r.get::<_, i64>(0)
-            })
+            c.query_row(
+                "SELECT count(*) FROM orchestration_tasks WHERE task_id = 'souffleur'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
             .map(|n| n > 0)
         })
         .await
     }
 
-    /// Age of the `souffleur` heartbeat, measured by SQLite's own clock.
+    /// Age of the `souffleur` heartbeat, measured by `SQLite`'s own clock.
     pub async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
         self.with(|c| {
             c.query_row(
@@ -95,9 +99,13 @@ impl RoleDb {
     }
 
     pub async fn task_count(&self) -> Result<u64, String> {
-        self.with(|c| c.query_row("SELECT count(*) FROM orchestration_tasks", [], |r| r.get::<_, i64>(0)))
-            .await
-            .map(|n| n.max(0) as u64)
+        self.with(|c| {
+            c.query_row("SELECT count(*) FROM orchestration_tasks", [], |r| {
+                r.get::<_, i64>(0)
+            })
+        })
+        .await
+        .map(|n| n.max(0) as u64)
     }
 
     /// What the watcher reads each cycle, in one short read.
@@ -125,8 +133,17 @@ impl RoleDb {
 
     /// Inserts a message from the Souffleur; `warning` becomes `system` where the
     /// table does not admit it.
-    pub async fn message(&self, task: &'static str, kind: &'static str, text: String) -> Result<(), String> {
-        let kind = if kind == "warning" { self.warning_type } else { kind };
+    pub async fn message(
+        &self,
+        task: &'static str,
+        kind: &'static str,
+        text: String,
+    ) -> Result<(), String> {
+        let kind = if kind == "warning" {
+            self.warning_type
+        } else {
+            kind
+        };
         self.with(move |c| {
             c.execute(
                 "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'souffleur', ?2, ?3)",
@@ -138,8 +155,14 @@ impl RoleDb {
     }
 
     pub async fn max_message_id(&self) -> Result<i64, String> {
-        self.with(|c| c.query_row("SELECT coalesce(max(id), 0) FROM orchestration_messages", [], |r| r.get(0)))
-            .await
+        self.with(|c| {
+            c.query_row(
+                "SELECT coalesce(max(id), 0) FROM orchestration_messages",
+                [],
+                |r| r.get(0),
+            )
+        })
+        .await
     }
 
     /// `instruction` messages for the Souffleur after `after`, oldest first.
@@ -180,9 +203,10 @@ pub fn find_transcript(projects_dir: &Path, session: &str) -> Option<PathBuf> {
         .flat_map(|entries| entries.filter_map(Result::ok))
         .map(|e| e.path())
         .filter(|p| {
-            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
-                n.starts_with(session) && n.ends_with(".jsonl")
-            })
+            p.extension().is_some_and(|e| e == "jsonl")
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with(session))
         })
         .collect();
     found.sort();

@@ -21,9 +21,9 @@ use time::OffsetDateTime;
 
 use crate::core::clock::Clock;
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::{Pane, UiState, musicians};
+use crate::tui::app::{Pane, UiState};
 use crate::tui::keymap::Keymap;
-use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, layout};
+use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
 use crate::tui::theme::Theme;
 
 /// Heartbeat deadlines, for colouring ages.
@@ -72,7 +72,7 @@ impl DrawCtx<'_> {
 
 pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     let area = frame.area();
-    let Some(rects) = layout(area, musicians(ctx.snap).count()) else {
+    let Some(rects) = for_snapshot(area, ctx.snap) else {
         let msg = format!(
             "Terminal too small: {}x{}.\nmaestro needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nEnlarge the window, or press q to quit.",
             area.width, area.height
@@ -99,6 +99,22 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     match &ctx.ui.overlay {
         Some(crate::tui::app::Overlay::Help) => help::draw(frame, area, ctx),
         Some(crate::tui::app::Overlay::Message(_)) => messages::draw_detail(frame, area, ctx),
+        Some(crate::tui::app::Overlay::Confirm(c)) => {
+            let popup = centered(area, 64, 5);
+            clear(frame, popup);
+            let block = ctx.block(Pane::Watchdog, "Confirm");
+            let text = vec![
+                Line::raw(c.question()),
+                Line::from(Span::styled(
+                    "y / Enter: yes    n / Esc: no",
+                    ctx.theme.accent,
+                )),
+            ];
+            frame.render_widget(
+                Paragraph::new(text).block(block).wrap(Wrap { trim: true }),
+                popup,
+            );
+        }
         None => {}
     }
 }

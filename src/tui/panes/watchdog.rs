@@ -1,11 +1,13 @@
-//! Watchdog: what the observe-only watchdog sees of the Conductor now.
+//! Watchdog: the Conductor's liveness and the last reason, and, when this process holds
+//! the Souffleur role, where its state machine stands (mode, generation, retries, next
+//! check countdown, last provider result, hold).
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
+use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{DrawCtx, short_age};
+use super::{DrawCtx, printable, short_age};
 use crate::tui::app::Pane;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
@@ -34,8 +36,64 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ),
         None => Span::styled("none", ctx.theme.muted),
     };
-    let lines = vec![
-        Line::from(vec![label("mode"), Span::raw("observe-only")]),
+    let mut lines = Vec::new();
+    match &w.role {
+        None => lines.push(Line::from(vec![label("mode"), Span::raw("observe-only")])),
+        Some(r) => {
+            let held = if r.held {
+                Span::styled(" · HELD", ctx.theme.error)
+            } else {
+                Span::raw("")
+            };
+            lines.push(Line::from(vec![
+                label("souffleur"),
+                Span::styled(
+                    r.phase.clone(),
+                    ctx.theme.state(if r.phase == "watching" {
+                        "working"
+                    } else {
+                        "needs_review"
+                    }),
+                ),
+                Span::raw(format!(
+                    " · {} · S{} · retries {}",
+                    r.mode, r.generation, r.no_progress
+                )),
+                held,
+            ]));
+            let next = r.next_check.map_or_else(
+                || "—".to_owned(),
+                |at| {
+                    format!(
+                        "in {}",
+                        short_age((at - ctx.now).try_into().unwrap_or_default())
+                    )
+                },
+            );
+            lines.push(Line::from(vec![
+                label("pid"),
+                Span::raw(
+                    r.conductor_pid
+                        .map_or_else(|| "unknown".into(), |p| p.to_string()),
+                ),
+                Span::styled("  next check ", ctx.theme.muted),
+                Span::raw(next),
+            ]));
+            if let Some((provider, status)) = &r.last_provider {
+                lines.push(Line::from(vec![
+                    label("recovery"),
+                    Span::raw(format!("{provider} {status}")),
+                ]));
+            }
+            if let Some(alert) = &r.alert {
+                lines.push(Line::from(vec![
+                    label("note"),
+                    Span::styled(printable(alert), ctx.theme.warn),
+                ]));
+            }
+        }
+    }
+    lines.extend([
         Line::from(vec![
             label("conductor"),
             Span::styled(state.clone(), ctx.theme.state(&state)),
@@ -43,6 +101,6 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Line::from(vec![label("heartbeat"), beat]),
         Line::from(vec![label("last"), last]),
         Line::from(vec![label("tasks"), Span::raw(w.task_count.to_string())]),
-    ];
-    frame.render_widget(Paragraph::new(lines), inner);
+    ]);
+    frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), inner);
 }
