@@ -301,17 +301,17 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
 fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
     let (tx, rx) = mpsc::channel::<(Instant, String)>();
     let paths: Vec<PathBuf> = (1..=TASKS).map(|i| p.status(i)).collect();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
+    let (stop, stopped) = mpsc::channel::<()>();
     let mut offsets: Vec<u64> = paths
         .iter()
         .map(|f| std::fs::metadata(f).unwrap().len())
         .collect();
     let poller = std::thread::spawn(move || {
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            std::thread::sleep(Duration::from_secs(10));
+        while let Err(mpsc::RecvTimeoutError::Timeout) =
+            stopped.recv_timeout(Duration::from_secs(10))
+        {
             for (f, off) in paths.iter().zip(offsets.iter_mut()) {
-                let data = std::fs::read(f).unwrap();
+                let Ok(data) = std::fs::read(f) else { continue };
                 let new = String::from_utf8_lossy(&data[*off as usize..]).into_owned();
                 *off = data.len() as u64;
                 for l in new.lines().filter(|l| l.contains("self-correction")) {
@@ -344,8 +344,8 @@ fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
             out.push(at - *start);
         }
     }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    drop(poller);
+    drop(stop);
+    poller.join().unwrap();
     out
 }
 

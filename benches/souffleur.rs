@@ -14,7 +14,10 @@ const SAMPLES: usize = 20;
 const SESSION: &str = "bench-session";
 
 fn main() {
-    for (name, initial, poll) in [("seed cadence (240s wait, 60s poll)", "240s", "60s"), ("fast cadence (200ms wait, 200ms poll)", "200ms", "200ms")] {
+    for (name, initial, poll) in [
+        ("seed cadence (240s wait, 60s poll)", "240s", "60s"),
+        ("fast cadence (200ms wait, 200ms poll)", "200ms", "200ms"),
+    ] {
         let mut times: Vec<Duration> = (0..SAMPLES).map(|_| one_death(initial, poll)).collect();
         times.sort();
         let ms = |d: Duration| d.as_secs_f64() * 1000.0;
@@ -25,7 +28,9 @@ fn main() {
             ms(times[SAMPLES - 1])
         );
     }
-    println!("seed's LLM watcher (kill -0 every 60 s): 30000 ms on average, 60000 ms at worst, before its LLM turn");
+    println!(
+        "seed's LLM watcher (kill -0 every 60 s): 30000 ms on average, 60000 ms at worst, before its LLM turn"
+    );
 }
 
 /// A fresh project, role and Conductor; returns the time from SIGKILL to the event line.
@@ -34,14 +39,25 @@ fn one_death(initial: &str, poll: &str) -> Duration {
     let root = home.path().join("proj");
     std::fs::create_dir_all(root.join("temp")).unwrap();
     let exe = env!("CARGO_BIN_EXE_maestro");
-    assert!(Command::new(exe).args(["init", "--project"]).arg(&root).output().unwrap().status.success());
+    assert!(
+        Command::new(exe)
+            .args(["init", "--project"])
+            .arg(&root)
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
     let transcripts = home.path().join(".claude/projects/p");
     std::fs::create_dir_all(&transcripts).unwrap();
     std::fs::write(transcripts.join(format!("{SESSION}.jsonl")), "{}\n").unwrap();
     // Stub windows and export, so the recovery that follows runs without side effects.
     let bin = home.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
-    for (name, body) in [("kitty", "exec sleep 30\n"), ("claude_export", "echo export\n")] {
+    for (name, body) in [
+        ("kitty", "exec sleep 30\n"),
+        ("claude_export", "echo export\n"),
+    ] {
         let p = bin.join(name);
         std::fs::write(&p, format!("#!/bin/sh\n{body}")).unwrap();
         std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -56,13 +72,26 @@ fn one_death(initial: &str, poll: &str) -> Duration {
     .unwrap();
     let mut conductor = Command::new("sleep").arg("600").spawn().unwrap();
     let mut role = Command::new(exe)
-        .args(["souffleur", &format!("PID:{} SESSION_ID:{SESSION}", conductor.id()), "--no-tui", "--json", "--project"])
+        .args([
+            "souffleur",
+            &format!("PID:{} SESSION_ID:{SESSION}", conductor.id()),
+            "--no-tui",
+            "--json",
+            "--project",
+        ])
         .arg(&root)
         .arg("--config")
         .arg(home.path().join("config.toml"))
         .env("HOME", home.path())
         .env("XDG_DATA_HOME", home.path().join("data"))
-        .env("PATH", format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()))
+        .env(
+            "PATH",
+            format!(
+                "{}:{}",
+                bin.display(),
+                std::env::var("PATH").unwrap_or_default()
+            ),
+        )
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -205,8 +205,12 @@ async fn run_dashboard(
     settings: &Settings,
     tui: TuiConfig,
 ) -> Result<ExitCode, Failure> {
-    let mut core = runtime::start(&project.core_config(settings), tui.clock)
-        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let config = runtime::CoreConfig {
+        forward_logs: true,
+        ..project.core_config(settings)
+    };
+    let mut core =
+        runtime::start(&config, tui.clock).map_err(|e| Failure::Runtime(e.to_string()))?;
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(Failure::Runtime)?;
     let result = maestro::tui::run(&mut core, tui, stop).await;

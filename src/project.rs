@@ -56,6 +56,7 @@ impl Project {
             max_line: settings.max_line,
             fallback_poll: settings.fallback_poll,
             souffleur_role: false,
+            forward_logs: false,
         }
     }
 

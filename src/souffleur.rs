@@ -56,6 +56,7 @@ pub async fn run(
 
     let mut config = project.core_config(settings);
     config.souffleur_role = true;
+    config.forward_logs = tui.is_some();
     let mut core = runtime::start(&config, clock).map_err(|e| Refused::Runtime(e.to_string()))?;
     let s = &settings.souffleur;
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());

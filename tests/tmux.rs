@@ -92,6 +92,8 @@ fn demo_dashboard_help_and_clean_exit() {
     t.wait("task rows", |s| {
         s.contains("task-01") && s.contains("task-04") && s.contains("Tasks (")
     });
+    // The Log pane follows the selected task's status file.
+    t.wait("log lines", |s| s.contains("S task claimed [ctx:"));
     t.keys("?");
     let help = t.wait("help", |s| {
         s.contains("Help") && s.contains("search the log")

@@ -33,6 +33,8 @@ pub struct HubSettings {
     /// Report the Conductor's watchdog reasons from the task table. Off when this
     /// process holds the Souffleur role, whose watcher reports them instead.
     pub observe_watchdog: bool,
+    /// Pass log lines on as `What::Log` (the dashboard shows them; headless does not).
+    pub forward_logs: bool,
 }
 
 /// Where the hub sends database writes.
@@ -152,6 +154,9 @@ impl Hub {
             } => self.on_lines(task, kind, lines, initial_mtime).await,
             CoreEvent::LogReset { task, kind } => {
                 self.sentinel.on_reset(&task, kind);
+                if !self.settings.forward_logs {
+                    return;
+                }
                 let lines: Arc<[String]> = Arc::new([]);
                 self.emit(What::Log {
                     task,
@@ -286,7 +291,7 @@ impl Hub {
         } else {
             self.sentinel.on_lines(&task, kind, &lines, arrived_at)
         };
-        if !lines.is_empty() {
+        if self.settings.forward_logs && !lines.is_empty() {
             let lines: Arc<[String]> = lines.into();
             self.emit(What::Log {
                 task,
@@ -581,6 +586,7 @@ mod tests {
             report_to_db,
             with_database: true,
             observe_watchdog: true,
+            forward_logs: true,
         }
     }
 

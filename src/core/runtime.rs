@@ -18,8 +18,9 @@ use crate::core::snapshot::Snapshot;
 use crate::core::sources::db::{DbSettings, DbSource};
 use crate::core::sources::temp_logs::{self, TempLogSettings, TempLogsHandle};
 
-/// Capacity of the source → hub channel; sources wait when it is full.
-const EVENT_QUEUE: usize = 1024;
+/// Capacity of the source → hub channel; sources wait when it is full. With at most
+/// 4096 lines an event, this bounds what a burst of log lines can hold in memory.
+const EVENT_QUEUE: usize = 64;
 /// Capacity of the hub → presenter channel.
 const HAPPENING_QUEUE: usize = 4096;
 
@@ -37,6 +38,8 @@ pub struct CoreConfig {
     pub fallback_poll: Duration,
     /// This process holds the Souffleur role (its watcher reports the watchdog reasons).
     pub souffleur_role: bool,
+    /// The presenter shows log lines (the dashboard).
+    pub forward_logs: bool,
 }
 
 /// A running core. Dropping it stops the sources.
@@ -94,6 +97,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             report_to_db: config.report_to_db,
             with_database,
             observe_watchdog: !config.souffleur_role,
+            forward_logs: config.forward_logs,
         },
         clock,
         out_tx,

@@ -90,8 +90,11 @@ async fn show(
     clock: Clock,
 ) -> Result<(), String> {
     let player = Player::spawn(project.clone(), scenario.clone(), args.speed)?;
-    let mut core =
-        runtime::start(&project.core_config(settings), clock).map_err(|e| e.to_string())?;
+    let config = runtime::CoreConfig {
+        forward_logs: !global.no_tui,
+        ..project.core_config(settings)
+    };
+    let mut core = runtime::start(&config, clock).map_err(|e| e.to_string())?;
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone())?;
     if !global.no_tui {

@@ -11,8 +11,8 @@ use time::OffsetDateTime;
 use crate::core::domain::{AnomalyKind, LogKind, TaskId, context_percent};
 use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
-use crate::tui::action::Action;
 use crate::core::watchdog::role::WatchdogCmd;
+use crate::tui::action::Action;
 use crate::tui::keymap::Mode;
 
 /// Lines kept per task and view (merged keeps twice as many, holding both logs).

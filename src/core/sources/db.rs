@@ -22,8 +22,26 @@ use crate::core::schema;
 const SOURCE: &str = "database";
 /// Messages read per statement, so a huge backlog never holds one long read.
 const PAGE: i64 = 500;
-/// With `synchronous=FULL` the `-wal` event can arrive before the commit is visible.
-const RECHECK_AFTER: Duration = Duration::from_millis(1);
+/// The `-wal` event arrives before the commit is visible (`SQLite` writes the frames,
+/// syncs, then publishes the commit in the shared memory index, which makes no file
+/// event), and one wake-up may carry the events of several commits of which only the
+/// first is visible yet. So after every wake-up by a file event the database is
+/// re-checked after each of these delays (a cheap `PRAGMA data_version`), until the
+/// next event restarts the sequence; the sync can take a second on a loaded machine.
+const RECHECKS: [Duration; 12] = [
+    Duration::from_micros(300),
+    Duration::from_millis(1),
+    Duration::from_millis(2),
+    Duration::from_millis(4),
+    Duration::from_millis(8),
+    Duration::from_millis(16),
+    Duration::from_millis(32),
+    Duration::from_millis(64),
+    Duration::from_millis(128),
+    Duration::from_millis(256),
+    Duration::from_millis(512),
+    Duration::from_millis(1024),
+];
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -152,18 +170,24 @@ impl DbSource {
         // The watcher lives as long as this loop.
         let idle_wait = watcher.is_none().then_some(self.settings.fallback_poll);
         let mut retry_in: Option<Duration> = None;
+        // An input that arrived during a re-check, handled first next time round.
+        let mut held_back: Option<Input> = None;
         loop {
             let wait = retry_in.or(idle_wait);
-            let first = match wait {
-                Some(d) => match rx.recv_timeout(d) {
-                    Ok(i) => Some(i),
-                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-                },
-                None => match rx.recv() {
-                    Ok(i) => Some(i),
-                    Err(_) => return,
-                },
+            let first = if let Some(input) = held_back.take() {
+                Some(input)
+            } else {
+                match wait {
+                    Some(d) => match rx.recv_timeout(d) {
+                        Ok(i) => Some(i),
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                    },
+                    None => match rx.recv() {
+                        Ok(i) => Some(i),
+                        Err(_) => return,
+                    },
+                }
             };
             let mut from_file_event = false;
             let mut force = false;
@@ -183,16 +207,24 @@ impl DbSource {
                 }
             }
             let mut emit = |e: CoreEvent| send(e);
-            let result = self
-                .refresh(force || retry_in.is_some(), &mut emit)
-                .and_then(|changed| {
-                    if !changed && from_file_event {
-                        std::thread::sleep(RECHECK_AFTER);
-                        self.refresh(false, &mut emit)
-                    } else {
-                        Ok(changed)
+            let mut result = self.refresh(force || retry_in.is_some(), &mut emit);
+            if result.is_ok() && from_file_event {
+                for delay in RECHECKS {
+                    match rx.recv_timeout(delay) {
+                        Ok(input) => {
+                            held_back = Some(input);
+                            break;
+                        }
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                        Err(std_mpsc::RecvTimeoutError::Timeout) => {
+                            result = self.refresh(false, &mut emit);
+                            if result.is_err() {
+                                break;
+                            }
+                        }
                     }
-                });
+                }
+            }
             match result {
                 Ok(_) => {
                     if retry_in.take().is_some() {

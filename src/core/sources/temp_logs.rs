@@ -23,6 +23,9 @@ use crate::core::sources::lines::LineAssembler;
 
 const SOURCE: &str = "temp logs";
 const READ_CHUNK: usize = 64 * 1024;
+/// Lines per event: a large burst goes out in pieces, so the queue to the hub (which
+/// waits when full) bounds the memory a burst can take.
+const LINES_PER_EVENT: usize = 4096;
 
 #[derive(Debug, Clone)]
 pub struct TempLogSettings {
@@ -216,7 +219,18 @@ impl TempLogs {
             tail.last_bytes.clear();
             reset = true;
         }
+        if reset {
+            send_to(
+                &self.events,
+                CoreEvent::LogReset {
+                    task: task.clone(),
+                    kind,
+                },
+            );
+        }
+        let initial_mtime = initial.then(|| meta.modified().ok()).flatten();
         let mut lines = Vec::new();
+        let mut sent_lines = false;
         let mut read_error = None;
         if meta.len() > tail.offset {
             match file.seek(SeekFrom::Start(tail.offset)) {
@@ -227,6 +241,18 @@ impl TempLogs {
                             tail.offset += n as u64;
                             tail.assembler.feed(&self.buf[..n], &mut lines);
                             remember_tail(&mut tail.last_bytes, &self.buf[..n]);
+                            if lines.len() >= LINES_PER_EVENT {
+                                send_to(
+                                    &self.events,
+                                    CoreEvent::LogLines {
+                                        task: task.clone(),
+                                        kind,
+                                        lines: std::mem::take(&mut lines),
+                                        initial_mtime,
+                                    },
+                                );
+                                sent_lines = true;
+                            }
                         }
                         Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                         Err(e) => {
@@ -238,28 +264,22 @@ impl TempLogs {
                 Err(e) => read_error = Some(e),
             }
         }
-        if reset {
-            self.send(CoreEvent::LogReset {
-                task: task.clone(),
-                kind,
-            });
-        }
         if let Some(e) = read_error {
             self.fail(format!("cannot read {}: {e}", path.display()));
         }
-        if !lines.is_empty() || initial {
+        // At start, even an empty file is reported: its mtime starts the stall clock.
+        if !lines.is_empty() || (initial && !sent_lines) {
             self.send(CoreEvent::LogLines {
                 task,
                 kind,
                 lines,
-                initial_mtime: initial.then(|| meta.modified().ok()).flatten(),
+                initial_mtime,
             });
         }
     }
 
     fn send(&self, event: CoreEvent) {
-        // The hub is gone only at shutdown; nothing left to tell.
-        let _ = self.events.blocking_send(event);
+        send_to(&self.events, event);
     }
 
     fn fail(&self, detail: String) {
@@ -268,6 +288,12 @@ impl TempLogs {
             detail,
         });
     }
+}
+
+/// Waits for room in the hub's queue: a burst is slowed down, not held in memory.
+fn send_to(events: &mpsc::Sender<CoreEvent>, event: CoreEvent) {
+    // The hub is gone only at shutdown; nothing left to tell.
+    let _ = events.blocking_send(event);
 }
 
 /// Whether the bytes just before `offset` are still the ones read there last time.
