@@ -297,17 +297,29 @@ fn back_to_back_commits_are_all_seen() {
     let s = Scratch::new();
     s.set_task("task-01", "working");
     let mut m = s.headless(&[]);
-    m.wait_json("started", |v| event(v) == "task" && v["task_id"] == "task-01");
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
     let c = s.conn();
     for i in 0..20 {
-        let state = if i % 2 == 0 { "needs_review" } else { "working" };
-        c.execute("UPDATE orchestration_tasks SET state = ?1 WHERE task_id = 'task-01'", [state]).unwrap();
+        let state = if i % 2 == 0 {
+            "needs_review"
+        } else {
+            "working"
+        };
+        c.execute(
+            "UPDATE orchestration_tasks SET state = ?1 WHERE task_id = 'task-01'",
+            [state],
+        )
+        .unwrap();
         c.execute(
             "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'm', ?1, 'system')",
             [format!("burst {i}")],
         )
         .unwrap();
         let text = format!("burst {i}");
-        m.wait_json("the second commit", |v| event(v) == "message" && v["message"] == text.as_str());
+        m.wait_json("the second commit", |v| {
+            event(v) == "message" && v["message"] == text.as_str()
+        });
     }
 }
