@@ -81,6 +81,8 @@ pub enum Command {
     Init,
     /// Play a built-in simulated orchestration in a scratch project, shown live
     Demo(DemoArgs),
+    /// Act on one Musician: answer a review, instruct, signal its window, read headroom
+    Task(TaskCommand),
     /// Take the Souffleur role: watch the Conductor and recover it (PROTOCOL.md §4)
     Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
@@ -103,6 +105,60 @@ pub struct DemoArgs {
     /// A scenario file instead of the built-in one
     #[arg(long, value_name = "PATH")]
     pub scenario: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TaskCommand {
+    #[command(subcommand)]
+    pub action: TaskAction,
+}
+
+// These doc comments are `--help` text, where backticks would show.
+#[allow(clippy::doc_markdown)]
+#[derive(Debug, Clone, Subcommand)]
+pub enum TaskAction {
+    /// needs_review -> review_approved, with an approval message
+    Approve(TaskWithMessage),
+    /// needs_review -> review_failed, with a rejection message (required)
+    Reject(TaskWithMessage),
+    /// error -> fix_proposed, with a fix proposal (required)
+    Fix(TaskWithMessage),
+    /// Send an instruction message (required); the state is unchanged
+    Instruct(TaskWithMessage),
+    /// Kill the task's window (temp/musician-<task>.pid); asks first
+    Kill(TaskTarget),
+    /// Pause the task's window (SIGSTOP)
+    Freeze(TaskTarget),
+    /// Resume a frozen window (SIGCONT)
+    Thaw(TaskTarget),
+    /// Context left: exit 0 healthy (<60% used), 1 caution or no data, 2 critical (>=80%)
+    Headroom(TaskTarget),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TaskTarget {
+    /// The task, e.g. task-03
+    #[arg(value_name = "TASK-ID")]
+    pub task_id: String,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct TaskWithMessage {
+    /// The task, e.g. task-03
+    #[arg(value_name = "TASK-ID")]
+    pub task_id: String,
+    #[command(flatten)]
+    pub message: MessageArgs,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct MessageArgs {
+    /// The message text
+    #[arg(long, conflicts_with = "message_file")]
+    pub message: Option<String>,
+    /// Read the message from a file
+    #[arg(long, value_name = "F")]
+    pub message_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Args)]

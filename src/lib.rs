@@ -23,4 +23,5 @@ pub mod launch;
 pub mod project;
 pub mod settings;
 pub mod souffleur;
+pub mod task_cmd;
 pub mod tui;

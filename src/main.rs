@@ -87,6 +87,14 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
                 cli.global.json,
             ))
         }
+        Some(Command::Task(task)) => {
+            let project = Project::from_args(&cli.global)?;
+            match maestro::task_cmd::run(&project, task, cli.global.json, cli.global.yes) {
+                Ok(code) => Ok(ExitCode::from(code)),
+                Err(maestro::task_cmd::TaskError::Usage(m)) => Err(Failure::Usage(m)),
+                Err(maestro::task_cmd::TaskError::Runtime(m)) => Err(Failure::Runtime(m)),
+            }
+        }
         Some(Command::Souffleur(args)) => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;

@@ -1,0 +1,331 @@
+//! `maestro task …`: the operator's actions on one Musician, from the command line.
+//!
+//! Review answers move the task through the state machine of PROTOCOL.md §1 (and
+//! refresh its heartbeat, as every writer must) and leave a message for the Musician, in
+//! one transaction: a task that is no longer in the expected state is left alone. Process
+//! actions act on the PID in `temp/musician-<task>.pid`, only if that process is alive.
+
+use std::io::IsTerminal;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rusqlite::{OptionalExtension, params};
+use serde_json::json;
+
+use crate::cli::{MessageArgs, TaskAction, TaskCommand};
+use crate::core::domain::{TaskId, context_percent};
+use crate::core::schema;
+use crate::core::sources::procs::{self, ProcessId};
+use crate::project::Project;
+
+/// How a task command failed, which decides the exit status.
+pub enum TaskError {
+    /// Bad arguments or a refused confirmation: exit 2.
+    Usage(String),
+    /// The database or the process said no: exit 1.
+    Runtime(String),
+}
+
+/// Context headroom thresholds (percent used).
+const CAUTION_AT: u8 = 60;
+const CRITICAL_AT: u8 = 80;
+
+/// Runs a task command; returns the exit status on success (headroom uses 0/1/2).
+pub fn run(
+    project: &Project,
+    cmd: &TaskCommand,
+    as_json: bool,
+    yes: bool,
+) -> Result<u8, TaskError> {
+    let raw = match &cmd.action {
+        TaskAction::Approve(t)
+        | TaskAction::Reject(t)
+        | TaskAction::Fix(t)
+        | TaskAction::Instruct(t) => &t.task_id,
+        TaskAction::Kill(t)
+        | TaskAction::Freeze(t)
+        | TaskAction::Thaw(t)
+        | TaskAction::Headroom(t) => &t.task_id,
+    };
+    let task = TaskId::parse(raw)
+        .filter(TaskId::is_musician)
+        .ok_or_else(|| {
+            TaskError::Usage(format!(
+                "{raw:?} is not a Musician task id; use one like task-03 or task-03-fix."
+            ))
+        })?;
+    match &cmd.action {
+        TaskAction::Approve(t) => review(
+            project,
+            &task,
+            "needs_review",
+            "review_approved",
+            "approval",
+            message(&t.message, true)?,
+            as_json,
+        ),
+        TaskAction::Reject(t) => review(
+            project,
+            &task,
+            "needs_review",
+            "review_failed",
+            "rejection",
+            message(&t.message, false)?,
+            as_json,
+        ),
+        TaskAction::Fix(t) => review(
+            project,
+            &task,
+            "error",
+            "fix_proposed",
+            "fix_proposal",
+            message(&t.message, false)?,
+            as_json,
+        ),
+        TaskAction::Instruct(t) => instruct(
+            project,
+            &task,
+            &message(&t.message, false)?.unwrap_or_default(),
+            as_json,
+        ),
+        TaskAction::Headroom(_) => Ok(headroom(project, &task, as_json)),
+        TaskAction::Freeze(_) => signal(project, &task, Signal::SIGSTOP, "frozen", as_json),
+        TaskAction::Thaw(_) => signal(project, &task, Signal::SIGCONT, "thawed", as_json),
+        TaskAction::Kill(_) => {
+            confirm(&format!("Kill {task}'s window?"), yes)?;
+            kill_window(project, &task, as_json)
+        }
+    }
+}
+
+/// The message text from `--message` or `--message-file`; `optional` allows none.
+fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, TaskError> {
+    let text = match (&args.message, &args.message_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
+            TaskError::Usage(format!(
+                "cannot read the message file {} ({e}); pass a readable UTF-8 file.",
+                f.display()
+            ))
+        })?),
+        (None, None) => None,
+    };
+    match text {
+        Some(t) if t.trim().is_empty() => Err(TaskError::Usage(
+            "the message is empty; say what the Musician should do.".into(),
+        )),
+        None if !optional => Err(TaskError::Usage(
+            "this action needs --message TEXT or --message-file F.".into(),
+        )),
+        other => Ok(other),
+    }
+}
+
+fn open(project: &Project) -> Result<rusqlite::Connection, TaskError> {
+    if !project.db.exists() {
+        return Err(TaskError::Runtime(format!(
+            "there is no database at {}; pass --project or --db.",
+            project.db.display()
+        )));
+    }
+    let conn = schema::open(&project.db).map_err(|e| TaskError::Runtime(e.to_string()))?;
+    schema::verify(&conn, &project.db).map_err(|e| TaskError::Runtime(e.to_string()))?;
+    Ok(conn)
+}
+
+/// Moves `task` from `from` to `to` and leaves a message, in one transaction.
+fn review(
+    project: &Project,
+    task: &TaskId,
+    from: &str,
+    to: &str,
+    kind: &str,
+    message: Option<String>,
+    as_json: bool,
+) -> Result<u8, TaskError> {
+    let mut conn = open(project)?;
+    let db_err = |e: rusqlite::Error| TaskError::Runtime(format!("database: {e}"));
+    let tx = conn.transaction().map_err(db_err)?;
+    let state: Option<String> = tx
+        .query_row(
+            "SELECT state FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(db_err)?;
+    match state.as_deref() {
+        None => {
+            return Err(TaskError::Runtime(format!(
+                "{task} is not in orchestration_tasks."
+            )));
+        }
+        Some(s) if s != from => {
+            return Err(TaskError::Runtime(format!(
+                "{task} is {s}, not {from}; nothing changed. Look at it in the dashboard first."
+            )));
+        }
+        Some(_) => {}
+    }
+    tx.execute(
+        "UPDATE orchestration_tasks SET state = ?2, last_heartbeat = datetime('now') WHERE task_id = ?1",
+        params![task.as_str(), to],
+    )
+    .map_err(db_err)?;
+    let text = message.unwrap_or_else(|| "Approved.".into());
+    tx.execute(
+        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'operator', ?2, ?3)",
+        params![task.as_str(), text, kind],
+    )
+    .map_err(db_err)?;
+    tx.commit().map_err(db_err)?;
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task, "state": to, "prev_state": from}),
+        &format!("{task}: {from} -> {to}"),
+    );
+    Ok(0)
+}
+
+fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Result<u8, TaskError> {
+    let conn = open(project)?;
+    let exists: bool = conn
+        .query_row(
+            "SELECT count(*) FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |r| r.get::<_, i64>(0),
+        )
+        .map(|n| n > 0)
+        .map_err(|e| TaskError::Runtime(format!("database: {e}")))?;
+    if !exists {
+        return Err(TaskError::Runtime(format!(
+            "{task} is not in orchestration_tasks."
+        )));
+    }
+    conn.execute(
+        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'operator', ?2, 'instruction')",
+        params![task.as_str(), text],
+    )
+    .map_err(|e| TaskError::Runtime(format!("database: {e}")))?;
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task, "message_type": "instruction"}),
+        &format!("{task}: instruction sent"),
+    );
+    Ok(0)
+}
+
+/// 0 healthy, 1 caution or no data, 2 critical, from the last `[ctx: XX%]` value.
+fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
+    let last = task
+        .log_file_name(crate::core::domain::LogKind::Status)
+        .and_then(|name| std::fs::read(project.temp.join(name)).ok())
+        .and_then(|bytes| {
+            String::from_utf8_lossy(&bytes)
+                .lines()
+                .rev()
+                .find_map(context_percent)
+        });
+    let (level, code) = match last {
+        None => ("no data", 1),
+        Some(v) if v >= CRITICAL_AT => ("critical", 2),
+        Some(v) if v >= CAUTION_AT => ("caution", 1),
+        Some(_) => ("healthy", 0),
+    };
+    let headroom = last.map(|v| 100 - v);
+    let text = match last {
+        Some(v) => format!("{task}: context {v}% used, {}% left: {level}", 100 - v),
+        None => format!("{task}: no [ctx: XX%] value in temp/{task}-status yet"),
+    };
+    report(
+        as_json,
+        &json!({"task_id": task, "context": last, "headroom": headroom, "level": level}),
+        &text,
+    );
+    code
+}
+
+/// The Musician window's process, from its PID file, if it is running.
+fn window(project: &Project, task: &TaskId) -> Result<ProcessId, TaskError> {
+    let file = project.temp.join(format!("musician-{task}.pid"));
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        TaskError::Runtime(format!(
+            "cannot read {} ({e}); maestro only signals windows it can identify.",
+            file.display()
+        ))
+    })?;
+    let pid: i32 =
+        text.trim().parse().ok().filter(|p| *p > 1).ok_or_else(|| {
+            TaskError::Runtime(format!("{} does not hold a PID.", file.display()))
+        })?;
+    if !procs::is_alive(pid) {
+        return Err(TaskError::Runtime(format!(
+            "{task}'s window (PID {pid}) is not running."
+        )));
+    }
+    Ok(ProcessId::observe(pid))
+}
+
+fn signal(
+    project: &Project,
+    task: &TaskId,
+    sig: Signal,
+    done: &str,
+    as_json: bool,
+) -> Result<u8, TaskError> {
+    let p = window(project, task)?;
+    kill(Pid::from_raw(p.pid), sig)
+        .map_err(|e| TaskError::Runtime(format!("cannot signal PID {}: {e}", p.pid)))?;
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task, "pid": p.pid, "action": done}),
+        &format!("{task}: {done} (PID {})", p.pid),
+    );
+    Ok(0)
+}
+
+fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, TaskError> {
+    let p = window(project, task)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TaskError::Runtime(e.to_string()))?;
+    // A frozen window cannot act on SIGTERM: let it run again first.
+    let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+    let outcome = rt.block_on(procs::guarded_kill(p, Duration::from_secs(5)));
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task, "pid": p.pid, "outcome": format!("{outcome:?}").to_lowercase()}),
+        &format!("{task}: window PID {} {outcome:?}", p.pid),
+    );
+    Ok(0)
+}
+
+/// Asks on a terminal; without one, `--yes` is required.
+fn confirm(question: &str, yes: bool) -> Result<(), TaskError> {
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(TaskError::Usage(format!(
+            "{question} This is destructive: pass --yes to confirm without a terminal."
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(TaskError::Usage("not confirmed; nothing done.".into()))
+    }
+}
+
+fn report(as_json: bool, value: &serde_json::Value, text: &str) {
+    if as_json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+}

@@ -1,0 +1,184 @@
+//! `maestro task …` on a real database and real processes.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Scratch, maestro};
+
+fn run(s: &Scratch, args: &[&str]) -> (i32, String, String) {
+    let out = maestro()
+        .args(args)
+        .arg("--project")
+        .arg(s.root())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn state(s: &Scratch, id: &str) -> String {
+    s.conn()
+        .query_row(
+            "SELECT state FROM orchestration_tasks WHERE task_id = ?1",
+            [id],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+fn last_message(s: &Scratch) -> (String, String, String) {
+    s.conn()
+        .query_row(
+            "SELECT task_id, message_type, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap()
+}
+
+#[test]
+fn review_answers_move_the_state_and_leave_a_message() {
+    let s = Scratch::new();
+    s.set_task("task-03", "needs_review");
+    let (code, out, err) = run(&s, &["task", "approve", "task-03", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (v["state"].as_str(), v["prev_state"].as_str()),
+        (Some("review_approved"), Some("needs_review"))
+    );
+    assert_eq!(state(&s, "task-03"), "review_approved");
+    assert_eq!(
+        last_message(&s),
+        ("task-03".into(), "approval".into(), "Approved.".into())
+    );
+
+    // Not in needs_review any more: refused, nothing written.
+    let (code, _, err) = run(&s, &["task", "reject", "task-03", "--message", "no"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("review_approved"), "{err}");
+    assert_eq!(state(&s, "task-03"), "review_approved");
+
+    s.set_task("task-04", "needs_review");
+    let file = s.root().join("why.txt");
+    std::fs::write(&file, "Add a migration path.\nThen resubmit.").unwrap();
+    let (code, _, err) = run(
+        &s,
+        &[
+            "task",
+            "reject",
+            "task-04",
+            "--message-file",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(state(&s, "task-04"), "review_failed");
+    assert_eq!(last_message(&s).2, "Add a migration path.\nThen resubmit.");
+
+    s.set_task("task-05", "error");
+    assert_eq!(
+        run(
+            &s,
+            &["task", "fix", "task-05", "--message", "restore the newline"]
+        )
+        .0,
+        0
+    );
+    assert_eq!(state(&s, "task-05"), "fix_proposed");
+    assert_eq!(last_message(&s).1, "fix_proposal");
+
+    assert_eq!(
+        run(
+            &s,
+            &[
+                "task",
+                "instruct",
+                "task-05",
+                "--message",
+                "also update the docs"
+            ]
+        )
+        .0,
+        0
+    );
+    assert_eq!(last_message(&s).1, "instruction");
+    assert_eq!(state(&s, "task-05"), "fix_proposed");
+}
+
+#[test]
+fn bad_task_commands_are_refused_clearly() {
+    let s = Scratch::new();
+    s.set_task("task-03", "needs_review");
+    for (args, code, needle) in [
+        (&["task", "reject", "task-03"][..], 2, "--message"),
+        (&["task", "approve", "../etc"], 2, "not a Musician task id"),
+        (&["task", "approve", "task-00"], 2, "not a Musician task id"),
+        (
+            &["task", "approve", "task-99"],
+            1,
+            "not in orchestration_tasks",
+        ),
+        (
+            &["task", "reject", "task-03", "--message", "  "],
+            2,
+            "empty",
+        ),
+    ] {
+        let (got, _, err) = run(&s, args);
+        assert_eq!(got, code, "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+    assert_eq!(state(&s, "task-03"), "needs_review");
+}
+
+#[test]
+fn headroom_exit_codes_follow_the_last_context_value() {
+    let s = Scratch::new();
+    assert_eq!(run(&s, &["task", "headroom", "task-01"]).0, 1, "no data");
+    for (line, code) in [
+        ("step 1 [ctx: 20%]\n", 0),
+        ("step 2 [ctx: 65%]\nno value\n", 1),
+        ("step 3 [ctx: 85%]\n", 2),
+    ] {
+        s.append("task-01-status", line);
+        let (got, out, _) = run(&s, &["task", "headroom", "task-01", "--json"]);
+        assert_eq!(got, code, "{line}");
+        let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        assert!(v["context"].is_u64());
+    }
+}
+
+#[test]
+fn freeze_thaw_and_kill_act_on_the_recorded_window() {
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    let mut window = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        s.temp().join("musician-task-02.pid"),
+        format!("{}\n", window.id()),
+    )
+    .unwrap();
+    let proc_state = |pid: u32| {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+        stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
+    };
+    assert_eq!(run(&s, &["task", "freeze", "task-02"]).0, 0);
+    assert_eq!(proc_state(window.id()), 'T');
+    assert_eq!(run(&s, &["task", "thaw", "task-02"]).0, 0);
+    assert_ne!(proc_state(window.id()), 'T');
+    // Destructive without a terminal: needs --yes.
+    let (code, _, err) = run(&s, &["task", "kill", "task-02"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--yes"));
+    assert!(window.try_wait().unwrap().is_none(), "still running");
+    assert_eq!(run(&s, &["task", "kill", "task-02", "--yes"]).0, 0);
+    assert!(window.wait().unwrap().code().is_none(), "ended by a signal");
+    assert_eq!(run(&s, &["task", "freeze", "task-09"]).0, 1, "no PID file");
+}
