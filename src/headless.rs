@@ -78,6 +78,22 @@ pub async fn present(
     }
 }
 
+/// [`present`] on a buffered stdout, flushed at the end.
+pub async fn present_on_stdout(
+    happenings: &mut mpsc::Receiver<Happening>,
+    json: bool,
+    clock: Clock,
+    until_complete: bool,
+    stop: CancellationToken,
+) -> Ended {
+    let format = if json { Format::Json } else { Format::Text };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let ended = present(happenings, format, clock, until_complete, stop, &mut out).await;
+    let _ = out.flush();
+    ended
+}
+
 fn write_one(
     out: &mut dyn Write,
     format: Format,
@@ -131,16 +147,13 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
         What::Watchdog { reason, task_count } => {
             format!("WATCHDOG: {reason} (task count {task_count})\n")
         }
-        What::Recovery {
-            provider,
-            status,
-            generation,
-            pid,
-        } => format!(
-            "RECOVERY: {} {} (generation S{generation}, pid {})\n",
-            contract_provider(*provider),
-            status.as_str(),
-            pid.map_or_else(|| "unknown".to_owned(), |p| p.to_string())
+        What::Recovery(r) => format!(
+            "RECOVERY: {} {} (generation S{}, pid {})\n",
+            contract_provider(r.provider),
+            r.status.as_str(),
+            r.generation,
+            r.pid
+                .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
         What::Log { .. } | What::RoleEnded => return None,
@@ -194,14 +207,9 @@ pub fn json_line(h: &Happening) -> Option<Value> {
         What::Watchdog { reason, task_count } => json!({
             "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
         }),
-        What::Recovery {
-            provider,
-            status,
-            generation,
-            pid,
-        } => json!({
-            "ts": ts, "event": "recovery", "provider": contract_provider(*provider),
-            "step": provider.as_str(), "status": status.as_str(), "generation": generation, "pid": pid,
+        What::Recovery(r) => json!({
+            "ts": ts, "event": "recovery", "provider": contract_provider(r.provider),
+            "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
         What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
         What::Log { .. } | What::RoleEnded => return None,

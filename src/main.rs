@@ -3,7 +3,6 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -14,7 +13,7 @@ use maestro::cli::{Cli, Command, ConfigCommand, GlobalArgs};
 use maestro::core::clock::Clock;
 use maestro::core::runtime;
 use maestro::core::schema;
-use maestro::headless::{self, Format};
+use maestro::headless::{self};
 use maestro::project::{Project, UsageError, load_settings};
 use maestro::settings::{DEFAULT_TOML, Settings};
 use maestro::tui::TuiConfig;
@@ -250,24 +249,15 @@ async fn run_headless(
     }
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(Failure::Runtime)?;
-    let format = if args.json {
-        Format::Json
-    } else {
-        Format::Text
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let ended = headless::present(
+    // Every way headless output ends (signal, completion, closed stdout) is a success.
+    headless::present_on_stdout(
         &mut core.happenings,
-        format,
+        args.json,
         clock,
         args.until_complete,
         stop,
-        &mut out,
     )
     .await;
-    let _ = out.flush();
     core.shutdown().await;
-    let _ = ended;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,8 +2,6 @@
 //! shown in the dashboard or printed headless. Only one process per project holds the
 //! role (an advisory lock in maestro's data directory).
 
-use std::io::Write;
-
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -15,7 +13,7 @@ use crate::core::runtime;
 use crate::core::watchdog::payload::load_orchestra_config;
 use crate::core::watchdog::role::{self, RoleConfig, RoleEnd, RoleTimings};
 use crate::core::watchdog::role_db::RoleDb;
-use crate::headless::{self, Format};
+use crate::headless::{self};
 use crate::project::Project;
 use crate::settings::Settings;
 use crate::tui::TuiConfig;
@@ -107,15 +105,7 @@ pub async fn run(
         tui.watchdog = Some(cmd_tx);
         crate::tui::run(&mut core, tui, stop).await
     } else {
-        let format = if args.json {
-            Format::Json
-        } else {
-            Format::Text
-        };
-        let stdout = std::io::stdout();
-        let mut out = std::io::BufWriter::new(stdout.lock());
-        headless::present(&mut core.happenings, format, clock, false, stop, &mut out).await;
-        let _ = out.flush();
+        headless::present_on_stdout(&mut core.happenings, args.json, clock, false, stop).await;
         drop(cmd_tx);
         Ok(())
     };

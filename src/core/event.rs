@@ -103,6 +103,16 @@ impl RecoveryStatus {
     }
 }
 
+/// One step of a recovery cycle: which provider, how it went, the Conductor
+/// generation it is for, and the new window's PID when known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryStep {
+    pub provider: crate::core::watchdog::machine::Provider,
+    pub status: RecoveryStatus,
+    pub generation: u32,
+    pub pid: Option<i32>,
+}
+
 /// Where the Souffleur role stands, for the Watchdog pane.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RoleView {
@@ -127,12 +137,7 @@ pub enum RoleReport {
         reason: WatchdogReason,
         task_count: u64,
     },
-    Recovery {
-        provider: crate::core::watchdog::machine::Provider,
-        status: RecoveryStatus,
-        generation: u32,
-        pid: Option<i32>,
-    },
+    Recovery(RecoveryStep),
     Status(Box<RoleView>),
     /// For the operator's eyes (hold, release, provider steps).
     Alert(String),
@@ -166,12 +171,7 @@ pub enum What {
         reason: WatchdogReason,
         task_count: u64,
     },
-    Recovery {
-        provider: crate::core::watchdog::machine::Provider,
-        status: RecoveryStatus,
-        generation: u32,
-        pid: Option<i32>,
-    },
+    Recovery(RecoveryStep),
     Error {
         detail: String,
     },

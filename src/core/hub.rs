@@ -207,23 +207,14 @@ impl Hub {
                 self.emit_at(at, What::Watchdog { reason, task_count })
                     .await;
             }
-            RoleReport::Recovery {
-                provider,
-                status,
-                generation,
-                pid,
-            } => {
+            RoleReport::Recovery(step) => {
                 if let Some(role) = &mut self.snapshot.watchdog.role {
-                    role.last_provider =
-                        Some((provider.as_str().to_owned(), status.as_str().to_owned()));
+                    role.last_provider = Some((
+                        step.provider.as_str().to_owned(),
+                        step.status.as_str().to_owned(),
+                    ));
                 }
-                self.emit(What::Recovery {
-                    provider,
-                    status,
-                    generation,
-                    pid,
-                })
-                .await;
+                self.emit(What::Recovery(step)).await;
             }
             RoleReport::Status(view) => {
                 let keep = self

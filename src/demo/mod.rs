@@ -21,7 +21,7 @@ use crate::cli::{DemoArgs, GlobalArgs};
 use crate::core::clock::Clock;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::{runtime, schema};
-use crate::headless::{self, Format};
+use crate::headless::{self};
 use crate::project::Project;
 use crate::settings::Settings;
 use scenario::{Scenario, Step};
@@ -108,15 +108,7 @@ async fn show(
         core.shutdown().await;
         return result;
     }
-    let format = if global.json {
-        Format::Json
-    } else {
-        Format::Text
-    };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    headless::present(&mut core.happenings, format, clock, true, stop, &mut out).await;
-    let _ = out.flush();
+    headless::present_on_stdout(&mut core.happenings, global.json, clock, true, stop).await;
     drop(player);
     core.shutdown().await;
     Ok(())

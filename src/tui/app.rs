@@ -357,14 +357,12 @@ impl UiState {
                 title: format!("watchdog: {reason}"),
                 body: "press 6 to see the watchdog".into(),
             }),
-            What::Recovery {
-                provider,
-                status,
-                generation,
-                ..
-            } => Some(Notification {
-                title: format!("recovery {} {}", provider.as_str(), status.as_str()),
-                body: format!("Conductor (S{generation}) — press 6 to see the watchdog"),
+            What::Recovery(r) => Some(Notification {
+                title: format!("recovery {} {}", r.provider.as_str(), r.status.as_str()),
+                body: format!(
+                    "Conductor (S{}) — press 6 to see the watchdog",
+                    r.generation
+                ),
             }),
             What::Task { .. } | What::Error { .. } | What::RoleEnded => None,
         }

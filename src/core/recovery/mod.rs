@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
-use crate::core::event::{CoreEvent, RecoveryStatus, RoleReport};
+use crate::core::event::{CoreEvent, RecoveryStatus, RecoveryStep, RoleReport};
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::watchdog::checks::valid_session_id;
 use crate::core::watchdog::machine::{Provider, RecoveryKind, RecoveryOutcome};
@@ -69,12 +69,12 @@ impl RecoveryEnv {
     ) {
         let _ = self
             .events
-            .send(CoreEvent::Role(RoleReport::Recovery {
+            .send(CoreEvent::Role(RoleReport::Recovery(RecoveryStep {
                 provider,
                 status,
                 generation,
                 pid,
-            }))
+            })))
             .await;
     }
 
