@@ -147,14 +147,17 @@ impl Router {
     }
 
     /// The effects that start monitoring after validation.
-    pub fn start(&self) -> Vec<Effect> {
+    pub fn start(&mut self) -> Vec<Effect> {
         vec![self.layers()]
     }
 
-    fn layers(&self) -> Effect {
+    /// New layers. The session-id search is handed to exactly one watcher generation:
+    /// the next replacement (for whatever reason) no longer looks.
+    fn layers(&mut self) -> Effect {
+        let awaiting = std::mem::take(&mut self.awaiting_session_id);
         Effect::ReplaceLayers {
             mode: self.mode,
-            awaiting_session_id: self.awaiting_session_id,
+            awaiting_session_id: awaiting,
         }
     }
 
