@@ -83,6 +83,8 @@ pub enum Command {
     Demo(DemoArgs),
     /// Act on one Musician: answer a review, instruct, signal its window, read headroom
     Task(TaskCommand),
+    /// Steer the running Souffleur: hold | release | recover | relaunch
+    Conductor(ConductorArgs),
     /// Take the Souffleur role: watch the Conductor and recover it (PROTOCOL.md §4)
     Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
@@ -159,6 +161,15 @@ pub struct MessageArgs {
     /// Read the message from a file
     #[arg(long, value_name = "F")]
     pub message_file: Option<PathBuf>,
+}
+
+#[allow(clippy::doc_markdown)] // `--help` text
+#[derive(Debug, Clone, Args)]
+pub struct ConductorArgs {
+    /// hold or release automatic recovery; recover (Lethe first) or relaunch
+    /// (claude_export) the Conductor now
+    #[arg(value_parser = ["hold", "release", "recover", "relaunch"])]
+    pub action: String,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -15,6 +15,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
+pub mod conductor_cmd;
 pub mod core;
 pub mod demo;
 pub mod doctor;

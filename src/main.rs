@@ -94,6 +94,19 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
                 Err(maestro::task_cmd::TaskError::Runtime(m)) => Err(Failure::Runtime(m)),
             }
         }
+        Some(Command::Conductor(c)) => {
+            let project = Project::from_args(&cli.global)?;
+            let data = maestro::souffleur::data_dir().ok_or_else(|| {
+                Failure::Runtime("cannot find maestro's data directory (is HOME set?)".into())
+            })?;
+            let socket =
+                maestro::core::watchdog::role::control_socket(&data.join("locks"), &project.root);
+            match maestro::conductor_cmd::run(&socket, &c.action, cli.global.yes, cli.global.json) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(maestro::conductor_cmd::ConductorError::Usage(m)) => Err(Failure::Usage(m)),
+                Err(maestro::conductor_cmd::ConductorError::Runtime(m)) => Err(Failure::Runtime(m)),
+            }
+        }
         Some(Command::Souffleur(args)) => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;

@@ -51,6 +51,9 @@ pub async fn run(
         Refused::Runtime("cannot find a data directory for maestro (is HOME set?)".into())
     })?;
     let lock = role::acquire_lock(&data.join("locks"), &project.root).map_err(Refused::Runtime)?;
+    let control =
+        crate::conductor_cmd::bind(&role::control_socket(&data.join("locks"), &project.root))
+            .map_err(Refused::Runtime)?;
 
     let mut config = project.core_config(settings);
     config.souffleur_role = true;
@@ -91,6 +94,7 @@ pub async fn run(
         clock,
     };
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
+    let server = tokio::spawn(crate::conductor_cmd::serve(control, cmd_tx.clone()));
     let role_cancel = CancellationToken::new();
     let role_task = tokio::spawn(role::run(
         role_config,
@@ -110,6 +114,8 @@ pub async fn run(
         Ok(())
     };
     // Closing the presenter ends the role (it marks its row `exited`).
+    server.abort();
+    let _ = std::fs::remove_file(role::control_socket(&data.join("locks"), &project.root));
     role_cancel.cancel();
     let end = role_task
         .await

@@ -415,3 +415,48 @@ fn only_one_souffleur_per_project() {
     let mut watcher = Running::spawn(rig.command(&["--no-tui", "--json"]));
     watcher.wait_json("observer runs", |v| event(v) == "task");
 }
+
+#[test]
+fn conductor_commands_reach_the_running_role() {
+    let rig = Rig::new(None);
+    let conductor = |args: &[&str]| {
+        let out = rig
+            .command(&[&["conductor"][..], args].concat())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, _, err) = conductor(&["hold"]);
+    assert_eq!(code, 1, "no role yet: {err}");
+    assert!(err.contains("no Souffleur role is running"), "{err}");
+
+    let mut m = rig.souffleur(rig.conductor.id());
+    m.wait_json("confirmed", |v| {
+        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+    });
+    let (code, out, err) = conductor(&["hold", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["ok"], true);
+    assert!(v["detail"].as_str().unwrap().contains("held"), "{v}");
+    assert_eq!(conductor(&["release"]).0, 0);
+
+    let (code, _, err) = conductor(&["relaunch"]);
+    assert_eq!(code, 2, "destructive without a terminal needs --yes: {err}");
+    let (code, out, err) = conductor(&["relaunch", "--yes"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("recovery started"), "{out}");
+    let done = m.wait_json("manual recovery", |v| {
+        event(v) == "recovery" && v["status"] != "started"
+    });
+    assert_eq!(
+        (done["provider"].as_str(), done["status"].as_str()),
+        (Some("claude_export"), Some("success"))
+    );
+    // An unknown word is a usage error.
+    assert_eq!(conductor(&["pause"]).0, 2);
+}

@@ -48,7 +48,7 @@ pub struct TuiConfig {
     pub notifier: Notifier,
     pub clock: Clock,
     /// Commands to the Souffleur role, when this process holds it.
-    pub watchdog: Option<tokio::sync::mpsc::Sender<crate::core::watchdog::role::WatchdogCmd>>,
+    pub watchdog: Option<tokio::sync::mpsc::Sender<crate::core::watchdog::role::WatchdogRequest>>,
 }
 
 impl TuiConfig {
@@ -190,7 +190,8 @@ pub async fn run(
                             Effect::Suspend => guard.suspend(),
                             Effect::Watchdog(cmd) => match &cfg.watchdog {
                                 Some(tx) => {
-                                    let _ = tx.try_send(cmd);
+                                    let request = crate::core::watchdog::role::WatchdogRequest { cmd, reply: None };
+                                    let _ = tx.try_send(request);
                                 }
                                 None => ui.note = Some("no Souffleur role in this process".into()),
                             },

@@ -29,6 +29,45 @@ pub enum WatchdogCmd {
     Recover(RecoveryKind),
 }
 
+impl WatchdogCmd {
+    /// The word used on the control socket and the command line.
+    pub fn parse(word: &str) -> Option<Self> {
+        match word.trim() {
+            "hold" => Some(Self::Hold),
+            "release" => Some(Self::Release),
+            "recover" => Some(Self::Recover(RecoveryKind::ContextRecovery)),
+            "relaunch" => Some(Self::Recover(RecoveryKind::Relaunch)),
+            _ => None,
+        }
+    }
+}
+
+/// A command with, optionally, where to send whether it was accepted.
+#[derive(Debug)]
+pub struct WatchdogRequest {
+    pub cmd: WatchdogCmd,
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<String, String>>>,
+}
+
+/// The role's answer to a command, from the effects the router returned for it.
+fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, String> {
+    let alert = effects.iter().find_map(|e| match e {
+        Effect::Alert(a) => Some(a.clone()),
+        _ => None,
+    });
+    match cmd {
+        WatchdogCmd::Recover(_) if effects.iter().any(|e| matches!(e, Effect::Recover(_))) => {
+            Ok("recovery started".into())
+        }
+        WatchdogCmd::Recover(_) => {
+            Err(alert.unwrap_or_else(|| "the Souffleur role has ended".into()))
+        }
+        WatchdogCmd::Hold | WatchdogCmd::Release => {
+            alert.ok_or_else(|| "the Souffleur role has ended".into())
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RoleTimings {
     pub conductor_stale_after: Duration,
@@ -65,16 +104,27 @@ pub struct RoleLock {
     pub path: PathBuf,
 }
 
-/// Takes the project's Souffleur lock, or says who holds it.
-pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String> {
+/// The name a project's role files share in the lock folder (lock, control socket).
+fn role_key(project: &Path) -> (PathBuf, String) {
     use std::hash::{Hash, Hasher};
     let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
     // The same binary computes the same hash: only maestro processes compare these.
     let mut h = std::collections::hash_map::DefaultHasher::new();
     canonical.hash(&mut h);
+    (canonical, format!("souffleur-{:016x}", h.finish()))
+}
+
+/// Where the running role listens for `maestro conductor …` commands.
+pub fn control_socket(lock_dir: &Path, project: &Path) -> PathBuf {
+    lock_dir.join(format!("{}.sock", role_key(project).1))
+}
+
+/// Takes the project's Souffleur lock, or says who holds it.
+pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String> {
+    let (canonical, key) = role_key(project);
     std::fs::create_dir_all(lock_dir)
         .map_err(|e| format!("cannot create {}: {e}", lock_dir.display()))?;
-    let path = lock_dir.join(format!("souffleur-{:016x}.lock", h.finish()));
+    let path = lock_dir.join(format!("{key}.lock"));
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -101,7 +151,7 @@ pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String>
 pub async fn run(
     cfg: RoleConfig,
     events: mpsc::Sender<CoreEvent>,
-    cmds: mpsc::Receiver<WatchdogCmd>,
+    cmds: mpsc::Receiver<WatchdogRequest>,
     cancel: CancellationToken,
 ) -> RoleEnd {
     let end = run_role(cfg, &events, cmds, cancel).await;
@@ -112,7 +162,7 @@ pub async fn run(
 async fn run_role(
     cfg: RoleConfig,
     events: &mpsc::Sender<CoreEvent>,
-    mut cmds: mpsc::Receiver<WatchdogCmd>,
+    mut cmds: mpsc::Receiver<WatchdogRequest>,
     cancel: CancellationToken,
 ) -> RoleEnd {
     let events = events.clone();
@@ -180,13 +230,17 @@ async fn run_role(
                 }
                 role.router.step(Input::WatcherDead { fresh_now })
             }
-            Some(cmd) = cmds.recv() => {
+            Some(request) = cmds.recv() => {
                 let task_count = role.db.task_count().await.unwrap_or(0);
-                role.router.step(match cmd {
+                let effects = role.router.step(match request.cmd {
                     WatchdogCmd::Hold => Input::Hold,
                     WatchdogCmd::Release => Input::Release,
                     WatchdogCmd::Recover(kind) => Input::Manual { kind, task_count },
-                })
+                });
+                if let Some(reply) = request.reply {
+                    let _ = reply.send(answer(request.cmd, &effects));
+                }
+                effects
             }
             done = join_recovery(&mut role.recovery), if recovering => {
                 role.recovery = None;
