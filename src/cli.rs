@@ -85,6 +85,9 @@ pub enum Command {
     Task(TaskCommand),
     /// Steer the running Souffleur: hold | release | recover | relaunch
     Conductor(ConductorArgs),
+    /// Sentinel pipelines in .maestro/sentinels/: list, show, start, stop, pause, resume, step edits
+    #[command(subcommand)]
+    Sentinel(SentinelAction),
     /// Take the Souffleur role: watch the Conductor and recover it (PROTOCOL.md §4)
     Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
@@ -163,6 +166,47 @@ pub struct MessageArgs {
     pub message_file: Option<PathBuf>,
 }
 
+#[derive(Debug, Clone, Subcommand)]
+pub enum SentinelAction {
+    /// Every definition, with its status
+    List,
+    /// One definition and its status
+    Show { name: String },
+    /// Start a pipeline in the maestro that hosts the project's pipelines
+    Start { name: String },
+    /// Stop a running pipeline
+    Stop { name: String },
+    /// Pause a running pipeline between steps
+    Pause { name: String },
+    /// Resume a paused pipeline
+    Resume { name: String },
+    /// List or edit steps (the next iteration uses the new steps)
+    #[command(subcommand)]
+    Step(StepAction),
+}
+
+#[derive(Debug, Clone, Subcommand)]
+pub enum StepAction {
+    /// The steps, as `{"name": N, "steps": [...]}` with --json
+    List { name: String },
+    /// Insert a step (JSON object) at INDEX
+    Add {
+        name: String,
+        index: usize,
+        #[arg(value_name = "JSON")]
+        step: String,
+    },
+    /// Replace the step at INDEX
+    Update {
+        name: String,
+        index: usize,
+        #[arg(value_name = "JSON")]
+        step: String,
+    },
+    /// Remove the step at INDEX
+    Remove { name: String, index: usize },
+}
+
 #[allow(clippy::doc_markdown)] // `--help` text
 #[derive(Debug, Clone, Args)]
 pub struct ConductorArgs {
@@ -194,5 +238,17 @@ fn speed(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.01..=1000.0).contains(&v) => Ok(v),
         _ => Err("a number between 0.01 and 1000, e.g. 1 or 10".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// clap's own consistency checks (argument names that clash, and so on).
+    #[test]
+    fn the_command_line_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }

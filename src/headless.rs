@@ -156,6 +156,17 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Pipeline(p) => format!(
+            "PIPELINE: {} {} iteration {}{}{}\n",
+            p.name,
+            p.status,
+            p.iteration,
+            p.step.map(|s| format!(" step {s}")).unwrap_or_default(),
+            p.outcome
+                .as_deref()
+                .map(|o| format!(": {}", one_line(o)))
+                .unwrap_or_default()
+        ),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }
@@ -212,6 +223,10 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
         What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Pipeline(p) => json!({
+            "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
+            "iteration": p.iteration, "step": p.step, "outcome": p.outcome,
+        }),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }

@@ -22,6 +22,7 @@ pub mod doctor;
 pub mod headless;
 pub mod launch;
 pub mod project;
+pub mod sentinel_cmd;
 pub mod settings;
 pub mod souffleur;
 pub mod task_cmd;

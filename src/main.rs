@@ -94,9 +94,17 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
                 Err(maestro::task_cmd::TaskError::Runtime(m)) => Err(Failure::Runtime(m)),
             }
         }
+        Some(Command::Sentinel(action)) => {
+            let project = Project::from_args(&cli.global)?;
+            match maestro::sentinel_cmd::run(&project, action, cli.global.json) {
+                Ok(()) => Ok(ExitCode::SUCCESS),
+                Err(maestro::sentinel_cmd::SentinelError::Usage(m)) => Err(Failure::Usage(m)),
+                Err(maestro::sentinel_cmd::SentinelError::Runtime(m)) => Err(Failure::Runtime(m)),
+            }
+        }
         Some(Command::Conductor(c)) => {
             let project = Project::from_args(&cli.global)?;
-            let data = maestro::souffleur::data_dir().ok_or_else(|| {
+            let data = maestro::project::data_dir().ok_or_else(|| {
                 Failure::Runtime("cannot find maestro's data directory (is HOME set?)".into())
             })?;
             let socket =
@@ -231,6 +239,7 @@ async fn run_dashboard(
     };
     let mut core =
         runtime::start(&config, tui.clock).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let _pipelines = project.host_pipelines(settings, core.events.clone());
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(Failure::Runtime)?;
     let result = maestro::tui::run(&mut core, tui, stop).await;
@@ -253,6 +262,7 @@ async fn run_headless(
     }
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(|e| Failure::Runtime(e.to_string()))?;
+    let _pipelines = project.host_pipelines(settings, core.events.clone());
     if !core.with_database {
         eprintln!(
             "maestro: no database at {}; watching {} only.",

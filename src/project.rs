@@ -60,6 +60,16 @@ impl Project {
         }
     }
 
+    /// Hosts this project's pipelines from this process, unless another one does.
+    pub fn host_pipelines(
+        &self,
+        settings: &Settings,
+        events: tokio::sync::mpsc::Sender<crate::core::event::CoreEvent>,
+    ) -> Option<crate::core::pipeline::host::HostHandle> {
+        let lock_dir = data_dir()?.join("locks");
+        crate::core::pipeline::host::start(&self.root, &lock_dir, settings.llm.clone(), events)
+    }
+
     /// The project's name for titles: its folder name.
     pub fn name(&self) -> String {
         std::fs::canonicalize(&self.root)
@@ -67,6 +77,11 @@ impl Project {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| self.root.display().to_string())
     }
+}
+
+/// maestro's own data directory (locks, sockets, trimmed exports).
+pub fn data_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
 }
 
 /// Reads the configuration file (if any) and applies the flags.

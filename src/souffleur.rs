@@ -24,11 +24,6 @@ pub enum Refused {
     Runtime(String),
 }
 
-/// maestro's own data directory (locks, trimmed exports).
-pub fn data_dir() -> Option<std::path::PathBuf> {
-    directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
-}
-
 /// Runs the role to its end. `Ok(true)`: the Conductor completed or the operator
 /// stopped it; `Ok(false)`: the role failed.
 pub async fn run(
@@ -47,7 +42,7 @@ pub async fn run(
     }
     // The schema is checked before anything is locked or written.
     RoleDb::open(&project.db).map_err(Refused::Runtime)?;
-    let data = data_dir().ok_or_else(|| {
+    let data = crate::project::data_dir().ok_or_else(|| {
         Refused::Runtime("cannot find a data directory for maestro (is HOME set?)".into())
     })?;
     let lock = role::acquire_lock(&data.join("locks"), &project.root).map_err(Refused::Runtime)?;
@@ -93,6 +88,7 @@ pub async fn run(
         orchestra,
         clock,
     };
+    let _pipelines = project.host_pipelines(settings, core.events.clone());
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
     let server = tokio::spawn(crate::conductor_cmd::serve(control, cmd_tx.clone()));
     let role_cancel = CancellationToken::new();

@@ -59,6 +59,8 @@ pub enum CoreEvent {
     SourceHealthy { source: &'static str },
     /// From the Souffleur role.
     Role(RoleReport),
+    /// From a running pipeline.
+    Pipeline(PipelineReport),
 }
 
 /// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.
@@ -111,6 +113,17 @@ pub struct RecoveryStep {
     pub status: RecoveryStatus,
     pub generation: u32,
     pub pid: Option<i32>,
+}
+
+/// A pipeline's transition (CONTRACT.md `pipeline` event).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineReport {
+    pub name: String,
+    /// started, iteration, step, paused, resumed, stopped, completed, failed, edited
+    pub status: &'static str,
+    pub iteration: u64,
+    pub step: Option<usize>,
+    pub outcome: Option<String>,
 }
 
 /// Where the Souffleur role stands, for the Watchdog pane.
@@ -177,6 +190,7 @@ pub enum What {
     },
     /// The Souffleur role in this process ended (headless output stops after it).
     RoleEnded,
+    Pipeline(PipelineReport),
     /// Lines for the dashboard's log pane (headless output ignores them).
     Log {
         task: TaskId,

@@ -189,6 +189,7 @@ impl Hub {
                 self.emit(What::Error { detail }).await;
             }
             CoreEvent::Role(report) => self.on_role(report).await,
+            CoreEvent::Pipeline(report) => self.emit(What::Pipeline(report)).await,
             CoreEvent::SourceHealthy { source } => {
                 if source == "database" {
                     self.snapshot.database = DatabaseHealth::Ok;

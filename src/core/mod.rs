@@ -5,6 +5,7 @@ pub mod domain;
 pub mod error;
 pub mod event;
 pub mod hub;
+pub mod pipeline;
 pub mod recovery;
 pub mod runtime;
 pub mod schema;

@@ -364,7 +364,7 @@ impl UiState {
                     r.generation
                 ),
             }),
-            What::Task { .. } | What::Error { .. } | What::RoleEnded => None,
+            What::Task { .. } | What::Error { .. } | What::RoleEnded | What::Pipeline(_) => None,
         }
     }
 

@@ -1,0 +1,421 @@
+//! The condition language of pipelines (CONTRACT.md): `==`/`===`, `!=`/`!==`, `<`,
+//! `<=`, `>`, `>=`, `&&`, `||`, `!`, parentheses, numbers, strings, `true`/`false`,
+//! `$name.field`, `$name[0]`, `.length`. Nothing else is evaluated: an expression is
+//! parsed into a tree once, then evaluated against the pipeline's variables.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Expr {
+    Lit(Value),
+    /// `$name` followed by `.field`, `[index]` and `.length` accessors.
+    Var(String, Vec<Access>),
+    Not(Box<Expr>),
+    Bin(Box<Expr>, Op, Box<Expr>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Access {
+    Field(String),
+    Index(usize),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    And,
+    Or,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Tok {
+    Num(f64),
+    Str(String),
+    Bool(bool),
+    Var(String),
+    Dot(String),
+    Index(usize),
+    Op(Op),
+    Not,
+    Open,
+    Close,
+}
+
+fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
+    let chars: Vec<char> = src.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    let ident = |i: &mut usize| {
+        let start = *i;
+        while *i < chars.len() && (chars[*i].is_alphanumeric() || chars[*i] == '_') {
+            *i += 1;
+        }
+        chars[start..*i].iter().collect::<String>()
+    };
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        let next2 = chars.get(i + 2).copied();
+        match c {
+            ' ' | '\t' | '\n' | '\r' => i += 1,
+            '(' => {
+                out.push(Tok::Open);
+                i += 1;
+            }
+            ')' => {
+                out.push(Tok::Close);
+                i += 1;
+            }
+            '=' if next == Some('=') => {
+                out.push(Tok::Op(Op::Eq));
+                i += if next2 == Some('=') { 3 } else { 2 };
+            }
+            '!' if next == Some('=') => {
+                out.push(Tok::Op(Op::Ne));
+                i += if next2 == Some('=') { 3 } else { 2 };
+            }
+            '!' => {
+                out.push(Tok::Not);
+                i += 1;
+            }
+            '<' | '>' => {
+                let eq = next == Some('=');
+                out.push(Tok::Op(match (c, eq) {
+                    ('<', false) => Op::Lt,
+                    ('<', true) => Op::Le,
+                    ('>', false) => Op::Gt,
+                    _ => Op::Ge,
+                }));
+                i += if eq { 2 } else { 1 };
+            }
+            '&' if next == Some('&') => {
+                out.push(Tok::Op(Op::And));
+                i += 2;
+            }
+            '|' if next == Some('|') => {
+                out.push(Tok::Op(Op::Or));
+                i += 2;
+            }
+            '$' => {
+                i += 1;
+                let name = ident(&mut i);
+                if name.is_empty() {
+                    return Err(format!("`$` at {i} must be followed by a variable name"));
+                }
+                out.push(Tok::Var(name));
+            }
+            '.' if next.is_some_and(|n| n.is_alphabetic() || n == '_') => {
+                i += 1;
+                out.push(Tok::Dot(ident(&mut i)));
+            }
+            '[' => {
+                i += 1;
+                let start = i;
+                while i < chars.len() && chars[i].is_ascii_digit() {
+                    i += 1;
+                }
+                let n: String = chars[start..i].iter().collect();
+                if chars.get(i) != Some(&']') || n.is_empty() {
+                    return Err(format!(
+                        "`[` at {start} must hold a number and close with `]`"
+                    ));
+                }
+                i += 1;
+                out.push(Tok::Index(
+                    n.parse().map_err(|_| "index too large".to_owned())?,
+                ));
+            }
+            '"' | '\'' => {
+                let quote = c;
+                i += 1;
+                let mut s = String::new();
+                loop {
+                    match chars.get(i) {
+                        None => return Err("a string is not closed".into()),
+                        Some('\\') => {
+                            if let Some(e) = chars.get(i + 1) {
+                                s.push(match e {
+                                    'n' => '\n',
+                                    't' => '\t',
+                                    other => *other,
+                                });
+                            }
+                            i += 2;
+                        }
+                        Some(ch) if *ch == quote => {
+                            i += 1;
+                            break;
+                        }
+                        Some(ch) => {
+                            s.push(*ch);
+                            i += 1;
+                        }
+                    }
+                }
+                out.push(Tok::Str(s));
+            }
+            c if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) => {
+                let start = i;
+                i += 1;
+                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+                    i += 1;
+                }
+                let n: String = chars[start..i].iter().collect();
+                out.push(Tok::Num(
+                    n.parse().map_err(|_| format!("{n:?} is not a number"))?,
+                ));
+            }
+            c if c.is_alphabetic() => {
+                let word = ident(&mut i);
+                match word.as_str() {
+                    "true" => out.push(Tok::Bool(true)),
+                    "false" => out.push(Tok::Bool(false)),
+                    _ => return Err(format!("`{word}` is not allowed; variables start with `$`")),
+                }
+            }
+            other => return Err(format!("`{other}` is not part of the condition language")),
+        }
+    }
+    Ok(out)
+}
+
+struct Parser {
+    toks: Vec<Tok>,
+    pos: usize,
+}
+
+impl Parser {
+    fn peek(&self) -> Option<&Tok> {
+        self.toks.get(self.pos)
+    }
+
+    fn next(&mut self) -> Option<Tok> {
+        let t = self.toks.get(self.pos).cloned();
+        self.pos += 1;
+        t
+    }
+
+    fn binary(&mut self, level: u8) -> Result<Expr, String> {
+        if level == 3 {
+            return self.unary();
+        }
+        let mut left = self.binary(level + 1)?;
+        while let Some(Tok::Op(op)) = self.peek().cloned() {
+            let op_level = match op {
+                Op::Or => 0,
+                Op::And => 1,
+                _ => 2,
+            };
+            if op_level != level {
+                break;
+            }
+            self.pos += 1;
+            let right = self.binary(level + 1)?;
+            left = Expr::Bin(Box::new(left), op, Box::new(right));
+        }
+        Ok(left)
+    }
+
+    fn unary(&mut self) -> Result<Expr, String> {
+        match self.next() {
+            Some(Tok::Not) => Ok(Expr::Not(Box::new(self.unary()?))),
+            Some(Tok::Open) => {
+                let e = self.binary(0)?;
+                match self.next() {
+                    Some(Tok::Close) => Ok(self.accessors(e)),
+                    _ => Err("a `(` is not closed".into()),
+                }
+            }
+            Some(Tok::Num(n)) => Ok(Expr::Lit(serde_json::json!(n))),
+            Some(Tok::Str(s)) => Ok(Expr::Lit(Value::String(s))),
+            Some(Tok::Bool(b)) => Ok(Expr::Lit(Value::Bool(b))),
+            Some(Tok::Var(name)) => Ok(self.accessors(Expr::Var(name, Vec::new()))),
+            Some(other) => Err(format!("unexpected {other:?}")),
+            None => Err("the condition ends too early".into()),
+        }
+    }
+
+    fn accessors(&mut self, e: Expr) -> Expr {
+        let Expr::Var(name, mut path) = e else {
+            return e;
+        };
+        loop {
+            match self.peek() {
+                Some(Tok::Dot(f)) => path.push(Access::Field(f.clone())),
+                Some(Tok::Index(i)) => path.push(Access::Index(*i)),
+                _ => break,
+            }
+            self.pos += 1;
+        }
+        Expr::Var(name, path)
+    }
+}
+
+/// Parses a condition; the error says what is wrong.
+pub fn parse(src: &str) -> Result<Expr, String> {
+    let mut p = Parser {
+        toks: tokenize(src)?,
+        pos: 0,
+    };
+    let e = p.binary(0)?;
+    if p.pos < p.toks.len() {
+        return Err(format!(
+            "unexpected {:?} after a complete condition",
+            p.toks[p.pos]
+        ));
+    }
+    Ok(e)
+}
+
+/// Looks a variable path up; `.length` of a string or array is its length.
+pub fn lookup(vars: &HashMap<String, Value>, name: &str, path: &[Access]) -> Result<Value, String> {
+    let mut v = vars
+        .get(name)
+        .ok_or_else(|| format!("${name} is not set"))?
+        .clone();
+    for a in path {
+        v = match (a, &v) {
+            (Access::Field(f), Value::Object(m)) => m.get(f).cloned().unwrap_or(Value::Null),
+            (Access::Field(f), Value::Array(items)) if f == "length" => {
+                serde_json::json!(items.len())
+            }
+            (Access::Field(f), Value::String(s)) if f == "length" => {
+                serde_json::json!(s.chars().count())
+            }
+            (Access::Index(i), Value::Array(items)) => {
+                items.get(*i).cloned().unwrap_or(Value::Null)
+            }
+            _ => Value::Null,
+        };
+    }
+    Ok(v)
+}
+
+/// Evaluates to a JSON value; a reference to a missing variable is an error.
+#[allow(clippy::many_single_char_names)] // operands and their numbers: a, b, x, y
+pub fn eval(e: &Expr, vars: &HashMap<String, Value>) -> Result<Value, String> {
+    Ok(match e {
+        Expr::Lit(v) => v.clone(),
+        Expr::Var(name, path) => lookup(vars, name, path)?,
+        Expr::Not(inner) => Value::Bool(!truthy(&eval(inner, vars)?)),
+        Expr::Bin(l, Op::And, r) => Value::Bool(truthy(&eval(l, vars)?) && truthy(&eval(r, vars)?)),
+        Expr::Bin(l, Op::Or, r) => Value::Bool(truthy(&eval(l, vars)?) || truthy(&eval(r, vars)?)),
+        Expr::Bin(l, op, r) => {
+            let (a, b) = (eval(l, vars)?, eval(r, vars)?);
+            Value::Bool(match op {
+                Op::Eq => same(&a, &b),
+                Op::Ne => !same(&a, &b),
+                _ => match (a.as_f64(), b.as_f64(), a.as_str(), b.as_str()) {
+                    (Some(x), Some(y), _, _) => compare(*op, x.partial_cmp(&y)),
+                    (_, _, Some(x), Some(y)) => compare(*op, Some(x.cmp(y))),
+                    _ => false,
+                },
+            })
+        }
+    })
+}
+
+pub fn eval_bool(e: &Expr, vars: &HashMap<String, Value>) -> Result<bool, String> {
+    eval(e, vars).map(|v| truthy(&v))
+}
+
+fn compare(op: Op, ord: Option<std::cmp::Ordering>) -> bool {
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    matches!(
+        (op, ord),
+        (Op::Lt, Some(Less))
+            | (Op::Le, Some(Less | Equal))
+            | (Op::Gt, Some(Greater))
+            | (Op::Ge, Some(Greater | Equal))
+    )
+}
+
+/// Numbers compare by value (0 == 0.0); everything else structurally.
+fn same(a: &Value, b: &Value) -> bool {
+    match (a.as_f64(), b.as_f64()) {
+        (Some(x), Some(y)) => (x - y).abs() < f64::EPSILON,
+        _ => a == b,
+    }
+}
+
+/// JavaScript's truthiness, as the seed's conditions assume.
+pub fn truthy(v: &Value) -> bool {
+    match v {
+        Value::Null => false,
+        Value::Bool(b) => *b,
+        Value::Number(n) => n.as_f64().is_some_and(|f| f != 0.0),
+        Value::String(s) => !s.is_empty(),
+        Value::Array(_) | Value::Object(_) => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vars() -> HashMap<String, Value> {
+        HashMap::from([
+            (
+                "build".to_owned(),
+                json!({"exitCode": 0, "lines": ["a", "b"], "stdout": "ok"}),
+            ),
+            ("tests".to_owned(), json!({"failed": 3, "names": ["x"]})),
+            ("flag".to_owned(), json!(true)),
+        ])
+    }
+
+    fn check(src: &str) -> bool {
+        eval_bool(&parse(src).unwrap(), &vars()).unwrap()
+    }
+
+    #[test]
+    fn the_documented_operators() {
+        let table = [
+            ("$build.exitCode === 0", true),
+            ("$build.exitCode == 0", true),
+            ("$build.exitCode !== 0", false),
+            ("$build.exitCode != 1", true),
+            ("$tests.failed > 2 && $tests.failed <= 3", true),
+            ("$tests.failed < 3 || $tests.failed >= 4", false),
+            ("!($build.exitCode == 0)", false),
+            ("$build.lines.length == 2", true),
+            ("$build.lines[1] == 'b'", true),
+            ("$tests.names[0] === \"x\"", true),
+            ("$build.stdout.length > 1", true),
+            ("$flag", true),
+            ("!$flag || false", false),
+            ("$build.missing == 0", false),
+            ("1 < 2 && 'a' < 'b'", true),
+        ];
+        for (src, expected) in table {
+            assert_eq!(check(src), expected, "{src}");
+        }
+    }
+
+    #[test]
+    fn nothing_else_is_evaluated() {
+        for bad in [
+            "process.exit(1)",
+            "$a = 1",
+            "$a + 1",
+            "`x`",
+            "(1 == 1",
+            "1 ==",
+            "$",
+            "$a[x]",
+            "a.b",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        let e = parse("$nope.x == 1").unwrap();
+        assert!(eval(&e, &vars()).unwrap_err().contains("$nope"));
+    }
+}

@@ -1,0 +1,414 @@
+//! The pipeline host: loads every definition in `<project>/.maestro/sentinels/`, follows
+//! the folder (new, changed and removed files take effect without a restart), starts
+//! pipelines by their triggers, and answers `maestro sentinel …` over a Unix socket.
+//! One process per project hosts pipelines (an advisory lock), so none runs twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+use tokio::net::UnixListener;
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::core::event::CoreEvent;
+use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
+use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
+
+/// `<project>/.maestro/sentinels`
+pub fn definitions_dir(project: &Path) -> PathBuf {
+    project.join(".maestro").join("sentinels")
+}
+
+/// Pipeline names become file names: letters, digits, `-` and `_` only.
+pub fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 100
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// The lock and socket names for a project's pipeline host.
+pub fn host_files(lock_dir: &Path, project: &Path) -> (PathBuf, PathBuf) {
+    use std::hash::{Hash, Hasher};
+    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    canonical.hash(&mut h);
+    let key = format!("pipelines-{:016x}", h.finish());
+    (
+        lock_dir.join(format!("{key}.lock")),
+        lock_dir.join(format!("{key}.sock")),
+    )
+}
+
+/// Keeps the host running (and its lock held) while alive.
+pub struct HostHandle {
+    _lock: Flock<File>,
+    socket: PathBuf,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HostHandle {
+    fn drop(&mut self) {
+        self.task.abort();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Starts hosting, unless another process already does (then `None`).
+pub fn start(
+    project: &Path,
+    lock_dir: &Path,
+    llm: Option<Vec<String>>,
+    events: mpsc::Sender<CoreEvent>,
+) -> Option<HostHandle> {
+    std::fs::create_dir_all(lock_dir).ok()?;
+    let (lock_path, socket) = host_files(lock_dir, project);
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .ok()?;
+    let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
+    let _ = std::fs::remove_file(&socket);
+    let listener = UnixListener::bind(&socket).ok()?;
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
+    }
+    let (bus, _) = broadcast::channel(64);
+    let host = Host {
+        dir: definitions_dir(project),
+        defs: BTreeMap::new(),
+        refused: HashMap::new(),
+        running: HashMap::new(),
+        schedule: HashMap::new(),
+        env: RunnerEnv {
+            project: project.to_path_buf(),
+            llm,
+            events,
+            bus,
+        },
+        runs: JoinSet::new(),
+    };
+    let task = tokio::spawn(host.run(listener));
+    Some(HostHandle {
+        _lock: lock,
+        socket,
+        task,
+    })
+}
+
+struct Entry {
+    raw: Value,
+    def: Definition,
+}
+
+struct Running {
+    cmds: mpsc::Sender<RunCmd>,
+    paused: bool,
+}
+
+type Request = (Value, oneshot::Sender<Value>);
+
+struct Host {
+    dir: PathBuf,
+    defs: BTreeMap<String, Entry>,
+    /// Files refused, with the text refused (so one bad save is reported once).
+    refused: HashMap<String, String>,
+    running: HashMap<String, Running>,
+    schedule: HashMap<String, Instant>,
+    env: RunnerEnv,
+    runs: JoinSet<String>,
+}
+
+impl Host {
+    async fn run(mut self, listener: UnixListener) {
+        let (req_tx, mut requests) = mpsc::channel::<Request>(16);
+        tokio::spawn(serve(listener, req_tx));
+        let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
+        let _watcher = watch(&self.dir, wake_tx);
+        let mut bus = self.env.bus.subscribe();
+        self.rescan().await;
+        loop {
+            let next = self.schedule.values().min().copied();
+            tokio::select! {
+                Some(()) = wake.recv() => {
+                    while wake.try_recv().is_ok() {}
+                    self.rescan().await;
+                }
+                Some((req, reply)) = requests.recv() => {
+                    let answer = self.handle(&req).await;
+                    let _ = reply.send(answer);
+                }
+                Some(done) = self.runs.join_next() => {
+                    if let Ok(name) = done {
+                        self.running.remove(&name);
+                    }
+                }
+                Ok((event, _)) = bus.recv() => {
+                    let names: Vec<String> = self
+                        .defs
+                        .iter()
+                        .filter(|(_, e)| e.def.trigger == Trigger::Event(event.clone()))
+                        .map(|(n, _)| n.clone())
+                        .collect();
+                    for n in names {
+                        self.start(&n);
+                    }
+                }
+                () = sleep_until(next) => {
+                    let now = Instant::now();
+                    let due: Vec<String> = self.schedule.iter().filter(|(_, at)| **at <= now).map(|(n, _)| n.clone()).collect();
+                    for n in due {
+                        if let Some(Trigger::Schedule(every)) = self.defs.get(&n).map(|e| e.def.trigger.clone()) {
+                            self.schedule.insert(n.clone(), now + every);
+                        }
+                        self.start(&n);
+                    }
+                }
+            }
+        }
+    }
+
+    async fn error(&self, detail: String) {
+        let _ = self
+            .env
+            .events
+            .send(CoreEvent::SourceFailed {
+                source: "pipelines",
+                detail,
+            })
+            .await;
+    }
+
+    /// Reads the folder: new and changed definitions are taken (a running pipeline gets
+    /// its new steps for the next iteration), removed ones stop.
+    async fn rescan(&mut self) {
+        let mut seen = Vec::new();
+        let entries: Vec<PathBuf> = std::fs::read_dir(&self.dir)
+            .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
+            .unwrap_or_default();
+        for path in entries {
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".json"))
+                .filter(|n| valid_name(n))
+                .map(str::to_owned)
+            else {
+                continue;
+            };
+            seen.push(name.clone());
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            if self.refused.get(&name) == Some(&text) {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Value>(&text)
+                .map_err(|e| format!("not JSON ({e})"))
+                .and_then(|raw| parse_definition(&raw, &name, "").map(|def| (raw, def)));
+            match parsed {
+                Err(e) => {
+                    self.refused.insert(name.clone(), text);
+                    self.error(format!(
+                        "{}: {e}; the other pipelines keep running",
+                        path.display()
+                    ))
+                    .await;
+                }
+                Ok((raw, def)) => {
+                    self.refused.remove(&name);
+                    if self.defs.get(&name).is_some_and(|old| old.raw == raw) {
+                        continue;
+                    }
+                    let is_new = !self.defs.contains_key(&name);
+                    if let Some(run) = self.running.get(&name) {
+                        let _ = run.cmds.send(RunCmd::Replace(Box::new(def.clone()))).await;
+                    }
+                    match def.trigger {
+                        Trigger::Schedule(every) => {
+                            self.schedule.insert(name.clone(), Instant::now() + every);
+                        }
+                        _ => {
+                            self.schedule.remove(&name);
+                        }
+                    }
+                    let immediate = def.trigger == Trigger::Immediate;
+                    self.defs.insert(name.clone(), Entry { raw, def });
+                    if is_new && immediate {
+                        self.start(&name);
+                    }
+                }
+            }
+        }
+        let gone: Vec<String> = self
+            .defs
+            .keys()
+            .filter(|n| !seen.contains(n))
+            .cloned()
+            .collect();
+        for name in gone {
+            self.defs.remove(&name);
+            self.schedule.remove(&name);
+            if let Some(run) = self.running.get(&name) {
+                let _ = run.cmds.send(RunCmd::Stop).await;
+            }
+        }
+    }
+
+    /// Starts a pipeline unless it runs already; false if unknown or running.
+    fn start(&mut self, name: &str) -> bool {
+        if self.running.contains_key(name) {
+            return false;
+        }
+        let Some(entry) = self.defs.get(name) else {
+            return false;
+        };
+        let (tx, mut rx) = mpsc::channel(16);
+        let def = entry.def.clone();
+        let env = self.env.clone();
+        let owned = name.to_owned();
+        self.runs.spawn(async move {
+            let (_ended, _vars): (Ended, _) = runner::run(def, &env, &mut rx).await;
+            owned
+        });
+        self.running.insert(
+            name.to_owned(),
+            Running {
+                cmds: tx,
+                paused: false,
+            },
+        );
+        true
+    }
+
+    async fn handle(&mut self, req: &Value) -> Value {
+        let op = req["op"].as_str().unwrap_or_default();
+        let name = req["name"].as_str().unwrap_or_default().to_owned();
+        let status = |h: &Self, n: &str| match h.running.get(n) {
+            Some(r) if r.paused => "paused",
+            Some(_) => "running",
+            None => "stopped",
+        };
+        if op == "list" {
+            let list: Vec<Value> = self
+                .defs
+                .iter()
+                .map(|(n, e)| json!({"name": n, "status": status(self, n), "steps": e.def.steps.len()}))
+                .collect();
+            return json!({"ok": true, "pipelines": list});
+        }
+        if op == "reload" {
+            self.rescan().await;
+            return match self.refused.get(&name) {
+                Some(_) => {
+                    json!({"ok": false, "detail": format!("{name}: the new definition was refused (see the error event)")})
+                }
+                None if self.defs.contains_key(&name) => json!({"ok": true, "detail": "accepted"}),
+                None => json!({"ok": true, "detail": "removed"}),
+            };
+        }
+        if !self.defs.contains_key(&name) {
+            return json!({"ok": false, "detail": format!("no pipeline named {name:?} in .maestro/sentinels/")});
+        }
+        let send =
+            |h: &Self, cmd: RunCmd| h.running.get(&name).map(|r| r.cmds.try_send(cmd).is_ok());
+        match op {
+            "show" => {
+                json!({"ok": true, "name": name, "status": status(self, &name), "definition": self.defs[&name].raw})
+            }
+            "start" => {
+                if self.start(&name) {
+                    json!({"ok": true, "detail": "started"})
+                } else {
+                    json!({"ok": false, "detail": "already running"})
+                }
+            }
+            "stop" => match send(self, RunCmd::Stop) {
+                Some(true) => json!({"ok": true, "detail": "stopping"}),
+                _ => json!({"ok": false, "detail": "not running"}),
+            },
+            "pause" | "resume" => {
+                let pause = op == "pause";
+                let Some(run) = self.running.get_mut(&name) else {
+                    return json!({"ok": false, "detail": "not running"});
+                };
+                if run.paused == pause {
+                    return json!({"ok": false, "detail": if pause { "already paused" } else { "not paused" }});
+                }
+                run.paused = pause;
+                let _ = run
+                    .cmds
+                    .try_send(if pause { RunCmd::Pause } else { RunCmd::Resume });
+                json!({"ok": true, "detail": if pause { "paused" } else { "resumed" }})
+            }
+            _ => json!({"ok": false, "detail": format!("unknown request {op:?}")}),
+        }
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Watches the definitions folder, and the folders above it until it exists.
+fn watch(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        if res.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
+            let _ = wake.send(());
+        }
+    })
+    .ok()?;
+    for d in [Some(dir), dir.parent(), dir.parent().and_then(Path::parent)]
+        .into_iter()
+        .flatten()
+    {
+        if d.is_dir() {
+            let _ = w.watch(d, RecursiveMode::NonRecursive);
+        }
+    }
+    Some(w)
+}
+
+/// One JSON request line in, one JSON answer line out.
+async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
+    while let Ok((stream, _)) = listener.accept().await {
+        let requests = requests.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut line = String::new();
+            let _ = tokio::io::BufReader::new(read.take(64 * 1024))
+                .read_line(&mut line)
+                .await;
+            let answer = match serde_json::from_str::<Value>(&line) {
+                Err(e) => json!({"ok": false, "detail": format!("not a JSON request: {e}")}),
+                Ok(req) => {
+                    let (tx, rx) = oneshot::channel();
+                    if requests.send((req, tx)).await.is_err() {
+                        json!({"ok": false, "detail": "the pipeline host has stopped"})
+                    } else {
+                        tokio::time::timeout(Duration::from_secs(30), rx)
+                            .await
+                            .ok()
+                            .and_then(Result::ok)
+                            .unwrap_or_else(|| json!({"ok": false, "detail": "no answer from the pipeline host"}))
+                    }
+                }
+            };
+            let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
+        });
+    }
+}

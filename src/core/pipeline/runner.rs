@@ -1,0 +1,591 @@
+//! Running one pipeline: iterations of its steps, with variables, loop control, safety
+//! limits, and commands (pause, resume, stop, new steps) that take effect between steps
+//! (stop: at once) and between iterations (new steps). Every transition is reported.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::Stdio;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use crate::core::event::{CoreEvent, PipelineReport};
+use crate::core::pipeline::expr::{self, Access};
+use crate::core::pipeline::spec::{Definition, Loop, OnError, Step, StepKind, Until};
+
+/// Commands to a running pipeline.
+#[derive(Debug)]
+pub enum RunCmd {
+    Pause,
+    Resume,
+    Stop,
+    /// New steps (and loop, limits) for the next iteration.
+    Replace(Box<Definition>),
+}
+
+/// What every run shares: where commands run, the LLM argv, where reports and emitted
+/// events go.
+#[derive(Clone)]
+pub struct RunnerEnv {
+    pub project: PathBuf,
+    pub llm: Option<Vec<String>>,
+    pub events: mpsc::Sender<CoreEvent>,
+    pub bus: broadcast::Sender<(String, Value)>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ended {
+    Completed,
+    Stopped,
+    Failed(String),
+}
+
+struct Execution {
+    lines: mpsc::UnboundedReceiver<Option<String>>,
+    exit: tokio::sync::oneshot::Receiver<Option<i32>>,
+    /// Set once the process has been waited for (`exit_code` is `None` after a signal).
+    finished: bool,
+    exit_code: Option<i32>,
+}
+
+struct Run<'a> {
+    env: &'a RunnerEnv,
+    name: String,
+    vars: HashMap<String, Value>,
+    executions: HashMap<String, Execution>,
+    next_execution: u64,
+    cmds: &'a mut mpsc::Receiver<RunCmd>,
+    pending: Option<Box<Definition>>,
+    paused: bool,
+}
+
+enum Flow {
+    Go,
+    Stop,
+}
+
+/// Runs `def` to its end; returns how it ended and its final variables.
+pub async fn run(
+    def: Definition,
+    env: &RunnerEnv,
+    cmds: &mut mpsc::Receiver<RunCmd>,
+) -> (Ended, HashMap<String, Value>) {
+    let mut r = Run {
+        env,
+        name: def.name.clone(),
+        vars: HashMap::new(),
+        executions: HashMap::new(),
+        next_execution: 0,
+        cmds,
+        pending: None,
+        paused: false,
+    };
+    r.report("started", 0, None, None).await;
+    let deadline = def.timeout.map(|t| Instant::now() + t);
+    let ended = match deadline {
+        Some(d) => match tokio::time::timeout_at(d, r.iterations(def)).await {
+            Ok(e) => e,
+            Err(_) => Ended::Failed("timeout".into()),
+        },
+        None => r.iterations(def).await,
+    };
+    let (status, outcome) = match &ended {
+        Ended::Completed => ("completed", None),
+        Ended::Stopped => ("stopped", None),
+        Ended::Failed(why) => ("failed", Some(why.clone())),
+    };
+    r.report(status, 0, None, outcome).await;
+    (ended, r.vars)
+}
+
+impl Run<'_> {
+    async fn report(
+        &self,
+        status: &'static str,
+        iteration: u64,
+        step: Option<usize>,
+        outcome: Option<String>,
+    ) {
+        let _ = self
+            .env
+            .events
+            .send(CoreEvent::Pipeline(PipelineReport {
+                name: self.name.clone(),
+                status,
+                iteration,
+                step,
+                outcome,
+            }))
+            .await;
+    }
+
+    /// Applies queued commands; while paused, waits for resume or stop.
+    async fn control(&mut self, iteration: u64) -> Flow {
+        loop {
+            let cmd = if self.paused {
+                match self.cmds.recv().await {
+                    Some(c) => c,
+                    None => return Flow::Stop,
+                }
+            } else {
+                match self.cmds.try_recv() {
+                    Ok(c) => c,
+                    Err(_) => return Flow::Go,
+                }
+            };
+            if let Flow::Stop = self.apply(cmd, iteration).await {
+                return Flow::Stop;
+            }
+        }
+    }
+
+    /// One command, reported as it takes effect.
+    async fn apply(&mut self, cmd: RunCmd, iteration: u64) -> Flow {
+        match cmd {
+            RunCmd::Stop => return Flow::Stop,
+            RunCmd::Pause if !self.paused => {
+                self.paused = true;
+                self.report("paused", iteration, None, None).await;
+            }
+            RunCmd::Resume if self.paused => {
+                self.paused = false;
+                self.report("resumed", iteration, None, None).await;
+            }
+            RunCmd::Replace(def) => {
+                self.pending = Some(def);
+                self.report("edited", iteration, None, None).await;
+            }
+            RunCmd::Pause | RunCmd::Resume => {}
+        }
+        Flow::Go
+    }
+
+    async fn iterations(&mut self, mut def: Definition) -> Ended {
+        let mut iteration = 0u64;
+        loop {
+            if let Flow::Stop = self.control(iteration).await {
+                return Ended::Stopped;
+            }
+            if let Some(new) = self.pending.take() {
+                def = *new;
+            }
+            if def.max_iterations.is_some_and(|m| iteration >= m) {
+                return Ended::Completed;
+            }
+            if let Loop::While(check) = &def.looping {
+                match expr::eval_bool(check, &self.vars) {
+                    Ok(true) => {}
+                    Ok(false) => return Ended::Completed,
+                    Err(e) => return Ended::Failed(format!("loop.check: {e}")),
+                }
+            }
+            iteration += 1;
+            self.report("iteration", iteration, None, None).await;
+            for (i, step) in def.steps.iter().enumerate() {
+                if let Flow::Stop = self.control(iteration).await {
+                    return Ended::Stopped;
+                }
+                match self.step_or_stop(step, iteration, i).await {
+                    None => return Ended::Stopped,
+                    Some(Err(e)) => return Ended::Failed(format!("step {i}: {e}")),
+                    Some(Ok(())) => {}
+                }
+            }
+            match &def.looping {
+                Loop::Once => return Ended::Completed,
+                Loop::Count(n) if iteration >= *n => return Ended::Completed,
+                Loop::Until(check) => match expr::eval_bool(check, &self.vars) {
+                    Ok(true) => return Ended::Completed,
+                    Ok(false) => {}
+                    Err(e) => return Ended::Failed(format!("loop.check: {e}")),
+                },
+                Loop::Continuous(pause)
+                    if !pause.is_zero()
+                        && !self.wait(tokio::time::sleep(*pause), iteration).await =>
+                {
+                    return Ended::Stopped;
+                }
+                Loop::Event(name) => {
+                    let mut bus = self.env.bus.subscribe();
+                    let name = name.clone();
+                    let next = async move {
+                        while let Ok((event, _)) = bus.recv().await {
+                            if event == name {
+                                return;
+                            }
+                        }
+                    };
+                    if !self.wait(next, iteration).await {
+                        return Ended::Stopped;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Waits for `fut` between iterations while still taking commands; false if
+    /// stopped meanwhile.
+    async fn wait(&mut self, fut: impl std::future::Future<Output = ()>, iteration: u64) -> bool {
+        tokio::pin!(fut);
+        loop {
+            tokio::select! {
+                () = &mut fut => return true,
+                cmd = self.cmds.recv() => match cmd {
+                    None => return false,
+                    Some(cmd) => {
+                        if let Flow::Stop = self.apply(cmd, iteration).await {
+                            return false;
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    /// Runs one top-level step; `None` when a stop arrived meanwhile.
+    async fn step_or_stop(
+        &mut self,
+        step: &Step,
+        iteration: u64,
+        index: usize,
+    ) -> Option<Result<(), String>> {
+        let outcome = self.step(step).await;
+        let (result, text) = match outcome {
+            Ok(text) => (Ok(()), text),
+            Err(e) if step.on_error == OnError::Skip => {
+                if let Some(name) = &step.output_to {
+                    self.vars.insert(name.clone(), json!({"error": e}));
+                }
+                (Ok(()), format!("skipped: {e}"))
+            }
+            Err(e) => (Err(e.clone()), format!("error: {e}")),
+        };
+        self.report("step", iteration, Some(index), Some(text))
+            .await;
+        // A stop that arrived during the step ends the run before the next one.
+        if let Ok(RunCmd::Stop) = self.cmds.try_recv() {
+            return None;
+        }
+        Some(result)
+    }
+
+    /// One step (with its retries). Returns a short outcome for the report.
+    fn step<'s>(
+        &'s mut self,
+        step: &'s Step,
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 's>> {
+        Box::pin(async move {
+            let attempts = if step.on_error == OnError::Retry {
+                3
+            } else {
+                1
+            };
+            let mut last = String::new();
+            for _ in 0..attempts {
+                match self.execute(&step.kind).await {
+                    Ok((value, outcome)) => {
+                        if let (Some(name), Some(value)) = (&step.output_to, value) {
+                            self.vars.insert(name.clone(), value);
+                        }
+                        return Ok(outcome);
+                    }
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        })
+    }
+
+    async fn execute(&mut self, kind: &StepKind) -> Result<(Option<Value>, String), String> {
+        match kind {
+            StepKind::Command {
+                program,
+                args,
+                cwd,
+                env,
+                timeout,
+                wait,
+            } => {
+                let args = args
+                    .iter()
+                    .map(|a| interpolate(a, &self.vars))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let dir = match cwd {
+                    Some(c) => self.env.project.join(interpolate(c, &self.vars)?),
+                    None => self.env.project.clone(),
+                };
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(&args)
+                    .current_dir(&dir)
+                    .stdin(Stdio::null())
+                    .kill_on_drop(true);
+                for (k, v) in env {
+                    cmd.env(k, interpolate(v, &self.vars)?);
+                }
+                if *wait {
+                    let started = Instant::now();
+                    let out = cmd.output();
+                    let out = match timeout {
+                        Some(t) => tokio::time::timeout(*t, out)
+                            .await
+                            .map_err(|_| format!("{program} timed out after {t:?}"))?,
+                        None => out.await,
+                    }
+                    .map_err(|e| format!("cannot run {program}: {e}"))?;
+                    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+                    let code = out.status.code();
+                    let value = json!({
+                        "exitCode": code,
+                        "stdout": stdout,
+                        "stderr": String::from_utf8_lossy(&out.stderr),
+                        "lines": stdout.lines().collect::<Vec<_>>(),
+                        "durationMs": started.elapsed().as_millis() as u64,
+                    });
+                    Ok((
+                        Some(value),
+                        format!(
+                            "exit {}",
+                            code.map_or_else(|| "signal".into(), |c| c.to_string())
+                        ),
+                    ))
+                } else {
+                    let id = self.start_execution(cmd, program)?;
+                    Ok((Some(json!({"executionId": id})), format!("started {id}")))
+                }
+            }
+            StepKind::Watch {
+                execution_id,
+                rules,
+                until,
+            } => {
+                let id = interpolate(execution_id, &self.vars)?;
+                let exec = self
+                    .executions
+                    .get_mut(&id)
+                    .ok_or_else(|| format!("no running execution {id:?}"))?;
+                let mut lines = Vec::new();
+                while let Some(Some(line)) = exec.lines.recv().await {
+                    let class = rules
+                        .iter()
+                        .find(|(re, _)| re.is_match(&line))
+                        .map(|(_, c)| c.clone());
+                    let stop = match until {
+                        Until::Finished => false,
+                        Until::Error => class.as_deref() == Some("error"),
+                        Until::Match => class.is_some(),
+                    };
+                    lines.push(json!({"text": line, "classification": class}));
+                    if stop {
+                        break;
+                    }
+                }
+                if !exec.finished && *until == Until::Finished {
+                    exec.exit_code = (&mut exec.exit).await.ok().flatten();
+                    exec.finished = true;
+                }
+                let code = exec.exit_code;
+                Ok((
+                    Some(json!({"exitCode": code, "lines": lines})),
+                    format!("{} lines", lines.len()),
+                ))
+            }
+            StepKind::Llm { prompt, .. } => {
+                let argv = self.env.llm.clone().ok_or(
+                    "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
+                )?;
+                let prompt = interpolate(prompt, &self.vars)?;
+                let mut child = tokio::process::Command::new(&argv[0])
+                    .args(&argv[1..])
+                    .current_dir(&self.env.project)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null())
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+                if let Some(mut stdin) = child.stdin.take() {
+                    stdin
+                        .write_all(prompt.as_bytes())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                let out = child.wait_with_output().await.map_err(|e| e.to_string())?;
+                if !out.status.success() {
+                    return Err(format!("{} exited with {}", argv[0], out.status));
+                }
+                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let n = text.len();
+                Ok((Some(Value::String(text)), format!("{n} bytes")))
+            }
+            StepKind::Condition {
+                check,
+                then,
+                otherwise,
+            } => {
+                let yes = expr::eval_bool(check, &self.vars)?;
+                for s in if yes { then } else { otherwise } {
+                    match self.step(s).await {
+                        Ok(_) => {}
+                        Err(e) if s.on_error == OnError::Skip => {
+                            if let Some(name) = &s.output_to {
+                                self.vars.insert(name.clone(), json!({"error": e}));
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok((None, if yes { "then".into() } else { "else".into() }))
+            }
+            StepKind::Sentinel { definition, wait } => {
+                let child = (**definition).clone();
+                let env = self.env.clone();
+                if *wait {
+                    let (_tx, mut rx) = mpsc::channel(1);
+                    let (ended, vars) = Box::pin(run(child, &env, &mut rx)).await;
+                    let value = Value::Object(vars.into_iter().collect());
+                    match ended {
+                        Ended::Failed(why) => Err(format!("nested pipeline failed: {why}")),
+                        _ => Ok((Some(value), "nested pipeline completed".into())),
+                    }
+                } else {
+                    tokio::spawn(async move {
+                        let (_tx, mut rx) = mpsc::channel(1);
+                        let _ = Box::pin(run(child, &env, &mut rx)).await;
+                    });
+                    Ok((
+                        Some(json!({"started": true})),
+                        "nested pipeline started".into(),
+                    ))
+                }
+            }
+            StepKind::Emit { event, data } => {
+                let payload = match data {
+                    Some(d) => interpolate_value(d, &self.vars)?,
+                    None => Value::Null,
+                };
+                let _ = self.env.bus.send((event.clone(), payload));
+                Ok((None, format!("emitted {event}")))
+            }
+        }
+    }
+
+    fn start_execution(
+        &mut self,
+        mut cmd: tokio::process::Command,
+        program: &str,
+    ) -> Result<String, String> {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot run {program}: {e}"))?;
+        self.next_execution += 1;
+        let id = format!("exec-{}", self.next_execution);
+        let (line_tx, lines) = mpsc::unbounded_channel();
+        let (exit_tx, exit) = tokio::sync::oneshot::channel();
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        tokio::spawn(async move {
+            let out_tx = line_tx.clone();
+            let read_out = async move {
+                if let Some(s) = stdout {
+                    let mut l = tokio::io::BufReader::new(s).lines();
+                    while let Ok(Some(line)) = l.next_line().await {
+                        let _ = out_tx.send(Some(line));
+                    }
+                }
+            };
+            let err_tx = line_tx.clone();
+            let read_err = async move {
+                if let Some(s) = stderr {
+                    let mut l = tokio::io::BufReader::new(s).lines();
+                    while let Ok(Some(line)) = l.next_line().await {
+                        let _ = err_tx.send(Some(line));
+                    }
+                }
+            };
+            tokio::join!(read_out, read_err);
+            let code = child.wait().await.ok().and_then(|s| s.code());
+            let _ = line_tx.send(None);
+            let _ = exit_tx.send(code);
+        });
+        self.executions.insert(
+            id.clone(),
+            Execution {
+                lines,
+                exit,
+                finished: false,
+                exit_code: None,
+            },
+        );
+        Ok(id)
+    }
+}
+
+static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)")
+        .expect("static regex")
+});
+
+fn path_of(accessors: &str) -> Vec<Access> {
+    let mut out = Vec::new();
+    let mut rest = accessors;
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('.') {
+            let end = r.find(['.', '[']).unwrap_or(r.len());
+            out.push(Access::Field(r[..end].to_owned()));
+            rest = &r[end..];
+        } else if let Some(r) = rest.strip_prefix('[') {
+            let end = r.find(']').unwrap_or(r.len());
+            out.push(Access::Index(r[..end].parse().unwrap_or(usize::MAX)));
+            rest = r.get(end + 1..).unwrap_or("");
+        } else {
+            break;
+        }
+    }
+    out
+}
+
+/// Replaces each `$name.field` in text with its value (strings as they are, other
+/// values as JSON). A missing variable is a step error.
+pub fn interpolate(text: &str, vars: &HashMap<String, Value>) -> Result<String, String> {
+    let mut out = String::new();
+    let mut last = 0;
+    for c in REFERENCE.captures_iter(text) {
+        let whole = c.get(0).map_or(0..0, |m| m.range());
+        out.push_str(&text[last..whole.start]);
+        let v = expr::lookup(vars, &c[1], &path_of(&c[2]))?;
+        match v {
+            Value::String(s) => out.push_str(&s),
+            Value::Array(items) if items.iter().all(Value::is_string) => {
+                out.push_str(
+                    &items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+            }
+            other => out.push_str(&other.to_string()),
+        }
+        last = whole.end;
+    }
+    out.push_str(&text[last..]);
+    Ok(out)
+}
+
+/// A whole-string reference (`"$push"`) keeps its JSON value; other text interpolates.
+fn interpolate_value(text: &str, vars: &HashMap<String, Value>) -> Result<Value, String> {
+    if let Some(c) = REFERENCE.captures(text)
+        && c.get(0).is_some_and(|m| m.range() == (0..text.len()))
+    {
+        return expr::lookup(vars, &c[1], &path_of(&c[2]));
+    }
+    interpolate(text, vars).map(Value::String)
+}

@@ -1,0 +1,488 @@
+//! Pipeline definitions: the seed's JSON shape (camelCase keys), checked once into
+//! typed steps. Every problem is reported with the JSON path where it is
+//! (`steps[1].command`), so a user can find it in the file.
+
+use std::time::Duration;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::core::pipeline::expr::{self, Expr};
+
+#[derive(Debug, Clone)]
+pub struct Definition {
+    pub name: String,
+    pub steps: Vec<Step>,
+    pub looping: Loop,
+    pub trigger: Trigger,
+    pub max_iterations: Option<u64>,
+    pub timeout: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnError {
+    Fail,
+    Skip,
+    Retry,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Until {
+    Finished,
+    Error,
+    Match,
+}
+
+#[derive(Debug, Clone)]
+pub enum StepKind {
+    Command {
+        program: String,
+        args: Vec<String>,
+        cwd: Option<String>,
+        env: Vec<(String, String)>,
+        timeout: Option<Duration>,
+        wait: bool,
+    },
+    Watch {
+        execution_id: String,
+        rules: Vec<(Regex, String)>,
+        until: Until,
+    },
+    Llm {
+        prompt: String,
+        model: Option<String>,
+    },
+    Condition {
+        check: Expr,
+        then: Vec<Step>,
+        otherwise: Vec<Step>,
+    },
+    Sentinel {
+        definition: Box<Definition>,
+        wait: bool,
+    },
+    Emit {
+        event: String,
+        data: Option<String>,
+    },
+}
+
+#[derive(Debug, Clone)]
+pub struct Step {
+    pub kind: StepKind,
+    pub output_to: Option<String>,
+    pub on_error: OnError,
+}
+
+#[derive(Debug, Clone)]
+pub enum Loop {
+    Once,
+    Count(u64),
+    Until(Expr),
+    While(Expr),
+    Continuous(Duration),
+    Event(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trigger {
+    Manual,
+    Immediate,
+    Event(String),
+    Schedule(Duration),
+}
+
+type Res<T> = Result<T, String>;
+
+fn at(path: &str, what: impl std::fmt::Display) -> String {
+    format!("{path}: {what}")
+}
+
+fn obj<'a>(v: &'a Value, path: &str) -> Res<&'a serde_json::Map<String, Value>> {
+    v.as_object().ok_or_else(|| at(path, "must be an object"))
+}
+
+fn string(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<Option<String>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(at(&format!("{path}.{key}"), "must be a string")),
+    }
+}
+
+fn required(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<String> {
+    string(m, key, path)?
+        .filter(|s| !s.trim().is_empty())
+        .ok_or_else(|| at(&format!("{path}.{key}"), "is required (a non-empty string)"))
+}
+
+fn millis(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<Option<Duration>> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => v
+            .as_u64()
+            .filter(|n| *n > 0)
+            .map(|n| Some(Duration::from_millis(n)))
+            .ok_or_else(|| {
+                at(
+                    &format!("{path}.{key}"),
+                    "must be a positive number of milliseconds",
+                )
+            }),
+    }
+}
+
+fn condition(src: &str, path: &str) -> Res<Expr> {
+    expr::parse(src).map_err(|e| at(path, format!("{src:?} is not a valid condition ({e})")))
+}
+
+/// Checks a whole definition. `fallback_name` is used when it has no `name`.
+pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Definition> {
+    let m = obj(v, if path.is_empty() { "definition" } else { path })?;
+    let p = |k: &str| {
+        if path.is_empty() {
+            k.to_owned()
+        } else {
+            format!("{path}.{k}")
+        }
+    };
+    let name = string(m, "name", path)?.unwrap_or_else(|| fallback_name.to_owned());
+    let steps = steps(m.get("steps"), &p("steps"))?;
+    let looping = match m.get("loop") {
+        None => Loop::Once,
+        Some(l) => {
+            let lm = obj(l, &p("loop"))?;
+            match string(lm, "type", &p("loop"))?.as_deref() {
+                Some("once") => Loop::Once,
+                Some("count") => Loop::Count(
+                    lm.get("max")
+                        .and_then(Value::as_u64)
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| at(&p("loop.max"), "a count loop needs a positive `max`"))?,
+                ),
+                Some("until") => Loop::Until(condition(
+                    &required(lm, "check", &p("loop"))?,
+                    &p("loop.check"),
+                )?),
+                Some("while") => Loop::While(condition(
+                    &required(lm, "check", &p("loop"))?,
+                    &p("loop.check"),
+                )?),
+                Some("continuous") => {
+                    Loop::Continuous(millis(lm, "intervalMs", &p("loop"))?.unwrap_or_default())
+                }
+                Some("event") => Loop::Event(required(lm, "event", &p("loop"))?),
+                other => {
+                    return Err(at(
+                        &p("loop.type"),
+                        format!("{other:?}: use once, count, until, while, continuous or event"),
+                    ));
+                }
+            }
+        }
+    };
+    let trigger = match m.get("trigger") {
+        None => Trigger::Manual,
+        Some(t) => {
+            let tm = obj(t, &p("trigger"))?;
+            match string(tm, "type", &p("trigger"))?.as_deref() {
+                Some("manual") => Trigger::Manual,
+                Some("immediate") => Trigger::Immediate,
+                Some("event") => Trigger::Event(required(tm, "event", &p("trigger"))?),
+                Some("schedule") => Trigger::Schedule(
+                    millis(tm, "intervalMs", &p("trigger"))?.ok_or_else(|| {
+                        at(
+                            &p("trigger.intervalMs"),
+                            "a schedule needs intervalMs (cron expressions are not supported)",
+                        )
+                    })?,
+                ),
+                other => {
+                    return Err(at(
+                        &p("trigger.type"),
+                        format!("{other:?}: use immediate, event, schedule or manual"),
+                    ));
+                }
+            }
+        }
+    };
+    let safety = match m.get("safety") {
+        None => None,
+        Some(s) => Some(obj(s, &p("safety"))?),
+    };
+    let max_iterations = match safety
+        .and_then(|s| s.get("maxIterations"))
+        .or_else(|| m.get("maxIterations"))
+    {
+        None => None,
+        Some(v) => Some(
+            v.as_u64()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| at(&p("safety.maxIterations"), "must be a positive number"))?,
+        ),
+    };
+    let timeout = match safety {
+        Some(s) if s.contains_key("timeoutMs") => millis(s, "timeoutMs", &p("safety"))?,
+        _ => millis(m, "timeoutMs", path)?,
+    };
+    if max_iterations.is_none() && timeout.is_none() {
+        return Err(at(
+            &p("safety"),
+            "every definition needs safety.maxIterations or safety.timeoutMs (no unbounded loops)",
+        ));
+    }
+    Ok(Definition {
+        name,
+        steps,
+        looping,
+        trigger,
+        max_iterations,
+        timeout,
+    })
+}
+
+fn steps(v: Option<&Value>, path: &str) -> Res<Vec<Step>> {
+    let Some(v) = v else { return Ok(Vec::new()) };
+    let items = v
+        .as_array()
+        .ok_or_else(|| at(path, "must be a list of steps"))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, s)| parse_step(s, &format!("{path}[{i}]")))
+        .collect()
+}
+
+/// Checks one step (used for `sentinel step add/update` too).
+pub fn parse_step(v: &Value, path: &str) -> Res<Step> {
+    let m = obj(v, path)?;
+    let output_to = string(m, "outputTo", path)?;
+    if let Some(name) = &output_to
+        && !name.chars().all(|c| c.is_alphanumeric() || c == '_')
+    {
+        return Err(at(
+            &format!("{path}.outputTo"),
+            "must be a variable name (letters, digits, _)",
+        ));
+    }
+    let on_error = match string(m, "onError", path)?.as_deref() {
+        None | Some("fail") => OnError::Fail,
+        Some("skip") => OnError::Skip,
+        Some("retry") => OnError::Retry,
+        Some(other) => {
+            return Err(at(
+                &format!("{path}.onError"),
+                format!("{other:?}: use fail, skip or retry"),
+            ));
+        }
+    };
+    let kind = match string(m, "type", path)?.as_deref() {
+        Some("command") => {
+            let program = required(m, "command", path)?;
+            let params = match m.get("params") {
+                None => serde_json::Map::new(),
+                Some(p) => obj(p, &format!("{path}.params"))?.clone(),
+            };
+            let pp = format!("{path}.params");
+            let args = match params.get("args") {
+                None => Vec::new(),
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, x)| {
+                        x.as_str()
+                            .map(str::to_owned)
+                            .ok_or_else(|| at(&format!("{pp}.args[{i}]"), "must be a string"))
+                    })
+                    .collect::<Res<_>>()?,
+                Some(_) => return Err(at(&format!("{pp}.args"), "must be a list of strings")),
+            };
+            let env = match params.get("env") {
+                None => Vec::new(),
+                Some(Value::Object(e)) => e
+                    .iter()
+                    .map(|(k, v)| {
+                        v.as_str()
+                            .map(|s| (k.clone(), s.to_owned()))
+                            .ok_or_else(|| at(&format!("{pp}.env.{k}"), "must be a string"))
+                    })
+                    .collect::<Res<_>>()?,
+                Some(_) => return Err(at(&format!("{pp}.env"), "must be an object of strings")),
+            };
+            let wait = match params.get("wait") {
+                None => true,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(at(&format!("{pp}.wait"), "must be true or false")),
+            };
+            StepKind::Command {
+                program,
+                args,
+                cwd: string(&params, "cwd", &pp)?,
+                env,
+                timeout: millis(&params, "timeoutMs", &pp)?,
+                wait,
+            }
+        }
+        Some("watch") => {
+            let rules = match m.get("rules") {
+                None => Vec::new(),
+                Some(Value::Array(rs)) => rs
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| {
+                        let rp = format!("{path}.rules[{i}]");
+                        let rm = obj(r, &rp)?;
+                        let pattern = required(rm, "pattern", &rp)?;
+                        let re = Regex::new(&pattern).map_err(|e| {
+                            at(
+                                &format!("{rp}.pattern"),
+                                format!("not a regular expression ({e})"),
+                            )
+                        })?;
+                        Ok((re, required(rm, "classification", &rp)?))
+                    })
+                    .collect::<Res<_>>()?,
+                Some(_) => {
+                    return Err(at(
+                        &format!("{path}.rules"),
+                        "must be a list of {pattern, classification}",
+                    ));
+                }
+            };
+            let until = match string(m, "until", path)?.as_deref() {
+                None | Some("finished") => Until::Finished,
+                Some("error") => Until::Error,
+                Some("match") => Until::Match,
+                Some(other) => {
+                    return Err(at(
+                        &format!("{path}.until"),
+                        format!("{other:?}: use finished, error or match"),
+                    ));
+                }
+            };
+            StepKind::Watch {
+                execution_id: required(m, "executionId", path)?,
+                rules,
+                until,
+            }
+        }
+        Some("llm") => StepKind::Llm {
+            prompt: required(m, "prompt", path)?,
+            model: string(m, "model", path)?,
+        },
+        Some("condition") => StepKind::Condition {
+            check: condition(&required(m, "check", path)?, &format!("{path}.check"))?,
+            then: steps(m.get("then"), &format!("{path}.then"))?,
+            otherwise: steps(m.get("else"), &format!("{path}.else"))?,
+        },
+        Some("sentinel") => {
+            let d = m.get("definition").ok_or_else(|| {
+                at(
+                    &format!("{path}.definition"),
+                    "is required (an inline definition)",
+                )
+            })?;
+            StepKind::Sentinel {
+                definition: Box::new(parse_definition(
+                    d,
+                    "nested",
+                    &format!("{path}.definition"),
+                )?),
+                wait: m.get("await").and_then(Value::as_bool).unwrap_or(true),
+            }
+        }
+        Some("emit") => StepKind::Emit {
+            event: required(m, "event", path)?,
+            data: string(m, "data", path)?,
+        },
+        other => {
+            return Err(at(
+                &format!("{path}.type"),
+                format!("{other:?}: use command, llm, watch, condition, sentinel or emit"),
+            ));
+        }
+    };
+    Ok(Step {
+        kind,
+        output_to,
+        on_error,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_seed_build_loop_shape_is_accepted() {
+        let d = json!({
+            "name": "build-fix-loop",
+            "steps": [
+                {"type": "command", "command": "cargo", "params": {"args": ["build"], "wait": false}, "outputTo": "build"},
+                {"type": "watch", "executionId": "$build.executionId", "until": "finished", "outputTo": "buildOutput",
+                 "rules": [{"pattern": "error\\[E\\d+\\]", "classification": "error"}]},
+                {"type": "condition", "check": "$buildOutput.exitCode === 0",
+                 "then": [{"type": "emit", "event": "built"}],
+                 "else": [{"type": "llm", "prompt": "Fix: $buildOutput.lines", "outputTo": "fix"}]}
+            ],
+            "loop": {"type": "until", "check": "$buildOutput.exitCode === 0"},
+            "timeoutMs": 300_000
+        });
+        let def = parse_definition(&d, "x", "").unwrap();
+        assert_eq!(def.steps.len(), 3);
+        assert_eq!(def.timeout, Some(Duration::from_secs(300)));
+        assert_eq!(def.trigger, Trigger::Manual);
+    }
+
+    #[test]
+    fn problems_name_their_json_path() {
+        let base =
+            |steps: Value| json!({"name": "x", "steps": steps, "safety": {"maxIterations": 3}});
+        let table = [
+            (base(json!([{"type": "command"}])), "steps[0].command"),
+            (
+                base(
+                    json!([{"type": "command", "command": "a"}, {"type": "command", "command": ""}]),
+                ),
+                "steps[1].command",
+            ),
+            (base(json!([{"type": "teleport"}])), "steps[0].type"),
+            (
+                base(json!([{"type": "condition", "check": "$a = 1"}])),
+                "steps[0].check",
+            ),
+            (
+                base(json!([{"type": "condition", "check": "true", "then": [{"type": "llm"}]}])),
+                "steps[0].then[0].prompt",
+            ),
+            (
+                base(
+                    json!([{"type": "watch", "executionId": "$x", "rules": [{"pattern": "(", "classification": "e"}]}]),
+                ),
+                "steps[0].rules[0].pattern",
+            ),
+            (
+                base(json!([{"type": "command", "command": "a", "params": {"args": [1]}}])),
+                "steps[0].params.args[0]",
+            ),
+            (
+                base(json!([{"type": "sentinel", "definition": {"steps": []}}])),
+                "steps[0].definition.safety",
+            ),
+            (json!({"steps": []}), "safety"),
+            (
+                json!({"steps": [], "timeoutMs": 10, "loop": {"type": "count"}}),
+                "loop.max",
+            ),
+            (
+                json!({"steps": [], "timeoutMs": 10, "trigger": {"type": "schedule", "cronExpression": "* * *"}}),
+                "trigger.intervalMs",
+            ),
+        ];
+        for (def, path) in table {
+            let err = parse_definition(&def, "x", "").unwrap_err();
+            assert!(err.starts_with(&format!("{path}:")), "{path}: {err}");
+        }
+    }
+}

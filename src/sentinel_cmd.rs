@@ -1,0 +1,284 @@
+//! `maestro sentinel …`: pipelines from the command line. Definitions are files in
+//! `.maestro/sentinels/`; step edits rewrite them atomically (checked first), and the
+//! process hosting the project's pipelines is asked to take the change, or to start,
+//! stop, pause and resume a run, over its Unix socket. Each command returns once the
+//! host has accepted or refused.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::cli::{SentinelAction, StepAction};
+use crate::core::pipeline::host::{definitions_dir, host_files, valid_name};
+use crate::core::pipeline::spec::{parse_definition, parse_step};
+use crate::project::{Project, data_dir};
+
+pub enum SentinelError {
+    Usage(String),
+    Runtime(String),
+}
+
+use SentinelError::{Runtime, Usage};
+
+const NO_HOST: &str = "no maestro is running this project's pipelines; start `maestro` or `maestro --no-tui` in the project first";
+
+pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<(), SentinelError> {
+    let dir = definitions_dir(&project.root);
+    let socket = data_dir().map(|d| host_files(&d.join("locks"), &project.root).1);
+    let ask = |req: Value| socket.as_deref().and_then(|s| request(s, &req));
+    match action {
+        SentinelAction::List => {
+            let answer = ask(json!({"op": "list"}))
+                .unwrap_or_else(|| json!({"ok": true, "pipelines": from_folder(&dir)}));
+            if as_json {
+                println!("{answer}");
+            } else {
+                for p in answer["pipelines"].as_array().into_iter().flatten() {
+                    println!(
+                        "{:<24} {:<8} {}",
+                        p["name"].as_str().unwrap_or_default(),
+                        p["status"].as_str().unwrap_or_default(),
+                        p["steps"]
+                    );
+                }
+            }
+            Ok(())
+        }
+        SentinelAction::Show { name } => {
+            let path = file_of(&dir, name)?;
+            let answer = match ask(json!({"op": "show", "name": name})) {
+                Some(a) if a["ok"] == true => a,
+                _ => {
+                    json!({"ok": true, "name": name, "status": "stopped", "definition": read(&path)?})
+                }
+            };
+            if as_json {
+                println!("{answer}");
+            } else {
+                println!("{name} ({})", answer["status"].as_str().unwrap_or_default());
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&answer["definition"]).unwrap_or_default()
+                );
+            }
+            Ok(())
+        }
+        SentinelAction::Start { name }
+        | SentinelAction::Stop { name }
+        | SentinelAction::Pause { name }
+        | SentinelAction::Resume { name } => {
+            file_of(&dir, name)?;
+            let op = match action {
+                SentinelAction::Start { .. } => "start",
+                SentinelAction::Stop { .. } => "stop",
+                SentinelAction::Pause { .. } => "pause",
+                _ => "resume",
+            };
+            let answer =
+                ask(json!({"op": op, "name": name})).ok_or_else(|| Runtime(NO_HOST.into()))?;
+            finish(&answer, as_json, &format!("{name}: {op}"))
+        }
+        SentinelAction::Step(step) => edit(&dir, step, as_json, &ask),
+    }
+}
+
+fn edit(
+    dir: &Path,
+    step: &StepAction,
+    as_json: bool,
+    ask: &dyn Fn(Value) -> Option<Value>,
+) -> Result<(), SentinelError> {
+    let name = match step {
+        StepAction::List { name }
+        | StepAction::Add { name, .. }
+        | StepAction::Update { name, .. }
+        | StepAction::Remove { name, .. } => name,
+    };
+    let path = file_of(dir, name)?;
+    let mut def = read(&path)?;
+    let steps = def
+        .get_mut("steps")
+        .and_then(Value::as_array_mut)
+        .ok_or_else(|| {
+            Runtime(format!(
+                "{}: `steps` is not a list; fix the file first.",
+                path.display()
+            ))
+        })?;
+    let parse_new = |text: &str, index: usize| -> Result<Value, SentinelError> {
+        let v: Value = serde_json::from_str(text).map_err(|e| Usage(format!("the step is not JSON ({e}); pass one object like '{{\"type\":\"command\",\"command\":\"cargo\"}}'.")))?;
+        parse_step(&v, &format!("steps[{index}]"))
+            .map_err(|e| Usage(format!("the step is refused: {e}")))?;
+        Ok(v)
+    };
+    let in_range = |i: usize, len: usize| {
+        if i < len {
+            Ok(())
+        } else {
+            Err(Usage(format!(
+                "index {i} is out of range: {name} has {len} steps (0 to {}).",
+                len.saturating_sub(1)
+            )))
+        }
+    };
+    let what = match step {
+        StepAction::List { .. } => {
+            let listing = json!({"name": name, "steps": steps});
+            if as_json {
+                println!("{listing}");
+            } else {
+                for (i, s) in steps.iter().enumerate() {
+                    println!("{i}: {s}");
+                }
+            }
+            return Ok(());
+        }
+        StepAction::Add {
+            index, step: text, ..
+        } => {
+            if *index > steps.len() {
+                return Err(Usage(format!(
+                    "index {index} is out of range: {name} has {} steps, so add at 0 to {}.",
+                    steps.len(),
+                    steps.len()
+                )));
+            }
+            steps.insert(*index, parse_new(text, *index)?);
+            format!("step added at {index}")
+        }
+        StepAction::Update {
+            index, step: text, ..
+        } => {
+            in_range(*index, steps.len())?;
+            steps[*index] = parse_new(text, *index)?;
+            format!("step {index} updated")
+        }
+        StepAction::Remove { index, .. } => {
+            in_range(*index, steps.len())?;
+            steps.remove(*index);
+            format!("step {index} removed")
+        }
+    };
+    // The whole definition must still be usable before anything is written.
+    parse_definition(&def, name, "").map_err(|e| {
+        Usage(format!(
+            "{}: the edit would make it unusable: {e}",
+            path.display()
+        ))
+    })?;
+    write_atomically(&path, &def)?;
+    let answer = ask(json!({"op": "reload", "name": name}))
+        .unwrap_or_else(|| json!({"ok": true, "detail": "written; no maestro is running it now"}));
+    let steps = def["steps"].clone();
+    let mut answer = answer;
+    answer["name"] = json!(name);
+    answer["steps"] = steps;
+    finish(&answer, as_json, &format!("{name}: {what}"))
+}
+
+fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), SentinelError> {
+    let ok = answer["ok"] == true;
+    let detail = answer["detail"].as_str().unwrap_or_default();
+    if as_json {
+        println!("{answer}");
+    } else {
+        println!(
+            "{what}: {} ({detail})",
+            if ok { "accepted" } else { "refused" }
+        );
+    }
+    if ok {
+        Ok(())
+    } else {
+        Err(Runtime(format!("{what}: refused: {detail}")))
+    }
+}
+
+fn file_of(dir: &Path, name: &str) -> Result<PathBuf, SentinelError> {
+    if !valid_name(name) {
+        return Err(Usage(format!(
+            "{name:?} is not a pipeline name (letters, digits, - and _)."
+        )));
+    }
+    let path = dir.join(format!("{name}.json"));
+    if !path.is_file() {
+        return Err(Runtime(format!(
+            "there is no {}; `maestro sentinel list` shows the pipelines.",
+            path.display()
+        )));
+    }
+    Ok(path)
+}
+
+fn read(path: &Path) -> Result<Value, SentinelError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Runtime(format!("cannot read {}: {e}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| {
+        Runtime(format!(
+            "{} is not JSON ({e}); fix it first.",
+            path.display()
+        ))
+    })
+}
+
+/// Temporary file in the same folder, then rename: readers never see half a file.
+fn write_atomically(path: &Path, def: &Value) -> Result<(), SentinelError> {
+    let tmp = path.with_extension(format!("json.maestro-{}", std::process::id()));
+    let text = serde_json::to_string_pretty(def).unwrap_or_default() + "\n";
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        Runtime(format!("cannot write {}: {e}", path.display()))
+    })
+}
+
+/// Without a host: the definitions in the folder, none running.
+fn from_folder(dir: &Path) -> Vec<Value> {
+    let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name().to_str()?.strip_suffix(".json")?.to_owned();
+                    valid_name(&name).then(|| (name, e.path()))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+        .into_iter()
+        .map(|(name, path)| {
+            let parsed = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+                .map(|v| parse_definition(&v, &name, "").map(|d| d.steps.len()));
+            match parsed {
+                Some(Ok(steps)) => json!({"name": name, "status": "stopped", "steps": steps}),
+                Some(Err(e)) => {
+                    json!({"name": name, "status": "invalid", "steps": null, "detail": e})
+                }
+                None => {
+                    json!({"name": name, "status": "invalid", "steps": null, "detail": "not JSON"})
+                }
+            }
+        })
+        .collect()
+}
+
+/// One request to the host; `None` when no host listens.
+fn request(socket: &Path, req: &Value) -> Option<Value> {
+    let mut stream = UnixStream::connect(socket).ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(35)));
+    stream.write_all(format!("{req}\n").as_bytes()).ok()?;
+    let mut line = String::new();
+    BufReader::new(&stream).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
+}

@@ -1,0 +1,235 @@
+//! Sentinel pipelines end to end: definition files, the running host inside a real
+//! `maestro --no-tui`, and the `maestro sentinel …` commands that reach it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{Running, Scratch, event, maestro};
+use serde_json::{Value, json};
+
+struct Rig {
+    s: Scratch,
+    data: tempfile::TempDir,
+}
+
+impl Rig {
+    fn new() -> Self {
+        let s = Scratch::new();
+        std::fs::create_dir_all(s.root().join(".maestro/sentinels")).unwrap();
+        Self {
+            s,
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn define(&self, name: &str, def: &Value) {
+        std::fs::write(
+            self.s
+                .root()
+                .join(format!(".maestro/sentinels/{name}.json")),
+            def.to_string(),
+        )
+        .unwrap();
+    }
+
+    fn cmd(&self, args: &[&str]) -> std::process::Command {
+        let mut c = maestro();
+        c.env("XDG_DATA_HOME", self.data.path())
+            .args(args)
+            .arg("--project")
+            .arg(self.s.root());
+        c
+    }
+
+    fn host(&self) -> Running {
+        Running::spawn(self.cmd(&["--no-tui", "--json"]))
+    }
+
+    fn sentinel(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self
+            .cmd(&[&["sentinel"][..], args].concat())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+}
+
+fn pipeline(v: &Value, name: &str, status: &str) -> bool {
+    event(v) == "pipeline" && v["name"] == name && v["status"] == status
+}
+
+#[test]
+fn an_immediate_pipeline_runs_its_steps_and_loop() {
+    let rig = Rig::new();
+    rig.define("build", &json!({
+        "name": "build",
+        "trigger": {"type": "immediate"},
+        "steps": [
+            {"type": "command", "command": "sh", "params": {"args": ["-c", "echo built; exit 3"]}, "outputTo": "build"},
+            {"type": "condition", "check": "$build.exitCode === 3 && $build.lines[0] == 'built'",
+             "then": [{"type": "emit", "event": "build:failed", "data": "$build"}],
+             "else": [{"type": "command", "command": "false"}]}
+        ],
+        "loop": {"type": "count", "max": 2},
+        "safety": {"maxIterations": 5}
+    }));
+    let mut m = rig.host();
+    m.wait_json("started", |v| pipeline(v, "build", "started"));
+    let it = m.wait_json("iteration 1", |v| pipeline(v, "build", "iteration"));
+    assert_eq!(it["iteration"], 1);
+    assert!(it["step"].is_null());
+    let step = m.wait_json("step 0", |v| pipeline(v, "build", "step"));
+    assert_eq!(
+        (step["step"].as_u64(), step["outcome"].as_str()),
+        (Some(0), Some("exit 3")),
+        "a non-zero exit is a finished step"
+    );
+    let step = m.wait_json("step 1", |v| pipeline(v, "build", "step"));
+    assert_eq!(step["outcome"], "then");
+    m.wait_json("iteration 2", |v| {
+        pipeline(v, "build", "iteration") && v["iteration"] == 2
+    });
+    m.wait_json("completed", |v| pipeline(v, "build", "completed"));
+}
+
+#[test]
+fn a_bad_definition_is_refused_with_its_path_and_the_others_run() {
+    let rig = Rig::new();
+    rig.define("broken", &json!({"steps": [{"type": "command", "command": "true"}, {"type": "command"}], "safety": {"maxIterations": 1}}));
+    rig.define("fine", &json!({"trigger": {"type": "immediate"}, "steps": [{"type": "command", "command": "true"}], "safety": {"maxIterations": 1}}));
+    let mut m = rig.host();
+    let e = m.wait_json("refusal", |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("broken.json")
+    });
+    assert!(
+        e["detail"].as_str().unwrap().contains("steps[1].command"),
+        "{e}"
+    );
+    m.wait_json("the other runs", |v| pipeline(v, "fine", "completed"));
+    // A step that cannot start fails the run (onError defaults to fail).
+    rig.define("missing", &json!({"trigger": {"type": "immediate"}, "steps": [{"type": "command", "command": "no-such-program-maestro"}], "safety": {"maxIterations": 1}}));
+    let f = m.wait_json("failed", |v| pipeline(v, "missing", "failed"));
+    assert!(f["outcome"].as_str().unwrap().contains("cannot run"), "{f}");
+}
+
+#[test]
+fn sentinel_commands_start_pause_edit_and_stop_a_running_pipeline() {
+    let rig = Rig::new();
+    let out = rig.s.root().join("out.txt");
+    let step = |word: &str| json!({"type": "command", "command": "sh", "params": {"args": ["-c", format!("echo {word} >> out.txt")]}});
+    rig.define(
+        "loop",
+        &json!({
+            "steps": [step("A")],
+            "loop": {"type": "continuous", "intervalMs": 50},
+            "safety": {"maxIterations": 10000, "timeoutMs": 600_000}
+        }),
+    );
+    // Without a host: listing works from the files, starting does not.
+    let (code, listing, _) = rig.sentinel(&["list", "--json"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        serde_json::from_str::<Value>(&listing).unwrap()["pipelines"][0]["status"],
+        "stopped"
+    );
+    let (code, _, err) = rig.sentinel(&["start", "loop"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no maestro is running"), "{err}");
+
+    let mut m = rig.host();
+    m.wait_json("host up", |v| event(v) == "task");
+    let (code, out_text, err) = rig.sentinel(&["start", "loop"]);
+    assert_eq!(code, 0, "{out_text} {err}");
+    m.wait_json("running", |v| pipeline(v, "loop", "iteration"));
+
+    let (code, _, _) = rig.sentinel(&["pause", "loop"]);
+    assert_eq!(code, 0);
+    m.wait_json("paused", |v| pipeline(v, "loop", "paused"));
+    assert_eq!(rig.sentinel(&["pause", "loop"]).0, 1, "already paused");
+    assert_eq!(rig.sentinel(&["resume", "loop"]).0, 0);
+    m.wait_json("resumed", |v| pipeline(v, "loop", "resumed"));
+
+    // A bad step is refused before anything is written.
+    let before = std::fs::read(rig.s.root().join(".maestro/sentinels/loop.json")).unwrap();
+    let (code, _, err) = rig.sentinel(&["step", "add", "loop", "1", r#"{"type":"command"}"#]);
+    assert_eq!(code, 2);
+    assert!(err.contains("steps[1].command"), "{err}");
+    assert_eq!(
+        std::fs::read(rig.s.root().join(".maestro/sentinels/loop.json")).unwrap(),
+        before
+    );
+    assert_eq!(
+        rig.sentinel(&["step", "remove", "loop", "7"]).0,
+        2,
+        "out of range"
+    );
+
+    // Editing the running pipeline: the next iteration uses the new step.
+    let (code, answer, err) = rig.sentinel(&[
+        "step",
+        "update",
+        "loop",
+        "0",
+        &step("B").to_string(),
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(serde_json::from_str::<Value>(&answer).unwrap()["ok"], true);
+    m.wait_json("edited", |v| pipeline(v, "loop", "edited"));
+    let (_, listed, _) = rig.sentinel(&["step", "list", "loop", "--json"]);
+    let listed: Value = serde_json::from_str(&listed).unwrap();
+    assert_eq!(listed["name"], "loop");
+    assert_eq!(listed["steps"][0], step("B"));
+    let edited_at = m.seen.len();
+    m.wait_json("two more iterations", |v| pipeline(v, "loop", "iteration"));
+    m.wait_json("", |v| pipeline(v, "loop", "iteration"));
+    assert!(edited_at > 0);
+    assert!(std::fs::read_to_string(&out).unwrap().contains("B\n"));
+
+    assert_eq!(rig.sentinel(&["stop", "loop"]).0, 0);
+    m.wait_json("stopped", |v| pipeline(v, "loop", "stopped"));
+}
+
+#[test]
+fn nested_pipelines_and_missing_variables() {
+    let rig = Rig::new();
+    rig.define("outer", &json!({
+        "trigger": {"type": "immediate"},
+        "steps": [
+            {"type": "sentinel", "await": true, "outputTo": "child", "definition": {
+                "name": "inner", "safety": {"maxIterations": 1},
+                "steps": [{"type": "command", "command": "true", "outputTo": "tests"}]}},
+            {"type": "condition", "check": "$child.tests.exitCode == 0", "then": [{"type": "emit", "event": "ok"}]},
+            {"type": "command", "command": "echo", "params": {"args": ["$nothing.here"]}, "onError": "skip", "outputTo": "x"},
+            {"type": "condition", "check": "$x.error.length > 0", "then": [{"type": "emit", "event": "skipped"}]}
+        ],
+        "safety": {"timeoutMs": 60000}
+    }));
+    let mut m = rig.host();
+    m.wait_json("inner ran", |v| pipeline(v, "inner", "completed"));
+    let s = m.wait_json("condition", |v| {
+        pipeline(v, "outer", "step") && v["step"] == 1
+    });
+    assert_eq!(s["outcome"], "then");
+    let s = m.wait_json("skip", |v| pipeline(v, "outer", "step") && v["step"] == 2);
+    assert!(
+        s["outcome"]
+            .as_str()
+            .unwrap()
+            .starts_with("skipped: $nothing is not set"),
+        "{s}"
+    );
+    let s = m.wait_json("variable set after skip", |v| {
+        pipeline(v, "outer", "step") && v["step"] == 3
+    });
+    assert_eq!(s["outcome"], "then");
+    m.wait_json("completed", |v| pipeline(v, "outer", "completed"));
+}
