@@ -86,15 +86,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
         .collect();
     for id in ["task-00", "souffleur"] {
         tasks.push(TaskView {
-            row: TaskRow {
-                task_id: id.into(),
-                state: "watching".into(),
-                worked_by: None,
-                session_id: None,
-                last_heartbeat: None,
-                retry_count: 0,
-                last_error: None,
-            },
+            row: TaskRow::new(id, "watching"),
             heartbeat: Some(now),
             ctx: VecDeque::new(),
             last_anomaly: None,

@@ -33,13 +33,9 @@ fn ago(secs: i64) -> OffsetDateTime {
 fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u8]) -> TaskView {
     TaskView {
         row: TaskRow {
-            task_id: id.into(),
-            state: state.into(),
             worked_by: by.map(Into::into),
-            session_id: None,
-            last_heartbeat: None,
             retry_count: i64::from(state == "fix_proposed"),
-            last_error: None,
+            ..TaskRow::new(id, state)
         },
         heartbeat: beat_ago.map(ago),
         ctx: ctx.iter().copied().collect::<VecDeque<u8>>(),

@@ -20,6 +20,21 @@ pub struct TaskRow {
     pub last_error: Option<String>,
 }
 
+impl TaskRow {
+    /// A row with only an id and a state (the other columns empty).
+    pub fn new(task_id: impl Into<String>, state: impl Into<String>) -> Self {
+        Self {
+            task_id: task_id.into(),
+            state: state.into(),
+            worked_by: None,
+            session_id: None,
+            last_heartbeat: None,
+            retry_count: 0,
+            last_error: None,
+        }
+    }
+}
+
 /// One row of `orchestration_messages`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MessageRow {

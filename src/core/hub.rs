@@ -485,15 +485,7 @@ impl Hub {
         if !self.settings.with_database {
             for (id, ctx) in &self.ctx {
                 tasks.push(TaskView {
-                    row: TaskRow {
-                        task_id: id.to_string(),
-                        state: "working".into(),
-                        worked_by: None,
-                        session_id: None,
-                        last_heartbeat: None,
-                        retry_count: 0,
-                        last_error: None,
-                    },
+                    row: TaskRow::new(id.to_string(), "working"),
                     heartbeat: None,
                     ctx: ctx.clone(),
                     last_anomaly: self.last_anomaly.get(id).copied(),
@@ -607,13 +599,8 @@ mod tests {
 
     fn row(id: &str, state: &str, heartbeat: &str) -> TaskRow {
         TaskRow {
-            task_id: id.into(),
-            state: state.into(),
-            worked_by: None,
-            session_id: None,
             last_heartbeat: Some(heartbeat.into()),
-            retry_count: 0,
-            last_error: None,
+            ..TaskRow::new(id, state)
         }
     }
 

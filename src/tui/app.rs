@@ -958,15 +958,7 @@ mod tests {
             tasks: ids
                 .iter()
                 .map(|id| TaskView {
-                    row: TaskRow {
-                        task_id: (*id).into(),
-                        state: "working".into(),
-                        worked_by: None,
-                        session_id: None,
-                        last_heartbeat: None,
-                        retry_count: 0,
-                        last_error: None,
-                    },
+                    row: TaskRow::new(*id, "working"),
                     heartbeat: None,
                     ctx: VecDeque::new(),
                     last_anomaly: None,
