@@ -170,8 +170,9 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
             if cli.global.no_tui {
                 rt.block_on(run_headless(&project, &settings, &cli.global, clock))
             } else {
-                let tui = TuiConfig::from_settings(project.name(), &settings, clock)
+                let mut tui = TuiConfig::from_settings(project.name(), &settings, clock)
                     .map_err(Failure::Usage)?;
+                tui.pipelines = Some(maestro::tui::PipelineAccess::for_project(&project.root));
                 require_terminal()?;
                 rt.block_on(run_dashboard(&project, &settings, tui))
             }

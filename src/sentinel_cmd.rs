@@ -4,15 +4,13 @@
 //! stop, pause and resume a run, over its Unix socket. Each command returns once the
 //! host has accepted or refused.
 
-use std::io::{BufRead, BufReader, Write};
-use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::cli::{SentinelAction, StepAction};
-use crate::core::pipeline::host::{definitions_dir, host_files, valid_name};
+use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
+use crate::core::pipeline::host::{definitions_dir, host_files, request, valid_name};
 use crate::core::pipeline::spec::{parse_definition, parse_step};
 use crate::project::{Project, data_dir};
 
@@ -163,13 +161,7 @@ fn edit(
         }
     };
     // The whole definition must still be usable before anything is written.
-    parse_definition(&def, name, "").map_err(|e| {
-        Usage(format!(
-            "{}: the edit would make it unusable: {e}",
-            path.display()
-        ))
-    })?;
-    write_atomically(&path, &def)?;
+    write_definition(&path, name, &def).map_err(Usage)?;
     let answer = ask(json!({"op": "reload", "name": name}))
         .unwrap_or_else(|| json!({"ok": true, "detail": "written; no maestro is running it now"}));
     let steps = def["steps"].clone();
@@ -198,46 +190,17 @@ fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), SentinelError
 }
 
 fn file_of(dir: &Path, name: &str) -> Result<PathBuf, SentinelError> {
-    if !valid_name(name) {
-        return Err(Usage(format!(
+    if valid_name(name) {
+        definition_file(dir, name).map_err(Runtime)
+    } else {
+        Err(Usage(format!(
             "{name:?} is not a pipeline name (letters, digits, - and _)."
-        )));
+        )))
     }
-    let path = dir.join(format!("{name}.json"));
-    if !path.is_file() {
-        return Err(Runtime(format!(
-            "there is no {}; `maestro sentinel list` shows the pipelines.",
-            path.display()
-        )));
-    }
-    Ok(path)
 }
 
 fn read(path: &Path) -> Result<Value, SentinelError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Runtime(format!("cannot read {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        Runtime(format!(
-            "{} is not JSON ({e}); fix it first.",
-            path.display()
-        ))
-    })
-}
-
-/// Temporary file in the same folder, then rename: readers never see half a file.
-fn write_atomically(path: &Path, def: &Value) -> Result<(), SentinelError> {
-    let tmp = path.with_extension(format!("json.maestro-{}", std::process::id()));
-    let text = serde_json::to_string_pretty(def).unwrap_or_default() + "\n";
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        Runtime(format!("cannot write {}: {e}", path.display()))
-    })
+    read_definition(path).map_err(Runtime)
 }
 
 /// Without a host: the definitions in the folder, none running.
@@ -271,14 +234,4 @@ fn from_folder(dir: &Path) -> Vec<Value> {
             }
         })
         .collect()
-}
-
-/// One request to the host; `None` when no host listens.
-fn request(socket: &Path, req: &Value) -> Option<Value> {
-    let mut stream = UnixStream::connect(socket).ok()?;
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(35)));
-    stream.write_all(format!("{req}\n").as_bytes()).ok()?;
-    let mut line = String::new();
-    BufReader::new(&stream).read_line(&mut line).ok()?;
-    serde_json::from_str(&line).ok()
 }

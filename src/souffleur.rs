@@ -103,6 +103,7 @@ pub async fn run(
     headless::stop_on_signals(stop.clone()).map_err(Refused::Runtime)?;
     let presented = if let Some(mut tui) = tui {
         tui.watchdog = Some(cmd_tx);
+        tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         crate::tui::run(&mut core, tui, stop).await
     } else {
         headless::present_on_stdout(&mut core.happenings, args.json, clock, false, stop).await;

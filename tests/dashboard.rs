@@ -110,6 +110,7 @@ fn busy_snapshot() -> Snapshot {
         },
         anomaly_count: 4,
         message_count: 4,
+        pipelines: vec![],
     }
 }
 
@@ -459,5 +460,26 @@ fn souffleur_role_in_the_watchdog_pane_and_a_confirmation() {
     ] {
         assert!(out.contains(needle), "missing {needle:?}:\n{out}");
     }
+    insta::assert_snapshot!(out);
+}
+
+#[test]
+fn the_pipelines_overlay() {
+    let mut snap = busy_snapshot();
+    snap.pipelines = vec![maestro::core::snapshot::PipelineView {
+        name: "build-fix".into(),
+        steps: 3,
+        status: "running".into(),
+        iteration: 4,
+        step: Some(1),
+        outcome: Some("exit 101".into()),
+    }];
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::Sentinels, &snap);
+    let out = text(&render(&snap, &ui, 140, 40));
+    assert!(
+        out.contains("build-fix") && out.contains("running") && out.contains("exit 101"),
+        "{out}"
+    );
     insta::assert_snapshot!(out);
 }

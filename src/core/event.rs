@@ -76,6 +76,8 @@ pub enum CoreEvent {
     Role(RoleReport),
     /// From a running pipeline.
     Pipeline(PipelineReport),
+    /// The pipeline definitions the host has loaded: names and step counts.
+    PipelineCatalog(Vec<(String, usize)>),
 }
 
 /// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.

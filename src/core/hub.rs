@@ -18,7 +18,7 @@ use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
 use crate::core::event::{CoreEvent, Happening, RoleReport, TaskRow, WatchdogReason, What};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
-use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
+use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
 
 #[derive(Debug, Clone, Copy)]
@@ -189,7 +189,28 @@ impl Hub {
                 self.emit(What::Error { detail }).await;
             }
             CoreEvent::Role(report) => self.on_role(report).await,
-            CoreEvent::Pipeline(report) => self.emit(What::Pipeline(report)).await,
+            CoreEvent::Pipeline(report) => {
+                self.on_pipeline(&report);
+                self.emit(What::Pipeline(report)).await;
+            }
+            CoreEvent::PipelineCatalog(names) => {
+                let old = std::mem::take(&mut self.snapshot.pipelines);
+                self.snapshot.pipelines = names
+                    .into_iter()
+                    .map(|(name, steps)| match old.iter().find(|p| p.name == name) {
+                        Some(p) => PipelineView { steps, ..p.clone() },
+                        None => PipelineView {
+                            name,
+                            steps,
+                            status: "stopped".into(),
+                            iteration: 0,
+                            step: None,
+                            outcome: None,
+                        },
+                    })
+                    .collect();
+                self.dirty = true;
+            }
             CoreEvent::SourceHealthy { source } => {
                 if source == "database" {
                     self.snapshot.database = DatabaseHealth::Ok;
@@ -197,6 +218,36 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// Keeps the pipelines' state for the dashboard (nested runs are not listed).
+    fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
+        let Some(p) = self
+            .snapshot
+            .pipelines
+            .iter_mut()
+            .find(|p| p.name == r.name)
+        else {
+            return;
+        };
+        p.status = match r.status {
+            "paused" => "paused",
+            "stopped" => "stopped",
+            "completed" => "completed",
+            "failed" => "failed",
+            _ => "running",
+        }
+        .into();
+        if r.iteration > 0 {
+            p.iteration = r.iteration;
+        }
+        if r.step.is_some() {
+            p.step = r.step;
+        }
+        if r.outcome.is_some() {
+            p.outcome.clone_from(&r.outcome);
+        }
+        self.dirty = true;
     }
 
     async fn on_role(&mut self, report: RoleReport) {

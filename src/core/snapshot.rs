@@ -22,6 +22,19 @@ pub struct Snapshot {
     pub watchdog: WatchdogView,
     pub anomaly_count: u64,
     pub message_count: u64,
+    /// Pipelines this process hosts, by name.
+    pub pipelines: Vec<PipelineView>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PipelineView {
+    pub name: String,
+    pub steps: usize,
+    /// stopped, running, paused, completed, failed
+    pub status: String,
+    pub iteration: u64,
+    pub step: Option<usize>,
+    pub outcome: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -39,6 +39,7 @@ pub enum Action {
     Suspend,
     ToggleHold,
     RecoverNow,
+    Sentinels,
 }
 
 impl Action {
@@ -78,6 +79,7 @@ impl Action {
             Self::Suspend => "suspend to the shell (fg to return)",
             Self::ToggleHold => "Souffleur: hold / release automatic recovery",
             Self::RecoverNow => "Souffleur: recover the Conductor now (asks first)",
+            Self::Sentinels => "pipelines: start, stop, pause, edit steps",
         }
     }
 }

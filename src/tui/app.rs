@@ -90,6 +90,10 @@ pub enum Overlay {
     Message(i64),
     /// A destructive action waiting for y/n.
     Confirm(Confirm),
+    /// The pipelines this process hosts.
+    Sentinels,
+    /// Editing the steps of this pipeline (the text is in `UiState::editor`).
+    Editor(String),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -236,6 +240,18 @@ pub enum Effect {
     Copy(String),
     Suspend,
     Watchdog(crate::core::watchdog::role::WatchdogCmd),
+    /// A request to the pipeline host: `start`, `stop`, `pause`, `resume`.
+    Pipeline {
+        op: &'static str,
+        name: String,
+    },
+    /// Load the steps of a pipeline into the editor.
+    EditSteps(String),
+    /// Check and write new steps, then ask the host to take them.
+    SaveSteps {
+        name: String,
+        steps: String,
+    },
 }
 
 /// A desktop notification to raise.
@@ -270,6 +286,9 @@ pub struct UiState {
     pub message_type_filter: Option<String>,
     /// A short note for the status bar ("copied 3 lines", "no match").
     pub note: Option<String>,
+    pub selected_pipeline: usize,
+    /// The step editor's text while it is open.
+    pub editor: Option<ratatui_textarea::TextArea<'static>>,
 }
 
 impl Default for UiState {
@@ -296,6 +315,8 @@ impl Default for UiState {
             message_task_filter: None,
             message_type_filter: None,
             note: None,
+            selected_pipeline: 0,
+            editor: None,
         }
     }
 }
@@ -551,6 +572,12 @@ impl UiState {
                     WatchdogCmd::Hold
                 })];
             }
+            Action::Sentinels => {
+                self.overlay = Some(Overlay::Sentinels);
+                self.selected_pipeline = self
+                    .selected_pipeline
+                    .min(snap.pipelines.len().saturating_sub(1));
+            }
             Action::RecoverNow => {
                 if snap.watchdog.role.is_none() {
                     self.note = Some(
@@ -659,6 +686,75 @@ impl UiState {
             }
         }
         vec![]
+    }
+
+    /// A key in the pipelines overlay: move, start (`s`), stop (`x`), pause or resume
+    /// (`p`), edit steps (`e`), close (Esc, `q`).
+    pub fn sentinels_key(&mut self, c: Option<char>, snap: &Snapshot) -> Vec<Effect> {
+        let selected = snap.pipelines.get(self.selected_pipeline);
+        let request = |op: &'static str| {
+            selected.map_or_else(Vec::new, |p| {
+                vec![Effect::Pipeline {
+                    op,
+                    name: p.name.clone(),
+                }]
+            })
+        };
+        match c {
+            Some('j') => {
+                self.selected_pipeline =
+                    (self.selected_pipeline + 1).min(snap.pipelines.len().saturating_sub(1));
+                vec![]
+            }
+            Some('k') => {
+                self.selected_pipeline = self.selected_pipeline.saturating_sub(1);
+                vec![]
+            }
+            Some('s') => request("start"),
+            Some('x') => request("stop"),
+            Some('p') => request(if selected.is_some_and(|p| p.status == "paused") {
+                "resume"
+            } else {
+                "pause"
+            }),
+            Some('e') => {
+                selected.map_or_else(Vec::new, |p| vec![Effect::EditSteps(p.name.clone())])
+            }
+            None | Some('q') => {
+                self.overlay = None;
+                vec![]
+            }
+            Some(_) => vec![],
+        }
+    }
+
+    /// Opens the step editor on a pipeline's steps (pretty JSON).
+    pub fn open_editor(&mut self, name: String, steps: &str) {
+        let mut area = ratatui_textarea::TextArea::new(steps.lines().map(str::to_owned).collect());
+        area.set_cursor_line_style(ratatui::style::Style::default());
+        self.editor = Some(area);
+        self.overlay = Some(Overlay::Editor(name));
+    }
+
+    /// Closes the editor; with `save`, asks for the text to be written.
+    pub fn close_editor(&mut self, save: bool) -> Vec<Effect> {
+        let name = match &self.overlay {
+            Some(Overlay::Editor(name)) => name.clone(),
+            _ => return vec![],
+        };
+        let text = self
+            .editor
+            .as_ref()
+            .map(|e| e.lines().join("\n"))
+            .unwrap_or_default();
+        if save {
+            // Stays open until the write is accepted (the loop closes it then).
+            vec![Effect::SaveSteps { name, steps: text }]
+        } else {
+            self.editor = None;
+            self.overlay = Some(Overlay::Sentinels);
+            vec![]
+        }
     }
 
     /// Quitting stops a Souffleur role held here: ask first.
@@ -1266,6 +1362,58 @@ mod tests {
         assert!(ui.overlay.is_none());
         ui.update(Action::Quit, &s);
         assert_eq!(ui.update(Action::Open, &s), [Effect::Quit]);
+    }
+
+    #[test]
+    fn the_pipelines_overlay_and_the_step_editor() {
+        use crate::core::snapshot::PipelineView;
+        let (mut ui, mut s) = ready(0);
+        let view = |name: &str, status: &str| PipelineView {
+            name: name.into(),
+            steps: 1,
+            status: status.into(),
+            iteration: 0,
+            step: None,
+            outcome: None,
+        };
+        s.pipelines = vec![view("build", "running"), view("lint", "paused")];
+        ui.update(Action::Sentinels, &s);
+        assert_eq!(ui.overlay, Some(Overlay::Sentinels));
+        assert_eq!(
+            ui.sentinels_key(Some('x'), &s),
+            [Effect::Pipeline {
+                op: "stop",
+                name: "build".into()
+            }]
+        );
+        ui.sentinels_key(Some('j'), &s);
+        ui.sentinels_key(Some('j'), &s);
+        assert_eq!(ui.selected_pipeline, 1, "stays on the last row");
+        assert_eq!(
+            ui.sentinels_key(Some('p'), &s),
+            [Effect::Pipeline {
+                op: "resume",
+                name: "lint".into()
+            }]
+        );
+        assert_eq!(
+            ui.sentinels_key(Some('e'), &s),
+            [Effect::EditSteps("lint".into())]
+        );
+        ui.open_editor("lint".into(), "[\n  {}\n]");
+        assert_eq!(ui.overlay, Some(Overlay::Editor("lint".into())));
+        assert_eq!(
+            ui.close_editor(true),
+            [Effect::SaveSteps {
+                name: "lint".into(),
+                steps: "[\n  {}\n]".into()
+            }]
+        );
+        assert!(ui.editor.is_some(), "open until the save is accepted");
+        assert!(ui.close_editor(false).is_empty());
+        assert_eq!(ui.overlay, Some(Overlay::Sentinels));
+        ui.sentinels_key(None, &s);
+        assert!(ui.overlay.is_none());
     }
 
     #[test]

@@ -177,6 +177,7 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Global, "/", Action::Search),
     (Mode::Global, "H", Action::ToggleHold),
     (Mode::Global, "R", Action::RecoverNow),
+    (Mode::Global, "S", Action::Sentinels),
     (Mode::Log, "n", Action::SearchNext),
     (Mode::Log, "N", Action::SearchPrev),
     (Mode::Log, "[", Action::PrevAnomaly),

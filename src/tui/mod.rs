@@ -47,6 +47,8 @@ pub struct TuiConfig {
     pub limits: Limits,
     pub notifier: Notifier,
     pub clock: Clock,
+    /// The project's pipeline definitions and its host's socket.
+    pub pipelines: Option<PipelineAccess>,
     /// Commands to the Souffleur role, when this process holds it.
     pub watchdog: Option<tokio::sync::mpsc::Sender<crate::core::watchdog::role::WatchdogRequest>>,
 }
@@ -73,8 +75,91 @@ impl TuiConfig {
             },
             notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
             clock,
+            pipelines: None,
             watchdog: None,
         })
+    }
+}
+
+/// Where the dashboard finds a project's pipelines.
+#[derive(Debug, Clone)]
+pub struct PipelineAccess {
+    pub dir: std::path::PathBuf,
+    pub socket: Option<std::path::PathBuf>,
+}
+
+impl PipelineAccess {
+    pub fn for_project(root: &std::path::Path) -> Self {
+        Self {
+            dir: crate::core::pipeline::host::definitions_dir(root),
+            socket: crate::project::data_dir()
+                .map(|d| crate::core::pipeline::host::host_files(&d.join("locks"), root).1),
+        }
+    }
+
+    /// Asks the host; the answer's detail, or why there is none.
+    async fn ask(&self, req: serde_json::Value) -> String {
+        let Some(socket) = self.socket.clone() else {
+            return "no pipeline host".into();
+        };
+        let answer = tokio::task::spawn_blocking(move || {
+            crate::core::pipeline::host::request(&socket, &req)
+        })
+        .await
+        .ok()
+        .flatten();
+        match answer {
+            Some(a) => format!(
+                "{}: {}",
+                if a["ok"] == true {
+                    "accepted"
+                } else {
+                    "refused"
+                },
+                a["detail"].as_str().unwrap_or_default()
+            ),
+            None => "no maestro hosts this project's pipelines".into(),
+        }
+    }
+}
+
+/// Carries out a pipeline effect; returns the note for the status bar.
+async fn pipeline_effect(effect: Effect, ui: &mut UiState, access: Option<&PipelineAccess>) {
+    use crate::core::pipeline::edit;
+    let Some(access) = access else {
+        ui.note = Some("pipelines are not available here".into());
+        return;
+    };
+    match effect {
+        Effect::Pipeline { op, name } => {
+            let answer = access
+                .ask(serde_json::json!({"op": op, "name": name}))
+                .await;
+            ui.note = Some(format!("{name} {op}: {answer}"));
+        }
+        Effect::EditSteps(name) => {
+            let steps = edit::definition_file(&access.dir, &name)
+                .and_then(|p| edit::read_definition(&p))
+                .map(|d| serde_json::to_string_pretty(&d["steps"]).unwrap_or_default());
+            match steps {
+                Ok(text) => ui.open_editor(name, &text),
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        Effect::SaveSteps { name, steps } => {
+            match edit::replace_steps(&access.dir, &name, &steps) {
+                Ok(()) => {
+                    let answer = access
+                        .ask(serde_json::json!({"op": "reload", "name": name}))
+                        .await;
+                    ui.note = Some(format!("{name}: steps saved ({answer})"));
+                    ui.editor = None;
+                    ui.overlay = Some(app::Overlay::Sentinels);
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        _ => {}
     }
 }
 
@@ -188,6 +273,9 @@ pub async fn run(
                                 let _ = out.flush();
                             }
                             Effect::Suspend => guard.suspend(),
+                            fx @ (Effect::Pipeline { .. } | Effect::EditSteps(_) | Effect::SaveSteps { .. }) => {
+                                pipeline_effect(fx, &mut ui, cfg.pipelines.as_ref()).await;
+                            }
                             Effect::Watchdog(cmd) => match &cfg.watchdog {
                                 Some(tx) => {
                                     let request = crate::core::watchdog::role::WatchdogRequest { cmd, reply: None };
@@ -251,6 +339,33 @@ fn handle_event(
 ) -> Vec<Effect> {
     match ev {
         Event::Key(key) if key.kind != KeyEventKind::Release => {
+            match (&ui.overlay, key.code) {
+                (Some(app::Overlay::Sentinels), code) => {
+                    let c = match code {
+                        KeyCode::Esc => None,
+                        KeyCode::Up => Some('k'),
+                        KeyCode::Down => Some('j'),
+                        KeyCode::Char(c) => Some(c),
+                        _ => return vec![],
+                    };
+                    return ui.sentinels_key(c, snap);
+                }
+                (Some(app::Overlay::Editor(_)), KeyCode::Esc) => return ui.close_editor(false),
+                (Some(app::Overlay::Editor(_)), KeyCode::Char('s'))
+                    if key
+                        .modifiers
+                        .contains(crossterm::event::KeyModifiers::CONTROL) =>
+                {
+                    return ui.close_editor(true);
+                }
+                (Some(app::Overlay::Editor(_)), _) => {
+                    if let Some(editor) = ui.editor.as_mut() {
+                        editor.input(*key);
+                    }
+                    return vec![];
+                }
+                _ => {}
+            }
             if let Some(app::Overlay::Confirm(c)) = ui.overlay {
                 return match key.code {
                     KeyCode::Char('y' | 'Y') | KeyCode::Enter => ui.confirm(c, true),

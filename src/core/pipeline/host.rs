@@ -263,6 +263,16 @@ impl Host {
                 let _ = run.cmds.send(RunCmd::Stop).await;
             }
         }
+        let catalog = self
+            .defs
+            .iter()
+            .map(|(n, e)| (n.clone(), e.def.steps.len()))
+            .collect();
+        let _ = self
+            .env
+            .events
+            .send(CoreEvent::PipelineCatalog(catalog))
+            .await;
     }
 
     /// Starts a pipeline unless it runs already; false if unknown or running.
@@ -411,4 +421,16 @@ async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
             let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
         });
     }
+}
+
+/// One request to the host of a project's pipelines, from another process (or the
+/// dashboard's blocking pool); `None` when no host listens.
+pub fn request(socket: &Path, req: &Value) -> Option<Value> {
+    use std::io::{BufRead, Write};
+    let mut stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(35)));
+    stream.write_all(format!("{req}\n").as_bytes()).ok()?;
+    let mut line = String::new();
+    std::io::BufReader::new(&stream).read_line(&mut line).ok()?;
+    serde_json::from_str(&line).ok()
 }

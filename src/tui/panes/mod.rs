@@ -7,6 +7,7 @@ pub mod heartbeats;
 pub mod help;
 pub mod log;
 pub mod messages;
+pub mod sentinels;
 pub mod status_bar;
 pub mod tasks;
 pub mod watchdog;
@@ -99,6 +100,10 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     match &ctx.ui.overlay {
         Some(crate::tui::app::Overlay::Help) => help::draw(frame, area, ctx),
         Some(crate::tui::app::Overlay::Message(_)) => messages::draw_detail(frame, area, ctx),
+        Some(crate::tui::app::Overlay::Sentinels) => sentinels::draw(frame, area, ctx),
+        Some(crate::tui::app::Overlay::Editor(name)) => {
+            sentinels::draw_editor(frame, area, ctx, name);
+        }
         Some(crate::tui::app::Overlay::Confirm(c)) => {
             let popup = centered(area, 64, 5);
             clear(frame, popup);

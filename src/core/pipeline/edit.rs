@@ -1,0 +1,97 @@
+//! Changing definition files safely, for the command line and the dashboard alike: the
+//! whole definition is checked before anything is written, and the file is replaced
+//! atomically (a temporary file in the same folder, then a rename).
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::core::pipeline::host::valid_name;
+use crate::core::pipeline::spec::parse_definition;
+
+/// The file of pipeline `name`, which must exist.
+pub fn definition_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
+    if !valid_name(name) {
+        return Err(format!(
+            "{name:?} is not a pipeline name (letters, digits, - and _)."
+        ));
+    }
+    let path = dir.join(format!("{name}.json"));
+    if !path.is_file() {
+        return Err(format!(
+            "there is no {}; `maestro sentinel list` shows the pipelines.",
+            path.display()
+        ));
+    }
+    Ok(path)
+}
+
+pub fn read_definition(path: &Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    serde_json::from_str(&text)
+        .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))
+}
+
+/// Checks `def` as a whole, then writes it over `path` atomically.
+pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), String> {
+    parse_definition(def, name, "")
+        .map_err(|e| format!("{}: the change would make it unusable: {e}", path.display()))?;
+    let tmp = path.with_extension(format!("json.maestro-{}", std::process::id()));
+    let text = serde_json::to_string_pretty(def).unwrap_or_default() + "\n";
+    let written = std::fs::File::create(&tmp)
+        .and_then(|mut f| {
+            f.write_all(text.as_bytes())?;
+            f.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&tmp, path));
+    written.map_err(|e| {
+        let _ = std::fs::remove_file(&tmp);
+        format!("cannot write {}: {e}", path.display())
+    })
+}
+
+/// Replaces the `steps` of pipeline `name` with `steps` (a JSON array, as text).
+pub fn replace_steps(dir: &Path, name: &str, steps: &str) -> Result<(), String> {
+    let path = definition_file(dir, name)?;
+    let steps: Value =
+        serde_json::from_str(steps).map_err(|e| format!("the steps are not JSON ({e})"))?;
+    if !steps.is_array() {
+        return Err("the steps must be a JSON list".into());
+    }
+    let mut def = read_definition(&path)?;
+    def["steps"] = steps;
+    write_definition(&path, name, &def)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_edit_leaves_the_file_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("p.json");
+        let original = r#"{"steps": [], "safety": {"maxIterations": 1}}"#;
+        std::fs::write(&path, original).unwrap();
+        let err = replace_steps(dir.path(), "p", r#"[{"type": "command"}]"#).unwrap_err();
+        assert!(err.contains("steps[0].command"), "{err}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
+        replace_steps(
+            dir.path(),
+            "p",
+            r#"[{"type": "command", "command": "true"}]"#,
+        )
+        .unwrap();
+        assert_eq!(
+            read_definition(&path).unwrap()["steps"][0]["command"],
+            "true"
+        );
+        assert!(
+            std::fs::read_dir(dir.path()).unwrap().count() == 1,
+            "no temporary file left"
+        );
+        assert!(definition_file(dir.path(), "../p").is_err());
+    }
+}

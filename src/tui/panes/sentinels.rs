@@ -1,0 +1,110 @@
+//! The pipelines overlay (`S`): every definition this process hosts with its state, and
+//! the step editor (`e`), a text area on the steps' JSON that is checked before saving.
+
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Row, Table, TableState};
+
+use super::{DrawCtx, centered, clear, fit, printable};
+use crate::tui::app::Pane;
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let popup = centered(area, 100, area.height.saturating_sub(6).min(20));
+    clear(frame, popup);
+    let block = ctx.block(
+        Pane::Tasks,
+        "Pipelines · s start · x stop · p pause/resume · e edit steps · Esc close",
+    );
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
+    let pipelines = &ctx.snap.pipelines;
+    if pipelines.is_empty() {
+        let text = "No pipelines hosted here: put definitions in .maestro/sentinels/<name>.json (maestro sentinel list shows them).";
+        frame.render_widget(
+            Paragraph::new(text)
+                .style(ctx.theme.muted)
+                .wrap(ratatui::widgets::Wrap { trim: true }),
+            inner,
+        );
+        return;
+    }
+    let [table_area, note] =
+        Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
+    let rows = pipelines.iter().map(|p| {
+        let style = match p.status.as_str() {
+            "running" => ctx.theme.ok,
+            "paused" => ctx.theme.warn,
+            "failed" => ctx.theme.error,
+            _ => ctx.theme.muted,
+        };
+        Row::new(vec![
+            Line::from(fit(&p.name, 24)),
+            Line::from(Span::styled(p.status.clone(), style)),
+            Line::from(p.steps.to_string()),
+            Line::from(if p.iteration > 0 {
+                p.iteration.to_string()
+            } else {
+                "—".into()
+            }),
+            Line::from(p.step.map_or_else(|| "—".into(), |s| s.to_string())),
+            Line::from(printable(p.outcome.as_deref().unwrap_or("—"))),
+        ])
+    });
+    let table = Table::new(
+        rows,
+        [
+            Constraint::Length(24),
+            Constraint::Length(10),
+            Constraint::Length(5),
+            Constraint::Length(9),
+            Constraint::Length(4),
+            Constraint::Min(10),
+        ],
+    )
+    .header(
+        Row::new([
+            "NAME",
+            "STATUS",
+            "STEPS",
+            "ITERATION",
+            "STEP",
+            "LAST OUTCOME",
+        ])
+        .style(ctx.theme.muted),
+    )
+    .row_highlight_style(ctx.theme.selection);
+    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
+    frame.render_stateful_widget(table, table_area, &mut state);
+    if let Some(n) = &ctx.ui.note {
+        frame.render_widget(
+            Paragraph::new(Span::styled(printable(n), ctx.theme.accent)),
+            note,
+        );
+    }
+}
+
+pub fn draw_editor(frame: &mut Frame, area: Rect, ctx: &DrawCtx, name: &str) {
+    let popup = centered(
+        area,
+        area.width.saturating_sub(8),
+        area.height.saturating_sub(4),
+    );
+    clear(frame, popup);
+    let block = ctx.block(
+        Pane::Log,
+        &format!("Steps of {name} · ctrl-s check and save · Esc cancel"),
+    );
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
+    let [text, note] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
+    if let Some(editor) = &ctx.ui.editor {
+        frame.render_widget(editor, text);
+    }
+    if let Some(n) = &ctx.ui.note {
+        frame.render_widget(
+            Paragraph::new(Span::styled(printable(n), ctx.theme.error)),
+            note,
+        );
+    }
+}
