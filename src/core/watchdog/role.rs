@@ -16,7 +16,9 @@ use crate::core::clock::Clock;
 use crate::core::event::{CoreEvent, RoleReport, RoleView, WatchdogReason};
 use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
 use crate::core::sources::procs::{self, ProcessId};
-use crate::core::watchdog::checks::{parse_invocation, watcher_check, watcher_is_dead};
+use crate::core::watchdog::checks::{
+    ConductorView, parse_invocation, watcher_check, watcher_is_dead,
+};
 use crate::core::watchdog::machine::{Effect, Input, Phase, RecoveryKind, Router, WatcherMode};
 use crate::core::watchdog::payload::{self, OrchestraConfig};
 use crate::core::watchdog::role_db::{RoleDb, find_transcript};
@@ -445,6 +447,30 @@ struct Layers {
 }
 
 impl Layers {
+    /// The ordering invariant: the new watcher starts first; only once it runs are the
+    /// old watcher and the old teammate stopped and a new teammate started. If the
+    /// watcher cannot start, everything running keeps running.
+    fn replace(
+        &mut self,
+        start_watcher: impl FnOnce(u64) -> Result<JoinHandle<()>, String>,
+        start_teammate: impl FnOnce() -> Result<JoinHandle<()>, String>,
+    ) -> Result<(), String> {
+        let id = self.watcher_id + 1;
+        let watcher = start_watcher(id).map_err(|e| {
+            format!("the new watcher could not start ({e}); the teammate keeps watching")
+        })?;
+        if let Some(old) = self.watcher.replace(watcher) {
+            old.abort();
+        }
+        self.watcher_id = id;
+        if let Some(old) = self.teammate.take() {
+            old.abort();
+        }
+        self.teammate =
+            Some(start_teammate().map_err(|e| format!("the teammate could not start: {e}"))?);
+        Ok(())
+    }
+
     fn stop(&mut self) {
         if let Some(w) = self.watcher.take() {
             w.abort();
@@ -562,54 +588,44 @@ impl Role {
         watch_tx: &mpsc::Sender<(u64, WatcherMsg)>,
         alarm_tx: &mpsc::Sender<()>,
     ) {
-        let watcher_db = match RoleDb::open(&self.cfg.db_path) {
-            Ok(db) => db,
-            Err(e) => {
-                alert(
-                    &self.events,
-                    format!("the new watcher could not start ({e}); the teammate keeps watching"),
-                )
-                .await;
-                return;
-            }
-        };
         // Without a known PID only the heartbeat can be watched.
         let mode = if self.conductor.is_none() {
             WatcherMode::HeartbeatOnly
         } else {
             mode
         };
-        let id = self.layers.watcher_id + 1;
-        let watcher = tokio::spawn(watcher(
-            WatcherArgs {
-                id,
-                db: watcher_db,
-                mode,
-                awaiting,
-                session: self.router.session_id.clone(),
-                conductor: self.conductor,
-                timings: self.cfg.timings.clone(),
-                clock: self.cfg.clock,
+        let db_path = self.cfg.db_path.clone();
+        let args = |id, db| WatcherArgs {
+            id,
+            db,
+            mode,
+            awaiting,
+            session: self.router.session_id.clone(),
+            conductor: self.conductor,
+            timings: self.cfg.timings.clone(),
+            clock: self.cfg.clock,
+        };
+        let timings = self.cfg.timings.clone();
+        let replaced = self.layers.replace(
+            |id| {
+                Ok(tokio::spawn(watcher(
+                    args(id, RoleDb::open(&db_path)?),
+                    watch_tx.clone(),
+                )))
             },
-            watch_tx.clone(),
-        ));
-        if let Some(old) = self.layers.watcher.replace(watcher) {
-            old.abort();
-        }
-        self.layers.watcher_id = id;
-        self.next_check = Some(self.cfg.clock.now_utc() + self.cfg.timings.initial_wait);
-        if let Some(old) = self.layers.teammate.take() {
-            old.abort();
-        }
-        match RoleDb::open(&self.cfg.db_path) {
-            Ok(db) => {
-                self.layers.teammate = Some(tokio::spawn(teammate(
-                    db,
-                    self.cfg.timings.clone(),
+            || {
+                Ok(tokio::spawn(teammate(
+                    RoleDb::open(&db_path)?,
+                    timings,
                     alarm_tx.clone(),
-                )));
+                )))
+            },
+        );
+        match replaced {
+            Ok(()) => {
+                self.next_check = Some(self.cfg.clock.now_utc() + self.cfg.timings.initial_wait);
             }
-            Err(e) => alert(&self.events, format!("the teammate could not start: {e}")).await,
+            Err(e) => alert(&self.events, e).await,
         }
     }
 
@@ -640,9 +656,45 @@ impl Role {
     }
 }
 
-struct WatcherArgs {
+/// What the watcher and the teammate read and write: the real one is [`RoleDb`];
+/// tests drive the layers with paused time through an in-memory one.
+pub trait RoleStore: Send + Sync + 'static {
+    fn refresh_souffleur_heartbeat(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+    fn conductor_view(
+        &self,
+    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send;
+    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send;
+    fn souffleur_heartbeat_age(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send;
+}
+
+impl RoleStore for RoleDb {
+    fn refresh_souffleur_heartbeat(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
+        RoleDb::refresh_souffleur_heartbeat(self)
+    }
+    fn conductor_view(
+        &self,
+    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send {
+        RoleDb::conductor_view(self)
+    }
+    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send {
+        RoleDb::task_count(self)
+    }
+    fn souffleur_heartbeat_age(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send {
+        RoleDb::souffleur_heartbeat_age(self)
+    }
+}
+
+struct WatcherArgs<S> {
     id: u64,
-    db: RoleDb,
+    db: S,
     mode: WatcherMode,
     awaiting: bool,
     session: String,
@@ -653,7 +705,7 @@ struct WatcherArgs {
 
 /// Layer 1: waits, then every `poll` refreshes the Souffleur heartbeat and checks the
 /// Conductor; exits with the first reason found. A dead PID is noticed at once (pidfd).
-async fn watcher(a: WatcherArgs, out: mpsc::Sender<(u64, WatcherMsg)>) {
+async fn watcher<S: RoleStore>(a: WatcherArgs<S>, out: mpsc::Sender<(u64, WatcherMsg)>) {
     let pid_death = async {
         match (a.mode, a.conductor) {
             (WatcherMode::Normal, Some(p)) => procs::wait_for_exit(p, a.timings.poll).await,
@@ -697,7 +749,7 @@ async fn watcher(a: WatcherArgs, out: mpsc::Sender<(u64, WatcherMsg)>) {
 
 /// Layer 2: watches the watcher through the Souffleur heartbeat; nags every cycle
 /// while it is stale. Never exits on its own.
-async fn teammate(db: RoleDb, t: RoleTimings, alarms: mpsc::Sender<()>) {
+async fn teammate<S: RoleStore>(db: S, t: RoleTimings, alarms: mpsc::Sender<()>) {
     tokio::time::sleep(t.teammate_initial_wait).await;
     loop {
         let age = db.souffleur_heartbeat_age().await.ok().flatten();
@@ -705,5 +757,177 @@ async fn teammate(db: RoleDb, t: RoleTimings, alarms: mpsc::Sender<()>) {
             let _ = alarms.send(()).await;
         }
         tokio::time::sleep(t.teammate_poll).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// An in-memory store: a Conductor view the test sets, and a count of refreshes.
+    #[derive(Clone)]
+    struct FakeStore {
+        view: Arc<Mutex<ConductorView>>,
+        souffleur_age: Arc<Mutex<Option<Duration>>>,
+        refreshes: Arc<Mutex<u32>>,
+    }
+
+    impl FakeStore {
+        fn new() -> Self {
+            Self {
+                view: Arc::new(Mutex::new(ConductorView {
+                    heartbeat_age: Some(Duration::from_secs(5)),
+                    state: "reviewing".into(),
+                    session_id: Some("s1".into()),
+                    task_count: 4,
+                })),
+                souffleur_age: Arc::new(Mutex::new(Some(Duration::from_secs(5)))),
+                refreshes: Arc::new(Mutex::new(0)),
+            }
+        }
+    }
+
+    impl RoleStore for FakeStore {
+        async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
+            *self.refreshes.lock().unwrap() += 1;
+            Ok(())
+        }
+        async fn conductor_view(&self) -> Result<ConductorView, String> {
+            Ok(self.view.lock().unwrap().clone())
+        }
+        async fn task_count(&self) -> Result<u64, String> {
+            Ok(4)
+        }
+        async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
+            Ok(*self.souffleur_age.lock().unwrap())
+        }
+    }
+
+    fn timings() -> RoleTimings {
+        RoleTimings {
+            conductor_stale_after: Duration::from_secs(240),
+            initial_wait: Duration::from_secs(240),
+            poll: Duration::from_secs(60),
+            teammate_initial_wait: Duration::from_secs(360),
+            teammate_poll: Duration::from_secs(180),
+            watcher_stale_after: Duration::from_secs(180),
+            max_no_progress: 3,
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_watcher_keeps_the_seed_cadence_and_exits_with_the_first_reason() {
+        let store = FakeStore::new();
+        let (tx, mut rx) = mpsc::channel(16);
+        let start = Instant::now();
+        tokio::spawn(watcher(
+            WatcherArgs {
+                id: 7,
+                db: store.clone(),
+                mode: WatcherMode::HeartbeatOnly,
+                awaiting: false,
+                session: "s1".into(),
+                conductor: None,
+                timings: timings(),
+                clock: Clock::following_tokio(time::OffsetDateTime::UNIX_EPOCH),
+            },
+            tx,
+        ));
+        // First check after the initial wait, then one per poll.
+        for n in 1..=3u32 {
+            let (id, msg) = rx.recv().await.unwrap();
+            assert_eq!(id, 7);
+            assert!(matches!(msg, WatcherMsg::NextCheck(_)));
+            assert_eq!(
+                Instant::now() - start,
+                Duration::from_secs(240 + 60 * u64::from(n - 1))
+            );
+            assert_eq!(
+                *store.refreshes.lock().unwrap(),
+                n,
+                "the heartbeat is refreshed every cycle"
+            );
+        }
+        store.view.lock().unwrap().heartbeat_age = Some(Duration::from_secs(241));
+        store.view.lock().unwrap().state = "complete".into();
+        let (_, msg) = rx.recv().await.unwrap();
+        let WatcherMsg::Exit(reason, count) = msg else {
+            panic!("expected an exit")
+        };
+        assert_eq!(
+            reason,
+            WatchdogReason::ConductorDeadHeartbeat,
+            "heartbeat comes before complete"
+        );
+        assert_eq!(count, 4);
+        assert_eq!(Instant::now() - start, Duration::from_secs(420));
+        assert!(rx.recv().await.is_none(), "a watcher exits exactly once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_teammate_nags_while_the_heartbeat_is_stale() {
+        let store = FakeStore::new();
+        let (tx, mut rx) = mpsc::channel(16);
+        let start = Instant::now();
+        tokio::spawn(teammate(store.clone(), timings(), tx));
+        *store.souffleur_age.lock().unwrap() = Some(Duration::from_secs(200));
+        rx.recv().await.unwrap();
+        assert_eq!(Instant::now() - start, Duration::from_secs(360));
+        rx.recv().await.unwrap();
+        assert_eq!(Instant::now() - start, Duration::from_secs(540));
+        *store.souffleur_age.lock().unwrap() = Some(Duration::from_secs(10));
+        let quiet = tokio::time::timeout(Duration::from_secs(3600), rx.recv()).await;
+        assert!(quiet.is_err(), "no alarm while the heartbeat is fresh");
+    }
+
+    #[tokio::test]
+    async fn a_new_watcher_starts_before_the_old_teammate_stops() {
+        let order = Arc::new(Mutex::new(Vec::new()));
+        let mut layers = Layers::default();
+        let old_teammate = tokio::spawn(std::future::pending::<()>());
+        let old_handle = old_teammate.abort_handle();
+        layers.teammate = Some(old_teammate);
+
+        // A watcher that cannot start leaves the old teammate running.
+        let failed = layers.replace(
+            |_| Err("database locked".into()),
+            || unreachable!("no teammate without a watcher"),
+        );
+        assert!(failed.unwrap_err().contains("teammate keeps watching"));
+        tokio::task::yield_now().await;
+        assert!(!old_handle.is_finished());
+
+        let seen = order.clone();
+        let seen2 = order.clone();
+        let handle = old_handle.clone();
+        layers
+            .replace(
+                move |id| {
+                    seen.lock().unwrap().push(format!(
+                        "watcher {id} starts; old teammate running: {}",
+                        !handle.is_finished()
+                    ));
+                    Ok(tokio::spawn(std::future::pending()))
+                },
+                move || {
+                    seen2.lock().unwrap().push("teammate starts".to_owned());
+                    Ok(tokio::spawn(std::future::pending()))
+                },
+            )
+            .unwrap();
+        tokio::task::yield_now().await;
+        assert_eq!(
+            *order.lock().unwrap(),
+            [
+                "watcher 1 starts; old teammate running: true",
+                "teammate starts"
+            ]
+        );
+        assert!(
+            old_handle.is_finished(),
+            "the old teammate was stopped after"
+        );
+        assert_eq!(layers.watcher_id, 1);
     }
 }
