@@ -115,11 +115,6 @@ impl TaskState {
             "working" | "review_approved" | "review_failed" | "fix_proposed"
         )
     }
-
-    /// Waiting on the Conductor.
-    pub fn is_waiting(&self) -> bool {
-        matches!(self.as_str(), "needs_review" | "error" | "context_recovery")
-    }
 }
 
 impl fmt::Display for TaskState {

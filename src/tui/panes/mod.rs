@@ -173,7 +173,3 @@ pub fn printable(text: &str) -> String {
         .map(|c| if c.is_control() { '·' } else { c })
         .collect()
 }
-
-fn line(spans: Vec<Span<'_>>) -> Line<'_> {
-    Line::from(spans)
-}

@@ -7,7 +7,7 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
-use super::{DrawCtx, fit, line, printable, short_age};
+use super::{DrawCtx, fit, printable, short_age};
 use crate::core::snapshot::TaskView;
 use crate::tui::app::{Pane, musicians};
 
@@ -105,7 +105,7 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
         }
         spans.push(Span::raw("   "));
     }
-    line(spans)
+    Line::from(spans)
 }
 
 fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
