@@ -132,6 +132,8 @@ pub enum TaskAction {
     Instruct(TaskWithMessage),
     /// Kill the task's window (temp/musician-<task>.pid); asks first
     Kill(TaskTarget),
+    /// Kill the task's window and open a new one (resuming its session when known); asks first
+    Relaunch(TaskTarget),
     /// Pause the task's window (SIGSTOP)
     Freeze(TaskTarget),
     /// Resume a frozen window (SIGCONT)

@@ -88,7 +88,9 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
         }
         Some(Command::Task(task)) => {
             let project = Project::from_args(&cli.global)?;
-            match maestro::task_cmd::run(&project, task, cli.global.json, cli.global.yes) {
+            let settings = load_settings(&cli.global)?;
+            match maestro::task_cmd::run(&project, &settings, task, cli.global.json, cli.global.yes)
+            {
                 Ok(code) => Ok(ExitCode::from(code)),
                 Err(maestro::task_cmd::TaskError::Usage(m)) => Err(Failure::Usage(m)),
                 Err(maestro::task_cmd::TaskError::Runtime(m)) => Err(Failure::Runtime(m)),

@@ -15,9 +15,11 @@ use serde_json::json;
 
 use crate::cli::{MessageArgs, TaskAction, TaskCommand};
 use crate::core::domain::{TaskId, context_percent};
+use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
 use crate::project::Project;
+use crate::settings::Settings;
 
 /// How a task command failed, which decides the exit status.
 pub enum TaskError {
@@ -34,6 +36,7 @@ const CRITICAL_AT: u8 = 80;
 /// Runs a task command; returns the exit status on success (headroom uses 0/1/2).
 pub fn run(
     project: &Project,
+    settings: &Settings,
     cmd: &TaskCommand,
     as_json: bool,
     yes: bool,
@@ -44,6 +47,7 @@ pub fn run(
         | TaskAction::Fix(t)
         | TaskAction::Instruct(t) => &t.task_id,
         TaskAction::Kill(t)
+        | TaskAction::Relaunch(t)
         | TaskAction::Freeze(t)
         | TaskAction::Thaw(t)
         | TaskAction::Headroom(t) => &t.task_id,
@@ -95,6 +99,10 @@ pub fn run(
         TaskAction::Kill(_) => {
             confirm(&format!("Kill {task}'s window?"), yes)?;
             kill_window(project, &task, as_json)
+        }
+        TaskAction::Relaunch(_) => {
+            confirm(&format!("Kill {task}'s window and open a new one?"), yes)?;
+            relaunch(project, settings, &task, as_json)
         }
     }
 }
@@ -298,6 +306,66 @@ fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, Ta
         as_json,
         &json!({"ok": true, "task_id": task, "pid": p.pid, "outcome": format!("{outcome:?}").to_lowercase()}),
         &format!("{task}: window PID {} {outcome:?}", p.pid),
+    );
+    Ok(0)
+}
+
+/// Kills the window (if one is recorded and running) and opens a new one with the
+/// configured prompt, resuming the task's session when its id is known and valid.
+fn relaunch(
+    project: &Project,
+    settings: &Settings,
+    task: &TaskId,
+    as_json: bool,
+) -> Result<u8, TaskError> {
+    let session: Option<String> = open(project)?
+        .query_row(
+            "SELECT session_id FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |r| r.get(0),
+        )
+        .optional()
+        .map_err(|e| TaskError::Runtime(format!("database: {e}")))?
+        .flatten()
+        .filter(|s: &String| crate::core::watchdog::checks::valid_session_id(s));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| TaskError::Runtime(e.to_string()))?;
+    let old = window(project, task).ok();
+    if let Some(p) = old {
+        let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        rt.block_on(procs::guarded_kill(p, settings.souffleur.kill_grace));
+    }
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let launcher = Launcher {
+        templates: settings.launch.clone(),
+        project: root,
+    };
+    let mut args = Vec::new();
+    if let Some(s) = &session {
+        args.extend(["--resume".to_owned(), s.clone()]);
+    }
+    args.extend([
+        "--permission-mode".to_owned(),
+        "acceptEdits".to_owned(),
+        settings
+            .launch
+            .musician_prompt
+            .replace("{task}", task.as_str()),
+    ]);
+    let argv = launcher.claude_window(&format!("Musician {task}"), &args);
+    let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
+        TaskError::Runtime(format!(
+            "{e}. Check `[launch] terminal` in the configuration."
+        ))
+    })?;
+    write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
+        .map_err(TaskError::Runtime)?;
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task, "old_pid": old.map(|p| p.pid), "pid": new.pid, "resumed_session": session}),
+        &format!("{task}: relaunched (PID {})", new.pid),
     );
     Ok(0)
 }

@@ -182,3 +182,95 @@ fn freeze_thaw_and_kill_act_on_the_recorded_window() {
     assert!(window.wait().unwrap().code().is_none(), "ended by a signal");
     assert_eq!(run(&s, &["task", "freeze", "task-09"]).0, 1, "no PID file");
 }
+
+#[test]
+fn relaunch_replaces_the_window_and_resumes_the_session() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET session_id = 'abc-123' WHERE task_id = 'task-02'",
+            [],
+        )
+        .unwrap();
+    let bin = s.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = s.root().join("kitty.log");
+    std::fs::write(
+        bin.join("kitty"),
+        format!(
+            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\037' \"$a\"; done > {}\nexec sleep 30\n",
+            log.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut old = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(s.temp().join("musician-task-02.pid"), old.id().to_string()).unwrap();
+
+    let out = maestro()
+        .args([
+            "task",
+            "relaunch",
+            "task-02",
+            "--yes",
+            "--json",
+            "--project",
+        ])
+        .arg(s.root())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        old.wait().unwrap().code().is_none(),
+        "the old window was ended by a signal"
+    );
+    let new_pid = v["pid"].as_i64().unwrap();
+    let recorded = std::fs::read_to_string(s.temp().join("musician-task-02.pid")).unwrap();
+    assert_eq!(recorded.trim(), new_pid.to_string());
+    // The stub records its argv as it starts; wait for it with a deadline.
+    let end = std::time::Instant::now() + common::DEADLINE;
+    let argv = loop {
+        if let Ok(text) = std::fs::read_to_string(&log)
+            && !text.is_empty()
+        {
+            break text;
+        }
+        assert!(std::time::Instant::now() < end, "the window never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let argv: Vec<&str> = argv.trim_end_matches('\u{1f}').split('\u{1f}').collect();
+    assert_eq!(argv[2..4], ["--title", "Musician task-02"]);
+    assert_eq!(
+        argv[5..],
+        [
+            "env",
+            "-u",
+            "CLAUDECODE",
+            "claude",
+            "--resume",
+            "abc-123",
+            "--permission-mode",
+            "acceptEdits",
+            "/musician task-02"
+        ]
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(new_pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}

@@ -70,6 +70,7 @@ pub struct LaunchSection {
     pub claude: Option<Vec<String>>,
     pub claude_export: Option<Vec<String>>,
     pub lethe: Option<Vec<String>>,
+    pub musician_prompt: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -138,6 +139,8 @@ pub struct LaunchTemplates {
     pub claude: Vec<String>,
     pub claude_export: Vec<String>,
     pub lethe: Vec<String>,
+    /// The prompt a relaunched Musician starts with; `{task}` is its task id.
+    pub musician_prompt: String,
 }
 
 /// Flag values that override the files (each `None` when not given).
@@ -245,6 +248,8 @@ impl Settings {
                 claude: argv(pick!(launch.claude), "launch.claude")?,
                 claude_export: argv(pick!(launch.claude_export), "launch.claude_export")?,
                 lethe: argv(pick!(launch.lethe), "launch.lethe")?,
+                musician_prompt: pick!(launch.musician_prompt)
+                    .unwrap_or_else(|| "/musician {task}".into()),
             },
             max_line: pick!(logs.max_line).unwrap_or(65536).max(80),
             fallback_poll: dur(pick!(logs.fallback_poll), "logs.fallback_poll")?,
