@@ -323,3 +323,16 @@ fn back_to_back_commits_are_all_seen() {
         });
     }
 }
+
+#[test]
+fn a_temp_path_that_is_a_file_is_reported() {
+    let s = Scratch::new();
+    let file = s.root().join("not-a-folder");
+    std::fs::write(&file, "x").unwrap();
+    let mut m = s.headless(&["--temp", file.to_str().unwrap()]);
+    let e = m.wait_json("error", |v| event(v) == "error");
+    assert!(
+        e["detail"].as_str().unwrap().contains("is not a folder"),
+        "{e}"
+    );
+}

@@ -113,6 +113,12 @@ impl TempLogs {
         };
         let mut watcher = watcher;
         let mut dir_present = dir.is_dir();
+        if !dir_present && dir.exists() {
+            self.fail(format!(
+                "{} is not a folder; pass --temp with the folder that holds the task logs",
+                dir.display()
+            ));
+        }
         self.scan(true);
         loop {
             let first = if polling {
