@@ -460,3 +460,85 @@ fn conductor_commands_reach_the_running_role() {
     // An unknown word is a usage error.
     assert_eq!(conductor(&["pause"]).0, 2);
 }
+
+#[test]
+fn an_export_too_large_escalates_to_standard_compact_and_a_missing_one_does_not() {
+    let rig = Rig::new(None);
+    std::fs::create_dir_all(rig.scratch.root().join(".orchestra_configs")).unwrap();
+    std::fs::write(
+        rig.scratch.root().join(".orchestra_configs/souffleur"),
+        "FORCE_COMPACT=10\n",
+    )
+    .unwrap();
+    // The compact window "compacts": it appends the boundary to the transcript.
+    let transcript = rig
+        .home
+        .path()
+        .join(format!(".claude/projects/-work-proj/{SESSION}.jsonl"));
+    stub(
+        &rig.stubs,
+        "kitty",
+        &format!(
+            "{RECORD}\necho $$ >> \"$STUB_DIR/pids\"\ncase \"$*\" in *\" /compact\"*) echo '{{\"type\":\"system\",\"subtype\":\"compact_boundary\"}}' >> {} ;; esac\nexec sleep 300\n",
+            transcript.display()
+        ),
+    );
+    stub(
+        &rig.stubs,
+        "claude_export",
+        &format!("{RECORD}\nprintf 'a long export, far above ten tokens of budget\\n'\n"),
+    );
+    let mut m = rig.souffleur(rig.conductor.id());
+    m.wait_json("confirmed", |v| {
+        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+    });
+    rig.scratch.set_task("task-00", "context_recovery");
+    let done = m.wait_json("compact result", |v| {
+        event(v) == "recovery" && v["status"] != "started" && v["step"] == "standard_compact"
+    });
+    assert_eq!(
+        (done["provider"].as_str(), done["status"].as_str()),
+        (Some("claude_export"), Some("success")),
+        "{done}"
+    );
+    let calls = rig.calls_when("two windows", |c| {
+        c.iter().filter(|c| c[0] == "kitty").count() == 2
+    });
+    let windows: Vec<&Vec<String>> = calls.iter().filter(|c| c[0] == "kitty").collect();
+    assert_eq!(windows[0][4], "Compact: Conductor (S2)");
+    assert_eq!(
+        windows[0][10..],
+        [
+            "--resume",
+            SESSION,
+            "--permission-mode",
+            "acceptEdits",
+            "/compact"
+        ]
+    );
+    assert_eq!(windows[1][4], "Conductor (S2)");
+    assert_eq!(windows[1][10..12], ["--resume", SESSION]);
+    assert_eq!(
+        windows[1].last().unwrap(),
+        "/conductor --recovery-bootstrap"
+    );
+}
+
+#[test]
+fn a_failed_export_still_relaunches_with_the_plain_prompt() {
+    let mut rig = Rig::new(None);
+    stub(&rig.stubs, "claude_export", &format!("{RECORD}\nexit 3\n"));
+    let mut m = rig.souffleur(rig.conductor.id());
+    m.wait_json("confirmed", |v| {
+        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+    });
+    rig.conductor.kill().unwrap();
+    rig.conductor.wait().unwrap();
+    let done = m.wait_json("result", |v| {
+        event(v) == "recovery" && v["status"] != "started"
+    });
+    assert_eq!(done["status"], "success", "{done}");
+    let calls = rig.calls_when("the window", |c| c.iter().any(|c| c[0] == "kitty"));
+    let window = calls.iter().find(|c| c[0] == "kitty").unwrap();
+    assert_eq!(window.last().unwrap(), "/conductor --recovery-bootstrap");
+}

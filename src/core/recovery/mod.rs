@@ -233,7 +233,8 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
 }
 
 /// Guarded kill, export, trim, size gate, relaunch; escalates to `standard_compact` when
-/// the export is unavailable or still too large.
+/// the trimmed export is still too large (PROTOCOL.md §4). Without an export, the
+/// Conductor is relaunched with the resume prompt alone.
 async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let generation = req.generation;
     env.report(
@@ -264,13 +265,9 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                 Some(save_trimmed(env, &req.session_id, generation, &trimmed))
             }
         }
-        Err(e) => {
-            env.note(format!(
-                "claude_export failed: {e}; escalating to standard_compact"
-            ))
-            .await;
-            None
-        }
+        // PROTOCOL.md escalates only on size: without an export the Conductor is
+        // relaunched with the resume prompt alone.
+        Err(e) => Some(Err(format!("claude_export failed: {e}"))),
     };
     let Some(saved) = relaunch else {
         return standard_compact(env, req).await;
@@ -281,7 +278,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     };
     if let Err(e) = &saved {
         env.note(format!(
-            "could not keep the trimmed export ({e}); relaunching without it"
+            "no export for the new Conductor ({e}); relaunching without it"
         ))
         .await;
     }
