@@ -24,7 +24,6 @@ use launch::{Launcher, find_program, write_pid_file};
 pub const CONDUCTOR_PID_FILE: &str = "souffleur-conductor.pid";
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(120);
 const LETHE_TIMEOUT: Duration = Duration::from_secs(600);
-const PREFLIGHT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Everything a recovery needs that does not change between cycles.
 #[derive(Clone)]
@@ -98,7 +97,7 @@ impl RecoveryEnv {
 
 /// Runs one recovery cycle to its end.
 pub async fn recover(env: &RecoveryEnv, req: RecoveryRequest) -> Recovered {
-    if req.kind == RecoveryKind::ContextRecovery && lethe_preflight(env).await {
+    if req.kind == RecoveryKind::ContextRecovery && lethe_preflight(env) {
         if let Some(done) = lethe(env, &req).await {
             return done;
         }
@@ -108,21 +107,17 @@ pub async fn recover(env: &RecoveryEnv, req: RecoveryRequest) -> Recovered {
     claude_export(env, &req).await
 }
 
-/// Lethe is usable: its program exists and answers `--version`.
-async fn lethe_preflight(env: &RecoveryEnv) -> bool {
-    let argv = &env.launcher.templates.lethe;
-    if argv.first().and_then(|p| find_program(p)).is_none() {
-        return false;
-    }
-    let run = Command::new(&argv[0])
-        .args(&argv[1..])
-        .arg("--version")
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .status();
-    matches!(tokio::time::timeout(PREFLIGHT_TIMEOUT, run).await, Ok(Ok(s)) if s.success())
+/// Lethe is a soft dependency: usable when its program is installed (found on PATH and
+/// executable). A Lethe that then fails is retried once and falls back to `claude_export`.
+fn lethe_preflight(env: &RecoveryEnv) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    env.launcher
+        .templates
+        .lethe
+        .first()
+        .and_then(|p| find_program(p))
+        .and_then(|p| std::fs::metadata(p).ok())
+        .is_some_and(|m| m.permissions().mode() & 0o111 != 0)
 }
 
 /// What Lethe's last stdout line (a JSON object) reports.
