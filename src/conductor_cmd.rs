@@ -2,7 +2,7 @@
 //! the project's Souffleur role, over its control socket, and reports whether the
 //! command was accepted. The role listens on a Unix socket next to its lock.
 
-use std::io::{BufRead, BufReader, IsTerminal, Write};
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -14,6 +14,7 @@ use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::core::watchdog::role::{WatchdogCmd, WatchdogRequest};
+use crate::project::{CommandError, confirm};
 
 /// How long a client waits for the role's answer.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
@@ -71,43 +72,29 @@ pub fn bind(path: &Path) -> Result<UnixListener, String> {
     Ok(listener)
 }
 
-/// Why a conductor command failed: usage (exit 2) or the role said no / is absent (1).
-pub enum ConductorError {
-    Usage(String),
-    Runtime(String),
-}
-
 /// Sends one command and prints the answer.
-pub fn run(socket: &Path, word: &str, yes: bool, as_json: bool) -> Result<(), ConductorError> {
-    let destructive = matches!(word, "recover" | "relaunch");
-    if destructive && !yes {
-        if !std::io::stdin().is_terminal() {
-            return Err(ConductorError::Usage(format!(
-                "`conductor {word}` kills the Conductor's window: pass --yes to confirm without a terminal."
-            )));
-        }
-        eprint!(
-            "{word} the Conductor now? Its window is killed and a new generation launched. [y/N] "
-        );
-        let mut answer = String::new();
-        let _ = std::io::stdin().read_line(&mut answer);
-        if !matches!(answer.trim(), "y" | "Y" | "yes") {
-            return Err(ConductorError::Usage("not confirmed; nothing done.".into()));
-        }
+pub fn run(socket: &Path, word: &str, yes: bool, as_json: bool) -> Result<(), CommandError> {
+    if matches!(word, "recover" | "relaunch") {
+        confirm(
+            &format!(
+                "{word} the Conductor now? Its window is killed and a new generation launched."
+            ),
+            yes,
+        )?;
     }
     let mut stream = UnixStream::connect(socket).map_err(|_| {
-        ConductorError::Runtime(
+        CommandError::Runtime(
             "no Souffleur role is running for this project. Start one with `maestro souffleur PID:<pid> SESSION_ID:<id>`.".into(),
         )
     })?;
     let _ = stream.set_read_timeout(Some(ANSWER_TIMEOUT));
     stream
         .write_all(format!("{word}\n").as_bytes())
-        .map_err(|e| ConductorError::Runtime(format!("cannot reach the Souffleur: {e}")))?;
+        .map_err(|e| CommandError::Runtime(format!("cannot reach the Souffleur: {e}")))?;
     let mut line = String::new();
     BufReader::new(&stream)
         .read_line(&mut line)
-        .map_err(|e| ConductorError::Runtime(format!("no answer from the Souffleur: {e}")))?;
+        .map_err(|e| CommandError::Runtime(format!("no answer from the Souffleur: {e}")))?;
     let (accepted, text) = match line.trim().split_once(": ") {
         Some(("ok", t)) => (true, t.to_owned()),
         Some((_, t)) => (false, t.to_owned()),
@@ -124,6 +111,6 @@ pub fn run(socket: &Path, word: &str, yes: bool, as_json: bool) -> Result<(), Co
     if accepted {
         Ok(())
     } else {
-        Err(ConductorError::Runtime(text))
+        Err(CommandError::Runtime(text))
     }
 }

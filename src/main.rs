@@ -26,6 +26,15 @@ enum Failure {
     Runtime(String),
 }
 
+impl From<maestro::project::CommandError> for Failure {
+    fn from(e: maestro::project::CommandError) -> Self {
+        match e {
+            maestro::project::CommandError::Usage(m) => Self::Usage(m),
+            maestro::project::CommandError::Runtime(m) => Self::Runtime(m),
+        }
+    }
+}
+
 impl From<UsageError> for Failure {
     fn from(e: UsageError) -> Self {
         Self::Usage(e.0)
@@ -89,20 +98,14 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
         Some(Command::Task(task)) => {
             let project = Project::from_args(&cli.global)?;
             let settings = load_settings(&cli.global)?;
-            match maestro::task_cmd::run(&project, &settings, task, cli.global.json, cli.global.yes)
-            {
-                Ok(code) => Ok(ExitCode::from(code)),
-                Err(maestro::task_cmd::TaskError::Usage(m)) => Err(Failure::Usage(m)),
-                Err(maestro::task_cmd::TaskError::Runtime(m)) => Err(Failure::Runtime(m)),
-            }
+            let code =
+                maestro::task_cmd::run(&project, &settings, task, cli.global.json, cli.global.yes)?;
+            Ok(ExitCode::from(code))
         }
         Some(Command::Sentinel(action)) => {
             let project = Project::from_args(&cli.global)?;
-            match maestro::sentinel_cmd::run(&project, action, cli.global.json) {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(maestro::sentinel_cmd::SentinelError::Usage(m)) => Err(Failure::Usage(m)),
-                Err(maestro::sentinel_cmd::SentinelError::Runtime(m)) => Err(Failure::Runtime(m)),
-            }
+            maestro::sentinel_cmd::run(&project, action, cli.global.json)?;
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Conductor(c)) => {
             let project = Project::from_args(&cli.global)?;
@@ -111,11 +114,8 @@ fn dispatch(cli: &Cli, local_offset: UtcOffset) -> Result<ExitCode, Failure> {
             })?;
             let socket =
                 maestro::core::watchdog::role::control_socket(&data.join("locks"), &project.root);
-            match maestro::conductor_cmd::run(&socket, &c.action, cli.global.yes, cli.global.json) {
-                Ok(()) => Ok(ExitCode::SUCCESS),
-                Err(maestro::conductor_cmd::ConductorError::Usage(m)) => Err(Failure::Usage(m)),
-                Err(maestro::conductor_cmd::ConductorError::Runtime(m)) => Err(Failure::Runtime(m)),
-            }
+            maestro::conductor_cmd::run(&socket, &c.action, cli.global.yes, cli.global.json)?;
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Souffleur(args)) => {
             let project = Project::from_args(&cli.global)?;

@@ -79,6 +79,36 @@ impl Project {
     }
 }
 
+/// How a subcommand failed, which decides the exit status.
+#[derive(Debug)]
+pub enum CommandError {
+    /// Bad arguments or a refused confirmation: exit 2.
+    Usage(String),
+    /// The database, a process or a running maestro said no: exit 1.
+    Runtime(String),
+}
+
+/// Asks before a destructive action: on a terminal, y/N; without one, `--yes` is needed.
+pub fn confirm(question: &str, yes: bool) -> Result<(), CommandError> {
+    use std::io::IsTerminal;
+    if yes {
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(CommandError::Usage(format!(
+            "{question} This is destructive: pass --yes to confirm without a terminal."
+        )));
+    }
+    eprint!("{question} [y/N] ");
+    let mut answer = String::new();
+    let _ = std::io::stdin().read_line(&mut answer);
+    if matches!(answer.trim(), "y" | "Y" | "yes") {
+        Ok(())
+    } else {
+        Err(CommandError::Usage("not confirmed; nothing done.".into()))
+    }
+}
+
 /// maestro's own data directory (locks, sockets, trimmed exports).
 pub fn data_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())

@@ -12,18 +12,13 @@ use crate::cli::{SentinelAction, StepAction};
 use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
 use crate::core::pipeline::host::{definitions_dir, host_files, request, valid_name};
 use crate::core::pipeline::spec::{parse_definition, parse_step};
-use crate::project::{Project, data_dir};
+use crate::project::{CommandError, Project, data_dir};
 
-pub enum SentinelError {
-    Usage(String),
-    Runtime(String),
-}
-
-use SentinelError::{Runtime, Usage};
+use CommandError::{Runtime, Usage};
 
 const NO_HOST: &str = "no maestro is running this project's pipelines; start `maestro` or `maestro --no-tui` in the project first";
 
-pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<(), SentinelError> {
+pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<(), CommandError> {
     let dir = definitions_dir(&project.root);
     let socket = data_dir().map(|d| host_files(&d.join("locks"), &project.root).1);
     let ask = |req: Value| socket.as_deref().and_then(|s| request(s, &req));
@@ -88,7 +83,7 @@ fn edit(
     step: &StepAction,
     as_json: bool,
     ask: &dyn Fn(Value) -> Option<Value>,
-) -> Result<(), SentinelError> {
+) -> Result<(), CommandError> {
     let name = match step {
         StepAction::List { name }
         | StepAction::Add { name, .. }
@@ -106,7 +101,7 @@ fn edit(
                 path.display()
             ))
         })?;
-    let parse_new = |text: &str, index: usize| -> Result<Value, SentinelError> {
+    let parse_new = |text: &str, index: usize| -> Result<Value, CommandError> {
         let v: Value = serde_json::from_str(text).map_err(|e| Usage(format!("the step is not JSON ({e}); pass one object like '{{\"type\":\"command\",\"command\":\"cargo\"}}'.")))?;
         parse_step(&v, &format!("steps[{index}]"))
             .map_err(|e| Usage(format!("the step is refused: {e}")))?;
@@ -171,7 +166,7 @@ fn edit(
     finish(&answer, as_json, &format!("{name}: {what}"))
 }
 
-fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), SentinelError> {
+fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CommandError> {
     let ok = answer["ok"] == true;
     let detail = answer["detail"].as_str().unwrap_or_default();
     if as_json {
@@ -189,7 +184,7 @@ fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), SentinelError
     }
 }
 
-fn file_of(dir: &Path, name: &str) -> Result<PathBuf, SentinelError> {
+fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CommandError> {
     if valid_name(name) {
         definition_file(dir, name).map_err(Runtime)
     } else {
@@ -199,7 +194,7 @@ fn file_of(dir: &Path, name: &str) -> Result<PathBuf, SentinelError> {
     }
 }
 
-fn read(path: &Path) -> Result<Value, SentinelError> {
+fn read(path: &Path) -> Result<Value, CommandError> {
     read_definition(path).map_err(Runtime)
 }
 

@@ -5,7 +5,6 @@
 //! one transaction: a task that is no longer in the expected state is left alone. Process
 //! actions act on the PID in `temp/musician-<task>.pid`, only if that process is alive.
 
-use std::io::IsTerminal;
 use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
@@ -18,16 +17,8 @@ use crate::core::domain::{TaskId, context_percent};
 use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
-use crate::project::Project;
+use crate::project::{CommandError, Project, confirm};
 use crate::settings::Settings;
-
-/// How a task command failed, which decides the exit status.
-pub enum TaskError {
-    /// Bad arguments or a refused confirmation: exit 2.
-    Usage(String),
-    /// The database or the process said no: exit 1.
-    Runtime(String),
-}
 
 /// Context headroom thresholds (percent used).
 const CAUTION_AT: u8 = 60;
@@ -40,7 +31,7 @@ pub fn run(
     cmd: &TaskCommand,
     as_json: bool,
     yes: bool,
-) -> Result<u8, TaskError> {
+) -> Result<u8, CommandError> {
     let raw = match &cmd.action {
         TaskAction::Approve(t)
         | TaskAction::Reject(t)
@@ -55,7 +46,7 @@ pub fn run(
     let task = TaskId::parse(raw)
         .filter(TaskId::is_musician)
         .ok_or_else(|| {
-            TaskError::Usage(format!(
+            CommandError::Usage(format!(
                 "{raw:?} is not a Musician task id; use one like task-03 or task-03-fix."
             ))
         })?;
@@ -108,11 +99,11 @@ pub fn run(
 }
 
 /// The message text from `--message` or `--message-file`; `optional` allows none.
-fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, TaskError> {
+fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, CommandError> {
     let text = match (&args.message, &args.message_file) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
-            TaskError::Usage(format!(
+            CommandError::Usage(format!(
                 "cannot read the message file {} ({e}); pass a readable UTF-8 file.",
                 f.display()
             ))
@@ -120,25 +111,25 @@ fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, TaskErr
         (None, None) => None,
     };
     match text {
-        Some(t) if t.trim().is_empty() => Err(TaskError::Usage(
+        Some(t) if t.trim().is_empty() => Err(CommandError::Usage(
             "the message is empty; say what the Musician should do.".into(),
         )),
-        None if !optional => Err(TaskError::Usage(
+        None if !optional => Err(CommandError::Usage(
             "this action needs --message TEXT or --message-file F.".into(),
         )),
         other => Ok(other),
     }
 }
 
-fn open(project: &Project) -> Result<rusqlite::Connection, TaskError> {
+fn open(project: &Project) -> Result<rusqlite::Connection, CommandError> {
     if !project.db.exists() {
-        return Err(TaskError::Runtime(format!(
+        return Err(CommandError::Runtime(format!(
             "there is no database at {}; pass --project or --db.",
             project.db.display()
         )));
     }
-    let conn = schema::open(&project.db).map_err(|e| TaskError::Runtime(e.to_string()))?;
-    schema::verify(&conn, &project.db).map_err(|e| TaskError::Runtime(e.to_string()))?;
+    let conn = schema::open(&project.db).map_err(|e| CommandError::Runtime(e.to_string()))?;
+    schema::verify(&conn, &project.db).map_err(|e| CommandError::Runtime(e.to_string()))?;
     Ok(conn)
 }
 
@@ -151,9 +142,9 @@ fn review(
     kind: &str,
     message: Option<String>,
     as_json: bool,
-) -> Result<u8, TaskError> {
+) -> Result<u8, CommandError> {
     let mut conn = open(project)?;
-    let db_err = |e: rusqlite::Error| TaskError::Runtime(format!("database: {e}"));
+    let db_err = |e: rusqlite::Error| CommandError::Runtime(format!("database: {e}"));
     let tx = conn.transaction().map_err(db_err)?;
     let state: Option<String> = tx
         .query_row(
@@ -165,12 +156,12 @@ fn review(
         .map_err(db_err)?;
     match state.as_deref() {
         None => {
-            return Err(TaskError::Runtime(format!(
+            return Err(CommandError::Runtime(format!(
                 "{task} is not in orchestration_tasks."
             )));
         }
         Some(s) if s != from => {
-            return Err(TaskError::Runtime(format!(
+            return Err(CommandError::Runtime(format!(
                 "{task} is {s}, not {from}; nothing changed. Look at it in the dashboard first."
             )));
         }
@@ -196,7 +187,12 @@ fn review(
     Ok(0)
 }
 
-fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Result<u8, TaskError> {
+fn instruct(
+    project: &Project,
+    task: &TaskId,
+    text: &str,
+    as_json: bool,
+) -> Result<u8, CommandError> {
     let conn = open(project)?;
     let exists: bool = conn
         .query_row(
@@ -205,9 +201,9 @@ fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Resu
             |r| r.get::<_, i64>(0),
         )
         .map(|n| n > 0)
-        .map_err(|e| TaskError::Runtime(format!("database: {e}")))?;
+        .map_err(|e| CommandError::Runtime(format!("database: {e}")))?;
     if !exists {
-        return Err(TaskError::Runtime(format!(
+        return Err(CommandError::Runtime(format!(
             "{task} is not in orchestration_tasks."
         )));
     }
@@ -215,7 +211,7 @@ fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Resu
         "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'operator', ?2, 'instruction')",
         params![task.as_str(), text],
     )
-    .map_err(|e| TaskError::Runtime(format!("database: {e}")))?;
+    .map_err(|e| CommandError::Runtime(format!("database: {e}")))?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "message_type": "instruction"}),
@@ -255,20 +251,20 @@ fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
 }
 
 /// The Musician window's process, from its PID file, if it is running.
-fn window(project: &Project, task: &TaskId) -> Result<ProcessId, TaskError> {
+fn window(project: &Project, task: &TaskId) -> Result<ProcessId, CommandError> {
     let file = project.temp.join(format!("musician-{task}.pid"));
     let text = std::fs::read_to_string(&file).map_err(|e| {
-        TaskError::Runtime(format!(
+        CommandError::Runtime(format!(
             "cannot read {} ({e}); maestro only signals windows it can identify.",
             file.display()
         ))
     })?;
     let pid: i32 =
         text.trim().parse().ok().filter(|p| *p > 1).ok_or_else(|| {
-            TaskError::Runtime(format!("{} does not hold a PID.", file.display()))
+            CommandError::Runtime(format!("{} does not hold a PID.", file.display()))
         })?;
     if !procs::is_alive(pid) {
-        return Err(TaskError::Runtime(format!(
+        return Err(CommandError::Runtime(format!(
             "{task}'s window (PID {pid}) is not running."
         )));
     }
@@ -281,10 +277,10 @@ fn signal(
     sig: Signal,
     done: &str,
     as_json: bool,
-) -> Result<u8, TaskError> {
+) -> Result<u8, CommandError> {
     let p = window(project, task)?;
     kill(Pid::from_raw(p.pid), sig)
-        .map_err(|e| TaskError::Runtime(format!("cannot signal PID {}: {e}", p.pid)))?;
+        .map_err(|e| CommandError::Runtime(format!("cannot signal PID {}: {e}", p.pid)))?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "pid": p.pid, "action": done}),
@@ -293,12 +289,12 @@ fn signal(
     Ok(0)
 }
 
-fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, TaskError> {
+fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, CommandError> {
     let p = window(project, task)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| TaskError::Runtime(e.to_string()))?;
+        .map_err(|e| CommandError::Runtime(e.to_string()))?;
     // A frozen window cannot act on SIGTERM: let it run again first.
     let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
     let outcome = rt.block_on(procs::guarded_kill(p, Duration::from_secs(5)));
@@ -317,7 +313,7 @@ fn relaunch(
     settings: &Settings,
     task: &TaskId,
     as_json: bool,
-) -> Result<u8, TaskError> {
+) -> Result<u8, CommandError> {
     let session: Option<String> = open(project)?
         .query_row(
             "SELECT session_id FROM orchestration_tasks WHERE task_id = ?1",
@@ -325,13 +321,13 @@ fn relaunch(
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| TaskError::Runtime(format!("database: {e}")))?
+        .map_err(|e| CommandError::Runtime(format!("database: {e}")))?
         .flatten()
         .filter(|s: &String| crate::core::watchdog::checks::valid_session_id(s));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| TaskError::Runtime(e.to_string()))?;
+        .map_err(|e| CommandError::Runtime(e.to_string()))?;
     let old = window(project, task).ok();
     if let Some(p) = old {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
@@ -356,38 +352,18 @@ fn relaunch(
     ]);
     let argv = launcher.claude_window(&format!("Musician {task}"), &args);
     let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
-        TaskError::Runtime(format!(
+        CommandError::Runtime(format!(
             "{e}. Check `[launch] terminal` in the configuration."
         ))
     })?;
     write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
-        .map_err(TaskError::Runtime)?;
+        .map_err(CommandError::Runtime)?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "old_pid": old.map(|p| p.pid), "pid": new.pid, "resumed_session": session}),
         &format!("{task}: relaunched (PID {})", new.pid),
     );
     Ok(0)
-}
-
-/// Asks on a terminal; without one, `--yes` is required.
-fn confirm(question: &str, yes: bool) -> Result<(), TaskError> {
-    if yes {
-        return Ok(());
-    }
-    if !std::io::stdin().is_terminal() {
-        return Err(TaskError::Usage(format!(
-            "{question} This is destructive: pass --yes to confirm without a terminal."
-        )));
-    }
-    eprint!("{question} [y/N] ");
-    let mut answer = String::new();
-    let _ = std::io::stdin().read_line(&mut answer);
-    if matches!(answer.trim(), "y" | "Y" | "yes") {
-        Ok(())
-    } else {
-        Err(TaskError::Usage("not confirmed; nothing done.".into()))
-    }
 }
 
 fn report(as_json: bool, value: &serde_json::Value, text: &str) {
