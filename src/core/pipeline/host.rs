@@ -310,11 +310,30 @@ impl Host {
             None => "stopped",
         };
         if op == "list" {
-            let list: Vec<Value> = self
+            let mut list: Vec<(String, Value)> = self
                 .defs
                 .iter()
-                .map(|(n, e)| json!({"name": n, "status": status(self, n), "steps": e.def.steps.len()}))
+                .map(|(n, e)| {
+                    (
+                        n.clone(),
+                        json!({"name": n, "status": status(self, n), "steps": e.def.steps.len()}),
+                    )
+                })
                 .collect();
+            // Files refused (and not loaded from an earlier version) are listed too.
+            list.extend(
+                self.refused
+                    .keys()
+                    .filter(|n| !self.defs.contains_key(*n))
+                    .map(|n| {
+                        (
+                            n.clone(),
+                            json!({"name": n, "status": "invalid", "steps": null}),
+                        )
+                    }),
+            );
+            list.sort_by(|a, b| a.0.cmp(&b.0));
+            let list: Vec<Value> = list.into_iter().map(|(_, v)| v).collect();
             return json!({"ok": true, "pipelines": list});
         }
         if op == "reload" {
