@@ -263,6 +263,7 @@ impl Host {
                 let _ = run.cmds.send(RunCmd::Stop).await;
             }
         }
+        self.refused.retain(|n, _| seen.contains(n));
         let catalog = self
             .defs
             .iter()
