@@ -127,6 +127,9 @@ pub struct Router {
     /// Automatic recovery held by the operator: alerts only.
     pub held: bool,
     completed: bool,
+    /// The running recovery was asked for by the operator (it does not count towards
+    /// retry exhaustion, which guards against automatic loops).
+    manual: bool,
 }
 
 impl Router {
@@ -143,6 +146,7 @@ impl Router {
             trigger_task_count: task_count,
             held: false,
             completed: false,
+            manual: false,
         }
     }
 
@@ -194,7 +198,9 @@ impl Router {
                 if self.phase == Phase::Recovering {
                     return vec![Effect::Alert("a recovery is already running".into())];
                 }
-                self.begin(kind, task_count)
+                let fx = self.begin(kind, task_count);
+                self.manual = true;
+                fx
             }
             Input::RecoveryFinished(outcome) => self.on_recovered(outcome),
         }
@@ -242,6 +248,7 @@ impl Router {
 
     fn begin(&mut self, kind: RecoveryKind, task_count: u64) -> Vec<Effect> {
         self.phase = Phase::Recovering;
+        self.manual = false;
         self.trigger_task_count = task_count;
         vec![Effect::Recover(kind)]
     }
@@ -269,7 +276,7 @@ impl Router {
         // Progress is judged by the task count between Conductor launches.
         if self.trigger_task_count > self.last_task_count {
             self.no_progress = 0;
-        } else {
+        } else if !self.manual {
             self.no_progress += 1;
         }
         self.last_task_count = self.trigger_task_count;
@@ -516,6 +523,12 @@ mod tests {
             Effect::Alert(_)
         ));
         // A recovery outcome that arrives when none is running is ignored.
+        // A manual recovery does not count towards retry exhaustion.
+        assert_eq!(
+            r.step(relaunched(Provider::Lethe, true, false)),
+            [layers(WatcherMode::Normal, false)]
+        );
+        assert_eq!(r.no_progress, 0);
         let mut idle = Router::new("s1".into(), 5, 3);
         assert!(
             idle.step(relaunched(Provider::Lethe, true, false))

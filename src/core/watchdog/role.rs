@@ -183,6 +183,11 @@ async fn run_role(
         Ok(v) => v,
         Err(end) => return end,
     };
+    alert(
+        &events,
+        format!("validated: Conductor PID {pid}, session {session}"),
+    )
+    .await;
     let task_count = db.task_count().await.unwrap_or(0);
     let mut role = Role {
         router: Router::new(session, task_count, cfg.timings.max_no_progress),
