@@ -36,11 +36,7 @@ pub fn valid_name(name: &str) -> bool {
 
 /// The lock and socket names for a project's pipeline host.
 pub fn host_files(lock_dir: &Path, project: &Path) -> (PathBuf, PathBuf) {
-    use std::hash::{Hash, Hasher};
-    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    canonical.hash(&mut h);
-    let key = format!("pipelines-{:016x}", h.finish());
+    let key = format!("pipelines-{}", crate::core::runtime::project_key(project).1);
     (
         lock_dir.join(format!("{key}.lock")),
         lock_dir.join(format!("{key}.sock")),

@@ -108,12 +108,8 @@ pub struct RoleLock {
 
 /// The name a project's role files share in the lock folder (lock, control socket).
 fn role_key(project: &Path) -> (PathBuf, String) {
-    use std::hash::{Hash, Hasher};
-    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-    // The same binary computes the same hash: only maestro processes compare these.
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    canonical.hash(&mut h);
-    (canonical, format!("souffleur-{:016x}", h.finish()))
+    let (canonical, key) = crate::core::runtime::project_key(project);
+    (canonical, format!("souffleur-{key}"))
 }
 
 /// Where the running role listens for `maestro conductor …` commands.
