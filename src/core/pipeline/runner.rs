@@ -492,25 +492,10 @@ impl Run<'_> {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         tokio::spawn(async move {
-            let out_tx = line_tx.clone();
-            let read_out = async move {
-                if let Some(s) = stdout {
-                    let mut l = tokio::io::BufReader::new(s).lines();
-                    while let Ok(Some(line)) = l.next_line().await {
-                        let _ = out_tx.send(Some(line));
-                    }
-                }
-            };
-            let err_tx = line_tx.clone();
-            let read_err = async move {
-                if let Some(s) = stderr {
-                    let mut l = tokio::io::BufReader::new(s).lines();
-                    while let Ok(Some(line)) = l.next_line().await {
-                        let _ = err_tx.send(Some(line));
-                    }
-                }
-            };
-            tokio::join!(read_out, read_err);
+            tokio::join!(
+                forward_lines(stdout, &line_tx),
+                forward_lines(stderr, &line_tx)
+            );
             let code = child.wait().await.ok().and_then(|s| s.code());
             let _ = line_tx.send(None);
             let _ = exit_tx.send(code);
@@ -525,6 +510,19 @@ impl Run<'_> {
             },
         );
         Ok(id)
+    }
+}
+
+/// Sends each line of a child's output stream until it closes.
+async fn forward_lines(
+    stream: Option<impl tokio::io::AsyncRead + Unpin>,
+    tx: &mpsc::UnboundedSender<Option<String>>,
+) {
+    if let Some(s) = stream {
+        let mut lines = tokio::io::BufReader::new(s).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = tx.send(Some(line));
+        }
     }
 }
 
