@@ -233,3 +233,31 @@ fn nested_pipelines_and_missing_variables() {
     assert_eq!(s["outcome"], "then");
     m.wait_json("completed", |v| pipeline(v, "outer", "completed"));
 }
+
+#[test]
+fn a_background_command_is_watched_and_classified() {
+    let rig = Rig::new();
+    rig.define("watched", &json!({
+        "trigger": {"type": "immediate"},
+        "steps": [
+            {"type": "command", "command": "sh", "params": {"args": ["-c", "echo compiling; echo 'error[E0308]: mismatched' >&2; exit 101"], "wait": false}, "outputTo": "build"},
+            {"type": "watch", "executionId": "$build.executionId", "until": "finished", "outputTo": "out",
+             "rules": [{"pattern": "error\\[E\\d+\\]", "classification": "error"}]},
+            {"type": "condition", "check": "$out.exitCode == 101 && $out.lines.length == 2", "then": [{"type": "emit", "event": "seen"}]}
+        ],
+        "safety": {"maxIterations": 1}
+    }));
+    let mut m = rig.host();
+    let started = m.wait_json("background start", |v| {
+        pipeline(v, "watched", "step") && v["step"] == 0
+    });
+    assert_eq!(started["outcome"], "started exec-1");
+    let watched = m.wait_json("watch", |v| {
+        pipeline(v, "watched", "step") && v["step"] == 1
+    });
+    assert_eq!(watched["outcome"], "2 lines");
+    let cond = m.wait_json("condition", |v| {
+        pipeline(v, "watched", "step") && v["step"] == 2
+    });
+    assert_eq!(cond["outcome"], "then");
+}
