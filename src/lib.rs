@@ -7,7 +7,8 @@
 //! - `core::hub` owns all state: it applies events, runs the Sentinel
 //!   (`core::sentinel`) and the heartbeat/watchdog rules, and publishes every
 //!   [`core::event::Happening`] plus the latest [`core::snapshot::Snapshot`];
-//! - presenters read those: `headless` prints them, `tui` draws them;
+//! - presenters read those: `cli::headless` prints them, `tui` draws them;
+//! - `cli` parses the command line and runs one verb family per file;
 //! - `demo` plays a scripted orchestration into a scratch project for both to show.
 //!
 //! `core` never imports ratatui or crossterm.
@@ -15,15 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cli;
-pub mod conductor_cmd;
 pub mod core;
 pub mod demo;
-pub mod doctor;
-pub mod headless;
-pub mod launch;
-pub mod project;
-pub mod sentinel_cmd;
 pub mod settings;
-pub mod souffleur;
-pub mod task_cmd;
 pub mod tui;

@@ -7,8 +7,9 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use maestro::core::clock::{Clock, parse_sqlite_utc};
+use maestro::core::domain::souffleur::WatchdogReason;
 use maestro::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
-use maestro::core::event::{Happening, MessageRow, TaskRow, WatchdogReason, What};
+use maestro::core::event::{Happening, MessageRow, TaskRow, What};
 use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView, WatchdogView};
 use maestro::tui::action::Action;
 use maestro::tui::app::UiState;

@@ -430,9 +430,9 @@ fn conductor_commands_reach_the_running_role() {
             String::from_utf8_lossy(&out.stderr).into_owned(),
         )
     };
-    let (code, _, err) = conductor(&["hold"]);
+    let (code, _, err) = conductor(&["recover", "--yes"]);
     assert_eq!(code, 1, "no role yet: {err}");
-    assert!(err.contains("no Souffleur role is running"), "{err}");
+    assert!(err.contains("no Souffleur role answers"), "{err}");
 
     let mut m = rig.souffleur(rig.conductor.id());
     m.wait_json("confirmed", |v| {
@@ -459,6 +459,57 @@ fn conductor_commands_reach_the_running_role() {
     );
     // An unknown word is a usage error.
     assert_eq!(conductor(&["pause"]).0, 2);
+}
+
+#[test]
+fn a_hold_set_before_the_role_starts_holds_it_until_released() {
+    let rig = Rig::new(None);
+    let conductor = |args: &[&str]| {
+        rig.command(&[&["conductor"][..], args].concat())
+            .output()
+            .unwrap()
+    };
+    let out = conductor(&["hold", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["ok"].as_bool(), v["held"].as_bool()),
+        (Some(true), Some(true))
+    );
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("no Souffleur role is running now"),
+        "{v}"
+    );
+
+    let mut rig = rig;
+    let mut m = rig.souffleur(rig.conductor.id());
+    m.wait_json("confirmed", |v| {
+        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+    });
+    rig.conductor.kill().unwrap();
+    rig.conductor.wait().unwrap();
+    m.wait_json("the death is seen", |v| {
+        event(v) == "watchdog" && v["reason"] == "CONDUCTOR_DEAD:pid"
+    });
+    // Held: the next watcher cycle reports again instead of a recovery starting.
+    let next = m.wait_json("held, no recovery", |v| {
+        event(v) == "recovery" || event(v) == "watchdog"
+    });
+    assert_eq!(event(&next), "watchdog", "{next}");
+
+    let out = rig
+        .command(&["conductor", "release", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["held"], false, "{v}");
+    m.wait_json("released: the recovery starts", |v| {
+        event(v) == "recovery" && v["status"] == "started"
+    });
 }
 
 #[test]

@@ -29,14 +29,27 @@ fn state(s: &Scratch, id: &str) -> String {
         .unwrap()
 }
 
+/// The newest message's task, type and text; it must read as the Conductor's, as the
+/// Musicians' documented queries (`from_session = 'task-00'`) expect. The operator's
+/// mark is taken off the text.
 fn last_message(s: &Scratch) -> (String, String, String) {
-    s.conn()
+    let (task, kind, from, text): (String, String, String, String) = s
+        .conn()
         .query_row(
-            "SELECT task_id, message_type, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
+            "SELECT task_id, message_type, from_session, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
         )
-        .unwrap()
+        .unwrap();
+    assert_eq!(
+        from, "task-00",
+        "an operator message is written as the Conductor's"
+    );
+    let text = text
+        .strip_prefix(maestro::core::store::OPERATOR_MARK)
+        .unwrap_or_else(|| panic!("the text says it came from the operator: {text:?}"))
+        .to_owned();
+    (task, kind, text)
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use serde::Serialize;
 use time::OffsetDateTime;
 
+use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
 
 /// One row of `orchestration_tasks`, as read (text columns are whatever the writers put).
@@ -80,30 +81,6 @@ pub enum CoreEvent {
     PipelineCatalog(Vec<(String, usize)>),
 }
 
-/// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum WatchdogReason {
-    ConductorDeadPid,
-    ConductorDeadHeartbeat,
-    SessionIdFound(String),
-    ConductorComplete,
-    ContextRecovery,
-    WatcherDead,
-}
-
-impl std::fmt::Display for WatchdogReason {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::ConductorDeadPid => f.write_str("CONDUCTOR_DEAD:pid"),
-            Self::ConductorDeadHeartbeat => f.write_str("CONDUCTOR_DEAD:heartbeat"),
-            Self::SessionIdFound(id) => write!(f, "SESSION_ID_FOUND:{id}"),
-            Self::ConductorComplete => f.write_str("CONDUCTOR_COMPLETE"),
-            Self::ContextRecovery => f.write_str("CONTEXT_RECOVERY"),
-            Self::WatcherDead => f.write_str("WATCHER_DEAD"),
-        }
-    }
-}
-
 /// A step of a recovery, as the `recovery` event reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryStatus {
@@ -126,7 +103,7 @@ impl RecoveryStatus {
 /// generation it is for, and the new window's PID when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryStep {
-    pub provider: crate::core::watchdog::machine::Provider,
+    pub provider: crate::core::domain::souffleur::Provider,
     pub status: RecoveryStatus,
     pub generation: u32,
     pub pid: Option<i32>,

@@ -15,8 +15,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::{Clock, parse_sqlite_utc};
+use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
-use crate::core::event::{CoreEvent, Happening, RoleReport, TaskRow, WatchdogReason, What};
+use crate::core::event::{CoreEvent, Happening, RoleReport, TaskRow, What};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};

@@ -125,18 +125,6 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     })
 }
 
-/// A project's canonical path and a short key naming its files in maestro's data
-/// directory (locks, sockets). The same binary computes the same key: only maestro
-/// processes compare them.
-pub fn project_key(project: &Path) -> (PathBuf, String) {
-    use std::hash::{Hash, Hasher};
-    let canonical = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    canonical.hash(&mut h);
-    let key = format!("{:016x}", h.finish());
-    (canonical, key)
-}
-
 /// Whether a file (of any kind) is at the database path.
 pub fn database_exists(path: &Path) -> bool {
     path.symlink_metadata().is_ok()

@@ -6,7 +6,8 @@ use std::collections::VecDeque;
 use time::OffsetDateTime;
 
 use crate::core::domain::AnomalyKind;
-use crate::core::event::{TaskRow, WatchdogReason};
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::event::TaskRow;
 
 /// How many `[ctx: …]` values a task keeps for its trend.
 pub const CTX_HISTORY: usize = 32;

@@ -14,15 +14,16 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::{DemoArgs, GlobalArgs};
+use crate::cli::args::{DemoArgs, GlobalArgs};
+use crate::cli::headless;
+use crate::cli::project::Project;
 use crate::core::clock::Clock;
 use crate::core::domain::{LogKind, TaskId};
+use crate::core::store::{self, Author};
 use crate::core::{runtime, schema};
-use crate::headless::{self};
-use crate::project::Project;
 use crate::settings::Settings;
 use scenario::{Scenario, Step};
 
@@ -191,11 +192,7 @@ impl Play {
 
     fn refresh_heartbeats(&self) {
         let silent: Vec<String> = self.silent.iter().map(ToString::to_string).collect();
-        let _ = self.conn.execute(
-            "UPDATE orchestration_tasks SET last_heartbeat = datetime('now')
-             WHERE state NOT IN ('complete', 'exited') AND task_id NOT IN (SELECT value FROM json_each(?1))",
-            [serde_json::to_string(&silent).unwrap_or_else(|_| "[]".into())],
-        );
+        let _ = store::refresh_live_heartbeats(&self.conn, &silent);
     }
 
     fn apply(&mut self, step: &Step) -> Result<(), String> {
@@ -204,56 +201,25 @@ impl Play {
             .conn
             .unchecked_transaction()
             .map_err(|e| e.to_string())?;
-        if let Some(state) = &step.state {
-            tx.execute(
-                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, ?2, datetime('now'))
-                 ON CONFLICT(task_id) DO UPDATE SET state = excluded.state, last_heartbeat = datetime('now')",
-                params![id, state],
-            )
-            .map_err(|e| e.to_string())?;
-            if state == "working" {
-                tx.execute(
-                    "UPDATE orchestration_tasks SET started_at = coalesce(started_at, datetime('now')) WHERE task_id = ?1",
-                    [id],
-                )
-                .map_err(|e| e.to_string())?;
+        let written = (|| -> rusqlite::Result<()> {
+            if let Some(state) = &step.state {
+                store::put_task(&tx, id, state)?;
             }
-            if state == "complete" {
-                tx.execute(
-                    "UPDATE orchestration_tasks SET completed_at = datetime('now') WHERE task_id = ?1",
-                    [id],
-                )
-                .map_err(|e| e.to_string())?;
+            if let Some(who) = &step.worked_by {
+                store::set_worked_by(&tx, id, who)?;
             }
-        }
-        if let Some(who) = &step.worked_by {
-            tx.execute(
-                "UPDATE orchestration_tasks SET worked_by = ?2 WHERE task_id = ?1",
-                params![id, who],
-            )
-            .map_err(|e| e.to_string())?;
-        }
-        if let Some(err) = &step.last_error {
-            tx.execute(
-                "UPDATE orchestration_tasks SET last_error = ?2 WHERE task_id = ?1",
-                params![id, err],
-            )
-            .map_err(|e| e.to_string())?;
-        }
-        if step.retry {
-            tx.execute(
-                "UPDATE orchestration_tasks SET retry_count = coalesce(retry_count, 0) + 1 WHERE task_id = ?1",
-                [id],
-            )
-            .map_err(|e| e.to_string())?;
-        }
-        if let Some(m) = &step.message {
-            tx.execute(
-                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, ?2, ?3, ?4)",
-                params![id, m.from, m.text, m.kind],
-            )
-            .map_err(|e| e.to_string())?;
-        }
+            if let Some(err) = &step.last_error {
+                store::set_last_error(&tx, id, err)?;
+            }
+            if step.retry {
+                store::record_retry(&tx, id)?;
+            }
+            if let Some(m) = &step.message {
+                store::send_message(&tx, id, Author::Session(&m.from), &m.kind, &m.text)?;
+            }
+            Ok(())
+        })();
+        written.map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
         match step.heartbeat {
             Some(false) => {

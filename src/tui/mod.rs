@@ -50,7 +50,8 @@ pub struct TuiConfig {
     /// The project's pipeline definitions and its host's socket.
     pub pipelines: Option<PipelineAccess>,
     /// Commands to the Souffleur role, when this process holds it.
-    pub watchdog: Option<tokio::sync::mpsc::Sender<crate::core::watchdog::role::WatchdogRequest>>,
+    pub watchdog:
+        Option<tokio::sync::mpsc::Sender<crate::core::watchdog::control::WatchdogRequest>>,
 }
 
 impl TuiConfig {
@@ -85,25 +86,22 @@ impl TuiConfig {
 #[derive(Debug, Clone)]
 pub struct PipelineAccess {
     pub dir: std::path::PathBuf,
-    pub socket: Option<std::path::PathBuf>,
+    pub project: std::path::PathBuf,
 }
 
 impl PipelineAccess {
     pub fn for_project(root: &std::path::Path) -> Self {
         Self {
-            dir: crate::core::pipeline::host::definitions_dir(root),
-            socket: crate::project::data_dir()
-                .map(|d| crate::core::pipeline::host::host_files(&d.join("locks"), root).1),
+            dir: crate::core::paths::definitions_dir(root),
+            project: root.to_path_buf(),
         }
     }
 
     /// Asks the host; the answer's detail, or why there is none.
     async fn ask(&self, req: serde_json::Value) -> String {
-        let Some(socket) = self.socket.clone() else {
-            return "no pipeline host".into();
-        };
+        let project = self.project.clone();
         let answer = tokio::task::spawn_blocking(move || {
-            crate::core::pipeline::host::request(&socket, &req)
+            crate::core::pipeline::host::request(&project, &req)
         })
         .await
         .ok()
@@ -278,7 +276,7 @@ pub async fn run(
                             }
                             Effect::Watchdog(cmd) => match &cfg.watchdog {
                                 Some(tx) => {
-                                    let request = crate::core::watchdog::role::WatchdogRequest { cmd, reply: None };
+                                    let request = crate::core::watchdog::control::WatchdogRequest { cmd, reply: None };
                                     let _ = tx.try_send(request);
                                 }
                                 None => ui.note = Some("no Souffleur role in this process".into()),

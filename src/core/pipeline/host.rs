@@ -17,13 +17,10 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::core::event::CoreEvent;
+use crate::core::ipc;
+use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
-
-/// `<project>/.maestro/sentinels`
-pub fn definitions_dir(project: &Path) -> PathBuf {
-    project.join(".maestro").join("sentinels")
-}
 
 /// Pipeline names become file names: letters, digits, `-` and `_` only.
 pub fn valid_name(name: &str) -> bool {
@@ -34,38 +31,33 @@ pub fn valid_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
 }
 
-/// The lock and socket names for a project's pipeline host.
-pub fn host_files(lock_dir: &Path, project: &Path) -> (PathBuf, PathBuf) {
-    let key = format!("pipelines-{}", crate::core::runtime::project_key(project).1);
-    (
-        lock_dir.join(format!("{key}.lock")),
-        lock_dir.join(format!("{key}.sock")),
-    )
-}
-
 /// Keeps the host running (and its lock held) while alive.
 pub struct HostHandle {
     _lock: Flock<File>,
-    socket: PathBuf,
+    socket: Option<PathBuf>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl Drop for HostHandle {
     fn drop(&mut self) {
         self.task.abort();
-        let _ = std::fs::remove_file(&self.socket);
+        if let Some(socket) = &self.socket {
+            let _ = std::fs::remove_file(socket);
+        }
     }
 }
 
-/// Starts hosting, unless another process already does (then `None`).
+/// Starts hosting, unless another process already does (then `None`). A control socket
+/// that cannot be made does not stop the host: it runs, and says once why
+/// `maestro sentinel …` cannot reach it.
 pub fn start(
     project: &Path,
-    lock_dir: &Path,
     llm: Option<Vec<String>>,
     events: mpsc::Sender<CoreEvent>,
 ) -> Option<HostHandle> {
-    std::fs::create_dir_all(lock_dir).ok()?;
-    let (lock_path, socket) = host_files(lock_dir, project);
+    let key = ProjectKey::of(project);
+    let lock_path = paths::lock_file(Service::Pipelines, &key).ok()?;
+    std::fs::create_dir_all(lock_path.parent()?).ok()?;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -73,15 +65,15 @@ pub fn start(
         .open(&lock_path)
         .ok()?;
     let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
-    let _ = std::fs::remove_file(&socket);
-    let listener = UnixListener::bind(&socket).ok()?;
-    {
-        use std::os::unix::fs::PermissionsExt;
-        let _ = std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o600));
-    }
+    let bound = paths::socket_path(Service::Pipelines, &key)
+        .and_then(|path| ipc::bind_owner_only(&path).map(|l| (path, l)));
+    let (socket, listener, problem) = match bound {
+        Ok((path, listener)) => (Some(path), Some(listener), None),
+        Err(e) => (None, None, Some(e)),
+    };
     let (bus, _) = broadcast::channel(64);
     let host = Host {
-        dir: definitions_dir(project),
+        dir: paths::definitions_dir(project),
         defs: BTreeMap::new(),
         refused: HashMap::new(),
         running: HashMap::new(),
@@ -94,7 +86,15 @@ pub fn start(
         },
         runs: JoinSet::new(),
     };
-    let task = tokio::spawn(host.run(listener));
+    let task = tokio::spawn(async move {
+        if let Some(e) = problem {
+            host.error(format!(
+                "pipelines run, but `maestro sentinel …` cannot reach them: {e}"
+            ))
+            .await;
+        }
+        host.run(listener).await;
+    });
     Some(HostHandle {
         _lock: lock,
         socket,
@@ -126,9 +126,11 @@ struct Host {
 }
 
 impl Host {
-    async fn run(mut self, listener: UnixListener) {
+    async fn run(mut self, listener: Option<UnixListener>) {
         let (req_tx, mut requests) = mpsc::channel::<Request>(16);
-        tokio::spawn(serve(listener, req_tx));
+        if let Some(listener) = listener {
+            tokio::spawn(serve(listener, req_tx));
+        }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
         let _watcher = watch(&self.dir, wake_tx);
         let mut bus = self.env.bus.subscribe();
@@ -412,6 +414,9 @@ fn watch(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<notify::Recommen
 /// One JSON request line in, one JSON answer line out.
 async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
     while let Ok((stream, _)) = listener.accept().await {
+        if !ipc::peer_is_owner(&stream) {
+            continue;
+        }
         let requests = requests.clone();
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
@@ -441,12 +446,8 @@ async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
 
 /// One request to the host of a project's pipelines, from another process (or the
 /// dashboard's blocking pool); `None` when no host listens.
-pub fn request(socket: &Path, req: &Value) -> Option<Value> {
-    use std::io::{BufRead, Write};
-    let mut stream = std::os::unix::net::UnixStream::connect(socket).ok()?;
-    let _ = stream.set_read_timeout(Some(Duration::from_secs(35)));
-    stream.write_all(format!("{req}\n").as_bytes()).ok()?;
-    let mut line = String::new();
-    std::io::BufReader::new(&stream).read_line(&mut line).ok()?;
+pub fn request(project: &Path, req: &Value) -> Option<Value> {
+    let socket = paths::socket_path(Service::Pipelines, &ProjectKey::of(project)).ok()?;
+    let line = ipc::request_line(&socket, &req.to_string(), Duration::from_secs(35)).ok()?;
     serde_json::from_str(&line).ok()
 }

@@ -5,6 +5,8 @@
 pub mod compact;
 pub mod export;
 pub mod launch;
+pub mod payload;
+pub mod transcript;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime};
@@ -12,14 +14,14 @@ use std::time::{Duration, SystemTime};
 use tokio::process::Command;
 use tokio::sync::mpsc;
 
+use crate::core::domain::souffleur::{Provider, RecoveryKind, RecoveryOutcome, valid_session_id};
 use crate::core::event::{CoreEvent, RecoveryStatus, RecoveryStep, RoleReport};
 use crate::core::sources::procs::{self, ProcessId};
-use crate::core::watchdog::checks::valid_session_id;
-use crate::core::watchdog::machine::{Provider, RecoveryKind, RecoveryOutcome};
-use crate::core::watchdog::payload::Resolved;
-use crate::core::watchdog::role_db::{RoleDb, find_transcript};
+use crate::core::store::role::RoleDb;
 use compact::{BoundaryWatch, count_lines};
 use launch::{Launcher, find_program, write_pid_file};
+use payload::Resolved;
+use transcript::find_transcript;
 
 pub const CONDUCTOR_PID_FILE: &str = "souffleur-conductor.pid";
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(120);

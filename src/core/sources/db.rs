@@ -325,10 +325,12 @@ impl DbSource {
     fn execute(&self, cmd: &DbCmd) -> rusqlite::Result<()> {
         match cmd {
             DbCmd::InsertReport { text } => {
-                self.conn.execute(
-                    "INSERT INTO orchestration_messages (task_id, from_session, message, message_type)
-                     VALUES ('task-00', 'sentinel', ?1, ?2)",
-                    params![text, self.report_type],
+                crate::core::store::send_message(
+                    &self.conn,
+                    "task-00",
+                    crate::core::store::Author::Sentinel,
+                    self.report_type,
+                    text,
                 )?;
             }
         }

@@ -7,18 +7,9 @@ use std::time::Duration;
 
 use regex::Regex;
 
-use crate::core::event::WatchdogReason;
-use crate::core::watchdog::machine::WatcherMode;
-
-/// What the watcher reads of `task-00` each cycle.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConductorView {
-    pub heartbeat_age: Option<Duration>,
-    pub state: String,
-    pub session_id: Option<String>,
-    /// `SELECT COUNT(*) FROM orchestration_tasks`.
-    pub task_count: u64,
-}
+use crate::core::domain::souffleur::{
+    ConductorView, WatchdogReason, WatcherMode, valid_session_id,
+};
 
 /// One watcher cycle: the first exit reason that holds, in PROTOCOL.md's order.
 pub fn watcher_check(
@@ -54,17 +45,10 @@ pub fn watcher_is_dead(souffleur_heartbeat_age: Option<Duration>, stale_after: D
     souffleur_heartbeat_age.is_none_or(|age| age > stale_after)
 }
 
-static SESSION: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$").expect("static regex"));
 static PID_ARG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bPID:(\S+)").expect("static regex"));
 static SESSION_ARG: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"\bSESSION_ID:(\S+)").expect("static regex"));
-
-/// Session ids become part of a file pattern and of argv: letters, digits, `-`, `_`.
-pub fn valid_session_id(id: &str) -> bool {
-    SESSION.is_match(id)
-}
 
 /// Parses `PID:<pid> SESSION_ID:<id>` from free text (the arguments joined, or a
 /// message). Names the part that is wrong.

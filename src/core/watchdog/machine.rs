@@ -2,71 +2,13 @@
 //! exits, teammate alarms, recovery outcomes and operator commands; outputs are
 //! [`Effect`]s for the role to carry out. No I/O, no clock: tested with tables.
 
-use crate::core::event::WatchdogReason;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatcherMode {
-    /// The Conductor's PID is known: its death is watched directly.
-    Normal,
-    /// A relaunch succeeded but no PID was found: heartbeat and state only.
-    HeartbeatOnly,
-}
-
-impl WatcherMode {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Normal => "normal",
-            Self::HeartbeatOnly => "heartbeat-only",
-        }
-    }
-}
+use crate::core::domain::souffleur::{RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
     Watching,
     Recovering,
     Exited,
-}
-
-/// Which recovery a trigger asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecoveryKind {
-    /// `CONDUCTOR_DEAD:*` or a manual relaunch: the `claude_export` provider.
-    Relaunch,
-    /// `CONTEXT_RECOVERY` or a manual recover: Lethe if its preflight passes.
-    ContextRecovery,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Provider {
-    Lethe,
-    ClaudeExport,
-    StandardCompact,
-}
-
-impl Provider {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Lethe => "lethe",
-            Self::ClaudeExport => "claude_export",
-            Self::StandardCompact => "standard_compact",
-        }
-    }
-}
-
-/// What a recovery cycle ended with.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RecoveryOutcome {
-    pub provider: Provider,
-    /// A Conductor generation was (or may have been) started.
-    pub relaunched: bool,
-    pub pid_known: bool,
-    /// The new Conductor runs under a new session id that must be discovered.
-    pub session_rediscover: bool,
-    /// The new session id, when the provider already knows it.
-    pub new_session_id: Option<String>,
-    /// Why it failed, when no relaunch happened.
-    pub failure: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -324,6 +266,7 @@ impl Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::domain::souffleur::Provider;
 
     fn exit(reason: WatchdogReason, task_count: u64) -> Input {
         Input::WatcherExit { reason, task_count }

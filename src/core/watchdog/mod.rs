@@ -1,8 +1,9 @@
 //! The Souffleur role: validating the invocation, the watcher and teammate layers, the
-//! router state machine and the recovery it drives.
+//! router state machine, the operator's hold and the control socket that steers it.
+//! The recoveries it asks for live in `core::recovery`.
 
 pub mod checks;
+pub mod control;
+pub mod hold;
 pub mod machine;
-pub mod payload;
 pub mod role;
-pub mod role_db;

@@ -13,43 +13,20 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
-use crate::core::event::{CoreEvent, RoleReport, RoleView, WatchdogReason};
+use crate::core::domain::souffleur::{
+    ConductorView, Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
+};
+use crate::core::event::{CoreEvent, RoleReport, RoleView};
+use crate::core::paths::{self, ProjectKey, Service};
+use crate::core::recovery::payload::{self, OrchestraConfig};
+use crate::core::recovery::transcript::find_transcript;
 use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
 use crate::core::sources::procs::{self, ProcessId};
-use crate::core::watchdog::checks::{
-    ConductorView, parse_invocation, watcher_check, watcher_is_dead,
-};
-use crate::core::watchdog::machine::{Effect, Input, Phase, RecoveryKind, Router, WatcherMode};
-use crate::core::watchdog::payload::{self, OrchestraConfig};
-use crate::core::watchdog::role_db::{RoleDb, find_transcript};
-
-/// What the operator can ask of a running role.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchdogCmd {
-    Hold,
-    Release,
-    Recover(RecoveryKind),
-}
-
-impl WatchdogCmd {
-    /// The word used on the control socket and the command line.
-    pub fn parse(word: &str) -> Option<Self> {
-        match word.trim() {
-            "hold" => Some(Self::Hold),
-            "release" => Some(Self::Release),
-            "recover" => Some(Self::Recover(RecoveryKind::ContextRecovery)),
-            "relaunch" => Some(Self::Recover(RecoveryKind::Relaunch)),
-            _ => None,
-        }
-    }
-}
-
-/// A command with, optionally, where to send whether it was accepted.
-#[derive(Debug)]
-pub struct WatchdogRequest {
-    pub cmd: WatchdogCmd,
-    pub reply: Option<tokio::sync::oneshot::Sender<Result<String, String>>>,
-}
+use crate::core::store::role::RoleDb;
+use crate::core::watchdog::checks::{parse_invocation, watcher_check, watcher_is_dead};
+use crate::core::watchdog::control::{WatchdogCmd, WatchdogRequest};
+use crate::core::watchdog::hold;
+use crate::core::watchdog::machine::{Effect, Input, Phase, Router};
 
 /// The role's answer to a command, from the effects the router returned for it.
 fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, String> {
@@ -90,6 +67,8 @@ pub struct RoleConfig {
     pub recovery: RecoveryEnv,
     pub orchestra: OrchestraConfig,
     pub clock: Clock,
+    /// Where the operator's hold is recorded (`None`: not recorded, as in tests).
+    pub hold: Option<ProjectKey>,
 }
 
 /// How the role ended.
@@ -106,23 +85,14 @@ pub struct RoleLock {
     pub path: PathBuf,
 }
 
-/// The name a project's role files share in the lock folder (lock, control socket).
-fn role_key(project: &Path) -> (PathBuf, String) {
-    let (canonical, key) = crate::core::runtime::project_key(project);
-    (canonical, format!("souffleur-{key}"))
-}
-
-/// Where the running role listens for `maestro conductor …` commands.
-pub fn control_socket(lock_dir: &Path, project: &Path) -> PathBuf {
-    lock_dir.join(format!("{}.sock", role_key(project).1))
-}
-
 /// Takes the project's Souffleur lock, or says who holds it.
-pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String> {
-    let (canonical, key) = role_key(project);
-    std::fs::create_dir_all(lock_dir)
-        .map_err(|e| format!("cannot create {}: {e}", lock_dir.display()))?;
-    let path = lock_dir.join(format!("{key}.lock"));
+pub fn acquire_lock(project: &Path) -> Result<RoleLock, String> {
+    let key = ProjectKey::of(project);
+    let path = paths::lock_file(Service::Souffleur, &key)?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
     let file = std::fs::OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -139,7 +109,7 @@ pub fn acquire_lock(lock_dir: &Path, project: &Path) -> Result<RoleLock, String>
         Err(format!(
             "another maestro (PID {}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
             holder.trim(),
-            canonical.display()
+            key.root.display()
         ))
     }
 }
@@ -197,7 +167,11 @@ async fn run_role(
     };
     let (watch_tx, mut watch_rx) = mpsc::channel::<(u64, WatcherMsg)>(16);
     let (alarm_tx, mut alarm_rx) = mpsc::channel::<()>(4);
-    let effects = role.router.start();
+    let mut effects = role.router.start();
+    // A hold recorded before this role started (or before a crash) still holds.
+    if role.cfg.hold.as_ref().is_some_and(hold::is_held) {
+        effects.extend(role.router.step(Input::Hold));
+    }
     if let Some(end) = role.execute(effects, &watch_tx, &alarm_tx).await {
         return end;
     }
@@ -235,6 +209,11 @@ async fn run_role(
             }
             Some(request) = cmds.recv() => {
                 let task_count = role.db.task_count().await.unwrap_or(0);
+                if let (Some(key), WatchdogCmd::Hold | WatchdogCmd::Release) = (&role.cfg.hold, request.cmd)
+                    && let Err(e) = hold::set(key, request.cmd == WatchdogCmd::Hold)
+                {
+                    alert(&role.events, e).await;
+                }
                 let effects = role.router.step(match request.cmd {
                     WatchdogCmd::Hold => Input::Hold,
                     WatchdogCmd::Release => Input::Release,
@@ -248,8 +227,8 @@ async fn run_role(
             done = join_recovery(&mut role.recovery), if recovering => {
                 role.recovery = None;
                 let done = done.unwrap_or_else(|e| Recovered {
-                    outcome: crate::core::watchdog::machine::RecoveryOutcome {
-                        provider: crate::core::watchdog::machine::Provider::ClaudeExport,
+                    outcome: RecoveryOutcome {
+                        provider: Provider::ClaudeExport,
                         relaunched: false,
                         pid_known: false,
                         session_rediscover: false,

@@ -6,8 +6,8 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
-use super::{DrawCtx, printable, window_start};
 use crate::tui::app::Pane;
+use crate::tui::panes::ctx::{DrawCtx, printable, window_start};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;

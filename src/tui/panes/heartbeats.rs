@@ -5,9 +5,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{DrawCtx, fit, printable, short_age};
 use crate::core::domain::TaskState;
 use crate::tui::app::Pane;
+use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let block = ctx.block(Pane::Heartbeats, "Heartbeats");

@@ -6,9 +6,9 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{DrawCtx, centered, clear};
 use crate::tui::app::Pane;
 use crate::tui::keymap::Mode;
+use crate::tui::panes::ctx::{DrawCtx, centered, clear};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let popup = centered(area, 78, area.height.saturating_sub(4));

@@ -7,9 +7,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{DrawCtx, printable};
 use crate::core::domain::LogKind;
 use crate::tui::app::{LogEntry, Pane};
+use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {

@@ -6,8 +6,8 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
-use super::{DrawCtx, centered, clear, fit, printable};
 use crate::tui::app::Pane;
+use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let popup = centered(area, 100, area.height.saturating_sub(6).min(20));

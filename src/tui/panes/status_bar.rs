@@ -6,9 +6,9 @@ use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use super::{DrawCtx, fit, printable};
 use crate::core::snapshot::DatabaseHealth;
 use crate::tui::action::Action;
+use crate::tui::panes::ctx::{DrawCtx, fit, printable};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     if let Some(input) = &ctx.ui.search_input {

@@ -7,9 +7,9 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
-use super::{DrawCtx, fit, printable, short_age};
 use crate::core::snapshot::TaskView;
 use crate::tui::app::{Pane, musicians};
+use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -43,7 +43,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
     // Only the rows on screen are built (one line is the header).
     let visible = usize::from(table_area.height.saturating_sub(1));
-    let start = super::window_start(ctx.ui.selected_task, table_area.height.saturating_sub(1));
+    let start = crate::tui::panes::ctx::window_start(
+        ctx.ui.selected_task,
+        table_area.height.saturating_sub(1),
+    );
     let rows = musicians(ctx.snap)
         .skip(start)
         .take(visible)

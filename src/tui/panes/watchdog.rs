@@ -7,8 +7,8 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
-use super::{DrawCtx, printable, short_age};
 use crate::tui::app::Pane;
+use crate::tui::panes::ctx::{DrawCtx, printable, short_age};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let block = ctx.block(Pane::Watchdog, "Watchdog");

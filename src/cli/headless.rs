@@ -7,11 +7,16 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
+use crate::cli::project::Project;
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::domain::AnomalyKind;
-use crate::core::event::{Happening, WatchdogReason, What};
+use crate::core::domain::souffleur::{Provider, WatchdogReason};
+use crate::core::event::{Happening, What};
 use crate::core::hub::report_text;
-use crate::core::watchdog::machine::Provider;
+use crate::core::runtime;
+use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -247,4 +252,43 @@ pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
         stop.cancel();
     });
     Ok(())
+}
+
+/// `maestro --no-tui`: the core, and the pipeline host, printed until a signal (or,
+/// with `--until-complete`, until `task-00` completes).
+pub async fn run(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+    clock: Clock,
+) -> Result<std::process::ExitCode, CliError> {
+    if settings.report_to_db && !runtime::database_exists(&project.db) {
+        return Err(CliError::Usage(format!(
+            "--report-to-db needs a database, and there is none at {}. Create it with `maestro init`, point --db at it, or drop the flag.",
+            project.db.display()
+        )));
+    }
+    let mut core = runtime::start(&project.core_config(settings), clock)
+        .map_err(crate::cli::error::runtime)?;
+    let _pipelines = project.host_pipelines(settings, core.events.clone());
+    if !core.with_database {
+        eprintln!(
+            "maestro: no database at {}; watching {} only.",
+            project.db.display(),
+            project.temp.display()
+        );
+    }
+    let stop = CancellationToken::new();
+    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    // Every way headless output ends (signal, completion, closed stdout) is a success.
+    present_on_stdout(
+        &mut core.happenings,
+        args.json,
+        clock,
+        args.until_complete,
+        stop,
+    )
+    .await;
+    core.shutdown().await;
+    Ok(std::process::ExitCode::SUCCESS)
 }

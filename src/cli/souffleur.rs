@@ -5,55 +5,80 @@
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::GlobalArgs;
+use std::process::ExitCode;
+
+use crate::cli::args::GlobalArgs;
+use crate::cli::project::Project;
+use crate::cli::{CliError, dashboard, headless};
 use crate::core::clock::Clock;
+use crate::core::event::CoreEvent;
+use crate::core::ipc;
+use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::recovery::RecoveryEnv;
 use crate::core::recovery::launch::Launcher;
+use crate::core::recovery::payload::load_orchestra_config;
 use crate::core::runtime;
-use crate::core::watchdog::payload::load_orchestra_config;
+use crate::core::store::role::RoleDb;
+use crate::core::watchdog::control;
 use crate::core::watchdog::role::{self, RoleConfig, RoleEnd, RoleTimings};
-use crate::core::watchdog::role_db::RoleDb;
-use crate::headless::{self};
-use crate::project::Project;
 use crate::settings::Settings;
 use crate::tui::TuiConfig;
 
-/// Why the role could not run: a usage problem (exit 2) or a runtime one (exit 1).
-pub enum Refused {
-    Usage(String),
-    Runtime(String),
+/// Takes the role, in the dashboard or headless; exit 0 when the Conductor completed or
+/// the operator stopped the role, 1 when it failed.
+pub fn run(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+    invocation: String,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
+    let tui = if args.no_tui {
+        None
+    } else {
+        let tui =
+            TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
+        dashboard::require_terminal()?;
+        Some(tui)
+    };
+    let ok = crate::cli::runtime()?
+        .block_on(run_role(project, settings, args, invocation, clock, tui))?;
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
 }
 
 /// Runs the role to its end. `Ok(true)`: the Conductor completed or the operator
 /// stopped it; `Ok(false)`: the role failed.
-pub async fn run(
+async fn run_role(
     project: &Project,
     settings: &Settings,
     args: &GlobalArgs,
     invocation: String,
     clock: Clock,
     tui: Option<TuiConfig>,
-) -> Result<bool, Refused> {
+) -> Result<bool, CliError> {
     if !runtime::database_exists(&project.db) {
-        return Err(Refused::Usage(format!(
+        return Err(CliError::Usage(format!(
             "the Souffleur role needs the orchestration's database, and there is none at {}. Pass --project or --db.",
             project.db.display()
         )));
     }
     // The schema is checked before anything is locked or written.
-    RoleDb::open(&project.db).map_err(Refused::Runtime)?;
-    let data = crate::project::data_dir().ok_or_else(|| {
-        Refused::Runtime("cannot find a data directory for maestro (is HOME set?)".into())
-    })?;
-    let lock = role::acquire_lock(&data.join("locks"), &project.root).map_err(Refused::Runtime)?;
-    let control =
-        crate::conductor_cmd::bind(&role::control_socket(&data.join("locks"), &project.root))
-            .map_err(Refused::Runtime)?;
+    RoleDb::open(&project.db).map_err(CliError::Runtime)?;
+    let lock = role::acquire_lock(&project.root).map_err(CliError::Runtime)?;
+    let key = ProjectKey::of(&project.root);
+    // A control socket that cannot be made never stops the role: it runs, and says why
+    // `maestro conductor …` cannot reach it.
+    let control = paths::socket_path(Service::Souffleur, &key)
+        .and_then(|path| ipc::bind_owner_only(&path).map(|l| (path, l)));
 
     let mut config = project.core_config(settings);
     config.souffleur_role = true;
     config.forward_logs = tui.is_some();
-    let mut core = runtime::start(&config, clock).map_err(|e| Refused::Runtime(e.to_string()))?;
+    let mut core = runtime::start(&config, clock).map_err(|e| CliError::Runtime(e.to_string()))?;
     let s = &settings.souffleur;
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let orchestra = load_orchestra_config(&root);
@@ -76,21 +101,39 @@ pub async fn run(
                 project: root.clone(),
             },
             temp: project.temp.clone(),
-            db: RoleDb::open(&project.db).map_err(Refused::Runtime)?,
+            db: RoleDb::open(&project.db).map_err(CliError::Runtime)?,
             kill_grace: s.kill_grace,
             claude_projects_dir: s.claude_projects_dir.clone(),
             export_dir: s.export_dir.clone(),
-            trimmed_dir: data.join("exports"),
+            trimmed_dir: paths::exports_dir().map_err(CliError::Runtime)?,
             force_compact: orchestra.force_compact,
             compact_timeout: s.compact_timeout,
             events: core.events.clone(),
         },
         orchestra,
         clock,
+        hold: Some(key),
     };
     let _pipelines = project.host_pipelines(settings, core.events.clone());
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let server = tokio::spawn(crate::conductor_cmd::serve(control, cmd_tx.clone()));
+    let (socket, server) = match control {
+        Ok((path, listener)) => (
+            Some(path),
+            Some(tokio::spawn(control::serve(listener, cmd_tx.clone()))),
+        ),
+        Err(e) => {
+            let _ = core
+                .events
+                .send(CoreEvent::SourceFailed {
+                    source: "souffleur",
+                    detail: format!(
+                        "the role runs, but `maestro conductor …` cannot reach it: {e}"
+                    ),
+                })
+                .await;
+            (None, None)
+        }
+    };
     let role_cancel = CancellationToken::new();
     let role_task = tokio::spawn(role::run(
         role_config,
@@ -100,7 +143,7 @@ pub async fn run(
     ));
 
     let stop = CancellationToken::new();
-    headless::stop_on_signals(stop.clone()).map_err(Refused::Runtime)?;
+    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     let presented = if let Some(mut tui) = tui {
         tui.watchdog = Some(cmd_tx);
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
@@ -111,14 +154,18 @@ pub async fn run(
         Ok(())
     };
     // Closing the presenter ends the role (it marks its row `exited`).
-    server.abort();
-    let _ = std::fs::remove_file(role::control_socket(&data.join("locks"), &project.root));
+    if let Some(server) = server {
+        server.abort();
+    }
+    if let Some(socket) = socket {
+        let _ = std::fs::remove_file(socket);
+    }
     role_cancel.cancel();
     let end = role_task
         .await
         .unwrap_or(RoleEnd::Failed("the role task panicked".into()));
     core.shutdown().await;
     drop(lock);
-    presented.map_err(Refused::Runtime)?;
+    presented.map_err(CliError::Runtime)?;
     Ok(!matches!(end, RoleEnd::Failed(_)))
 }

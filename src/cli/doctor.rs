@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::json;
 
+use crate::cli::CliError;
+use crate::cli::project::Project;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::schema;
-use crate::project::Project;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -25,7 +26,7 @@ struct Check {
 }
 
 /// Prints the checks and returns 0 (all ok), 1 (warnings) or 2 (errors).
-pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) -> ExitCode {
+pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: bool) -> ExitCode {
     let mut checks = Vec::new();
     let mut add = |level, name, detail: String| {
         checks.push(Check {
@@ -37,7 +38,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &str>, as_json: bool) 
 
     match settings {
         Ok(_) => add(Level::Ok, "config", "configuration is valid".into()),
-        Err(e) => add(Level::Error, "config", e.to_owned()),
+        Err(e) => add(Level::Error, "config", e.to_string()),
     }
     if project.db.exists() {
         match Connection::open_with_flags(&project.db, OpenFlags::SQLITE_OPEN_READ_ONLY) {

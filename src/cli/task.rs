@@ -9,15 +9,17 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::OptionalExtension;
 use serde_json::json;
 
-use crate::cli::{MessageArgs, TaskAction, TaskCommand};
+use crate::cli::CliError;
+use crate::cli::args::{MessageArgs, TaskAction, TaskCommand};
+use crate::cli::project::{Project, confirm};
 use crate::core::domain::{TaskId, context_percent};
 use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
-use crate::project::{CommandError, Project, confirm};
+use crate::core::store::{self, Author, Moved};
 use crate::settings::Settings;
 
 /// Context headroom thresholds (percent used).
@@ -31,7 +33,7 @@ pub fn run(
     cmd: &TaskCommand,
     as_json: bool,
     yes: bool,
-) -> Result<u8, CommandError> {
+) -> Result<u8, CliError> {
     let raw = match &cmd.action {
         TaskAction::Approve(t)
         | TaskAction::Reject(t)
@@ -46,7 +48,7 @@ pub fn run(
     let task = TaskId::parse(raw)
         .filter(TaskId::is_musician)
         .ok_or_else(|| {
-            CommandError::Usage(format!(
+            CliError::Usage(format!(
                 "{raw:?} is not a Musician task id; use one like task-03 or task-03-fix."
             ))
         })?;
@@ -99,11 +101,11 @@ pub fn run(
 }
 
 /// The message text from `--message` or `--message-file`; `optional` allows none.
-fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, CommandError> {
+fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, CliError> {
     let text = match (&args.message, &args.message_file) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
-            CommandError::Usage(format!(
+            CliError::Usage(format!(
                 "cannot read the message file {} ({e}); pass a readable UTF-8 file.",
                 f.display()
             ))
@@ -111,25 +113,25 @@ fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, Command
         (None, None) => None,
     };
     match text {
-        Some(t) if t.trim().is_empty() => Err(CommandError::Usage(
+        Some(t) if t.trim().is_empty() => Err(CliError::Usage(
             "the message is empty; say what the Musician should do.".into(),
         )),
-        None if !optional => Err(CommandError::Usage(
+        None if !optional => Err(CliError::Usage(
             "this action needs --message TEXT or --message-file F.".into(),
         )),
         other => Ok(other),
     }
 }
 
-fn open(project: &Project) -> Result<rusqlite::Connection, CommandError> {
+fn open(project: &Project) -> Result<rusqlite::Connection, CliError> {
     if !project.db.exists() {
-        return Err(CommandError::Runtime(format!(
+        return Err(CliError::Runtime(format!(
             "there is no database at {}; pass --project or --db.",
             project.db.display()
         )));
     }
-    let conn = schema::open(&project.db).map_err(|e| CommandError::Runtime(e.to_string()))?;
-    schema::verify(&conn, &project.db).map_err(|e| CommandError::Runtime(e.to_string()))?;
+    let conn = schema::open(&project.db).map_err(|e| CliError::Runtime(e.to_string()))?;
+    schema::verify(&conn, &project.db).map_err(|e| CliError::Runtime(e.to_string()))?;
     Ok(conn)
 }
 
@@ -142,43 +144,30 @@ fn review(
     kind: &str,
     message: Option<String>,
     as_json: bool,
-) -> Result<u8, CommandError> {
+) -> Result<u8, CliError> {
     let mut conn = open(project)?;
-    let db_err = |e: rusqlite::Error| CommandError::Runtime(format!("database: {e}"));
-    let tx = conn.transaction().map_err(db_err)?;
-    let state: Option<String> = tx
-        .query_row(
-            "SELECT state FROM orchestration_tasks WHERE task_id = ?1",
-            [task.as_str()],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(db_err)?;
-    match state.as_deref() {
-        None => {
-            return Err(CommandError::Runtime(format!(
+    let text = message.unwrap_or_else(|| "Approved.".into());
+    let moved = store::write(&mut conn, |tx| {
+        let moved = store::move_task(tx, task.as_str(), &[from], to)?;
+        if matches!(moved, Moved::Done { .. }) {
+            store::send_message(tx, task.as_str(), Author::Operator, kind, &text)?;
+        }
+        Ok(moved)
+    })
+    .map_err(|e| db_error(project, &e))?;
+    match moved {
+        Moved::Done { .. } => {}
+        Moved::NoSuchTask => {
+            return Err(CliError::Runtime(format!(
                 "{task} is not in orchestration_tasks."
             )));
         }
-        Some(s) if s != from => {
-            return Err(CommandError::Runtime(format!(
+        Moved::WrongState(s) => {
+            return Err(CliError::Runtime(format!(
                 "{task} is {s}, not {from}; nothing changed. Look at it in the dashboard first."
             )));
         }
-        Some(_) => {}
     }
-    tx.execute(
-        "UPDATE orchestration_tasks SET state = ?2, last_heartbeat = datetime('now') WHERE task_id = ?1",
-        params![task.as_str(), to],
-    )
-    .map_err(db_err)?;
-    let text = message.unwrap_or_else(|| "Approved.".into());
-    tx.execute(
-        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'operator', ?2, ?3)",
-        params![task.as_str(), text, kind],
-    )
-    .map_err(db_err)?;
-    tx.commit().map_err(db_err)?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "state": to, "prev_state": from}),
@@ -187,31 +176,21 @@ fn review(
     Ok(0)
 }
 
-fn instruct(
-    project: &Project,
-    task: &TaskId,
-    text: &str,
-    as_json: bool,
-) -> Result<u8, CommandError> {
-    let conn = open(project)?;
-    let exists: bool = conn
-        .query_row(
-            "SELECT count(*) FROM orchestration_tasks WHERE task_id = ?1",
-            [task.as_str()],
-            |r| r.get::<_, i64>(0),
-        )
-        .map(|n| n > 0)
-        .map_err(|e| CommandError::Runtime(format!("database: {e}")))?;
-    if !exists {
-        return Err(CommandError::Runtime(format!(
+fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Result<u8, CliError> {
+    let mut conn = open(project)?;
+    let sent = store::write(&mut conn, |tx| {
+        if store::task_state(tx, task.as_str())?.is_none() {
+            return Ok(false);
+        }
+        store::send_message(tx, task.as_str(), Author::Operator, "instruction", text)?;
+        Ok(true)
+    })
+    .map_err(|e| db_error(project, &e))?;
+    if !sent {
+        return Err(CliError::Runtime(format!(
             "{task} is not in orchestration_tasks."
         )));
     }
-    conn.execute(
-        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'operator', ?2, 'instruction')",
-        params![task.as_str(), text],
-    )
-    .map_err(|e| CommandError::Runtime(format!("database: {e}")))?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "message_type": "instruction"}),
@@ -251,20 +230,22 @@ fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
 }
 
 /// The Musician window's process, from its PID file, if it is running.
-fn window(project: &Project, task: &TaskId) -> Result<ProcessId, CommandError> {
+fn window(project: &Project, task: &TaskId) -> Result<ProcessId, CliError> {
     let file = project.temp.join(format!("musician-{task}.pid"));
     let text = std::fs::read_to_string(&file).map_err(|e| {
-        CommandError::Runtime(format!(
+        CliError::Runtime(format!(
             "cannot read {} ({e}); maestro only signals windows it can identify.",
             file.display()
         ))
     })?;
-    let pid: i32 =
-        text.trim().parse().ok().filter(|p| *p > 1).ok_or_else(|| {
-            CommandError::Runtime(format!("{} does not hold a PID.", file.display()))
-        })?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+        .ok_or_else(|| CliError::Runtime(format!("{} does not hold a PID.", file.display())))?;
     if !procs::is_alive(pid) {
-        return Err(CommandError::Runtime(format!(
+        return Err(CliError::Runtime(format!(
             "{task}'s window (PID {pid}) is not running."
         )));
     }
@@ -277,10 +258,10 @@ fn signal(
     sig: Signal,
     done: &str,
     as_json: bool,
-) -> Result<u8, CommandError> {
+) -> Result<u8, CliError> {
     let p = window(project, task)?;
     kill(Pid::from_raw(p.pid), sig)
-        .map_err(|e| CommandError::Runtime(format!("cannot signal PID {}: {e}", p.pid)))?;
+        .map_err(|e| CliError::Runtime(format!("cannot signal PID {}: {e}", p.pid)))?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "pid": p.pid, "action": done}),
@@ -289,12 +270,12 @@ fn signal(
     Ok(0)
 }
 
-fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, CommandError> {
+fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, CliError> {
     let p = window(project, task)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CommandError::Runtime(e.to_string()))?;
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
     // A frozen window cannot act on SIGTERM: let it run again first.
     let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
     let outcome = rt.block_on(procs::guarded_kill(p, Duration::from_secs(5)));
@@ -313,7 +294,7 @@ fn relaunch(
     settings: &Settings,
     task: &TaskId,
     as_json: bool,
-) -> Result<u8, CommandError> {
+) -> Result<u8, CliError> {
     let session: Option<String> = open(project)?
         .query_row(
             "SELECT session_id FROM orchestration_tasks WHERE task_id = ?1",
@@ -321,13 +302,13 @@ fn relaunch(
             |r| r.get(0),
         )
         .optional()
-        .map_err(|e| CommandError::Runtime(format!("database: {e}")))?
+        .map_err(|e| CliError::Runtime(format!("database: {e}")))?
         .flatten()
-        .filter(|s: &String| crate::core::watchdog::checks::valid_session_id(s));
+        .filter(|s: &String| crate::core::domain::souffleur::valid_session_id(s));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| CommandError::Runtime(e.to_string()))?;
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
     let old = window(project, task).ok();
     if let Some(p) = old {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
@@ -352,18 +333,38 @@ fn relaunch(
     ]);
     let argv = launcher.claude_window(&format!("Musician {task}"), &args);
     let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
-        CommandError::Runtime(format!(
+        CliError::Runtime(format!(
             "{e}. Check `[launch] terminal` in the configuration."
         ))
     })?;
     write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
-        .map_err(CommandError::Runtime)?;
+        .map_err(CliError::Runtime)?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task, "old_pid": old.map(|p| p.pid), "pid": new.pid, "resumed_session": session}),
         &format!("{task}: relaunched (PID {})", new.pid),
     );
     Ok(0)
+}
+
+/// A failed write, naming the file and what to do about it.
+fn db_error(project: &Project, e: &rusqlite::Error) -> CliError {
+    use rusqlite::ErrorCode;
+    let fix = match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "another process held the write lock for too long; try again in a moment"
+        }
+        Some(ErrorCode::ReadOnly) => "make the file (and its folder) writable for this user",
+        Some(ErrorCode::DiskFull) => "free some disk space and try again",
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            "the file is damaged; restore it from a backup or start a new orchestration"
+        }
+        _ => "check the file and try again",
+    };
+    CliError::Runtime(format!(
+        "cannot write to {} ({e}); nothing was changed. Fix: {fix}.",
+        project.db.display()
+    ))
 }
 
 fn report(as_json: bool, value: &serde_json::Value, text: &str) {

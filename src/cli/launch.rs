@@ -3,26 +3,27 @@
 
 use std::path::Path;
 
+use crate::cli::CliError;
+use crate::cli::project::Project;
 use crate::core::recovery::launch::{fill, find_program};
-
-use crate::project::Project;
 use crate::settings::Settings;
 
 pub fn open_dashboard(
     project: &Project,
     settings: &Settings,
     config: Option<&Path>,
-) -> Result<(), String> {
+) -> Result<(), CliError> {
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let title = format!("maestro: {}", project.name());
     let mut argv = fill(&settings.launch.terminal, &root, &title);
     let program = argv.remove(0);
     if find_program(&program).is_none() {
-        return Err(format!(
+        return Err(CliError::Runtime(format!(
             "{program} was not found on PATH, so maestro cannot open a window. Install kitty, set `[launch] terminal` in the configuration to your terminal's argv, or run `maestro` in this terminal."
-        ));
+        )));
     }
-    let me = std::env::current_exe().map_err(|e| format!("cannot find maestro's own path: {e}"))?;
+    let me = std::env::current_exe()
+        .map_err(|e| CliError::Runtime(format!("cannot find maestro's own path: {e}")))?;
     argv.push(me.display().to_string());
     argv.push("--project".into());
     argv.push(root.display().to_string());
@@ -36,7 +37,7 @@ pub fn open_dashboard(
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start {program}: {e}"))?;
+        .map_err(|e| CliError::Runtime(format!("cannot start {program}: {e}")))?;
     println!("opened {title} in a new {program} window");
     Ok(())
 }

@@ -1,6 +1,8 @@
 //! Domain vocabulary shared by every part of maestro: task ids, task states, log
 //! kinds, anomalies. Pure data; nothing here does I/O.
 
+pub mod souffleur;
+
 use std::fmt;
 use std::sync::LazyLock;
 

@@ -8,20 +8,21 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cli::{SentinelAction, StepAction};
+use crate::cli::CliError;
+use crate::cli::args::{SentinelAction, StepAction};
+use crate::cli::project::Project;
+use crate::core::paths::definitions_dir;
 use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
-use crate::core::pipeline::host::{definitions_dir, host_files, request, valid_name};
+use crate::core::pipeline::host::{request, valid_name};
 use crate::core::pipeline::spec::{parse_definition, parse_step};
-use crate::project::{CommandError, Project, data_dir};
 
-use CommandError::{Runtime, Usage};
+use CliError::{Runtime, Usage};
 
 const NO_HOST: &str = "no maestro is running this project's pipelines; start `maestro` or `maestro --no-tui` in the project first";
 
-pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<(), CommandError> {
+pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<(), CliError> {
     let dir = definitions_dir(&project.root);
-    let socket = data_dir().map(|d| host_files(&d.join("locks"), &project.root).1);
-    let ask = |req: Value| socket.as_deref().and_then(|s| request(s, &req));
+    let ask = |req: Value| request(&project.root, &req);
     match action {
         SentinelAction::List => {
             let answer = ask(json!({"op": "list"}))
@@ -83,7 +84,7 @@ fn edit(
     step: &StepAction,
     as_json: bool,
     ask: &dyn Fn(Value) -> Option<Value>,
-) -> Result<(), CommandError> {
+) -> Result<(), CliError> {
     let name = match step {
         StepAction::List { name }
         | StepAction::Add { name, .. }
@@ -101,7 +102,7 @@ fn edit(
                 path.display()
             ))
         })?;
-    let parse_new = |text: &str, index: usize| -> Result<Value, CommandError> {
+    let parse_new = |text: &str, index: usize| -> Result<Value, CliError> {
         let v: Value = serde_json::from_str(text).map_err(|e| Usage(format!("the step is not JSON ({e}); pass one object like '{{\"type\":\"command\",\"command\":\"cargo\"}}'.")))?;
         parse_step(&v, &format!("steps[{index}]"))
             .map_err(|e| Usage(format!("the step is refused: {e}")))?;
@@ -166,7 +167,7 @@ fn edit(
     finish(&answer, as_json, &format!("{name}: {what}"))
 }
 
-fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CommandError> {
+fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CliError> {
     let ok = answer["ok"] == true;
     let detail = answer["detail"].as_str().unwrap_or_default();
     if as_json {
@@ -184,7 +185,7 @@ fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CommandError>
     }
 }
 
-fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CommandError> {
+fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CliError> {
     if valid_name(name) {
         definition_file(dir, name).map_err(Runtime)
     } else {
@@ -194,7 +195,7 @@ fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CommandError> {
     }
 }
 
-fn read(path: &Path) -> Result<Value, CommandError> {
+fn read(path: &Path) -> Result<Value, CliError> {
     read_definition(path).map_err(Runtime)
 }
 

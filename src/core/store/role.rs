@@ -1,36 +1,29 @@
-//! The Souffleur role's reads and writes on `comms.db`. Each layer (router, watcher,
+//! The Souffleur role's reads and writes on `comms.db` (the writes are the store's). Each layer (router, watcher,
 //! teammate) opens its own connection, so a layer that cannot reach the database fails
 //! on its own. Calls run on tokio's blocking pool: a busy database never stalls the
 //! event loop.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension};
 
+use crate::core::domain::souffleur::ConductorView;
 use crate::core::schema;
-use crate::core::watchdog::checks::ConductorView;
+use crate::core::store::{self, Author};
 
 #[derive(Clone)]
 pub struct RoleDb {
     conn: Arc<Mutex<Connection>>,
-    /// `warning` where the CHECK admits it, else `system`.
-    warning_type: &'static str,
 }
 
 impl RoleDb {
     pub fn open(path: &Path) -> Result<Self, String> {
         let conn = schema::open(path).map_err(|e| e.to_string())?;
         schema::verify(&conn, path).map_err(|e| e.to_string())?;
-        let warning_type = if schema::message_type_allowed(&conn, "warning").unwrap_or(false) {
-            "warning"
-        } else {
-            "system"
-        };
         Ok(Self {
             conn: Arc::new(Mutex::new(conn)),
-            warning_type,
         })
     }
 
@@ -51,25 +44,13 @@ impl RoleDb {
 
     /// Sets the `souffleur` row's state (and, as every writer must, its heartbeat).
     pub async fn set_souffleur_state(&self, state: &'static str) -> Result<(), String> {
-        self.with(move |c| {
-            c.execute(
-                "UPDATE orchestration_tasks SET state = ?1, last_heartbeat = datetime('now') WHERE task_id = 'souffleur'",
-                [state],
-            )
-            .map(drop)
-        })
-        .await
+        self.with(move |c| store::set_state(c, "souffleur", state).map(drop))
+            .await
     }
 
     pub async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
-        self.with(|c| {
-            c.execute(
-                "UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'souffleur'",
-                [],
-            )
-            .map(drop)
-        })
-        .await
+        self.with(|c| store::refresh_heartbeat(c, "souffleur").map(drop))
+            .await
     }
 
     pub async fn souffleur_row_exists(&self) -> Result<bool, String> {
@@ -139,19 +120,8 @@ impl RoleDb {
         kind: &'static str,
         text: String,
     ) -> Result<(), String> {
-        let kind = if kind == "warning" {
-            self.warning_type
-        } else {
-            kind
-        };
-        self.with(move |c| {
-            c.execute(
-                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, 'souffleur', ?2, ?3)",
-                params![task, text, kind],
-            )
-            .map(drop)
-        })
-        .await
+        self.with(move |c| store::send_message(c, task, Author::Souffleur, kind, &text).map(drop))
+            .await
     }
 
     pub async fn max_message_id(&self) -> Result<i64, String> {
@@ -191,24 +161,4 @@ impl RoleDb {
         })
         .await
     }
-}
-
-/// Where the transcript of a session lives: `<projects>/*/<session>*.jsonl`.
-pub fn find_transcript(projects_dir: &Path, session: &str) -> Option<PathBuf> {
-    let mut found: Vec<PathBuf> = std::fs::read_dir(projects_dir)
-        .ok()?
-        .filter_map(Result::ok)
-        .filter(|e| e.path().is_dir())
-        .filter_map(|dir| std::fs::read_dir(dir.path()).ok())
-        .flat_map(|entries| entries.filter_map(Result::ok))
-        .map(|e| e.path())
-        .filter(|p| {
-            p.extension().is_some_and(|e| e == "jsonl")
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(session))
-        })
-        .collect();
-    found.sort();
-    found.pop()
 }

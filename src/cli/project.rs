@@ -3,7 +3,8 @@
 
 use std::path::PathBuf;
 
-use crate::cli::GlobalArgs;
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
 use crate::core::runtime::CoreConfig;
 use crate::settings::{Overrides, Settings, config_path};
 
@@ -14,23 +15,18 @@ pub struct Project {
     pub temp: PathBuf,
 }
 
-/// A usage or configuration problem: exit status 2, one paragraph, nothing written.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct UsageError(pub String);
-
 impl Project {
-    pub fn from_args(args: &GlobalArgs) -> Result<Self, UsageError> {
+    pub fn from_args(args: &GlobalArgs) -> Result<Self, CliError> {
         let root = match &args.project {
             Some(p) => p.clone(),
             None => std::env::current_dir().map_err(|e| {
-                UsageError(format!(
+                CliError::Usage(format!(
                     "cannot read the current directory ({e}); pass --project DIR."
                 ))
             })?,
         };
         if !root.is_dir() {
-            return Err(UsageError(format!(
+            return Err(CliError::Usage(format!(
                 "the project folder {} does not exist or is not a folder. Pass --project with the folder that holds comms.db and temp/.",
                 root.display()
             )));
@@ -66,8 +62,7 @@ impl Project {
         settings: &Settings,
         events: tokio::sync::mpsc::Sender<crate::core::event::CoreEvent>,
     ) -> Option<crate::core::pipeline::host::HostHandle> {
-        let lock_dir = data_dir()?.join("locks");
-        crate::core::pipeline::host::start(&self.root, &lock_dir, settings.llm.clone(), events)
+        crate::core::pipeline::host::start(&self.root, settings.llm.clone(), events)
     }
 
     /// The project's name for titles: its folder name.
@@ -79,23 +74,14 @@ impl Project {
     }
 }
 
-/// How a subcommand failed, which decides the exit status.
-#[derive(Debug)]
-pub enum CommandError {
-    /// Bad arguments or a refused confirmation: exit 2.
-    Usage(String),
-    /// The database, a process or a running maestro said no: exit 1.
-    Runtime(String),
-}
-
 /// Asks before a destructive action: on a terminal, y/N; without one, `--yes` is needed.
-pub fn confirm(question: &str, yes: bool) -> Result<(), CommandError> {
+pub fn confirm(question: &str, yes: bool) -> Result<(), CliError> {
     use std::io::IsTerminal;
     if yes {
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(CommandError::Usage(format!(
+        return Err(CliError::Usage(format!(
             "{question} This is destructive: pass --yes to confirm without a terminal."
         )));
     }
@@ -105,17 +91,12 @@ pub fn confirm(question: &str, yes: bool) -> Result<(), CommandError> {
     if matches!(answer.trim(), "y" | "Y" | "yes") {
         Ok(())
     } else {
-        Err(CommandError::Usage("not confirmed; nothing done.".into()))
+        Err(CliError::Usage("not confirmed; nothing done.".into()))
     }
 }
 
-/// maestro's own data directory (locks, sockets, trimmed exports).
-pub fn data_dir() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
-}
-
 /// Reads the configuration file (if any) and applies the flags.
-pub fn load_settings(args: &GlobalArgs) -> Result<Settings, UsageError> {
+pub fn load_settings(args: &GlobalArgs) -> Result<Settings, CliError> {
     let overrides = Overrides {
         stall_after: args.stall_after,
         spike_threshold: args.spike_threshold,
@@ -127,7 +108,7 @@ pub fn load_settings(args: &GlobalArgs) -> Result<Settings, UsageError> {
     let text = match config_path(args.config.as_deref()) {
         Some((path, _)) => Some((
             std::fs::read_to_string(&path).map_err(|e| {
-                UsageError(format!(
+                CliError::Usage(format!(
                     "cannot read the configuration file {} ({e}). Fix the path given to --config or MAESTRO_CONFIG, or remove it to use the defaults.",
                     path.display()
                 ))
@@ -140,5 +121,5 @@ pub fn load_settings(args: &GlobalArgs) -> Result<Settings, UsageError> {
         text.as_ref().map(|(t, p)| (p.as_path(), t.as_str())),
         &overrides,
     )
-    .map_err(|e| UsageError(e.0))
+    .map_err(|e| CliError::Usage(e.0))
 }

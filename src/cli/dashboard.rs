@@ -1,0 +1,49 @@
+//! `maestro` with no subcommand: the core plus the dashboard, and the pipeline host
+//! when no other maestro runs this project's pipelines.
+
+use std::process::ExitCode;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::project::Project;
+use crate::cli::{CliError, headless};
+use crate::core::clock::Clock;
+use crate::core::runtime;
+use crate::settings::Settings;
+use crate::tui::{PipelineAccess, TuiConfig};
+
+/// Opens the dashboard until the operator quits or a signal arrives.
+pub fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitCode, CliError> {
+    let mut tui =
+        TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
+    tui.pipelines = Some(PipelineAccess::for_project(&project.root));
+    require_terminal()?;
+    crate::cli::runtime()?.block_on(present(project, settings, tui))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Result<(), CliError> {
+    let config = runtime::CoreConfig {
+        forward_logs: true,
+        ..project.core_config(settings)
+    };
+    let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
+    let _pipelines = project.host_pipelines(settings, core.events.clone());
+    let stop = CancellationToken::new();
+    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    let result = crate::tui::run(&mut core, tui, stop).await;
+    core.shutdown().await;
+    result.map_err(CliError::Runtime)
+}
+
+/// The dashboard needs a terminal on both ends; say how to run without one.
+pub fn require_terminal() -> Result<(), CliError> {
+    use std::io::IsTerminal;
+    if std::io::stdout().is_terminal() && std::io::stdin().is_terminal() {
+        Ok(())
+    } else {
+        Err(CliError::Usage(
+            "the dashboard needs a terminal, and stdin or stdout is not one. Run with --no-tui for headless output.".into(),
+        ))
+    }
+}

@@ -1,0 +1,153 @@
+//! The command line: argument definitions (`args`), the one error type and its exit
+//! codes (`error`), and one file per verb family. [`main`] is what `main.rs` calls.
+//!
+//! Exit status: 0 ok, 1 runtime failure, 2 usage/config (CONTRACT.md).
+
+pub mod args;
+pub mod conductor;
+pub mod dashboard;
+pub mod doctor;
+pub mod error;
+pub mod headless;
+pub mod launch;
+pub mod project;
+pub mod sentinel;
+pub mod souffleur;
+pub mod task;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use time::UtcOffset;
+
+use crate::core::clock::Clock;
+use crate::core::schema;
+use crate::settings::DEFAULT_TOML;
+use crate::tui::TuiConfig;
+use args::{Cli, Command, ConfigCommand};
+pub use error::CliError;
+use project::{Project, load_settings};
+
+/// Parses the command line, runs what it asks, and maps the outcome to an exit status.
+pub fn main() -> ExitCode {
+    // Read before any thread exists: the local offset cannot be read reliably later.
+    let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let _ = color_eyre::install();
+    match dispatch(&cli, Clock::system(local_offset)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("maestro: {}", crate::core::text::printable(&e.to_string()));
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
+    let global = &cli.global;
+    match &cli.command {
+        Some(Command::Config(ConfigCommand::Default)) => {
+            print!("{DEFAULT_TOML}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Init) => {
+            let project = Project::from_args(global)?;
+            schema::init_database(&project.db).map_err(error::runtime)?;
+            if global.json {
+                println!("{}", serde_json::json!({"ok": true, "db": project.db}));
+            } else {
+                println!("created {}", project.db.display());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Doctor) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global);
+            Ok(doctor::run(&project, settings.as_ref(), global.json))
+        }
+        Some(Command::Task(task)) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            let code = task::run(&project, &settings, task, global.json, global.yes)?;
+            Ok(ExitCode::from(code))
+        }
+        Some(Command::Sentinel(action)) => {
+            let project = Project::from_args(global)?;
+            sentinel::run(&project, action, global.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Conductor(c)) => {
+            let project = Project::from_args(global)?;
+            conductor::run(&project, &c.action, global.yes, global.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Souffleur(args)) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            let invocation = args.invocation.join(" ");
+            souffleur::run(&project, &settings, global, invocation, clock)
+        }
+        Some(Command::Launch) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            launch::open_dashboard(&project, &settings, global.config.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Demo(demo)) => {
+            let settings = load_settings(global)?;
+            if !global.no_tui {
+                // Checked before anything is created.
+                TuiConfig::from_settings(String::new(), &settings, clock)
+                    .map_err(CliError::Usage)?;
+                dashboard::require_terminal()?;
+            }
+            runtime()?
+                .block_on(crate::demo::run(
+                    demo.clone(),
+                    global.clone(),
+                    settings,
+                    clock,
+                ))
+                .map_err(CliError::Runtime)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        None if global.souffleur => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            let (Some(pid), Some(session)) = (global.conductor_pid, &global.session_id) else {
+                return Err(CliError::Usage(
+                    "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
+                ));
+            };
+            let invocation = format!("PID:{pid} SESSION_ID:{session}");
+            souffleur::run(&project, &settings, global, invocation, clock)
+        }
+        None => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            if global.no_tui {
+                runtime()?.block_on(headless::run(&project, &settings, global, clock))
+            } else {
+                dashboard::run(&project, &settings, clock)
+            }
+        }
+    }
+}
+
+/// The single-threaded runtime every long-running mode uses.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))
+}

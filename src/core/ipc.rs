@@ -1,0 +1,56 @@
+//! The control sockets' plumbing, shared by the Souffleur role and the pipeline host:
+//! bind a socket only its owner can use, refuse a peer of another uid, and the
+//! one-line request/answer client the subcommands use.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::time::Duration;
+
+use tokio::net::UnixListener;
+
+/// Binds a control socket with owner-only permissions. The caller holds the service's
+/// lock, so a socket file already there is a stale one from a crashed process.
+pub fn bind_owner_only(path: &Path) -> Result<UnixListener, String> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
+        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot make {} private: {e}", path.display()))?;
+    Ok(listener)
+}
+
+/// Whether the process at the other end runs as the same user as this one.
+pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> bool {
+    let me = rustix::process::getuid().as_raw();
+    stream.peer_cred().is_ok_and(|c| c.uid() == me)
+}
+
+/// Why a request got no answer.
+#[derive(Debug)]
+pub enum RequestError {
+    /// Nothing listens at the path: the service is not running (or has no socket).
+    NotListening,
+    /// It listens but the exchange failed.
+    Failed(String),
+}
+
+/// Sends one line and reads one line back, waiting at most `timeout` for the answer.
+pub fn request_line(socket: &Path, line: &str, timeout: Duration) -> Result<String, RequestError> {
+    let mut stream = UnixStream::connect(socket).map_err(|_| RequestError::NotListening)?;
+    let _ = stream.set_read_timeout(Some(timeout));
+    stream
+        .write_all(format!("{line}\n").as_bytes())
+        .map_err(|e| RequestError::Failed(e.to_string()))?;
+    let mut answer = String::new();
+    BufReader::new(&stream)
+        .read_line(&mut answer)
+        .map_err(|e| RequestError::Failed(e.to_string()))?;
+    if answer.is_empty() {
+        return Err(RequestError::Failed(
+            "the connection closed without an answer".into(),
+        ));
+    }
+    Ok(answer)
+}

@@ -1,0 +1,240 @@
+//! Every name maestro gives a file of its own: its data directory, the project key,
+//! lock files, control sockets, the pipeline definitions folder, trimmed exports, the
+//! hold flag. Nobody else joins these names.
+//!
+//! Sockets live where sockets belong: `$XDG_RUNTIME_DIR/maestro/`, else a per-user
+//! `maestro-<uid>` folder in the temp dir that maestro creates with mode 0700 and
+//! checks the owner of. A Unix socket path must fit in `sun_path` (108 bytes with its
+//! NUL), so when a long folder would overflow it the name shrinks to a short hash, and
+//! when even that does not fit, `/tmp/maestro-<uid>` is used.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The longest socket path `bind` accepts on Linux (`sun_path` is 108 bytes with NUL).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+/// Which of maestro's per-project services a lock or socket belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Service {
+    /// The exclusive Souffleur role (`maestro conductor …` talks to it).
+    Souffleur,
+    /// The pipeline host (`maestro sentinel …` talks to it).
+    Pipelines,
+}
+
+impl Service {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Souffleur => "souffleur",
+            Self::Pipelines => "pipelines",
+        }
+    }
+}
+
+/// A project folder, canonicalised, and the stable key its files are named by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectKey {
+    pub root: PathBuf,
+    pub key: String,
+}
+
+impl ProjectKey {
+    /// The key is a 64-bit FNV-1a hash of the canonical path: stable across maestro
+    /// versions and processes, so two maestros of one project meet at one lock.
+    pub fn of(project: &Path) -> Self {
+        let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in root.as_os_str().as_encoded_bytes() {
+            hash ^= u64::from(*byte);
+            hash = hash.wrapping_mul(0x0100_0000_01b3);
+        }
+        Self {
+            root,
+            key: format!("{hash:016x}"),
+        }
+    }
+}
+
+/// maestro's own data directory (locks, trimmed exports, hold flags).
+pub fn data_dir() -> Option<PathBuf> {
+    directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
+}
+
+fn data_dir_or_err() -> Result<PathBuf, String> {
+    data_dir().ok_or_else(|| {
+        "cannot find maestro's data directory: set HOME (or XDG_DATA_HOME) and try again."
+            .to_owned()
+    })
+}
+
+/// Where a service's exclusive lock for a project lives.
+pub fn lock_file(service: Service, project: &ProjectKey) -> Result<PathBuf, String> {
+    Ok(data_dir_or_err()?
+        .join("locks")
+        .join(format!("{}-{}.lock", service.name(), project.key)))
+}
+
+/// Where trimmed transcript exports are written.
+pub fn exports_dir() -> Result<PathBuf, String> {
+    Ok(data_dir_or_err()?.join("exports"))
+}
+
+/// The file whose presence means "the operator holds recoveries" for a project.
+pub fn hold_file(project: &ProjectKey) -> Result<PathBuf, String> {
+    Ok(data_dir_or_err()?
+        .join("holds")
+        .join(format!("{}.hold", project.key)))
+}
+
+/// `<project>/.maestro/sentinels`: the pipeline definitions.
+pub fn definitions_dir(project: &Path) -> PathBuf {
+    project.join(".maestro").join("sentinels")
+}
+
+/// Where a service of a project listens. Creates (and checks) the socket folder.
+pub fn socket_path(service: Service, project: &ProjectKey) -> Result<PathBuf, String> {
+    socket_path_in(
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        &std::env::temp_dir(),
+        service,
+        project,
+    )
+}
+
+/// [`socket_path`] with the environment passed in, for tests.
+pub fn socket_path_in(
+    runtime_dir: Option<PathBuf>,
+    temp_dir: &Path,
+    service: Service,
+    project: &ProjectKey,
+) -> Result<PathBuf, String> {
+    let uid = rustix::process::getuid().as_raw();
+    let mut candidates = Vec::new();
+    if let Some(run) = runtime_dir.filter(|d| d.is_absolute() && d.is_dir()) {
+        candidates.push(run.join("maestro"));
+    }
+    candidates.push(temp_dir.join(format!("maestro-{uid}")));
+    candidates.push(PathBuf::from(format!("/tmp/maestro-{uid}")));
+    let long = format!("{}-{}.sock", service.name(), project.key);
+    let short = format!("{}{}.sock", &service.name()[..1], &project.key[..12]);
+    let mut last_problem = None;
+    for dir in candidates {
+        for name in [&long, &short] {
+            let path = dir.join(name);
+            if path.as_os_str().len() > MAX_SOCKET_PATH {
+                continue;
+            }
+            match private_dir(&dir, uid) {
+                Ok(()) => return Ok(path),
+                Err(e) => {
+                    last_problem = Some(e);
+                    break;
+                }
+            }
+        }
+    }
+    Err(last_problem.unwrap_or_else(|| {
+        format!(
+            "no folder gives a socket path shorter than {} bytes; set XDG_RUNTIME_DIR to a short folder such as /run/user/{uid}.",
+            MAX_SOCKET_PATH + 1
+        )
+    }))
+}
+
+/// Creates `dir` with mode 0700 if missing; refuses one another user owns or can enter.
+fn private_dir(dir: &Path, uid: u32) -> Result<(), String> {
+    if let Err(e) = std::fs::create_dir(dir)
+        && e.kind() != std::io::ErrorKind::AlreadyExists
+    {
+        return Err(format!("cannot create {} ({e}).", dir.display()));
+    }
+    let meta = std::fs::symlink_metadata(dir)
+        .map_err(|e| format!("cannot read {} ({e}).", dir.display()))?;
+    if !meta.is_dir() {
+        return Err(format!(
+            "{} is not a folder; remove it so maestro can keep its sockets there.",
+            dir.display()
+        ));
+    }
+    if meta.uid() != uid {
+        return Err(format!(
+            "{} belongs to uid {}, not to you (uid {uid}); another user could reach maestro's sockets there. Remove it or set XDG_RUNTIME_DIR.",
+            dir.display(),
+            meta.uid()
+        ));
+    }
+    if meta.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| format!("cannot make {} private ({e}).", dir.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project() -> ProjectKey {
+        ProjectKey {
+            root: PathBuf::from("/p"),
+            key: "0123456789abcdef".into(),
+        }
+    }
+
+    #[test]
+    fn the_key_is_stable_and_names_the_canonical_folder() {
+        let a = ProjectKey::of(Path::new("/nonexistent/project"));
+        assert_eq!(a, ProjectKey::of(Path::new("/nonexistent/project")));
+        assert_eq!(a.key.len(), 16);
+        assert_ne!(a.key, ProjectKey::of(Path::new("/nonexistent/other")).key);
+    }
+
+    #[test]
+    fn sockets_go_to_the_runtime_dir_when_there_is_one() {
+        let run = tempfile::tempdir().expect("tempdir");
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let p = socket_path_in(
+            Some(run.path().to_path_buf()),
+            tmp.path(),
+            Service::Souffleur,
+            &project(),
+        )
+        .expect("path");
+        assert_eq!(
+            p,
+            run.path().join("maestro/souffleur-0123456789abcdef.sock")
+        );
+        let mode = std::fs::metadata(run.path().join("maestro"))
+            .expect("dir")
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
+
+    #[test]
+    fn a_deep_folder_gives_a_short_path_that_fits() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let deep = base.path().join("x".repeat(60)).join("y".repeat(60));
+        std::fs::create_dir_all(&deep).expect("mkdir");
+        let p = socket_path_in(Some(deep.clone()), &deep, Service::Pipelines, &project())
+            .expect("path");
+        assert!(p.as_os_str().len() <= MAX_SOCKET_PATH, "{}", p.display());
+        let uid = rustix::process::getuid().as_raw();
+        assert!(
+            p.starts_with(format!("/tmp/maestro-{uid}")),
+            "{}",
+            p.display()
+        );
+    }
+
+    #[test]
+    fn a_folder_open_to_others_is_made_private() {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let uid = rustix::process::getuid().as_raw();
+        let dir = tmp.path().join(format!("maestro-{uid}"));
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        socket_path_in(None, tmp.path(), Service::Souffleur, &project()).expect("path");
+        assert_eq!(std::fs::metadata(&dir).expect("dir").mode() & 0o777, 0o700);
+    }
+}

@@ -1,0 +1,267 @@
+//! Every write maestro makes to the orchestration database goes through here: send a
+//! message, move a task from one state to another, refresh a heartbeat, record a retry.
+//! Each follows PROTOCOL.md §1 once for everyone: a state change refreshes
+//! `last_heartbeat`, a message always names its type, `warning` becomes `system` where
+//! the table's CHECK does not admit it. [`write`] runs a group of them as one
+//! `BEGIN IMMEDIATE` transaction, which waits for a busy database instead of failing.
+//!
+//! The functions take a `&Connection`, so they run alone or inside [`write`]'s
+//! transaction alike. `role` is the Souffleur's async handle over the same writes.
+
+pub mod role;
+
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+
+use crate::core::schema;
+
+/// How long a write waits for other writers before it gives up.
+pub const WRITE_BUSY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Who a message is from, as `from_session` says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Author<'a> {
+    /// The human at maestro. Written as the Conductor (`task-00`), because the
+    /// Musicians' documented queries read only the Conductor's messages; the text
+    /// says it came from the operator.
+    Operator,
+    Souffleur,
+    Sentinel,
+    /// Any session by its id (the demo plays the sessions).
+    Session(&'a str),
+}
+
+/// The mark an operator's message text starts with.
+pub const OPERATOR_MARK: &str = "[operator via maestro] ";
+
+impl<'a> Author<'a> {
+    fn session(self) -> &'a str {
+        match self {
+            Self::Operator => "task-00",
+            Self::Souffleur => "souffleur",
+            Self::Sentinel => "sentinel",
+            Self::Session(s) => s,
+        }
+    }
+}
+
+/// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
+/// a busy database is waited for (`SQLite` does not call the busy handler when a deferred
+/// read upgrades to a write) and nothing is half-written if any step fails.
+pub fn write<T>(
+    conn: &mut Connection,
+    f: impl FnOnce(&Transaction<'_>) -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    conn.busy_timeout(WRITE_BUSY_TIMEOUT)?;
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let value = f(&tx)?;
+    tx.commit()?;
+    Ok(value)
+}
+
+/// `warning` where the table's CHECK admits it, else `system` (PROTOCOL.md §1).
+pub fn warning_type(conn: &Connection) -> &'static str {
+    if schema::message_type_allowed(conn, "warning").unwrap_or(false) {
+        "warning"
+    } else {
+        "system"
+    }
+}
+
+/// Inserts a message; returns its id. `kind` `warning` falls back to `system` where the
+/// table does not admit it. An operator's text is marked as such.
+pub fn send_message(
+    conn: &Connection,
+    task: &str,
+    author: Author<'_>,
+    kind: &str,
+    text: &str,
+) -> rusqlite::Result<i64> {
+    let kind = if kind == "warning" {
+        warning_type(conn)
+    } else {
+        kind
+    };
+    let text = if author == Author::Operator && !text.starts_with(OPERATOR_MARK) {
+        format!("{OPERATOR_MARK}{text}")
+    } else {
+        text.to_owned()
+    };
+    conn.execute(
+        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES (?1, ?2, ?3, ?4)",
+        params![task, author.session(), text, kind],
+    )?;
+    Ok(conn.last_insert_rowid())
+}
+
+/// Sets a task's state and refreshes its heartbeat; false when there is no such row.
+pub fn set_state(conn: &Connection, task: &str, state: &str) -> rusqlite::Result<bool> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET state = ?2, last_heartbeat = datetime('now') WHERE task_id = ?1",
+        params![task, state],
+    )
+    .map(|n| n > 0)
+}
+
+/// What [`move_task`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Moved {
+    Done {
+        from: String,
+    },
+    NoSuchTask,
+    /// The task is in another state; nothing changed.
+    WrongState(String),
+}
+
+/// Moves a task to `to` if it is in one of `from`, refreshing its heartbeat.
+pub fn move_task(
+    conn: &Connection,
+    task: &str,
+    from: &[&str],
+    to: &str,
+) -> rusqlite::Result<Moved> {
+    let Some(state) = task_state(conn, task)? else {
+        return Ok(Moved::NoSuchTask);
+    };
+    if !from.contains(&state.as_str()) {
+        return Ok(Moved::WrongState(state));
+    }
+    set_state(conn, task, to)?;
+    Ok(Moved::Done { from: state })
+}
+
+/// A task's state, if the row exists.
+pub fn task_state(conn: &Connection, task: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT state FROM orchestration_tasks WHERE task_id = ?1",
+        [task],
+        |r| r.get::<_, Option<String>>(0),
+    )
+    .optional()
+    .map(|s| s.map(Option::unwrap_or_default))
+}
+
+/// Refreshes a task's heartbeat; false when there is no such row.
+pub fn refresh_heartbeat(conn: &Connection, task: &str) -> rusqlite::Result<bool> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = ?1",
+        [task],
+    )
+    .map(|n| n > 0)
+}
+
+/// Refreshes the heartbeat of every task that is not terminal, except `silent` ones.
+pub fn refresh_live_heartbeats(conn: &Connection, silent: &[String]) -> rusqlite::Result<()> {
+    let silent = serde_json::to_string(silent).unwrap_or_else(|_| "[]".into());
+    conn.execute(
+        "UPDATE orchestration_tasks SET last_heartbeat = datetime('now')
+         WHERE state NOT IN ('complete', 'exited') AND task_id NOT IN (SELECT value FROM json_each(?1))",
+        [silent],
+    )
+    .map(drop)
+}
+
+/// Counts one more retry of a task.
+pub fn record_retry(conn: &Connection, task: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET retry_count = coalesce(retry_count, 0) + 1 WHERE task_id = ?1",
+        [task],
+    )
+    .map(drop)
+}
+
+/// Creates a task row in `state`, or moves an existing one there (with its heartbeat).
+/// `working` stamps `started_at` the first time, `complete` stamps `completed_at`.
+pub fn put_task(conn: &Connection, task: &str, state: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, ?2, datetime('now'))
+         ON CONFLICT(task_id) DO UPDATE SET state = excluded.state, last_heartbeat = datetime('now')",
+        params![task, state],
+    )?;
+    match state {
+        "working" => conn.execute(
+            "UPDATE orchestration_tasks SET started_at = coalesce(started_at, datetime('now')) WHERE task_id = ?1",
+            [task],
+        )?,
+        "complete" => conn.execute(
+            "UPDATE orchestration_tasks SET completed_at = datetime('now') WHERE task_id = ?1",
+            [task],
+        )?,
+        _ => 0,
+    };
+    Ok(())
+}
+
+/// Records which session works a task (`musician-task-03-S2`).
+pub fn set_worked_by(conn: &Connection, task: &str, who: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET worked_by = ?2 WHERE task_id = ?1",
+        params![task, who],
+    )
+    .map(drop)
+}
+
+/// Records a task's last error (`context_exhaustion_warning`, …).
+pub fn set_last_error(conn: &Connection, task: &str, error: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET last_error = ?2 WHERE task_id = ?1",
+        params![task, error],
+    )
+    .map(drop)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn db() -> (tempfile::TempDir, Connection) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("comms.db");
+        schema::init_database(&path).expect("init");
+        let conn = schema::open(&path).expect("open");
+        (dir, conn)
+    }
+
+    #[test]
+    fn an_operator_message_reads_as_the_conductors_and_says_who_wrote_it() {
+        let (_dir, conn) = db();
+        let id = send_message(&conn, "task-03", Author::Operator, "instruction", "do it")
+            .expect("insert");
+        let (from, text): (String, String) = conn
+            .query_row(
+                "SELECT from_session, message FROM orchestration_messages WHERE id = ?1",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .expect("row");
+        assert_eq!(from, "task-00");
+        assert_eq!(text, format!("{OPERATOR_MARK}do it"));
+    }
+
+    #[test]
+    fn a_move_from_the_wrong_state_changes_nothing() {
+        let (_dir, mut conn) = db();
+        put_task(&conn, "task-03", "working").expect("put");
+        let moved = write(&mut conn, |tx| {
+            move_task(tx, "task-03", &["needs_review"], "review_approved")
+        })
+        .expect("write");
+        assert_eq!(moved, Moved::WrongState("working".into()));
+        assert_eq!(
+            task_state(&conn, "task-03").expect("read").as_deref(),
+            Some("working")
+        );
+        assert_eq!(
+            write(&mut conn, |tx| move_task(
+                tx,
+                "task-99",
+                &["working"],
+                "error"
+            ))
+            .expect("w"),
+            Moved::NoSuchTask
+        );
+    }
+}

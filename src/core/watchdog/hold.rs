@@ -1,0 +1,31 @@
+//! The operator's hold on recoveries, kept as a file in maestro's data directory so it
+//! outlives a role: set before a role starts, or kept across a role's crash and restart,
+//! until released.
+
+use crate::core::paths::{self, ProjectKey};
+
+/// Whether recoveries are held for the project (false when the flag cannot be read).
+pub fn is_held(project: &ProjectKey) -> bool {
+    paths::hold_file(project).is_ok_and(|p| p.exists())
+}
+
+/// Records a hold (`true`) or a release (`false`); returns the value recorded.
+pub fn set(project: &ProjectKey, held: bool) -> Result<bool, String> {
+    let path = paths::hold_file(project)?;
+    if held {
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+        }
+        std::fs::write(&path, format!("{}\n", project.root.display()))
+            .map_err(|e| format!("cannot record the hold in {} ({e}).", path.display()))?;
+    } else if let Err(e) = std::fs::remove_file(&path)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(format!(
+            "cannot clear the hold in {} ({e}).",
+            path.display()
+        ));
+    }
+    Ok(held)
+}

@@ -1,0 +1,220 @@
+//! Happenings into the dashboard state: log lines into scrollbacks, anomalies linked
+//! to the line that raised them, messages; plus the reads the panes make of them.
+
+use std::sync::Arc;
+
+use crate::core::domain::{AnomalyKind, LogKind, TaskId, context_percent};
+use crate::core::event::{Happening, MessageRow, What};
+use crate::core::snapshot::Snapshot;
+use crate::tui::app::scrollback::{AnomalyEntry, LogEntry, LogView, Scrollback};
+use crate::tui::app::state::{
+    ANOMALIES_KEPT, LINK_SCAN, MESSAGES_KEPT, Notification, Overlay, UiState, musicians,
+};
+
+impl UiState {
+    /// Takes one happening in; returns a notification to raise, if it deserves one.
+    pub fn ingest(&mut self, h: &Happening) -> Option<Notification> {
+        match &h.what {
+            What::Log {
+                task,
+                kind,
+                lines,
+                reset,
+            } => {
+                self.on_log(task, *kind, lines, *reset);
+                None
+            }
+            What::Anomaly(a) => {
+                let line = self.link_anomaly(&a.task_id, a.kind, &a.detail, a.spike.map(|s| s.1));
+                if self.anomalies.len() == ANOMALIES_KEPT {
+                    self.anomalies.pop_back();
+                }
+                self.anomalies.push_front(AnomalyEntry {
+                    at: h.at,
+                    task: a.task_id.clone(),
+                    kind: a.kind,
+                    detail: a.detail.clone(),
+                    line,
+                    unread: true,
+                });
+                // Keep the operator's selection on the same entry.
+                if self.selected_anomaly > 0 {
+                    self.selected_anomaly += 1;
+                }
+                Some(Notification {
+                    title: format!("{} {}", a.task_id, a.kind),
+                    body: format!("{} — press 3 then Enter to see the line", a.detail),
+                })
+            }
+            What::Message(m) => {
+                if self.messages.len() == MESSAGES_KEPT {
+                    self.messages.pop_front();
+                }
+                self.messages.push_back(m.clone());
+                None
+            }
+            What::Stale { task_id, age_s } => Some(Notification {
+                title: format!("{task_id} heartbeat stale"),
+                body: format!("no heartbeat for {age_s}s — press 1 to see the task"),
+            }),
+            What::Watchdog { reason, .. } => Some(Notification {
+                title: format!("watchdog: {reason}"),
+                body: "press 6 to see the watchdog".into(),
+            }),
+            What::Recovery(r) => Some(Notification {
+                title: format!("recovery {} {}", r.provider.as_str(), r.status.as_str()),
+                body: format!(
+                    "Conductor (S{}) — press 6 to see the watchdog",
+                    r.generation
+                ),
+            }),
+            What::Task { .. } | What::Error { .. } | What::RoleEnded | What::Pipeline(_) => None,
+        }
+    }
+
+    pub(crate) fn on_log(&mut self, task: &TaskId, kind: LogKind, lines: &[String], reset: bool) {
+        let log = self.logs.entry(task.clone()).or_default();
+        if reset {
+            // A truncated file starts over; what was shown stays until replaced.
+            if kind == LogKind::Status {
+                log.status.clear();
+            } else {
+                log.deviations.clear();
+            }
+        }
+        for line in lines {
+            let e = LogEntry {
+                kind,
+                text: Arc::from(line.as_str()),
+                anomaly: false,
+            };
+            match kind {
+                LogKind::Status => log.status.push(e.clone()),
+                LogKind::Deviations => log.deviations.push(e.clone()),
+            }
+            log.merged.push(e);
+        }
+        if self.log_task.as_ref() == Some(task) && !self.log_pos.follow {
+            let shown = matches!(
+                (self.log_view, kind),
+                (LogView::Merged, _)
+                    | (LogView::Status, LogKind::Status)
+                    | (LogView::Deviations, LogKind::Deviations)
+            );
+            if shown {
+                self.log_pos.new_lines += lines.len() as u64;
+            }
+        }
+    }
+
+    /// Finds (from the end, within a bounded window) the line an anomaly is about and
+    /// flags it in every view; returns its merged position.
+    pub(crate) fn link_anomaly(
+        &mut self,
+        task: &TaskId,
+        kind: AnomalyKind,
+        detail: &str,
+        spike_to: Option<u8>,
+    ) -> Option<u64> {
+        let log = self.logs.get_mut(task)?;
+        let quoted = detail.strip_prefix('"').and_then(|d| d.strip_suffix('"'));
+        let want_kind = if kind == AnomalyKind::HighDeviation {
+            LogKind::Deviations
+        } else {
+            LogKind::Status
+        };
+        let matches = |e: &LogEntry| {
+            e.kind == want_kind
+                && match kind {
+                    AnomalyKind::SelfCorrection | AnomalyKind::HighDeviation => {
+                        quoted.is_some_and(|q| &*e.text == q)
+                    }
+                    AnomalyKind::ContextSpike => context_percent(&e.text) == spike_to,
+                    AnomalyKind::Stalled => true,
+                }
+        };
+        let start = log
+            .merged
+            .start()
+            .max(log.merged.end().saturating_sub(LINK_SCAN as u64));
+        let at = (start..log.merged.end())
+            .rev()
+            .find(|&abs| {
+                log.merged
+                    .get(abs)
+                    .is_some_and(|e| matches(e) && !e.anomaly)
+            })
+            .or_else(|| {
+                (start..log.merged.end())
+                    .rev()
+                    .find(|&abs| log.merged.get(abs).is_some_and(&matches))
+            })?;
+        let text = log.merged.get(at).map(|e| e.text.clone())?;
+        if let Some(e) = log.merged.get_mut(at) {
+            e.anomaly = true;
+        }
+        let single = if want_kind == LogKind::Status {
+            &mut log.status
+        } else {
+            &mut log.deviations
+        };
+        let s_start = single
+            .start()
+            .max(single.end().saturating_sub(LINK_SCAN as u64));
+        if let Some(abs) = (s_start..single.end())
+            .rev()
+            .find(|&a| single.get(a).is_some_and(|e| e.text == text && !e.anomaly))
+            && let Some(e) = single.get_mut(abs)
+        {
+            e.anomaly = true;
+        }
+        Some(at)
+    }
+
+    /// The task whose log is shown.
+    pub fn current_log(&self) -> Option<&Scrollback> {
+        self.log_task
+            .as_ref()
+            .and_then(|t| self.logs.get(t))
+            .map(|l| l.view(self.log_view))
+    }
+
+    /// Messages passing the filters, newest first.
+    pub fn filtered_messages(&self) -> impl Iterator<Item = &MessageRow> {
+        self.messages.iter().rev().filter(|m| {
+            self.message_task_filter
+                .as_ref()
+                .is_none_or(|t| m.task_id.as_ref() == Some(t))
+                && self
+                    .message_type_filter
+                    .as_ref()
+                    .is_none_or(|t| m.message_type.as_ref() == Some(t))
+        })
+    }
+
+    pub fn unread_anomalies(&self) -> usize {
+        self.anomalies.iter().filter(|a| a.unread).count()
+    }
+
+    /// Keeps the selection valid against a new snapshot and points the Log pane at the
+    /// selected task.
+    pub fn sync_with(&mut self, snap: &Snapshot) {
+        let n = musicians(snap).count();
+        if n > 0 && self.selected_task >= n {
+            self.selected_task = n - 1;
+        }
+        if self.log_task.is_none()
+            && let Some(t) = musicians(snap).nth(self.selected_task)
+        {
+            self.log_task = TaskId::parse(t.id());
+        }
+    }
+
+    /// The message shown in the overlay, if any.
+    pub fn overlay_message(&self) -> Option<&MessageRow> {
+        match &self.overlay {
+            Some(Overlay::Message(id)) => self.messages.iter().find(|m| m.id == *id),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The dashboard's own state ([`UiState`]) and how it changes: `ingest` takes the hub's
+//! happenings (log lines, anomalies, messages), `update` takes an [`Action`] and returns
+//! the [`Effect`]s the loop must carry out. No terminal, no clock, no I/O here, so the
+//! key handling is tested on plain values.
+//!
+//! - `state`: [`UiState`] itself, the panes, the effects;
+//! - `scrollback`: the bounded per-task log views and the Log pane's position;
+//! - `ingest`: happenings in (log lines, anomalies linked to their lines, messages);
+//! - `update`: one [`Action`] in, [`Effect`]s out;
+//! - `navigation`: moving, scrolling, following, search, marks and copy;
+//! - `overlay`: help, message, confirmation, pipelines and the step editor.
+//!
+//! [`Action`]: crate::tui::action::Action
+
+mod ingest;
+mod navigation;
+mod overlay;
+pub mod scrollback;
+pub mod state;
+mod update;
+
+#[cfg(test)]
+mod tests;
+
+pub use scrollback::{
+    AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TaskLog,
+};
+pub use state::{Confirm, Effect, Notification, Overlay, Pane, UiState, musicians};

@@ -1,0 +1,250 @@
+//! Moving through panes and lines: selection, scrolling, following the end, search,
+//! anomaly jumps, marks and copy.
+
+use crate::core::domain::TaskId;
+use crate::core::snapshot::Snapshot;
+use crate::tui::app::scrollback::{LogEntry, LogView, Scrollback};
+use crate::tui::app::state::{Effect, Overlay, Pane, UiState, musicians};
+
+impl UiState {
+    /// Typing into the search prompt: `Some(c)` adds a character, `None` is backspace.
+    pub fn search_type(&mut self, c: Option<char>) {
+        if let Some(input) = &mut self.search_input {
+            match c {
+                Some(c) => input.push(c),
+                None => {
+                    input.pop();
+                }
+            }
+        }
+    }
+
+    /// Enter (true) or Esc (false) in the search prompt.
+    pub fn search_finish(&mut self, accept: bool) {
+        let Some(input) = self.search_input.take() else {
+            return;
+        };
+        if !accept || input.is_empty() {
+            return;
+        }
+        self.search = Some(input);
+        self.focus = Pane::Log;
+        if self.log_pos.follow {
+            self.unfollow();
+            // From the end: the newest match first.
+            if let Some(log) = self.current_log() {
+                self.log_pos.cursor = log.end();
+            }
+        }
+        self.search_step(false);
+    }
+
+    pub(crate) fn move_by(&mut self, snap: &Snapshot, delta: i64) {
+        let clamp = |cur: usize, len: usize| -> usize {
+            if len == 0 {
+                return 0;
+            }
+            let next = cur as i64 + delta;
+            next.clamp(0, len as i64 - 1) as usize
+        };
+        match self.focus {
+            Pane::Tasks | Pane::Heartbeats => {
+                let n = musicians(snap).count();
+                let next = clamp(self.selected_task, n);
+                if next != self.selected_task || self.log_task.is_none() {
+                    self.selected_task = next;
+                    self.show_task(
+                        musicians(snap)
+                            .nth(next)
+                            .and_then(|t| TaskId::parse(t.id())),
+                    );
+                }
+            }
+            Pane::Anomalies => {
+                self.selected_anomaly = clamp(self.selected_anomaly, self.anomalies.len());
+            }
+            Pane::Messages => {
+                let n = self.filtered_messages().count();
+                self.selected_message = clamp(self.selected_message, n);
+            }
+            Pane::Log => {
+                let Some((start, end)) = self.current_log().map(|l| (l.start(), l.end())) else {
+                    return;
+                };
+                if end == start {
+                    return;
+                }
+                if self.log_pos.follow {
+                    if delta > 0 {
+                        return;
+                    }
+                    self.unfollow();
+                }
+                let cur = self.log_pos.cursor as i64 + delta;
+                let last = end as i64 - 1;
+                if cur > last && delta > 0 {
+                    self.follow();
+                    return;
+                }
+                self.log_pos.cursor = cur.clamp(start as i64, last) as u64;
+                self.keep_cursor_visible();
+            }
+            Pane::Watchdog => {}
+        }
+    }
+
+    pub(crate) fn show_task(&mut self, task: Option<TaskId>) {
+        if task != self.log_task {
+            self.log_task = task;
+            self.search = None;
+            self.follow();
+        }
+    }
+
+    pub(crate) fn open(&mut self, snap: &Snapshot) {
+        match self.focus {
+            Pane::Tasks | Pane::Heartbeats => {
+                self.show_task(
+                    musicians(snap)
+                        .nth(self.selected_task)
+                        .and_then(|t| TaskId::parse(t.id())),
+                );
+                self.focus = Pane::Log;
+            }
+            Pane::Anomalies => {
+                let Some(a) = self.anomalies.get_mut(self.selected_anomaly) else {
+                    return;
+                };
+                a.unread = false;
+                let (task, line) = (a.task.clone(), a.line);
+                if let Some(i) = musicians(snap).position(|t| t.id() == task.as_str()) {
+                    self.selected_task = i;
+                }
+                self.log_task = Some(task);
+                self.log_view = LogView::Merged;
+                self.focus = Pane::Log;
+                match line {
+                    Some(line) if self.current_log().is_some_and(|l| l.get(line).is_some()) => {
+                        self.unfollow();
+                        self.log_pos.cursor = line;
+                        self.log_pos.top = line.saturating_sub(u64::from(self.log_height / 2));
+                        self.keep_cursor_visible();
+                    }
+                    _ => {
+                        self.follow();
+                        self.note = Some("that line is no longer in the scrollback".into());
+                    }
+                }
+            }
+            Pane::Messages => {
+                let id = self
+                    .filtered_messages()
+                    .nth(self.selected_message)
+                    .map(|m| m.id);
+                if let Some(id) = id {
+                    self.overlay = Some(Overlay::Message(id));
+                }
+            }
+            Pane::Log | Pane::Watchdog => {}
+        }
+    }
+
+    pub(crate) fn follow(&mut self) {
+        self.log_pos.follow = true;
+        self.log_pos.new_lines = 0;
+        self.log_pos.mark = None;
+    }
+
+    pub(crate) fn unfollow(&mut self) {
+        let end = self.current_log().map_or(0, Scrollback::end);
+        self.log_pos.follow = false;
+        self.log_pos.new_lines = 0;
+        self.log_pos.cursor = end.saturating_sub(1);
+        self.log_pos.top = end.saturating_sub(u64::from(self.log_height));
+    }
+
+    pub(crate) fn keep_cursor_visible(&mut self) {
+        let h = u64::from(self.log_height.max(1));
+        let pos = &mut self.log_pos;
+        if pos.cursor < pos.top {
+            pos.top = pos.cursor;
+        } else if pos.cursor >= pos.top + h {
+            pos.top = pos.cursor + 1 - h;
+        }
+        if let Some(start) = self.current_log().map(Scrollback::start) {
+            self.log_pos.top = self.log_pos.top.max(start);
+        }
+    }
+
+    /// Moves the cursor to the next (`forward`) or previous line containing the search.
+    pub(crate) fn search_step(&mut self, forward: bool) {
+        let Some(term) = self.search.clone() else {
+            self.note = Some("no search: press / to search".into());
+            return;
+        };
+        self.step_to(
+            forward,
+            |e| e.text.contains(term.as_str()),
+            "no more matches",
+        );
+    }
+
+    pub(crate) fn anomaly_step(&mut self, forward: bool) {
+        self.step_to(forward, |e| e.anomaly, "no more anomaly lines");
+    }
+
+    pub(crate) fn step_to(&mut self, forward: bool, hit: impl Fn(&LogEntry) -> bool, none: &str) {
+        let Some((start, end)) = self.current_log().map(|l| (l.start(), l.end())) else {
+            return;
+        };
+        if self.log_pos.follow {
+            self.log_pos.cursor = end;
+        }
+        let cur = self.log_pos.cursor;
+        let Some(log) = self.current_log() else {
+            return;
+        };
+        let found = if forward {
+            (cur.saturating_add(1)..end).find(|&a| log.get(a).is_some_and(&hit))
+        } else {
+            (start..cur.min(end))
+                .rev()
+                .find(|&a| log.get(a).is_some_and(&hit))
+        };
+        match found {
+            Some(at) => {
+                if self.log_pos.follow {
+                    self.unfollow();
+                }
+                self.log_pos.cursor = at;
+                self.keep_cursor_visible();
+            }
+            None => self.note = Some(none.to_owned()),
+        }
+    }
+
+    pub(crate) fn copy(&mut self) -> Vec<Effect> {
+        let Some(log) = self.current_log() else {
+            return vec![];
+        };
+        if log.is_empty() {
+            return vec![];
+        }
+        let cursor = if self.log_pos.follow {
+            log.end() - 1
+        } else {
+            self.log_pos.cursor
+        };
+        let mark = self.log_pos.mark.unwrap_or(cursor);
+        let (from, to) = (mark.min(cursor), mark.max(cursor));
+        let text: Vec<&str> = (from..=to)
+            .filter_map(|a| log.get(a))
+            .map(|e| &*e.text)
+            .collect();
+        let n = text.len();
+        let joined = text.join("\n");
+        self.log_pos.mark = None;
+        self.note = Some(format!("copied {n} line{}", if n == 1 { "" } else { "s" }));
+        vec![Effect::Copy(joined)]
+    }
+}

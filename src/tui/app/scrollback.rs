@@ -1,0 +1,145 @@
+//! The Log pane's data: bounded scrollbacks per task and view whose positions stay
+//! valid while old lines fall off, and where the pane stands in them.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+
+/// Lines kept per task and view (merged keeps twice as many, holding both logs).
+pub const SCROLLBACK: usize = 10_000;
+
+use crate::core::domain::{AnomalyKind, LogKind, TaskId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogView {
+    Merged,
+    Status,
+    Deviations,
+}
+
+impl LogView {
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Merged => "status+deviations",
+            Self::Status => "status",
+            Self::Deviations => "deviations",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogEntry {
+    pub kind: LogKind,
+    pub text: Arc<str>,
+    /// An anomaly was raised on this line.
+    pub anomaly: bool,
+}
+
+/// A bounded list that remembers how many entries fell off its front, so positions
+/// stay valid ("absolute") while old lines are dropped.
+#[derive(Debug, Default, Clone)]
+pub struct Scrollback {
+    pub(crate) entries: VecDeque<LogEntry>,
+    pub(crate) dropped: u64,
+    pub(crate) cap: usize,
+}
+
+impl Scrollback {
+    pub(crate) fn with_cap(cap: usize) -> Self {
+        Self {
+            entries: VecDeque::new(),
+            dropped: 0,
+            cap,
+        }
+    }
+
+    pub(crate) fn push(&mut self, e: LogEntry) {
+        if self.entries.len() == self.cap {
+            self.entries.pop_front();
+            self.dropped += 1;
+        }
+        self.entries.push_back(e);
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.dropped += self.entries.len() as u64;
+        self.entries.clear();
+    }
+
+    /// Absolute position of the first kept entry.
+    pub fn start(&self) -> u64 {
+        self.dropped
+    }
+
+    /// One past the absolute position of the last entry.
+    pub fn end(&self) -> u64 {
+        self.dropped + self.entries.len() as u64
+    }
+
+    pub fn get(&self, abs: u64) -> Option<&LogEntry> {
+        abs.checked_sub(self.dropped)
+            .and_then(|i| self.entries.get(usize::try_from(i).ok()?))
+    }
+
+    pub(crate) fn get_mut(&mut self, abs: u64) -> Option<&mut LogEntry> {
+        abs.checked_sub(self.dropped)
+            .and_then(|i| self.entries.get_mut(usize::try_from(i).ok()?))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+}
+
+/// One task's log lines in the three views.
+#[derive(Debug, Clone)]
+pub struct TaskLog {
+    pub merged: Scrollback,
+    pub status: Scrollback,
+    pub deviations: Scrollback,
+}
+
+impl Default for TaskLog {
+    fn default() -> Self {
+        Self {
+            merged: Scrollback::with_cap(SCROLLBACK * 2),
+            status: Scrollback::with_cap(SCROLLBACK),
+            deviations: Scrollback::with_cap(SCROLLBACK),
+        }
+    }
+}
+
+impl TaskLog {
+    pub fn view(&self, view: LogView) -> &Scrollback {
+        match view {
+            LogView::Merged => &self.merged,
+            LogView::Status => &self.status,
+            LogView::Deviations => &self.deviations,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AnomalyEntry {
+    pub at: OffsetDateTime,
+    pub task: TaskId,
+    pub kind: AnomalyKind,
+    pub detail: String,
+    /// The caused line's absolute position in the task's merged view.
+    pub line: Option<u64>,
+    pub unread: bool,
+}
+
+/// The Log pane's position: following the end, or parked on a cursor line.
+#[derive(Debug, Clone, Default)]
+pub struct LogPosition {
+    pub follow: bool,
+    /// Absolute position in the current view (meaningful when not following).
+    pub cursor: u64,
+    /// First line shown when not following.
+    pub top: u64,
+    pub mark: Option<u64>,
+    /// Lines that arrived since following stopped.
+    pub new_lines: u64,
+}

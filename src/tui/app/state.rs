@@ -1,0 +1,188 @@
+//! [`UiState`]: everything the dashboard remembers between frames, the panes and the
+//! effects an update asks the loop for.
+
+use std::collections::VecDeque;
+
+use crate::core::domain::TaskId;
+use crate::core::event::MessageRow;
+use crate::core::snapshot::Snapshot;
+use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
+use crate::tui::keymap::Mode;
+
+pub(crate) const ANOMALIES_KEPT: usize = 1_000;
+pub(crate) const MESSAGES_KEPT: usize = 5_000;
+/// How far back an anomaly looks for the line that caused it.
+pub(crate) const LINK_SCAN: usize = 4_096;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Pane {
+    Tasks,
+    Log,
+    Anomalies,
+    Messages,
+    Heartbeats,
+    Watchdog,
+}
+
+impl Pane {
+    /// Tab order.
+    pub const ALL: [Self; 6] = [
+        Self::Tasks,
+        Self::Log,
+        Self::Anomalies,
+        Self::Messages,
+        Self::Heartbeats,
+        Self::Watchdog,
+    ];
+
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Tasks => "Tasks",
+            Self::Log => "Log",
+            Self::Anomalies => "Anomalies",
+            Self::Messages => "Messages",
+            Self::Heartbeats => "Heartbeats",
+            Self::Watchdog => "Watchdog",
+        }
+    }
+
+    /// The key table consulted first while this pane has focus.
+    pub fn mode(self) -> Mode {
+        match self {
+            Self::Tasks => Mode::Tasks,
+            Self::Log => Mode::Log,
+            Self::Anomalies => Mode::Anomalies,
+            Self::Messages => Mode::Messages,
+            Self::Heartbeats | Self::Watchdog => Mode::Global,
+        }
+    }
+}
+
+/// Something the loop must do outside the state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    Quit,
+    Copy(String),
+    Suspend,
+    Watchdog(crate::core::watchdog::control::WatchdogCmd),
+    /// A request to the pipeline host: `start`, `stop`, `pause`, `resume`.
+    Pipeline {
+        op: &'static str,
+        name: String,
+    },
+    /// Load the steps of a pipeline into the editor.
+    EditSteps(String),
+    /// Check and write new steps, then ask the host to take them.
+    SaveSteps {
+        name: String,
+        steps: String,
+    },
+}
+
+/// A desktop notification to raise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notification {
+    pub title: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct UiState {
+    pub focus: Pane,
+    pub overlay: Option<Overlay>,
+    pub help_scroll: u16,
+    /// Index into the snapshot's Musicians.
+    pub selected_task: usize,
+    /// The task the Log pane shows (follows the selection).
+    pub log_task: Option<TaskId>,
+    pub logs: std::collections::HashMap<TaskId, TaskLog>,
+    pub log_view: LogView,
+    pub log_pos: LogPosition,
+    /// Rows the Log pane showed last time it was laid out.
+    pub log_height: u16,
+    pub search: Option<String>,
+    /// The search being typed, while typing.
+    pub search_input: Option<String>,
+    pub anomalies: VecDeque<AnomalyEntry>,
+    pub selected_anomaly: usize,
+    pub messages: VecDeque<MessageRow>,
+    pub selected_message: usize,
+    pub message_task_filter: Option<String>,
+    pub message_type_filter: Option<String>,
+    /// A short note for the status bar ("copied 3 lines", "no match").
+    pub note: Option<String>,
+    pub selected_pipeline: usize,
+    /// The step editor's text while it is open.
+    pub editor: Option<ratatui_textarea::TextArea<'static>>,
+}
+
+impl Default for UiState {
+    fn default() -> Self {
+        Self {
+            focus: Pane::Tasks,
+            overlay: None,
+            help_scroll: 0,
+            selected_task: 0,
+            log_task: None,
+            logs: std::collections::HashMap::new(),
+            log_view: LogView::Merged,
+            log_pos: LogPosition {
+                follow: true,
+                ..LogPosition::default()
+            },
+            log_height: 10,
+            search: None,
+            search_input: None,
+            anomalies: VecDeque::new(),
+            selected_anomaly: 0,
+            messages: VecDeque::new(),
+            selected_message: 0,
+            message_task_filter: None,
+            message_type_filter: None,
+            note: None,
+            selected_pipeline: 0,
+            editor: None,
+        }
+    }
+}
+
+/// The Musicians of a snapshot, in display order.
+pub fn musicians(snap: &Snapshot) -> impl Iterator<Item = &crate::core::snapshot::TaskView> {
+    snap.tasks
+        .iter()
+        .filter(|t| !t.is_conductor() && !t.is_souffleur())
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Overlay {
+    Help,
+    /// Full text of the message with this id.
+    Message(i64),
+    /// A destructive action waiting for y/n.
+    Confirm(Confirm),
+    /// The pipelines this process hosts.
+    Sentinels,
+    /// Editing the steps of this pipeline (the text is in `UiState::editor`).
+    Editor(String),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    /// Kill and relaunch the Conductor now.
+    Recover,
+    /// Quit, which stops the Souffleur role this process holds.
+    QuitRole,
+}
+
+impl Confirm {
+    pub fn question(self) -> &'static str {
+        match self {
+            Self::Recover => {
+                "Recover the Conductor now? Its window is killed and a new generation launched."
+            }
+            Self::QuitRole => {
+                "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
+            }
+        }
+    }
+}

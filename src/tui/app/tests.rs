@@ -1,0 +1,393 @@
+//! Key handling and ingest, tested on plain values.
+
+use std::collections::VecDeque;
+
+use time::OffsetDateTime;
+
+use super::*;
+use crate::core::domain::Anomaly;
+use crate::core::domain::{AnomalyKind, LogKind, TaskId};
+use crate::core::event::TaskRow;
+use crate::core::event::{Happening, MessageRow, What};
+use crate::core::snapshot::Snapshot;
+use crate::core::snapshot::TaskView;
+use crate::tui::action::Action;
+
+fn snap(ids: &[&str]) -> Snapshot {
+    Snapshot {
+        tasks: ids
+            .iter()
+            .map(|id| TaskView {
+                row: TaskRow::new(*id, "working"),
+                heartbeat: None,
+                ctx: VecDeque::new(),
+                last_anomaly: None,
+                watched: true,
+            })
+            .collect(),
+        ..Snapshot::default()
+    }
+}
+
+fn at() -> OffsetDateTime {
+    OffsetDateTime::UNIX_EPOCH
+}
+
+fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
+    ui.ingest(&Happening {
+        at: at(),
+        what: What::Log {
+            task: TaskId::parse(task).unwrap(),
+            kind,
+            lines: lines
+                .iter()
+                .map(|s| (*s).to_owned())
+                .collect::<Vec<_>>()
+                .into(),
+            reset: false,
+        },
+    });
+}
+
+fn anomaly(ui: &mut UiState, task: &str, kind: AnomalyKind, detail: &str) -> Option<Notification> {
+    ui.ingest(&Happening {
+        at: at(),
+        what: What::Anomaly(Anomaly {
+            task_id: TaskId::parse(task).unwrap(),
+            kind,
+            detail: detail.into(),
+            spike: None,
+        }),
+    })
+}
+
+fn ready(lines: usize) -> (UiState, Snapshot) {
+    let s = snap(&["task-01", "task-02", "task-00"]);
+    let mut ui = UiState::default();
+    ui.sync_with(&s);
+    let text: Vec<String> = (0..lines).map(|i| format!("line {i}")).collect();
+    let refs: Vec<&str> = text.iter().map(String::as_str).collect();
+    log(&mut ui, "task-01", LogKind::Status, &refs);
+    (ui, s)
+}
+
+#[test]
+fn tab_cycles_focus_and_number_keys_jump() {
+    let (mut ui, s) = ready(0);
+    let order: Vec<Pane> = (0..6)
+        .map(|_| {
+            ui.update(Action::FocusNext, &s);
+            ui.focus
+        })
+        .collect();
+    assert_eq!(
+        order,
+        [
+            Pane::Log,
+            Pane::Anomalies,
+            Pane::Messages,
+            Pane::Heartbeats,
+            Pane::Watchdog,
+            Pane::Tasks
+        ]
+    );
+    ui.update(Action::FocusPrev, &s);
+    assert_eq!(ui.focus, Pane::Watchdog);
+    ui.update(Action::FocusMessages, &s);
+    assert_eq!(ui.focus, Pane::Messages);
+}
+
+#[test]
+fn selecting_a_task_points_the_log_at_it_and_skips_the_conductor() {
+    let (mut ui, s) = ready(0);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-01"));
+    ui.update(Action::Down, &s);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    ui.update(Action::Down, &s);
+    assert_eq!(ui.selected_task, 1, "task-00 is not a Musician row");
+    ui.update(Action::Open, &s);
+    assert_eq!(ui.focus, Pane::Log);
+}
+
+#[test]
+fn scrolling_up_stops_following_and_counts_new_lines() {
+    let (mut ui, s) = ready(50);
+    ui.log_height = 10;
+    ui.update(Action::FocusLog, &s);
+    assert!(ui.log_pos.follow);
+    ui.update(Action::Up, &s);
+    assert!(!ui.log_pos.follow);
+    assert_eq!(ui.log_pos.cursor, 48);
+    log(&mut ui, "task-01", LogKind::Status, &["new 1", "new 2"]);
+    log(&mut ui, "task-02", LogKind::Status, &["elsewhere"]);
+    assert_eq!(ui.log_pos.new_lines, 2);
+    ui.update(Action::Bottom, &s);
+    assert!(ui.log_pos.follow);
+    assert_eq!(ui.log_pos.new_lines, 0);
+    // Moving down past the end resumes following too.
+    ui.update(Action::Up, &s);
+    ui.update(Action::Down, &s);
+    ui.update(Action::Down, &s);
+    assert!(ui.log_pos.follow);
+}
+
+#[test]
+fn scrollback_is_bounded_and_positions_stay_valid() {
+    let (mut ui, s) = ready(SCROLLBACK + 500);
+    let log = ui.current_log().unwrap();
+    assert_eq!(
+        log.end() - log.start(),
+        SCROLLBACK as u64 + 500,
+        "merged keeps twice as many"
+    );
+    let status = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    assert_eq!(status.end() - status.start(), SCROLLBACK as u64);
+    assert_eq!(&*status.get(status.start()).unwrap().text, "line 500");
+    ui.update(Action::FocusLog, &s);
+    ui.update(Action::Top, &s);
+    assert_eq!(ui.log_pos.cursor, ui.current_log().unwrap().start());
+}
+
+#[test]
+fn search_finds_newest_first_then_steps() {
+    let (mut ui, s) = ready(0);
+    log(
+        &mut ui,
+        "task-01",
+        LogKind::Status,
+        &["alpha", "needle 1", "beta", "needle 2", "gamma"],
+    );
+    ui.update(Action::Search, &s);
+    for c in "needle".chars() {
+        ui.search_type(Some(c));
+    }
+    ui.search_finish(true);
+    assert_eq!(ui.focus, Pane::Log);
+    assert_eq!(ui.log_pos.cursor, 3);
+    ui.update(Action::SearchPrev, &s);
+    assert_eq!(ui.log_pos.cursor, 1);
+    ui.update(Action::SearchPrev, &s);
+    assert_eq!(ui.log_pos.cursor, 1);
+    assert_eq!(ui.note.as_deref(), Some("no more matches"));
+    ui.update(Action::SearchNext, &s);
+    assert_eq!(ui.log_pos.cursor, 3);
+}
+
+#[test]
+fn enter_on_an_anomaly_jumps_to_its_line_and_marks_it_read() {
+    let (mut ui, s) = ready(30);
+    log(
+        &mut ui,
+        "task-02",
+        LogKind::Status,
+        &["a", "step 2 self-correction: x", "b"],
+    );
+    log(&mut ui, "task-02", LogKind::Deviations, &["High: y"]);
+    let n = anomaly(
+        &mut ui,
+        "task-02",
+        AnomalyKind::SelfCorrection,
+        "\"step 2 self-correction: x\"",
+    );
+    assert!(n.unwrap().title.contains("task-02 self-correction"));
+    anomaly(
+        &mut ui,
+        "task-02",
+        AnomalyKind::HighDeviation,
+        "\"High: y\"",
+    );
+    assert_eq!(ui.unread_anomalies(), 2);
+    ui.update(Action::FocusAnomalies, &s);
+    ui.update(Action::Down, &s); // the older one: the self-correction
+    ui.update(Action::Open, &s);
+    assert_eq!(ui.focus, Pane::Log);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(ui.selected_task, 1);
+    assert_eq!(ui.log_pos.cursor, 1);
+    assert!(!ui.log_pos.follow);
+    assert_eq!(ui.unread_anomalies(), 1);
+    // ] and [ move between anomaly lines.
+    ui.update(Action::NextAnomaly, &s);
+    assert_eq!(
+        &*ui.current_log()
+            .unwrap()
+            .get(ui.log_pos.cursor)
+            .unwrap()
+            .text,
+        "High: y"
+    );
+    ui.update(Action::PrevAnomaly, &s);
+    assert_eq!(ui.log_pos.cursor, 1);
+    ui.update(Action::FocusAnomalies, &s);
+    ui.update(Action::MarkAllRead, &s);
+    assert_eq!(ui.unread_anomalies(), 0);
+}
+
+#[test]
+fn copy_takes_mark_to_cursor() {
+    let (mut ui, s) = ready(5);
+    ui.update(Action::FocusLog, &s);
+    ui.update(Action::Up, &s); // cursor on line 3
+    ui.update(Action::Mark, &s);
+    ui.update(Action::Up, &s); // cursor on line 2
+    let fx = ui.update(Action::Copy, &s);
+    assert_eq!(fx, [Effect::Copy("line 2\nline 3".into())]);
+    assert_eq!(ui.note.as_deref(), Some("copied 2 lines"));
+}
+
+#[test]
+fn messages_filter_and_open_full_text() {
+    let (mut ui, s) = ready(0);
+    for (id, task, kind) in [
+        (1, "task-01", "review_request"),
+        (2, "task-02", "error"),
+        (3, "task-01", "approval"),
+    ] {
+        ui.ingest(&Happening {
+            at: at(),
+            what: What::Message(MessageRow {
+                id,
+                task_id: Some(task.into()),
+                from_session: None,
+                message_type: Some(kind.into()),
+                message: Some(format!("text {id}")),
+                timestamp: None,
+            }),
+        });
+    }
+    assert_eq!(
+        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        [3, 2, 1]
+    );
+    ui.update(Action::FocusMessages, &s);
+    ui.update(Action::FilterTask, &s);
+    assert_eq!(
+        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        [3, 1]
+    );
+    ui.update(Action::FilterType, &s);
+    assert_eq!(ui.message_type_filter.as_deref(), Some("approval"));
+    assert_eq!(
+        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        [3]
+    );
+    ui.update(Action::Open, &s);
+    assert_eq!(
+        ui.overlay_message().and_then(|m| m.message.as_deref()),
+        Some("text 3")
+    );
+    ui.update(Action::Close, &s);
+    assert!(ui.overlay.is_none());
+}
+
+#[test]
+fn recovery_and_quit_ask_first_when_the_role_runs() {
+    use crate::core::event::RoleView;
+    use crate::core::watchdog::control::WatchdogCmd;
+    let (mut ui, mut s) = ready(0);
+    assert!(ui.update(Action::RecoverNow, &s).is_empty());
+    assert!(ui.note.as_deref().unwrap().contains("no Souffleur role"));
+    s.watchdog.role = Some(RoleView {
+        phase: "watching".into(),
+        mode: "normal".into(),
+        generation: 1,
+        no_progress: 0,
+        held: false,
+        conductor_pid: Some(42),
+        session_id: "s".into(),
+        next_check: None,
+        last_provider: None,
+        alert: None,
+    });
+    assert_eq!(
+        ui.update(Action::ToggleHold, &s),
+        [Effect::Watchdog(WatchdogCmd::Hold)]
+    );
+    assert!(ui.update(Action::RecoverNow, &s).is_empty());
+    assert_eq!(ui.overlay, Some(Overlay::Confirm(Confirm::Recover)));
+    assert!(
+        ui.update(Action::Quit, &s).is_empty(),
+        "other keys do not answer"
+    );
+    assert_eq!(
+        ui.confirm(Confirm::Recover, true),
+        [Effect::Watchdog(WatchdogCmd::Recover(
+            crate::core::domain::souffleur::RecoveryKind::Relaunch
+        ))]
+    );
+    assert!(ui.update(Action::Quit, &s).is_empty());
+    assert_eq!(ui.overlay, Some(Overlay::Confirm(Confirm::QuitRole)));
+    assert!(ui.update(Action::Close, &s).is_empty());
+    assert!(ui.overlay.is_none());
+    ui.update(Action::Quit, &s);
+    assert_eq!(ui.update(Action::Open, &s), [Effect::Quit]);
+}
+
+#[test]
+fn the_pipelines_overlay_and_the_step_editor() {
+    use crate::core::snapshot::PipelineView;
+    let (mut ui, mut s) = ready(0);
+    let view = |name: &str, status: &str| PipelineView {
+        name: name.into(),
+        steps: 1,
+        status: status.into(),
+        iteration: 0,
+        step: None,
+        outcome: None,
+    };
+    s.pipelines = vec![view("build", "running"), view("lint", "paused")];
+    ui.update(Action::Sentinels, &s);
+    assert_eq!(ui.overlay, Some(Overlay::Sentinels));
+    assert_eq!(
+        ui.sentinels_key(Some('x'), &s),
+        [Effect::Pipeline {
+            op: "stop",
+            name: "build".into()
+        }]
+    );
+    ui.sentinels_key(Some('j'), &s);
+    ui.sentinels_key(Some('j'), &s);
+    assert_eq!(ui.selected_pipeline, 1, "stays on the last row");
+    assert_eq!(
+        ui.sentinels_key(Some('p'), &s),
+        [Effect::Pipeline {
+            op: "resume",
+            name: "lint".into()
+        }]
+    );
+    assert_eq!(
+        ui.sentinels_key(Some('e'), &s),
+        [Effect::EditSteps("lint".into())]
+    );
+    ui.open_editor("lint".into(), "[\n  {}\n]");
+    assert_eq!(ui.overlay, Some(Overlay::Editor("lint".into())));
+    assert_eq!(
+        ui.close_editor(true),
+        [Effect::SaveSteps {
+            name: "lint".into(),
+            steps: "[\n  {}\n]".into()
+        }]
+    );
+    assert!(ui.editor.is_some(), "open until the save is accepted");
+    assert!(ui.close_editor(false).is_empty());
+    assert_eq!(ui.overlay, Some(Overlay::Sentinels));
+    ui.sentinels_key(None, &s);
+    assert!(ui.overlay.is_none());
+}
+
+#[test]
+fn help_overlay_takes_keys_until_closed_and_q_always_quits() {
+    let (mut ui, s) = ready(0);
+    ui.update(Action::Help, &s);
+    assert_eq!(ui.overlay, Some(Overlay::Help));
+    ui.update(Action::FocusNext, &s);
+    assert_eq!(
+        ui.focus,
+        Pane::Tasks,
+        "keys do not reach the panes under an overlay"
+    );
+    ui.update(Action::Help, &s);
+    assert!(ui.overlay.is_none());
+    ui.update(Action::Help, &s);
+    assert_eq!(ui.update(Action::Quit, &s), [Effect::Quit]);
+}

@@ -1,0 +1,170 @@
+//! One [`Action`] in, the [`Effect`]s the loop must carry out out.
+
+use crate::core::snapshot::Snapshot;
+use crate::core::watchdog::control::WatchdogCmd;
+use crate::tui::action::Action;
+use crate::tui::app::scrollback::LogView;
+use crate::tui::app::state::{Confirm, Effect, Overlay, Pane, UiState, musicians};
+
+impl UiState {
+    /// Applies one action.
+    pub fn update(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        self.note = None;
+        if let Some(Overlay::Confirm(c)) = self.overlay {
+            // Only an explicit answer leaves a confirmation (see `confirm`).
+            return match action {
+                Action::Close => self.confirm(c, false),
+                Action::Open => self.confirm(c, true),
+                _ => vec![],
+            };
+        }
+        if let Some(overlay) = &self.overlay {
+            return match (overlay, action) {
+                (_, Action::Quit) => self.quit(snap),
+                (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
+                    self.overlay = None;
+                    vec![]
+                }
+                (Overlay::Help, Action::Down) => {
+                    self.help_scroll = self.help_scroll.saturating_add(1);
+                    vec![]
+                }
+                (Overlay::Help, Action::Up) => {
+                    self.help_scroll = self.help_scroll.saturating_sub(1);
+                    vec![]
+                }
+                _ => vec![],
+            };
+        }
+        match action {
+            Action::Quit => return self.quit(snap),
+            Action::ToggleHold => {
+                let Some(role) = &snap.watchdog.role else {
+                    self.note = Some(
+                        "no Souffleur role in this process (start it with `maestro souffleur`)"
+                            .into(),
+                    );
+                    return vec![];
+                };
+                return vec![Effect::Watchdog(if role.held {
+                    WatchdogCmd::Release
+                } else {
+                    WatchdogCmd::Hold
+                })];
+            }
+            Action::Sentinels => {
+                self.overlay = Some(Overlay::Sentinels);
+                self.selected_pipeline = self
+                    .selected_pipeline
+                    .min(snap.pipelines.len().saturating_sub(1));
+            }
+            Action::RecoverNow => {
+                if snap.watchdog.role.is_none() {
+                    self.note = Some(
+                        "no Souffleur role in this process (start it with `maestro souffleur`)"
+                            .into(),
+                    );
+                } else {
+                    self.overlay = Some(Overlay::Confirm(Confirm::Recover));
+                }
+            }
+            Action::Suspend => return vec![Effect::Suspend],
+            Action::Help => {
+                self.overlay = Some(Overlay::Help);
+                self.help_scroll = 0;
+            }
+            Action::Close => {
+                self.search = None;
+                self.log_pos.mark = None;
+            }
+            Action::FocusNext | Action::FocusPrev => {
+                let i = Pane::ALL.iter().position(|p| *p == self.focus).unwrap_or(0);
+                let n = Pane::ALL.len();
+                let next = if action == Action::FocusNext {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.focus = Pane::ALL[next];
+            }
+            Action::FocusTasks => self.focus = Pane::Tasks,
+            Action::FocusHeartbeats => self.focus = Pane::Heartbeats,
+            Action::FocusLog => self.focus = Pane::Log,
+            Action::FocusAnomalies => self.focus = Pane::Anomalies,
+            Action::FocusMessages => self.focus = Pane::Messages,
+            Action::FocusWatchdog => self.focus = Pane::Watchdog,
+            Action::Up => self.move_by(snap, -1),
+            Action::Down => self.move_by(snap, 1),
+            Action::PageUp => self.move_by(snap, -i64::from(self.log_height.max(2) - 1)),
+            Action::PageDown => self.move_by(snap, i64::from(self.log_height.max(2) - 1)),
+            Action::Top => self.move_by(snap, i64::MIN / 2),
+            Action::Bottom => {
+                if self.focus == Pane::Log {
+                    self.follow();
+                } else {
+                    self.move_by(snap, i64::MAX / 2);
+                }
+            }
+            Action::Open => self.open(snap),
+            Action::Search => {
+                self.search_input = Some(String::new());
+            }
+            Action::SearchNext => self.search_step(true),
+            Action::SearchPrev => self.search_step(false),
+            Action::PrevAnomaly => self.anomaly_step(false),
+            Action::NextAnomaly => self.anomaly_step(true),
+            Action::ToggleFollow => {
+                if self.log_pos.follow {
+                    self.unfollow();
+                } else {
+                    self.follow();
+                }
+            }
+            Action::CycleLogView => {
+                self.log_view = match self.log_view {
+                    LogView::Merged => LogView::Status,
+                    LogView::Status => LogView::Deviations,
+                    LogView::Deviations => LogView::Merged,
+                };
+                self.follow();
+            }
+            Action::Mark => {
+                if self.log_pos.follow {
+                    self.unfollow();
+                }
+                self.log_pos.mark = Some(self.log_pos.cursor);
+            }
+            Action::Copy => return self.copy(),
+            Action::MarkAllRead => {
+                for a in &mut self.anomalies {
+                    a.unread = false;
+                }
+            }
+            Action::FilterTask => {
+                self.message_task_filter = match self.message_task_filter {
+                    Some(_) => None,
+                    None => musicians(snap)
+                        .nth(self.selected_task)
+                        .map(|t| t.id().to_owned()),
+                };
+                self.selected_message = 0;
+            }
+            Action::FilterType => {
+                let mut types: Vec<&str> = self
+                    .messages
+                    .iter()
+                    .filter_map(|m| m.message_type.as_deref())
+                    .collect();
+                types.sort_unstable();
+                types.dedup();
+                let next = match &self.message_type_filter {
+                    None => types.first().copied(),
+                    Some(cur) => types.iter().skip_while(|t| *t != cur).nth(1).copied(),
+                };
+                self.message_type_filter = next.map(str::to_owned);
+                self.selected_message = 0;
+            }
+        }
+        vec![]
+    }
+}
