@@ -154,3 +154,64 @@ fn doctor_never_writes_and_reports_status() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(std::fs::read(s.db()).unwrap(), b"garbage");
 }
+
+/// Every file of the project with its modification time.
+fn listing(root: &std::path::Path) -> Vec<(String, std::time::SystemTime)> {
+    let mut files: Vec<_> = std::fs::read_dir(root)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().modified().unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn doctor_leaves_no_trace_and_checks_what_it_claims() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let before = listing(s.root());
+    assert!(
+        !before
+            .iter()
+            .any(|(n, _)| n.ends_with("-wal") || n.ends_with("-shm")),
+        "{before:?}"
+    );
+    let doctor = |extra: &[&str]| {
+        maestro()
+            .args(["doctor", "--project", s.root().to_str().unwrap()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = doctor(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("quick_check ok"), "{text}");
+    assert_eq!(
+        listing(s.root()),
+        before,
+        "doctor created or touched a file"
+    );
+
+    // A theme the dashboard would refuse is an error here too.
+    let cfg = s.root().join("bad.toml");
+    std::fs::write(&cfg, "[ui]\ntheme = \"nosuchtheme\"\n").unwrap();
+    let out = doctor(&["--config", cfg.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nosuchtheme"));
+    std::fs::remove_file(&cfg).unwrap();
+
+    // temp/ that is a file is named as such, not as "does not exist yet".
+    std::fs::remove_dir(s.temp()).unwrap();
+    std::fs::write(s.temp(), "x").unwrap();
+    let out = doctor(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("is not a folder"), "{text}");
+}

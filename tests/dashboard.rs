@@ -447,6 +447,7 @@ fn souffleur_role_in_the_watchdog_pane_and_a_confirmation() {
         next_check: Some(now() + time::Duration::seconds(42)),
         last_provider: Some(("lethe".into(), "success".into())),
         alert: Some("automatic recovery held".into()),
+        settings: String::new(),
     });
     let mut ui = busy_ui(&snap);
     ui.update(Action::RecoverNow, &snap);

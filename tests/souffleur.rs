@@ -593,3 +593,68 @@ fn a_failed_export_still_relaunches_with_the_plain_prompt() {
     let window = calls.iter().find(|c| c[0] == "kitty").unwrap();
     assert_eq!(window.last().unwrap(), "/conductor --recovery-bootstrap");
 }
+
+/// A home 150 characters deep (as on a network home or under a long scratch folder):
+/// the role and the pipeline host still start and still answer their commands, with
+/// `XDG_RUNTIME_DIR` unset and with one too deep to hold a socket path.
+#[test]
+fn role_and_pipeline_host_answer_from_a_deep_home() {
+    let rig = Rig::new(None);
+    let deep = rig
+        .home
+        .path()
+        .join(format!("{}/{}", "h".repeat(70), "o".repeat(70)));
+    std::fs::create_dir_all(&deep).unwrap();
+    assert!(deep.as_os_str().len() >= 150, "{}", deep.display());
+    let sentinels = rig.scratch.root().join(".maestro/sentinels");
+    std::fs::create_dir_all(&sentinels).unwrap();
+    std::fs::write(
+        sentinels.join("probe.json"),
+        r#"{"steps": [{"type": "command", "command": "true"}], "safety": {"maxIterations": 1}}"#,
+    )
+    .unwrap();
+    for runtime_dir in [None, Some(deep.join("run"))] {
+        let with_env = |mut cmd: Command| {
+            cmd.env("HOME", &deep)
+                .env("XDG_DATA_HOME", deep.join("data"));
+            match &runtime_dir {
+                Some(d) => {
+                    std::fs::create_dir_all(d).unwrap();
+                    cmd.env("XDG_RUNTIME_DIR", d);
+                }
+                None => {
+                    cmd.env_remove("XDG_RUNTIME_DIR");
+                }
+            }
+            cmd
+        };
+        let invocation = format!("PID:{} SESSION_ID:{SESSION}", rig.conductor.id());
+        let mut m = Running::spawn(with_env(rig.command(&[
+            "souffleur",
+            &invocation,
+            "--no-tui",
+            "--json",
+        ])));
+        m.wait_json("confirmed", |v| {
+            event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+        });
+        let out = with_env(rig.command(&["conductor", "hold", "--json"]))
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["ok"], true, "{v} {runtime_dir:?}");
+        assert!(
+            !v["detail"].as_str().unwrap().contains("no Souffleur role"),
+            "the running role answered: {v}"
+        );
+        let out = with_env(rig.command(&["sentinel", "start", "probe"]))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "the host answered: {out:?}");
+        m.signal(nix::sys::signal::Signal::SIGTERM);
+        m.wait_exit();
+        with_env(rig.command(&["conductor", "release"]))
+            .output()
+            .unwrap();
+    }
+}

@@ -6,11 +6,16 @@ use std::process::ExitCode;
 use rusqlite::{Connection, OpenFlags};
 use serde_json::json;
 
+use std::path::Path;
+
 use crate::cli::CliError;
 use crate::cli::project::Project;
+use crate::core::clock::Clock;
 use crate::core::domain::{LogKind, TaskId};
+use crate::core::recovery::payload::load_orchestra_config;
 use crate::core::schema;
 use crate::settings::Settings;
+use crate::tui::TuiConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Level {
@@ -25,6 +30,44 @@ struct Check {
     detail: String,
 }
 
+/// Opens the database without writing anything: with no `-wal`/`-shm` beside it, as
+/// immutable (so `SQLite` creates neither); otherwise read-only.
+fn open_read_only(db: &Path) -> rusqlite::Result<Connection> {
+    let side = |suffix: &str| {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p).exists()
+    };
+    if side("-wal") || side("-shm") {
+        Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+    } else {
+        let uri = format!(
+            "file:{}?immutable=1",
+            db.display()
+                .to_string()
+                .replace('%', "%25")
+                .replace('?', "%3f")
+                .replace('#', "%23")
+        );
+        Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+    }
+}
+
+/// The journal mode from the file header (bytes 18 and 19 are 2 in WAL mode), read
+/// without `SQLite` so that nothing is created beside the file.
+fn journal_mode(db: &Path) -> &'static str {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    match std::fs::File::open(db).and_then(|mut f| f.read_exact(&mut header)) {
+        Ok(()) if header[18] == 2 && header[19] == 2 => "wal",
+        Ok(()) => "delete",
+        Err(_) => "unknown",
+    }
+}
+
 /// Prints the checks and returns 0 (all ok), 1 (warnings) or 2 (errors).
 pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: bool) -> ExitCode {
     let mut checks = Vec::new();
@@ -36,12 +79,34 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         });
     };
 
-    match settings {
-        Ok(_) => add(Level::Ok, "config", "configuration is valid".into()),
+    // Valid means valid as the dashboard will apply it: themes and key actions too.
+    match settings
+        .map(|s| TuiConfig::from_settings(String::new(), s, Clock::system(time::UtcOffset::UTC)))
+    {
+        Ok(Ok(_)) => add(Level::Ok, "config", "configuration is valid".into()),
+        Ok(Err(e)) => add(Level::Error, "config", e),
         Err(e) => add(Level::Error, "config", e.to_string()),
     }
+    let orchestra = load_orchestra_config(&project.root);
+    add(
+        if orchestra.warnings.is_empty() {
+            Level::Ok
+        } else {
+            Level::Warning
+        },
+        "souffleur",
+        if orchestra.warnings.is_empty() {
+            orchestra.describe()
+        } else {
+            format!(
+                "{}; {}",
+                orchestra.describe(),
+                orchestra.warnings.join("; ")
+            )
+        },
+    );
     if project.db.exists() {
-        match Connection::open_with_flags(&project.db, OpenFlags::SQLITE_OPEN_READ_ONLY) {
+        match open_read_only(&project.db) {
             Err(e) => add(
                 Level::Error,
                 "database",
@@ -56,9 +121,25 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
                         "database",
                         format!("{} has the orchestration schema", project.db.display()),
                     );
-                    let mode: String = conn
-                        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-                        .unwrap_or_default();
+                    match conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)) {
+                        Ok(r) if r == "ok" => add(Level::Ok, "integrity", "quick_check ok".into()),
+                        Ok(r) => add(
+                            Level::Error,
+                            "integrity",
+                            format!(
+                                "quick_check found damage ({r}); restore comms.db from a backup or start a new orchestration"
+                            ),
+                        ),
+                        Err(e) => add(
+                            Level::Error,
+                            "integrity",
+                            format!(
+                                "cannot check {} ({e}); restore it from a backup or start a new orchestration",
+                                project.db.display()
+                            ),
+                        ),
+                    }
+                    let mode = journal_mode(&project.db);
                     if mode.eq_ignore_ascii_case("wal") {
                         add(Level::Ok, "journal", "WAL journal".into());
                     } else {
@@ -70,10 +151,22 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
                             ),
                         );
                     }
-                    let ids: Vec<String> = conn
+                    let ids: Vec<String> = match conn
                         .prepare("SELECT task_id FROM orchestration_tasks")
                         .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
-                        .unwrap_or_default();
+                    {
+                        Ok(ids) => ids,
+                        Err(e) => {
+                            add(
+                                Level::Error,
+                                "task ids",
+                                format!(
+                                    "cannot read orchestration_tasks ({e}); restore comms.db from a backup or start a new orchestration"
+                                ),
+                            );
+                            Vec::new()
+                        }
+                    };
                     let bad: Vec<&String> =
                         ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
                     if bad.is_empty() {
@@ -104,7 +197,16 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             ),
         );
     }
-    if project.temp.is_dir() {
+    if project.temp.exists() && !project.temp.is_dir() {
+        add(
+            Level::Error,
+            "temp",
+            format!(
+                "{} is not a folder; the Musicians cannot write their logs there. Move it away, or pass --temp with the log folder.",
+                project.temp.display()
+            ),
+        );
+    } else if project.temp.is_dir() {
         let logs = std::fs::read_dir(&project.temp).map_or(0, |d| {
             d.filter_map(Result::ok)
                 .filter(|e| {

@@ -134,6 +134,9 @@ pub struct RoleView {
     pub next_check: Option<OffsetDateTime>,
     pub last_provider: Option<(String, String)>,
     pub alert: Option<String>,
+    /// The settings the role runs with (providers, `FORCE_COMPACT`, permission ceiling,
+    /// where each came from), one line for the Watchdog pane; empty when not known.
+    pub settings: String,
 }
 
 /// What the Souffleur role tells the hub.

@@ -237,4 +237,22 @@ mod tests {
         socket_path_in(None, tmp.path(), Service::Souffleur, &project()).expect("path");
         assert_eq!(std::fs::metadata(&dir).expect("dir").mode() & 0o777, 0o700);
     }
+
+    #[test]
+    fn a_folder_another_user_owns_is_refused() {
+        if rustix::process::getuid().as_raw() != 0 {
+            eprintln!("skipped: needs root to give a folder to another user");
+            return;
+        }
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let dir = tmp.path().join("maestro-0");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
+        let err = private_dir(&dir, 0).expect_err("refused");
+        assert!(err.contains("belongs to uid 65534"), "{err}");
+        // The squatted folder is passed over, never used.
+        if let Ok(p) = socket_path_in(None, tmp.path(), Service::Souffleur, &project()) {
+            assert!(!p.starts_with(&dir), "{}", p.display());
+        }
+    }
 }

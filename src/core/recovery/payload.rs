@@ -2,7 +2,7 @@
 //! ceiling and compaction threshold from `.orchestra_configs/souffleur`, and the
 //! defaults that apply when either is absent or malformed.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 pub const PAYLOAD_HEADER: &str = "CONTEXT_RECOVERY_PAYLOAD_V1";
 pub const DEFAULT_PROMPT: &str = "/conductor --recovery-bootstrap";
@@ -24,6 +24,13 @@ impl Permission {
         }
     }
 
+    /// Exactly a mode's name: no quotes, no spaces (the config file's rule).
+    pub fn parse_exact(s: &str) -> Option<Self> {
+        [Self::AcceptEdits, Self::BypassPermissions]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AcceptEdits => "acceptEdits",
@@ -40,24 +47,33 @@ pub struct Payload {
 }
 
 /// Reads a payload message; `None` when it is not one (no header on the first line).
-/// Unknown fields are ignored; a field may appear once, the last one wins.
+/// Unknown `key: value` lines before the prompt are ignored; a field may appear more
+/// than once, the last one wins. `resume_prompt:` starts the prompt, and every line
+/// after it (blank ones too) belongs to it, as in the Souffleur's design example.
 pub fn parse_payload(text: &str) -> Option<Payload> {
     let mut lines = text.lines();
     if lines.next()?.trim() != PAYLOAD_HEADER {
         return None;
     }
     let mut p = Payload::default();
-    for line in lines {
+    while let Some(line) = lines.next() {
         let Some((key, value)) = line.split_once(':') else {
             continue;
         };
         let value = value.trim();
-        if value.is_empty() {
-            continue;
-        }
         match key.trim() {
-            "permission_mode" => p.permission_mode = Some(value.to_owned()),
-            "resume_prompt" => p.resume_prompt = Some(value.to_owned()),
+            "permission_mode" if !value.is_empty() => p.permission_mode = Some(value.to_owned()),
+            "resume_prompt" => {
+                let mut prompt = value.to_owned();
+                for rest in lines.by_ref() {
+                    prompt.push('\n');
+                    prompt.push_str(rest);
+                }
+                let prompt = prompt.trim();
+                if !prompt.is_empty() {
+                    p.resume_prompt = Some(prompt.to_owned());
+                }
+            }
             _ => {}
         }
     }
@@ -98,7 +114,12 @@ pub fn resolve(payload: Option<&Payload>, ceiling: Permission) -> Resolved {
         }
     };
     let prompt = match payload.and_then(|p| p.resume_prompt.as_deref()) {
-        Some(p) if p.starts_with(DEFAULT_PROMPT) && !p.chars().any(char::is_control) => {
+        // Newlines and tabs belong to a multi-line prompt (it goes as one argv element);
+        // other control characters never reach a terminal.
+        Some(p)
+            if p.starts_with(DEFAULT_PROMPT)
+                && !p.chars().any(|c| c.is_control() && c != '\n' && c != '\t') =>
+        {
             p.to_owned()
         }
         Some(p) => {
@@ -114,12 +135,18 @@ pub fn resolve(payload: Option<&Payload>, ceiling: Permission) -> Resolved {
     }
 }
 
-/// `.orchestra_configs/souffleur`: `KEY=value` lines.
+/// `.orchestra_configs/souffleur`: `KEY=value` lines, resolved exactly as the
+/// ecosystem's `souffleur-config.py` resolves them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OrchestraConfig {
     pub max_permission: Permission,
     pub force_compact: u64,
-    /// Bad values, each with the default used instead.
+    /// The file the values came from (`None`: no file, every value is the default).
+    pub source: Option<PathBuf>,
+    /// Where each value came from: `default`, or the file and line.
+    pub max_permission_from: String,
+    pub force_compact_from: String,
+    /// Problems found, each saying which default was used instead.
     pub warnings: Vec<String>,
 }
 
@@ -128,48 +155,130 @@ impl Default for OrchestraConfig {
         Self {
             max_permission: Permission::AcceptEdits,
             force_compact: DEFAULT_FORCE_COMPACT,
+            source: None,
+            max_permission_from: "default".into(),
+            force_compact_from: "default".into(),
             warnings: Vec::new(),
         }
     }
 }
 
-/// Reads `<project>/.orchestra_configs/souffleur`, else the parent's. Missing: defaults.
+impl OrchestraConfig {
+    /// One line for the operator: the values and where each came from.
+    pub fn describe(&self) -> String {
+        format!(
+            "MAX_EXTERNAL_PERMISSION={} ({}), FORCE_COMPACT={} ({})",
+            self.max_permission.as_str(),
+            self.max_permission_from,
+            self.force_compact,
+            self.force_compact_from
+        )
+    }
+}
+
+/// Reads the first of `<project>/.orchestra_configs/souffleur` and the parent's that is
+/// a regular file. Missing: defaults. Unreadable or not UTF-8: defaults and a warning
+/// (the parent's file is not consulted then, as the first hit wins).
 pub fn load_orchestra_config(project: &Path) -> OrchestraConfig {
     let candidates = [Some(project), project.parent()];
-    for dir in candidates.into_iter().flatten() {
-        let path = dir.join(".orchestra_configs").join("souffleur");
-        if let Ok(text) = std::fs::read_to_string(&path) {
-            return parse_orchestra_config(&path.display().to_string(), &text);
-        }
+    let Some(path) = candidates
+        .into_iter()
+        .flatten()
+        .map(|dir| dir.join(".orchestra_configs").join("souffleur"))
+        .find(|p| p.is_file())
+    else {
+        return OrchestraConfig::default();
+    };
+    let origin = path.display().to_string();
+    let mut config = match std::fs::read(&path).map(String::from_utf8) {
+        Ok(Ok(text)) => parse_orchestra_config(&origin, &text),
+        Ok(Err(_)) => OrchestraConfig {
+            warnings: vec![format!(
+                "{origin} is not UTF-8 text; using the defaults (MAX_EXTERNAL_PERMISSION=acceptEdits, FORCE_COMPACT={DEFAULT_FORCE_COMPACT})"
+            )],
+            ..OrchestraConfig::default()
+        },
+        Err(e) => OrchestraConfig {
+            warnings: vec![format!("cannot read {origin} ({e}); using the defaults")],
+            ..OrchestraConfig::default()
+        },
+    };
+    config.source = Some(path);
+    config
+}
+
+/// A positive integer as Python's `int()` reads one: an optional sign, digits, single
+/// underscores only between digits (`250_000` yes, `25__0000` and `"250000"` no).
+fn python_positive_int(text: &str) -> Option<u64> {
+    let digits = text.strip_prefix('+').unwrap_or(text);
+    let well_formed = !digits.is_empty()
+        && digits
+            .split('_')
+            .all(|g| !g.is_empty() && g.bytes().all(|b| b.is_ascii_digit()));
+    if !well_formed {
+        return None;
     }
-    OrchestraConfig::default()
+    digits
+        .replace('_', "")
+        .parse::<u64>()
+        .ok()
+        .filter(|n| *n > 0)
 }
 
 pub fn parse_orchestra_config(origin: &str, text: &str) -> OrchestraConfig {
     let mut c = OrchestraConfig::default();
-    for line in text.lines() {
-        let line = line.trim();
+    // The last value of each key wins, as in the script (with a warning).
+    let mut force: Option<(usize, &str)> = None;
+    let mut permission: Option<(usize, &str)> = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line_no = n + 1;
+        let line = raw.trim();
         if line.is_empty() || line.starts_with('#') {
             continue;
         }
         let Some((key, value)) = line.split_once('=') else {
+            c.warnings
+                .push(format!("{origin}: line {line_no} has no '='; ignored"));
             continue;
         };
-        let value = value.trim().trim_matches('"');
-        match key.trim() {
-            "MAX_EXTERNAL_PERMISSION" => match Permission::parse(value) {
-                Some(p) => c.max_permission = p,
-                None => c.warnings.push(format!(
-                    "{origin}: MAX_EXTERNAL_PERMISSION={value:?} is not acceptEdits or bypassPermissions; using acceptEdits"
-                )),
-            },
-            "FORCE_COMPACT" => match value.replace('_', "").parse::<u64>() {
-                Ok(n) if n > 0 => c.force_compact = n,
-                _ => c.warnings.push(format!(
-                    "{origin}: FORCE_COMPACT={value:?} is not a positive number of tokens; using {DEFAULT_FORCE_COMPACT}"
-                )),
-            },
-            _ => {}
+        let slot = match key.trim() {
+            "FORCE_COMPACT" => &mut force,
+            "MAX_EXTERNAL_PERMISSION" => &mut permission,
+            other => {
+                c.warnings.push(format!(
+                    "{origin}: unknown key {other:?} on line {line_no}; ignored"
+                ));
+                continue;
+            }
+        };
+        if slot.is_some() {
+            c.warnings.push(format!(
+                "{origin}: {} appears again on line {line_no}; the last value wins",
+                key.trim()
+            ));
+        }
+        *slot = Some((line_no, value.trim()));
+    }
+    if let Some((line_no, value)) = force {
+        match python_positive_int(value) {
+            Some(n) => {
+                c.force_compact = n;
+                c.force_compact_from = format!("{origin}:{line_no}");
+            }
+            None => c.warnings.push(format!(
+                "{origin}: FORCE_COMPACT={value:?} on line {line_no} is not a positive integer; using the default {DEFAULT_FORCE_COMPACT}"
+            )),
+        }
+    }
+    if let Some((line_no, value)) = permission {
+        match Permission::parse_exact(value) {
+            Some(p) => {
+                c.max_permission = p;
+                c.max_permission_from = format!("{origin}:{line_no}");
+            }
+            None => c.warnings.push(format!(
+                "{origin}: MAX_EXTERNAL_PERMISSION={value:?} on line {line_no} is not acceptEdits or bypassPermissions; using the default acceptEdits"
+            )),
         }
     }
     c
@@ -201,6 +310,130 @@ mod tests {
         for (text, expected) in table {
             assert_eq!(&parse_payload(text), expected, "{text:?}");
         }
+    }
+
+    #[test]
+    fn the_prompt_runs_to_the_end_of_the_message() {
+        // The Souffleur design's example: a command line, a blank line, a paragraph.
+        let text = "CONTEXT_RECOVERY_PAYLOAD_V1\nphase: 3\npermission_mode: acceptEdits\nresume_prompt: /conductor --recovery-bootstrap\n\nYou are resuming as the Conductor.\nRead the handoff first.\n";
+        let p = parse_payload(text).expect("a payload");
+        assert_eq!(
+            p.resume_prompt.as_deref(),
+            Some(
+                "/conductor --recovery-bootstrap\n\nYou are resuming as the Conductor.\nRead the handoff first."
+            )
+        );
+        assert_eq!(p.permission_mode.as_deref(), Some("acceptEdits"));
+        let r = resolve(Some(&p), Permission::AcceptEdits);
+        assert!(r.prompt.ends_with("Read the handoff first."), "{r:?}");
+        // An empty prompt field is no prompt; an escape code in one is refused.
+        assert_eq!(
+            parse_payload("CONTEXT_RECOVERY_PAYLOAD_V1\nresume_prompt:\n\n")
+                .map(|p| p.resume_prompt),
+            Some(None)
+        );
+        let escape = Payload {
+            permission_mode: None,
+            resume_prompt: Some("/conductor --recovery-bootstrap\n\u{1b}]52;c;x\u{7}".into()),
+        };
+        assert_eq!(
+            resolve(Some(&escape), Permission::AcceptEdits).prompt,
+            DEFAULT_PROMPT
+        );
+    }
+
+    /// Each row: the file's text, then the values `souffleur-config.py` resolves
+    /// (`force_compact_threshold_tokens`, `max_external_permission`).
+    #[test]
+    fn config_rules_match_souffleur_config_py() {
+        let rows: &[(&str, u64, Permission)] = &[
+            ("", 400_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=250000", 250_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=250_000", 250_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=25__0000", 400_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=\"250000\"", 400_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=0", 400_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=-5", 400_000, Permission::AcceptEdits),
+            ("FORCE_COMPACT=+7", 7, Permission::AcceptEdits),
+            ("FORCE_COMPACT = 1000 ", 1000, Permission::AcceptEdits),
+            (
+                "FORCE_COMPACT=250000\nFORCE_COMPACT=abc",
+                400_000,
+                Permission::AcceptEdits,
+            ),
+            (
+                "FORCE_COMPACT=abc\nFORCE_COMPACT=9",
+                9,
+                Permission::AcceptEdits,
+            ),
+            (
+                "MAX_EXTERNAL_PERMISSION=bypassPermissions",
+                400_000,
+                Permission::BypassPermissions,
+            ),
+            (
+                "MAX_EXTERNAL_PERMISSION=\"bypassPermissions\"",
+                400_000,
+                Permission::AcceptEdits,
+            ),
+            (
+                "MAX_EXTERNAL_PERMISSION=bypassPermissions\nMAX_EXTERNAL_PERMISSION=plan",
+                400_000,
+                Permission::AcceptEdits,
+            ),
+            (
+                "MAX_EXTERNAL_PERMISSION=root",
+                400_000,
+                Permission::AcceptEdits,
+            ),
+            (
+                "# c\nno equals sign\nOTHER=1\nFORCE_COMPACT=5",
+                5,
+                Permission::AcceptEdits,
+            ),
+        ];
+        for (text, force, permission) in rows {
+            let c = parse_orchestra_config("f", text);
+            assert_eq!(
+                (c.force_compact, c.max_permission),
+                (*force, *permission),
+                "{text:?}"
+            );
+        }
+        let c = parse_orchestra_config("f", "FORCE_COMPACT=250000\nFORCE_COMPACT=abc");
+        assert!(
+            c.warnings.iter().any(|w| w.contains("last value wins")),
+            "{c:?}"
+        );
+        assert!(
+            c.warnings
+                .iter()
+                .any(|w| w.contains("using the default 400000")),
+            "{c:?}"
+        );
+        assert_eq!(c.force_compact_from, "default");
+    }
+
+    #[test]
+    fn a_config_file_that_is_not_utf8_gives_defaults_not_the_parents() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let project = dir.path().join("proj");
+        for d in [dir.path(), project.as_path()] {
+            std::fs::create_dir_all(d.join(".orchestra_configs")).expect("mkdir");
+        }
+        std::fs::write(
+            dir.path().join(".orchestra_configs/souffleur"),
+            "FORCE_COMPACT=7\n",
+        )
+        .expect("write");
+        std::fs::write(
+            project.join(".orchestra_configs/souffleur"),
+            b"FORCE_COMPACT=\xff\n",
+        )
+        .expect("write");
+        let c = load_orchestra_config(&project);
+        assert_eq!(c.force_compact, DEFAULT_FORCE_COMPACT);
+        assert!(c.warnings[0].contains("not UTF-8"), "{c:?}");
     }
 
     #[test]

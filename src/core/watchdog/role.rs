@@ -114,6 +114,19 @@ pub fn acquire_lock(project: &Path) -> Result<RoleLock, String> {
     }
 }
 
+/// The Watchdog pane's settings line: provider order, the compaction threshold and the
+/// permission ceiling with where each came from.
+fn settings_line(cfg: &RoleConfig) -> String {
+    let o = &cfg.orchestra;
+    format!(
+        "providers lethe→claude_export→standard_compact · FORCE_COMPACT {} ({}) · ceiling {} ({})",
+        o.force_compact,
+        o.force_compact_from,
+        o.max_permission.as_str(),
+        o.max_permission_from
+    )
+}
+
 /// Runs the role until the Conductor completes, the role fails, or `cancel` fires;
 /// the hub hears `Ended` last.
 pub async fn run(
@@ -138,6 +151,7 @@ async fn run_role(
         Ok(db) => db,
         Err(e) => return fail(&events, format!("cannot open the database: {e}")).await,
     };
+    alert(&events, format!("settings: {}", cfg.orchestra.describe())).await;
     for w in &cfg.orchestra.warnings {
         alert(&events, w.clone()).await;
         let _ = db
@@ -299,6 +313,7 @@ async fn validate_with_retries(
                 next_check: None,
                 last_provider: None,
                 alert: Some(format!("validation attempt {attempt} of 3")),
+                settings: settings_line(cfg),
             }))))
             .await;
         match validate(cfg, db, &invocation).await {
@@ -505,6 +520,7 @@ impl Role {
             },
             last_provider: None,
             alert: None,
+            settings: settings_line(&self.cfg),
         };
         self.report(RoleReport::Status(Box::new(view))).await;
     }

@@ -298,6 +298,7 @@ fn recovery_and_quit_ask_first_when_the_role_runs() {
         next_check: None,
         last_provider: None,
         alert: None,
+        settings: String::new(),
     });
     assert_eq!(
         ui.update(Action::ToggleHold, &s),

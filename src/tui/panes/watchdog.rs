@@ -85,6 +85,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
                     Span::raw(format!("{provider} {status}")),
                 ]));
             }
+            if !r.settings.is_empty() {
+                lines.push(Line::from(vec![
+                    label("settings"),
+                    Span::styled(printable(&r.settings), ctx.theme.muted),
+                ]));
+            }
             if let Some(alert) = &r.alert {
                 lines.push(Line::from(vec![
                     label("note"),
