@@ -16,6 +16,7 @@ use crate::core::domain::souffleur::{Provider, WatchdogReason};
 use crate::core::event::{Happening, What};
 use crate::core::hub::report_text;
 use crate::core::runtime;
+use crate::core::text::printable;
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,26 +128,40 @@ fn write_one(
 /// One happening as text (with its newline), or `None` for what headless does not show.
 pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     Some(match &h.what {
-        What::Anomaly(a) => format!("{}\n\n", report_text(&clock.hms(h.at), a)),
+        // The report's own lines stay; what it quotes from a log cannot reach the terminal.
+        What::Anomaly(a) => {
+            let report = report_text(&clock.hms(h.at), a);
+            let lines: Vec<_> = report.lines().map(printable).collect();
+            format!("{}\n\n", lines.join("\n"))
+        }
         What::Task {
             task_id,
             state,
             prev_state: Some(prev),
-        } => format!("TASK: {task_id} {prev} -> {state}\n"),
+        } => format!(
+            "TASK: {} {} -> {}\n",
+            printable(task_id),
+            printable(prev),
+            printable(state)
+        ),
         What::Task {
             task_id,
             state,
             prev_state: None,
-        } => format!("TASK: {task_id} {state} (first seen)\n"),
+        } => format!(
+            "TASK: {} {} (first seen)\n",
+            printable(task_id),
+            printable(state)
+        ),
         What::Stale { task_id, age_s } => {
-            format!("STALE: {task_id} heartbeat {age_s}s old\n")
+            format!("STALE: {} heartbeat {age_s}s old\n", printable(task_id))
         }
         What::Message(m) => format!(
             "MESSAGE: #{} {} from {} [{}] {}\n",
             m.id,
-            m.task_id.as_deref().unwrap_or("-"),
-            m.from_session.as_deref().unwrap_or("-"),
-            m.message_type.as_deref().unwrap_or("-"),
+            one_line(m.task_id.as_deref().unwrap_or("-")),
+            one_line(m.from_session.as_deref().unwrap_or("-")),
+            one_line(m.message_type.as_deref().unwrap_or("-")),
             one_line(m.message.as_deref().unwrap_or_default())
         ),
         What::Watchdog { reason, task_count } => {
@@ -185,9 +200,11 @@ fn contract_provider(p: Provider) -> &'static str {
     }
 }
 
-/// Newlines inside a message would break "one event per line".
+/// Newlines inside a message would break "one event per line", and escape codes from
+/// a log or the database would act on the reader's terminal: `\n` is spelled out, other
+/// control characters become `·`.
 fn one_line(s: &str) -> String {
-    s.replace('\r', "").replace('\n', "\\n")
+    printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
 /// One happening as a JSON object, or `None` for what headless does not show.
@@ -291,4 +308,48 @@ pub async fn run(
     .await;
     core.shutdown().await;
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::domain::{Anomaly, TaskId};
+    use crate::core::event::MessageRow;
+
+    #[test]
+    fn escape_codes_from_logs_never_reach_the_terminal() {
+        let clock = Clock::system(time::UtcOffset::UTC);
+        let at = time::OffsetDateTime::UNIX_EPOCH;
+        let anomaly = Happening {
+            at,
+            what: What::Anomaly(Anomaly {
+                task_id: TaskId::parse("task-03").expect("id"),
+                kind: AnomalyKind::SelfCorrection,
+                detail: "\"step 2 self-correction \u{1b}]0;pwned\u{7}\u{1b}[2J\"".into(),
+                spike: None,
+            }),
+        };
+        let out = text(&clock, &anomaly).expect("shown");
+        assert!(!out.chars().any(|c| c.is_control() && c != '\n'), "{out:?}");
+        assert!(
+            out.starts_with("SENTINEL: [00:00:00] task-03\nAnomaly: self-correction\nDetail: ")
+        );
+        assert!(out.contains("·]0;pwned··[2J"), "{out:?}");
+
+        let message = Happening {
+            at,
+            what: What::Message(MessageRow {
+                id: 1,
+                task_id: Some("task-03".into()),
+                from_session: Some("x\u{1b}]52;c;aGk=\u{7}".into()),
+                message_type: Some("instruction".into()),
+                message: Some("two\nlines \u{9b}31m".into()),
+                timestamp: None,
+            }),
+        };
+        let out = text(&clock, &message).expect("shown");
+        assert_eq!(out.matches('\n').count(), 1, "{out:?}");
+        assert!(!out.trim_end().chars().any(char::is_control), "{out:?}");
+        assert!(out.contains("two\\nlines ·31m"), "{out:?}");
+    }
 }
