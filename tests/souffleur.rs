@@ -486,6 +486,16 @@ fn a_hold_set_before_the_role_starts_holds_it_until_released() {
 
     let mut rig = rig;
     let mut m = rig.souffleur(rig.conductor.id());
+    let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
+    assert_eq!(
+        (
+            settings["force_compact"].as_u64(),
+            settings["max_external_permission"].as_str(),
+            settings["force_compact_from"].as_str()
+        ),
+        (Some(400_000), Some("acceptEdits"), Some("default")),
+        "{settings}"
+    );
     m.wait_json("confirmed", |v| {
         event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
     });
@@ -580,6 +590,16 @@ fn a_failed_export_still_relaunches_with_the_plain_prompt() {
     let mut rig = Rig::new(None);
     stub(&rig.stubs, "claude_export", &format!("{RECORD}\nexit 3\n"));
     let mut m = rig.souffleur(rig.conductor.id());
+    let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
+    assert_eq!(
+        (
+            settings["force_compact"].as_u64(),
+            settings["max_external_permission"].as_str(),
+            settings["force_compact_from"].as_str()
+        ),
+        (Some(400_000), Some("acceptEdits"), Some("default")),
+        "{settings}"
+    );
     m.wait_json("confirmed", |v| {
         event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
     });

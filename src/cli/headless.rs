@@ -176,6 +176,16 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Settings(s) => format!(
+            "WATCHDOG: settings FORCE_COMPACT={} ({}), MAX_EXTERNAL_PERMISSION={} ({}){}\n",
+            s.force_compact,
+            one_line(&s.force_compact_from),
+            s.max_permission,
+            one_line(&s.max_permission_from),
+            s.warnings
+                .iter()
+                .fold(String::new(), |acc, w| acc + "; " + &one_line(w))
+        ),
         What::Pipeline(p) => format!(
             "PIPELINE: {} {} iteration {}{}{}\n",
             p.name,
@@ -245,6 +255,16 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
         What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Settings(s) => json!({
+            "ts": ts,
+            "event": "souffleur_settings",
+            "force_compact": s.force_compact,
+            "force_compact_from": s.force_compact_from,
+            "max_external_permission": s.max_permission,
+            "max_external_permission_from": s.max_permission_from,
+            "source": s.source,
+            "warnings": s.warnings,
+        }),
         What::Pipeline(p) => json!({
             "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
             "iteration": p.iteration, "step": p.step, "outcome": p.outcome,

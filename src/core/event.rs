@@ -151,10 +151,24 @@ pub enum RoleReport {
     Status(Box<RoleView>),
     /// For the operator's eyes (hold, release, provider steps).
     Alert(String),
+    /// The settings the role runs with, once at start.
+    Settings(SouffleurSettings),
     /// The role stopped on a failure (validation, retry exhaustion, failed recovery).
     Fatal(String),
     /// The role has ended; nothing more will come from it.
     Ended,
+}
+
+/// The resolved `.orchestra_configs/souffleur` values and where each came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SouffleurSettings {
+    pub force_compact: u64,
+    pub force_compact_from: String,
+    pub max_permission: String,
+    pub max_permission_from: String,
+    /// The file read, if any.
+    pub source: Option<String>,
+    pub warnings: Vec<String>,
 }
 
 /// A discrete thing that happened, for presenters that need every transition.
@@ -185,6 +199,8 @@ pub enum What {
     Error {
         detail: String,
     },
+    /// The settings the Souffleur role in this process runs with.
+    Settings(SouffleurSettings),
     /// The Souffleur role in this process ended (headless output stops after it).
     RoleEnded,
     Pipeline(PipelineReport),

@@ -288,6 +288,7 @@ impl Hub {
                     role.alert = Some(text);
                 }
             }
+            RoleReport::Settings(s) => self.emit(What::Settings(s)).await,
             RoleReport::Ended => self.emit(What::RoleEnded).await,
             RoleReport::Fatal(detail) => {
                 if let Some(role) = &mut self.snapshot.watchdog.role {

@@ -16,7 +16,7 @@ use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{
     ConductorView, Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
 };
-use crate::core::event::{CoreEvent, RoleReport, RoleView};
+use crate::core::event::{CoreEvent, RoleReport, RoleView, SouffleurSettings};
 use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::recovery::payload::{self, OrchestraConfig};
 use crate::core::recovery::transcript::find_transcript;
@@ -151,7 +151,17 @@ async fn run_role(
         Ok(db) => db,
         Err(e) => return fail(&events, format!("cannot open the database: {e}")).await,
     };
-    alert(&events, format!("settings: {}", cfg.orchestra.describe())).await;
+    let o = &cfg.orchestra;
+    let _ = events
+        .send(CoreEvent::Role(RoleReport::Settings(SouffleurSettings {
+            force_compact: o.force_compact,
+            force_compact_from: o.force_compact_from.clone(),
+            max_permission: o.max_permission.as_str().into(),
+            max_permission_from: o.max_permission_from.clone(),
+            source: o.source.as_ref().map(|p| p.display().to_string()),
+            warnings: o.warnings.clone(),
+        })))
+        .await;
     for w in &cfg.orchestra.warnings {
         alert(&events, w.clone()).await;
         let _ = db

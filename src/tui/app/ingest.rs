@@ -68,7 +68,11 @@ impl UiState {
                     r.generation
                 ),
             }),
-            What::Task { .. } | What::Error { .. } | What::RoleEnded | What::Pipeline(_) => None,
+            What::Task { .. }
+            | What::Error { .. }
+            | What::Settings(_)
+            | What::RoleEnded
+            | What::Pipeline(_) => None,
         }
     }
 
