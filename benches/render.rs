@@ -129,6 +129,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
                 kind: AnomalyKind::SelfCorrection,
                 detail: format!("\"step {i} self-correction\""),
                 spike: None,
+                line: None,
             }),
         });
         ui.ingest(&Happening {

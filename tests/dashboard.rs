@@ -135,12 +135,24 @@ fn log(task: &str, kind: LogKind, lines: &[&str]) -> What {
     }
 }
 
-fn anomaly(task: &str, kind: AnomalyKind, detail: &str) -> What {
+/// An anomaly as the Sentinel sends it: `line` names the log kind, the line's index
+/// among that kind's lines and its text.
+fn anomaly(
+    task: &str,
+    kind: AnomalyKind,
+    detail: &str,
+    line: Option<(LogKind, u64, &str)>,
+) -> What {
     What::Anomaly(Anomaly {
         task_id: TaskId::parse(task).unwrap(),
         kind,
         detail: detail.into(),
         spike: (kind == AnomalyKind::ContextSpike).then_some((29, 51)),
+        line: line.map(|(kind, index, text)| maestro::core::domain::SourceLine {
+            kind,
+            index,
+            text: text.into(),
+        }),
     })
 }
 
@@ -194,6 +206,11 @@ fn busy_ui(snap: &Snapshot) -> UiState {
                 "task-05",
                 AnomalyKind::SelfCorrection,
                 "\"step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]\"",
+                Some((
+                    LogKind::Status,
+                    4,
+                    "step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]",
+                )),
             ),
         ),
         happening(
@@ -213,6 +230,7 @@ fn busy_ui(snap: &Snapshot) -> UiState {
                 "task-05",
                 AnomalyKind::ContextSpike,
                 "Context jumped from 34% to 51% between step 2 and step 3 (+17%)",
+                Some((LogKind::Status, 5, "step 3 started [ctx: 51%]")),
             ),
         ),
         happening(
@@ -229,6 +247,11 @@ fn busy_ui(snap: &Snapshot) -> UiState {
                 "task-03",
                 AnomalyKind::HighDeviation,
                 "\"High: changed the public Config API without a migration\"",
+                Some((
+                    LogKind::Deviations,
+                    0,
+                    "High: changed the public Config API without a migration",
+                )),
             ),
         ),
         happening(
@@ -237,6 +260,7 @@ fn busy_ui(snap: &Snapshot) -> UiState {
                 "task-04",
                 AnomalyKind::Stalled,
                 "No new entries in temp/task-04-status for 7 minutes. Last entry: \"step 1 agent 1 launched [ctx: 12%]\"",
+                None,
             ),
         ),
         happening(

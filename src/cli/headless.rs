@@ -347,6 +347,7 @@ mod tests {
                 kind: AnomalyKind::SelfCorrection,
                 detail: "\"step 2 self-correction \u{1b}]0;pwned\u{7}\u{1b}[2J\"".into(),
                 spike: None,
+                line: None,
             }),
         };
         let out = text(&clock, &anomaly).expect("shown");

@@ -171,6 +171,18 @@ pub struct Anomaly {
     pub detail: String,
     /// For `context-spike`: the percentages before and after.
     pub spike: Option<(u8, u8)>,
+    /// The line that raised it (for `stalled`, the last entry), when there is one.
+    pub line: Option<SourceLine>,
+}
+
+/// Which line of a task's log an anomaly is about: its kind, its position among the
+/// lines of that kind read since monitoring started (0-based, counting on across
+/// truncations), and its text. Presenters that keep the same lines find it at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SourceLine {
+    pub kind: LogKind,
+    pub index: u64,
+    pub text: std::sync::Arc<str>,
 }
 
 impl Anomaly {

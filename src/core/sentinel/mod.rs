@@ -5,12 +5,14 @@
 //! drive it with plain `Instant`s or paused tokio time.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
 use crate::core::domain::{
-    Anomaly, AnomalyKind, LogKind, TaskId, context_percent, step_label, without_context_marker,
+    Anomaly, AnomalyKind, LogKind, SourceLine, TaskId, context_percent, step_label,
+    without_context_marker,
 };
 
 #[derive(Debug, Clone, Copy)]
@@ -32,6 +34,15 @@ struct TaskWatch {
     last_entry: Option<String>,
     /// A stall was reported and no new line has ended it yet.
     stalled: bool,
+    /// Lines read so far of the status and the deviations log: the next line's index.
+    read: [u64; 2],
+}
+
+fn slot(kind: LogKind) -> usize {
+    match kind {
+        LogKind::Status => 0,
+        LogKind::Deviations => 1,
+    }
 }
 
 #[derive(Debug)]
@@ -70,19 +81,32 @@ impl Sentinel {
     ) -> Vec<Anomaly> {
         let spike = self.settings.spike_threshold;
         let watch = self.tasks.entry(task.clone()).or_default();
+        let first = watch.read[slot(kind)];
+        watch.read[slot(kind)] += lines.len() as u64;
+        let at = |i: usize, text: &str| SourceLine {
+            kind,
+            index: first + i as u64,
+            text: Arc::from(text),
+        };
         let mut found = Vec::new();
         match kind {
             LogKind::Deviations => {
-                for line in lines {
+                for (i, line) in lines.iter().enumerate() {
                     if line.starts_with("High:") {
-                        found.push(anomaly(task, AnomalyKind::HighDeviation, quoted(line)));
+                        found.push(Anomaly {
+                            line: Some(at(i, line)),
+                            ..anomaly(task, AnomalyKind::HighDeviation, quoted(line))
+                        });
                     }
                 }
             }
             LogKind::Status => {
-                for line in lines {
+                for (i, line) in lines.iter().enumerate() {
                     if line.contains("self-correction") {
-                        found.push(anomaly(task, AnomalyKind::SelfCorrection, quoted(line)));
+                        found.push(Anomaly {
+                            line: Some(at(i, line)),
+                            ..anomaly(task, AnomalyKind::SelfCorrection, quoted(line))
+                        });
                     }
                     if let Some(now) = context_percent(line) {
                         if let Some((before, before_line)) = &watch.last_ctx
@@ -91,6 +115,7 @@ impl Sentinel {
                         {
                             found.push(Anomaly {
                                 spike: Some((*before, now)),
+                                line: Some(at(i, line)),
                                 ..anomaly(
                                     task,
                                     AnomalyKind::ContextSpike,
@@ -144,7 +169,16 @@ impl Sentinel {
                 human_duration(now.saturating_duration_since(at)),
                 w.last_entry.as_deref().unwrap_or_default()
             );
-            found.push(anomaly(task, AnomalyKind::Stalled, detail));
+            // The stall is about the last entry, when there is one (not a bare mtime).
+            let line = w.last_entry.as_deref().map(|text| SourceLine {
+                kind: LogKind::Status,
+                index: w.read[0].saturating_sub(1),
+                text: Arc::from(text),
+            });
+            found.push(Anomaly {
+                line,
+                ..anomaly(task, AnomalyKind::Stalled, detail)
+            });
         }
         found.sort_by(|a, b| a.task_id.cmp(&b.task_id));
         found
@@ -168,6 +202,7 @@ fn anomaly(task: &TaskId, kind: AnomalyKind, detail: String) -> Anomaly {
         kind,
         detail,
         spike: None,
+        line: None,
     }
 }
 
@@ -215,6 +250,50 @@ mod tests {
 
     fn lines(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn each_anomaly_names_its_line_by_kind_position_and_text() {
+        let (mut s, task) = active("task-03");
+        let now = Instant::now();
+        s.on_lines(&task, LogKind::Status, &lines(&["a [ctx: 10%]", "b"]), now);
+        s.on_lines(
+            &task,
+            LogKind::Deviations,
+            &lines(&["Low: x", "High: y"]),
+            now,
+        );
+        let found = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["c", "step 2 self-correction: z [ctx: 40%]"]),
+            now,
+        );
+        let at: Vec<_> = found
+            .iter()
+            .map(|a| {
+                a.line
+                    .as_ref()
+                    .map(|l| (a.kind, l.kind, l.index, l.text.to_string()))
+            })
+            .collect();
+        let text = "step 2 self-correction: z [ctx: 40%]".to_owned();
+        assert_eq!(
+            at,
+            [
+                Some((
+                    AnomalyKind::SelfCorrection,
+                    LogKind::Status,
+                    3,
+                    text.clone()
+                )),
+                Some((AnomalyKind::ContextSpike, LogKind::Status, 3, text)),
+            ]
+        );
+        // Positions count on across a truncation, as the presenters' views do.
+        s.on_reset(&task, LogKind::Deviations);
+        let found = s.on_lines(&task, LogKind::Deviations, &lines(&["High: again"]), now);
+        assert_eq!(found[0].line.as_ref().map(|l| l.index), Some(2));
     }
 
     fn active(id: &str) -> (Sentinel, TaskId) {

@@ -3,12 +3,12 @@
 
 use std::sync::Arc;
 
-use crate::core::domain::{AnomalyKind, LogKind, TaskId, context_percent};
+use crate::core::domain::{LogKind, SourceLine, TaskId};
 use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::scrollback::{AnomalyEntry, LogEntry, LogView, Scrollback};
 use crate::tui::app::state::{
-    ANOMALIES_KEPT, LINK_SCAN, MESSAGES_KEPT, Notification, Overlay, UiState, musicians,
+    ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overlay, UiState, musicians,
 };
 
 impl UiState {
@@ -25,7 +25,7 @@ impl UiState {
                 None
             }
             What::Anomaly(a) => {
-                let line = self.link_anomaly(&a.task_id, a.kind, &a.detail, a.spike.map(|s| s.1));
+                let line = self.link_anomaly(&a.task_id, a.line.as_ref());
                 if self.anomalies.len() == ANOMALIES_KEPT {
                     self.anomalies.pop_back();
                 }
@@ -90,6 +90,7 @@ impl UiState {
             let e = LogEntry {
                 kind,
                 text: Arc::from(line.as_str()),
+                merged_at: log.merged.end(),
                 anomaly: false,
             };
             match kind {
@@ -111,65 +112,21 @@ impl UiState {
         }
     }
 
-    /// Finds (from the end, within a bounded window) the line an anomaly is about and
-    /// flags it in every view; returns its merged position.
-    pub(crate) fn link_anomaly(
-        &mut self,
-        task: &TaskId,
-        kind: AnomalyKind,
-        detail: &str,
-        spike_to: Option<u8>,
-    ) -> Option<u64> {
+    /// Flags the line an anomaly names (the Sentinel says which: kind, position and
+    /// text) in its own view and the merged one; returns its merged position. A line
+    /// that has scrolled out, or a position whose text differs (lines this view never
+    /// received), links nothing.
+    pub(crate) fn link_anomaly(&mut self, task: &TaskId, line: Option<&SourceLine>) -> Option<u64> {
+        let line = line?;
         let log = self.logs.get_mut(task)?;
-        let quoted = detail.strip_prefix('"').and_then(|d| d.strip_suffix('"'));
-        let want_kind = if kind == AnomalyKind::HighDeviation {
-            LogKind::Deviations
-        } else {
-            LogKind::Status
+        let single = match line.kind {
+            LogKind::Status => &mut log.status,
+            LogKind::Deviations => &mut log.deviations,
         };
-        let matches = |e: &LogEntry| {
-            e.kind == want_kind
-                && match kind {
-                    AnomalyKind::SelfCorrection | AnomalyKind::HighDeviation => {
-                        quoted.is_some_and(|q| &*e.text == q)
-                    }
-                    AnomalyKind::ContextSpike => context_percent(&e.text) == spike_to,
-                    AnomalyKind::Stalled => true,
-                }
-        };
-        let start = log
-            .merged
-            .start()
-            .max(log.merged.end().saturating_sub(LINK_SCAN as u64));
-        let at = (start..log.merged.end())
-            .rev()
-            .find(|&abs| {
-                log.merged
-                    .get(abs)
-                    .is_some_and(|e| matches(e) && !e.anomaly)
-            })
-            .or_else(|| {
-                (start..log.merged.end())
-                    .rev()
-                    .find(|&abs| log.merged.get(abs).is_some_and(&matches))
-            })?;
-        let text = log.merged.get(at).map(|e| e.text.clone())?;
+        let entry = single.get_mut(line.index).filter(|e| e.text == line.text)?;
+        entry.anomaly = true;
+        let at = entry.merged_at;
         if let Some(e) = log.merged.get_mut(at) {
-            e.anomaly = true;
-        }
-        let single = if want_kind == LogKind::Status {
-            &mut log.status
-        } else {
-            &mut log.deviations
-        };
-        let s_start = single
-            .start()
-            .max(single.end().saturating_sub(LINK_SCAN as u64));
-        if let Some(abs) = (s_start..single.end())
-            .rev()
-            .find(|&a| single.get(a).is_some_and(|e| e.text == text && !e.anomaly))
-            && let Some(e) = single.get_mut(abs)
-        {
             e.anomaly = true;
         }
         Some(at)

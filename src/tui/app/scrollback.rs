@@ -32,6 +32,8 @@ impl LogView {
 pub struct LogEntry {
     pub kind: LogKind,
     pub text: Arc<str>,
+    /// The line's position in the merged view (a single-kind view points there).
+    pub merged_at: u64,
     /// An anomaly was raised on this line.
     pub anomaly: bool,
 }

@@ -11,8 +11,6 @@ use crate::tui::keymap::Mode;
 
 pub(crate) const ANOMALIES_KEPT: usize = 1_000;
 pub(crate) const MESSAGES_KEPT: usize = 5_000;
-/// How far back an anomaly looks for the line that caused it.
-pub(crate) const LINK_SCAN: usize = 4_096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Pane {

@@ -49,14 +49,26 @@ fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
     });
 }
 
-fn anomaly(ui: &mut UiState, task: &str, kind: AnomalyKind, detail: &str) -> Option<Notification> {
+/// An anomaly about the line at `index` among the task's lines of `kind` (as the
+/// Sentinel names it), whose text is `text`.
+fn anomaly(
+    ui: &mut UiState,
+    task: &str,
+    kind: AnomalyKind,
+    (log_kind, index, text): (LogKind, u64, &str),
+) -> Option<Notification> {
     ui.ingest(&Happening {
         at: at(),
         what: What::Anomaly(Anomaly {
             task_id: TaskId::parse(task).unwrap(),
             kind,
-            detail: detail.into(),
+            detail: format!("\"{text}\""),
             spike: None,
+            line: Some(crate::core::domain::SourceLine {
+                kind: log_kind,
+                index,
+                text: text.into(),
+            }),
         }),
     })
 }
@@ -187,15 +199,24 @@ fn enter_on_an_anomaly_jumps_to_its_line_and_marks_it_read() {
         &mut ui,
         "task-02",
         AnomalyKind::SelfCorrection,
-        "\"step 2 self-correction: x\"",
+        (LogKind::Status, 1, "step 2 self-correction: x"),
     );
     assert!(n.unwrap().title.contains("task-02 self-correction"));
     anomaly(
         &mut ui,
         "task-02",
         AnomalyKind::HighDeviation,
-        "\"High: y\"",
+        (LogKind::Deviations, 0, "High: y"),
     );
+    // A position whose text differs (a line this view never got) links nothing.
+    anomaly(
+        &mut ui,
+        "task-02",
+        AnomalyKind::SelfCorrection,
+        (LogKind::Status, 2, "not the line at 2"),
+    );
+    assert_eq!(ui.anomalies.front().map(|a| a.line), Some(None));
+    ui.anomalies.pop_front();
     assert_eq!(ui.unread_anomalies(), 2);
     ui.update(Action::FocusAnomalies, &s);
     ui.update(Action::Down, &s); // the older one: the self-correction
