@@ -40,6 +40,17 @@ pub enum Action {
     ToggleHold,
     RecoverNow,
     Sentinels,
+    /// Confirmation dialog: do it.
+    Yes,
+    /// Confirmation dialog: do not.
+    No,
+    PipelineStart,
+    PipelineStop,
+    /// Pause a running pipeline, resume a paused one.
+    PipelinePause,
+    EditSteps,
+    /// Step editor: check and save.
+    SaveEdit,
 }
 
 impl Action {
@@ -80,6 +91,13 @@ impl Action {
             Self::ToggleHold => "Souffleur: hold / release automatic recovery",
             Self::RecoverNow => "Souffleur: recover the Conductor now (asks first)",
             Self::Sentinels => "pipelines: start, stop, pause, edit steps",
+            Self::Yes => "yes: do what the dialog says",
+            Self::No => "no: leave everything as it is",
+            Self::PipelineStart => "start the selected pipeline",
+            Self::PipelineStop => "stop it (its step's processes are ended)",
+            Self::PipelinePause => "pause or resume it",
+            Self::EditSteps => "edit its steps while it runs",
+            Self::SaveEdit => "check the steps and save them",
         }
     }
 }

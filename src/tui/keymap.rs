@@ -8,7 +8,8 @@ use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::tui::action::Action;
 
-/// Where a binding applies. `Global` is consulted after the focused pane's mode.
+/// Where a binding applies. `Global` is consulted after the focused pane's mode; an
+/// overlay's mode (`Confirm`, `Pipelines`, `Editor`) is consulted alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Mode {
     Global,
@@ -16,6 +17,9 @@ pub enum Mode {
     Log,
     Anomalies,
     Messages,
+    Confirm,
+    Pipelines,
+    Editor,
 }
 
 impl Mode {
@@ -26,7 +30,15 @@ impl Mode {
             Self::Log => "log",
             Self::Anomalies => "anomalies",
             Self::Messages => "messages",
+            Self::Confirm => "confirm",
+            Self::Pipelines => "pipelines",
+            Self::Editor => "editor",
         }
+    }
+
+    /// Overlay modes take no global bindings: only their own keys answer there.
+    pub fn is_overlay(self) -> bool {
+        matches!(self, Self::Confirm | Self::Pipelines | Self::Editor)
     }
 
     fn parse(name: &str) -> Option<Self> {
@@ -36,6 +48,9 @@ impl Mode {
             Self::Log,
             Self::Anomalies,
             Self::Messages,
+            Self::Confirm,
+            Self::Pipelines,
+            Self::Editor,
         ]
         .into_iter()
         .find(|m| m.name() == name)
@@ -189,6 +204,24 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Anomalies, "r", Action::MarkAllRead),
     (Mode::Messages, "t", Action::FilterTask),
     (Mode::Messages, "T", Action::FilterType),
+    (Mode::Confirm, "y", Action::Yes),
+    (Mode::Confirm, "Y", Action::Yes),
+    (Mode::Confirm, "enter", Action::Yes),
+    (Mode::Confirm, "n", Action::No),
+    (Mode::Confirm, "N", Action::No),
+    (Mode::Confirm, "esc", Action::No),
+    (Mode::Pipelines, "k", Action::Up),
+    (Mode::Pipelines, "up", Action::Up),
+    (Mode::Pipelines, "j", Action::Down),
+    (Mode::Pipelines, "down", Action::Down),
+    (Mode::Pipelines, "s", Action::PipelineStart),
+    (Mode::Pipelines, "x", Action::PipelineStop),
+    (Mode::Pipelines, "p", Action::PipelinePause),
+    (Mode::Pipelines, "e", Action::EditSteps),
+    (Mode::Pipelines, "esc", Action::Close),
+    (Mode::Pipelines, "q", Action::Close),
+    (Mode::Editor, "ctrl-s", Action::SaveEdit),
+    (Mode::Editor, "esc", Action::Close),
 ];
 
 #[derive(Debug, Clone)]
@@ -207,7 +240,7 @@ impl Keymap {
         }
         for (mode_name, table) in user {
             let mode = Mode::parse(mode_name).ok_or_else(|| {
-                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies or messages")
+                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines or editor")
             })?;
             for (key_text, action_name) in table {
                 let key = Key::parse(key_text).ok_or_else(|| {
@@ -227,13 +260,31 @@ impl Keymap {
         })
     }
 
-    /// The action of a key in `mode`, falling back to the global table.
+    /// The action of a key in `mode`, falling back to the global table (except in an
+    /// overlay's mode, where only its own keys answer).
     pub fn action(&self, mode: Mode, ev: &KeyEvent) -> Option<Action> {
         let key = Key::from_event(ev)?;
-        self.bindings
-            .get(&(mode, key))
-            .or_else(|| self.bindings.get(&(Mode::Global, key)))
+        let own = self.bindings.get(&(mode, key));
+        if mode.is_overlay() {
+            return own.copied();
+        }
+        own.or_else(|| self.bindings.get(&(Mode::Global, key)))
             .copied()
+    }
+
+    /// Every key bound to `action` in `mode`, for dialog and title hints ("y/enter").
+    pub fn keys_in(&self, mode: Mode, action: Action) -> String {
+        let keys: Vec<String> = self
+            .bindings
+            .iter()
+            .filter(|((m, _), a)| *m == mode && **a == action)
+            .map(|((_, k), _)| k.label())
+            .collect();
+        if keys.is_empty() {
+            "(unbound)".into()
+        } else {
+            keys.join("/")
+        }
     }
 
     /// Help lines: per mode, each action with every key bound to it.

@@ -30,7 +30,7 @@ use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
 use action::Action;
 use app::{Effect, Notification, UiState};
-use keymap::Keymap;
+use keymap::{Keymap, Mode};
 use notify::Notifier;
 use panes::{DrawCtx, Limits};
 use theme::Theme;
@@ -337,39 +337,22 @@ fn handle_event(
 ) -> Vec<Effect> {
     match ev {
         Event::Key(key) if key.kind != KeyEventKind::Release => {
-            match (&ui.overlay, key.code) {
-                (Some(app::Overlay::Sentinels), code) => {
-                    let c = match code {
-                        KeyCode::Esc => None,
-                        KeyCode::Up => Some('k'),
-                        KeyCode::Down => Some('j'),
-                        KeyCode::Char(c) => Some(c),
-                        _ => return vec![],
-                    };
-                    return ui.sentinels_key(c, snap);
+            // An overlay answers only its own keys (from the keymap); the step editor
+            // takes every other key as text.
+            let overlay_mode = match &ui.overlay {
+                Some(app::Overlay::Confirm(_)) => Some(Mode::Confirm),
+                Some(app::Overlay::Sentinels) => Some(Mode::Pipelines),
+                Some(app::Overlay::Editor(_)) => Some(Mode::Editor),
+                _ => None,
+            };
+            if let Some(mode) = overlay_mode {
+                if let Some(action) = cfg.keymap.action(mode, key) {
+                    return ui.update(action, snap);
                 }
-                (Some(app::Overlay::Editor(_)), KeyCode::Esc) => return ui.close_editor(false),
-                (Some(app::Overlay::Editor(_)), KeyCode::Char('s'))
-                    if key
-                        .modifiers
-                        .contains(crossterm::event::KeyModifiers::CONTROL) =>
-                {
-                    return ui.close_editor(true);
+                if let (Mode::Editor, Some(editor)) = (mode, ui.editor.as_mut()) {
+                    editor.input(*key);
                 }
-                (Some(app::Overlay::Editor(_)), _) => {
-                    if let Some(editor) = ui.editor.as_mut() {
-                        editor.input(*key);
-                    }
-                    return vec![];
-                }
-                _ => {}
-            }
-            if let Some(app::Overlay::Confirm(c)) = ui.overlay {
-                return match key.code {
-                    KeyCode::Char('y' | 'Y') | KeyCode::Enter => ui.confirm(c, true),
-                    KeyCode::Char('n' | 'N') | KeyCode::Esc => ui.confirm(c, false),
-                    _ => vec![],
-                };
+                return vec![];
             }
             if ui.search_input.is_some() {
                 match key.code {

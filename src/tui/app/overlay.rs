@@ -2,12 +2,13 @@
 //! and the step editor) and the keys that answer them.
 
 use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
 use crate::tui::app::state::{Confirm, Effect, Overlay, UiState};
 
 impl UiState {
-    /// A key in the pipelines overlay: move, start (`s`), stop (`x`), pause or resume
-    /// (`p`), edit steps (`e`), close (Esc, `q`).
-    pub fn sentinels_key(&mut self, c: Option<char>, snap: &Snapshot) -> Vec<Effect> {
+    /// An action in the pipelines overlay: move, start, stop, pause or resume, edit
+    /// steps, close (the keys are the keymap's `[keys.pipelines]`).
+    pub(crate) fn pipelines_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         let selected = snap.pipelines.get(self.selected_pipeline);
         let request = |op: &'static str| {
             selected.map_or_else(Vec::new, |p| {
@@ -17,31 +18,32 @@ impl UiState {
                 }]
             })
         };
-        match c {
-            Some('j') => {
+        match action {
+            Action::Down => {
                 self.selected_pipeline =
                     (self.selected_pipeline + 1).min(snap.pipelines.len().saturating_sub(1));
                 vec![]
             }
-            Some('k') => {
+            Action::Up => {
                 self.selected_pipeline = self.selected_pipeline.saturating_sub(1);
                 vec![]
             }
-            Some('s') => request("start"),
-            Some('x') => request("stop"),
-            Some('p') => request(if selected.is_some_and(|p| p.status == "paused") {
+            Action::PipelineStart => request("start"),
+            Action::PipelineStop => request("stop"),
+            Action::PipelinePause => request(if selected.is_some_and(|p| p.status == "paused") {
                 "resume"
             } else {
                 "pause"
             }),
-            Some('e') => {
+            Action::EditSteps => {
                 selected.map_or_else(Vec::new, |p| vec![Effect::EditSteps(p.name.clone())])
             }
-            None | Some('q') => {
+            Action::Close => {
                 self.overlay = None;
                 vec![]
             }
-            Some(_) => vec![],
+            Action::Quit => self.quit(snap),
+            _ => vec![],
         }
     }
 

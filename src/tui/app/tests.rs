@@ -361,39 +361,39 @@ fn the_pipelines_overlay_and_the_step_editor() {
     ui.update(Action::Sentinels, &s);
     assert_eq!(ui.overlay, Some(Overlay::Sentinels));
     assert_eq!(
-        ui.sentinels_key(Some('x'), &s),
+        ui.update(Action::PipelineStop, &s),
         [Effect::Pipeline {
             op: "stop",
             name: "build".into()
         }]
     );
-    ui.sentinels_key(Some('j'), &s);
-    ui.sentinels_key(Some('j'), &s);
+    ui.update(Action::Down, &s);
+    ui.update(Action::Down, &s);
     assert_eq!(ui.selected_pipeline, 1, "stays on the last row");
     assert_eq!(
-        ui.sentinels_key(Some('p'), &s),
+        ui.update(Action::PipelinePause, &s),
         [Effect::Pipeline {
             op: "resume",
             name: "lint".into()
         }]
     );
     assert_eq!(
-        ui.sentinels_key(Some('e'), &s),
+        ui.update(Action::EditSteps, &s),
         [Effect::EditSteps("lint".into())]
     );
     ui.open_editor("lint".into(), "[\n  {}\n]");
     assert_eq!(ui.overlay, Some(Overlay::Editor("lint".into())));
     assert_eq!(
-        ui.close_editor(true),
+        ui.update(Action::SaveEdit, &s),
         [Effect::SaveSteps {
             name: "lint".into(),
             steps: "[\n  {}\n]".into()
         }]
     );
     assert!(ui.editor.is_some(), "open until the save is accepted");
-    assert!(ui.close_editor(false).is_empty());
+    assert!(ui.update(Action::Close, &s).is_empty());
     assert_eq!(ui.overlay, Some(Overlay::Sentinels));
-    ui.sentinels_key(None, &s);
+    ui.update(Action::Close, &s);
     assert!(ui.overlay.is_none());
 }
 

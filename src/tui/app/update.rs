@@ -13,10 +13,21 @@ impl UiState {
         if let Some(Overlay::Confirm(c)) = self.overlay {
             // Only an explicit answer leaves a confirmation (see `confirm`).
             return match action {
-                Action::Close => self.confirm(c, false),
-                Action::Open => self.confirm(c, true),
+                Action::No | Action::Close => self.confirm(c, false),
+                Action::Yes | Action::Open => self.confirm(c, true),
                 _ => vec![],
             };
+        }
+        match &self.overlay {
+            Some(Overlay::Sentinels) => return self.pipelines_action(action, snap),
+            Some(Overlay::Editor(_)) => {
+                return match action {
+                    Action::SaveEdit => self.close_editor(true),
+                    Action::Close => self.close_editor(false),
+                    _ => vec![],
+                };
+            }
+            _ => {}
         }
         if let Some(overlay) = &self.overlay {
             return match (overlay, action) {
@@ -52,6 +63,14 @@ impl UiState {
                     WatchdogCmd::Hold
                 })];
             }
+            // Overlay actions mean nothing without their overlay.
+            Action::Yes
+            | Action::No
+            | Action::PipelineStart
+            | Action::PipelineStop
+            | Action::PipelinePause
+            | Action::EditSteps
+            | Action::SaveEdit => {}
             Action::Sentinels => {
                 self.overlay = Some(Overlay::Sentinels);
                 self.selected_pipeline = self

@@ -53,5 +53,8 @@ fn title_of(mode: Mode) -> &'static str {
         Mode::Anomalies => "Anomalies",
         Mode::Messages => "Messages",
         Mode::Global => "all panes",
+        Mode::Confirm => "a confirmation",
+        Mode::Pipelines => "the pipelines overlay (S)",
+        Mode::Editor => "the step editor (any other key edits)",
     }
 }

@@ -18,7 +18,9 @@ use ratatui::layout::{Alignment, Constraint, Flex, Layout};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
+use crate::tui::action::Action;
 use crate::tui::app::Pane;
+use crate::tui::keymap::Mode;
 use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
 pub use ctx::{DrawCtx, Limits};
 use ctx::{centered, clear};
@@ -63,7 +65,11 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
             let text = vec![
                 Line::raw(c.question()),
                 Line::from(Span::styled(
-                    "y / Enter: yes    n / Esc: no",
+                    format!(
+                        "{}: yes    {}: no",
+                        ctx.keymap.keys_in(Mode::Confirm, Action::Yes),
+                        ctx.keymap.keys_in(Mode::Confirm, Action::No)
+                    ),
                     ctx.theme.accent,
                 )),
             ];

@@ -1,6 +1,8 @@
 //! The pipelines overlay (`S`): every definition this process hosts with its state, and
 //! the step editor (`e`), a text area on the steps' JSON that is checked before saving.
 
+use crate::tui::action::Action;
+use crate::tui::keymap::Mode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
@@ -12,9 +14,17 @@ use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let popup = centered(area, 100, area.height.saturating_sub(6).min(20));
     clear(frame, popup);
+    let keys = |a| ctx.keymap.keys_in(Mode::Pipelines, a);
     let block = ctx.block(
         Pane::Tasks,
-        "Pipelines · s start · x stop · p pause/resume · e edit steps · Esc close",
+        &format!(
+            "Pipelines · {} start · {} stop · {} pause/resume · {} edit steps · {} close",
+            keys(Action::PipelineStart),
+            keys(Action::PipelineStop),
+            keys(Action::PipelinePause),
+            keys(Action::EditSteps),
+            keys(Action::Close)
+        ),
     );
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
@@ -93,7 +103,11 @@ pub fn draw_editor(frame: &mut Frame, area: Rect, ctx: &DrawCtx, name: &str) {
     clear(frame, popup);
     let block = ctx.block(
         Pane::Log,
-        &format!("Steps of {name} · ctrl-s check and save · Esc cancel"),
+        &format!(
+            "Steps of {name} · {} check and save · {} cancel",
+            ctx.keymap.keys_in(Mode::Editor, Action::SaveEdit),
+            ctx.keymap.keys_in(Mode::Editor, Action::Close)
+        ),
     );
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
