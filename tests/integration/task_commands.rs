@@ -1,9 +1,7 @@
 //! `maestro task …` on a real database and real processes.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Scratch, maestro};
+use crate::common::{Scratch, maestro};
 
 fn run(s: &Scratch, args: &[&str]) -> (i32, String, String) {
     let out = maestro()
@@ -256,7 +254,7 @@ fn relaunch_replaces_the_window_and_resumes_the_session() {
     let recorded = std::fs::read_to_string(s.temp().join("musician-task-02.pid")).unwrap();
     assert_eq!(recorded.trim(), new_pid.to_string());
     // The stub records its argv as it starts; wait for it with a deadline.
-    let end = std::time::Instant::now() + common::DEADLINE;
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
     let argv = loop {
         if let Ok(text) = std::fs::read_to_string(&log)
             && !text.is_empty()

@@ -3,13 +3,11 @@
 //! that record their argv and start a sleeping child.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 
-use common::{Running, Scratch, event, maestro};
+use crate::common::{Running, Scratch, event, maestro};
 
 const SESSION: &str = "5f2e1c3a-session";
 
@@ -114,7 +112,7 @@ impl Rig {
     /// The recorded calls once `pred` holds for them: a stub writes its record a moment
     /// after the process starts. Fails after the common deadline.
     fn calls_when(&self, what: &str, pred: impl Fn(&[Vec<String>]) -> bool) -> Vec<Vec<String>> {
-        let end = std::time::Instant::now() + common::DEADLINE;
+        let end = std::time::Instant::now() + crate::common::DEADLINE;
         loop {
             let calls = self.calls();
             if pred(&calls) {

@@ -2,9 +2,7 @@
 #![allow(clippy::unwrap_used, clippy::many_single_char_names)]
 //! database and real files. Every wait has a deadline; nothing sleeps and hopes.
 
-mod common;
-
-use common::{Scratch, event, maestro};
+use crate::common::{Scratch, event, maestro};
 use nix::sys::signal::Signal;
 
 #[test]
@@ -144,7 +142,7 @@ fn text_output_is_the_conductors_format() {
     s.append("task-05-status", "step 2 self-correction: x\n");
     let mut cmd = maestro();
     cmd.arg("--no-tui").arg("--project").arg(s.root());
-    let mut m = common::Running::spawn(cmd);
+    let mut m = crate::common::Running::spawn(cmd);
     let task = m.wait_line("task", |l| l.starts_with("TASK: task-00"));
     assert_eq!(task, "TASK: task-00 watching (first seen)");
     let head = m.wait_line("report", |l| l.starts_with("SENTINEL: ["));

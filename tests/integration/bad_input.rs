@@ -1,9 +1,7 @@
 //! Bad input: a clear message, the right exit status, and nothing written anywhere.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Scratch, maestro};
+use crate::common::{Scratch, maestro};
 
 fn run(args: &[&str]) -> (i32, String) {
     let out = maestro().args(args).output().unwrap();

@@ -1,9 +1,7 @@
 //! `maestro demo --no-tui` plays the whole built-in scenario through the real core.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Running, maestro};
+use crate::common::{Running, maestro};
 
 #[test]
 fn demo_shows_all_four_anomalies_and_the_watchdog() {

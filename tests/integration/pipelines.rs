@@ -2,9 +2,7 @@
 //! `maestro --no-tui`, and the `maestro sentinel …` commands that reach it.
 #![allow(clippy::unwrap_used)]
 
-mod common;
-
-use common::{Running, Scratch, event, maestro};
+use crate::common::{Running, Scratch, event, maestro};
 use serde_json::{Value, json};
 
 struct Rig {

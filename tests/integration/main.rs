@@ -1,0 +1,14 @@
+//! maestro's integration tests, built as one test binary: the real `maestro` executable
+//! on real files, databases, processes and signals (outside programs are stubs on a
+//! scratch PATH). One binary links the library once instead of once per file.
+
+mod common;
+
+mod bad_input;
+mod dashboard;
+mod demo;
+mod headless;
+mod pipelines;
+mod souffleur;
+mod task_commands;
+mod tmux;
