@@ -176,6 +176,7 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Source { detail, .. } => format!("SOURCE: {}\n", one_line(detail)),
         What::Settings(s) => format!(
             "WATCHDOG: settings FORCE_COMPACT={} ({}), MAX_EXTERNAL_PERMISSION={} ({}){}\n",
             s.force_compact,
@@ -255,6 +256,13 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
         What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Source {
+            source,
+            status,
+            detail,
+        } => {
+            json!({"ts": ts, "event": "source", "source": source, "status": status, "detail": detail})
+        }
         What::Settings(s) => json!({
             "ts": ts,
             "event": "souffleur_settings",

@@ -73,12 +73,38 @@ pub enum CoreEvent {
     },
     /// The database source is (again) reading without errors.
     SourceHealthy { source: &'static str },
+    /// The database file itself: waited for, appeared, replaced or removed.
+    Database(DbStatus),
+    /// The log folder itself: waited for, removed, back.
+    LogFolder(FolderStatus),
     /// From the Souffleur role.
     Role(RoleReport),
     /// From a running pipeline.
     Pipeline(PipelineReport),
     /// The pipeline definitions the host has loaded: names and step counts.
     PipelineCatalog(Vec<(String, usize)>),
+}
+
+/// What happened to `comms.db` as a file (the source re-arms itself after each).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DbStatus {
+    /// No usable database at the path; the text says what maestro waits for.
+    Waiting(String),
+    /// A database appeared where there was none, with this many task rows.
+    Appeared { tasks: usize },
+    /// Another file now sits at the path (a new orchestration), with this many rows.
+    Replaced { tasks: usize },
+    /// The file was removed.
+    Removed,
+}
+
+/// What happened to `temp/` as a folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FolderStatus {
+    /// It is not there (or not a folder); the text says what maestro waits for.
+    Waiting(String),
+    /// It is there (again) and followed.
+    Watching(String),
 }
 
 /// A step of a recovery, as the `recovery` event reports it.
@@ -201,6 +227,13 @@ pub enum What {
     },
     /// The settings the Souffleur role in this process runs with.
     Settings(SouffleurSettings),
+    /// A source's file or folder came, went or was replaced (`source`: `database` or
+    /// `temp`; `status`: `waiting`, `appeared`, `replaced`, `removed`, `watching`).
+    Source {
+        source: &'static str,
+        status: &'static str,
+        detail: String,
+    },
     /// The Souffleur role in this process ended (headless output stops after it).
     RoleEnded,
     Pipeline(PipelineReport),

@@ -17,12 +17,12 @@ use tokio_util::sync::CancellationToken;
 use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
-use crate::core::event::{CoreEvent, Happening, RoleReport, TaskRow, What};
+use crate::core::event::{CoreEvent, DbStatus, FolderStatus, Happening, RoleReport, TaskRow, What};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct HubSettings {
     pub sentinel: SentinelSettings,
     pub task_stale_after: Duration,
@@ -36,6 +36,8 @@ pub struct HubSettings {
     pub observe_watchdog: bool,
     /// Pass log lines on as `What::Log` (the dashboard shows them; headless does not).
     pub forward_logs: bool,
+    /// The database's file name, for announcements ("comms.db replaced: …").
+    pub db_name: String,
 }
 
 /// Where the hub sends database writes.
@@ -68,6 +70,8 @@ pub struct Hub {
     /// Reports already in the database, by key, with how many times each was recorded.
     recorded: HashMap<(TaskId, AnomalyKind, String), usize>,
     invalid_ids: HashSet<String>,
+    /// (task, value) of heartbeats that are not times, each said once.
+    bad_heartbeats: HashSet<(String, String)>,
     reports: Option<Box<dyn ReportSink>>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
@@ -100,6 +104,7 @@ impl Hub {
             last_anomaly: HashMap::new(),
             recorded: HashMap::new(),
             invalid_ids: HashSet::new(),
+            bad_heartbeats: HashSet::new(),
             reports,
             out,
             snapshot_tx,
@@ -218,7 +223,69 @@ impl Hub {
                     self.dirty = true;
                 }
             }
+            CoreEvent::Database(status) => self.on_database(status).await,
+            CoreEvent::LogFolder(status) => {
+                let (state, detail) = match status {
+                    FolderStatus::Waiting(d) => {
+                        self.snapshot.logs_waiting = Some(d.clone());
+                        ("waiting", d)
+                    }
+                    FolderStatus::Watching(d) => {
+                        self.snapshot.logs_waiting = None;
+                        ("watching", d)
+                    }
+                };
+                self.dirty = true;
+                self.emit(What::Source {
+                    source: "temp",
+                    status: state,
+                    detail,
+                })
+                .await;
+            }
         }
+    }
+
+    /// The database file came, went or was replaced: the source has re-armed itself;
+    /// here the tasks start over and the operator is told.
+    async fn on_database(&mut self, status: DbStatus) {
+        let name = self.settings.db_name.clone();
+        let (state, detail) = match status {
+            DbStatus::Waiting(d) => {
+                self.snapshot.database = DatabaseHealth::Absent;
+                ("waiting", d)
+            }
+            DbStatus::Removed => {
+                self.snapshot.database = DatabaseHealth::Absent;
+                // Its rows are history now: no staleness, no anomalies judged by them.
+                self.on_tasks(Vec::new()).await;
+                ("removed", format!("{name} was removed"))
+            }
+            DbStatus::Appeared { tasks } | DbStatus::Replaced { tasks } => {
+                let replaced = matches!(status, DbStatus::Replaced { .. });
+                self.settings.with_database = true;
+                self.snapshot.database = DatabaseHealth::Ok;
+                // Reports recorded in the old file say nothing about the new one.
+                self.recorded.clear();
+                // Activity comes from the new rows from now on (the Tasks event follows).
+                self.sentinel.deactivate_all();
+                if replaced {
+                    (
+                        "replaced",
+                        format!("{name} replaced: new orchestration, {tasks} tasks"),
+                    )
+                } else {
+                    ("appeared", format!("{name} appeared: {tasks} tasks"))
+                }
+            }
+        };
+        self.dirty = true;
+        self.emit(What::Source {
+            source: "database",
+            status: state,
+            detail,
+        })
+        .await;
     }
 
     /// Keeps the pipelines' state for the dashboard (nested runs are not listed).
@@ -366,6 +433,20 @@ impl Hub {
                 .await;
             }
             let heartbeat = row.last_heartbeat.as_deref().and_then(parse_sqlite_utc);
+            if let Some(text) = &row.last_heartbeat
+                && heartbeat.is_none()
+                && self
+                    .bad_heartbeats
+                    .insert((row.task_id.clone(), text.clone()))
+            {
+                self.emit(What::Error {
+                    detail: format!(
+                        "{}'s last_heartbeat {text:?} is not a time (YYYY-MM-DD HH:MM:SS, UTC); its staleness cannot be judged until a writer refreshes it",
+                        row.task_id
+                    ),
+                })
+                .await;
+            }
             let prev = self.tasks.get(&row.task_id);
             let prev_state = prev.map(|p| p.row.state.clone());
             let changed_state = prev_state.as_deref() != Some(row.state.as_str());
@@ -622,6 +703,7 @@ mod tests {
             souffleur_stale_after: Duration::from_secs(180),
             report_to_db,
             with_database: true,
+            db_name: "comms.db".into(),
             observe_watchdog: true,
             forward_logs: true,
         }

@@ -15,7 +15,7 @@ use crate::core::event::{CoreEvent, Happening};
 use crate::core::hub::{Hub, HubSettings, ReportSink};
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
-use crate::core::sources::db::{DbSettings, DbSource};
+use crate::core::sources::db::{self, DbSettings, DbSource};
 use crate::core::sources::temp_logs::{self, TempLogSettings, TempLogsHandle};
 
 /// Capacity of the source → hub channel; sources wait when it is full. With at most
@@ -73,18 +73,27 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
 
     let with_database = database_exists(&config.db);
-    let mut reports: Option<Box<dyn ReportSink>> = None;
+    let db_settings = || DbSettings {
+        path: config.db.clone(),
+        report_to_db: config.report_to_db,
+        fallback_poll: config.fallback_poll,
+    };
     let mut initial = Vec::new();
+    let mut opened = None;
     if with_database {
-        let mut source = DbSource::open(DbSettings {
-            path: config.db.clone(),
-            report_to_db: config.report_to_db,
-            fallback_poll: config.fallback_poll,
-        })?;
-        // Known tasks first, so the hub judges the first log lines correctly.
+        // A database that is there must be the orchestration's: checked before anything
+        // runs. Known tasks first, so the hub judges the first log lines correctly.
+        let mut source = DbSource::open(db_settings())?;
         initial = source.initial_events()?;
-        reports = Some(Box::new(source.spawn(events_tx.clone())));
+        opened = Some(source);
     }
+    // Without one, the source waits for it to appear (and re-arms after a removal or
+    // a replacement either way).
+    let reports: Option<Box<dyn ReportSink>> = Some(Box::new(db::spawn(
+        db_settings(),
+        opened,
+        events_tx.clone(),
+    )));
     let hub = Hub::new(
         HubSettings {
             sentinel: SentinelSettings {
@@ -98,6 +107,10 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             with_database,
             observe_watchdog: !config.souffleur_role,
             forward_logs: config.forward_logs,
+            db_name: config
+                .db
+                .file_name()
+                .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
         },
         clock,
         out_tx,

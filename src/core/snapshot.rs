@@ -25,6 +25,8 @@ pub struct Snapshot {
     pub message_count: u64,
     /// Pipelines this process hosts, by name.
     pub pipelines: Vec<PipelineView>,
+    /// What the log source waits for, while `temp/` is missing.
+    pub logs_waiting: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

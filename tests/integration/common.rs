@@ -135,9 +135,31 @@ impl Running {
         serde_json::from_str(&line).unwrap()
     }
 
+    /// Waits for the next JSON line matching `pred`, failing after `within`.
+    pub fn wait_json_within(
+        &mut self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let line = self.wait_line_within(what, within, |l| {
+            serde_json::from_str::<Value>(l).is_ok_and(|v| pred(&v))
+        });
+        serde_json::from_str(&line).unwrap()
+    }
+
     /// Waits for the next line matching `pred`.
     pub fn wait_line(&mut self, what: &str, pred: impl Fn(&str) -> bool) -> String {
-        let end = Instant::now() + DEADLINE;
+        self.wait_line_within(what, DEADLINE, pred)
+    }
+
+    fn wait_line_within(
+        &mut self,
+        what: &str,
+        within: Duration,
+        pred: impl Fn(&str) -> bool,
+    ) -> String {
+        let end = Instant::now() + within;
         loop {
             let left = end.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {

@@ -112,6 +112,7 @@ fn busy_snapshot() -> Snapshot {
         anomaly_count: 4,
         message_count: 4,
         pipelines: vec![],
+        logs_waiting: None,
     }
 }
 

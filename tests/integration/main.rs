@@ -7,6 +7,7 @@ mod common;
 mod bad_input;
 mod dashboard;
 mod demo;
+mod faults;
 mod headless;
 mod pipelines;
 mod souffleur;

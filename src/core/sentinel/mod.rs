@@ -66,6 +66,13 @@ impl Sentinel {
         watch.active = active;
     }
 
+    /// Stops reporting on every task (a new database names the active ones again).
+    pub fn deactivate_all(&mut self) {
+        for w in self.tasks.values_mut() {
+            w.active = false;
+        }
+    }
+
     pub fn is_active(&self, task: &TaskId) -> bool {
         self.tasks.get(task).is_some_and(|w| w.active)
     }

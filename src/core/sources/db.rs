@@ -6,6 +6,7 @@
 //! id seen. Every read is its own short autocommit statement: no read transaction is
 //! held between wake-ups. The same thread performs the writes the hub asks for.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use tokio::sync::mpsc;
 
 use crate::core::domain::{AnomalyKind, TaskId, dedupe_detail};
 use crate::core::error::CoreError;
-use crate::core::event::{CoreEvent, MessageRow, TaskRow};
+use crate::core::event::{CoreEvent, DbStatus, MessageRow, TaskRow};
 use crate::core::schema;
 
 const SOURCE: &str = "database";
@@ -42,6 +43,8 @@ const RECHECKS: [Duration; 12] = [
     Duration::from_millis(512),
     Duration::from_millis(1024),
 ];
+/// How often a missing database is looked for, besides the kernel's events.
+const MISSING_RECHECK: Duration = Duration::from_millis(500);
 const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
@@ -70,6 +73,9 @@ pub struct DbSettings {
 pub struct DbSource {
     conn: Connection,
     settings: DbSettings,
+    /// (device, inode) of the file opened: a different one at the path means the
+    /// database was replaced (a new orchestration), none means it was removed.
+    identity: (u64, u64),
     data_version: Option<i64>,
     last_message_id: i64,
     tasks: Vec<TaskRow>,
@@ -77,30 +83,12 @@ pub struct DbSource {
     report_type: &'static str,
 }
 
-/// Handle to the running source: commands in, and a clean stop when dropped.
-pub struct DbHandle {
-    tx: std_mpsc::Sender<Input>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl DbHandle {
-    pub fn send(&self, cmd: DbCmd) {
-        let _ = self.tx.send(Input::Cmd(cmd));
-    }
-}
-
-impl Drop for DbHandle {
-    fn drop(&mut self) {
-        let _ = self.tx.send(Input::Stop);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
 impl DbSource {
     /// Opens and verifies the database. Nothing is written.
     pub fn open(settings: DbSettings) -> Result<Self, CoreError> {
+        let identity = file_identity(&settings.path).ok_or_else(|| {
+            CoreError::Database(format!("{} does not exist", settings.path.display()))
+        })?;
         let conn = schema::open(&settings.path)?;
         schema::verify(&conn, &settings.path)?;
         let report_type = if schema::message_type_allowed(&conn, "warning")
@@ -113,6 +101,7 @@ impl DbSource {
         Ok(Self {
             conn,
             settings,
+            identity,
             data_version: None,
             last_message_id: 0,
             tasks: Vec::new(),
@@ -130,50 +119,35 @@ impl DbSource {
         }
         self.refresh(true, &mut |e| out.push(e))
             .map_err(|e| db_error(&e))?;
+        // The whole table, even empty: after a replacement the hub drops the old rows.
+        if !out.iter().any(|e| matches!(e, CoreEvent::Tasks(_))) {
+            out.push(CoreEvent::Tasks(Vec::new()));
+        }
         Ok(out)
     }
 
-    /// Runs the source on its own thread from now on.
-    pub fn spawn(mut self, events: mpsc::Sender<CoreEvent>) -> DbHandle {
-        let (tx, rx) = std_mpsc::channel();
-        let watch_tx = tx.clone();
-        let thread = std::thread::Builder::new()
-            .name("maestro-db".into())
-            .spawn(move || self.run(&rx, watch_tx, &events))
-            .ok();
-        DbHandle { tx, thread }
-    }
-
-    fn run(
+    /// Follows the open database until it is removed or replaced, or `Stop` arrives.
+    /// Reports wait in `pending` and are written in order; a write that fails (a full
+    /// disk, a read-only file) keeps them for the next try.
+    fn follow(
         &mut self,
         rx: &std_mpsc::Receiver<Input>,
-        watch_tx: std_mpsc::Sender<Input>,
         events: &mpsc::Sender<CoreEvent>,
-    ) {
+        idle_wait: Option<Duration>,
+        pending: &mut VecDeque<String>,
+    ) -> Followed {
         let send = |e: CoreEvent| {
             let _ = events.blocking_send(e);
         };
-        let watcher = match watch_database(&self.settings.path, watch_tx) {
-            Ok(w) => Some(w),
-            Err(e) => {
-                send(CoreEvent::SourceFailed {
-                    source: SOURCE,
-                    detail: format!(
-                        "cannot watch {} ({e}); checking every {:?} instead",
-                        self.settings.path.display(),
-                        self.settings.fallback_poll
-                    ),
-                });
-                None
-            }
-        };
-        // The watcher lives as long as this loop.
-        let idle_wait = watcher.is_none().then_some(self.settings.fallback_poll);
         let mut retry_in: Option<Duration> = None;
+        let mut write_failing = false;
         // An input that arrived during a re-check, handled first next time round.
         let mut held_back: Option<Input> = None;
         loop {
-            let wait = retry_in.or(idle_wait);
+            let wait = match (retry_in, idle_wait) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
             let first = if let Some(input) = held_back.take() {
                 Some(input)
             } else {
@@ -181,11 +155,11 @@ impl DbSource {
                     Some(d) => match rx.recv_timeout(d) {
                         Ok(i) => Some(i),
                         Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return Followed::Stop,
                     },
                     None => match rx.recv() {
                         Ok(i) => Some(i),
-                        Err(_) => return,
+                        Err(_) => return Followed::Stop,
                     },
                 }
             };
@@ -193,17 +167,41 @@ impl DbSource {
             let mut force = false;
             for input in first.into_iter().chain(rx.try_iter()) {
                 match input {
-                    Input::Stop => return,
+                    Input::Stop => return Followed::Stop,
                     Input::FileEvent => from_file_event = true,
-                    Input::Cmd(cmd) => {
+                    Input::Cmd(DbCmd::InsertReport { text }) => {
                         force = true;
-                        if let Err(e) = self.execute(&cmd) {
-                            send(CoreEvent::SourceFailed {
-                                source: SOURCE,
-                                detail: format!("could not record a report: {e}"),
-                            });
-                        }
+                        queue_report(pending, text, &send);
                     }
+                }
+            }
+            // The file at the path is still the one this connection reads?
+            match file_identity(&self.settings.path) {
+                None => return Followed::Gone(DbStatus::Removed),
+                Some(id) if id != self.identity => {
+                    return Followed::Gone(DbStatus::Replaced { tasks: 0 });
+                }
+                Some(_) => {}
+            }
+            match self.flush(pending) {
+                Ok(()) => {
+                    if std::mem::take(&mut write_failing) {
+                        send(CoreEvent::SourceHealthy { source: SOURCE });
+                    }
+                }
+                Err(e) => {
+                    if !write_failing {
+                        send(CoreEvent::SourceFailed {
+                            source: SOURCE,
+                            detail: format!(
+                                "could not record {} Sentinel report(s) in {}: {e}. They are kept and written, in order, once writing works again{}",
+                                pending.len(),
+                                self.settings.path.display(),
+                                write_fix(&e)
+                            ),
+                        });
+                    }
+                    write_failing = true;
                 }
             }
             let mut emit = |e: CoreEvent| send(e);
@@ -215,7 +213,7 @@ impl DbSource {
                             held_back = Some(input);
                             break;
                         }
-                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return Followed::Stop,
                         Err(std_mpsc::RecvTimeoutError::Timeout) => {
                             result = self.refresh(false, &mut emit);
                             if result.is_err() {
@@ -226,10 +224,15 @@ impl DbSource {
                 }
             }
             match result {
-                Ok(_) => {
+                Ok(_) if !write_failing => {
                     if retry_in.take().is_some() {
                         send(CoreEvent::SourceHealthy { source: SOURCE });
                     }
+                }
+                Ok(_) => {
+                    // Reads work but a report is still unwritten: try again soon.
+                    let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
+                    retry_in = Some(next);
                 }
                 Err(e) => {
                     let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
@@ -241,6 +244,15 @@ impl DbSource {
                 }
             }
         }
+    }
+
+    /// Writes the waiting reports in order; stops at the first that fails (kept).
+    fn flush(&self, pending: &mut VecDeque<String>) -> rusqlite::Result<()> {
+        while let Some(text) = pending.front() {
+            self.execute(&DbCmd::InsertReport { text: text.clone() })?;
+            pending.pop_front();
+        }
+        Ok(())
     }
 
     /// Reads what changed since the last call. Returns whether anything did.
@@ -357,6 +369,219 @@ pub fn parse_report(text: &str) -> Option<(TaskId, AnomalyKind, String)> {
     let kind = AnomalyKind::parse(lines.next()?.strip_prefix("Anomaly: ")?.trim())?;
     let detail = lines.next()?.strip_prefix("Detail: ")?;
     Some((task, kind, dedupe_detail(kind, detail)))
+}
+
+/// How following one open database ended.
+enum Followed {
+    Stop,
+    Gone(DbStatus),
+}
+
+/// Reports kept while they cannot be written; past this, the oldest are dropped.
+const PENDING_MAX: usize = 10_000;
+
+fn queue_report(pending: &mut VecDeque<String>, text: String, send: &dyn Fn(CoreEvent)) {
+    if pending.len() == PENDING_MAX {
+        pending.pop_front();
+        send(CoreEvent::SourceFailed {
+            source: SOURCE,
+            detail: format!(
+                "{PENDING_MAX} Sentinel reports are waiting to be written; the oldest was dropped"
+            ),
+        });
+    }
+    pending.push_back(text);
+}
+
+/// What to do about a failed write, for the operator.
+fn write_fix(e: &rusqlite::Error) -> &'static str {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => " (free some disk space)",
+        Some(ErrorCode::ReadOnly) => " (make the file and its folder writable)",
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            " (another process holds the write lock)"
+        }
+        _ => "",
+    }
+}
+
+/// (device, inode) of the file at `path`, following a symlink; `None` when absent.
+fn file_identity(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Handle to the running source: commands in, and a clean stop when dropped.
+pub struct DbHandle {
+    tx: std_mpsc::Sender<Input>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl DbHandle {
+    pub fn send(&self, cmd: DbCmd) {
+        let _ = self.tx.send(Input::Cmd(cmd));
+    }
+}
+
+impl Drop for DbHandle {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Input::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Runs the database source on its own thread: follows `opened` (or waits for the
+/// database to appear), and re-arms itself when the file is removed, replaced or
+/// recreated, announcing each change.
+pub fn spawn(
+    settings: DbSettings,
+    opened: Option<DbSource>,
+    events: mpsc::Sender<CoreEvent>,
+) -> DbHandle {
+    let (tx, rx) = std_mpsc::channel();
+    let watch_tx = tx.clone();
+    let thread = std::thread::Builder::new()
+        .name("maestro-db".into())
+        .spawn(move || supervise(&settings, opened, &rx, watch_tx, &events))
+        .ok();
+    DbHandle { tx, thread }
+}
+
+fn supervise(
+    settings: &DbSettings,
+    mut current: Option<DbSource>,
+    rx: &std_mpsc::Receiver<Input>,
+    watch_tx: std_mpsc::Sender<Input>,
+    events: &mpsc::Sender<CoreEvent>,
+) {
+    let send = |e: CoreEvent| {
+        let _ = events.blocking_send(e);
+    };
+    let path = settings.path.clone();
+    let watcher = match watch_database(&path, watch_tx) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            send(CoreEvent::SourceFailed {
+                source: SOURCE,
+                detail: format!(
+                    "cannot watch {} ({e}); checking every {:?} instead",
+                    path.display(),
+                    settings.fallback_poll
+                ),
+            });
+            None
+        }
+    };
+    let idle_wait = watcher.is_none().then_some(settings.fallback_poll);
+    let mut pending = VecDeque::new();
+    let mut replaced = false;
+    if current.is_none() {
+        send(CoreEvent::Database(DbStatus::Waiting(format!(
+            "no database at {} yet; waiting for it",
+            path.display()
+        ))));
+    }
+    // What the last failed attempt to open said, so it is said once.
+    let mut last_problem: Option<String> = None;
+    loop {
+        if let Some(mut source) = current.take() {
+            match source.follow(rx, events, idle_wait, &mut pending) {
+                Followed::Stop => return,
+                Followed::Gone(status) => {
+                    replaced = true;
+                    if !pending.is_empty() {
+                        send(CoreEvent::SourceFailed {
+                            source: SOURCE,
+                            detail: format!(
+                                "{} Sentinel report(s) could not be written to the old database and are dropped",
+                                pending.len()
+                            ),
+                        });
+                        pending.clear();
+                    }
+                    if status == DbStatus::Removed {
+                        send(CoreEvent::Database(DbStatus::Removed));
+                        send(CoreEvent::Database(DbStatus::Waiting(format!(
+                            "{} was removed; waiting for a new one",
+                            path.display()
+                        ))));
+                    }
+                    // A replacement is opened right below, and announced with its tasks.
+                }
+            }
+        }
+        // No database (or a replacement to open): try now, then on every file event,
+        // with the re-check schedule after each (a new file's schema commits later).
+        let mut attempt = 0;
+        loop {
+            if file_identity(&path).is_some() {
+                match open_with_events(settings) {
+                    Ok((source, initial)) => {
+                        let tasks = initial
+                            .iter()
+                            .find_map(|e| match e {
+                                CoreEvent::Tasks(rows) => Some(rows.len()),
+                                _ => None,
+                            })
+                            .unwrap_or(0);
+                        send(CoreEvent::Database(if replaced {
+                            DbStatus::Replaced { tasks }
+                        } else {
+                            DbStatus::Appeared { tasks }
+                        }));
+                        for e in initial {
+                            send(e);
+                        }
+                        current = Some(source);
+                        last_problem = None;
+                        break;
+                    }
+                    Err(problem) => {
+                        if last_problem.as_ref() != Some(&problem) {
+                            send(CoreEvent::Database(DbStatus::Waiting(format!(
+                                "{problem}; waiting for a usable database"
+                            ))));
+                            last_problem = Some(problem);
+                        }
+                    }
+                }
+            }
+            // After the re-checks, look twice a second while there is no database: a
+            // file behind a symlink can appear without an event in this folder.
+            let wait = RECHECKS.get(attempt).copied().or(Some(MISSING_RECHECK));
+            attempt += 1;
+            let input = match wait {
+                Some(d) => match rx.recv_timeout(d) {
+                    Ok(i) => Some(i),
+                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
+                },
+                None => rx.recv().ok(),
+            };
+            for input in input.into_iter().chain(rx.try_iter()) {
+                match input {
+                    Input::Stop => return,
+                    Input::FileEvent => attempt = 0,
+                    Input::Cmd(DbCmd::InsertReport { text }) => {
+                        queue_report(&mut pending, text, &send);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>), String> {
+    let mut source = DbSource::open(DbSettings {
+        path: settings.path.clone(),
+        report_to_db: settings.report_to_db,
+        fallback_poll: settings.fallback_poll,
+    })
+    .map_err(|e| e.to_string())?;
+    let initial = source.initial_events().map_err(|e| e.to_string())?;
+    Ok((source, initial))
 }
 
 fn describe(e: &rusqlite::Error) -> String {

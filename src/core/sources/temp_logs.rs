@@ -6,19 +6,20 @@
 //! may appear, be truncated, replaced or renamed; the identity (device, inode) and size
 //! tell which. When the watcher cannot be set up, it says so once and polls instead.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
+use nix::fcntl::OFlag;
 use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
 use tokio::sync::mpsc;
 
 use crate::core::domain::LogKind;
-use crate::core::event::CoreEvent;
+use crate::core::event::{CoreEvent, FolderStatus};
 use crate::core::sources::lines::LineAssembler;
 
 const SOURCE: &str = "temp logs";
@@ -67,12 +68,18 @@ struct Tail {
     last_bytes: Vec<u8>,
 }
 
+/// How often a missing `temp/` is looked for, besides the kernel's events.
+const MISSING_RECHECK: Duration = Duration::from_millis(500);
+
 /// How many bytes before the offset are compared to notice a rewrite.
 const FINGERPRINT: usize = 32;
 
 struct TempLogs {
     settings: TempLogSettings,
     tails: HashMap<String, Tail>,
+    /// Names of log files that are not regular files (a FIFO, a socket, a device, a
+    /// folder): skipped, with one warning each, until they become regular files.
+    skipped: HashSet<String>,
     events: mpsc::Sender<CoreEvent>,
     buf: Vec<u8>,
 }
@@ -88,6 +95,7 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
             let mut logs = TempLogs {
                 settings,
                 tails: HashMap::new(),
+                skipped: HashSet::new(),
                 events,
                 buf: vec![0; READ_CHUNK],
             };
@@ -100,7 +108,7 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
 impl TempLogs {
     fn run(&mut self, rx: &std_mpsc::Receiver<Input>, watch_tx: std_mpsc::Sender<Input>) {
         let dir = self.settings.dir.clone();
-        let (watcher, mut polling) = match watch_dir(&dir, watch_tx) {
+        let (mut watcher, mut polling) = match watch_dir(&dir, watch_tx) {
             Ok(w) => (Some(w), false),
             Err(e) => {
                 self.fail(format!(
@@ -111,18 +119,22 @@ impl TempLogs {
                 (None, true)
             }
         };
-        let mut watcher = watcher;
-        let mut dir_present = dir.is_dir();
-        if !dir_present && dir.exists() {
-            self.fail(format!(
-                "{} is not a folder; pass --temp with the folder that holds the task logs",
-                dir.display()
-            ));
+        // The folder followed now, by (device, inode): a new one is watched afresh.
+        let mut followed = folder_identity(&dir);
+        if followed.is_none() {
+            self.folder_missing(true);
         }
         self.scan(true);
         loop {
-            let first = if polling {
-                match rx.recv_timeout(self.settings.fallback_poll) {
+            // While temp/ is missing, also look every half second: a folder behind a
+            // symlink (temp/ -> /tmp/…) can come back without an event here.
+            let period = if followed.is_none() {
+                Some(MISSING_RECHECK.min(self.settings.fallback_poll))
+            } else {
+                polling.then_some(self.settings.fallback_poll)
+            };
+            let first = if let Some(period) = period {
+                match rx.recv_timeout(period) {
                     Ok(i) => i,
                     Err(std_mpsc::RecvTimeoutError::Timeout) => Input::Rescan,
                     Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
@@ -145,17 +157,35 @@ impl TempLogs {
                     }
                 }
             }
-            // temp/ appeared (or came back) after start: watch it from now on.
-            if !dir_present && dir.is_dir() {
-                dir_present = true;
-                if let Some(w) = watcher.as_mut()
-                    && w.watch(&dir, RecursiveMode::NonRecursive).is_err()
-                {
-                    polling = true;
-                }
-                rescan = true;
-            }
             if rescan {
+                // temp/ itself changed: removed, created, or replaced by another folder.
+                let now = folder_identity(&dir);
+                if now != followed {
+                    if now.is_none() {
+                        self.folder_missing(false);
+                        self.forget_all();
+                    } else {
+                        if let Some(w) = watcher.as_mut() {
+                            let _ = w.unwatch(&dir);
+                            if w.watch(&dir, RecursiveMode::NonRecursive).is_err() {
+                                polling = true;
+                            }
+                        }
+                        self.scan(false);
+                        self.send(CoreEvent::LogFolder(FolderStatus::Watching(format!(
+                            "{} is there{}: following {} task logs",
+                            dir.display(),
+                            if followed.is_some() {
+                                " again (a new folder)"
+                            } else {
+                                ""
+                            },
+                            self.tails.len()
+                        ))));
+                    }
+                    followed = now;
+                    continue;
+                }
                 self.scan(false);
             } else {
                 for name in names {
@@ -163,6 +193,36 @@ impl TempLogs {
                 }
             }
         }
+    }
+
+    /// Says what the source waits for while `temp/` is missing or not a folder.
+    fn folder_missing(&self, at_start: bool) {
+        let dir = &self.settings.dir;
+        let detail = if dir.exists() {
+            let problem = format!(
+                "{} is not a folder; pass --temp with the folder that holds the task logs",
+                dir.display()
+            );
+            self.fail(problem.clone());
+            problem
+        } else if at_start {
+            format!("no {} yet; waiting for it", dir.display())
+        } else {
+            format!("{} was removed; waiting for it to come back", dir.display())
+        };
+        self.send(CoreEvent::LogFolder(FolderStatus::Waiting(detail)));
+    }
+
+    /// The folder went away: every followed log starts over when it comes back.
+    fn forget_all(&mut self) {
+        let names: Vec<String> = self.tails.keys().cloned().collect();
+        for name in names {
+            self.tails.remove(&name);
+            if let Some((task, kind)) = LogKind::parse_file_name(&name) {
+                self.send(CoreEvent::LogReset { task, kind });
+            }
+        }
+        self.skipped.clear();
     }
 
     /// Reads every log file in the folder, and notices the ones that went away.
@@ -189,13 +249,40 @@ impl TempLogs {
             return;
         };
         let path = self.settings.dir.join(name);
-        let opened = File::open(&path).and_then(|f| {
+        // Only regular files are read, and never with a blocking open: a FIFO named like
+        // a log would otherwise stop this thread (and every log with it) until a writer
+        // came. Checked again on the open file, in case it was swapped in between.
+        let opened = std::fs::metadata(&path).and_then(|m| {
+            if !m.is_file() {
+                return Ok(None);
+            }
+            let f = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(OFlag::O_NONBLOCK.bits() | OFlag::O_NOCTTY.bits())
+                .open(&path)?;
             let meta = f.metadata()?;
-            Ok((f, meta))
+            Ok(meta.is_file().then_some((f, meta)))
         });
         let (mut file, meta) = match opened {
-            Ok(ok) if ok.1.is_file() => ok,
-            Ok(_) => return,
+            Ok(Some(ok)) => {
+                self.skipped.remove(name);
+                ok
+            }
+            Ok(None) => {
+                if self.tails.remove(name).is_some() {
+                    self.send(CoreEvent::LogReset {
+                        task: task.clone(),
+                        kind,
+                    });
+                }
+                if self.skipped.insert(name.to_owned()) {
+                    self.fail(format!(
+                        "{} is not a regular file (a FIFO, socket, device or folder); it is skipped and the other logs are followed",
+                        path.display()
+                    ));
+                }
+                return;
+            }
             Err(e) => {
                 if self.tails.remove(name).is_some() {
                     self.send(CoreEvent::LogReset { task, kind });
@@ -302,6 +389,14 @@ fn send_to(events: &mpsc::Sender<CoreEvent>, event: CoreEvent) {
     let _ = events.blocking_send(event);
 }
 
+/// (device, inode) of the folder at `dir` (through a symlink), if it is a folder.
+fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
+    std::fs::metadata(dir)
+        .ok()
+        .filter(std::fs::Metadata::is_dir)
+        .map(|m| (m.dev(), m.ino()))
+}
+
 /// Whether the bytes just before `offset` are still the ones read there last time.
 fn still_matches(file: &mut File, offset: u64, last: &[u8]) -> bool {
     if last.is_empty() {
@@ -331,6 +426,7 @@ fn watch_dir(
     tx: std_mpsc::Sender<Input>,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let dir_name = dir.file_name().map(std::ffi::OsStr::to_os_string);
+    let dir_path = dir.to_path_buf();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let Ok(event) = res else {
             let _ = tx.send(Input::Rescan);
@@ -353,18 +449,25 @@ fn watch_dir(
             let Some(name) = path.file_name() else {
                 continue;
             };
-            if Some(name) == dir_name.as_deref() {
+            if path.parent() == Some(dir_path.as_path()) {
+                if let Some(name) = name.to_str() {
+                    let _ = tx.send(Input::Changed(name.to_owned()));
+                }
+            } else if Some(name) == dir_name.as_deref() {
+                // temp/ itself (from its own watch or its parent's).
                 let _ = tx.send(Input::Rescan);
-            } else if let Some(name) = name.to_str() {
-                let _ = tx.send(Input::Changed(name.to_owned()));
             }
         }
     })?;
+    // The parent too, always: temp/ may be removed and created again (a clean start
+    // between runs), and only the parent sees the new folder appear.
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    watcher.watch(parent, RecursiveMode::NonRecursive)?;
     if dir.is_dir() {
         watcher.watch(dir, RecursiveMode::NonRecursive)?;
-    } else {
-        let parent = dir.parent().unwrap_or(Path::new("."));
-        watcher.watch(parent, RecursiveMode::NonRecursive)?;
     }
     Ok(watcher)
 }

@@ -71,6 +71,7 @@ impl UiState {
             What::Task { .. }
             | What::Error { .. }
             | What::Settings(_)
+            | What::Source { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

@@ -30,7 +30,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     .areas(area);
     let db = match &ctx.snap.database {
         DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
-        DatabaseHealth::Absent => Span::styled("no db (temp only)", ctx.theme.warn),
+        DatabaseHealth::Absent => Span::styled("no db yet (waiting; temp only)", ctx.theme.warn),
         DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),
     };
     let musicians = crate::tui::app::musicians(ctx.snap).count();
@@ -40,6 +40,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             ctx.theme.title(false),
         ),
         db,
+        if ctx.snap.logs_waiting.is_some() {
+            Span::styled(" · temp/ missing (waiting)", ctx.theme.warn)
+        } else {
+            Span::raw("")
+        },
         Span::raw(format!(
             " · {musicians} tasks · {} anomalies · {} messages",
             ctx.snap.anomaly_count, ctx.snap.message_count
