@@ -1,14 +1,13 @@
 //! Headless presenter: every happening printed to stdout, as text or JSON lines
 //! (CONTRACT.md "Headless text output" and "Headless JSON output").
 
-use std::io::Write;
-
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
+use crate::cli::output_queue::{self, OutputQueue};
 use crate::cli::project::Project;
 use crate::core::clock::{Clock, rfc3339};
 use crate::core::domain::AnomalyKind;
@@ -39,52 +38,41 @@ pub enum Ended {
 }
 
 /// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
-/// task-00 completes. Output is flushed whenever the queue is momentarily empty, so a
-/// reader sees each event at once without a write per line under load.
+/// task-00 completes. Lines go to a bounded queue drained by a writer thread, so a
+/// reader that stalls never stalls maestro (see [`OutputQueue`]).
 pub async fn present(
     happenings: &mut mpsc::Receiver<Happening>,
     format: Format,
     clock: Clock,
     until_complete: bool,
     stop: CancellationToken,
-    out: &mut dyn Write,
+    out: &OutputQueue,
 ) -> Ended {
     loop {
-        let first = tokio::select! {
+        let next = tokio::select! {
             biased;
             h = happenings.recv() => h,
             () = stop.cancelled() => {
                 // Print what already arrived before leaving.
-                let mut ended = Ended::Stopped;
                 while let Ok(h) = happenings.try_recv() {
                     if let Some(e) = write_one(out, format, &clock, &h, until_complete) {
-                        ended = e;
-                        break;
+                        return e;
                     }
                 }
-                let _ = out.flush();
-                return ended;
+                return Ended::Stopped;
             }
         };
-        let Some(first) = first else {
-            let _ = out.flush();
+        let Some(h) = next else {
             return Ended::Stopped;
         };
-        let mut next = Some(first);
-        while let Some(h) = next {
-            if let Some(ended) = write_one(out, format, &clock, &h, until_complete) {
-                let _ = out.flush();
-                return ended;
-            }
-            next = happenings.try_recv().ok();
-        }
-        if out.flush().is_err() {
-            return Ended::OutputClosed;
+        if let Some(ended) = write_one(out, format, &clock, &h, until_complete) {
+            return ended;
         }
     }
 }
 
-/// [`present`] on a buffered stdout, flushed at the end.
+/// [`present`] on stdout, through the bounded queue; what is queued is written before
+/// returning, waiting at most two seconds for a stalled reader.
 pub async fn present_on_stdout(
     happenings: &mut mpsc::Receiver<Happening>,
     json: bool,
@@ -93,25 +81,39 @@ pub async fn present_on_stdout(
     stop: CancellationToken,
 ) -> Ended {
     let format = if json { Format::Json } else { Format::Text };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    let ended = present(happenings, format, clock, until_complete, stop, &mut out).await;
-    let _ = out.flush();
+    let notice = move |n: u64| {
+        let detail = format!(
+            "headless output fell behind its reader: {n} events were dropped, the newest {} kept",
+            output_queue::BOUND
+        );
+        match format {
+            Format::Json => format!(
+                "{}\n",
+                json!({"ts": rfc3339(time::OffsetDateTime::now_utc()), "event": "error", "detail": detail})
+            ),
+            Format::Text => format!("ERROR: {detail}\n"),
+        }
+    };
+    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())), notice);
+    let ended = present(happenings, format, clock, until_complete, stop, &out).await;
+    out.finish(std::time::Duration::from_secs(2));
     ended
 }
 
 fn write_one(
-    out: &mut dyn Write,
+    out: &OutputQueue,
     format: Format,
     clock: &Clock,
     h: &Happening,
     until_complete: bool,
 ) -> Option<Ended> {
-    let written = match format {
-        Format::Text => text(clock, h).map(|t| out.write_all(t.as_bytes())),
-        Format::Json => json_line(h).map(|v| writeln!(out, "{v}")),
+    let line = match format {
+        Format::Text => text(clock, h),
+        Format::Json => json_line(h).map(|v| format!("{v}\n")),
     };
-    if let Some(Err(_)) = written {
+    if let Some(line) = line
+        && !out.push(line)
+    {
         return Some(Ended::OutputClosed);
     }
     match &h.what {

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod error;
 pub mod headless;
 pub mod launch;
+pub mod output_queue;
 pub mod project;
 pub mod sentinel;
 pub mod souffleur;
