@@ -36,6 +36,23 @@ struct TaskWatch {
     stalled: bool,
     /// Lines read so far of the status and the deviations log: the next line's index.
     read: [u64; 2],
+    /// Lines read of each log since it was last truncated or replaced.
+    since_reset: [u64; 2],
+    /// Lines of the current file (position since reset → hash) that raised anomalies,
+    /// and those of the file before the last reset: a truncated log rewritten with the
+    /// same lines replays them, and a replayed line is not a new anomaly.
+    raised: [HashMap<u64, u64>; 2],
+    raised_before_reset: [HashMap<u64, u64>; 2],
+}
+
+/// Anomaly lines remembered per log file for replay detection.
+const RAISED_KEPT: usize = 10_000;
+
+fn line_hash(line: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    line.hash(&mut h);
+    h.finish()
 }
 
 fn slot(kind: LogKind) -> usize {
@@ -90,6 +107,8 @@ impl Sentinel {
         let watch = self.tasks.entry(task.clone()).or_default();
         let first = watch.read[slot(kind)];
         watch.read[slot(kind)] += lines.len() as u64;
+        let first_since_reset = watch.since_reset[slot(kind)];
+        watch.since_reset[slot(kind)] += lines.len() as u64;
         let at = |i: usize, text: &str| SourceLine {
             kind,
             index: first + i as u64,
@@ -140,6 +159,19 @@ impl Sentinel {
                 }
             }
         }
+        // A line at the same place with the same text as one that raised an anomaly
+        // before the file was truncated is a replay, not a new anomaly.
+        found.retain(|a| {
+            let Some(line) = &a.line else { return true };
+            let i = line.index - first;
+            let pos = first_since_reset + i;
+            let hash = line_hash(&line.text);
+            let raised = &mut watch.raised[slot(kind)];
+            if raised.len() < RAISED_KEPT {
+                raised.insert(pos, hash);
+            }
+            watch.raised_before_reset[slot(kind)].get(&pos) != Some(&hash)
+        });
         if watch.active { found } else { Vec::new() }
     }
 
@@ -154,10 +186,13 @@ impl Sentinel {
 
     /// A status file was truncated or replaced: its context history starts over.
     pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
-        if kind == LogKind::Status
-            && let Some(w) = self.tasks.get_mut(task)
-        {
-            w.last_ctx = None;
+        if let Some(w) = self.tasks.get_mut(task) {
+            if kind == LogKind::Status {
+                w.last_ctx = None;
+            }
+            let k = slot(kind);
+            w.since_reset[k] = 0;
+            w.raised_before_reset[k] = std::mem::take(&mut w.raised[k]);
         }
     }
 
@@ -301,6 +336,28 @@ mod tests {
         s.on_reset(&task, LogKind::Deviations);
         let found = s.on_lines(&task, LogKind::Deviations, &lines(&["High: again"]), now);
         assert_eq!(found[0].line.as_ref().map(|l| l.index), Some(2));
+    }
+
+    #[test]
+    fn a_truncated_log_rewritten_with_the_same_lines_raises_nothing_twice() {
+        let (mut s, task) = active("task-03");
+        let now = Instant::now();
+        let before = lines(&["a", "step 1 self-correction: x", "b"]);
+        assert_eq!(s.on_lines(&task, LogKind::Status, &before, now).len(), 1);
+        s.on_reset(&task, LogKind::Status);
+        // The same lines again (a rewrite that kept them), then a new one.
+        assert!(s.on_lines(&task, LogKind::Status, &before, now).is_empty());
+        let new = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["step 2 self-correction: y"]),
+            now,
+        );
+        assert_eq!(new.len(), 1);
+        // A different line at the replayed place is new.
+        s.on_reset(&task, LogKind::Status);
+        let other = lines(&["a", "step 1 self-correction: something else"]);
+        assert_eq!(s.on_lines(&task, LogKind::Status, &other, now).len(), 1);
     }
 
     fn active(id: &str) -> (Sentinel, TaskId) {
