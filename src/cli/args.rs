@@ -104,7 +104,7 @@ pub struct DemoArgs {
     /// Play the scenario this many times faster (durations in it are divided by this)
     #[arg(long, default_value_t = 1.0, value_parser = speed)]
     pub speed: f64,
-    /// Keep the scratch project after exit and print its path
+    /// Keep the scratch project after exit and print its path (a --project folder is always kept)
     #[arg(long)]
     pub keep: bool,
     /// A scenario file instead of the built-in one

@@ -27,13 +27,27 @@ use crate::core::{runtime, schema};
 use crate::settings::Settings;
 use scenario::{Scenario, Step};
 
-/// A scratch project: the folder, its database and its logs.
-pub fn create_project() -> Result<Project, String> {
-    let stamp = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let root = std::env::temp_dir().join(format!("maestro-demo-{}-{stamp}", std::process::id()));
+/// A scratch project: the folder, its database and its logs. `at` is a folder the
+/// operator chose (`--project`): created if missing, refused if it already holds an
+/// orchestration (the demo never touches an existing `comms.db` or `temp/`).
+pub fn create_project(at: Option<&Path>) -> Result<Project, String> {
+    let root = if let Some(dir) = at {
+        for taken in ["comms.db", "temp"] {
+            if dir.join(taken).symlink_metadata().is_ok() {
+                return Err(format!(
+                    "{} already holds {taken}; the demo only plays into a new or empty folder. Pass another --project, or leave it out for a scratch folder.",
+                    dir.display()
+                ));
+            }
+        }
+        dir.to_path_buf()
+    } else {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        std::env::temp_dir().join(format!("maestro-demo-{}-{stamp}", std::process::id()))
+    };
     let temp = root.join("temp");
     std::fs::create_dir_all(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
     let db = root.join("comms.db");
@@ -69,9 +83,10 @@ pub async fn run(
         .conductor_stale_after
         .unwrap_or_else(|| scale(scenario.conductor_stale_after));
 
-    let project = create_project()?;
+    let chosen = global.project.as_deref();
+    let project = create_project(chosen)?;
     let result = show(&project, &scenario, &args, &global, &settings, clock).await;
-    if args.keep {
+    if args.keep || chosen.is_some() {
         eprintln!(
             "maestro: the demo project is kept at {}",
             project.root.display()

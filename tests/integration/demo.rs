@@ -5,8 +5,11 @@ use crate::common::{Running, maestro};
 
 #[test]
 fn demo_shows_all_four_anomalies_and_the_watchdog() {
+    let dir = tempfile::tempdir().unwrap();
+    let here = dir.path().join("demo-here");
     let mut cmd = maestro();
-    cmd.args(["demo", "--no-tui", "--json", "--speed", "10"]);
+    cmd.args(["demo", "--no-tui", "--json", "--speed", "10", "--project"])
+        .arg(&here);
     let mut m = Running::spawn(cmd);
     let lines = m.rest();
     let events: Vec<serde_json::Value> = lines
@@ -41,4 +44,21 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
     );
     assert!(events.iter().filter(|v| v["event"] == "message").count() >= 10);
     assert_eq!(m.child.wait().unwrap().code(), Some(0));
+
+    // --project is where the demo played, and it is kept.
+    assert!(here.join("comms.db").is_file());
+    assert!(here.join("temp/task-01-status").is_file());
+    // A folder that already holds an orchestration is refused, untouched.
+    let before = std::fs::read(here.join("comms.db")).unwrap();
+    let out = maestro()
+        .args(["demo", "--no-tui", "--project"])
+        .arg(&here)
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("already holds comms.db"),
+        "{out:?}"
+    );
+    assert_eq!(std::fs::read(here.join("comms.db")).unwrap(), before);
 }

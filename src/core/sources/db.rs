@@ -584,9 +584,20 @@ fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>),
     Ok((source, initial))
 }
 
+/// A read failure with what to do about it.
 fn describe(e: &rusqlite::Error) -> String {
     match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => "database busy".into(),
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "database busy (another process holds a lock; maestro waits and retries)".into()
+        }
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => format!(
+            "database read failed: {e}. The file is damaged: check it with `maestro doctor`, then restore comms.db from a backup or start a new orchestration"
+        ),
+        Some(ErrorCode::ReadOnly | ErrorCode::CannotOpen | ErrorCode::PermissionDenied) => {
+            format!(
+                "database read failed: {e}. Make comms.db and its folder readable and writable for this user"
+            )
+        }
         _ => format!("database read failed: {e}"),
     }
 }
