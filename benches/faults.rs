@@ -1,0 +1,188 @@
+//! How fast maestro sees again after the faults a real run produces: the time from the
+//! end of a fault (a `maestro init` returning, a file removed, a folder created) to the
+//! `source` event that says so, on the release binary, headless. Also the memory of a
+//! headless maestro whose reader never reads while 120,000 anomalies arrive.
+//! Run with `cargo bench --bench faults`.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const SAMPLES: usize = 20;
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_maestro")
+}
+
+fn init(root: &Path) {
+    assert!(
+        Command::new(exe())
+            .args(["init", "--project"])
+            .arg(root)
+            .stdout(Stdio::null())
+            .status()
+            .unwrap()
+            .success()
+    );
+}
+
+struct Headless {
+    child: Child,
+    lines: mpsc::Receiver<(Instant, serde_json::Value)>,
+}
+
+impl Headless {
+    fn start(root: &Path) -> Self {
+        let mut child = Command::new(exe())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(root)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { break };
+                let Ok(v) = serde_json::from_str(&line) else {
+                    continue;
+                };
+                if tx.send((Instant::now(), v)).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// When the next `source` event of this status arrived.
+    fn source(&self, source: &str, status: &str) -> Instant {
+        loop {
+            let (at, v) = self.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+            if v["event"] == "source" && v["source"] == source && v["status"] == status {
+                return at;
+            }
+        }
+    }
+}
+
+impl Drop for Headless {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn main() {
+    let mut times: std::collections::BTreeMap<&str, Vec<Duration>> = Default::default();
+    let mut record = |name, d| times.entry(name).or_default().push(d);
+    for _ in 0..SAMPLES {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("temp")).unwrap();
+        let m = Headless::start(root);
+        m.source("database", "waiting");
+        init(root);
+        let t0 = Instant::now();
+        record(
+            "comms.db created after start -> appeared",
+            m.source("database", "appeared")
+                .saturating_duration_since(t0),
+        );
+        std::fs::remove_file(root.join("comms.db")).unwrap();
+        let t0 = Instant::now();
+        record(
+            "comms.db removed -> removed",
+            m.source("database", "removed")
+                .saturating_duration_since(t0),
+        );
+        init(root);
+        let t0 = Instant::now();
+        record(
+            "comms.db created again -> replaced",
+            m.source("database", "replaced")
+                .saturating_duration_since(t0),
+        );
+        std::fs::remove_dir_all(root.join("temp")).unwrap();
+        let t0 = Instant::now();
+        record(
+            "temp/ removed -> waiting",
+            m.source("temp", "waiting").saturating_duration_since(t0),
+        );
+        std::fs::create_dir(root.join("temp")).unwrap();
+        let t0 = Instant::now();
+        record(
+            "temp/ created again -> watching",
+            m.source("temp", "watching").saturating_duration_since(t0),
+        );
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    for (name, mut v) in times {
+        v.sort();
+        println!(
+            "{name}: p50 {:.2} ms, max {:.2} ms (n={SAMPLES})",
+            ms(v[v.len() / 2]),
+            ms(v[v.len() - 1])
+        );
+    }
+    stalled_reader();
+}
+
+/// RSS of a headless maestro whose stdout is never read while anomalies pour in.
+fn stalled_reader() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("temp")).unwrap();
+    init(root);
+    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-01', 'working', datetime('now'))",
+        [],
+    )
+    .unwrap();
+    let mut child = Command::new(exe())
+        .args(["--no-tui", "--json", "--project"])
+        .arg(root)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+            .unwrap_or(0)
+    };
+    let mut log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(root.join("temp/task-01-status"))
+        .unwrap();
+    let mut peaks = Vec::new();
+    for round in 0..6 {
+        let mut batch = String::new();
+        for i in 0..20_000 {
+            batch.push_str(&format!("step {i} self-correction: round {round}\n"));
+        }
+        log.write_all(batch.as_bytes()).unwrap();
+        // Let the round be taken in before the peak is read.
+        std::thread::sleep(Duration::from_secs(1));
+        peaks.push(rss(child.id()));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "stalled reader, 120,000 anomalies: peak RSS after each 20,000: {} kB",
+        peaks
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}
