@@ -78,7 +78,8 @@ impl Drop for Headless {
 }
 
 fn main() {
-    let mut times: std::collections::BTreeMap<&str, Vec<Duration>> = Default::default();
+    let mut times: std::collections::BTreeMap<&str, Vec<Duration>> =
+        std::collections::BTreeMap::new();
     let mut record = |name, d| times.entry(name).or_default().push(d);
     for _ in 0..SAMPLES {
         let dir = tempfile::tempdir().unwrap();
