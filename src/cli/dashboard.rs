@@ -28,10 +28,13 @@ async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Resu
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
-    let _pipelines = project.host_pipelines(settings, core.events.clone());
+    let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     let result = crate::tui::run(&mut core, tui, stop).await;
+    if let Some(p) = pipelines {
+        p.shutdown().await;
+    }
     core.shutdown().await;
     result.map_err(CliError::Runtime)
 }

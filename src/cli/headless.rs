@@ -1,7 +1,7 @@
 //! Headless presenter: every happening printed to stdout, as text or JSON lines
 //! (CONTRACT.md "Headless text output" and "Headless JSON output").
 
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -10,9 +10,9 @@ use crate::cli::args::GlobalArgs;
 use crate::cli::output_queue::{self, OutputQueue};
 use crate::cli::project::Project;
 use crate::core::clock::{Clock, rfc3339};
-use crate::core::domain::AnomalyKind;
-use crate::core::domain::souffleur::{Provider, WatchdogReason};
+use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
+use crate::core::event_json::{contract_provider, json_line};
 use crate::core::hub::report_text;
 use crate::core::runtime;
 use crate::core::text::printable;
@@ -204,15 +204,6 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     })
 }
 
-/// CONTRACT.md names two providers; `standard_compact` is `claude_export`'s escalation,
-/// reported under it (with a `step` field in JSON).
-fn contract_provider(p: Provider) -> &'static str {
-    match p {
-        Provider::Lethe => "lethe",
-        Provider::ClaudeExport | Provider::StandardCompact => "claude_export",
-    }
-}
-
 /// Newlines inside a message would break "one event per line", and escape codes from
 /// a log or the database would act on the reader's terminal: `\n` is spelled out, other
 /// control characters become `·`.
@@ -220,68 +211,6 @@ fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
-/// One happening as a JSON object, or `None` for what headless does not show.
-pub fn json_line(h: &Happening) -> Option<Value> {
-    let ts = rfc3339(h.at);
-    Some(match &h.what {
-        What::Anomaly(a) => {
-            let mut v = json!({
-                "ts": ts, "event": "anomaly", "task_id": a.task_id,
-                "anomaly": a.kind.as_str(), "detail": a.detail,
-            });
-            if let (AnomalyKind::ContextSpike, Some((from, to))) = (a.kind, a.spike) {
-                v["from"] = json!(from);
-                v["to"] = json!(to);
-            }
-            v
-        }
-        What::Task {
-            task_id,
-            state,
-            prev_state,
-        } => json!({
-            "ts": ts, "event": "task", "task_id": task_id, "state": state, "prev_state": prev_state,
-        }),
-        What::Stale { task_id, age_s } => {
-            json!({"ts": ts, "event": "stale", "task_id": task_id, "age_s": age_s})
-        }
-        What::Message(m) => json!({
-            "ts": ts, "event": "message", "id": m.id, "task_id": m.task_id,
-            "from_session": m.from_session, "message_type": m.message_type, "message": m.message,
-            "timestamp": m.timestamp,
-        }),
-        What::Watchdog { reason, task_count } => json!({
-            "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
-        }),
-        What::Recovery(r) => json!({
-            "ts": ts, "event": "recovery", "provider": contract_provider(r.provider),
-            "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
-        }),
-        What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
-        What::Source {
-            source,
-            status,
-            detail,
-        } => {
-            json!({"ts": ts, "event": "source", "source": source, "status": status, "detail": detail})
-        }
-        What::Settings(s) => json!({
-            "ts": ts,
-            "event": "souffleur_settings",
-            "force_compact": s.force_compact,
-            "force_compact_from": s.force_compact_from,
-            "max_external_permission": s.max_permission,
-            "max_external_permission_from": s.max_permission_from,
-            "source": s.source,
-            "warnings": s.warnings,
-        }),
-        What::Pipeline(p) => json!({
-            "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
-            "iteration": p.iteration, "step": p.step, "outcome": p.outcome,
-        }),
-        What::Log { .. } | What::RoleEnded => return None,
-    })
-}
 
 /// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
 pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
@@ -317,7 +246,7 @@ pub async fn run(
     }
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(crate::cli::error::runtime)?;
-    let _pipelines = project.host_pipelines(settings, core.events.clone());
+    let pipelines = project.host_pipelines(settings, &core);
     if !core.with_database {
         eprintln!(
             "maestro: no database at {}; watching {} only.",
@@ -336,6 +265,9 @@ pub async fn run(
         stop,
     )
     .await;
+    if let Some(p) = pipelines {
+        p.shutdown().await;
+    }
     core.shutdown().await;
     Ok(std::process::ExitCode::SUCCESS)
 }
@@ -343,7 +275,7 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::domain::{Anomaly, TaskId};
+    use crate::core::domain::{Anomaly, AnomalyKind, TaskId};
     use crate::core::event::MessageRow;
 
     #[test]

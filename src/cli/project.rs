@@ -56,13 +56,19 @@ impl Project {
         }
     }
 
-    /// Hosts this project's pipelines from this process, unless another one does.
+    /// Hosts this project's pipelines from this process, unless another one does. The
+    /// host hears the core's happenings on its bus.
     pub fn host_pipelines(
         &self,
         settings: &Settings,
-        events: tokio::sync::mpsc::Sender<crate::core::event::CoreEvent>,
+        core: &crate::core::runtime::RunningCore,
     ) -> Option<crate::core::pipeline::host::HostHandle> {
-        crate::core::pipeline::host::start(&self.root, settings.llm.clone(), events)
+        crate::core::pipeline::host::start(
+            &self.root,
+            settings.llm.clone(),
+            core.events.clone(),
+            core.bus.clone(),
+        )
     }
 
     /// The project's name for titles: its folder name.

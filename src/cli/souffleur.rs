@@ -114,7 +114,7 @@ async fn run_role(
         clock,
         hold: Some(key),
     };
-    let _pipelines = project.host_pipelines(settings, core.events.clone());
+    let pipelines = project.host_pipelines(settings, &core);
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
     let (socket, server) = match control {
         Ok((path, listener)) => (
@@ -164,6 +164,9 @@ async fn run_role(
     let end = role_task
         .await
         .unwrap_or(RoleEnd::Failed("the role task panicked".into()));
+    if let Some(p) = pipelines {
+        p.shutdown().await;
+    }
     core.shutdown().await;
     drop(lock);
     presented.map_err(CliError::Runtime)?;

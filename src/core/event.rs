@@ -85,6 +85,10 @@ pub enum CoreEvent {
     PipelineCatalog(Vec<(String, usize)>),
 }
 
+/// Named events with their JSON fields: maestro's happenings (see
+/// `event_json::bus_event`) and what `emit` steps send. Pipelines start and loop on it.
+pub type PipelineBus = tokio::sync::broadcast::Sender<(String, serde_json::Value)>;
+
 /// What happened to `comms.db` as a file (the source re-arms itself after each).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DbStatus {

@@ -10,14 +10,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use time::OffsetDateTime;
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
-use crate::core::event::{CoreEvent, DbStatus, FolderStatus, Happening, RoleReport, TaskRow, What};
+use crate::core::event::{
+    PipelineBus,CoreEvent, DbStatus, FolderStatus, Happening, RoleReport, TaskRow, What};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
@@ -72,6 +73,8 @@ pub struct Hub {
     invalid_ids: HashSet<String>,
     /// (task, value) of heartbeats that are not times, each said once.
     bad_heartbeats: HashSet<(String, String)>,
+    /// The pipeline bus: every happening a pipeline can react to, by name.
+    bus: PipelineBus,
     reports: Option<Box<dyn ReportSink>>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
@@ -80,6 +83,13 @@ pub struct Hub {
 }
 
 impl Hub {
+    /// Publishes happenings on the pipeline bus too.
+    #[must_use]
+    pub fn with_bus(mut self, bus: PipelineBus) -> Self {
+        self.bus = bus;
+        self
+    }
+
     pub fn new(
         settings: HubSettings,
         clock: Clock,
@@ -105,6 +115,7 @@ impl Hub {
             recorded: HashMap::new(),
             invalid_ids: HashSet::new(),
             bad_heartbeats: HashSet::new(),
+            bus: broadcast::channel(1).0,
             reports,
             out,
             snapshot_tx,
@@ -586,8 +597,15 @@ impl Hub {
     }
 
     async fn emit_at(&mut self, at: OffsetDateTime, what: What) {
+        let happening = Happening { at, what };
+        // Pipelines react to the same happenings (no receiver: nothing to do).
+        if self.bus.receiver_count() > 0
+            && let Some(event) = crate::core::event_json::bus_event(&happening)
+        {
+            let _ = self.bus.send(event);
+        }
         // A closed receiver means the presenter is gone: shutdown is under way.
-        let _ = self.out.send(Happening { at, what }).await;
+        let _ = self.out.send(happening).await;
     }
 
     fn publish_snapshot(&mut self) {

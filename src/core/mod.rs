@@ -1,9 +1,11 @@
 //! The engine shared by the dashboard and headless mode. Nothing here draws.
 
+pub mod children;
 pub mod clock;
 pub mod domain;
 pub mod error;
 pub mod event;
+pub mod event_json;
 pub mod hub;
 pub mod ipc;
 pub mod paths;

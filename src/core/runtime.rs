@@ -5,13 +5,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::error::CoreError;
-use crate::core::event::{CoreEvent, Happening};
+use crate::core::event::{CoreEvent, Happening, PipelineBus};
 use crate::core::hub::{Hub, HubSettings, ReportSink};
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
@@ -23,6 +23,8 @@ use crate::core::sources::temp_logs::{self, TempLogSettings, TempLogsHandle};
 const EVENT_QUEUE: usize = 64;
 /// Capacity of the hub → presenter channel.
 const HAPPENING_QUEUE: usize = 4096;
+/// Capacity of the pipeline bus (a host that falls this far behind skips the oldest).
+const BUS_QUEUE: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
@@ -50,6 +52,8 @@ pub struct RunningCore {
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
     pub cancel: CancellationToken,
     pub with_database: bool,
+    /// Every happening a pipeline can react to (and what `emit` steps send).
+    pub bus: PipelineBus,
     hub: Option<JoinHandle<()>>,
     _logs: TempLogsHandle,
 }
@@ -117,6 +121,8 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         snap_tx,
         reports,
     );
+    let bus = broadcast::channel(BUS_QUEUE).0;
+    let hub = hub.with_bus(bus.clone());
     let cancel = CancellationToken::new();
     let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
     let logs = temp_logs::spawn(
@@ -133,6 +139,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         snapshots: snap_rx,
         cancel,
         with_database,
+        bus,
         hub: Some(hub),
         _logs: logs,
     })

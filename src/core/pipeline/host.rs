@@ -12,11 +12,13 @@ use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
-use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
-use crate::core::event::CoreEvent;
+use crate::core::event::{CoreEvent, PipelineBus};
+use crate::core::pipeline::expr;
 use crate::core::ipc;
 use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
@@ -35,12 +37,26 @@ pub fn valid_name(name: &str) -> bool {
 pub struct HostHandle {
     _lock: Flock<File>,
     socket: Option<PathBuf>,
-    task: tokio::task::JoinHandle<()>,
+    task: Option<tokio::task::JoinHandle<()>>,
+    shutdown: CancellationToken,
+}
+
+impl HostHandle {
+    /// Stops hosting: every run ends its step's processes (SIGTERM, then SIGKILL after
+    /// a grace period, reaped) before this returns.
+    pub async fn shutdown(mut self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = tokio::time::timeout(runner::STEP_KILL_GRACE * 4, task).await;
+        }
+    }
 }
 
 impl Drop for HostHandle {
     fn drop(&mut self) {
-        self.task.abort();
+        if let Some(task) = &self.task {
+            task.abort();
+        }
         if let Some(socket) = &self.socket {
             let _ = std::fs::remove_file(socket);
         }
@@ -54,6 +70,7 @@ pub fn start(
     project: &Path,
     llm: Option<Vec<String>>,
     events: mpsc::Sender<CoreEvent>,
+    bus: PipelineBus,
 ) -> Option<HostHandle> {
     let key = ProjectKey::of(project);
     let lock_path = paths::lock_file(Service::Pipelines, &key).ok()?;
@@ -71,8 +88,9 @@ pub fn start(
         Ok((path, listener)) => (Some(path), Some(listener), None),
         Err(e) => (None, None, Some(e)),
     };
-    let (bus, _) = broadcast::channel(64);
+    let shutdown = CancellationToken::new();
     let host = Host {
+        shutdown: shutdown.clone(),
         dir: paths::definitions_dir(project),
         defs: BTreeMap::new(),
         refused: HashMap::new(),
@@ -98,7 +116,8 @@ pub fn start(
     Some(HostHandle {
         _lock: lock,
         socket,
-        task,
+        task: Some(task),
+        shutdown,
     })
 }
 
@@ -110,11 +129,15 @@ struct Entry {
 struct Running {
     cmds: mpsc::Sender<RunCmd>,
     paused: bool,
+    /// Ends the step that runs (its whole process group) at once.
+    stop: CancellationToken,
 }
 
 type Request = (Value, oneshot::Sender<Value>);
 
 struct Host {
+    /// maestro is exiting.
+    shutdown: CancellationToken,
     dir: PathBuf,
     defs: BTreeMap<String, Entry>,
     /// Files refused, with the text refused (so one bad save is reported once).
@@ -151,16 +174,34 @@ impl Host {
                         self.running.remove(&name);
                     }
                 }
-                Ok((event, _)) = bus.recv() => {
+                Ok((event, payload)) = bus.recv() => {
+                    let vars = HashMap::from([("event".to_owned(), payload.clone())]);
                     let names: Vec<String> = self
                         .defs
                         .iter()
-                        .filter(|(_, e)| e.def.trigger == Trigger::Event(event.clone()))
+                        .filter(|(_, e)| match &e.def.trigger {
+                            Trigger::Event { name, filter } => {
+                                *name == event
+                                    && filter
+                                        .as_ref()
+                                        .is_none_or(|f| expr::eval_bool(f, &vars).unwrap_or(false))
+                            }
+                            _ => false,
+                        })
                         .map(|(n, _)| n.clone())
                         .collect();
                     for n in names {
-                        self.start(&n);
+                        self.start_with(&n, Some(payload.clone()));
                     }
+                }
+                () = self.shutdown.cancelled() => {
+                    // maestro is exiting: every run ends its steps' processes first.
+                    for run in self.running.values() {
+                        run.stop.cancel();
+                    }
+                    let all = async { while self.runs.join_next().await.is_some() {} };
+                    let _ = tokio::time::timeout(runner::STEP_KILL_GRACE * 3, all).await;
+                    return;
                 }
                 () = sleep_until(next) => {
                     let now = Instant::now();
@@ -276,6 +317,11 @@ impl Host {
 
     /// Starts a pipeline unless it runs already; false if unknown or running.
     fn start(&mut self, name: &str) -> bool {
+        self.start_with(name, None)
+    }
+
+    /// Starts a run; `event` is the happening that triggered it (`$event`).
+    fn start_with(&mut self, name: &str, event: Option<Value>) -> bool {
         if self.running.contains_key(name) {
             return false;
         }
@@ -286,8 +332,10 @@ impl Host {
         let def = entry.def.clone();
         let env = self.env.clone();
         let owned = name.to_owned();
+        let stop = CancellationToken::new();
+        let run_stop = stop.clone();
         self.runs.spawn(async move {
-            let (_ended, _vars): (Ended, _) = runner::run(def, &env, &mut rx).await;
+            let (_ended, _vars): (Ended, _) = runner::run(def, &env, &mut rx, run_stop, event).await;
             owned
         });
         self.running.insert(
@@ -295,6 +343,7 @@ impl Host {
             Running {
                 cmds: tx,
                 paused: false,
+                stop,
             },
         );
         true
@@ -361,10 +410,15 @@ impl Host {
                     json!({"ok": false, "detail": "already running"})
                 }
             }
-            "stop" => match send(self, RunCmd::Stop) {
-                Some(true) => json!({"ok": true, "detail": "stopping"}),
-                _ => json!({"ok": false, "detail": "not running"}),
-            },
+            "stop" => {
+                if let Some(run) = self.running.get(&name) {
+                    run.stop.cancel();
+                }
+                match send(self, RunCmd::Stop) {
+                    Some(true) => json!({"ok": true, "detail": "stopping; the running step's processes are ended"}),
+                    _ => json!({"ok": false, "detail": "not running"}),
+                }
+            }
             "pause" | "resume" => {
                 let pause = op == "pause";
                 let Some(run) = self.running.get_mut(&name) else {

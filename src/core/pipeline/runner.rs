@@ -13,7 +13,11 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
+use std::time::Duration;
+
+use crate::core::children::GroupChild;
 use crate::core::event::{CoreEvent, PipelineReport};
 use crate::core::pipeline::expr::{self, Access};
 use crate::core::pipeline::spec::{Definition, Loop, OnError, Step, StepKind, Until};
@@ -52,7 +56,13 @@ struct Execution {
     /// Set once the process has been waited for (`exit_code` is `None` after a signal).
     finished: bool,
     exit_code: Option<i32>,
+    /// The task that owns the process group and forwards its output; it ends the group
+    /// when the run ends.
+    owner: tokio::task::JoinHandle<()>,
 }
+
+/// How long a step's process group gets after SIGTERM before SIGKILL.
+pub const STEP_KILL_GRACE: Duration = Duration::from_secs(2);
 
 struct Run<'a> {
     env: &'a RunnerEnv,
@@ -63,6 +73,10 @@ struct Run<'a> {
     cmds: &'a mut mpsc::Receiver<RunCmd>,
     pending: Option<Box<Definition>>,
     paused: bool,
+    /// Cancelled by a stop (or maestro's exit): the running step's processes end now.
+    stop: CancellationToken,
+    /// Cancelled when the run ends, however it ends: background executions end with it.
+    end: CancellationToken,
 }
 
 enum Flow {
@@ -70,21 +84,31 @@ enum Flow {
     Stop,
 }
 
-/// Runs `def` to its end; returns how it ended and its final variables.
+/// Runs `def` to its end; returns how it ended and its final variables. `stop` ends
+/// the step that runs (its whole process group) at once; `event` is the happening that
+/// started the run, available as `$event`.
 pub async fn run(
     def: Definition,
     env: &RunnerEnv,
     cmds: &mut mpsc::Receiver<RunCmd>,
+    stop: CancellationToken,
+    event: Option<Value>,
 ) -> (Ended, HashMap<String, Value>) {
+    let mut vars = HashMap::new();
+    if let Some(e) = event {
+        vars.insert("event".to_owned(), e);
+    }
     let mut r = Run {
         env,
         name: def.name.clone(),
-        vars: HashMap::new(),
+        vars,
         executions: HashMap::new(),
         next_execution: 0,
         cmds,
         pending: None,
         paused: false,
+        end: stop.child_token(),
+        stop,
     };
     r.report("started", 0, None, None).await;
     let deadline = def.timeout.map(|t| Instant::now() + t);
@@ -94,6 +118,16 @@ pub async fn run(
             Err(_) => Ended::Failed("timeout".into()),
         },
         None => r.iterations(def).await,
+    };
+    // Background executions end with the run; each owner ends its process group.
+    r.end.cancel();
+    for (_, exec) in r.executions.drain() {
+        let _ = tokio::time::timeout(STEP_KILL_GRACE * 2, exec.owner).await;
+    }
+    let ended = if r.stop.is_cancelled() && !matches!(ended, Ended::Failed(_)) {
+        Ended::Stopped
+    } else {
+        ended
     };
     let (status, outcome) = match &ended {
         Ended::Completed => ("completed", None),
@@ -207,7 +241,7 @@ impl Run<'_> {
                 },
                 Loop::Continuous(pause)
                     if !pause.is_zero()
-                        && !self.wait(tokio::time::sleep(*pause), iteration).await =>
+                        && self.wait(tokio::time::sleep(*pause), iteration).await.is_none() =>
                 {
                     return Ended::Stopped;
                 }
@@ -215,14 +249,22 @@ impl Run<'_> {
                     let mut bus = self.env.bus.subscribe();
                     let name = name.clone();
                     let next = async move {
-                        while let Ok((event, _)) = bus.recv().await {
-                            if event == name {
-                                return;
+                        loop {
+                            match bus.recv().await {
+                                Ok((event, payload)) if event == name => return payload,
+                                Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                                Err(broadcast::error::RecvError::Closed) => {
+                                    std::future::pending::<()>().await;
+                                }
                             }
                         }
                     };
-                    if !self.wait(next, iteration).await {
-                        return Ended::Stopped;
+                    match self.wait(next, iteration).await {
+                        // The next iteration sees the event that started it as `$event`.
+                        Some(payload) => {
+                            self.vars.insert("event".to_owned(), payload);
+                        }
+                        None => return Ended::Stopped,
                     }
                 }
                 _ => {}
@@ -230,18 +272,23 @@ impl Run<'_> {
         }
     }
 
-    /// Waits for `fut` between iterations while still taking commands; false if
+    /// Waits for `fut` between iterations while still taking commands; `None` if
     /// stopped meanwhile.
-    async fn wait(&mut self, fut: impl std::future::Future<Output = ()>, iteration: u64) -> bool {
+    async fn wait<T>(
+        &mut self,
+        fut: impl std::future::Future<Output = T>,
+        iteration: u64,
+    ) -> Option<T> {
         tokio::pin!(fut);
         loop {
             tokio::select! {
-                () = &mut fut => return true,
+                out = &mut fut => return Some(out),
+                () = self.stop.cancelled() => return None,
                 cmd = self.cmds.recv() => match cmd {
-                    None => return false,
+                    None => return None,
                     Some(cmd) => {
                         if let Flow::Stop = self.apply(cmd, iteration).await {
-                            return false;
+                            return None;
                         }
                     }
                 },
@@ -324,27 +371,45 @@ impl Run<'_> {
                 let mut cmd = tokio::process::Command::new(program);
                 cmd.args(&args)
                     .current_dir(&dir)
-                    .stdin(Stdio::null())
-                    .kill_on_drop(true);
+                    .stdin(Stdio::null());
                 for (k, v) in env {
                     cmd.env(k, interpolate(v, &self.vars)?);
                 }
                 if *wait {
                     let started = Instant::now();
-                    let out = cmd.output();
-                    let out = match timeout {
-                        Some(t) => tokio::time::timeout(*t, out)
-                            .await
-                            .map_err(|_| format!("{program} timed out after {t:?}"))?,
-                        None => out.await,
-                    }
-                    .map_err(|e| format!("cannot run {program}: {e}"))?;
-                    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-                    let code = out.status.code();
+                    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                    let mut child = GroupChild::spawn(&mut cmd)
+                        .map_err(|e| format!("cannot run {program}: {e}"))?;
+                    let output = collect_output(&mut child);
+                    let limit = async {
+                        match timeout {
+                            Some(t) => tokio::time::sleep(*t).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let status = tokio::select! {
+                        status = child.wait() => status.map_err(|e| format!("cannot run {program}: {e}"))?,
+                        () = limit => {
+                            child.terminate(STEP_KILL_GRACE).await;
+                            return Err(format!(
+                                "{program} timed out after {:?}; its processes were ended",
+                                timeout.unwrap_or_default()
+                            ));
+                        }
+                        () = self.stop.cancelled() => {
+                            child.terminate(STEP_KILL_GRACE).await;
+                            return Err("stopped; the step's processes were ended".into());
+                        }
+                    };
+                    // What the command left running in its group does not outlive it.
+                    child.end_leftovers(STEP_KILL_GRACE).await;
+                    let (stdout, stderr) = output.await.unwrap_or_default();
+                    let stdout = String::from_utf8_lossy(&stdout).into_owned();
+                    let code = status.code();
                     let value = json!({
                         "exitCode": code,
                         "stdout": stdout,
-                        "stderr": String::from_utf8_lossy(&out.stderr),
+                        "stderr": String::from_utf8_lossy(&stderr),
                         "lines": stdout.lines().collect::<Vec<_>>(),
                         "durationMs": started.elapsed().as_millis() as u64,
                     });
@@ -401,22 +466,35 @@ impl Run<'_> {
                     "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
                 )?;
                 let prompt = interpolate(prompt, &self.vars)?;
-                let mut child = tokio::process::Command::new(&argv[0])
-                    .args(&argv[1..])
+                let mut cmd = tokio::process::Command::new(&argv[0]);
+                cmd.args(&argv[1..])
                     .current_dir(&self.env.project)
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
-                    .stderr(Stdio::null())
-                    .kill_on_drop(true)
-                    .spawn()
+                    .stderr(Stdio::null());
+                let mut child = GroupChild::spawn(&mut cmd)
                     .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
-                if let Some(mut stdin) = child.stdin.take() {
+                if let Some(mut stdin) = child.child_mut().stdin.take() {
                     stdin
                         .write_all(prompt.as_bytes())
                         .await
                         .map_err(|e| e.to_string())?;
                 }
-                let out = child.wait_with_output().await.map_err(|e| e.to_string())?;
+                let output = collect_output(&mut child);
+                let status = tokio::select! {
+                    status = child.wait() => status.map_err(|e| e.to_string())?,
+                    () = self.stop.cancelled() => {
+                        child.terminate(STEP_KILL_GRACE).await;
+                        return Err("stopped; the provider's processes were ended".into());
+                    }
+                };
+                child.end_leftovers(STEP_KILL_GRACE).await;
+                let (stdout, _) = output.await.unwrap_or_default();
+                let out = std::process::Output {
+                    status,
+                    stdout,
+                    stderr: Vec::new(),
+                };
                 if !out.status.success() {
                     return Err(format!("{} exited with {}", argv[0], out.status));
                 }
@@ -446,9 +524,11 @@ impl Run<'_> {
             StepKind::Sentinel { definition, wait } => {
                 let child = (**definition).clone();
                 let env = self.env.clone();
+                let stop = self.stop.child_token();
+                let event = self.vars.get("event").cloned();
                 if *wait {
                     let (_tx, mut rx) = mpsc::channel(1);
-                    let (ended, vars) = Box::pin(run(child, &env, &mut rx)).await;
+                    let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
                     let value = Value::Object(vars.into_iter().collect());
                     match ended {
                         Ended::Failed(why) => Err(format!("nested pipeline failed: {why}")),
@@ -457,7 +537,7 @@ impl Run<'_> {
                 } else {
                     tokio::spawn(async move {
                         let (_tx, mut rx) = mpsc::channel(1);
-                        let _ = Box::pin(run(child, &env, &mut rx)).await;
+                        let _ = Box::pin(run(child, &env, &mut rx, stop, event)).await;
                     });
                     Ok((
                         Some(json!({"started": true})),
@@ -482,21 +562,33 @@ impl Run<'_> {
         program: &str,
     ) -> Result<String, String> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-        let mut child = cmd
-            .spawn()
-            .map_err(|e| format!("cannot run {program}: {e}"))?;
+        let mut child =
+            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
         self.next_execution += 1;
         let id = format!("exec-{}", self.next_execution);
         let (line_tx, lines) = mpsc::unbounded_channel();
         let (exit_tx, exit) = tokio::sync::oneshot::channel();
-        let stdout = child.stdout.take();
-        let stderr = child.stderr.take();
-        tokio::spawn(async move {
-            tokio::join!(
-                forward_lines(stdout, &line_tx),
-                forward_lines(stderr, &line_tx)
-            );
-            let code = child.wait().await.ok().and_then(|s| s.code());
+        let stdout = child.child_mut().stdout.take();
+        let stderr = child.child_mut().stderr.take();
+        let end = self.end.clone();
+        let owner = tokio::spawn(async move {
+            let forward = async {
+                tokio::join!(
+                    forward_lines(stdout, &line_tx),
+                    forward_lines(stderr, &line_tx)
+                );
+                child.wait().await.ok().and_then(|s| s.code())
+            };
+            let code = tokio::select! {
+                code = forward => {
+                    child.end_leftovers(STEP_KILL_GRACE).await;
+                    code
+                }
+                () = end.cancelled() => {
+                    child.terminate(STEP_KILL_GRACE).await;
+                    None
+                }
+            };
             let _ = line_tx.send(None);
             let _ = exit_tx.send(code);
         });
@@ -507,10 +599,34 @@ impl Run<'_> {
                 exit,
                 finished: false,
                 exit_code: None,
+                owner,
             },
         );
         Ok(id)
     }
+}
+
+/// Reads a child's stdout and stderr to their ends, concurrently with its run.
+fn collect_output(child: &mut GroupChild) -> tokio::task::JoinHandle<(Vec<u8>, Vec<u8>)> {
+    use tokio::io::AsyncReadExt;
+    let stdout = child.child_mut().stdout.take();
+    let stderr = child.child_mut().stderr.take();
+    tokio::spawn(async move {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(mut s) = stdout {
+                let _ = s.read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(mut s) = stderr {
+                let _ = s.read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        (out, err)
+    })
 }
 
 /// Sends each line of a child's output stream until it closes.

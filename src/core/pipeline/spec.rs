@@ -84,11 +84,16 @@ pub enum Loop {
     Event(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Trigger {
     Manual,
     Immediate,
-    Event(String),
+    /// A named event on the bus (maestro's own happenings, or an `emit` step's), when
+    /// `filter` (over `$event`) holds.
+    Event {
+        name: String,
+        filter: Option<Expr>,
+    },
     Schedule(Duration),
 }
 
@@ -188,7 +193,12 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
             match string(tm, "type", &p("trigger"))?.as_deref() {
                 Some("manual") => Trigger::Manual,
                 Some("immediate") => Trigger::Immediate,
-                Some("event") => Trigger::Event(required(tm, "event", &p("trigger"))?),
+                Some("event") => Trigger::Event {
+                    name: required(tm, "event", &p("trigger"))?,
+                    filter: string(tm, "filter", &p("trigger"))?
+                        .map(|f| condition(&f, &p("trigger.filter")))
+                        .transpose()?,
+                },
                 Some("schedule") => Trigger::Schedule(
                     millis(tm, "intervalMs", &p("trigger"))?.ok_or_else(|| {
                         at(

@@ -1,0 +1,106 @@
+//! The JSON form of each happening (CONTRACT.md "Headless JSON output"), shared by the
+//! headless presenter and the pipeline bus, where the same fields are `$event`.
+
+use serde_json::{Value, json};
+
+use crate::core::clock::rfc3339;
+use crate::core::domain::AnomalyKind;
+use crate::core::domain::souffleur::Provider;
+use crate::core::event::{Happening, What};
+
+/// One happening as a JSON object, or `None` for what headless does not show.
+pub fn json_line(h: &Happening) -> Option<Value> {
+    let ts = rfc3339(h.at);
+    Some(match &h.what {
+        What::Anomaly(a) => {
+            let mut v = json!({
+                "ts": ts, "event": "anomaly", "task_id": a.task_id,
+                "anomaly": a.kind.as_str(), "detail": a.detail,
+            });
+            if let (AnomalyKind::ContextSpike, Some((from, to))) = (a.kind, a.spike) {
+                v["from"] = json!(from);
+                v["to"] = json!(to);
+            }
+            v
+        }
+        What::Task {
+            task_id,
+            state,
+            prev_state,
+        } => json!({
+            "ts": ts, "event": "task", "task_id": task_id, "state": state, "prev_state": prev_state,
+        }),
+        What::Stale { task_id, age_s } => {
+            json!({"ts": ts, "event": "stale", "task_id": task_id, "age_s": age_s})
+        }
+        What::Message(m) => json!({
+            "ts": ts, "event": "message", "id": m.id, "task_id": m.task_id,
+            "from_session": m.from_session, "message_type": m.message_type, "message": m.message,
+            "timestamp": m.timestamp,
+        }),
+        What::Watchdog { reason, task_count } => json!({
+            "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
+        }),
+        What::Recovery(r) => json!({
+            "ts": ts, "event": "recovery", "provider": contract_provider(r.provider),
+            "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
+        }),
+        What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Source {
+            source,
+            status,
+            detail,
+        } => {
+            json!({"ts": ts, "event": "source", "source": source, "status": status, "detail": detail})
+        }
+        What::Settings(s) => json!({
+            "ts": ts,
+            "event": "souffleur_settings",
+            "force_compact": s.force_compact,
+            "force_compact_from": s.force_compact_from,
+            "max_external_permission": s.max_permission,
+            "max_external_permission_from": s.max_permission_from,
+            "source": s.source,
+            "warnings": s.warnings,
+        }),
+        What::Pipeline(p) => json!({
+            "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
+            "iteration": p.iteration, "step": p.step, "outcome": p.outcome,
+        }),
+        What::Log { .. } | What::RoleEnded => return None,
+    })
+}
+
+/// CONTRACT.md names two providers; `standard_compact` is `claude_export`'s escalation,
+/// reported under it (with a `step` field in JSON).
+pub fn contract_provider(p: Provider) -> &'static str {
+    match p {
+        Provider::Lethe => "lethe",
+        Provider::ClaudeExport | Provider::StandardCompact => "claude_export",
+    }
+}
+
+
+/// The happenings a pipeline can react to, as `(event name, fields)`: anomalies, stale
+/// heartbeats, task state changes, messages, watchdog reasons, recoveries and source
+/// changes. An anomaly also carries `kind` (the same as `anomaly`).
+pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
+    if !matches!(
+        h.what,
+        What::Anomaly(_)
+            | What::Stale { .. }
+            | What::Task { .. }
+            | What::Message(_)
+            | What::Watchdog { .. }
+            | What::Recovery(_)
+            | What::Source { .. }
+    ) {
+        return None;
+    }
+    let mut v = json_line(h)?;
+    let name = v["event"].as_str()?.to_owned();
+    if let What::Anomaly(a) = &h.what {
+        v["kind"] = json!(a.kind.as_str());
+    }
+    Some((name, v))
+}
