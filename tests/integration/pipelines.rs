@@ -259,3 +259,108 @@ fn a_background_command_is_watched_and_classified() {
     });
     assert_eq!(cond["outcome"], "then");
 }
+
+/// Processes whose command line holds `marker` and that still run (zombies have none).
+fn running_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
+
+#[test]
+fn an_anomaly_starts_the_pipeline_that_listens_for_it_with_the_event() {
+    let rig = Rig::new();
+    rig.s.set_task("task-03", "working");
+    rig.s.set_task("task-04", "working");
+    rig.define("on-correction", &json!({
+        "trigger": {
+            "type": "event",
+            "event": "anomaly",
+            "filter": "$event.task_id == 'task-03' && $event.kind == 'self-correction'"
+        },
+        "steps": [{"type": "command", "command": "sh",
+                   "params": {"args": ["-c", "printf '%s %s' \"$0\" \"$1\" > checked", "$event.task_id", "$event.anomaly"]}}],
+        "safety": {"maxIterations": 1}
+    }));
+    let mut m = rig.host();
+    m.wait_json("the host runs", |v| event(v) == "task" && v["task_id"] == "task-04");
+    // Another task's anomaly passes the filter by.
+    rig.s.append("task-04-status", "step 1 self-correction: not this one\n");
+    m.wait_json("task-04's anomaly", |v| event(v) == "anomaly" && v["task_id"] == "task-04");
+    rig.s.append("task-03-status", "step 2 self-correction: rewrote the parser\n");
+    m.wait_json("started by the anomaly", |v| pipeline(v, "on-correction", "started"));
+    m.wait_json("its step ran", |v| pipeline(v, "on-correction", "completed"));
+    assert_eq!(
+        std::fs::read_to_string(rig.s.root().join("checked")).unwrap(),
+        "task-03 self-correction"
+    );
+    // Started once: the task-04 anomaly came first and did not start it.
+    assert_eq!(
+        m.seen
+            .iter()
+            .filter(|l| l.contains("\"on-correction\"") && l.contains("\"started\""))
+            .count(),
+        1
+    );
+}
+
+#[test]
+fn a_step_timeout_ends_the_command_and_what_it_started() {
+    let rig = Rig::new();
+    let marker = "30.7771";
+    rig.define("slow", &json!({
+        "trigger": {"type": "immediate"},
+        "steps": [{"type": "command", "command": "sh",
+                   "params": {"args": ["-c", format!("sleep {marker}; true")], "timeoutMs": 500},
+                   "onError": "skip"}],
+        "safety": {"maxIterations": 1}
+    }));
+    let mut m = rig.host();
+    let step = m.wait_json("the step times out", |v| pipeline(v, "slow", "step"));
+    assert!(step["outcome"].as_str().unwrap().contains("timed out"), "{step}");
+    assert_eq!(running_with(marker), Vec::<String>::new());
+}
+
+#[test]
+fn stop_and_exit_end_the_whole_process_tree_of_a_step() {
+    let rig = Rig::new();
+    let marker = "30.7772";
+    let def = json!({
+        "steps": [{"type": "command", "command": "sh",
+                   "params": {"args": ["-c", format!("sleep {marker} & sleep {marker}; true")]}}],
+        "safety": {"maxIterations": 1}
+    });
+    rig.define("tree", &def);
+    let mut m = rig.host();
+    m.wait_json("hosted", |v| event(v) == "task");
+    let (code, _, err) = rig.sentinel(&["start", "tree"]);
+    assert_eq!(code, 0, "{err}");
+    m.wait_json("running", |v| pipeline(v, "tree", "started"));
+    // The step's processes exist before the stop…
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    while running_with(marker).len() < 3 {
+        assert!(std::time::Instant::now() < end, "the step never started");
+        std::thread::yield_now();
+    }
+    let (code, _, err) = rig.sentinel(&["stop", "tree"]);
+    assert_eq!(code, 0, "{err}");
+    m.wait_json("stopped", |v| pipeline(v, "tree", "stopped"));
+    // …and none after it.
+    assert_eq!(running_with(marker), Vec::<String>::new());
+
+    // maestro's own exit ends a running step's tree too.
+    let (code, _, err) = rig.sentinel(&["start", "tree"]);
+    assert_eq!(code, 0, "{err}");
+    m.wait_json("running again", |v| pipeline(v, "tree", "started"));
+    while running_with(marker).len() < 3 {
+        assert!(std::time::Instant::now() < end, "the step never started again");
+        std::thread::yield_now();
+    }
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(), 0);
+    assert_eq!(running_with(marker), Vec::<String>::new());
+}
