@@ -172,8 +172,13 @@ pub struct MessageArgs {
 pub enum SentinelAction {
     /// Every definition, with its status
     List,
-    /// One definition and its status
-    Show { name: String },
+    /// One definition and its status; with --runs, its run history
+    Show {
+        name: String,
+        /// The last runs and their steps (start, duration, outcome, output excerpt)
+        #[arg(long)]
+        runs: bool,
+    },
     /// Start a pipeline in the maestro that hosts the project's pipelines
     Start { name: String },
     /// Stop a running pipeline

@@ -211,7 +211,6 @@ fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
-
 /// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
 pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
     use tokio::signal::unix::{SignalKind, signal};

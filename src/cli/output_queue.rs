@@ -169,12 +169,21 @@ mod tests {
             got: Arc::clone(&got),
         };
         let q = OutputQueue::start(Box::new(gate), |n| format!("DROPPED {n}\n"));
-        // The writer takes the first line and blocks on it; the rest queue up.
+        // The writer takes the first line and blocks writing it; the rest queue up.
+        assert!(q.push("0\n".into()));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while q.pending() > 0 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer never took a line"
+            );
+            std::thread::yield_now();
+        }
         let total = BOUND + 500;
-        for i in 0..total {
+        for i in 1..total {
             assert!(q.push(format!("{i}\n")));
         }
-        assert!(q.pending() <= BOUND, "bounded: {}", q.pending());
+        assert_eq!(q.pending(), BOUND, "bounded");
         *open.0.lock().expect("lock") = true;
         open.1.notify_all();
         q.finish(Duration::from_secs(10));
@@ -185,7 +194,8 @@ mod tests {
             .find(|l| l.starts_with("DROPPED "))
             .expect("a notice");
         let dropped: usize = dropped_line["DROPPED ".len()..].parse().expect("n");
-        // Everything is accounted for: written, or counted as dropped.
+        // The oldest waiting lines went; everything is accounted for.
+        assert_eq!(dropped, total - 1 - BOUND);
         assert_eq!(lines.len() - 1 + dropped, total, "{dropped}");
         assert_eq!(lines.last(), Some(&(total - 1).to_string().as_str()));
     }

@@ -15,6 +15,8 @@ use crate::core::paths::definitions_dir;
 use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
 use crate::core::pipeline::host::{request, valid_name};
 use crate::core::pipeline::spec::{parse_definition, parse_step};
+use crate::core::store;
+use crate::core::text::printable;
 
 use CliError::{Runtime, Usage};
 
@@ -41,7 +43,11 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             }
             Ok(())
         }
-        SentinelAction::Show { name } => {
+        SentinelAction::Show { name, runs: true } => {
+            file_of(&dir, name)?;
+            show_runs(project, name, as_json)
+        }
+        SentinelAction::Show { name, runs: false } => {
             let path = file_of(&dir, name)?;
             let answer = match ask(json!({"op": "show", "name": name})) {
                 Some(a) if a["ok"] == true => a,
@@ -165,6 +171,68 @@ fn edit(
     answer["name"] = json!(name);
     answer["steps"] = steps;
     finish(&answer, as_json, &format!("{name}: {what}"))
+}
+
+/// Runs kept for `show --runs`.
+const RUNS_SHOWN: usize = 10;
+
+/// The run history from `maestro_pipeline_steps`, newest run first; read-only.
+fn show_runs(project: &Project, name: &str, as_json: bool) -> Result<(), CliError> {
+    if !project.db.is_file() {
+        return Err(Runtime(format!(
+            "the run history is kept in the orchestration's database, and there is none at {}. Pass --project or --db.",
+            project.db.display()
+        )));
+    }
+    let conn = rusqlite::Connection::open_with_flags(
+        &project.db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .map_err(|e| Runtime(format!("cannot open {}: {e}", project.db.display())))?;
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    let steps = store::pipeline_history(&conn, name, RUNS_SHOWN).map_err(|e| {
+        Runtime(format!(
+            "cannot read the run history in {}: {e}",
+            project.db.display()
+        ))
+    })?;
+    // Group the steps by run, keeping the newest-first order.
+    let mut runs: Vec<(String, Vec<Value>)> = Vec::new();
+    for s in &steps {
+        let step = json!({
+            "iteration": s.iteration, "step": s.step, "type": s.step_type, "started": s.started,
+            "duration_ms": s.duration_ms, "outcome": s.outcome, "excerpt": s.excerpt,
+        });
+        match runs.last_mut() {
+            Some((started, list)) if *started == s.run_started => list.push(step),
+            _ => runs.push((s.run_started.clone(), vec![step])),
+        }
+    }
+    if as_json {
+        let runs: Vec<Value> = runs
+            .into_iter()
+            .map(|(started, steps)| json!({"started": started, "steps": steps}))
+            .collect();
+        println!("{}", json!({"name": name, "runs": runs}));
+        return Ok(());
+    }
+    if runs.is_empty() {
+        println!("{name}: no runs recorded yet");
+    }
+    for (started, steps) in runs {
+        println!("run started {started}");
+        for s in steps {
+            println!(
+                "  iteration {} step {} {:<9} {:>7} ms  {}",
+                s["iteration"],
+                s["step"],
+                s["type"].as_str().unwrap_or_default(),
+                s["duration_ms"],
+                printable(s["outcome"].as_str().unwrap_or_default())
+            );
+        }
+    }
+    Ok(())
 }
 
 fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CliError> {

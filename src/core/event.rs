@@ -148,6 +148,34 @@ pub struct PipelineReport {
     pub iteration: u64,
     pub step: Option<usize>,
     pub outcome: Option<String>,
+    /// For a finished step: its type, how long it took, an excerpt of its output.
+    pub trace: Option<StepTrace>,
+}
+
+/// What a finished step left for the run history.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepTrace {
+    pub step_type: &'static str,
+    pub duration_ms: u64,
+    /// The last few hundred characters of its output (or its error).
+    pub excerpt: String,
+}
+
+/// One step of one run, as the history keeps it (in memory and in
+/// `maestro_pipeline_steps`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StepRecord {
+    pub pipeline: String,
+    /// When the run started (UTC, `YYYY-MM-DD HH:MM:SS.mmm`): the run's identity.
+    pub run_started: String,
+    pub iteration: u64,
+    pub step: u64,
+    pub step_type: String,
+    /// When the step started (UTC, same form).
+    pub started: String,
+    pub duration_ms: u64,
+    pub outcome: String,
+    pub excerpt: String,
 }
 
 /// Where the Souffleur role stands, for the Watchdog pane.

@@ -80,7 +80,6 @@ pub fn contract_provider(p: Provider) -> &'static str {
     }
 }
 
-
 /// The happenings a pipeline can react to, as `(event name, fields)`: anomalies, stale
 /// heartbeats, task state changes, messages, watchdog reasons, recoveries and source
 /// changes. An anomaly also carries `kind` (the same as `anomaly`).

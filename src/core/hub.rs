@@ -14,11 +14,14 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::clock::rfc3339;
 use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
 use crate::core::event::{
-    PipelineBus,CoreEvent, DbStatus, FolderStatus, Happening, RoleReport, TaskRow, What};
+    CoreEvent, DbStatus, FolderStatus, Happening, PipelineBus, RoleReport, StepRecord, TaskRow,
+    What,
+};
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
@@ -44,13 +47,22 @@ pub struct HubSettings {
 /// Where the hub sends database writes.
 pub trait ReportSink: Send {
     fn record(&self, text: String);
+    /// A pipeline step for the run history table.
+    fn record_step(&self, _step: StepRecord) {}
 }
 
 impl ReportSink for DbHandle {
     fn record(&self, text: String) {
         self.send(DbCmd::InsertReport { text });
     }
+
+    fn record_step(&self, step: StepRecord) {
+        self.send(DbCmd::RecordStep(Box::new(step)));
+    }
 }
+
+/// Steps of run history kept per pipeline in memory (the table keeps all).
+pub const HISTORY_KEPT: usize = 50;
 
 #[derive(Debug)]
 struct TaskEntry {
@@ -75,6 +87,8 @@ pub struct Hub {
     bad_heartbeats: HashSet<(String, String)>,
     /// The pipeline bus: every happening a pipeline can react to, by name.
     bus: PipelineBus,
+    /// When each pipeline's current run started (its identity in the history).
+    run_started: HashMap<String, String>,
     reports: Option<Box<dyn ReportSink>>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
@@ -116,6 +130,7 @@ impl Hub {
             invalid_ids: HashSet::new(),
             bad_heartbeats: HashSet::new(),
             bus: broadcast::channel(1).0,
+            run_started: HashMap::new(),
             reports,
             out,
             snapshot_tx,
@@ -223,6 +238,7 @@ impl Hub {
                             iteration: 0,
                             step: None,
                             outcome: None,
+                            history: Vec::new(),
                         },
                     })
                     .collect();
@@ -301,6 +317,28 @@ impl Hub {
 
     /// Keeps the pipelines' state for the dashboard (nested runs are not listed).
     fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
+        let now = self.clock.now_utc();
+        if r.status == "started" {
+            self.run_started.insert(r.name.clone(), rfc3339(now));
+        }
+        let record = r.trace.as_ref().map(|t| StepRecord {
+            pipeline: r.name.clone(),
+            run_started: self
+                .run_started
+                .get(&r.name)
+                .cloned()
+                .unwrap_or_else(|| rfc3339(now)),
+            iteration: r.iteration,
+            step: r.step.unwrap_or_default() as u64,
+            step_type: t.step_type.to_owned(),
+            started: rfc3339(now - Duration::from_millis(t.duration_ms)),
+            duration_ms: t.duration_ms,
+            outcome: r.outcome.clone().unwrap_or_default(),
+            excerpt: t.excerpt.clone(),
+        });
+        if let (Some(record), Some(sink)) = (&record, &self.reports) {
+            sink.record_step(record.clone());
+        }
         let Some(p) = self
             .snapshot
             .pipelines
@@ -309,6 +347,12 @@ impl Hub {
         else {
             return;
         };
+        if let Some(record) = record {
+            if p.history.len() == HISTORY_KEPT {
+                p.history.remove(0);
+            }
+            p.history.push(record);
+        }
         p.status = match r.status {
             "paused" => "paused",
             "stopped" => "stopped",

@@ -78,6 +78,21 @@ const REQUIRED: &[(&str, &[&str])] = &[
 
 const OBSOLETE_TABLES: &[&str] = &["coordination_status", "migration_tasks", "task_messages"];
 
+/// maestro's own table for pipeline run history (created on the first record).
+pub const PIPELINE_HISTORY_DDL: &str = "CREATE TABLE IF NOT EXISTS maestro_pipeline_steps (
+    id INTEGER PRIMARY KEY,
+    pipeline TEXT NOT NULL,
+    run_started TEXT NOT NULL,
+    iteration INTEGER NOT NULL,
+    step INTEGER NOT NULL,
+    step_type TEXT NOT NULL,
+    started TEXT NOT NULL,
+    duration_ms INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    excerpt TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS maestro_pipeline_steps_run ON maestro_pipeline_steps (pipeline, run_started);";
+
 const FIX: &str = "Point --db (or --project) at the orchestration's comms.db, or create a fresh one with `maestro init`.";
 
 /// Creates `path` with the orchestration schema; refuses if anything exists there.

@@ -38,6 +38,8 @@ pub struct PipelineView {
     pub iteration: u64,
     pub step: Option<usize>,
     pub outcome: Option<String>,
+    /// The last steps run, oldest first (at most `hub::HISTORY_KEPT`).
+    pub history: Vec<crate::core::event::StepRecord>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

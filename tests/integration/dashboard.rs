@@ -500,6 +500,17 @@ fn the_pipelines_overlay() {
         iteration: 4,
         step: Some(1),
         outcome: Some("exit 101".into()),
+        history: vec![maestro::core::event::StepRecord {
+            pipeline: "build-fix".into(),
+            run_started: "2026-11-22T10:00:00Z".into(),
+            iteration: 4,
+            step: 0,
+            step_type: "command".into(),
+            started: "2026-11-22T10:04:12.250Z".into(),
+            duration_ms: 8210,
+            outcome: "exit 101".into(),
+            excerpt: "error[E0308]: mismatched types".into(),
+        }],
     }];
     let mut ui = busy_ui(&snap);
     ui.update(Action::Sentinels, &snap);
@@ -507,6 +518,12 @@ fn the_pipelines_overlay() {
     assert!(
         out.contains("build-fix") && out.contains("running") && out.contains("exit 101"),
         "{out}"
+    );
+    assert!(
+        out.contains("Recent steps of build-fix")
+            && out.contains("8210 ms")
+            && out.contains("mismatched types"),
+        "the selected pipeline's history: {out}"
     );
     insta::assert_snapshot!(out);
 }

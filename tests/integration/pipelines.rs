@@ -287,13 +287,25 @@ fn an_anomaly_starts_the_pipeline_that_listens_for_it_with_the_event() {
         "safety": {"maxIterations": 1}
     }));
     let mut m = rig.host();
-    m.wait_json("the host runs", |v| event(v) == "task" && v["task_id"] == "task-04");
+    m.wait_json("the host runs", |v| {
+        event(v) == "task" && v["task_id"] == "task-04"
+    });
     // Another task's anomaly passes the filter by.
-    rig.s.append("task-04-status", "step 1 self-correction: not this one\n");
-    m.wait_json("task-04's anomaly", |v| event(v) == "anomaly" && v["task_id"] == "task-04");
-    rig.s.append("task-03-status", "step 2 self-correction: rewrote the parser\n");
-    m.wait_json("started by the anomaly", |v| pipeline(v, "on-correction", "started"));
-    m.wait_json("its step ran", |v| pipeline(v, "on-correction", "completed"));
+    rig.s
+        .append("task-04-status", "step 1 self-correction: not this one\n");
+    m.wait_json("task-04's anomaly", |v| {
+        event(v) == "anomaly" && v["task_id"] == "task-04"
+    });
+    rig.s.append(
+        "task-03-status",
+        "step 2 self-correction: rewrote the parser\n",
+    );
+    m.wait_json("started by the anomaly", |v| {
+        pipeline(v, "on-correction", "started")
+    });
+    m.wait_json("its step ran", |v| {
+        pipeline(v, "on-correction", "completed")
+    });
     assert_eq!(
         std::fs::read_to_string(rig.s.root().join("checked")).unwrap(),
         "task-03 self-correction"
@@ -321,7 +333,10 @@ fn a_step_timeout_ends_the_command_and_what_it_started() {
     }));
     let mut m = rig.host();
     let step = m.wait_json("the step times out", |v| pipeline(v, "slow", "step"));
-    assert!(step["outcome"].as_str().unwrap().contains("timed out"), "{step}");
+    assert!(
+        step["outcome"].as_str().unwrap().contains("timed out"),
+        "{step}"
+    );
     assert_eq!(running_with(marker), Vec::<String>::new());
 }
 
@@ -357,10 +372,60 @@ fn stop_and_exit_end_the_whole_process_tree_of_a_step() {
     assert_eq!(code, 0, "{err}");
     m.wait_json("running again", |v| pipeline(v, "tree", "started"));
     while running_with(marker).len() < 3 {
-        assert!(std::time::Instant::now() < end, "the step never started again");
+        assert!(
+            std::time::Instant::now() < end,
+            "the step never started again"
+        );
         std::thread::yield_now();
     }
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(), 0);
     assert_eq!(running_with(marker), Vec::<String>::new());
+}
+
+#[test]
+fn run_history_is_kept_across_a_restart() {
+    let rig = Rig::new();
+    rig.define("twice", &json!({
+        "trigger": {"type": "immediate"},
+        "steps": [
+            {"type": "command", "command": "sh", "params": {"args": ["-c", "echo checked the build"]}},
+            {"type": "command", "command": "sh", "params": {"args": ["-c", "echo oops >&2; exit 4"]}}
+        ],
+        "safety": {"maxIterations": 1}
+    }));
+    let runs = || {
+        let (code, out, err) = rig.sentinel(&["show", "twice", "--runs", "--json"]);
+        assert_eq!(code, 0, "{err}");
+        serde_json::from_str::<Value>(out.trim()).unwrap()["runs"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    for n in 1..=2 {
+        let mut m = rig.host();
+        m.wait_json("the run ends", |v| pipeline(v, "twice", "completed"));
+        m.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(m.wait_exit(), 0);
+        let runs = runs();
+        assert_eq!(runs.len(), n, "{runs:?}");
+        let steps = runs[0]["steps"].as_array().unwrap();
+        assert_eq!(steps.len(), 2, "{steps:?}");
+        assert_eq!(steps[0]["outcome"], "exit 0");
+        assert!(
+            steps[0]["excerpt"]
+                .as_str()
+                .unwrap()
+                .contains("checked the build")
+        );
+        assert_eq!(steps[1]["outcome"], "exit 4");
+        assert!(steps[1]["excerpt"].as_str().unwrap().contains("oops"));
+        assert!(steps[0]["duration_ms"].is_u64());
+    }
+    // Newest first.
+    let runs = runs();
+    assert!(
+        runs[0]["started"].as_str() > runs[1]["started"].as_str(),
+        "{runs:?}"
+    );
 }

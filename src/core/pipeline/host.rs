@@ -18,9 +18,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::event::{CoreEvent, PipelineBus};
-use crate::core::pipeline::expr;
 use crate::core::ipc;
 use crate::core::paths::{self, ProjectKey, Service};
+use crate::core::pipeline::expr;
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
 
@@ -335,7 +335,8 @@ impl Host {
         let stop = CancellationToken::new();
         let run_stop = stop.clone();
         self.runs.spawn(async move {
-            let (_ended, _vars): (Ended, _) = runner::run(def, &env, &mut rx, run_stop, event).await;
+            let (_ended, _vars): (Ended, _) =
+                runner::run(def, &env, &mut rx, run_stop, event).await;
             owned
         });
         self.running.insert(
@@ -415,7 +416,9 @@ impl Host {
                     run.stop.cancel();
                 }
                 match send(self, RunCmd::Stop) {
-                    Some(true) => json!({"ok": true, "detail": "stopping; the running step's processes are ended"}),
+                    Some(true) => {
+                        json!({"ok": true, "detail": "stopping; the running step's processes are ended"})
+                    }
                     _ => json!({"ok": false, "detail": "not running"}),
                 }
             }

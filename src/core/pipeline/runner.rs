@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use std::time::Duration;
 
 use crate::core::children::GroupChild;
-use crate::core::event::{CoreEvent, PipelineReport};
+use crate::core::event::{CoreEvent, PipelineReport, StepTrace};
 use crate::core::pipeline::expr::{self, Access};
 use crate::core::pipeline::spec::{Definition, Loop, OnError, Step, StepKind, Until};
 
@@ -77,6 +77,28 @@ struct Run<'a> {
     stop: CancellationToken,
     /// Cancelled when the run ends, however it ends: background executions end with it.
     end: CancellationToken,
+    /// What the last step printed (or its error), for the run history.
+    last_excerpt: String,
+}
+
+/// Characters of a step's output the history keeps.
+const EXCERPT: usize = 400;
+
+/// The last `EXCERPT` characters of `text`, on a character boundary.
+fn tail(text: &str) -> String {
+    let skip = text.chars().count().saturating_sub(EXCERPT);
+    text.chars().skip(skip).collect()
+}
+
+fn step_type(kind: &StepKind) -> &'static str {
+    match kind {
+        StepKind::Command { .. } => "command",
+        StepKind::Watch { .. } => "watch",
+        StepKind::Llm { .. } => "llm",
+        StepKind::Condition { .. } => "condition",
+        StepKind::Sentinel { .. } => "sentinel",
+        StepKind::Emit { .. } => "emit",
+    }
 }
 
 enum Flow {
@@ -109,6 +131,7 @@ pub async fn run(
         paused: false,
         end: stop.child_token(),
         stop,
+        last_excerpt: String::new(),
     };
     r.report("started", 0, None, None).await;
     let deadline = def.timeout.map(|t| Instant::now() + t);
@@ -155,6 +178,7 @@ impl Run<'_> {
                 iteration,
                 step,
                 outcome,
+                trace: None,
             }))
             .await;
     }
@@ -241,7 +265,10 @@ impl Run<'_> {
                 },
                 Loop::Continuous(pause)
                     if !pause.is_zero()
-                        && self.wait(tokio::time::sleep(*pause), iteration).await.is_none() =>
+                        && self
+                            .wait(tokio::time::sleep(*pause), iteration)
+                            .await
+                            .is_none() =>
                 {
                     return Ended::Stopped;
                 }
@@ -303,7 +330,18 @@ impl Run<'_> {
         iteration: u64,
         index: usize,
     ) -> Option<Result<(), String>> {
+        let started = Instant::now();
+        self.last_excerpt.clear();
         let outcome = self.step(step).await;
+        let mut excerpt = std::mem::take(&mut self.last_excerpt);
+        if let Err(e) = &outcome {
+            excerpt = tail(e);
+        }
+        let trace = StepTrace {
+            step_type: step_type(&step.kind),
+            duration_ms: started.elapsed().as_millis() as u64,
+            excerpt,
+        };
         let (result, text) = match outcome {
             Ok(text) => (Ok(()), text),
             Err(e) if step.on_error == OnError::Skip => {
@@ -314,7 +352,17 @@ impl Run<'_> {
             }
             Err(e) => (Err(e.clone()), format!("error: {e}")),
         };
-        self.report("step", iteration, Some(index), Some(text))
+        let _ = self
+            .env
+            .events
+            .send(CoreEvent::Pipeline(PipelineReport {
+                name: self.name.clone(),
+                status: "step",
+                iteration,
+                step: Some(index),
+                outcome: Some(text),
+                trace: Some(trace),
+            }))
             .await;
         // A stop that arrived during the step ends the run before the next one.
         if let Ok(RunCmd::Stop) = self.cmds.try_recv() {
@@ -369,9 +417,7 @@ impl Run<'_> {
                     None => self.env.project.clone(),
                 };
                 let mut cmd = tokio::process::Command::new(program);
-                cmd.args(&args)
-                    .current_dir(&dir)
-                    .stdin(Stdio::null());
+                cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
                 for (k, v) in env {
                     cmd.env(k, interpolate(v, &self.vars)?);
                 }
@@ -405,6 +451,8 @@ impl Run<'_> {
                     child.end_leftovers(STEP_KILL_GRACE).await;
                     let (stdout, stderr) = output.await.unwrap_or_default();
                     let stdout = String::from_utf8_lossy(&stdout).into_owned();
+                    self.last_excerpt =
+                        tail(&format!("{stdout}{}", String::from_utf8_lossy(&stderr)));
                     let code = status.code();
                     let value = json!({
                         "exitCode": code,
@@ -499,6 +547,7 @@ impl Run<'_> {
                     return Err(format!("{} exited with {}", argv[0], out.status));
                 }
                 let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                self.last_excerpt = tail(&text);
                 let n = text.len();
                 Ok((Some(Value::String(text)), format!("{n} bytes")))
             }

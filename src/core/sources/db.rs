@@ -49,10 +49,12 @@ const BACKOFF_MIN: Duration = Duration::from_millis(50);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// What the hub asks of the database.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum DbCmd {
     /// Record a Sentinel report as a message to the Conductor.
     InsertReport { text: String },
+    /// Record a pipeline step in the run history (`maestro_pipeline_steps`).
+    RecordStep(Box<crate::core::event::StepRecord>),
 }
 
 enum Input {
@@ -134,7 +136,7 @@ impl DbSource {
         rx: &std_mpsc::Receiver<Input>,
         events: &mpsc::Sender<CoreEvent>,
         idle_wait: Option<Duration>,
-        pending: &mut VecDeque<String>,
+        pending: &mut VecDeque<DbCmd>,
     ) -> Followed {
         let send = |e: CoreEvent| {
             let _ = events.blocking_send(e);
@@ -167,11 +169,15 @@ impl DbSource {
             let mut force = false;
             for input in first.into_iter().chain(rx.try_iter()) {
                 match input {
-                    Input::Stop => return Followed::Stop,
+                    Input::Stop => {
+                        // What was asked before the stop is written before it.
+                        let _ = self.flush(pending);
+                        return Followed::Stop;
+                    }
                     Input::FileEvent => from_file_event = true,
-                    Input::Cmd(DbCmd::InsertReport { text }) => {
+                    Input::Cmd(cmd) => {
                         force = true;
-                        queue_report(pending, text, &send);
+                        queue_write(pending, cmd, &send);
                     }
                 }
             }
@@ -194,7 +200,7 @@ impl DbSource {
                         send(CoreEvent::SourceFailed {
                             source: SOURCE,
                             detail: format!(
-                                "could not record {} Sentinel report(s) in {}: {e}. They are kept and written, in order, once writing works again{}",
+                                "could not write {} pending record(s) (Sentinel reports, run history) to {}: {e}. They are kept and written, in order, once writing works again{}",
                                 pending.len(),
                                 self.settings.path.display(),
                                 write_fix(&e)
@@ -247,9 +253,9 @@ impl DbSource {
     }
 
     /// Writes the waiting reports in order; stops at the first that fails (kept).
-    fn flush(&self, pending: &mut VecDeque<String>) -> rusqlite::Result<()> {
-        while let Some(text) = pending.front() {
-            self.execute(&DbCmd::InsertReport { text: text.clone() })?;
+    fn flush(&self, pending: &mut VecDeque<DbCmd>) -> rusqlite::Result<()> {
+        while let Some(cmd) = pending.front() {
+            self.execute(cmd)?;
             pending.pop_front();
         }
         Ok(())
@@ -345,6 +351,7 @@ impl DbSource {
                     text,
                 )?;
             }
+            DbCmd::RecordStep(step) => crate::core::store::record_pipeline_step(&self.conn, step)?,
         }
         Ok(())
     }
@@ -380,17 +387,17 @@ enum Followed {
 /// Reports kept while they cannot be written; past this, the oldest are dropped.
 const PENDING_MAX: usize = 10_000;
 
-fn queue_report(pending: &mut VecDeque<String>, text: String, send: &dyn Fn(CoreEvent)) {
+fn queue_write(pending: &mut VecDeque<DbCmd>, cmd: DbCmd, send: &dyn Fn(CoreEvent)) {
     if pending.len() == PENDING_MAX {
         pending.pop_front();
         send(CoreEvent::SourceFailed {
             source: SOURCE,
             detail: format!(
-                "{PENDING_MAX} Sentinel reports are waiting to be written; the oldest was dropped"
+                "{PENDING_MAX} writes (Sentinel reports, run history) are waiting; the oldest was dropped"
             ),
         });
     }
-    pending.push_back(text);
+    pending.push_back(cmd);
 }
 
 /// What to do about a failed write, for the operator.
@@ -564,9 +571,7 @@ fn supervise(
                 match input {
                     Input::Stop => return,
                     Input::FileEvent => attempt = 0,
-                    Input::Cmd(DbCmd::InsertReport { text }) => {
-                        queue_report(&mut pending, text, &send);
-                    }
+                    Input::Cmd(cmd) => queue_write(&mut pending, cmd, &send),
                 }
             }
         }

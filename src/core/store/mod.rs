@@ -212,6 +212,70 @@ pub fn set_last_error(conn: &Connection, task: &str, error: &str) -> rusqlite::R
     .map(drop)
 }
 
+/// Adds a pipeline step to the run history, creating maestro's own table the first
+/// time (a `maestro_` table: the orchestration's three are never changed).
+pub fn record_pipeline_step(
+    conn: &Connection,
+    step: &crate::core::event::StepRecord,
+) -> rusqlite::Result<()> {
+    conn.execute_batch(schema::PIPELINE_HISTORY_DDL)?;
+    conn.execute(
+        "INSERT INTO maestro_pipeline_steps (pipeline, run_started, iteration, step, step_type, started, duration_ms, outcome, excerpt)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        params![
+            step.pipeline,
+            step.run_started,
+            step.iteration as i64,
+            step.step as i64,
+            step.step_type,
+            step.started,
+            step.duration_ms as i64,
+            step.outcome,
+            step.excerpt
+        ],
+    )
+    .map(drop)
+}
+
+/// The run history of one pipeline, newest run first, its steps in order; at most
+/// `runs` runs. Empty when the table does not exist yet.
+pub fn pipeline_history(
+    conn: &Connection,
+    pipeline: &str,
+    runs: usize,
+) -> rusqlite::Result<Vec<crate::core::event::StepRecord>> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'maestro_pipeline_steps'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !exists {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT pipeline, run_started, iteration, step, step_type, started, duration_ms, outcome, excerpt
+         FROM maestro_pipeline_steps
+         WHERE pipeline = ?1 AND run_started IN (
+             SELECT DISTINCT run_started FROM maestro_pipeline_steps WHERE pipeline = ?1
+             ORDER BY run_started DESC LIMIT ?2)
+         ORDER BY run_started DESC, id",
+    )?;
+    stmt.query_map(params![pipeline, runs as i64], |r| {
+        Ok(crate::core::event::StepRecord {
+            pipeline: r.get(0)?,
+            run_started: r.get(1)?,
+            iteration: r.get::<_, i64>(2)?.max(0) as u64,
+            step: r.get::<_, i64>(3)?.max(0) as u64,
+            step_type: r.get(4)?,
+            started: r.get(5)?,
+            duration_ms: r.get::<_, i64>(6)?.max(0) as u64,
+            outcome: r.get(7)?,
+            excerpt: r.get(8)?,
+        })
+    })?
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

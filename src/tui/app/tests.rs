@@ -356,6 +356,7 @@ fn the_pipelines_overlay_and_the_step_editor() {
         iteration: 0,
         step: None,
         outcome: None,
+        history: Vec::new(),
     };
     s.pipelines = vec![view("build", "running"), view("lint", "paused")];
     ui.update(Action::Sentinels, &s);

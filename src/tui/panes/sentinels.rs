@@ -39,8 +39,18 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         );
         return;
     }
-    let [table_area, note] =
-        Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
+    let selected = pipelines.get(ctx.ui.selected_pipeline);
+    let history_rows = selected.map_or(0, |p| p.history.len().min(6) as u16);
+    let [table_area, history_area, note] = Layout::vertical([
+        Constraint::Min(1),
+        Constraint::Length(if history_rows > 0 {
+            history_rows + 1
+        } else {
+            0
+        }),
+        Constraint::Length(1),
+    ])
+    .areas(inner);
     let rows = pipelines.iter().map(|p| {
         let style = match p.status.as_str() {
             "running" => ctx.theme.ok,
@@ -86,6 +96,33 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     .row_highlight_style(ctx.theme.selection);
     let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
     frame.render_stateful_widget(table, table_area, &mut state);
+    if let Some(p) = selected.filter(|_| history_rows > 0) {
+        // The selected pipeline's latest steps, newest last.
+        let mut lines = vec![Line::from(Span::styled(
+            format!(
+                "Recent steps of {} (maestro sentinel show {} --runs for all)",
+                p.name, p.name
+            ),
+            ctx.theme.muted,
+        ))];
+        let skip = p.history.len().saturating_sub(usize::from(history_rows));
+        for s in &p.history[skip..] {
+            let time = s.started.get(11..19).unwrap_or_default();
+            lines.push(Line::from(vec![
+                Span::styled(format!("{time} "), ctx.theme.muted),
+                Span::raw(format!(
+                    "it {} step {} {:<9} {:>6} ms  ",
+                    s.iteration, s.step, s.step_type, s.duration_ms
+                )),
+                Span::raw(fit(&printable(&s.outcome), 30)),
+                Span::styled(
+                    format!("  {}", fit(&printable(s.excerpt.trim()), 40)),
+                    ctx.theme.muted,
+                ),
+            ]));
+        }
+        frame.render_widget(Paragraph::new(lines), history_area);
+    }
     if let Some(n) = &ctx.ui.note {
         frame.render_widget(
             Paragraph::new(Span::styled(printable(n), ctx.theme.accent)),
