@@ -27,6 +27,26 @@ use crate::core::{runtime, schema};
 use crate::settings::Settings;
 use scenario::{Scenario, Step};
 
+/// The demo's stand-in LLM provider: reads the prompt, answers with a fix.
+const DEMO_LLM: [&str; 3] = [
+    "sh",
+    "-c",
+    "cat >/dev/null; echo 'demo provider: add the missing semicolon after line 41'",
+];
+
+/// Puts the example pipelines in the project's `.maestro/sentinels/`, so `S` shows them
+/// working: the anomaly check fires on the scenario's anomalies, the health check runs
+/// on its schedule, and `build-fix` waits for `s`.
+fn install_examples(project: &Project) -> Result<(), String> {
+    let dir = crate::core::paths::definitions_dir(&project.root);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    for (name, text) in crate::core::pipeline::EXAMPLES {
+        let path = dir.join(format!("{name}.json"));
+        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// A scratch project: the folder, its database and its logs. `at` is a folder the
 /// operator chose (`--project`): created if missing, refused if it already holds an
 /// orchestration (the demo never touches an existing `comms.db` or `temp/`).
@@ -83,8 +103,14 @@ pub async fn run(
         .conductor_stale_after
         .unwrap_or_else(|| scale(scenario.conductor_stale_after));
 
+    // The example pipelines' `llm` step needs a provider; without one configured, the
+    // demo brings a stand-in that answers without calling any model.
+    if settings.llm.is_none() {
+        settings.llm = Some(DEMO_LLM.iter().map(|s| (*s).to_owned()).collect());
+    }
     let chosen = global.project.as_deref();
     let project = create_project(chosen)?;
+    install_examples(&project)?;
     let result = show(&project, &scenario, &args, &global, &settings, clock).await;
     if args.keep || chosen.is_some() {
         eprintln!(
@@ -111,6 +137,7 @@ async fn show(
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, clock).map_err(|e| e.to_string())?;
+    let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone())?;
     if !global.no_tui {
@@ -119,13 +146,21 @@ async fn show(
             settings,
             clock,
         )?;
+        let mut tui = tui;
+        tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         let result = crate::tui::run(&mut core, tui, stop).await;
         drop(player);
+        if let Some(p) = pipelines {
+            p.shutdown().await;
+        }
         core.shutdown().await;
         return result;
     }
     headless::present_on_stdout(&mut core.happenings, global.json, clock, true, stop).await;
     drop(player);
+    if let Some(p) = pipelines {
+        p.shutdown().await;
+    }
     core.shutdown().await;
     Ok(())
 }

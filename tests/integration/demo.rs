@@ -43,6 +43,14 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
             .any(|v| v["event"] == "stale" && v["task_id"] == "task-04")
     );
     assert!(events.iter().filter(|v| v["event"] == "message").count() >= 10);
+    // The example pipelines are installed and the anomaly check runs on an anomaly.
+    assert!(
+        events.iter().any(|v| v["event"] == "pipeline"
+            && v["name"] == "check-on-anomaly"
+            && v["status"] == "completed"),
+        "the anomaly-triggered example ran"
+    );
+    assert!(here.join(".maestro/sentinels/build-fix.json").is_file());
     assert_eq!(m.child.wait().unwrap().code(), Some(0));
 
     // --project is where the demo played, and it is kept.

@@ -7,3 +7,20 @@ pub mod expr;
 pub mod host;
 pub mod runner;
 pub mod spec;
+
+/// The example pipelines shipped in `assets/sentinels/` (the demo installs them):
+/// an anomaly-triggered check, a scheduled health check, a build-fix loop.
+pub const EXAMPLES: [(&str, &str); 3] = [
+    (
+        "check-on-anomaly",
+        include_str!("../../../assets/sentinels/check-on-anomaly.json"),
+    ),
+    (
+        "health-check",
+        include_str!("../../../assets/sentinels/health-check.json"),
+    ),
+    (
+        "build-fix",
+        include_str!("../../../assets/sentinels/build-fix.json"),
+    ),
+];

@@ -495,4 +495,12 @@ mod tests {
             assert!(err.starts_with(&format!("{path}:")), "{path}: {err}");
         }
     }
+
+    #[test]
+    fn the_shipped_examples_are_valid_definitions() {
+        for (name, text) in crate::core::pipeline::EXAMPLES {
+            let v: Value = serde_json::from_str(text).expect("JSON");
+            parse_definition(&v, name, "").unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
 }
