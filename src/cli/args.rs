@@ -97,6 +97,9 @@ pub enum Command {
     /// Configuration helpers
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// What a Musician runs in place of its LLM watcher agents
+    #[command(subcommand)]
+    Musician(MusicianCommand),
 }
 
 #[derive(Debug, Clone, Args)]
@@ -228,6 +231,36 @@ pub struct SouffleurArgs {
     /// The Conductor's arguments, as it passes them: PID:<pid> `SESSION_ID`:<id>
     #[arg(required = true, num_args = 1.., value_name = "PID:<pid> SESSION_ID:<id>")]
     pub invocation: Vec<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MusicianCommand {
+    /// Wait for the Conductor: a new message for the task (background mode) or the end
+    /// of a pause (--pause). Exit 0 with what came, 3 on a stale Conductor (pause),
+    /// 4 when the task is complete/exited (background), 5 when a newer watcher replaced
+    /// this one, 2 on bad arguments, 1 when the database cannot be used.
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct WatchArgs {
+    /// The Musician's task (task-03, task-03-fix)
+    pub task_id: String,
+    /// Pause mode: wait for the task to leave needs_review / error
+    #[arg(long)]
+    pub pause: bool,
+    /// Background mode: report messages with an id above this [default: the highest at start]
+    #[arg(long, value_name = "N")]
+    pub since_id: Option<i64>,
+    /// Refresh the task's heartbeat when it is older than this
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
+    pub heartbeat_after: Duration,
+    /// Pause mode: after this long, check the Conductor's heartbeat
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = duration)]
+    pub conductor_check_after: Duration,
+    /// Pause mode: the Conductor counts as alive while its heartbeat is younger than this
+    #[arg(long, value_name = "DURATION", default_value = "9m", value_parser = duration)]
+    pub conductor_fresh_within: Duration,
 }
 
 #[derive(Debug, Subcommand)]

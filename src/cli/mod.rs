@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod error;
 pub mod headless;
 pub mod launch;
+pub mod musician;
 pub mod output_queue;
 pub mod project;
 pub mod sentinel;
@@ -97,6 +98,10 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let settings = load_settings(global)?;
             let invocation = args.invocation.join(" ");
             souffleur::run(&project, &settings, global, invocation, clock)
+        }
+        Some(Command::Musician(args::MusicianCommand::Watch(watch))) => {
+            let project = Project::from_args(global)?;
+            musician::watch(&project, watch, global.json)
         }
         Some(Command::Launch) => {
             let project = Project::from_args(global)?;

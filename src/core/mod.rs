@@ -7,6 +7,7 @@ pub mod error;
 pub mod event;
 pub mod event_json;
 pub mod hub;
+pub mod musician_watch;
 pub mod ipc;
 pub mod paths;
 pub mod pipeline;

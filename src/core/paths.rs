@@ -87,6 +87,17 @@ pub fn hold_file(project: &ProjectKey) -> Result<PathBuf, String> {
         .join(format!("{}.hold", project.key)))
 }
 
+/// The folder of a project's Musician watchers: one file per task and mode, holding
+/// the live watcher's PID (empty when none), locked by that watcher.
+pub fn watchers_dir(project: &ProjectKey) -> Result<PathBuf, String> {
+    Ok(data_dir_or_err()?.join("watchers").join(&project.key))
+}
+
+/// `<watchers dir>/<task>.<mode>` (`background` or `pause`).
+pub fn watcher_file(project: &ProjectKey, task: &str, mode: &str) -> Result<PathBuf, String> {
+    Ok(watchers_dir(project)?.join(format!("{task}.{mode}")))
+}
+
 /// `<project>/.maestro/sentinels`: the pipeline definitions.
 pub fn definitions_dir(project: &Path) -> PathBuf {
     project.join(".maestro").join("sentinels")

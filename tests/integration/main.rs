@@ -8,6 +8,7 @@ mod bad_input;
 mod dashboard;
 mod demo;
 mod faults;
+mod musician;
 mod headless;
 mod pipelines;
 mod souffleur;

@@ -1,0 +1,146 @@
+//! `maestro musician watch <task-id> [--pause] [--since-id N] [--json]`: what a Musician
+//! runs from a shell in place of its LLM watcher agents (see `core::musician_watch`).
+//! Exit status: 0 what it waited for came (printed), 3 the Conductor is stale (pause),
+//! 4 the task is complete/exited (background), 5 a newer watcher of the same kind took
+//! over, 2 bad arguments, 1 the database cannot be used. SIGTERM exits quietly (0).
+
+use std::process::ExitCode;
+
+use serde_json::json;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::CliError;
+use crate::cli::args::WatchArgs;
+use crate::cli::project::Project;
+use crate::core::domain::TaskId;
+use crate::core::event::MessageRow;
+use crate::core::musician_watch::{self, Outcome, WatchConfig, WatchMode};
+use crate::core::paths::ProjectKey;
+use crate::core::text::printable;
+
+pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitCode, CliError> {
+    let task = TaskId::parse(&args.task_id)
+        .filter(TaskId::is_musician)
+        .ok_or_else(|| {
+            CliError::Usage(format!(
+                "{:?} is not a Musician task id; use one like task-03 or task-03-fix.",
+                args.task_id
+            ))
+        })?;
+    let mode = if args.pause {
+        WatchMode::Pause
+    } else {
+        WatchMode::Background
+    };
+    if args.pause && args.since_id.is_some() {
+        return Err(CliError::Usage(
+            "--since-id is for background mode; a pause watcher waits for the task's state.".into(),
+        ));
+    }
+    let cfg = WatchConfig {
+        db: project.db.clone(),
+        task: task.clone(),
+        mode,
+        since_id: args.since_id,
+        heartbeat_after: args.heartbeat_after,
+        conductor_check_after: args.conductor_check_after,
+        conductor_fresh_within: args.conductor_fresh_within,
+    };
+    let mut conn = musician_watch::open(&cfg.db).map_err(CliError::Runtime)?;
+    let outcome = crate::cli::runtime()?.block_on(async {
+        let replaced = CancellationToken::new();
+        let stop = CancellationToken::new();
+        let listen = |kind| {
+            signal(kind).map_err(|e| CliError::Runtime(format!("cannot listen for signals: {e}")))
+        };
+        let mut usr1 = listen(SignalKind::user_defined1())?;
+        let mut term = listen(SignalKind::terminate())?;
+        let mut int = listen(SignalKind::interrupt())?;
+        let claim = musician_watch::claim(&ProjectKey::of(&project.root), &task, mode)
+            .await
+            .map_err(CliError::Runtime)?;
+        let (r, s) = (replaced.clone(), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = usr1.recv() => r.cancel(),
+                _ = term.recv() => s.cancel(),
+                _ = int.recv() => s.cancel(),
+            }
+        });
+        let outcome = musician_watch::watch(&cfg, &mut conn, replaced, stop).await;
+        claim.release(matches!(outcome, Ok(Outcome::Replaced)));
+        outcome.map_err(CliError::Runtime)
+    })?;
+    Ok(ExitCode::from(print(&task, mode, &outcome, as_json)))
+}
+
+/// Prints the outcome (nothing for a signal) and returns the exit status.
+fn print(task: &TaskId, mode: WatchMode, outcome: &Outcome, as_json: bool) -> u8 {
+    let message_json = |m: &MessageRow| {
+        json!({"id": m.id, "task_id": m.task_id, "from_session": m.from_session,
+               "message_type": m.message_type, "message": m.message, "timestamp": m.timestamp})
+    };
+    let message_text = |m: &MessageRow| {
+        format!(
+            "MESSAGE: #{} [{}] from {}: {}",
+            m.id,
+            printable(m.message_type.as_deref().unwrap_or("-")),
+            printable(m.from_session.as_deref().unwrap_or("-")),
+            printable(m.message.as_deref().unwrap_or_default())
+        )
+    };
+    let (code, value, text) = match outcome {
+        Outcome::Message(m) => (
+            0,
+            json!({"event": "message", "task_id": task, "message": message_json(m)}),
+            message_text(m),
+        ),
+        Outcome::StateChanged {
+            state,
+            prev_state,
+            message,
+        } => (
+            0,
+            json!({"event": "state", "task_id": task, "state": state, "prev_state": prev_state,
+                   "message": message.as_ref().map(message_json)}),
+            format!(
+                "STATE: {task} {} -> {}{}",
+                printable(prev_state),
+                printable(state),
+                message
+                    .as_ref()
+                    .map(|m| format!("\n{}", message_text(m)))
+                    .unwrap_or_default()
+            ),
+        ),
+        Outcome::ConductorStale { age } => (
+            3,
+            json!({"event": "timeout", "task_id": task, "conductor_heartbeat_age_s": age.map(|a| a.as_secs())}),
+            format!(
+                "TIMEOUT: the Conductor's heartbeat is {}; escalate (set error, write the status files).",
+                age.map_or_else(|| "missing".to_owned(), |a| format!("{}s old", a.as_secs()))
+            ),
+        ),
+        Outcome::Terminal { state } => (
+            4,
+            json!({"event": "terminal", "task_id": task, "state": state}),
+            format!("TERMINAL: {task} is {}; no more watching.", printable(state)),
+        ),
+        Outcome::Replaced => (
+            5,
+            json!({"event": "replaced", "task_id": task, "mode": mode.as_str()}),
+            format!(
+                "REPLACED: a newer {} watcher for {task} took over; this one stops.",
+                mode.as_str()
+            ),
+        ),
+        Outcome::Stopped => return 0,
+    };
+    if as_json {
+        println!("{value}");
+    } else {
+        println!("{text}");
+    }
+    code
+}

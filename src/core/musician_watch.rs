@@ -1,0 +1,431 @@
+//! A Musician's watcher without an LLM (PROTOCOL.md §5, the Musician skill's watcher
+//! protocol): waits, event-driven like the database source, for what the Musician is
+//! waiting for, and keeps the task's heartbeat fresh meanwhile.
+//!
+//! - background mode: a new message from the Conductor (`from_session = 'task-00'`, the
+//!   Musicians' documented query) for the task with `id > since`; or the task turning
+//!   `complete`/`exited`;
+//! - pause mode: the task's state leaving `needs_review`/`error`; after
+//!   `conductor_check_after`, a Conductor heartbeat older than `conductor_fresh_within`
+//!   ends the wait with a timeout (a fresh one keeps it going, checked again when it
+//!   would turn stale).
+//!
+//! Both modes refresh the heartbeat when it is older than `heartbeat_after`, as one
+//! short `BEGIN IMMEDIATE` write, at the moment it turns that old (no poll). One watcher
+//! of each kind per task: [`claim`] takes the task's watcher file, asking a previous
+//! holder to stand down (SIGUSR1) first.
+
+use std::fs::File;
+use std::io::{Seek, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use nix::fcntl::{Flock, FlockArg};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::domain::TaskId;
+use crate::core::event::MessageRow;
+use crate::core::paths::{self, ProjectKey};
+use crate::core::schema;
+use crate::core::sources::procs;
+use crate::core::store;
+
+/// Which watcher: during work, or while waiting for the Conductor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    Background,
+    Pause,
+}
+
+impl WatchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Background => "background",
+            Self::Pause => "pause",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "background" => Some(Self::Background),
+            "pause" => Some(Self::Pause),
+            _ => None,
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    pub db: PathBuf,
+    pub task: TaskId,
+    pub mode: WatchMode,
+    /// Background: messages above this id (default: the highest at start).
+    pub since_id: Option<i64>,
+    pub heartbeat_after: Duration,
+    pub conductor_check_after: Duration,
+    pub conductor_fresh_within: Duration,
+}
+
+/// Why the watcher stopped waiting.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Background: a message from the Conductor for the task.
+    Message(MessageRow),
+    /// Pause: the task left `needs_review`/`error`; the newest Conductor message with it.
+    StateChanged {
+        state: String,
+        prev_state: String,
+        message: Option<MessageRow>,
+    },
+    /// Pause: the Conductor's heartbeat is stale (or missing) after the check delay.
+    ConductorStale { age: Option<Duration> },
+    /// Background: the task reached a terminal state.
+    Terminal { state: String },
+    /// A newer watcher of the same kind took over.
+    Replaced,
+    /// SIGTERM or SIGINT.
+    Stopped,
+}
+
+/// After a file event the commit may become visible a little later (see the database
+/// source): look again after each of these.
+const RECHECKS: [Duration; 6] = [
+    Duration::from_millis(1),
+    Duration::from_millis(4),
+    Duration::from_millis(16),
+    Duration::from_millis(64),
+    Duration::from_millis(256),
+    Duration::from_millis(1024),
+];
+
+/// Opens and verifies the database: a clear error when it cannot be used.
+pub fn open(db: &Path) -> Result<Connection, String> {
+    if !db.exists() {
+        return Err(format!(
+            "there is no database at {}; pass --project or --db.",
+            db.display()
+        ));
+    }
+    let conn = schema::open(db).map_err(|e| e.to_string())?;
+    schema::verify(&conn, db).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// The task's state and heartbeat age (seconds, by `SQLite`'s clock).
+fn task_row(conn: &Connection, task: &str) -> rusqlite::Result<Option<(String, Option<f64>)>> {
+    conn.query_row(
+        "SELECT coalesce(state, ''), (julianday('now') - julianday(last_heartbeat)) * 86400
+         FROM orchestration_tasks WHERE task_id = ?1",
+        [task],
+        |r| Ok((r.get(0)?, r.get(1)?)),
+    )
+    .optional()
+}
+
+fn message_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get(0)?,
+        task_id: r.get(1)?,
+        from_session: r.get(2)?,
+        message_type: r.get(3)?,
+        message: r.get(4)?,
+        timestamp: r.get(5)?,
+    })
+}
+
+/// The first Conductor message for the task above `after`.
+fn next_message(conn: &Connection, task: &str, after: i64) -> rusqlite::Result<Option<MessageRow>> {
+    conn.query_row(
+        "SELECT id, task_id, from_session, message_type, message, timestamp
+         FROM orchestration_messages
+         WHERE task_id = ?1 AND from_session = 'task-00' AND id > ?2 ORDER BY id LIMIT 1",
+        params![task, after],
+        message_from_row,
+    )
+    .optional()
+}
+
+/// The newest Conductor message for the task.
+fn newest_message(conn: &Connection, task: &str) -> rusqlite::Result<Option<MessageRow>> {
+    conn.query_row(
+        "SELECT id, task_id, from_session, message_type, message, timestamp
+         FROM orchestration_messages
+         WHERE task_id = ?1 AND from_session = 'task-00' ORDER BY id DESC LIMIT 1",
+        [task],
+        message_from_row,
+    )
+    .optional()
+}
+
+fn is_paused(state: &str) -> bool {
+    matches!(state, "needs_review" | "error")
+}
+
+fn secs(age: Option<f64>) -> Option<Duration> {
+    age.map(|s| Duration::from_secs_f64(s.max(0.0)))
+}
+
+/// Waits until something the Musician waits for happens, `replaced` fires (a newer
+/// watcher) or `stop` fires (a signal). Errors are the database's, with their fix.
+pub async fn watch(
+    cfg: &WatchConfig,
+    conn: &mut Connection,
+    replaced: CancellationToken,
+    stop: CancellationToken,
+) -> Result<Outcome, String> {
+    let task = cfg.task.as_str();
+    let db_err = |e: rusqlite::Error| {
+        format!(
+            "cannot read {} ({e}); check it with `maestro doctor`.",
+            cfg.db.display()
+        )
+    };
+    let Some((start_state, _)) = task_row(conn, task).map_err(db_err)? else {
+        return Err(format!(
+            "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
+            cfg.db.display()
+        ));
+    };
+    let since = match cfg.since_id {
+        Some(n) => n,
+        None => conn
+            .query_row(
+                "SELECT coalesce(max(id), 0) FROM orchestration_messages",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(db_err)?,
+    };
+    let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
+    let _watcher = watch_database(&cfg.db, wake_tx);
+    let started = Instant::now();
+    let mut conductor_check = (cfg.mode == WatchMode::Pause).then(|| started + cfg.conductor_check_after);
+    let mut recheck: Option<(usize, Instant)> = None;
+    // Heartbeats are stored to the second: our own last refresh also bounds the next,
+    // so a stamp truncated at write time never makes refreshes come more often.
+    let mut last_refresh: Option<Instant> = None;
+    loop {
+        // Look: what the Musician waits for, then the heartbeat.
+        let Some((state, age)) = task_row(conn, task).map_err(db_err)? else {
+            return Err(format!("{task} was removed from orchestration_tasks."));
+        };
+        match cfg.mode {
+            WatchMode::Background => {
+                if let Some(m) = next_message(conn, task, since).map_err(db_err)? {
+                    return Ok(Outcome::Message(m));
+                }
+                if matches!(state.as_str(), "complete" | "exited") {
+                    return Ok(Outcome::Terminal { state });
+                }
+            }
+            WatchMode::Pause => {
+                if !is_paused(&state) {
+                    let message = newest_message(conn, task).map_err(db_err)?;
+                    return Ok(Outcome::StateChanged {
+                        state,
+                        prev_state: start_state,
+                        message,
+                    });
+                }
+                if let Some(at) = conductor_check
+                    && Instant::now() >= at
+                {
+                    let age = task_row(conn, "task-00").map_err(db_err)?.and_then(|r| secs(r.1));
+                    match age {
+                        Some(a) if a <= cfg.conductor_fresh_within => {
+                            // Alive but busy: look again when it would turn stale.
+                            let left = cfg.conductor_fresh_within - a;
+                            conductor_check = Some(Instant::now() + left + Duration::from_millis(500));
+                        }
+                        other => return Ok(Outcome::ConductorStale { age: other }),
+                    }
+                }
+            }
+        }
+        let age = secs(age);
+        let not_before = last_refresh.map(|t| t + cfg.heartbeat_after);
+        let next_beat = match age {
+            Some(a) if a <= cfg.heartbeat_after => Instant::now() + (cfg.heartbeat_after - a),
+            _ if not_before.is_some_and(|t| Instant::now() < t) => not_before.unwrap_or_else(Instant::now),
+            _ => {
+                store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|e| {
+                    format!(
+                        "cannot refresh {task}'s heartbeat in {} ({e}); the Conductor will see the task as stale.",
+                        cfg.db.display()
+                    )
+                })?;
+                last_refresh = Some(Instant::now());
+                Instant::now() + cfg.heartbeat_after
+            }
+        };
+        let next_beat = not_before.map_or(next_beat, |t| next_beat.max(t));
+        // Wait for the next reason to look.
+        let mut next = next_beat + Duration::from_millis(50);
+        if let Some(at) = conductor_check {
+            next = next.min(at);
+        }
+        if let Some((_, at)) = recheck {
+            next = next.min(at);
+        }
+        tokio::select! {
+            () = replaced.cancelled() => return Ok(Outcome::Replaced),
+            () = stop.cancelled() => return Ok(Outcome::Stopped),
+            got = wake.recv() => {
+                while wake.try_recv().is_ok() {}
+                if got.is_some() {
+                    recheck = Some((0, Instant::now() + RECHECKS[0]));
+                }
+            }
+            () = tokio::time::sleep_until(next) => {
+                if let Some((i, at)) = recheck && Instant::now() >= at {
+                    recheck = RECHECKS.get(i + 1).map(|d| (i + 1, Instant::now() + *d));
+                }
+            }
+        }
+    }
+}
+
+/// Wakes on changes to the database, its `-wal` or its `-journal`.
+fn watch_database(db: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
+    use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
+    let name = db.file_name()?.to_string_lossy().into_owned();
+    let names = [name.clone(), format!("{name}-wal"), format!("{name}-journal")];
+    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let Ok(event) = res else {
+            let _ = tx.send(());
+            return;
+        };
+        if matches!(
+            event.kind,
+            EventKind::Access(AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read)
+        ) {
+            return;
+        }
+        if event.paths.iter().any(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| names.iter().any(|m| m == n))
+        }) {
+            let _ = tx.send(());
+        }
+    })
+    .ok()?;
+    let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    w.watch(dir, RecursiveMode::NonRecursive).ok()?;
+    Some(w)
+}
+
+/// This process's hold on "the watcher of this kind for this task".
+pub struct Claim {
+    file: Option<Flock<File>>,
+    pub path: PathBuf,
+}
+
+impl Claim {
+    /// Lets go: the file is emptied (no watcher), unless a newer one took over.
+    pub fn release(mut self, replaced: bool) {
+        if let Some(mut f) = self.file.take()
+            && !replaced
+        {
+            let _ = f.set_len(0);
+            let _ = f.flush();
+        }
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Some(f) = &self.file {
+            let _ = f.set_len(0);
+        }
+    }
+}
+
+/// Becomes the task's watcher of this kind: a previous one (if alive, and a maestro
+/// watcher) is asked to stand down with SIGUSR1, then its lock is waited for.
+pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Result<Claim, String> {
+    let path = paths::watcher_file(project, task.as_str(), mode.as_str())?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+    }
+    let open = || {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(&path)
+            .map_err(|e| format!("cannot open {} ({e}).", path.display()))
+    };
+    let mut lock = match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
+        Ok(lock) => lock,
+        Err((_, _)) => {
+            let holder = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.trim().parse::<i32>().ok())
+                .filter(|pid| *pid > 1 && is_watcher(*pid));
+            if let Some(pid) = holder {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGUSR1,
+                );
+            }
+            let file = open()?;
+            let waited = tokio::time::timeout(
+                Duration::from_secs(10),
+                tokio::task::spawn_blocking(move || Flock::lock(file, FlockArg::LockExclusive)),
+            )
+            .await;
+            match waited {
+                Ok(Ok(Ok(lock))) => lock,
+                _ => {
+                    return Err(format!(
+                        "another watcher holds {} and did not stand down; stop it (its PID is in the file) and try again.",
+                        path.display()
+                    ));
+                }
+            }
+        }
+    };
+    lock.set_len(0).map_err(|e| e.to_string())?;
+    lock.rewind().map_err(|e| e.to_string())?;
+    writeln!(lock, "{}", std::process::id()).map_err(|e| e.to_string())?;
+    lock.flush().map_err(|e| e.to_string())?;
+    Ok(Claim {
+        file: Some(lock),
+        path,
+    })
+}
+
+/// Whether `pid` is a `maestro musician watch` process (never signal anything else).
+fn is_watcher(pid: i32) -> bool {
+    procs::cmdline(pid).is_some_and(|argv| {
+        argv.iter().any(|a| a == "musician") && argv.iter().any(|a| a == "watch")
+    })
+}
+
+/// The live watchers of a project: (task, mode, pid) from the watcher files.
+pub fn live_watchers(project: &ProjectKey) -> Vec<(TaskId, WatchMode, i32)> {
+    let Ok(dir) = paths::watchers_dir(project) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(TaskId, WatchMode, i32)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (task, mode) = name.rsplit_once('.')?;
+            let task = TaskId::parse(task)?;
+            let mode = WatchMode::parse(mode)?;
+            let pid: i32 = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+            (pid > 1 && procs::is_alive(pid)).then_some((task, mode, pid))
+        })
+        .collect();
+    found.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));
+    found
+}
