@@ -246,7 +246,7 @@ pub enum MusicianCommand {
 pub struct WatchArgs {
     /// The Musician's task (task-03, task-03-fix)
     pub task_id: String,
-    /// Pause mode: wait for the task to leave needs_review / error
+    /// Pause mode: wait for the task to leave `needs_review` / `error`
     #[arg(long)]
     pub pause: bool,
     /// Background mode: report messages with an id above this [default: the highest at start]

@@ -179,6 +179,12 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
         What::Source { detail, .. } => format!("SOURCE: {}\n", one_line(detail)),
+        What::Watcher {
+            task_id,
+            mode,
+            status,
+            pid,
+        } => format!("WATCHER: {task_id} {mode} {status} (PID {pid})\n"),
         What::Settings(s) => format!(
             "WATCHDOG: settings FORCE_COMPACT={} ({}), MAX_EXTERNAL_PERMISSION={} ({}){}\n",
             s.force_compact,

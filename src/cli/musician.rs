@@ -20,6 +20,22 @@ use crate::core::paths::ProjectKey;
 use crate::core::text::printable;
 
 pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitCode, CliError> {
+    let runtime = crate::cli::runtime()?;
+    let ((task, mode), outcome) = wait(project, args, &runtime)?;
+    let code = print(&task, mode, &outcome, as_json);
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    // The slot is released and the answer printed: the process ends now, without
+    // waiting for the runtime's and the database's teardown (nothing is left to
+    // write), so a Musician's shell sees the exit as soon as the line.
+    std::process::exit(i32::from(code))
+}
+
+/// Claims the watcher slot, waits, releases it; the task, mode and outcome.
+fn wait(
+    project: &Project,
+    args: &WatchArgs,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<((TaskId, WatchMode), Outcome), CliError> {
     let task = TaskId::parse(&args.task_id)
         .filter(TaskId::is_musician)
         .ok_or_else(|| {
@@ -48,7 +64,7 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
         conductor_fresh_within: args.conductor_fresh_within,
     };
     let mut conn = musician_watch::open(&cfg.db).map_err(CliError::Runtime)?;
-    let outcome = crate::cli::runtime()?.block_on(async {
+    let outcome = runtime.block_on(async {
         let replaced = CancellationToken::new();
         let stop = CancellationToken::new();
         let listen = |kind| {
@@ -57,6 +73,8 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
         let mut usr1 = listen(SignalKind::user_defined1())?;
         let mut term = listen(SignalKind::terminate())?;
         let mut int = listen(SignalKind::interrupt())?;
+        // Listening first, then claiming: nothing committed after the claim is missed.
+        let prepared = musician_watch::prepare(&cfg, &conn).map_err(CliError::Runtime)?;
         let claim = musician_watch::claim(&ProjectKey::of(&project.root), &task, mode)
             .await
             .map_err(CliError::Runtime)?;
@@ -68,11 +86,11 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
                 _ = int.recv() => s.cancel(),
             }
         });
-        let outcome = musician_watch::watch(&cfg, &mut conn, replaced, stop).await;
+        let outcome = musician_watch::watch(&cfg, &mut conn, prepared, replaced, stop).await;
         claim.release(matches!(outcome, Ok(Outcome::Replaced)));
         outcome.map_err(CliError::Runtime)
     })?;
-    Ok(ExitCode::from(print(&task, mode, &outcome, as_json)))
+    Ok(((task, mode), outcome))
 }
 
 /// Prints the outcome (nothing for a signal) and returns the exit status.
@@ -125,7 +143,10 @@ fn print(task: &TaskId, mode: WatchMode, outcome: &Outcome, as_json: bool) -> u8
         Outcome::Terminal { state } => (
             4,
             json!({"event": "terminal", "task_id": task, "state": state}),
-            format!("TERMINAL: {task} is {}; no more watching.", printable(state)),
+            format!(
+                "TERMINAL: {task} is {}; no more watching.",
+                printable(state)
+            ),
         ),
         Outcome::Replaced => (
             5,

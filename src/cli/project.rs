@@ -41,6 +41,7 @@ impl Project {
     /// The core's configuration for this project and these settings.
     pub fn core_config(&self, settings: &Settings) -> CoreConfig {
         CoreConfig {
+            project: self.root.clone(),
             db: self.db.clone(),
             temp: self.temp.clone(),
             stall_after: settings.stall_after,

@@ -77,6 +77,8 @@ pub enum CoreEvent {
     Database(DbStatus),
     /// The log folder itself: waited for, removed, back.
     LogFolder(FolderStatus),
+    /// The live Musician watchers: (task, mode, PID), the whole list.
+    Watchers(Vec<(TaskId, &'static str, i32)>),
     /// From the Souffleur role.
     Role(RoleReport),
     /// From a running pipeline.
@@ -265,6 +267,14 @@ pub enum What {
         source: &'static str,
         status: &'static str,
         detail: String,
+    },
+    /// A `maestro musician watch` attached to a task, exited, or was replaced by a
+    /// newer one of the same mode.
+    Watcher {
+        task_id: String,
+        mode: &'static str,
+        status: &'static str,
+        pid: i32,
     },
     /// The Souffleur role in this process ended (headless output stops after it).
     RoleEnded,

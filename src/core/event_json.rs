@@ -67,6 +67,14 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
             "iteration": p.iteration, "step": p.step, "outcome": p.outcome,
         }),
+        What::Watcher {
+            task_id,
+            mode,
+            status,
+            pid,
+        } => json!({
+            "ts": ts, "event": "watcher", "task_id": task_id, "mode": mode, "status": status, "pid": pid,
+        }),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }

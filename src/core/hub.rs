@@ -89,6 +89,8 @@ pub struct Hub {
     bus: PipelineBus,
     /// When each pipeline's current run started (its identity in the history).
     run_started: HashMap<String, String>,
+    /// Live Musician watchers: (task, mode) → PID.
+    watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
@@ -131,6 +133,7 @@ impl Hub {
             bad_heartbeats: HashSet::new(),
             bus: broadcast::channel(1).0,
             run_started: HashMap::new(),
+            watchers: BTreeMap::new(),
             reports,
             out,
             snapshot_tx,
@@ -251,6 +254,7 @@ impl Hub {
                 }
             }
             CoreEvent::Database(status) => self.on_database(status).await,
+            CoreEvent::Watchers(list) => self.on_watchers(list).await,
             CoreEvent::LogFolder(status) => {
                 let (state, detail) = match status {
                     FolderStatus::Waiting(d) => {
@@ -271,6 +275,54 @@ impl Hub {
                 .await;
             }
         }
+    }
+
+    /// Says which watchers attached, exited or were replaced, and keeps the per-task
+    /// summary the Tasks pane shows.
+    async fn on_watchers(&mut self, list: Vec<(TaskId, &'static str, i32)>) {
+        let now: BTreeMap<(String, &'static str), i32> = list
+            .into_iter()
+            .map(|(t, m, pid)| ((t.to_string(), m), pid))
+            .collect();
+        let before = std::mem::take(&mut self.watchers);
+        for ((task, mode), pid) in &now {
+            let status = match before.get(&(task.clone(), *mode)) {
+                None => "attached",
+                Some(old) if old != pid => "replaced",
+                Some(_) => continue,
+            };
+            self.emit(What::Watcher {
+                task_id: task.clone(),
+                mode,
+                status,
+                pid: *pid,
+            })
+            .await;
+        }
+        for ((task, mode), pid) in &before {
+            if !now.contains_key(&(task.clone(), *mode)) {
+                self.emit(What::Watcher {
+                    task_id: task.clone(),
+                    mode,
+                    status: "exited",
+                    pid: *pid,
+                })
+                .await;
+            }
+        }
+        let mut summary: BTreeMap<String, String> = BTreeMap::new();
+        for (task, mode) in now.keys() {
+            summary
+                .entry(task.clone())
+                .and_modify(|m| {
+                    m.push('+');
+                    m.push_str(mode);
+                })
+                .or_insert_with(|| (*mode).to_owned());
+        }
+        self.snapshot.watchers = summary;
+        self.watchers = now;
+        self.dirty = true;
     }
 
     /// The database file came, went or was replaced: the source has re-armed itself;

@@ -92,12 +92,18 @@ pub enum Outcome {
 
 /// After a file event the commit may become visible a little later (see the database
 /// source): look again after each of these.
-const RECHECKS: [Duration; 6] = [
+const RECHECKS: [Duration; 12] = [
+    Duration::from_micros(300),
     Duration::from_millis(1),
+    Duration::from_millis(2),
     Duration::from_millis(4),
+    Duration::from_millis(8),
     Duration::from_millis(16),
+    Duration::from_millis(32),
     Duration::from_millis(64),
+    Duration::from_millis(128),
     Duration::from_millis(256),
+    Duration::from_millis(512),
     Duration::from_millis(1024),
 ];
 
@@ -168,22 +174,29 @@ fn secs(age: Option<f64>) -> Option<Duration> {
     age.map(|s| Duration::from_secs_f64(s.max(0.0)))
 }
 
-/// Waits until something the Musician waits for happens, `replaced` fires (a newer
-/// watcher) or `stop` fires (a signal). Errors are the database's, with their fix.
-pub async fn watch(
-    cfg: &WatchConfig,
-    conn: &mut Connection,
-    replaced: CancellationToken,
-    stop: CancellationToken,
-) -> Result<Outcome, String> {
+/// What a watcher sets up before it says it is there: the message id it starts after,
+/// the state it starts in, and its ear on the database. Prepared before the claim, so
+/// nothing committed after the claim can be missed.
+pub struct Prepared {
+    since: i64,
+    start_state: String,
+    wake: mpsc::UnboundedReceiver<()>,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+fn read_error(cfg: &WatchConfig, e: &rusqlite::Error) -> String {
+    format!(
+        "cannot read {} ({e}); check it with `maestro doctor`.",
+        cfg.db.display()
+    )
+}
+
+/// Reads the starting point and starts listening to the database's files.
+pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String> {
     let task = cfg.task.as_str();
-    let db_err = |e: rusqlite::Error| {
-        format!(
-            "cannot read {} ({e}); check it with `maestro doctor`.",
-            cfg.db.display()
-        )
-    };
-    let Some((start_state, _)) = task_row(conn, task).map_err(db_err)? else {
+    let (wake_tx, wake) = mpsc::unbounded_channel::<()>();
+    let watcher = watch_database(&cfg.db, wake_tx);
+    let Some((start_state, _)) = task_row(conn, task).map_err(|e| read_error(cfg, &e))? else {
         return Err(format!(
             "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
             cfg.db.display()
@@ -197,12 +210,36 @@ pub async fn watch(
                 [],
                 |r| r.get(0),
             )
-            .map_err(db_err)?,
+            .map_err(|e| read_error(cfg, &e))?,
     };
-    let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
-    let _watcher = watch_database(&cfg.db, wake_tx);
+    Ok(Prepared {
+        since,
+        start_state,
+        wake,
+        _watcher: watcher,
+    })
+}
+
+/// Waits until something the Musician waits for happens, `replaced` fires (a newer
+/// watcher) or `stop` fires (a signal). Errors are the database's, with their fix.
+pub async fn watch(
+    cfg: &WatchConfig,
+    conn: &mut Connection,
+    prepared: Prepared,
+    replaced: CancellationToken,
+    stop: CancellationToken,
+) -> Result<Outcome, String> {
+    let task = cfg.task.as_str();
+    let db_err = |e: rusqlite::Error| read_error(cfg, &e);
+    let Prepared {
+        since,
+        start_state,
+        mut wake,
+        _watcher,
+    } = prepared;
     let started = Instant::now();
-    let mut conductor_check = (cfg.mode == WatchMode::Pause).then(|| started + cfg.conductor_check_after);
+    let mut conductor_check =
+        (cfg.mode == WatchMode::Pause).then(|| started + cfg.conductor_check_after);
     let mut recheck: Option<(usize, Instant)> = None;
     // Heartbeats are stored to the second: our own last refresh also bounds the next,
     // so a stamp truncated at write time never makes refreshes come more often.
@@ -233,12 +270,15 @@ pub async fn watch(
                 if let Some(at) = conductor_check
                     && Instant::now() >= at
                 {
-                    let age = task_row(conn, "task-00").map_err(db_err)?.and_then(|r| secs(r.1));
+                    let age = task_row(conn, "task-00")
+                        .map_err(db_err)?
+                        .and_then(|r| secs(r.1));
                     match age {
                         Some(a) if a <= cfg.conductor_fresh_within => {
                             // Alive but busy: look again when it would turn stale.
-                            let left = cfg.conductor_fresh_within - a;
-                            conductor_check = Some(Instant::now() + left + Duration::from_millis(500));
+                            let left = cfg.conductor_fresh_within.saturating_sub(a);
+                            conductor_check =
+                                Some(Instant::now() + left + Duration::from_millis(500));
                         }
                         other => return Ok(Outcome::ConductorStale { age: other }),
                     }
@@ -248,8 +288,12 @@ pub async fn watch(
         let age = secs(age);
         let not_before = last_refresh.map(|t| t + cfg.heartbeat_after);
         let next_beat = match age {
-            Some(a) if a <= cfg.heartbeat_after => Instant::now() + (cfg.heartbeat_after - a),
-            _ if not_before.is_some_and(|t| Instant::now() < t) => not_before.unwrap_or_else(Instant::now),
+            Some(a) if a <= cfg.heartbeat_after => {
+                Instant::now() + cfg.heartbeat_after.saturating_sub(a)
+            }
+            _ if not_before.is_some_and(|t| Instant::now() < t) => {
+                not_before.unwrap_or_else(Instant::now)
+            }
             _ => {
                 store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|e| {
                     format!(
@@ -292,7 +336,11 @@ pub async fn watch(
 fn watch_database(db: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
     use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
     let name = db.file_name()?.to_string_lossy().into_owned();
-    let names = [name.clone(), format!("{name}-wal"), format!("{name}-journal")];
+    let names = [
+        name.clone(),
+        format!("{name}-wal"),
+        format!("{name}-journal"),
+    ];
     let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let Ok(event) = res else {
             let _ = tx.send(());
@@ -300,7 +348,9 @@ fn watch_database(db: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::Re
         };
         if matches!(
             event.kind,
-            EventKind::Access(AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read)
+            EventKind::Access(
+                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
+            )
         ) {
             return;
         }
@@ -313,7 +363,10 @@ fn watch_database(db: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::Re
         }
     })
     .ok()?;
-    let dir = db.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let dir = db
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     w.watch(dir, RecursiveMode::NonRecursive).ok()?;
     Some(w)
 }
@@ -349,7 +402,8 @@ impl Drop for Claim {
 pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Result<Claim, String> {
     let path = paths::watcher_file(project, task.as_str(), mode.as_str())?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
     }
     let open = || {
         std::fs::OpenOptions::new()
@@ -360,35 +414,32 @@ pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Resu
             .open(&path)
             .map_err(|e| format!("cannot open {} ({e}).", path.display()))
     };
-    let mut lock = match Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
-        Ok(lock) => lock,
-        Err((_, _)) => {
-            let holder = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| t.trim().parse::<i32>().ok())
-                .filter(|pid| *pid > 1 && is_watcher(*pid));
-            if let Some(pid) = holder {
-                let _ = nix::sys::signal::kill(
-                    nix::unistd::Pid::from_raw(pid),
-                    nix::sys::signal::Signal::SIGUSR1,
-                );
-            }
-            let file = open()?;
-            let waited = tokio::time::timeout(
-                Duration::from_secs(10),
-                tokio::task::spawn_blocking(move || Flock::lock(file, FlockArg::LockExclusive)),
-            )
-            .await;
-            match waited {
-                Ok(Ok(Ok(lock))) => lock,
-                _ => {
-                    return Err(format!(
-                        "another watcher holds {} and did not stand down; stop it (its PID is in the file) and try again.",
-                        path.display()
-                    ));
-                }
-            }
+    let mut lock = if let Ok(lock) = Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
+        lock
+    } else {
+        let holder = std::fs::read_to_string(&path)
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|pid| *pid > 1 && is_watcher(*pid));
+        if let Some(pid) = holder {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGUSR1,
+            );
         }
+        let file = open()?;
+        let waited = tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::task::spawn_blocking(move || Flock::lock(file, FlockArg::LockExclusive)),
+        )
+        .await;
+        let Ok(Ok(Ok(lock))) = waited else {
+            return Err(format!(
+                "another watcher holds {} and did not stand down; stop it (its PID is in the file) and try again.",
+                path.display()
+            ));
+        };
+        lock
     };
     lock.set_len(0).map_err(|e| e.to_string())?;
     lock.rewind().map_err(|e| e.to_string())?;
@@ -422,7 +473,11 @@ pub fn live_watchers(project: &ProjectKey) -> Vec<(TaskId, WatchMode, i32)> {
             let (task, mode) = name.rsplit_once('.')?;
             let task = TaskId::parse(task)?;
             let mode = WatchMode::parse(mode)?;
-            let pid: i32 = std::fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+            let pid: i32 = std::fs::read_to_string(e.path())
+                .ok()?
+                .trim()
+                .parse()
+                .ok()?;
             (pid > 1 && procs::is_alive(pid)).then_some((task, mode, pid))
         })
         .collect();

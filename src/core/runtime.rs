@@ -13,6 +13,7 @@ use crate::core::clock::Clock;
 use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, Happening, PipelineBus};
 use crate::core::hub::{Hub, HubSettings, ReportSink};
+use crate::core::paths::ProjectKey;
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
 use crate::core::sources::db::{self, DbSettings, DbSource};
@@ -28,6 +29,8 @@ const BUS_QUEUE: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct CoreConfig {
+    /// The project folder (its key names the Musician watchers' folder).
+    pub project: PathBuf,
     pub db: PathBuf,
     pub temp: PathBuf,
     pub stall_after: Duration,
@@ -125,6 +128,11 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     let hub = hub.with_bus(bus.clone());
     let cancel = CancellationToken::new();
     let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
+    tokio::spawn(crate::core::sources::watchers::run(
+        ProjectKey::of(&config.project),
+        events_tx.clone(),
+        cancel.clone(),
+    ));
     let logs = temp_logs::spawn(
         TempLogSettings {
             dir: config.temp.clone(),

@@ -27,6 +27,9 @@ pub struct Snapshot {
     pub pipelines: Vec<PipelineView>,
     /// What the log source waits for, while `temp/` is missing.
     pub logs_waiting: Option<String>,
+    /// Tasks with a `maestro musician watch` attached: task id → `background`,
+    /// `pause`, or `background+pause`.
+    pub watchers: std::collections::BTreeMap<String, String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

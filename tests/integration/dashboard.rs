@@ -113,6 +113,7 @@ fn busy_snapshot() -> Snapshot {
         message_count: 4,
         pipelines: vec![],
         logs_waiting: None,
+        watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
     }
 }
 
@@ -454,7 +455,7 @@ fn readme_picture_is_current() {
     let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         on_disk == svg,
-        "assets/dashboard.svg is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test dashboard"
+        "assets/dashboard.svg is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test integration readme_picture"
     );
 }
 

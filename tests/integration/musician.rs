@@ -39,7 +39,14 @@ impl Rig {
 
     fn spawn(&self, args: &[&str]) -> Child {
         let child = self.cmd(args).spawn().unwrap();
-        self.attached(child.id(), if args.contains(&"--pause") { "pause" } else { "background" });
+        self.attached(
+            child.id(),
+            if args.contains(&"--pause") {
+                "pause"
+            } else {
+                "background"
+            },
+        );
         child
     }
 
@@ -115,8 +122,18 @@ fn only_a_conductor_message_for_its_own_task_wakes_a_background_watcher() {
     let rig = Rig::new();
     let w = rig.spawn(&["task-03", "--json"]);
     rig.message("task-04", "task-00", "instruction", "for another task");
-    rig.message("task-03", "task-03", "review_request", "the Musician's own message");
-    rig.message("task-03", "task-00", "instruction", "rebase on main, then continue");
+    rig.message(
+        "task-03",
+        "task-03",
+        "review_request",
+        "the Musician's own message",
+    );
+    rig.message(
+        "task-03",
+        "task-00",
+        "instruction",
+        "rebase on main, then continue",
+    );
     let (code, out) = finish(w);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -132,7 +149,10 @@ fn since_id_picks_up_a_message_already_there_and_terminal_states_end_it() {
     rig.message("task-03", "task-00", "instruction", "first");
     let (code, out) = finish(rig.cmd(&["task-03", "--since-id", "0"]).spawn().unwrap());
     assert_eq!(code, 0);
-    assert!(out.contains("MESSAGE: #1 [instruction] from task-00: first"), "{out}");
+    assert!(
+        out.contains("MESSAGE: #1 [instruction] from task-00: first"),
+        "{out}"
+    );
 
     let w = rig.spawn(&["task-04"]);
     rig.s.set_task("task-04", "complete");
@@ -157,12 +177,20 @@ fn the_heartbeat_is_kept_fresh_and_no_more_often_than_the_rule() {
     let w = rig.spawn(&["task-03", "--heartbeat-after", "1s"]);
     // A stale heartbeat is refreshed at once, then whenever it turns 1 s old.
     let end = Instant::now() + DEADLINE;
-    while conn.query_row("SELECT count(*) FROM beats", [], |r| r.get::<_, i64>(0)).unwrap() < 3 {
+    while conn
+        .query_row("SELECT count(*) FROM beats", [], |r| r.get::<_, i64>(0))
+        .unwrap()
+        < 3
+    {
         assert!(Instant::now() < end, "the heartbeat was not kept fresh");
         std::thread::sleep(Duration::from_millis(20));
     }
     // Three refreshes need two full periods: never more often than the rule.
-    assert!(started.elapsed() >= Duration::from_secs(2), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     assert!(rig.heartbeat_age("task-03") < 2.0);
     rig.message("task-03", "task-00", "instruction", "done waiting");
     assert_eq!(finish(w).0, 0);
@@ -173,12 +201,20 @@ fn a_pause_watcher_exits_on_the_state_change_with_the_answer() {
     let rig = Rig::new();
     rig.s.set_task("task-03", "needs_review");
     let w = rig.spawn(&["task-03", "--pause", "--json"]);
-    rig.message("task-03", "task-00", "approval", "Approved; continue with step 4.");
+    rig.message(
+        "task-03",
+        "task-00",
+        "approval",
+        "Approved; continue with step 4.",
+    );
     rig.s.set_task("task-03", "review_approved");
     let (code, out) = finish(w);
     assert_eq!(code, 0, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert_eq!((v["state"].as_str(), v["prev_state"].as_str()), (Some("review_approved"), Some("needs_review")));
+    assert_eq!(
+        (v["state"].as_str(), v["prev_state"].as_str()),
+        (Some("review_approved"), Some("needs_review"))
+    );
     assert_eq!(v["message"]["message"], "Approved; continue with step 4.");
 }
 
@@ -189,11 +225,21 @@ fn a_fresh_conductor_keeps_a_pause_waiting_and_a_stale_one_times_it_out() {
     // Fresh at the check (after 200 ms): waits until it would be 1 s old, then times out.
     rig.s.set_task("task-00", "reviewing");
     let started = Instant::now();
-    let w = rig.spawn(&["task-03", "--pause", "--conductor-check-after", "200ms", "--conductor-fresh-within", "1s"]);
+    let w = rig.spawn(&[
+        "task-03",
+        "--pause",
+        "--conductor-check-after",
+        "200ms",
+        "--conductor-fresh-within",
+        "1s",
+    ]);
     let (code, out) = finish(w);
     assert_eq!(code, 3, "{out}");
     assert!(out.starts_with("TIMEOUT:"), "{out}");
-    assert!(started.elapsed() >= Duration::from_secs(1), "the fresh Conductor was waited for");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "the fresh Conductor was waited for"
+    );
 
     // Stale already: out at the first check.
     rig.s
@@ -203,11 +249,22 @@ fn a_fresh_conductor_keeps_a_pause_waiting_and_a_stale_one_times_it_out() {
             [],
         )
         .unwrap();
-    let w = rig.spawn(&["task-03", "--pause", "--json", "--conductor-check-after", "200ms", "--conductor-fresh-within", "9m"]);
+    let w = rig.spawn(&[
+        "task-03",
+        "--pause",
+        "--json",
+        "--conductor-check-after",
+        "200ms",
+        "--conductor-fresh-within",
+        "9m",
+    ]);
     let (code, out) = finish(w);
     assert_eq!(code, 3, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
-    assert!(v["conductor_heartbeat_age_s"].as_u64().unwrap() >= 600, "{v}");
+    assert!(
+        v["conductor_heartbeat_age_s"].as_u64().unwrap() >= 600,
+        "{v}"
+    );
 }
 
 #[test]
@@ -275,4 +332,42 @@ fn bad_arguments_a_missing_database_and_sigterm() {
     .unwrap();
     let (code, out) = finish(w);
     assert_eq!((code, out.as_str()), (0, ""), "quietly");
+}
+
+#[test]
+fn headless_output_says_when_a_watcher_attaches_is_replaced_and_exits() {
+    let rig = Rig::new();
+    let mut cmd = maestro();
+    cmd.env("XDG_DATA_HOME", rig.data.path())
+        .args(["--no-tui", "--json", "--project"])
+        .arg(rig.s.root());
+    let mut m = crate::common::Running::spawn(cmd);
+    m.wait_json("started", |v| {
+        v["event"] == "task" && v["task_id"] == "task-03"
+    });
+    let first = rig.spawn(&["task-03"]);
+    let v = m.wait_json("attached", |v| v["event"] == "watcher");
+    assert_eq!(
+        (
+            v["task_id"].as_str(),
+            v["mode"].as_str(),
+            v["status"].as_str(),
+            v["pid"].as_u64()
+        ),
+        (
+            Some("task-03"),
+            Some("background"),
+            Some("attached"),
+            Some(u64::from(first.id()))
+        )
+    );
+    let second = rig.spawn(&["task-03"]);
+    let v = m.wait_json("replaced", |v| v["event"] == "watcher");
+    assert_eq!(v["status"], "replaced", "{v}");
+    assert_eq!(v["pid"].as_u64(), Some(u64::from(second.id())));
+    assert_eq!(finish(first).0, 5);
+    rig.message("task-03", "task-00", "instruction", "go");
+    assert_eq!(finish(second).0, 0);
+    let v = m.wait_json("exited", |v| v["event"] == "watcher");
+    assert_eq!(v["status"], "exited", "{v}");
 }

@@ -4,3 +4,4 @@ pub mod db;
 pub mod lines;
 pub mod procs;
 pub mod temp_logs;
+pub mod watchers;

@@ -72,6 +72,7 @@ impl UiState {
             | What::Error { .. }
             | What::Settings(_)
             | What::Source { .. }
+            | What::Watcher { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

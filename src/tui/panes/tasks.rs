@@ -36,6 +36,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         "STATE",
         "WORKED BY",
         "BEAT",
+        "WATCH",
         "CONTEXT",
         "RETRY",
         "LAST ANOMALY",
@@ -56,6 +57,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(13),
         Constraint::Length(11),
         Constraint::Length(6),
+        Constraint::Length(5),
         Constraint::Length(13),
         Constraint::Length(5),
         Constraint::Min(10),
@@ -109,6 +111,16 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
         spans.push(Span::raw("   "));
     }
     Line::from(spans)
+}
+
+/// Which `maestro musician watch` is attached: `bg` (background), `pause`, `bg+p`.
+fn watch_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
+    match ctx.snap.watchers.get(t.id()).map(String::as_str) {
+        Some("background") => Line::from(Span::styled("bg", ctx.theme.ok)),
+        Some("pause") => Line::from(Span::styled("pause", ctx.theme.warn)),
+        Some(_) => Line::from(Span::styled("bg+p", ctx.theme.ok)),
+        None => Line::from(Span::styled("—", ctx.theme.muted)),
+    }
 }
 
 fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
@@ -167,6 +179,7 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
             12,
         )),
         Line::from(beat),
+        watch_cell(t, ctx),
         ctx_cell,
         Line::from(retry),
         Line::from(anomaly),
