@@ -15,16 +15,12 @@ use serde_json::json;
 use crate::cli::CliError;
 use crate::cli::args::{MessageArgs, TaskAction, TaskCommand};
 use crate::cli::project::{Project, confirm};
-use crate::core::domain::{TaskId, context_percent};
+use crate::core::domain::TaskId;
 use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::{self, Author, Moved};
 use crate::settings::Settings;
-
-/// Context headroom thresholds (percent used).
-const CAUTION_AT: u8 = 60;
-const CRITICAL_AT: u8 = 80;
 
 /// Runs a task command; returns the exit status on success (headroom uses 0/1/2).
 pub fn run(
@@ -199,34 +195,27 @@ fn instruct(project: &Project, task: &TaskId, text: &str, as_json: bool) -> Resu
     Ok(0)
 }
 
-/// 0 healthy, 1 caution or no data, 2 critical, from the last `[ctx: XX%]` value.
+/// The headroom report of `check-context-headroom.sh`, same figures and exit status:
+/// 0 healthy, 1 caution / no data / no file, 2 critical.
 fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
-    let last = task
-        .log_file_name(crate::core::domain::LogKind::Status)
-        .and_then(|name| std::fs::read(project.temp.join(name)).ok())
-        .and_then(|bytes| {
-            String::from_utf8_lossy(&bytes)
-                .lines()
-                .rev()
-                .find_map(context_percent)
-        });
-    let (level, code) = match last {
-        None => ("no data", 1),
-        Some(v) if v >= CRITICAL_AT => ("critical", 2),
-        Some(v) if v >= CAUTION_AT => ("caution", 1),
-        Some(_) => ("healthy", 0),
-    };
-    let headroom = last.map(|v| 100 - v);
-    let text = match last {
-        Some(v) => format!("{task}: context {v}% used, {}% left: {level}", 100 - v),
-        None => format!("{task}: no [ctx: XX%] value in temp/{task}-status yet"),
-    };
-    report(
-        as_json,
-        &json!({"task_id": task, "context": last, "headroom": headroom, "level": level}),
-        &text,
-    );
-    code
+    let file = project.temp.join(format!("{task}-status"));
+    let text = std::fs::read(&file)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let h = crate::core::headroom::analyze(text.as_deref());
+    if as_json {
+        let mut v = serde_json::to_value(&h).unwrap_or_default();
+        v["task_id"] = json!(task);
+        // The name the first release used for the current value.
+        v["context"] = json!(h.current);
+        // The figures in percent, as the script prints them.
+        v["per_entry"] = json!(h.per_entry_x10.map(|x| x as f64 / 10.0));
+        v["per_agent"] = json!(h.per_agent_x10.map(|x| x as f64 / 10.0));
+        println!("{v}");
+    } else {
+        print!("{}", h.render(task.as_str(), &file.display().to_string()));
+    }
+    h.level.exit_code()
 }
 
 /// The Musician window's process, from its PID file, if it is running.

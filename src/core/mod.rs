@@ -6,6 +6,7 @@ pub mod domain;
 pub mod error;
 pub mod event;
 pub mod event_json;
+pub mod headroom;
 pub mod hub;
 pub mod ipc;
 pub mod musician_watch;

@@ -160,7 +160,58 @@ fn headroom_exit_codes_follow_the_last_context_value() {
         assert_eq!(got, code, "{line}");
         let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
         assert!(v["context"].is_u64());
+        assert_eq!(v["current"], v["context"]);
     }
+}
+
+/// The report of `check-context-headroom.sh`, figure for figure, through the binary.
+#[test]
+fn headroom_prints_the_ecosystem_scripts_report() {
+    let s = Scratch::new();
+    s.append(
+        "task-03-status",
+        "bootstrap started [ctx: 5%]\ntask claimed [ctx: 8%]\nstep 1 of 4 started [ctx: 10%]\n\
+         step 1 agent 1 launched [ctx: 12%]\nstep 1 agent 1 returned [ctx: 25%]\n\
+         step 1 agent 2 launched [ctx: 26%]\nstep 1 completed [ctx: 30%]\nstep 2 started [ctx: 31%]\n\
+         step 2 agent 1 launched [ctx: 40%]\nstep 2 agent 1 returned [ctx: 62%]\n",
+    );
+    let (code, out, _) = run(&s, &["task", "headroom", "task-03"]);
+    assert_eq!(code, 1, "62 %: caution");
+    // Hand computed: 10 values from 5 to 62: 57*10/9 = 63 -> 6.3 per entry; 2 agents
+    // returned: 285 -> 28.5 per agent; headroom 18; 180/285 = 0 agents left.
+    assert_eq!(
+        out,
+        "=== Context Headroom: task-03 ===\n\
+         Current:     62% (entry 10 of status file)\n\
+         Trajectory:  +6.3% per entry avg\n\
+         Headroom:    18% remaining to 80% ceiling\n\
+         Agents:      2 completed, 1 in-flight (~28.5% per agent avg)\n\
+         Est. Agents Left: ~0 agents fit in remaining budget\n\
+         Steps:       1 of 4 completed, step 2 in progress\n\
+         Self-Correction: NO\n\
+         === RESULT: CAUTION (context at 62%) ===\n"
+    );
+    let (code, out, _) = run(&s, &["task", "headroom", "task-03", "--json"]);
+    assert_eq!(code, 1);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        (
+            v["current"].as_i64(),
+            v["headroom"].as_i64(),
+            v["per_entry"].as_f64(),
+            v["per_agent"].as_f64()
+        ),
+        (Some(62), Some(18), Some(6.3), Some(28.5))
+    );
+    assert_eq!(
+        (
+            v["agents_completed"].as_u64(),
+            v["agents_in_flight"].as_u64(),
+            v["agents_left"].as_i64()
+        ),
+        (Some(2), Some(1), Some(0))
+    );
+    assert_eq!(v["level"], "caution");
 }
 
 #[test]
