@@ -16,6 +16,7 @@ use crate::cli::CliError;
 use crate::cli::args::{MessageArgs, TaskAction, TaskCommand};
 use crate::cli::project::{Project, confirm};
 use crate::core::domain::TaskId;
+use crate::core::handoff;
 use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
@@ -90,8 +91,9 @@ pub fn run(
             kill_window(project, &task, as_json)
         }
         TaskAction::Relaunch(_) => {
-            confirm(&format!("Kill {task}'s window and open a new one?"), yes)?;
-            relaunch(project, settings, &task, as_json)
+            let prepared = prepare_relaunch(project, settings, &task)?;
+            confirm(&prepared.describe(), yes)?;
+            relaunch(project, settings, &task, &prepared, as_json)
         }
     }
 }
@@ -276,62 +278,190 @@ fn kill_window(project: &Project, task: &TaskId, as_json: bool) -> Result<u8, Cl
     Ok(0)
 }
 
-/// Kills the window (if one is recorded and running) and opens a new one with the
-/// configured prompt, resuming the task's session when its id is known and valid.
-fn relaunch(
+/// A relaunch, decided before anything is done (so the confirmation can say exactly
+/// what will happen).
+pub struct Relaunch {
+    pub plan: handoff::Plan,
+    pub facts: handoff::Facts,
+    pub state: String,
+    pub window: Option<ProcessId>,
+    pub title: String,
+}
+
+impl Relaunch {
+    /// What will happen, in one paragraph: for the confirmation dialog and prompt.
+    pub fn describe(&self) -> String {
+        let kill = match self.window {
+            Some(p) => format!(
+                "PID {} gets SIGTERM (SIGKILL after the grace period) and its PID file is removed",
+                p.pid
+            ),
+            None => "no window is running (nothing is killed)".to_owned(),
+        };
+        format!(
+            "Relaunch {task} after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
+            task = self.plan.previous.trim_start_matches("musician-"),
+            kind = self.plan.kind.as_str(),
+            why = match self.plan.kind {
+                handoff::HandoffKind::Crash => "no HANDOFF".to_owned(),
+                _ => format!(
+                    "HANDOFF present, context {}",
+                    self.facts
+                        .context
+                        .map_or("unknown".into(), |c| format!("{c}%"))
+                ),
+            },
+            state = self.state,
+            title = self.title,
+            next = self.plan.next,
+        )
+    }
+}
+
+/// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
+/// PID, who worked the task, the last completed step, the deviations.
+pub fn prepare_relaunch(
+    project: &Project,
+    _settings: &Settings,
+    task: &TaskId,
+) -> Result<Relaunch, CliError> {
+    let conn = open(project)?;
+    let row: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT coalesce(state, ''), worked_by FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| db_error(project, &e))?;
+    let Some((state, worked_by)) = row else {
+        return Err(CliError::Runtime(format!(
+            "{task} is not in orchestration_tasks."
+        )));
+    };
+    if state == "complete" {
+        return Err(CliError::Runtime(format!(
+            "{task} is complete; a completed task is not relaunched (create a {task}-fix task instead)."
+        )));
+    }
+    let read = |name: String| {
+        std::fs::read(project.temp.join(name))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let status = read(format!("{task}-status"));
+    let handoff_present = project
+        .temp
+        .join(format!("{task}-HANDOFF"))
+        .metadata()
+        .is_ok_and(|m| m.is_file());
+    let window = window(project, task).ok();
+    let facts = handoff::Facts {
+        handoff_present,
+        context: crate::core::headroom::analyze(status.as_deref()).current,
+        pid_alive: window.is_some(),
+        worked_by,
+        last_completed: status.as_deref().and_then(handoff::last_completed_step),
+        deviations: read(format!("{task}-deviations"))
+            .map_or(0, |d| d.lines().filter(|l| !l.trim().is_empty()).count()),
+    };
+    let plan = handoff::plan(task, &facts);
+    let title = format!("Musician: {task} ({})", plan.generation);
+    Ok(Relaunch {
+        plan,
+        facts,
+        state,
+        window,
+        title,
+    })
+}
+
+/// The Conductor's handoff procedure: guarded kill of the old window and its PID file
+/// removed; `fix_proposed` (heartbeat refreshed), the next `worked_by` and a `handoff`
+/// message in one transaction; the replacement window opened (a fresh session: a
+/// handoff exists to shed context) and its PID recorded.
+pub fn relaunch(
     project: &Project,
     settings: &Settings,
     task: &TaskId,
+    r: &Relaunch,
     as_json: bool,
 ) -> Result<u8, CliError> {
-    let session: Option<String> = open(project)?
-        .query_row(
-            "SELECT session_id FROM orchestration_tasks WHERE task_id = ?1",
-            [task.as_str()],
-            |r| r.get(0),
-        )
-        .optional()
-        .map_err(|e| CliError::Runtime(format!("database: {e}")))?
-        .flatten()
-        .filter(|s: &String| crate::core::domain::souffleur::valid_session_id(s));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| CliError::Runtime(e.to_string()))?;
-    let old = window(project, task).ok();
-    if let Some(p) = old {
+    if let Some(p) = r.window {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
         rt.block_on(procs::guarded_kill(p, settings.souffleur.kill_grace));
     }
+    let pid_file = project.temp.join(format!("musician-{task}.pid"));
+    if let Err(e) = std::fs::remove_file(&pid_file)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(CliError::Runtime(format!(
+            "cannot remove {} ({e}); fix its permissions and relaunch again.",
+            pid_file.display()
+        )));
+    }
+    let mut conn = open(project)?;
+    store::write(&mut conn, |tx| {
+        store::set_state(tx, task.as_str(), "fix_proposed")?;
+        store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
+        store::send_message(
+            tx,
+            task.as_str(),
+            Author::Operator,
+            "handoff",
+            &r.plan.message,
+        )
+    })
+    .map_err(|e| db_error(project, &e))?;
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let launcher = Launcher {
         templates: settings.launch.clone(),
         project: root,
     };
-    let mut args = Vec::new();
-    if let Some(s) = &session {
-        args.extend(["--resume".to_owned(), s.clone()]);
-    }
-    args.extend([
-        "--permission-mode".to_owned(),
-        "acceptEdits".to_owned(),
+    let prompt = format!(
+        "{}\n\nPrevious session: {}\nNew session will be: {}\n{}",
         settings
             .launch
             .musician_prompt
             .replace("{task}", task.as_str()),
-    ]);
-    let argv = launcher.claude_window(&format!("Musician {task}"), &args);
+        r.plan.previous,
+        r.plan.next,
+        match r.plan.kind {
+            handoff::HandoffKind::Crash =>
+                format!("Read temp/{task}-status for the last known state."),
+            _ => format!("Read HANDOFF from temp/{task}-HANDOFF for context."),
+        }
+    );
+    let args = vec![
+        "--permission-mode".to_owned(),
+        "acceptEdits".to_owned(),
+        prompt,
+    ];
+    let argv = launcher.claude_window(&r.title, &args);
     let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
         CliError::Runtime(format!(
-            "{e}. Check `[launch] terminal` in the configuration."
+            "{e}. The task is fix_proposed with its handoff message; open the window by hand or fix `[launch] terminal` and relaunch."
         ))
     })?;
     write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
         .map_err(CliError::Runtime)?;
     report(
         as_json,
-        &json!({"ok": true, "task_id": task, "old_pid": old.map(|p| p.pid), "pid": new.pid, "resumed_session": session}),
-        &format!("{task}: relaunched (PID {})", new.pid),
+        &json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
+                "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
+                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": new.pid}),
+        &format!(
+            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {})",
+            r.plan.kind.as_str(),
+            r.plan.previous,
+            r.plan.next,
+            r.title,
+            new.pid
+        ),
     );
     Ok(0)
 }

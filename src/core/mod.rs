@@ -6,6 +6,7 @@ pub mod domain;
 pub mod error;
 pub mod event;
 pub mod event_json;
+pub mod handoff;
 pub mod headroom;
 pub mod hub;
 pub mod ipc;

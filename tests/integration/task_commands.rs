@@ -245,94 +245,224 @@ fn freeze_thaw_and_kill_act_on_the_recorded_window() {
     assert_eq!(run(&s, &["task", "freeze", "task-09"]).0, 1, "no PID file");
 }
 
+/// A scratch project with a stub `kitty` on PATH that records its argv and stays up.
+struct Relauncher {
+    s: Scratch,
+    bin: std::path::PathBuf,
+    log: std::path::PathBuf,
+}
+
+impl Relauncher {
+    fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Scratch::new();
+        let bin = s.root().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = s.root().join("kitty.log");
+        std::fs::write(
+            bin.join("kitty"),
+            format!(
+                "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\037' \"$a\"; done > {}\nexec sleep 30\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        Self { s, bin, log }
+    }
+
+    fn relaunch(&self, task: &str) -> serde_json::Value {
+        let _ = std::fs::remove_file(&self.log);
+        let out = maestro()
+            .args(["task", "relaunch", task, "--yes", "--json", "--project"])
+            .arg(self.s.root())
+            .env(
+                "PATH",
+                format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The stub's argv, once it has started (it records as it starts).
+    fn argv(&self) -> Vec<String> {
+        let end = std::time::Instant::now() + crate::common::DEADLINE;
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&self.log)
+                && !text.is_empty()
+            {
+                return text
+                    .trim_end_matches('\u{1f}')
+                    .split('\u{1f}')
+                    .map(str::to_owned)
+                    .collect();
+            }
+            assert!(std::time::Instant::now() < end, "the window never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The whole task row, and the newest message (type, sender, text).
+    fn row(&self, task: &str) -> (String, Option<String>, i64) {
+        self.s
+            .conn()
+            .query_row(
+                "SELECT state, worked_by, (julianday('now') - julianday(last_heartbeat)) * 86400 < 5 FROM orchestration_tasks WHERE task_id = ?1",
+                [task],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    }
+
+    fn last_message(&self) -> (String, String, String) {
+        self.s
+            .conn()
+            .query_row(
+                "SELECT message_type, from_session, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    }
+
+    fn end_window(&self, v: &serde_json::Value) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
 #[test]
-fn relaunch_replaces_the_window_and_resumes_the_session() {
-    use std::os::unix::fs::PermissionsExt;
-    let s = Scratch::new();
-    s.set_task("task-02", "working");
-    s.conn()
+fn a_crashed_musician_is_relaunched_by_the_handoff_procedure() {
+    let r = Relauncher::new();
+    r.s.set_task("task-02", "working");
+    r.s.conn()
         .execute(
-            "UPDATE orchestration_tasks SET session_id = 'abc-123' WHERE task_id = 'task-02'",
+            "UPDATE orchestration_tasks SET worked_by = 'musician-task-02', last_heartbeat = datetime('now', '-20 minutes') WHERE task_id = 'task-02'",
             [],
         )
         .unwrap();
-    let bin = s.root().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let log = s.root().join("kitty.log");
-    std::fs::write(
-        bin.join("kitty"),
-        format!(
-            "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\037' \"$a\"; done > {}\nexec sleep 30\n",
-            log.display()
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    r.s.append(
+        "task-02-status",
+        "step 1 started [ctx: 10%]\nstep 1 completed [ctx: 30%]\nstep 2 started [ctx: 41%]\n",
+    );
+    r.s.append("task-02-deviations", "Low: renamed a helper\n");
+    // The window is alive but stuck: the PID is checked and the window killed.
     let mut old = std::process::Command::new("sleep")
         .arg("60")
         .spawn()
         .unwrap();
-    std::fs::write(s.temp().join("musician-task-02.pid"), old.id().to_string()).unwrap();
+    std::fs::write(
+        r.s.temp().join("musician-task-02.pid"),
+        old.id().to_string(),
+    )
+    .unwrap();
 
-    let out = maestro()
-        .args([
-            "task",
-            "relaunch",
-            "task-02",
-            "--yes",
-            "--json",
-            "--project",
-        ])
-        .arg(s.root())
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = r.relaunch("task-02");
     assert!(
         old.wait().unwrap().code().is_none(),
         "the old window was ended by a signal"
     );
-    let new_pid = v["pid"].as_i64().unwrap();
-    let recorded = std::fs::read_to_string(s.temp().join("musician-task-02.pid")).unwrap();
-    assert_eq!(recorded.trim(), new_pid.to_string());
-    // The stub records its argv as it starts; wait for it with a deadline.
-    let end = std::time::Instant::now() + crate::common::DEADLINE;
-    let argv = loop {
-        if let Ok(text) = std::fs::read_to_string(&log)
-            && !text.is_empty()
-        {
-            break text;
-        }
-        assert!(std::time::Instant::now() < end, "the window never started");
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    let argv: Vec<&str> = argv.trim_end_matches('\u{1f}').split('\u{1f}').collect();
-    assert_eq!(argv[2..4], ["--title", "Musician task-02"]);
     assert_eq!(
-        argv[5..],
-        [
-            "env",
-            "-u",
-            "CLAUDECODE",
-            "claude",
-            "--resume",
-            "abc-123",
-            "--permission-mode",
-            "acceptEdits",
-            "/musician task-02"
-        ]
+        (
+            v["handoff"].as_str(),
+            v["previous"].as_str(),
+            v["next"].as_str(),
+            v["prev_state"].as_str()
+        ),
+        (
+            Some("crash"),
+            Some("musician-task-02"),
+            Some("musician-task-02-S2"),
+            Some("working")
+        )
     );
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(new_pid as i32),
-        nix::sys::signal::Signal::SIGKILL,
+    // The whole row: fix_proposed, the next session, a fresh heartbeat.
+    assert_eq!(
+        r.row("task-02"),
+        ("fix_proposed".into(), Some("musician-task-02-S2".into()), 1)
     );
+    let (kind, from, text) = r.last_message();
+    assert_eq!((kind.as_str(), from.as_str()), ("handoff", "task-00"));
+    assert!(text.contains("CRASH DETECTED"), "{text}");
+    assert!(text.contains("Last completed: step 1 completed"), "{text}");
+    assert!(
+        text.contains("Context at crash: 41%") && text.contains("Deviations logged: 1"),
+        "{text}"
+    );
+    // A fresh session in a window named for it; its PID recorded.
+    let argv = r.argv();
+    assert_eq!(argv[2..4], ["--title", "Musician: task-02 (S2)"]);
+    assert!(
+        !argv.contains(&"--resume".to_owned()),
+        "a handoff starts a fresh session: {argv:?}"
+    );
+    let prompt = argv.last().unwrap();
+    assert!(prompt.starts_with("/musician task-02\n"), "{prompt}");
+    assert!(
+        prompt.contains("New session will be: musician-task-02-S2"),
+        "{prompt}"
+    );
+    let recorded = std::fs::read_to_string(r.s.temp().join("musician-task-02.pid")).unwrap();
+    assert_eq!(recorded.trim(), v["pid"].as_i64().unwrap().to_string());
+    r.end_window(&v);
+}
+
+#[test]
+fn clean_and_dirty_handoffs_and_the_succession_over_three_relaunches() {
+    let r = Relauncher::new();
+    r.s.set_task("task-05", "exited");
+    r.s.conn()
+        .execute("UPDATE orchestration_tasks SET worked_by = 'musician-task-05' WHERE task_id = 'task-05'", [])
+        .unwrap();
+    std::fs::write(r.s.temp().join("task-05-HANDOFF"), "where I stopped\n").unwrap();
+    r.s.append(
+        "task-05-status",
+        "step 3 started [ctx: 72%]\nHANDOFF written [ctx: 78%]\n",
+    );
+
+    // Clean: HANDOFF and 78 %; no window is running (nothing to kill).
+    let v = r.relaunch("task-05");
+    assert_eq!(
+        (v["handoff"].as_str(), v["old_pid"].as_i64()),
+        (Some("clean"), None)
+    );
+    assert_eq!(
+        r.row("task-05"),
+        ("fix_proposed".into(), Some("musician-task-05-S2".into()), 1)
+    );
+    let (kind, _, text) = r.last_message();
+    assert_eq!(kind, "handoff");
+    assert!(
+        text.contains("HANDOFF RECEIVED") && text.contains("Context usage: 78%"),
+        "{text}"
+    );
+    assert!(!text.contains("Re-run"), "{text}");
+    assert_eq!(r.argv()[3], "Musician: task-05 (S2)");
+    r.end_window(&v);
+
+    // Dirty: the context went above 80 % before the next exit.
+    r.s.append("task-05-status", "step 4 started [ctx: 86%]\n");
+    r.s.set_task("task-05", "exited");
+    let v = r.relaunch("task-05");
+    assert_eq!(v["handoff"], "dirty");
+    assert_eq!(r.row("task-05").1.as_deref(), Some("musician-task-05-S3"));
+    let (_, _, text) = r.last_message();
+    assert!(text.contains("Re-run ALL verification tests"), "{text}");
+    r.end_window(&v);
+
+    // A third one: S4.
+    let v = r.relaunch("task-05");
+    assert_eq!(v["next"], "musician-task-05-S4");
+    assert_eq!(r.argv()[3], "Musician: task-05 (S4)");
+    r.end_window(&v);
 }
