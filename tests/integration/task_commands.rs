@@ -333,7 +333,7 @@ impl Relauncher {
             .unwrap()
     }
 
-    fn end_window(&self, v: &serde_json::Value) {
+    fn end_window(v: &serde_json::Value) {
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
             nix::sys::signal::Signal::SIGKILL,
@@ -414,7 +414,7 @@ fn a_crashed_musician_is_relaunched_by_the_handoff_procedure() {
     );
     let recorded = std::fs::read_to_string(r.s.temp().join("musician-task-02.pid")).unwrap();
     assert_eq!(recorded.trim(), v["pid"].as_i64().unwrap().to_string());
-    r.end_window(&v);
+    Relauncher::end_window(&v);
 }
 
 #[test]
@@ -448,7 +448,7 @@ fn clean_and_dirty_handoffs_and_the_succession_over_three_relaunches() {
     );
     assert!(!text.contains("Re-run"), "{text}");
     assert_eq!(r.argv()[3], "Musician: task-05 (S2)");
-    r.end_window(&v);
+    Relauncher::end_window(&v);
 
     // Dirty: the context went above 80 % before the next exit.
     r.s.append("task-05-status", "step 4 started [ctx: 86%]\n");
@@ -458,11 +458,11 @@ fn clean_and_dirty_handoffs_and_the_succession_over_three_relaunches() {
     assert_eq!(r.row("task-05").1.as_deref(), Some("musician-task-05-S3"));
     let (_, _, text) = r.last_message();
     assert!(text.contains("Re-run ALL verification tests"), "{text}");
-    r.end_window(&v);
+    Relauncher::end_window(&v);
 
     // A third one: S4.
     let v = r.relaunch("task-05");
     assert_eq!(v["next"], "musician-task-05-S4");
     assert_eq!(r.argv()[3], "Musician: task-05 (S4)");
-    r.end_window(&v);
+    Relauncher::end_window(&v);
 }
