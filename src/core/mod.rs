@@ -1,5 +1,6 @@
 //! The engine shared by the dashboard and headless mode. Nothing here draws.
 
+pub mod actions;
 pub mod children;
 pub mod clock;
 pub mod domain;

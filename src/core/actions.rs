@@ -1,0 +1,510 @@
+//! The operator's actions on one Musician, shared by the command line (`maestro task
+//! …`) and the dashboard's keys: review answers, instructions, freeze/thaw/kill of the
+//! recorded window, and the relaunch by the Conductor's handoff procedure.
+//!
+//! Review answers move the task through the state machine of PROTOCOL.md §1 (and
+//! refresh its heartbeat, as every writer must) and leave a message for the Musician, in
+//! one transaction: a task that is no longer in the expected state is left alone. Process
+//! actions act on the PID in `temp/musician-<task>.pid`, only if that process is alive.
+//! Each returns what it did as JSON and as a line of text; errors name the fix.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+use rusqlite::OptionalExtension;
+use serde_json::{Value, json};
+
+use crate::core::domain::TaskId;
+use crate::core::handoff;
+use crate::core::recovery::launch::{Launcher, write_pid_file};
+use crate::core::schema;
+use crate::core::sources::procs::{self, ProcessId};
+use crate::core::store::{self, Author, Moved};
+use crate::settings::LaunchTemplates;
+
+/// Where the orchestration lives.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub root: PathBuf,
+    pub db: PathBuf,
+    pub temp: PathBuf,
+}
+
+/// What an action did: one JSON object for `--json`, one line for people.
+#[derive(Debug, Clone)]
+pub struct Done {
+    pub json: Value,
+    pub text: String,
+}
+
+/// An action on one task, as the dashboard asks for it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TaskRequest {
+    Approve { task: TaskId, message: Option<String> },
+    Reject { task: TaskId, message: String },
+    Fix { task: TaskId, message: String },
+    Instruct { task: TaskId, message: String },
+    Relaunch { task: TaskId },
+    Kill { task: TaskId },
+    Freeze { task: TaskId },
+    Thaw { task: TaskId },
+}
+
+impl TaskRequest {
+    pub fn task(&self) -> &TaskId {
+        match self {
+            Self::Approve { task, .. }
+            | Self::Reject { task, .. }
+            | Self::Fix { task, .. }
+            | Self::Instruct { task, .. }
+            | Self::Relaunch { task }
+            | Self::Kill { task }
+            | Self::Freeze { task }
+            | Self::Thaw { task } => task,
+        }
+    }
+}
+
+/// What a request will do, in one paragraph, read from the database and the files
+/// (the confirmation dialog shows it; nothing is changed).
+pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, String> {
+    let state = |task: &TaskId| -> Result<String, String> {
+        let conn = open(project)?;
+        store::task_state(&conn, task.as_str())
+            .map_err(|e| db_error(project, &e))?
+            .ok_or_else(|| format!("{task} is not in orchestration_tasks."))
+    };
+    let quote = |m: &str| {
+        let m = crate::core::text::printable(m).into_owned();
+        if m.chars().count() > 120 {
+            format!("\"{}…\"", m.chars().take(120).collect::<String>())
+        } else {
+            format!("\"{m}\"")
+        }
+    };
+    let review = |task: &TaskId, from: &str, to: &str, kind: &str, m: &str| -> Result<String, String> {
+        let now = state(task)?;
+        if now != from {
+            return Err(format!("{task} is {now}, not {from}; nothing to answer."));
+        }
+        Ok(format!(
+            "{task}: {from} -> {to}, heartbeat refreshed, and a `{kind}` message from the Conductor (marked as yours): {}.",
+            quote(m)
+        ))
+    };
+    match request {
+        TaskRequest::Approve { task, message } => review(
+            task,
+            "needs_review",
+            "review_approved",
+            "approval",
+            message.as_deref().unwrap_or("Approved."),
+        ),
+        TaskRequest::Reject { task, message } => {
+            review(task, "needs_review", "review_failed", "rejection", message)
+        }
+        TaskRequest::Fix { task, message } => {
+            review(task, "error", "fix_proposed", "fix_proposal", message)
+        }
+        TaskRequest::Instruct { task, message } => {
+            let now = state(task)?;
+            Ok(format!(
+                "{task} ({now}, unchanged): an `instruction` message from the Conductor (marked as yours): {}.",
+                quote(message)
+            ))
+        }
+        TaskRequest::Relaunch { task } => Ok(prepare_relaunch(project, task)?.describe()),
+        TaskRequest::Kill { task } => {
+            let p = window(project, task)?;
+            Ok(format!(
+                "{task}'s window, PID {}, gets SIGTERM, then SIGKILL after the grace period if it is still there. The task's state is left as it is.",
+                p.pid
+            ))
+        }
+        TaskRequest::Freeze { task } => {
+            let p = window(project, task)?;
+            Ok(format!("{task}'s window, PID {}, gets SIGSTOP: it stops until thawed.", p.pid))
+        }
+        TaskRequest::Thaw { task } => {
+            let p = window(project, task)?;
+            Ok(format!("{task}'s window, PID {}, gets SIGCONT: it runs again.", p.pid))
+        }
+    }
+}
+
+/// Carries out a request (blocking: run it off the draw loop).
+pub fn perform(
+    project: &Target,
+    launch: &LaunchTemplates,
+    kill_grace: Duration,
+    request: &TaskRequest,
+) -> Result<Done, String> {
+    match request {
+        TaskRequest::Approve { task, message } => review(
+            project,
+            task,
+            "needs_review",
+            "review_approved",
+            "approval",
+            message.clone(),
+        ),
+        TaskRequest::Reject { task, message } => review(
+            project,
+            task,
+            "needs_review",
+            "review_failed",
+            "rejection",
+            Some(message.clone()),
+        ),
+        TaskRequest::Fix { task, message } => review(
+            project,
+            task,
+            "error",
+            "fix_proposed",
+            "fix_proposal",
+            Some(message.clone()),
+        ),
+        TaskRequest::Instruct { task, message } => instruct(project, task, message),
+        TaskRequest::Relaunch { task } => {
+            let r = prepare_relaunch(project, task)?;
+            relaunch(project, launch, kill_grace, task, &r)
+        }
+        TaskRequest::Kill { task } => kill_window(project, task, kill_grace),
+        TaskRequest::Freeze { task } => signal(project, task, Signal::SIGSTOP, "frozen"),
+        TaskRequest::Thaw { task } => signal(project, task, Signal::SIGCONT, "thawed"),
+    }
+}
+
+pub fn open(project: &Target) -> Result<rusqlite::Connection, String> {
+    if !project.db.exists() {
+        return Err(format!(
+            "there is no database at {}; pass --project or --db.",
+            project.db.display()
+        ));
+    }
+    let conn = schema::open(&project.db).map_err(|e| e.to_string())?;
+    schema::verify(&conn, &project.db).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
+/// Moves `task` from `from` to `to` and leaves a message, in one transaction.
+pub fn review(
+    project: &Target,
+    task: &TaskId,
+    from: &str,
+    to: &str,
+    kind: &str,
+    message: Option<String>,
+) -> Result<Done, String> {
+    let mut conn = open(project)?;
+    let text = message.unwrap_or_else(|| "Approved.".into());
+    let moved = store::write(&mut conn, |tx| {
+        let moved = store::move_task(tx, task.as_str(), &[from], to)?;
+        if matches!(moved, Moved::Done { .. }) {
+            store::send_message(tx, task.as_str(), Author::Operator, kind, &text)?;
+        }
+        Ok(moved)
+    })
+    .map_err(|e| db_error(project, &e))?;
+    match moved {
+        Moved::Done { .. } => {}
+        Moved::NoSuchTask => {
+            return Err(format!(
+                "{task} is not in orchestration_tasks."
+            ));
+        }
+        Moved::WrongState(s) => {
+            return Err(format!(
+                "{task} is {s}, not {from}; nothing changed. Look at it in the dashboard first."
+            ));
+        }
+    }
+    let done = Done {
+        json: json!({"ok": true, "task_id": task, "state": to, "prev_state": from}),
+        text: format!("{task}: {from} -> {to}"),
+    };
+    Ok(done)
+}
+
+pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, String> {
+    let mut conn = open(project)?;
+    let sent = store::write(&mut conn, |tx| {
+        if store::task_state(tx, task.as_str())?.is_none() {
+            return Ok(false);
+        }
+        store::send_message(tx, task.as_str(), Author::Operator, "instruction", text)?;
+        Ok(true)
+    })
+    .map_err(|e| db_error(project, &e))?;
+    if !sent {
+        return Err(format!(
+            "{task} is not in orchestration_tasks."
+        ));
+    }
+    let done = Done {
+        json: json!({"ok": true, "task_id": task, "message_type": "instruction"}),
+        text: format!("{task}: instruction sent"),
+    };
+    Ok(done)
+}
+
+/// The Musician window's process, from its PID file, if it is running.
+pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
+    let file = project.temp.join(format!("musician-{task}.pid"));
+    let text = std::fs::read_to_string(&file).map_err(|e| {
+        format!(
+            "cannot read {} ({e}); maestro only signals windows it can identify.",
+            file.display()
+        )
+    })?;
+    let pid: i32 = text
+        .trim()
+        .parse()
+        .ok()
+        .filter(|p| *p > 1)
+        .ok_or_else(|| format!("{} does not hold a PID.", file.display()))?;
+    if !procs::is_alive(pid) {
+        return Err(format!(
+            "{task}'s window (PID {pid}) is not running."
+        ));
+    }
+    Ok(ProcessId::observe(pid))
+}
+
+pub fn signal(
+    project: &Target,
+    task: &TaskId,
+    sig: Signal,
+    verb: &str,
+) -> Result<Done, String> {
+    let p = window(project, task)?;
+    kill(Pid::from_raw(p.pid), sig)
+        .map_err(|e| format!("cannot signal PID {}: {e}", p.pid))?;
+    let done = Done {
+        json: json!({"ok": true, "task_id": task, "pid": p.pid, "action": verb}),
+        text: format!("{task}: {verb} (PID {})", p.pid),
+    };
+    Ok(done)
+}
+
+pub fn kill_window(project: &Target, task: &TaskId, kill_grace: Duration) -> Result<Done, String> {
+    let p = window(project, task)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    // A frozen window cannot act on SIGTERM: let it run again first.
+    let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+    let outcome = rt.block_on(procs::guarded_kill(p, kill_grace));
+    let done = Done {
+        json: json!({"ok": true, "task_id": task, "pid": p.pid, "outcome": format!("{outcome:?}").to_lowercase()}),
+        text: format!("{task}: window PID {} {outcome:?}", p.pid),
+    };
+    Ok(done)
+}
+
+/// A relaunch, decided before anything is done (so the confirmation can say exactly
+/// what will happen).
+pub struct Relaunch {
+    pub plan: handoff::Plan,
+    pub facts: handoff::Facts,
+    pub state: String,
+    pub window: Option<ProcessId>,
+    pub title: String,
+}
+
+impl Relaunch {
+    /// What will happen, in one paragraph: for the confirmation dialog and prompt.
+    pub fn describe(&self) -> String {
+        let kill = match self.window {
+            Some(p) => format!(
+                "PID {} gets SIGTERM (SIGKILL after the grace period) and its PID file is removed",
+                p.pid
+            ),
+            None => "no window is running (nothing is killed)".to_owned(),
+        };
+        format!(
+            "Relaunch {task} after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
+            task = self.plan.previous.trim_start_matches("musician-"),
+            kind = self.plan.kind.as_str(),
+            why = match self.plan.kind {
+                handoff::HandoffKind::Crash => "no HANDOFF".to_owned(),
+                _ => format!(
+                    "HANDOFF present, context {}",
+                    self.facts
+                        .context
+                        .map_or("unknown".into(), |c| format!("{c}%"))
+                ),
+            },
+            state = self.state,
+            title = self.title,
+            next = self.plan.next,
+        )
+    }
+}
+
+/// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
+/// PID, who worked the task, the last completed step, the deviations.
+pub fn prepare_relaunch(
+    project: &Target,
+    task: &TaskId,
+) -> Result<Relaunch, String> {
+    let conn = open(project)?;
+    let row: Option<(String, Option<String>)> = conn
+        .query_row(
+            "SELECT coalesce(state, ''), worked_by FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()
+        .map_err(|e| db_error(project, &e))?;
+    let Some((state, worked_by)) = row else {
+        return Err(format!(
+            "{task} is not in orchestration_tasks."
+        ));
+    };
+    if state == "complete" {
+        return Err(format!(
+            "{task} is complete; a completed task is not relaunched (create a {task}-fix task instead)."
+        ));
+    }
+    let read = |name: String| {
+        std::fs::read(project.temp.join(name))
+            .ok()
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    };
+    let status = read(format!("{task}-status"));
+    let handoff_present = project
+        .temp
+        .join(format!("{task}-HANDOFF"))
+        .metadata()
+        .is_ok_and(|m| m.is_file());
+    let window = window(project, task).ok();
+    let facts = handoff::Facts {
+        handoff_present,
+        context: crate::core::headroom::analyze(status.as_deref()).current,
+        pid_alive: window.is_some(),
+        worked_by,
+        last_completed: status.as_deref().and_then(handoff::last_completed_step),
+        deviations: read(format!("{task}-deviations"))
+            .map_or(0, |d| d.lines().filter(|l| !l.trim().is_empty()).count()),
+    };
+    let plan = handoff::plan(task, &facts);
+    let title = format!("Musician: {task} ({})", plan.generation);
+    Ok(Relaunch {
+        plan,
+        facts,
+        state,
+        window,
+        title,
+    })
+}
+
+/// The Conductor's handoff procedure: guarded kill of the old window and its PID file
+/// removed; `fix_proposed` (heartbeat refreshed), the next `worked_by` and a `handoff`
+/// message in one transaction; the replacement window opened (a fresh session: a
+/// handoff exists to shed context) and its PID recorded.
+pub fn relaunch(
+    project: &Target,
+    launch: &LaunchTemplates,
+    kill_grace: Duration,
+    task: &TaskId,
+    r: &Relaunch,
+) -> Result<Done, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?;
+    if let Some(p) = r.window {
+        let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        rt.block_on(procs::guarded_kill(p, kill_grace));
+    }
+    let pid_file = project.temp.join(format!("musician-{task}.pid"));
+    if let Err(e) = std::fs::remove_file(&pid_file)
+        && e.kind() != std::io::ErrorKind::NotFound
+    {
+        return Err(format!(
+            "cannot remove {} ({e}); fix its permissions and relaunch again.",
+            pid_file.display()
+        ));
+    }
+    let mut conn = open(project)?;
+    store::write(&mut conn, |tx| {
+        store::set_state(tx, task.as_str(), "fix_proposed")?;
+        store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
+        store::send_message(
+            tx,
+            task.as_str(),
+            Author::Operator,
+            "handoff",
+            &r.plan.message,
+        )
+    })
+    .map_err(|e| db_error(project, &e))?;
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let launcher = Launcher {
+        templates: launch.clone(),
+        project: root,
+    };
+    let prompt = format!(
+        "{}\n\nPrevious session: {}\nNew session will be: {}\n{}",
+        launch.musician_prompt.replace("{task}", task.as_str()),
+        r.plan.previous,
+        r.plan.next,
+        match r.plan.kind {
+            handoff::HandoffKind::Crash =>
+                format!("Read temp/{task}-status for the last known state."),
+            _ => format!("Read HANDOFF from temp/{task}-HANDOFF for context."),
+        }
+    );
+    let args = vec![
+        "--permission-mode".to_owned(),
+        "acceptEdits".to_owned(),
+        prompt,
+    ];
+    let argv = launcher.claude_window(&r.title, &args);
+    let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
+        format!(
+            "{e}. The task is fix_proposed with its handoff message; open the window by hand or fix `[launch] terminal` and relaunch."
+        )
+    })?;
+    write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
+        ?;
+    let done = Done {
+        json: json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
+                "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
+                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": new.pid}),
+        text: format!(
+            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {})",
+            r.plan.kind.as_str(),
+            r.plan.previous,
+            r.plan.next,
+            r.title,
+            new.pid
+        ),
+    };
+    Ok(done)
+}
+
+/// A failed write, naming the file and what to do about it.
+pub fn db_error(project: &Target, e: &rusqlite::Error) -> String {
+    use rusqlite::ErrorCode;
+    let fix = match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "another process held the write lock for too long; try again in a moment"
+        }
+        Some(ErrorCode::ReadOnly) => "make the file (and its folder) writable for this user",
+        Some(ErrorCode::DiskFull) => "free some disk space and try again",
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            "the file is damaged; restore it from a backup or start a new orchestration"
+        }
+        _ => "check the file and try again",
+    };
+    format!(
+        "cannot write to {} ({e}); nothing was changed. Fix: {fix}.",
+        project.db.display()
+    )
+}
+
