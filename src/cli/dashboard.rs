@@ -17,6 +17,7 @@ pub fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitC
     let mut tui =
         TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
     tui.pipelines = Some(PipelineAccess::for_project(&project.root));
+    tui.actions = Some(project.action_access(settings));
     require_terminal()?;
     crate::cli::runtime()?.block_on(present(project, settings, tui))?;
     Ok(ExitCode::SUCCESS)

@@ -72,6 +72,19 @@ impl Project {
         )
     }
 
+    /// What the dashboard's task actions act on.
+    pub fn action_access(&self, settings: &Settings) -> crate::tui::ActionAccess {
+        crate::tui::ActionAccess {
+            target: crate::core::actions::Target {
+                root: self.root.clone(),
+                db: self.db.clone(),
+                temp: self.temp.clone(),
+            },
+            launch: settings.launch.clone(),
+            kill_grace: settings.souffleur.kill_grace,
+        }
+    }
+
     /// The project's name for titles: its folder name.
     pub fn name(&self) -> String {
         std::fs::canonicalize(&self.root)

@@ -147,6 +147,7 @@ async fn run_role(
     let presented = if let Some(mut tui) = tui {
         tui.watchdog = Some(cmd_tx);
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
+        tui.actions = Some(project.action_access(settings));
         crate::tui::run(&mut core, tui, stop).await
     } else {
         headless::present_on_stdout(&mut core.happenings, args.json, clock, false, stop).await;

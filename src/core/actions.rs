@@ -42,14 +42,34 @@ pub struct Done {
 /// An action on one task, as the dashboard asks for it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskRequest {
-    Approve { task: TaskId, message: Option<String> },
-    Reject { task: TaskId, message: String },
-    Fix { task: TaskId, message: String },
-    Instruct { task: TaskId, message: String },
-    Relaunch { task: TaskId },
-    Kill { task: TaskId },
-    Freeze { task: TaskId },
-    Thaw { task: TaskId },
+    Approve {
+        task: TaskId,
+        message: Option<String>,
+    },
+    Reject {
+        task: TaskId,
+        message: String,
+    },
+    Fix {
+        task: TaskId,
+        message: String,
+    },
+    Instruct {
+        task: TaskId,
+        message: String,
+    },
+    Relaunch {
+        task: TaskId,
+    },
+    Kill {
+        task: TaskId,
+    },
+    Freeze {
+        task: TaskId,
+    },
+    Thaw {
+        task: TaskId,
+    },
 }
 
 impl TaskRequest {
@@ -84,7 +104,12 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
             format!("\"{m}\"")
         }
     };
-    let review = |task: &TaskId, from: &str, to: &str, kind: &str, m: &str| -> Result<String, String> {
+    let review = |task: &TaskId,
+                  from: &str,
+                  to: &str,
+                  kind: &str,
+                  m: &str|
+     -> Result<String, String> {
         let now = state(task)?;
         if now != from {
             return Err(format!("{task} is {now}, not {from}; nothing to answer."));
@@ -125,11 +150,17 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
         }
         TaskRequest::Freeze { task } => {
             let p = window(project, task)?;
-            Ok(format!("{task}'s window, PID {}, gets SIGSTOP: it stops until thawed.", p.pid))
+            Ok(format!(
+                "{task}'s window, PID {}, gets SIGSTOP: it stops until thawed.",
+                p.pid
+            ))
         }
         TaskRequest::Thaw { task } => {
             let p = window(project, task)?;
-            Ok(format!("{task}'s window, PID {}, gets SIGCONT: it runs again.", p.pid))
+            Ok(format!(
+                "{task}'s window, PID {}, gets SIGCONT: it runs again.",
+                p.pid
+            ))
         }
     }
 }
@@ -211,9 +242,7 @@ pub fn review(
     match moved {
         Moved::Done { .. } => {}
         Moved::NoSuchTask => {
-            return Err(format!(
-                "{task} is not in orchestration_tasks."
-            ));
+            return Err(format!("{task} is not in orchestration_tasks."));
         }
         Moved::WrongState(s) => {
             return Err(format!(
@@ -239,9 +268,7 @@ pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, Str
     })
     .map_err(|e| db_error(project, &e))?;
     if !sent {
-        return Err(format!(
-            "{task} is not in orchestration_tasks."
-        ));
+        return Err(format!("{task} is not in orchestration_tasks."));
     }
     let done = Done {
         json: json!({"ok": true, "task_id": task, "message_type": "instruction"}),
@@ -266,22 +293,14 @@ pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
         .filter(|p| *p > 1)
         .ok_or_else(|| format!("{} does not hold a PID.", file.display()))?;
     if !procs::is_alive(pid) {
-        return Err(format!(
-            "{task}'s window (PID {pid}) is not running."
-        ));
+        return Err(format!("{task}'s window (PID {pid}) is not running."));
     }
     Ok(ProcessId::observe(pid))
 }
 
-pub fn signal(
-    project: &Target,
-    task: &TaskId,
-    sig: Signal,
-    verb: &str,
-) -> Result<Done, String> {
+pub fn signal(project: &Target, task: &TaskId, sig: Signal, verb: &str) -> Result<Done, String> {
     let p = window(project, task)?;
-    kill(Pid::from_raw(p.pid), sig)
-        .map_err(|e| format!("cannot signal PID {}: {e}", p.pid))?;
+    kill(Pid::from_raw(p.pid), sig).map_err(|e| format!("cannot signal PID {}: {e}", p.pid))?;
     let done = Done {
         json: json!({"ok": true, "task_id": task, "pid": p.pid, "action": verb}),
         text: format!("{task}: {verb} (PID {})", p.pid),
@@ -347,10 +366,7 @@ impl Relaunch {
 
 /// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
 /// PID, who worked the task, the last completed step, the deviations.
-pub fn prepare_relaunch(
-    project: &Target,
-    task: &TaskId,
-) -> Result<Relaunch, String> {
+pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, String> {
     let conn = open(project)?;
     let row: Option<(String, Option<String>)> = conn
         .query_row(
@@ -361,9 +377,7 @@ pub fn prepare_relaunch(
         .optional()
         .map_err(|e| db_error(project, &e))?;
     let Some((state, worked_by)) = row else {
-        return Err(format!(
-            "{task} is not in orchestration_tasks."
-        ));
+        return Err(format!("{task} is not in orchestration_tasks."));
     };
     if state == "complete" {
         return Err(format!(
@@ -470,8 +484,7 @@ pub fn relaunch(
             "{e}. The task is fix_proposed with its handoff message; open the window by hand or fix `[launch] terminal` and relaunch."
         )
     })?;
-    write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)
-        ?;
+    write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)?;
     let done = Done {
         json: json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
                 "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
@@ -507,4 +520,3 @@ pub fn db_error(project: &Target, e: &rusqlite::Error) -> String {
         project.db.display()
     )
 }
-

@@ -148,6 +148,7 @@ async fn show(
         )?;
         let mut tui = tui;
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
+        tui.actions = Some(project.action_access(settings));
         let result = crate::tui::run(&mut core, tui, stop).await;
         drop(player);
         if let Some(p) = pipelines {
@@ -246,6 +247,26 @@ impl Play {
     }
 
     fn apply(&mut self, step: &Step) -> Result<(), String> {
+        if let Some(wanted) = &step.if_state {
+            let now =
+                store::task_state(&self.conn, step.task.as_str()).map_err(|e| e.to_string())?;
+            if now.as_deref() != Some(wanted.as_str()) {
+                return Ok(());
+            }
+        }
+        // A Musician creates both its logs at bootstrap (verify-temp-files.sh checks).
+        if step.state.as_deref() == Some("working") {
+            for kind in [LogKind::Status, LogKind::Deviations] {
+                if let Some(name) = step.task.log_file_name(kind) {
+                    let path = self.temp.join(name);
+                    OpenOptions::new()
+                        .create(true)
+                        .append(true)
+                        .open(&path)
+                        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                }
+            }
+        }
         let id = step.task.as_str();
         let tx = self
             .conn

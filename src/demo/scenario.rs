@@ -74,6 +74,9 @@ struct RawStep {
     deviations: Vec<String>,
     message: Option<RawMessage>,
     heartbeat: Option<String>,
+    /// Play the step only while the task is in this state (the operator may have
+    /// answered first).
+    if_state: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -109,6 +112,8 @@ pub struct Step {
     pub message: Option<Message>,
     /// `Some(false)`: stop refreshing this task's heartbeat; `Some(true)`: resume.
     pub heartbeat: Option<bool>,
+    /// Played only while the task is in this state.
+    pub if_state: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -179,6 +184,7 @@ impl Scenario {
                 retry: s.retry,
                 status: s.status,
                 deviations: s.deviations,
+                if_state: s.if_state,
                 message: s.message.map(|m| Message {
                     kind: m.kind,
                     from: m.from,

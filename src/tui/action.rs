@@ -51,6 +51,17 @@ pub enum Action {
     EditSteps,
     /// Step editor: check and save.
     SaveEdit,
+    Approve,
+    Reject,
+    ProposeFix,
+    Instruct,
+    Relaunch,
+    KillWindow,
+    Freeze,
+    Thaw,
+    Headroom,
+    /// Show the focused pane on the whole screen, or the layout again.
+    Zoom,
 }
 
 impl Action {
@@ -97,7 +108,17 @@ impl Action {
             Self::PipelineStop => "stop it (its step's processes are ended)",
             Self::PipelinePause => "pause or resume it",
             Self::EditSteps => "edit its steps while it runs",
-            Self::SaveEdit => "check the steps and save them",
+            Self::SaveEdit => "editor: check and save steps / send the message",
+            Self::Approve => "approve the task's review (-> review_approved)",
+            Self::Reject => "reject its review with a reason (-> review_failed)",
+            Self::ProposeFix => "propose a fix for its error (-> fix_proposed)",
+            Self::Instruct => "send it an instruction (its state is unchanged)",
+            Self::Relaunch => "relaunch its Musician by the handoff procedure",
+            Self::KillWindow => "kill its window (SIGTERM, then SIGKILL)",
+            Self::Freeze => "freeze its window (SIGSTOP)",
+            Self::Thaw => "thaw its window (SIGCONT)",
+            Self::Headroom => "its context headroom report",
+            Self::Zoom => "zoom the focused pane to the whole screen / back",
         }
     }
 }

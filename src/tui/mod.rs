@@ -25,7 +25,9 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::actions::TaskRequest;
 use crate::core::clock::Clock;
+use crate::core::domain::TaskId;
 use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
 use action::Action;
@@ -52,6 +54,66 @@ pub struct TuiConfig {
     /// Commands to the Souffleur role, when this process holds it.
     pub watchdog:
         Option<tokio::sync::mpsc::Sender<crate::core::watchdog::control::WatchdogRequest>>,
+    /// Where the task actions act (the project), when the dashboard may act.
+    pub actions: Option<ActionAccess>,
+}
+
+/// What the dashboard's task actions need: the project and the launch settings.
+#[derive(Debug, Clone)]
+pub struct ActionAccess {
+    pub target: crate::core::actions::Target,
+    pub launch: crate::settings::LaunchTemplates,
+    pub kill_grace: Duration,
+}
+
+/// A task action's answer, back from the blocking pool.
+enum ActionAnswer {
+    Described(TaskRequest, Result<String, String>),
+    Done(Result<String, String>),
+    Headroom(TaskId, String),
+}
+
+/// Runs a task effect off the draw loop; its answer comes back on `answers`.
+fn task_effect(
+    effect: Effect,
+    access: Option<&ActionAccess>,
+    answers: &mpsc::UnboundedSender<ActionAnswer>,
+) {
+    let Some(access) = access.cloned() else {
+        let _ = answers.send(ActionAnswer::Done(Err(
+            "task actions are not available in this view".into(),
+        )));
+        return;
+    };
+    let answers = answers.clone();
+    tokio::task::spawn_blocking(move || {
+        let answer = match effect {
+            Effect::DescribeTask(request) => {
+                let what = crate::core::actions::describe(&access.target, &request);
+                ActionAnswer::Described(request, what)
+            }
+            Effect::Task(request) => ActionAnswer::Done(
+                crate::core::actions::perform(
+                    &access.target,
+                    &access.launch,
+                    access.kill_grace,
+                    &request,
+                )
+                .map(|d| d.text),
+            ),
+            Effect::Headroom(task) => {
+                let file = access.target.temp.join(format!("{task}-status"));
+                let text = std::fs::read(&file)
+                    .ok()
+                    .map(|b| String::from_utf8_lossy(&b).into_owned());
+                let report = crate::core::headroom::analyze(text.as_deref())
+                    .render(task.as_str(), &file.display().to_string());
+                ActionAnswer::Headroom(task, report)
+            }
+            _ => return,
+        };
+        let _ = answers.send(answer);
+    });
 }
 
 impl TuiConfig {
@@ -78,6 +140,7 @@ impl TuiConfig {
             clock,
             pipelines: None,
             watchdog: None,
+            actions: None,
         })
     }
 }
@@ -246,6 +309,7 @@ pub async fn run(
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut pending_notes: Vec<Notification> = Vec::new();
+    let (answer_tx, mut answers) = mpsc::unbounded_channel::<ActionAnswer>();
 
     loop {
         let frame_at = dirty.then(|| last_draw.map_or_else(Instant::now, |t| t + FRAME));
@@ -274,6 +338,9 @@ pub async fn run(
                             fx @ (Effect::Pipeline { .. } | Effect::EditSteps(_) | Effect::SaveSteps { .. }) => {
                                 pipeline_effect(fx, &mut ui, cfg.pipelines.as_ref()).await;
                             }
+                            fx @ (Effect::DescribeTask(_) | Effect::Task(_) | Effect::Headroom(_)) => {
+                                task_effect(fx, cfg.actions.as_ref(), &answer_tx);
+                            }
                             Effect::Watchdog(cmd) => match &cfg.watchdog {
                                 Some(tx) => {
                                     let request = crate::core::watchdog::control::WatchdogRequest { cmd, reply: None };
@@ -286,6 +353,15 @@ pub async fn run(
                 }
                 if quit {
                     break;
+                }
+                dirty = true;
+            }
+            Some(answer) = answers.recv() => {
+                match answer {
+                    ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
+                    ActionAnswer::Described(_, Err(e)) => ui.note = Some(format!("refused: {e}")),
+                    ActionAnswer::Done(outcome) => ui.action_done(outcome),
+                    ActionAnswer::Headroom(task, text) => ui.show_panel(&task, text),
                 }
                 dirty = true;
             }
@@ -342,15 +418,21 @@ fn handle_event(
             let overlay_mode = match &ui.overlay {
                 Some(app::Overlay::Confirm(_)) => Some(Mode::Confirm),
                 Some(app::Overlay::Sentinels) => Some(Mode::Pipelines),
-                Some(app::Overlay::Editor(_)) => Some(Mode::Editor),
+                Some(app::Overlay::Editor(_) | app::Overlay::Compose(_)) => Some(Mode::Editor),
                 _ => None,
             };
             if let Some(mode) = overlay_mode {
                 if let Some(action) = cfg.keymap.action(mode, key) {
                     return ui.update(action, snap);
                 }
-                if let (Mode::Editor, Some(editor)) = (mode, ui.editor.as_mut()) {
-                    editor.input(*key);
+                if mode == Mode::Editor {
+                    let editor = match ui.overlay {
+                        Some(app::Overlay::Compose(_)) => ui.compose.as_mut(),
+                        _ => ui.editor.as_mut(),
+                    };
+                    if let Some(editor) = editor {
+                        editor.input(*key);
+                    }
                 }
                 return vec![];
             }

@@ -397,12 +397,16 @@ fn help_overlay_lists_every_binding() {
     let snap = busy_snapshot();
     let mut ui = busy_ui(&snap);
     ui.update(Action::Help, &snap);
-    let out = text(&render(&snap, &ui, 120, 60));
+    let out = text(&render(&snap, &ui, 120, 100));
     for needle in [
         "quit",
         "search the log",
         "next anomaly line in the log",
         "messages: cycle the message-type filter",
+        "approve the task's review",
+        "relaunch its Musician by the handoff procedure",
+        "zoom the focused pane",
+        "yes: do what the dialog says",
     ] {
         assert!(out.contains(needle), "help lacks {needle:?}");
     }
@@ -527,4 +531,58 @@ fn the_pipelines_overlay() {
         "the selected pipeline's history: {out}"
     );
     insta::assert_snapshot!(out);
+}
+
+#[test]
+fn task_action_dialogs_the_message_editor_the_headroom_panel_and_zoom() {
+    use maestro::core::actions::TaskRequest;
+    let snap = busy_snapshot();
+    let task = TaskId::parse("task-05").unwrap();
+
+    let mut ui = busy_ui(&snap);
+    ui.ask_confirmation(
+        TaskRequest::Relaunch { task: task.clone() },
+        "Relaunch task-05 after a crash handoff (no HANDOFF)? PID 4242 gets SIGTERM (SIGKILL after the grace period) and its PID file is removed; the task moves working -> fix_proposed with a `handoff` message; window \"Musician: task-05 (S2)\" opens for musician-task-05-S2.".into(),
+    );
+    let dialog = text(&render(&snap, &ui, 140, 40));
+    assert!(
+        dialog.contains("PID 4242 gets SIGTERM") && dialog.contains("(S2)"),
+        "{dialog}"
+    );
+    insta::assert_snapshot!("relaunch_confirmation", dialog);
+
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::FocusTasks, &snap);
+    ui.update(Action::Instruct, &snap);
+    ui.compose
+        .as_mut()
+        .unwrap()
+        .insert_str("Rebase on main, then rerun the parser tests.");
+    let editor = text(&render(&snap, &ui, 140, 40));
+    assert!(
+        editor.contains("Instruction · task-05 · ctrl-s send · esc discard"),
+        "{editor}"
+    );
+    insta::assert_snapshot!("instruction_editor", editor);
+
+    let mut ui = busy_ui(&snap);
+    let report = maestro::core::headroom::analyze(Some("step 1 of 3 started [ctx: 40%]\nstep 1 agent 1 launched [ctx: 45%]\nstep 1 agent 1 returned [ctx: 62%]\n"))
+        .render("task-05", "temp/task-05-status");
+    ui.show_panel(&task, report);
+    let panel = text(&render(&snap, &ui, 140, 40));
+    assert!(
+        panel.contains("Headroom · task-05") && panel.contains("CAUTION (context at 62%)"),
+        "{panel}"
+    );
+    insta::assert_snapshot!("headroom_panel", panel);
+
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::FocusMessages, &snap);
+    ui.update(Action::Zoom, &snap);
+    let zoomed = text(&render(&snap, &ui, 80, 24));
+    assert!(
+        zoomed.contains("Messages") && !zoomed.contains("Heartbeats"),
+        "{zoomed}"
+    );
+    insta::assert_snapshot!("zoomed_messages_80x24", zoomed);
 }

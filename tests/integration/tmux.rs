@@ -116,3 +116,72 @@ fn demo_dashboard_help_and_clean_exit() {
         "the dashboard is gone from the screen:\n{after}"
     );
 }
+
+/// The operator answers a review and sends an instruction from the dashboard alone:
+/// keys from the keymap, a confirmation that says what will happen, the editor for
+/// the message, and the database changed as the Conductor would have changed it.
+#[test]
+fn approve_and_instruct_from_the_dashboard() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-03", "needs_review");
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!("{exe} --project {}; sleep 600", s.root().display()),
+        140,
+        40,
+    );
+    t.wait("the task", |s| {
+        s.contains("task-03") && s.contains("needs_review")
+    });
+    t.keys("a");
+    let dialog = t.wait("the confirmation", |s| s.contains("Confirm"));
+    assert!(
+        dialog.contains("needs_review -> review_approved") && dialog.contains("approval"),
+        "the dialog says what will happen:\n{dialog}"
+    );
+    t.keys("y");
+    t.wait("approved", |s| s.contains("review_approved"));
+    let (state, kind, from): (String, String, String) = s
+        .conn()
+        .query_row(
+            "SELECT t.state, m.message_type, m.from_session FROM orchestration_tasks t, orchestration_messages m WHERE t.task_id = 'task-03' AND m.task_id = 'task-03' ORDER BY m.id DESC LIMIT 1",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (state.as_str(), kind.as_str(), from.as_str()),
+        ("review_approved", "approval", "task-00")
+    );
+
+    // An instruction: the editor, ctrl-s, the confirmation, then the message.
+    t.keys("i");
+    t.wait("the editor", |s| s.contains("Instruction"));
+    t.keys("rebase on main");
+    t.keys("C-s");
+    t.wait("the confirmation", |s| {
+        s.contains("instruction") && s.contains("rebase on main")
+    });
+    t.keys("y");
+    let end = Instant::now() + Duration::from_secs(30);
+    loop {
+        let text: Option<String> = s
+            .conn()
+            .query_row(
+                "SELECT message FROM orchestration_messages WHERE message_type = 'instruction' AND task_id = 'task-03'",
+                [],
+                |r| r.get(0),
+            )
+            .ok();
+        if let Some(text) = text {
+            assert!(text.ends_with("rebase on main"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < end, "the instruction never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -1,9 +1,11 @@
 //! Overlays over the panes (help, a message's full text, a confirmation, the pipelines
 //! and the step editor) and the keys that answer them.
 
+use crate::core::actions::TaskRequest;
+use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::state::{Confirm, Effect, Overlay, UiState};
+use crate::tui::app::state::{Compose, ComposeKind, Confirm, Effect, Overlay, UiState, musicians};
 
 impl UiState {
     /// An action in the pipelines overlay: move, start, stop, pause or resume, edit
@@ -108,6 +110,107 @@ impl UiState {
                 )]
             }
             Confirm::QuitRole => vec![Effect::Quit],
+            Confirm::Task { request, .. } => {
+                self.actions_in_flight += 1;
+                self.note = Some(format!("{}: sent", request.task()));
+                vec![Effect::Task(request)]
+            }
         }
+    }
+
+    /// A task action key on the selected Musician: a message action opens the editor,
+    /// the others first find out what they will do (then a confirmation opens).
+    pub(crate) fn task_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        let Some(task) = musicians(snap)
+            .nth(self.selected_task)
+            .and_then(|t| TaskId::parse(t.id()))
+            .filter(TaskId::is_musician)
+        else {
+            self.note = Some("select a Musician's task first (Tasks pane)".into());
+            return vec![];
+        };
+        let compose = |ui: &mut Self, kind| {
+            let mut area = ratatui_textarea::TextArea::default();
+            area.set_cursor_line_style(ratatui::style::Style::default());
+            ui.compose = Some(area);
+            ui.overlay = Some(Overlay::Compose(Compose {
+                kind,
+                task: task.clone(),
+            }));
+            vec![]
+        };
+        let ask = |request| vec![Effect::DescribeTask(request)];
+        match action {
+            Action::Approve => ask(TaskRequest::Approve {
+                task,
+                message: None,
+            }),
+            Action::Reject => compose(self, ComposeKind::Reject),
+            Action::ProposeFix => compose(self, ComposeKind::Fix),
+            Action::Instruct => compose(self, ComposeKind::Instruct),
+            Action::Relaunch => ask(TaskRequest::Relaunch { task }),
+            Action::KillWindow => ask(TaskRequest::Kill { task }),
+            Action::Freeze => ask(TaskRequest::Freeze { task }),
+            Action::Thaw => ask(TaskRequest::Thaw { task }),
+            Action::Headroom => vec![Effect::Headroom(task)],
+            _ => vec![],
+        }
+    }
+
+    /// Keys in the message editor: send (to the confirmation) or discard.
+    pub(crate) fn compose_action(&mut self, action: Action) -> Vec<Effect> {
+        let Some(Overlay::Compose(c)) = self.overlay.clone() else {
+            return vec![];
+        };
+        match action {
+            Action::Close => {
+                self.overlay = None;
+                self.compose = None;
+                self.note = Some("message discarded".into());
+                vec![]
+            }
+            Action::SaveEdit => {
+                let text = self
+                    .compose
+                    .as_ref()
+                    .map(|e| e.lines().join("\n"))
+                    .unwrap_or_default();
+                if text.trim().is_empty() {
+                    self.note =
+                        Some("the message is empty; say what the Musician should do".into());
+                    return vec![];
+                }
+                self.overlay = None;
+                self.compose = None;
+                let task = c.task;
+                let message = text.trim_end().to_owned();
+                vec![Effect::DescribeTask(match c.kind {
+                    ComposeKind::Reject => TaskRequest::Reject { task, message },
+                    ComposeKind::Fix => TaskRequest::Fix { task, message },
+                    ComposeKind::Instruct => TaskRequest::Instruct { task, message },
+                })]
+            }
+            _ => vec![],
+        }
+    }
+
+    /// What a task action will do is known: ask before doing it.
+    pub fn ask_confirmation(&mut self, request: TaskRequest, question: String) {
+        self.overlay = Some(Overlay::Confirm(Confirm::Task { request, question }));
+    }
+
+    /// The headroom report arrived: show it.
+    pub fn show_panel(&mut self, task: &TaskId, text: String) {
+        self.panel = Some(text);
+        self.overlay = Some(Overlay::Headroom(task.to_string()));
+    }
+
+    /// A task action ended: its outcome on the status line.
+    pub fn action_done(&mut self, outcome: Result<String, String>) {
+        self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
+        self.note = Some(match outcome {
+            Ok(text) => text,
+            Err(e) => format!("refused: {e}"),
+        });
     }
 }

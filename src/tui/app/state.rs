@@ -3,6 +3,7 @@
 
 use std::collections::VecDeque;
 
+use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
 use crate::core::snapshot::Snapshot;
@@ -75,6 +76,12 @@ pub enum Effect {
         name: String,
         steps: String,
     },
+    /// Find out what a task action will do, then ask for confirmation.
+    DescribeTask(TaskRequest),
+    /// Carry out a confirmed task action.
+    Task(TaskRequest),
+    /// Read a task's context headroom for its panel.
+    Headroom(TaskId),
 }
 
 /// A desktop notification to raise.
@@ -112,6 +119,14 @@ pub struct UiState {
     pub selected_pipeline: usize,
     /// The step editor's text while it is open.
     pub editor: Option<ratatui_textarea::TextArea<'static>>,
+    /// The message being written for a task action.
+    pub compose: Option<ratatui_textarea::TextArea<'static>>,
+    /// The text of an information panel (the headroom report).
+    pub panel: Option<String>,
+    /// The pane shown on the whole screen, if one is zoomed.
+    pub zoomed: Option<Pane>,
+    /// Task actions sent and not answered yet (the status bar says so).
+    pub actions_in_flight: usize,
 }
 
 impl Default for UiState {
@@ -140,6 +155,10 @@ impl Default for UiState {
             note: None,
             selected_pipeline: 0,
             editor: None,
+            compose: None,
+            panel: None,
+            zoomed: None,
+            actions_in_flight: 0,
         }
     }
 }
@@ -162,18 +181,51 @@ pub enum Overlay {
     Sentinels,
     /// Editing the steps of this pipeline (the text is in `UiState::editor`).
     Editor(String),
+    /// Writing the message of a task action (the text is in `UiState::compose`).
+    Compose(Compose),
+    /// A task's context headroom report (the text is in `UiState::panel`).
+    Headroom(String),
 }
 
+/// A task action that needs a message, waiting for it in the editor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComposeKind {
+    Reject,
+    Fix,
+    Instruct,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compose {
+    pub kind: ComposeKind,
+    pub task: TaskId,
+}
+
+impl ComposeKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Reject => "Reject: why, and what to change",
+            Self::Fix => "Propose a fix",
+            Self::Instruct => "Instruction",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Confirm {
     /// Kill and relaunch the Conductor now.
     Recover,
     /// Quit, which stops the Souffleur role this process holds.
     QuitRole,
+    /// A task action, with what it will do (from `core::actions::describe`).
+    Task {
+        request: TaskRequest,
+        question: String,
+    },
 }
 
 impl Confirm {
-    pub fn question(self) -> &'static str {
+    pub fn question(&self) -> &str {
         match self {
             Self::Recover => {
                 "Recover the Conductor now? Its window is killed and a new generation launched."
@@ -181,6 +233,7 @@ impl Confirm {
             Self::QuitRole => {
                 "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
             }
+            Self::Task { question, .. } => question,
         }
     }
 }

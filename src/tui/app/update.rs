@@ -10,7 +10,7 @@ impl UiState {
     /// Applies one action.
     pub fn update(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         self.note = None;
-        if let Some(Overlay::Confirm(c)) = self.overlay {
+        if let Some(Overlay::Confirm(c)) = self.overlay.clone() {
             // Only an explicit answer leaves a confirmation (see `confirm`).
             return match action {
                 Action::No | Action::Close => self.confirm(c, false),
@@ -19,6 +19,7 @@ impl UiState {
             };
         }
         match &self.overlay {
+            Some(Overlay::Compose(_)) => return self.compose_action(action),
             Some(Overlay::Sentinels) => return self.pipelines_action(action, snap),
             Some(Overlay::Editor(_)) => {
                 return match action {
@@ -63,6 +64,22 @@ impl UiState {
                     WatchdogCmd::Hold
                 })];
             }
+            Action::Zoom => {
+                self.zoomed = if self.zoomed.is_some() {
+                    None
+                } else {
+                    Some(self.focus)
+                };
+            }
+            Action::Approve
+            | Action::Reject
+            | Action::ProposeFix
+            | Action::Instruct
+            | Action::Relaunch
+            | Action::KillWindow
+            | Action::Freeze
+            | Action::Thaw
+            | Action::Headroom => return self.task_action(action, snap),
             // Overlay actions mean nothing without their overlay.
             Action::Yes
             | Action::No

@@ -3,6 +3,7 @@
 //! snapshot tests render fixed fixtures through ratatui's `TestBackend`.
 
 pub mod anomalies;
+pub mod compose;
 pub mod ctx;
 pub mod heartbeats;
 pub mod help;
@@ -14,7 +15,7 @@ pub mod tasks;
 pub mod watchdog;
 
 use ratatui::Frame;
-use ratatui::layout::{Alignment, Constraint, Flex, Layout};
+use ratatui::layout::{Alignment, Constraint, Flex, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
@@ -44,12 +45,28 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
         );
         return;
     };
-    tasks::draw(frame, rects.tasks, ctx);
-    log::draw(frame, rects.log, ctx);
-    anomalies::draw(frame, rects.anomalies, ctx);
-    messages::draw(frame, rects.messages, ctx);
-    heartbeats::draw(frame, rects.heartbeats, ctx);
-    watchdog::draw(frame, rects.watchdog, ctx);
+    if let Some(pane) = ctx.ui.zoomed {
+        // One pane on the whole screen (the status bar stays).
+        let whole = Rect {
+            height: area.height.saturating_sub(1),
+            ..area
+        };
+        match pane {
+            Pane::Tasks => tasks::draw(frame, whole, ctx),
+            Pane::Log => log::draw(frame, whole, ctx),
+            Pane::Anomalies => anomalies::draw(frame, whole, ctx),
+            Pane::Messages => messages::draw(frame, whole, ctx),
+            Pane::Heartbeats => heartbeats::draw(frame, whole, ctx),
+            Pane::Watchdog => watchdog::draw(frame, whole, ctx),
+        }
+    } else {
+        tasks::draw(frame, rects.tasks, ctx);
+        log::draw(frame, rects.log, ctx);
+        anomalies::draw(frame, rects.anomalies, ctx);
+        messages::draw(frame, rects.messages, ctx);
+        heartbeats::draw(frame, rects.heartbeats, ctx);
+        watchdog::draw(frame, rects.watchdog, ctx);
+    }
     status_bar::draw(frame, rects.status, ctx);
     match &ctx.ui.overlay {
         Some(crate::tui::app::Overlay::Help) => help::draw(frame, area, ctx),
@@ -58,12 +75,27 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
         Some(crate::tui::app::Overlay::Editor(name)) => {
             sentinels::draw_editor(frame, area, ctx, name);
         }
+        Some(crate::tui::app::Overlay::Compose(c)) => compose::draw(frame, area, ctx, c),
+        Some(crate::tui::app::Overlay::Headroom(task)) => {
+            compose::draw_panel(frame, area, ctx, task);
+        }
         Some(crate::tui::app::Overlay::Confirm(c)) => {
-            let popup = centered(area, 64, 5);
+            // Short questions keep the small dialog; a task action's says more.
+            let chars = c.question().chars().count() as u16;
+            let (width, height) = if chars <= 2 * 62 {
+                (64, 5)
+            } else {
+                let width = 96.min(area.width.saturating_sub(4)).max(40);
+                (
+                    width,
+                    (chars / width.saturating_sub(6).max(1) + 6).min(area.height),
+                )
+            };
+            let popup = centered(area, width, height);
             clear(frame, popup);
             let block = ctx.block(Pane::Watchdog, "Confirm");
             let text = vec![
-                Line::raw(c.question()),
+                Line::raw(crate::core::text::printable(c.question()).into_owned()),
                 Line::from(Span::styled(
                     format!(
                         "{}: yes    {}: no",

@@ -60,7 +60,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(5),
         Constraint::Length(13),
         Constraint::Length(5),
-        Constraint::Min(10),
+        Constraint::Min(0),
     ];
     let focused = ctx.ui.focus == Pane::Tasks;
     let table = Table::new(rows, widths)

@@ -1,0 +1,64 @@
+//! The task action overlays: the message editor (reject, propose a fix, instruct) and
+//! the headroom panel.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Paragraph, Wrap};
+
+use crate::tui::action::Action;
+use crate::tui::app::Pane;
+use crate::tui::app::state::Compose;
+use crate::tui::keymap::Mode;
+use crate::tui::panes::ctx::{DrawCtx, centered, clear, printable};
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &Compose) {
+    let popup = centered(
+        area,
+        area.width.saturating_sub(10).min(100),
+        14.min(area.height),
+    );
+    clear(frame, popup);
+    let block = ctx.block(
+        Pane::Log,
+        &format!(
+            "{} · {} · {} send · {} discard",
+            c.kind.title(),
+            c.task,
+            ctx.keymap.keys_in(Mode::Editor, Action::SaveEdit),
+            ctx.keymap.keys_in(Mode::Editor, Action::Close)
+        ),
+    );
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
+    if let Some(editor) = &ctx.ui.compose {
+        frame.render_widget(editor, inner);
+    }
+}
+
+pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
+    let text = ctx.ui.panel.as_deref().unwrap_or_default();
+    let rows = text.lines().count() as u16 + 2;
+    let popup = centered(area, 80.min(area.width), rows.min(area.height));
+    clear(frame, popup);
+    let block = ctx.block(
+        Pane::Tasks,
+        &format!("Headroom · {} · Esc close", printable(task)),
+    );
+    let lines: Vec<Line> = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("===") {
+                Line::from(Span::styled(printable(l), ctx.theme.accent))
+            } else {
+                Line::raw(printable(l))
+            }
+        })
+        .collect();
+    frame.render_widget(
+        Paragraph::new(lines)
+            .block(block)
+            .wrap(Wrap { trim: false }),
+        popup,
+    );
+}
