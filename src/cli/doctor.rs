@@ -68,6 +68,152 @@ fn journal_mode(db: &Path) -> &'static str {
     }
 }
 
+/// Musicians in an active state whose heartbeat is older than the staleness threshold
+/// (the Conductor's own query), and heartbeats that are not times.
+fn stale_sessions(
+    conn: &Connection,
+    settings: Option<&Settings>,
+    add: &mut dyn FnMut(Level, &'static str, String),
+) {
+    let limit = settings.map_or(540, |s| s.task_stale_after.as_secs());
+    let rows: rusqlite::Result<Vec<(String, Option<f64>, Option<String>)>> = conn
+        .prepare(
+            "SELECT task_id, (julianday('now') - julianday(last_heartbeat)) * 86400, last_heartbeat
+             FROM orchestration_tasks
+             WHERE state IN ('working', 'review_approved', 'review_failed', 'fix_proposed')",
+        )
+        .and_then(|mut st| {
+            st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?
+                .collect()
+        });
+    match rows {
+        Err(e) => add(
+            Level::Error,
+            "sessions",
+            format!(
+                "cannot read the heartbeats ({e}); restore comms.db from a backup or start a new orchestration"
+            ),
+        ),
+        Ok(rows) => {
+            let mut stale = Vec::new();
+            for (task, age, text) in rows {
+                match (age, text) {
+                    (Some(a), _) if a > limit as f64 => {
+                        stale.push(format!("{task} ({}s)", a as u64))
+                    }
+                    (None, Some(t)) => {
+                        stale.push(format!("{task} (heartbeat {t:?} is not a time)"))
+                    }
+                    (None, None) => stale.push(format!("{task} (no heartbeat)")),
+                    _ => {}
+                }
+            }
+            if stale.is_empty() {
+                add(
+                    Level::Ok,
+                    "sessions",
+                    format!("no active Musician is older than {limit}s"),
+                );
+            } else {
+                add(
+                    Level::Warning,
+                    "sessions",
+                    format!(
+                        "stale sessions (heartbeat older than {limit}s): {}; check their windows (maestro task headroom, then relaunch)",
+                        stale.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Task logs that cannot be followed: unreadable, FIFOs and other non-regular files,
+/// folders, dangling symlinks. Nothing is opened for reading but regular files' metadata.
+fn log_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    let mut problems = Vec::new();
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if LogKind::parse_file_name(&name).is_none() {
+            continue;
+        }
+        let path = e.path();
+        match std::fs::metadata(&path) {
+            Err(_) if path.symlink_metadata().is_ok() => {
+                problems.push(format!("{name} is a dangling symlink"));
+            }
+            Err(err) => problems.push(format!("{name}: {err}")),
+            Ok(m) if m.is_dir() => problems.push(format!("{name} is a folder")),
+            Ok(m) if !m.is_file() => {
+                problems.push(format!(
+                    "{name} is not a regular file (a FIFO, socket or device)"
+                ));
+            }
+            Ok(m) if m.permissions().readonly() && std::fs::File::open(&path).is_err() => {
+                problems.push(format!("{name} cannot be read"));
+            }
+            Ok(_) => {}
+        }
+    }
+    if !problems.is_empty() {
+        add(
+            Level::Warning,
+            "logs",
+            format!(
+                "{}; maestro skips these (fix or remove them so the Sentinel sees those tasks)",
+                problems.join("; ")
+            ),
+        );
+    }
+}
+
+/// The windows maestro or the Conductor recorded: is each PID still running?
+fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    let mut live = Vec::new();
+    let mut dead = Vec::new();
+    for e in entries.filter_map(Result::ok) {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_pid_file = name == "souffleur-conductor.pid"
+            || (name.starts_with("musician-") && name.ends_with(".pid"));
+        if !is_pid_file {
+            continue;
+        }
+        let pid = std::fs::read_to_string(e.path())
+            .ok()
+            .and_then(|t| t.trim().parse::<i32>().ok())
+            .filter(|p| *p > 1);
+        match pid {
+            Some(p) if crate::core::sources::procs::is_alive(p) => {
+                live.push(format!("{name} ({p})"))
+            }
+            Some(p) => dead.push(format!("{name} ({p} is not running)")),
+            None => dead.push(format!("{name} (no PID in it)")),
+        }
+    }
+    if !dead.is_empty() {
+        add(
+            Level::Warning,
+            "windows",
+            format!(
+                "{}; remove the stale PID files or relaunch those tasks",
+                dead.join(", ")
+            ),
+        );
+    } else if !live.is_empty() {
+        add(
+            Level::Ok,
+            "windows",
+            format!("running: {}", live.join(", ")),
+        );
+    }
+}
+
 /// Prints the checks and returns 0 (all ok), 1 (warnings) or 2 (errors).
 pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: bool) -> ExitCode {
     let mut checks = Vec::new();
@@ -184,6 +330,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
                             ),
                         );
                     }
+                    stale_sessions(&conn, settings.ok(), &mut add);
                 }
             }
         }
@@ -222,6 +369,8 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             "temp",
             format!("{} holds {logs} task log files", project.temp.display()),
         );
+        log_files(&project.temp, &mut add);
+        pid_files(&project.temp, &mut add);
     } else {
         add(
             Level::Warning,

@@ -213,3 +213,55 @@ fn doctor_leaves_no_trace_and_checks_what_it_claims() {
     assert_eq!(out.status.code(), Some(2), "{text}");
     assert!(text.contains("is not a folder"), "{text}");
 }
+
+#[test]
+fn doctor_reports_stale_sessions_odd_logs_and_dead_windows() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET last_heartbeat = datetime('now', '-20 minutes') WHERE task_id = 'task-01'",
+            [],
+        )
+        .unwrap();
+    nix::unistd::mkfifo(
+        &s.temp().join("task-02-status"),
+        nix::sys::stat::Mode::from_bits_truncate(0o644),
+    )
+    .unwrap();
+    std::os::unix::fs::symlink("/nonexistent/log", s.temp().join("task-03-status")).unwrap();
+    std::fs::create_dir(s.temp().join("task-04-deviations")).unwrap();
+    std::fs::write(s.temp().join("musician-task-01.pid"), "999999\n").unwrap();
+    let before = listing(s.root());
+    let out = maestro()
+        .args(["doctor", "--json", "--project", s.root().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "warnings");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let detail = |name: &str| -> String {
+        v["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["check"] == name)
+            .map(|c| c["detail"].as_str().unwrap().to_owned())
+            .unwrap_or_default()
+    };
+    assert!(detail("sessions").contains("task-01"), "{v}");
+    let logs = detail("logs");
+    assert!(
+        logs.contains("task-02-status is not a regular file"),
+        "{logs}"
+    );
+    assert!(
+        logs.contains("task-03-status is a dangling symlink"),
+        "{logs}"
+    );
+    assert!(logs.contains("task-04-deviations is a folder"), "{logs}");
+    assert!(
+        detail("windows").contains("musician-task-01.pid (999999 is not running)"),
+        "{v}"
+    );
+    assert_eq!(listing(s.root()), before, "doctor touched nothing");
+}
