@@ -68,6 +68,9 @@ fn journal_mode(db: &Path) -> &'static str {
     }
 }
 
+/// A task, its heartbeat's age in seconds, and the heartbeat as written.
+type Beat = (String, Option<f64>, Option<String>);
+
 /// Musicians in an active state whose heartbeat is older than the staleness threshold
 /// (the Conductor's own query), and heartbeats that are not times.
 fn stale_sessions(
@@ -76,7 +79,7 @@ fn stale_sessions(
     add: &mut dyn FnMut(Level, &'static str, String),
 ) {
     let limit = settings.map_or(540, |s| s.task_stale_after.as_secs());
-    let rows: rusqlite::Result<Vec<(String, Option<f64>, Option<String>)>> = conn
+    let rows: rusqlite::Result<Vec<Beat>> = conn
         .prepare(
             "SELECT task_id, (julianday('now') - julianday(last_heartbeat)) * 86400, last_heartbeat
              FROM orchestration_tasks
@@ -99,10 +102,10 @@ fn stale_sessions(
             for (task, age, text) in rows {
                 match (age, text) {
                     (Some(a), _) if a > limit as f64 => {
-                        stale.push(format!("{task} ({}s)", a as u64))
+                        stale.push(format!("{task} ({}s)", a as u64));
                     }
                     (None, Some(t)) => {
-                        stale.push(format!("{task} (heartbeat {t:?} is not a time)"))
+                        stale.push(format!("{task} (heartbeat {t:?} is not a time)"));
                     }
                     (None, None) => stale.push(format!("{task} (no heartbeat)")),
                     _ => {}
@@ -180,7 +183,10 @@ fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
     for e in entries.filter_map(Result::ok) {
         let name = e.file_name().to_string_lossy().into_owned();
         let is_pid_file = name == "souffleur-conductor.pid"
-            || (name.starts_with("musician-") && name.ends_with(".pid"));
+            || (name.starts_with("musician-")
+                && std::path::Path::new(&name)
+                    .extension()
+                    .is_some_and(|x| x == "pid"));
         if !is_pid_file {
             continue;
         }
@@ -190,7 +196,7 @@ fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
             .filter(|p| *p > 1);
         match pid {
             Some(p) if crate::core::sources::procs::is_alive(p) => {
-                live.push(format!("{name} ({p})"))
+                live.push(format!("{name} ({p})"));
             }
             Some(p) => dead.push(format!("{name} ({p} is not running)")),
             None => dead.push(format!("{name} (no PID in it)")),
