@@ -466,3 +466,40 @@ fn clean_and_dirty_handoffs_and_the_succession_over_three_relaunches() {
     assert_eq!(r.argv()[3], "Musician: task-05 (S4)");
     Relauncher::end_window(&v);
 }
+
+/// Another process holds the write lock for 2 s: the approval waits for it (one
+/// `BEGIN IMMEDIATE` with a busy timeout) instead of failing with "database is locked".
+#[test]
+fn an_action_under_another_process_write_lock_waits_and_succeeds() {
+    let s = Scratch::new();
+    s.set_task("task-03", "needs_review");
+    let mut holder = s.conn();
+    let tx = holder
+        .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+        .unwrap();
+    tx.execute(
+        "UPDATE orchestration_tasks SET last_error = 'held' WHERE task_id = 'task-00'",
+        [],
+    )
+    .unwrap();
+    let approve = std::thread::spawn({
+        let root = s.root().to_owned();
+        move || {
+            maestro()
+                .args(["task", "approve", "task-03", "--json", "--project"])
+                .arg(root)
+                .output()
+                .unwrap()
+        }
+    });
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    tx.commit().unwrap();
+    let out = approve.join().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(state(&s, "task-03"), "review_approved");
+}

@@ -144,15 +144,20 @@ fn approve_and_instruct_from_the_dashboard() {
         "the dialog says what will happen:\n{dialog}"
     );
     t.keys("y");
-    t.wait("approved", |s| s.contains("review_approved"));
-    let (state, kind, from): (String, String, String) = s
-        .conn()
-        .query_row(
+    // The dialog itself names the new state: wait for the database instead.
+    let end = Instant::now() + Duration::from_secs(30);
+    let (state, kind, from): (String, String, String) = loop {
+        let row = s.conn().query_row(
             "SELECT t.state, m.message_type, m.from_session FROM orchestration_tasks t, orchestration_messages m WHERE t.task_id = 'task-03' AND m.task_id = 'task-03' ORDER BY m.id DESC LIMIT 1",
             [],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-        )
-        .unwrap();
+        );
+        if let Ok(row) = row {
+            break row;
+        }
+        assert!(Instant::now() < end, "the approval never arrived");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     assert_eq!(
         (state.as_str(), kind.as_str(), from.as_str()),
         ("review_approved", "approval", "task-00")
