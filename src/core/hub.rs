@@ -14,7 +14,6 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::clock::rfc3339;
 use crate::core::clock::{Clock, parse_sqlite_utc};
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId, TaskState};
@@ -22,8 +21,9 @@ use crate::core::event::{
     CoreEvent, DbStatus, FolderStatus, Happening, PipelineBus, RoleReport, StepRecord, TaskRow,
     What,
 };
+use crate::core::pipeline::views::PipelineViews;
 use crate::core::sentinel::{Sentinel, SentinelSettings};
-use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, PipelineView, Snapshot, TaskView};
+use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
 
 #[derive(Debug, Clone)]
@@ -61,9 +61,6 @@ impl ReportSink for DbHandle {
     }
 }
 
-/// Steps of run history kept per pipeline in memory (the table keeps all).
-pub const HISTORY_KEPT: usize = 50;
-
 #[derive(Debug)]
 struct TaskEntry {
     row: TaskRow,
@@ -87,8 +84,8 @@ pub struct Hub {
     bad_heartbeats: HashSet<(String, String)>,
     /// The pipeline bus: every happening a pipeline can react to, by name.
     bus: PipelineBus,
-    /// When each pipeline's current run started (its identity in the history).
-    run_started: HashMap<String, String>,
+    /// The hosted pipelines' views and run history.
+    pipelines: PipelineViews,
     /// Live Musician watchers: (task, mode) → PID.
     watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
@@ -132,7 +129,7 @@ impl Hub {
             invalid_ids: HashSet::new(),
             bad_heartbeats: HashSet::new(),
             bus: broadcast::channel(1).0,
-            run_started: HashMap::new(),
+            pipelines: PipelineViews::default(),
             watchers: BTreeMap::new(),
             reports,
             out,
@@ -229,22 +226,7 @@ impl Hub {
                 self.emit(What::Pipeline(report)).await;
             }
             CoreEvent::PipelineCatalog(names) => {
-                let old = std::mem::take(&mut self.snapshot.pipelines);
-                self.snapshot.pipelines = names
-                    .into_iter()
-                    .map(|(name, steps)| match old.iter().find(|p| p.name == name) {
-                        Some(p) => PipelineView { steps, ..p.clone() },
-                        None => PipelineView {
-                            name,
-                            steps,
-                            status: "stopped".into(),
-                            iteration: 0,
-                            step: None,
-                            outcome: None,
-                            history: Vec::new(),
-                        },
-                    })
-                    .collect();
+                PipelineViews::catalog(&mut self.snapshot.pipelines, names);
                 self.dirty = true;
             }
             CoreEvent::SourceHealthy { source } => {
@@ -367,60 +349,12 @@ impl Hub {
         .await;
     }
 
-    /// Keeps the pipelines' state for the dashboard (nested runs are not listed).
+    /// Keeps the pipelines' state for the dashboard; a finished step goes to the history.
     fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
         let now = self.clock.now_utc();
-        if r.status == "started" {
-            self.run_started.insert(r.name.clone(), rfc3339(now));
-        }
-        let record = r.trace.as_ref().map(|t| StepRecord {
-            pipeline: r.name.clone(),
-            run_started: self
-                .run_started
-                .get(&r.name)
-                .cloned()
-                .unwrap_or_else(|| rfc3339(now)),
-            iteration: r.iteration,
-            step: r.step.unwrap_or_default() as u64,
-            step_type: t.step_type.to_owned(),
-            started: rfc3339(now - Duration::from_millis(t.duration_ms)),
-            duration_ms: t.duration_ms,
-            outcome: r.outcome.clone().unwrap_or_default(),
-            excerpt: t.excerpt.clone(),
-        });
-        if let (Some(record), Some(sink)) = (&record, &self.reports) {
-            sink.record_step(record.clone());
-        }
-        let Some(p) = self
-            .snapshot
-            .pipelines
-            .iter_mut()
-            .find(|p| p.name == r.name)
-        else {
-            return;
-        };
-        if let Some(record) = record {
-            if p.history.len() == HISTORY_KEPT {
-                p.history.remove(0);
-            }
-            p.history.push(record);
-        }
-        p.status = match r.status {
-            "paused" => "paused",
-            "stopped" => "stopped",
-            "completed" => "completed",
-            "failed" => "failed",
-            _ => "running",
-        }
-        .into();
-        if r.iteration > 0 {
-            p.iteration = r.iteration;
-        }
-        if r.step.is_some() {
-            p.step = r.step;
-        }
-        if r.outcome.is_some() {
-            p.outcome.clone_from(&r.outcome);
+        let record = self.pipelines.report(&mut self.snapshot.pipelines, r, now);
+        if let (Some(record), Some(sink)) = (record, &self.reports) {
+            sink.record_step(record);
         }
         self.dirty = true;
     }

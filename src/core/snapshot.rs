@@ -41,7 +41,7 @@ pub struct PipelineView {
     pub iteration: u64,
     pub step: Option<usize>,
     pub outcome: Option<String>,
-    /// The last steps run, oldest first (at most `hub::HISTORY_KEPT`).
+    /// The last steps run, oldest first (at most `pipeline::views::HISTORY_KEPT`).
     pub history: Vec<crate::core::event::StepRecord>,
 }
 
