@@ -179,6 +179,15 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
         What::Source { detail, .. } => format!("SOURCE: {}\n", one_line(detail)),
+        What::Forecast {
+            task_id,
+            threshold,
+            at,
+        } => format!(
+            "FORECAST: {task_id} should reach {threshold}% context in about {} min (at {})\n",
+            (*at - h.at).whole_minutes().max(0),
+            clock.hms(*at)
+        ),
         What::Watcher {
             task_id,
             mode,

@@ -47,6 +47,7 @@ impl Project {
             stall_after: settings.stall_after,
             spike_threshold: settings.spike_threshold,
             task_stale_after: settings.task_stale_after,
+            forecast_lead: settings.forecast_lead,
             conductor_stale_after: settings.conductor_stale_after,
             souffleur_stale_after: settings.souffleur.watcher_stale_after,
             report_to_db: settings.report_to_db,

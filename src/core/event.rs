@@ -268,6 +268,13 @@ pub enum What {
         status: &'static str,
         detail: String,
     },
+    /// A task is forecast to reach `threshold` % context at `at` (less than the lead
+    /// time away): before the Musician has to say so itself.
+    Forecast {
+        task_id: String,
+        threshold: u8,
+        at: OffsetDateTime,
+    },
     /// A `maestro musician watch` attached to a task, exited, or was replaced by a
     /// newer one of the same mode.
     Watcher {

@@ -75,6 +75,14 @@ pub fn json_line(h: &Happening) -> Option<Value> {
         } => json!({
             "ts": ts, "event": "watcher", "task_id": task_id, "mode": mode, "status": status, "pid": pid,
         }),
+        What::Forecast {
+            task_id,
+            threshold,
+            at,
+        } => json!({
+            "ts": ts, "event": "forecast", "task_id": task_id, "threshold": threshold,
+            "at": rfc3339(*at), "in_s": (*at - h.at).whole_seconds().max(0),
+        }),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }
@@ -101,6 +109,7 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Watchdog { .. }
             | What::Recovery(_)
             | What::Source { .. }
+            | What::Forecast { .. }
     ) {
         return None;
     }

@@ -21,6 +21,7 @@ use crate::core::event::{
     CoreEvent, DbStatus, FolderStatus, Happening, PipelineBus, RoleReport, StepRecord, TaskRow,
     What,
 };
+use crate::core::forecast::ForecastBook;
 use crate::core::pipeline::views::PipelineViews;
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
@@ -42,6 +43,8 @@ pub struct HubSettings {
     pub forward_logs: bool,
     /// The database's file name, for announcements ("comms.db replaced: …").
     pub db_name: String,
+    /// A `forecast` event comes when a context threshold is less than this away.
+    pub forecast_lead: Duration,
 }
 
 /// Where the hub sends database writes.
@@ -86,6 +89,8 @@ pub struct Hub {
     bus: PipelineBus,
     /// The hosted pipelines' views and run history.
     pipelines: PipelineViews,
+    /// Context trajectories and their forecasts.
+    forecasts: ForecastBook,
     /// Live Musician watchers: (task, mode) → PID.
     watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
@@ -110,6 +115,7 @@ impl Hub {
         snapshot_tx: watch::Sender<Arc<Snapshot>>,
         reports: Option<Box<dyn ReportSink>>,
     ) -> Self {
+        let forecasts = ForecastBook::new(settings.forecast_lead);
         let snapshot = Snapshot {
             database: if settings.with_database {
                 DatabaseHealth::Ok
@@ -130,6 +136,7 @@ impl Hub {
             bad_heartbeats: HashSet::new(),
             bus: broadcast::channel(1).0,
             pipelines: PipelineViews::default(),
+            forecasts,
             watchers: BTreeMap::new(),
             reports,
             out,
@@ -186,6 +193,10 @@ impl Hub {
             } => self.on_lines(task, kind, lines, initial_mtime).await,
             CoreEvent::LogReset { task, kind } => {
                 self.sentinel.on_reset(&task, kind);
+                if kind == LogKind::Status {
+                    self.forecasts.reset(&task);
+                    self.snapshot.forecasts = self.forecasts.forecasts().clone();
+                }
                 if !self.settings.forward_logs {
                     return;
                 }
@@ -438,6 +449,18 @@ impl Hub {
                 self.dirty = true;
             }
         }
+        if kind == LogKind::Status {
+            let values: Vec<u8> = lines
+                .iter()
+                .filter_map(|l| crate::core::domain::context_percent(l))
+                .collect();
+            let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
+            self.forecasts.on_values(&task, seen, &values);
+            if !values.is_empty() {
+                self.snapshot.forecasts = self.forecasts.forecasts().clone();
+                self.warn_forecasts().await;
+            }
+        }
         let found = if lines.is_empty() {
             self.sentinel.on_file_seen(&task, kind, arrived_at);
             Vec::new()
@@ -552,6 +575,7 @@ impl Hub {
         for anomaly in self.sentinel.tick(Instant::now()) {
             self.report(anomaly).await;
         }
+        self.warn_forecasts().await;
         let mut newly_stale = Vec::new();
         for (key, entry) in &mut self.tasks {
             let Some((threshold, hb)) = stale_rule(&self.settings, entry) else {
@@ -588,7 +612,28 @@ impl Hub {
             .map(|(threshold, hb)| {
                 self.clock.instant_of(hb) + threshold + Duration::from_millis(1)
             });
-        stale.chain(self.sentinel.next_deadline()).min()
+        let forecast = self
+            .forecasts
+            .next_due()
+            .map(|at| self.clock.instant_of(at).max(Instant::now()));
+        stale
+            .chain(self.sentinel.next_deadline())
+            .chain(forecast)
+            .min()
+    }
+
+    /// Raises the `forecast` warnings that fell due (once each).
+    async fn warn_forecasts(&mut self) {
+        let now = self.clock.now_utc();
+        let sentinel = &self.sentinel;
+        for (task, threshold, at) in self.forecasts.due(now, |t| sentinel.is_active(t)) {
+            self.emit(What::Forecast {
+                task_id: task.to_string(),
+                threshold,
+                at,
+            })
+            .await;
+        }
     }
 
     async fn report(&mut self, anomaly: Anomaly) {
@@ -752,6 +797,7 @@ mod tests {
             report_to_db,
             with_database: true,
             db_name: "comms.db".into(),
+            forecast_lead: Duration::from_secs(600),
             observe_watchdog: true,
             forward_logs: true,
         }

@@ -36,6 +36,8 @@ pub struct CoreConfig {
     pub stall_after: Duration,
     pub spike_threshold: u8,
     pub task_stale_after: Duration,
+    /// Warn when a task should reach 65 % / 75 % context sooner than this.
+    pub forecast_lead: Duration,
     pub conductor_stale_after: Duration,
     pub souffleur_stale_after: Duration,
     pub report_to_db: bool,
@@ -114,6 +116,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             with_database,
             observe_watchdog: !config.souffleur_role,
             forward_logs: config.forward_logs,
+            forecast_lead: config.forecast_lead,
             db_name: config
                 .db
                 .file_name()

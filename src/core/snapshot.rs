@@ -27,6 +27,8 @@ pub struct Snapshot {
     pub pipelines: Vec<PipelineView>,
     /// What the log source waits for, while `temp/` is missing.
     pub logs_waiting: Option<String>,
+    /// Each task's context forecast (see `core::forecast`).
+    pub forecasts: std::collections::BTreeMap<String, crate::core::forecast::Forecast>,
     /// Tasks with a `maestro musician watch` attached: task id → `background`,
     /// `pause`, or `background+pause`.
     pub watchers: std::collections::BTreeMap<String, String>,

@@ -45,6 +45,7 @@ pub struct SentinelSection {
 #[serde(deny_unknown_fields)]
 pub struct TasksSection {
     pub stale_after: Option<String>,
+    pub forecast_lead: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -106,6 +107,8 @@ pub struct Settings {
     pub spike_threshold: u8,
     pub report_to_db: bool,
     pub task_stale_after: Duration,
+    /// Warn when a task is forecast to reach 65 % / 75 % context sooner than this.
+    pub forecast_lead: Duration,
     pub conductor_stale_after: Duration,
     pub souffleur: SouffleurTimings,
     pub launch: LaunchTemplates,
@@ -214,6 +217,7 @@ impl Settings {
                 Some(d) => d,
                 None => dur(pick!(tasks.stale_after), "tasks.stale_after")?,
             },
+            forecast_lead: dur(pick!(tasks.forecast_lead), "tasks.forecast_lead")?,
             conductor_stale_after: match flags.conductor_stale_after {
                 Some(d) => d,
                 None => dur(

@@ -113,6 +113,14 @@ fn busy_snapshot() -> Snapshot {
         message_count: 4,
         pipelines: vec![],
         logs_waiting: None,
+        forecasts: std::collections::BTreeMap::from([(
+            "task-05".into(),
+            maestro::core::forecast::Forecast {
+                rate_per_min: 2.0,
+                handoff_at: Some(ago(-210)),
+                exit_at: Some(ago(-510)),
+            },
+        )]),
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
     }
 }

@@ -73,6 +73,7 @@ impl UiState {
             | What::Settings(_)
             | What::Source { .. }
             | What::Watcher { .. }
+            | What::Forecast { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

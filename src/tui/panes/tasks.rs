@@ -38,6 +38,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         "BEAT",
         "WATCH",
         "CONTEXT",
+        "→75%",
         "RETRY",
         "LAST ANOMALY",
     ])
@@ -59,6 +60,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(6),
         Constraint::Length(5),
         Constraint::Length(13),
+        Constraint::Length(6),
         Constraint::Length(5),
         Constraint::Min(0),
     ];
@@ -111,6 +113,23 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
         spans.push(Span::raw("   "));
     }
     Line::from(spans)
+}
+
+/// When the task should reach 75 % context (the Musician's exit), counting down.
+fn forecast_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
+    let Some(at) = ctx.snap.forecasts.get(t.id()).and_then(|f| f.exit_at) else {
+        return Line::from(Span::styled("—", ctx.theme.muted));
+    };
+    if at <= ctx.now {
+        return Line::from(Span::styled("now", ctx.theme.error));
+    }
+    let left: std::time::Duration = (at - ctx.now).try_into().unwrap_or_default();
+    let style = if left.as_secs() < 600 {
+        ctx.theme.warn
+    } else {
+        ctx.theme.muted
+    };
+    Line::from(Span::styled(short_age(left), style))
 }
 
 /// Which `maestro musician watch` is attached: `bg` (background), `pause`, `bg+p`.
@@ -181,6 +200,7 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
         Line::from(beat),
         watch_cell(t, ctx),
         ctx_cell,
+        forecast_cell(t, ctx),
         Line::from(retry),
         Line::from(anomaly),
     ])

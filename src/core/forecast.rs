@@ -1,0 +1,236 @@
+//! When a Musician will run out of context: from the `[ctx: XX%]` values and the times
+//! maestro saw them arrive, a least-squares rate (percent per second) over the latest
+//! entries, extrapolated to 65 % (prepare the handoff) and 75 % (the mandatory exit).
+//! Values read at start share the file's mtime and give no rate; a falling or flat
+//! context gives no forecast.
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::time::Duration;
+
+use time::OffsetDateTime;
+
+use crate::core::domain::TaskId;
+
+/// The Musician prepares its handoff here.
+pub const HANDOFF_AT: u8 = 65;
+/// The Musician must exit here.
+pub const EXIT_AT: u8 = 75;
+/// Entries the rate is computed over.
+pub const WINDOW: usize = 8;
+
+/// The expected crossing moments (UTC), when the trajectory gives one.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Forecast {
+    /// Percent per minute over the window.
+    pub rate_per_min: f64,
+    pub handoff_at: Option<OffsetDateTime>,
+    pub exit_at: Option<OffsetDateTime>,
+}
+
+/// `points`: (when seen, value), oldest first.
+pub fn forecast(points: &[(OffsetDateTime, u8)]) -> Option<Forecast> {
+    let window = &points[points.len().saturating_sub(WINDOW)..];
+    let (&(t0, _), &(t_last, last)) = (window.first()?, window.last()?);
+    let xs: Vec<f64> = window
+        .iter()
+        .map(|(t, _)| (*t - t0).as_seconds_f64())
+        .collect();
+    let ys: Vec<f64> = window.iter().map(|(_, v)| f64::from(*v)).collect();
+    let n = xs.len() as f64;
+    let mean_x = xs.iter().sum::<f64>() / n;
+    let mean_y = ys.iter().sum::<f64>() / n;
+    let var_x: f64 = xs.iter().map(|x| (x - mean_x).powi(2)).sum();
+    if var_x <= f64::EPSILON {
+        return None;
+    }
+    let cov: f64 = xs
+        .iter()
+        .zip(&ys)
+        .map(|(x, y)| (x - mean_x) * (y - mean_y))
+        .sum();
+    let per_sec = cov / var_x;
+    if per_sec <= 0.0 {
+        return None;
+    }
+    let cross = |threshold: u8| -> Option<OffsetDateTime> {
+        if last >= threshold {
+            return Some(t_last);
+        }
+        let secs = f64::from(threshold - last) / per_sec;
+        (secs.is_finite() && secs < 86_400.0 * 30.0).then(|| t_last + Duration::from_secs_f64(secs))
+    };
+    Some(Forecast {
+        rate_per_min: per_sec * 60.0,
+        handoff_at: cross(HANDOFF_AT),
+        exit_at: cross(EXIT_AT),
+    })
+}
+
+/// Per task: the values seen with their times, the forecast, and which warnings were
+/// raised (once per task and threshold, until the log starts over).
+#[derive(Debug)]
+pub struct ForecastBook {
+    lead: Duration,
+    points: HashMap<TaskId, VecDeque<(OffsetDateTime, u8)>>,
+    forecasts: BTreeMap<String, Forecast>,
+    fired: HashSet<(TaskId, u8)>,
+}
+
+impl ForecastBook {
+    /// Warnings are raised when a crossing is less than `lead` away.
+    pub fn new(lead: Duration) -> Self {
+        Self {
+            lead,
+            points: HashMap::new(),
+            forecasts: BTreeMap::new(),
+            fired: HashSet::new(),
+        }
+    }
+
+    /// New `[ctx: …]` values of a task's status log, seen at `at`.
+    pub fn on_values(&mut self, task: &TaskId, at: OffsetDateTime, values: &[u8]) {
+        if values.is_empty() {
+            return;
+        }
+        let points = self.points.entry(task.clone()).or_default();
+        for v in values {
+            if points.len() == WINDOW {
+                points.pop_front();
+            }
+            points.push_back((at, *v));
+        }
+        let points: Vec<_> = points.iter().copied().collect();
+        match forecast(&points) {
+            Some(f) => {
+                self.forecasts.insert(task.to_string(), f);
+            }
+            None => {
+                self.forecasts.remove(task.as_str());
+            }
+        }
+    }
+
+    /// The status log started over (a new session): forget its trajectory.
+    pub fn reset(&mut self, task: &TaskId) {
+        self.points.remove(task);
+        self.forecasts.remove(task.as_str());
+        self.fired.retain(|(t, _)| t != task);
+    }
+
+    pub fn forecasts(&self) -> &BTreeMap<String, Forecast> {
+        &self.forecasts
+    }
+
+    /// Crossings now less than the lead time away that were not warned of yet, for
+    /// the tasks `active` says are watched: (task, threshold, when). Marks them warned.
+    pub fn due(
+        &mut self,
+        now: OffsetDateTime,
+        active: impl Fn(&TaskId) -> bool,
+    ) -> Vec<(TaskId, u8, OffsetDateTime)> {
+        let mut out = Vec::new();
+        for task in self.points.keys() {
+            let Some(f) = self.forecasts.get(task.as_str()) else {
+                continue;
+            };
+            for (threshold, at) in [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)] {
+                if let Some(at) = at
+                    && at - self.lead <= now
+                    && active(task)
+                    && !self.fired.contains(&(task.clone(), threshold))
+                {
+                    out.push((task.clone(), threshold, at));
+                }
+            }
+        }
+        for (task, threshold, _) in &out {
+            self.fired.insert((task.clone(), *threshold));
+        }
+        out
+    }
+
+    /// The next moment a warning falls due.
+    pub fn next_due(&self) -> Option<OffsetDateTime> {
+        self.forecasts
+            .iter()
+            .flat_map(|(task, f)| {
+                [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)]
+                    .into_iter()
+                    .filter(move |(t, _)| {
+                        !self
+                            .fired
+                            .iter()
+                            .any(|(id, th)| id.as_str() == task && th == t)
+                    })
+                    .filter_map(|(_, at)| at)
+            })
+            .map(|at| at - self.lead)
+            .min()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(secs: i64) -> OffsetDateTime {
+        OffsetDateTime::UNIX_EPOCH + time::Duration::seconds(secs)
+    }
+
+    #[test]
+    fn a_steady_rise_is_extrapolated_by_hand() {
+        // 2 points a minute apart: 30 % then 40 %: 10 %/min. 65 % is 2.5 min after
+        // the last entry, 75 % 3.5 min after it.
+        let f = forecast(&[(at(0), 30), (at(60), 40)]).expect("a forecast");
+        assert!((f.rate_per_min - 10.0).abs() < 1e-9);
+        assert_eq!(f.handoff_at, Some(at(60 + 150)));
+        assert_eq!(f.exit_at, Some(at(60 + 210)));
+        // Least squares over noisy entries: 20, 24, 29, 32 at 0, 60, 120, 180 s:
+        // slope = 4.1 %/min; 75 % is (75-32)/4.1 = 10.49 min after the last.
+        let f = forecast(&[(at(0), 20), (at(60), 24), (at(120), 29), (at(180), 32)]).expect("f");
+        assert!((f.rate_per_min - 4.1).abs() < 1e-9, "{}", f.rate_per_min);
+        let exit = f.exit_at.expect("exit") - at(180);
+        assert!((exit.as_seconds_f64() - 43.0 / 4.1 * 60.0).abs() < 0.01);
+    }
+
+    #[test]
+    fn no_rate_no_forecast_and_a_crossed_threshold_is_now() {
+        assert_eq!(forecast(&[]), None);
+        assert_eq!(
+            forecast(&[(at(0), 10), (at(0), 20)]),
+            None,
+            "one moment: no rate"
+        );
+        assert_eq!(forecast(&[(at(0), 50), (at(60), 40)]), None, "falling");
+        let f = forecast(&[(at(0), 60), (at(60), 70)]).expect("f");
+        assert_eq!(f.handoff_at, Some(at(60)), "already past 65 %");
+    }
+
+    #[test]
+    fn a_warning_is_raised_once_when_the_crossing_is_within_the_lead() {
+        let task = TaskId::parse("task-03").expect("id");
+        let mut book = ForecastBook::new(Duration::from_secs(600));
+        // 10 %/min from 30 %: 65 % at +3.5 min... after the entry at 60 s.
+        book.on_values(&task, at(0), &[30]);
+        book.on_values(&task, at(60), &[40]);
+        // Both crossings are within 10 minutes: both warned, once.
+        let due = book.due(at(60), |_| true);
+        assert_eq!(
+            due.iter()
+                .map(|(_, th, when)| (*th, *when))
+                .collect::<Vec<_>>(),
+            [(HANDOFF_AT, at(210)), (EXIT_AT, at(270))]
+        );
+        assert!(book.due(at(61), |_| true).is_empty(), "once");
+        assert_eq!(book.next_due(), None);
+        // A new session starts the trajectory over.
+        book.reset(&task);
+        assert!(book.forecasts().is_empty());
+        let mut slow = ForecastBook::new(Duration::from_secs(60));
+        slow.on_values(&task, at(0), &[30]);
+        slow.on_values(&task, at(600), &[40]);
+        // 1 %/min: 75 % at 600 + 35 min; due 1 min before.
+        assert!(slow.due(at(600), |_| true).is_empty());
+        assert_eq!(slow.next_due(), Some(at(600 + 25 * 60 - 60)));
+    }
+}
