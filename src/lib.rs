@@ -7,7 +7,10 @@
 //! - `core::hub` owns all state: it applies events, runs the Sentinel
 //!   (`core::sentinel`) and the heartbeat/watchdog rules, and publishes every
 //!   [`core::event::Happening`] plus the latest [`core::snapshot::Snapshot`];
-//! - presenters read those: `cli::headless` prints them, `tui` draws them;
+//! - presenters read those: `cli::headless` prints them, `tui` draws them, and the
+//!   pipelines (`core::pipeline`) hear them on the bus;
+//! - every write to `comms.db` goes through `core::store`, every name maestro gives a
+//!   file through `core::paths`; the operator's task actions are `core::actions`;
 //! - `cli` parses the command line and runs one verb family per file;
 //! - `demo` plays a scripted orchestration into a scratch project for both to show.
 //!
