@@ -275,13 +275,23 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
                     );
                     match conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)) {
                         Ok(r) if r == "ok" => add(Level::Ok, "integrity", "quick_check ok".into()),
-                        Ok(r) => add(
-                            Level::Error,
-                            "integrity",
-                            format!(
-                                "quick_check found damage ({r}); restore comms.db from a backup or start a new orchestration"
-                            ),
-                        ),
+                        Ok(r) => {
+                            // The first problem, and how many more: the full list is long.
+                            let problems: Vec<&str> =
+                                r.lines().filter(|l| !l.starts_with("***")).collect();
+                            let more = match problems.len() {
+                                0 | 1 => String::new(),
+                                n => format!(" and {} more problems", n - 1),
+                            };
+                            add(
+                                Level::Error,
+                                "integrity",
+                                format!(
+                                    "quick_check found damage ({}{more}); restore comms.db from a backup or start a new orchestration",
+                                    problems.first().copied().unwrap_or("unknown")
+                                ),
+                            );
+                        }
                         Err(e) => add(
                             Level::Error,
                             "integrity",

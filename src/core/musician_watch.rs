@@ -421,6 +421,9 @@ pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Resu
             .ok()
             .and_then(|t| t.trim().parse::<i32>().ok())
             .filter(|pid| *pid > 1 && is_watcher(*pid));
+        // Say who comes next before the old one goes, so that observers see a
+        // replacement rather than an exit followed by a new watcher.
+        let _ = std::fs::write(successor_file(&path), format!("{}\n", std::process::id()));
         if let Some(pid) = holder {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),
@@ -445,10 +448,18 @@ pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Resu
     lock.rewind().map_err(|e| e.to_string())?;
     writeln!(lock, "{}", std::process::id()).map_err(|e| e.to_string())?;
     lock.flush().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_file(successor_file(&path));
     Ok(Claim {
         file: Some(lock),
         path,
     })
+}
+
+/// `<task>.<mode>.next`: the PID of a watcher taking over, while the old one leaves.
+fn successor_file(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".next");
+    PathBuf::from(name)
 }
 
 /// Whether `pid` is a `maestro musician watch` process (never signal anything else).
@@ -473,12 +484,13 @@ pub fn live_watchers(project: &ProjectKey) -> Vec<(TaskId, WatchMode, i32)> {
             let (task, mode) = name.rsplit_once('.')?;
             let task = TaskId::parse(task)?;
             let mode = WatchMode::parse(mode)?;
-            let pid: i32 = std::fs::read_to_string(e.path())
-                .ok()?
-                .trim()
-                .parse()
-                .ok()?;
-            (pid > 1 && procs::is_alive(pid)).then_some((task, mode, pid))
+            let live_pid = |p: &Path| -> Option<i32> {
+                let pid: i32 = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
+                (pid > 1 && procs::is_alive(pid)).then_some(pid)
+            };
+            // The holder, or the watcher taking over from it.
+            let pid = live_pid(&e.path()).or_else(|| live_pid(&successor_file(&e.path())))?;
+            Some((task, mode, pid))
         })
         .collect();
     found.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));

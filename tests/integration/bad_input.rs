@@ -265,3 +265,38 @@ fn doctor_reports_stale_sessions_odd_logs_and_dead_windows() {
     );
     assert_eq!(listing(s.root()), before, "doctor touched nothing");
 }
+
+/// One page of comms.db overwritten with other bytes: doctor says so (exit 2) instead
+/// of "ok", and the file is left as it was.
+#[test]
+fn doctor_finds_a_damaged_page() {
+    let s = Scratch::new();
+    let conn = s.conn();
+    for i in 0..300 {
+        conn.execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'task-00', ?1, 'instruction')",
+            [format!("{i} {}", "x".repeat(500))],
+        )
+        .unwrap();
+    }
+    conn.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)")
+        .unwrap();
+    drop(conn);
+    for side in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{side}", s.db().display()));
+    }
+    let mut bytes = std::fs::read(s.db()).unwrap();
+    let page = 4096 * 3;
+    for (i, b) in bytes[page..page + 4096].iter_mut().enumerate() {
+        *b = (i * 7 % 251) as u8;
+    }
+    std::fs::write(s.db(), &bytes).unwrap();
+    let out = maestro()
+        .args(["doctor", "--project", s.root().to_str().unwrap()])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("quick_check found damage"), "{text}");
+    assert_eq!(std::fs::read(s.db()).unwrap(), bytes, "untouched");
+}
