@@ -84,6 +84,10 @@ pub struct Headroom {
     /// The last "of N" in the file.
     pub steps_total: Option<u64>,
     pub self_correction: bool,
+    /// Status entries until 65 % (handoff preparation) and 75 % (exit) at the average
+    /// rise per entry; 0 when already there, `None` without a rising trajectory.
+    pub entries_to_handoff: Option<i64>,
+    pub entries_to_exit: Option<i64>,
 }
 
 fn count(re: &Regex, text: &str) -> u64 {
@@ -106,6 +110,8 @@ pub fn analyze(text: Option<&str>) -> Headroom {
         step_in_progress: None,
         steps_total: None,
         self_correction: false,
+        entries_to_handoff: None,
+        entries_to_exit: None,
     };
     let Some(text) = text else {
         return empty;
@@ -153,7 +159,18 @@ pub fn analyze(text: Option<&str>) -> Headroom {
             .filter_map(|c| c[1].parse().ok())
             .last(),
         self_correction,
+        entries_to_handoff: entries_to(65, last, per_entry_x10),
+        entries_to_exit: entries_to(75, last, per_entry_x10),
     }
+}
+
+/// Entries until `threshold` at `per_entry_x10` tenths of a percent each (rounded up).
+fn entries_to(threshold: i64, current: i64, per_entry_x10: Option<i64>) -> Option<i64> {
+    if current >= threshold {
+        return Some(0);
+    }
+    let step = per_entry_x10.filter(|p| *p > 0)?;
+    Some(((threshold - current) * 10 + step - 1) / step)
 }
 
 /// Tenths as "1.5" / "-0.5".
@@ -273,6 +290,11 @@ mod tests {
         assert_eq!(
             (h.steps_completed, h.step_in_progress, h.steps_total),
             (0, Some(1), Some(4))
+        );
+        // 5.0 per entry: 65 % is (65-35)/5 = 6 entries away, 75 % 8.
+        assert_eq!(
+            (h.entries_to_handoff, h.entries_to_exit),
+            (Some(6), Some(8))
         );
         assert_eq!(h.level, Level::Healthy);
         let text = h.render("task-03", "f");

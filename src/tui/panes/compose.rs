@@ -38,7 +38,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &Compose) {
 
 pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
     let text = ctx.ui.panel.as_deref().unwrap_or_default();
-    let rows = text.lines().count() as u16 + 2;
+    // The time forecast needs arrival times: the running core has them.
+    let forecast = ctx.snap.forecasts.get(task).map(|f| {
+        let when = |at: Option<time::OffsetDateTime>| {
+            at.map_or_else(|| "—".to_owned(), |at| ctx.clock.hms(at))
+        };
+        format!(
+            "Forecast:    65% at {}, 75% at {} (~{:.1}% per minute lately)",
+            when(f.handoff_at),
+            when(f.exit_at),
+            f.rate_per_min
+        )
+    });
+    let rows = text.lines().count() as u16 + 2 + u16::from(forecast.is_some());
     let popup = centered(area, 80.min(area.width), rows.min(area.height));
     clear(frame, popup);
     let block = ctx.block(
@@ -55,6 +67,10 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             }
         })
         .collect();
+    let mut lines = lines;
+    if let Some(f) = forecast {
+        lines.push(Line::from(Span::styled(f, ctx.theme.warn)));
+    }
     frame.render_widget(
         Paragraph::new(lines)
             .block(block)
