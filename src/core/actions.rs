@@ -19,7 +19,6 @@ use serde_json::{Value, json};
 use crate::core::domain::TaskId;
 use crate::core::handoff;
 use crate::core::recovery::launch::{Launcher, write_pid_file};
-use crate::core::schema;
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::{self, Author, Moved};
 use crate::settings::LaunchTemplates;
@@ -91,7 +90,7 @@ impl TaskRequest {
 /// (the confirmation dialog shows it; nothing is changed).
 pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, String> {
     let state = |task: &TaskId| -> Result<String, String> {
-        let conn = open(project)?;
+        let conn = store::open_existing(&project.db)?;
         store::task_state(&conn, task.as_str())
             .map_err(|e| db_error(project, &e))?
             .ok_or_else(|| format!("{task} is not in orchestration_tasks."))
@@ -208,18 +207,6 @@ pub fn perform(
     }
 }
 
-pub fn open(project: &Target) -> Result<rusqlite::Connection, String> {
-    if !project.db.exists() {
-        return Err(format!(
-            "there is no database at {}; pass --project or --db.",
-            project.db.display()
-        ));
-    }
-    let conn = schema::open(&project.db).map_err(|e| e.to_string())?;
-    schema::verify(&conn, &project.db).map_err(|e| e.to_string())?;
-    Ok(conn)
-}
-
 /// Moves `task` from `from` to `to` and leaves a message, in one transaction.
 pub fn review(
     project: &Target,
@@ -229,7 +216,7 @@ pub fn review(
     kind: &str,
     message: Option<String>,
 ) -> Result<Done, String> {
-    let mut conn = open(project)?;
+    let mut conn = store::open_existing(&project.db)?;
     let text = message.unwrap_or_else(|| "Approved.".into());
     let moved = store::write(&mut conn, |tx| {
         let moved = store::move_task(tx, task.as_str(), &[from], to)?;
@@ -258,7 +245,7 @@ pub fn review(
 }
 
 pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, String> {
-    let mut conn = open(project)?;
+    let mut conn = store::open_existing(&project.db)?;
     let sent = store::write(&mut conn, |tx| {
         if store::task_state(tx, task.as_str())?.is_none() {
             return Ok(false);
@@ -367,7 +354,7 @@ impl Relaunch {
 /// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
 /// PID, who worked the task, the last completed step, the deviations.
 pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, String> {
-    let conn = open(project)?;
+    let conn = store::open_existing(&project.db)?;
     let row: Option<(String, Option<String>)> = conn
         .query_row(
             "SELECT coalesce(state, ''), worked_by FROM orchestration_tasks WHERE task_id = ?1",
@@ -444,7 +431,7 @@ pub fn relaunch(
             pid_file.display()
         ));
     }
-    let mut conn = open(project)?;
+    let mut conn = store::open_existing(&project.db)?;
     store::write(&mut conn, |tx| {
         store::set_state(tx, task.as_str(), "fix_proposed")?;
         store::set_worked_by(tx, task.as_str(), &r.plan.next)?;

@@ -437,27 +437,22 @@ impl Hub {
             None => Instant::now(),
         };
         if kind == LogKind::Status {
-            let history = self.ctx.entry(task.clone()).or_default();
-            for v in lines
-                .iter()
-                .filter_map(|l| crate::core::domain::context_percent(l))
-            {
-                if history.len() == CTX_HISTORY {
-                    history.pop_front();
-                }
-                history.push_back(v);
-                self.dirty = true;
-            }
-        }
-        if kind == LogKind::Status {
             let values: Vec<u8> = lines
                 .iter()
                 .filter_map(|l| crate::core::domain::context_percent(l))
                 .collect();
-            let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
-            self.forecasts.on_values(&task, seen, &values);
             if !values.is_empty() {
+                let history = self.ctx.entry(task.clone()).or_default();
+                for v in &values {
+                    if history.len() == CTX_HISTORY {
+                        history.pop_front();
+                    }
+                    history.push_back(*v);
+                }
+                let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
+                self.forecasts.on_values(&task, seen, &values);
                 self.snapshot.forecasts = self.forecasts.forecasts().clone();
+                self.dirty = true;
                 self.warn_forecasts().await;
             }
         }

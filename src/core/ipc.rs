@@ -27,6 +27,32 @@ pub fn peer_is_owner(stream: &tokio::net::UnixStream) -> bool {
     stream.peer_cred().is_ok_and(|c| c.uid() == me)
 }
 
+/// Serves a control socket until the listener fails: for each connection from this
+/// user, reads one line (at most `limit` bytes), and writes back `answer(line)` and a
+/// newline. Each connection is served on its own task.
+pub async fn serve_lines<F, Fut>(listener: UnixListener, limit: u64, answer: F)
+where
+    F: Fn(String) -> Fut + Clone + Send + 'static,
+    Fut: std::future::Future<Output = String> + Send,
+{
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    while let Ok((stream, _)) = listener.accept().await {
+        if !peer_is_owner(&stream) {
+            continue;
+        }
+        let answer = answer.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut line = String::new();
+            let _ = tokio::io::BufReader::new(read.take(limit))
+                .read_line(&mut line)
+                .await;
+            let text = answer(line).await;
+            let _ = write.write_all(format!("{text}\n").as_bytes()).await;
+        });
+    }
+}
+
 /// Why a request got no answer.
 #[derive(Debug)]
 pub enum RequestError {

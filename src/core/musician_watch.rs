@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
 use crate::core::paths::{self, ProjectKey};
-use crate::core::schema;
+use crate::core::sources::db::{RECHECKS, watch_database};
 use crate::core::sources::procs;
 use crate::core::store;
 
@@ -88,36 +88,6 @@ pub enum Outcome {
     Replaced,
     /// SIGTERM or SIGINT.
     Stopped,
-}
-
-/// After a file event the commit may become visible a little later (see the database
-/// source): look again after each of these.
-const RECHECKS: [Duration; 12] = [
-    Duration::from_micros(300),
-    Duration::from_millis(1),
-    Duration::from_millis(2),
-    Duration::from_millis(4),
-    Duration::from_millis(8),
-    Duration::from_millis(16),
-    Duration::from_millis(32),
-    Duration::from_millis(64),
-    Duration::from_millis(128),
-    Duration::from_millis(256),
-    Duration::from_millis(512),
-    Duration::from_millis(1024),
-];
-
-/// Opens and verifies the database: a clear error when it cannot be used.
-pub fn open(db: &Path) -> Result<Connection, String> {
-    if !db.exists() {
-        return Err(format!(
-            "there is no database at {}; pass --project or --db.",
-            db.display()
-        ));
-    }
-    let conn = schema::open(db).map_err(|e| e.to_string())?;
-    schema::verify(&conn, db).map_err(|e| e.to_string())?;
-    Ok(conn)
 }
 
 /// The task's state and heartbeat age (seconds, by `SQLite`'s clock).
@@ -195,7 +165,10 @@ fn read_error(cfg: &WatchConfig, e: &rusqlite::Error) -> String {
 pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String> {
     let task = cfg.task.as_str();
     let (wake_tx, wake) = mpsc::unbounded_channel::<()>();
-    let watcher = watch_database(&cfg.db, wake_tx);
+    let watcher = watch_database(&cfg.db, move || {
+        let _ = wake_tx.send(());
+    })
+    .ok();
     let Some((start_state, _)) = task_row(conn, task).map_err(|e| read_error(cfg, &e))? else {
         return Err(format!(
             "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
@@ -330,45 +303,6 @@ pub async fn watch(
             }
         }
     }
-}
-
-/// Wakes on changes to the database, its `-wal` or its `-journal`.
-fn watch_database(db: &Path, tx: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
-    use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
-    let name = db.file_name()?.to_string_lossy().into_owned();
-    let names = [
-        name.clone(),
-        format!("{name}-wal"),
-        format!("{name}-journal"),
-    ];
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let Ok(event) = res else {
-            let _ = tx.send(());
-            return;
-        };
-        if matches!(
-            event.kind,
-            EventKind::Access(
-                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
-            )
-        ) {
-            return;
-        }
-        if event.paths.iter().any(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| names.iter().any(|m| m == n))
-        }) {
-            let _ = tx.send(());
-        }
-    })
-    .ok()?;
-    let dir = db
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    w.watch(dir, RecursiveMode::NonRecursive).ok()?;
-    Some(w)
 }
 
 /// This process's hold on "the watcher of this kind for this task".

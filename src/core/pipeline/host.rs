@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinSet;
@@ -470,17 +469,9 @@ fn watch(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<notify::Recommen
 
 /// One JSON request line in, one JSON answer line out.
 async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
-    while let Ok((stream, _)) = listener.accept().await {
-        if !ipc::peer_is_owner(&stream) {
-            continue;
-        }
+    ipc::serve_lines(listener, 64 * 1024, move |line| {
         let requests = requests.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut line = String::new();
-            let _ = tokio::io::BufReader::new(read.take(64 * 1024))
-                .read_line(&mut line)
-                .await;
+        async move {
             let answer = match serde_json::from_str::<Value>(&line) {
                 Err(e) => json!({"ok": false, "detail": format!("not a JSON request: {e}")}),
                 Ok(req) => {
@@ -496,9 +487,10 @@ async fn serve(listener: UnixListener, requests: mpsc::Sender<Request>) {
                     }
                 }
             };
-            let _ = write.write_all(format!("{answer}\n").as_bytes()).await;
-        });
-    }
+            answer.to_string()
+        }
+    })
+    .await;
 }
 
 /// One request to the host of a project's pipelines, from another process (or the

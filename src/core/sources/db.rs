@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
+use notify::{RecursiveMode, Watcher};
 use rusqlite::{Connection, ErrorCode, params};
 use tokio::sync::mpsc;
 
@@ -29,7 +29,7 @@ const PAGE: i64 = 500;
 /// first is visible yet. So after every wake-up by a file event the database is
 /// re-checked after each of these delays (a cheap `PRAGMA data_version`), until the
 /// next event restarts the sequence; the sync can take a second on a loaded machine.
-const RECHECKS: [Duration; 12] = [
+pub const RECHECKS: [Duration; 12] = [
     Duration::from_micros(300),
     Duration::from_millis(1),
     Duration::from_millis(2),
@@ -93,13 +93,7 @@ impl DbSource {
         })?;
         let conn = schema::open(&settings.path)?;
         schema::verify(&conn, &settings.path)?;
-        let report_type = if schema::message_type_allowed(&conn, "warning")
-            .map_err(|e| CoreError::Database(e.to_string()))?
-        {
-            "warning"
-        } else {
-            "system"
-        };
+        let report_type = crate::core::store::warning_type(&conn);
         Ok(Self {
             conn,
             settings,
@@ -467,7 +461,9 @@ fn supervise(
         let _ = events.blocking_send(e);
     };
     let path = settings.path.clone();
-    let watcher = match watch_database(&path, watch_tx) {
+    let watcher = match watch_database(&path, move || {
+        let _ = watch_tx.send(Input::FileEvent);
+    }) {
         Ok(w) => Some(w),
         Err(e) => {
             send(CoreEvent::SourceFailed {
@@ -611,10 +607,11 @@ fn db_error(e: &rusqlite::Error) -> CoreError {
     CoreError::Database(describe(e))
 }
 
-/// Watches the database's folder for changes to the database, `-wal` or `-journal`.
-fn watch_database(
+/// Watches the database's folder and calls `wake` on every change to the database, its
+/// `-wal` or its `-journal` (and when the kernel's queue overflowed).
+pub fn watch_database(
     path: &Path,
-    tx: std_mpsc::Sender<Input>,
+    wake: impl Fn() + Send + 'static,
 ) -> notify::Result<notify::RecommendedWatcher> {
     let name = path
         .file_name()
@@ -627,15 +624,10 @@ fn watch_database(
     ];
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let Ok(event) = res else {
-            let _ = tx.send(Input::FileEvent);
+            wake();
             return;
         };
-        if matches!(
-            event.kind,
-            EventKind::Access(
-                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
-            )
-        ) {
+        if super::is_read_access(&event.kind) {
             return;
         }
         let ours = event.need_rescan()
@@ -645,7 +637,7 @@ fn watch_database(
                     .is_some_and(|n| names.iter().any(|m| m == n))
             });
         if ours {
-            let _ = tx.send(Input::FileEvent);
+            wake();
         }
     })?;
     let dir = path

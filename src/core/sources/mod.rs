@@ -5,3 +5,14 @@ pub mod lines;
 pub mod procs;
 pub mod temp_logs;
 pub mod watchers;
+
+/// Opening or reading a file (ours or anyone's) is an event too; it changes nothing.
+pub fn is_read_access(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode};
+    matches!(
+        kind,
+        notify::EventKind::Access(
+            AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
+        )
+    )
+}

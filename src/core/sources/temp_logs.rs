@@ -15,7 +15,7 @@ use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use nix::fcntl::OFlag;
-use notify::{EventKind, RecursiveMode, Watcher, event::AccessKind, event::AccessMode};
+use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::core::domain::LogKind;
@@ -436,13 +436,7 @@ fn watch_dir(
             let _ = tx.send(Input::Rescan);
             return;
         }
-        // Opening a file to read it is an event too: ignore reads, ours or anyone's.
-        if matches!(
-            event.kind,
-            EventKind::Access(
-                AccessKind::Open(_) | AccessKind::Close(AccessMode::Read) | AccessKind::Read
-            )
-        ) {
+        if super::is_read_access(&event.kind) {
             return;
         }
         for path in &event.paths {

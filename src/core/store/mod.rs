@@ -1,8 +1,8 @@
 //! Every write maestro makes to the orchestration database goes through here: send a
 //! message, move a task from one state to another, refresh a heartbeat, record a retry.
 //! Each follows PROTOCOL.md §1 once for everyone: a state change refreshes
-//! `last_heartbeat`, a message always names its type, `warning` becomes `system` where
-//! the table's CHECK does not admit it. [`write`] runs a group of them as one
+//! `last_heartbeat`, a message always names its type, and [`warning_type`] says whether
+//! the table's CHECK admits `warning` (else `system`). [`write`] runs a group of them as one
 //! `BEGIN IMMEDIATE` transaction, which waits for a busy database instead of failing.
 //!
 //! The functions take a `&Connection`, so they run alone or inside [`write`]'s
@@ -46,6 +46,20 @@ impl<'a> Author<'a> {
     }
 }
 
+/// Opens an existing database and checks its schema, for a command that acts on it:
+/// a missing file or a foreign schema is an error naming the fix.
+pub fn open_existing(db: &std::path::Path) -> Result<Connection, String> {
+    if !db.exists() {
+        return Err(format!(
+            "there is no database at {}; pass --project or --db.",
+            db.display()
+        ));
+    }
+    let conn = schema::open(db).map_err(|e| e.to_string())?;
+    schema::verify(&conn, db).map_err(|e| e.to_string())?;
+    Ok(conn)
+}
+
 /// Runs `f` in one `BEGIN IMMEDIATE` transaction: the write lock is taken up front, so
 /// a busy database is waited for (`SQLite` does not call the busy handler when a deferred
 /// read upgrades to a write) and nothing is half-written if any step fails.
@@ -69,8 +83,8 @@ pub fn warning_type(conn: &Connection) -> &'static str {
     }
 }
 
-/// Inserts a message; returns its id. `kind` `warning` falls back to `system` where the
-/// table does not admit it. An operator's text is marked as such.
+/// Inserts a message; returns its id. `kind` is written as given: for a warning, pass
+/// [`warning_type`] (read once per connection). An operator's text is marked as such.
 pub fn send_message(
     conn: &Connection,
     task: &str,
@@ -78,11 +92,6 @@ pub fn send_message(
     kind: &str,
     text: &str,
 ) -> rusqlite::Result<i64> {
-    let kind = if kind == "warning" {
-        warning_type(conn)
-    } else {
-        kind
-    };
     let text = if author == Author::Operator && !text.starts_with(OPERATOR_MARK) {
         format!("{OPERATOR_MARK}{text}")
     } else {

@@ -16,6 +16,8 @@ use crate::core::store::{self, Author};
 #[derive(Clone)]
 pub struct RoleDb {
     conn: Arc<Mutex<Connection>>,
+    /// `warning` where the CHECK admits it, else `system` (read once).
+    warning_type: &'static str,
 }
 
 impl RoleDb {
@@ -23,6 +25,7 @@ impl RoleDb {
         let conn = schema::open(path).map_err(|e| e.to_string())?;
         schema::verify(&conn, path).map_err(|e| e.to_string())?;
         Ok(Self {
+            warning_type: store::warning_type(&conn),
             conn: Arc::new(Mutex::new(conn)),
         })
     }
@@ -120,6 +123,11 @@ impl RoleDb {
         kind: &'static str,
         text: String,
     ) -> Result<(), String> {
+        let kind = if kind == "warning" {
+            self.warning_type
+        } else {
+            kind
+        };
         self.with(move |c| store::send_message(c, task, Author::Souffleur, kind, &text).map(drop))
             .await
     }

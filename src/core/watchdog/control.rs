@@ -2,7 +2,6 @@
 //! recover | relaunch` (and only from the same user) become [`WatchdogRequest`]s for
 //! the role, and the role's answer goes back as one line (`ok: …` or `refused: …`).
 
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 use tokio::net::UnixListener;
 use tokio::sync::{mpsc, oneshot};
 
@@ -37,20 +36,13 @@ pub struct WatchdogRequest {
     pub reply: Option<tokio::sync::oneshot::Sender<Result<String, String>>>,
 }
 
-/// Serves the control socket until the listener fails. One line in, one line out.
+/// Serves the control socket until the listener fails. One line in (`hold`), one line
+/// out (`ok: …` or `refused: …`).
 pub async fn serve(listener: UnixListener, requests: mpsc::Sender<WatchdogRequest>) {
-    while let Ok((stream, _)) = listener.accept().await {
-        if !ipc::peer_is_owner(&stream) {
-            continue;
-        }
+    // A command is one short word: read no more than a line's worth.
+    ipc::serve_lines(listener, 64, move |line| {
         let requests = requests.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut line = String::new();
-            // A command is one short word: read no more than a line's worth.
-            let _ = tokio::io::BufReader::new(read.take(64))
-                .read_line(&mut line)
-                .await;
+        async move {
             let answer = match WatchdogCmd::parse(&line) {
                 None => Err(format!(
                     "unknown command {:?}; use hold, release, recover or relaunch",
@@ -58,13 +50,13 @@ pub async fn serve(listener: UnixListener, requests: mpsc::Sender<WatchdogReques
                 )),
                 Some(cmd) => ask(&requests, cmd).await,
             };
-            let text = match answer {
-                Ok(t) => format!("ok: {t}\n"),
-                Err(t) => format!("refused: {t}\n"),
-            };
-            let _ = write.write_all(text.as_bytes()).await;
-        });
-    }
+            match answer {
+                Ok(t) => format!("ok: {t}"),
+                Err(t) => format!("refused: {t}"),
+            }
+        }
+    })
+    .await;
 }
 
 async fn ask(requests: &mpsc::Sender<WatchdogRequest>, cmd: WatchdogCmd) -> Result<String, String> {
