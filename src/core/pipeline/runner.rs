@@ -364,9 +364,15 @@ impl Run<'_> {
                 trace: Some(trace),
             }))
             .await;
-        // A stop that arrived during the step ends the run before the next one.
-        if let Ok(RunCmd::Stop) = self.cmds.try_recv() {
+        // A stop that arrived during the step ends the run before the next one; any
+        // other command that arrived meanwhile is applied, not lost.
+        if self.stop.is_cancelled() {
             return None;
+        }
+        while let Ok(cmd) = self.cmds.try_recv() {
+            if let Flow::Stop = self.apply(cmd, iteration).await {
+                return None;
+            }
         }
         Some(result)
     }
