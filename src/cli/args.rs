@@ -81,6 +81,9 @@ pub enum Command {
     Init,
     /// Play a built-in simulated orchestration in a scratch project, shown live
     Demo(DemoArgs),
+    /// Replay a run: maestro's event log of the project (or what comms.db and temp/ still
+    /// hold) through the same Sentinel and dashboard, on a replay clock
+    Replay(ReplayArgs),
     /// Act on one Musician: answer a review, instruct, signal its window, read headroom
     Task(TaskCommand),
     /// Steer the running Souffleur: hold | release | recover | relaunch
@@ -267,6 +270,32 @@ pub struct WatchArgs {
 pub enum ConfigCommand {
     /// Print the embedded default configuration
     Default,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ReplayArgs {
+    /// Start here: RFC 3339 or `YYYY-MM-DD HH:MM:SS` (UTC), `HH:MM:SS` (UTC, on the
+    /// run's first day), or an offset into the run (+90s, +5m)
+    #[arg(long, value_name = "TIME")]
+    pub from: Option<String>,
+    /// Play this many times faster than the run went [default: 1 in the dashboard; as
+    /// fast as possible with --no-tui]
+    #[arg(long, value_parser = speed)]
+    pub speed: Option<f64>,
+    /// Where the run comes from: the event log when there is one (auto), only the
+    /// event log (log), or rebuilt from comms.db and temp/ (files)
+    #[arg(long, value_enum, default_value_t = ReplaySource::Auto)]
+    pub source: ReplaySource,
+    /// Dashboard: start paused
+    #[arg(long)]
+    pub paused: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReplaySource {
+    Auto,
+    Log,
+    Files,
 }
 
 fn duration(text: &str) -> Result<Duration, String> {

@@ -32,7 +32,7 @@ async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Resu
     let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-    let result = crate::tui::run(&mut core, tui, stop).await;
+    let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
     if let Some(p) = pipelines {
         p.shutdown().await;
     }

@@ -178,6 +178,11 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
         What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Source {
+            source: "replay",
+            detail,
+            ..
+        } => format!("REPLAY: {}\n", one_line(detail)),
         What::Source { detail, .. } => format!("SOURCE: {}\n", one_line(detail)),
         What::Forecast {
             task_id,

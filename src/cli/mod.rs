@@ -13,6 +13,7 @@ pub mod launch;
 pub mod musician;
 pub mod output_queue;
 pub mod project;
+pub mod replay;
 pub mod sentinel;
 pub mod souffleur;
 pub mod task;
@@ -108,6 +109,11 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let settings = load_settings(global)?;
             launch::open_dashboard(&project, &settings, global.config.as_deref())?;
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Replay(args)) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            replay::run(&project, &settings, args, global, clock)
         }
         Some(Command::Demo(demo)) => {
             let settings = load_settings(global)?;

@@ -55,6 +55,7 @@ impl Project {
             fallback_poll: settings.fallback_poll,
             souffleur_role: false,
             forward_logs: false,
+            event_log_bytes: settings.event_log_bytes,
         }
     }
 

@@ -148,7 +148,7 @@ async fn run_role(
         tui.watchdog = Some(cmd_tx);
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        crate::tui::run(&mut core, tui, stop).await
+        crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await
     } else {
         headless::present_on_stdout(&mut core.happenings, args.json, clock, false, stop).await;
         drop(cmd_tx);

@@ -3,6 +3,7 @@
 //! The real clock reads the system time; the test clock derives wall time from tokio's
 //! `Instant`, so `tokio::time::pause` and `advance` move both together.
 
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
 
 use time::{
@@ -15,6 +16,8 @@ use tokio::time::Instant;
 pub struct Clock {
     /// `None`: the system clock. `Some`: wall time = base + (tokio now − instant base).
     derived: Option<(OffsetDateTime, Instant)>,
+    /// A replay's clock, published by its player (Unix nanoseconds); wins over the rest.
+    replayed: Option<&'static AtomicI64>,
     /// The operator's offset for report stamps, read once at start-up (reading it later,
     /// from a threaded process, is not reliable).
     local_offset: UtcOffset,
@@ -30,7 +33,19 @@ impl Clock {
     pub fn system(local_offset: UtcOffset) -> Self {
         Self {
             derived: None,
+            replayed: None,
             local_offset,
+        }
+    }
+
+    /// This clock's time zone, reading a replay's time (for presenters on another
+    /// runtime than the replay's).
+    #[must_use]
+    pub fn reading(self, cell: &'static AtomicI64) -> Self {
+        Self {
+            derived: None,
+            replayed: Some(cell),
+            local_offset: self.local_offset,
         }
     }
 
@@ -38,11 +53,17 @@ impl Clock {
     pub fn following_tokio(start: OffsetDateTime) -> Self {
         Self {
             derived: Some((start, Instant::now())),
+            replayed: None,
             local_offset: UtcOffset::UTC,
         }
     }
 
     pub fn now_utc(&self) -> OffsetDateTime {
+        if let Some(cell) = self.replayed {
+            let nanos = i128::from(cell.load(Ordering::Relaxed));
+            return OffsetDateTime::from_unix_timestamp_nanos(nanos)
+                .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+        }
         match self.derived {
             None => OffsetDateTime::now_utc(),
             Some((wall, at)) => wall + Instant::now().saturating_duration_since(at),

@@ -3,14 +3,14 @@
 
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
 
 /// One row of `orchestration_tasks`, as read (text columns are whatever the writers put).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskRow {
     pub task_id: String,
     pub state: String,
@@ -37,7 +37,7 @@ impl TaskRow {
 }
 
 /// One row of `orchestration_messages`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MessageRow {
     pub id: i64,
     pub task_id: Option<String>,

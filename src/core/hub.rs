@@ -94,6 +94,8 @@ pub struct Hub {
     /// Live Musician watchers: (task, mode) → PID.
     watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
+    /// The flight recorder, when this maestro records the project.
+    recorder: Option<crate::core::replay::recorder::Recorder>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
     snapshot: Snapshot,
@@ -106,6 +108,17 @@ impl Hub {
     pub fn with_bus(mut self, bus: PipelineBus) -> Self {
         self.bus = bus;
         self
+    }
+
+    /// Records every input in the project's event log.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: crate::core::replay::recorder::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    pub fn settings(&self) -> &HubSettings {
+        &self.settings
     }
 
     pub fn new(
@@ -139,6 +152,7 @@ impl Hub {
             forecasts,
             watchers: BTreeMap::new(),
             reports,
+            recorder: None,
             out,
             snapshot_tx,
             snapshot,
@@ -155,7 +169,7 @@ impl Hub {
         cancel: CancellationToken,
     ) {
         for ev in initial {
-            self.apply(ev).await;
+            self.record_and_apply(ev).await;
         }
         self.check_deadlines().await;
         loop {
@@ -166,10 +180,10 @@ impl Hub {
                 () = cancel.cancelled() => break,
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
-                    self.apply(ev).await;
+                    self.record_and_apply(ev).await;
                     // Drain what is already queued before publishing once.
                     while let Ok(ev) = events.try_recv() {
-                        self.apply(ev).await;
+                        self.record_and_apply(ev).await;
                     }
                 }
                 () = sleep_until_opt(deadline) => {}
@@ -180,6 +194,15 @@ impl Hub {
         // Close the queue before the sources' handles are dropped (they join their
         // threads, which may be waiting to send).
         drop(events);
+    }
+
+    async fn record_and_apply(&mut self, event: CoreEvent) {
+        if let Some(recorder) = &mut self.recorder
+            && let Some(problem) = recorder.note(self.clock.now_utc(), &event)
+        {
+            self.emit(What::Error { detail: problem }).await;
+        }
+        self.apply(event).await;
     }
 
     /// Applies one event (public for tests that drive the hub by hand).

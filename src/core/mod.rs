@@ -16,6 +16,7 @@ pub mod musician_watch;
 pub mod paths;
 pub mod pipeline;
 pub mod recovery;
+pub mod replay;
 pub mod runtime;
 pub mod schema;
 pub mod sentinel;

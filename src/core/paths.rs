@@ -98,6 +98,27 @@ pub fn watcher_file(project: &ProjectKey, task: &str, mode: &str) -> Result<Path
     Ok(watchers_dir(project)?.join(format!("{task}.{mode}")))
 }
 
+/// The files of a project's event log (see `core::replay`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventLogFiles {
+    /// Being written: `events.jsonl`.
+    pub current: PathBuf,
+    /// The previous file, kept after a rotation: `events.1.jsonl`.
+    pub previous: PathBuf,
+    /// Held by the one maestro that records the project.
+    pub lock: PathBuf,
+}
+
+/// `<data dir>/events/<project key>/`: where maestro records what a project told it.
+pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
+    let dir = data_dir_or_err()?.join("events").join(&project.key);
+    Ok(EventLogFiles {
+        current: dir.join("events.jsonl"),
+        previous: dir.join("events.1.jsonl"),
+        lock: dir.join("events.lock"),
+    })
+}
+
 /// `<project>/.maestro/sentinels`: the pipeline definitions.
 pub fn definitions_dir(project: &Path) -> PathBuf {
     project.join(".maestro").join("sentinels")

@@ -14,6 +14,7 @@ use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, Happening, PipelineBus};
 use crate::core::hub::{Hub, HubSettings, ReportSink};
 use crate::core::paths::ProjectKey;
+use crate::core::replay::input::RecordedSettings;
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
 use crate::core::sources::db::{self, DbSettings, DbSource};
@@ -47,6 +48,9 @@ pub struct CoreConfig {
     pub souffleur_role: bool,
     /// The presenter shows log lines (the dashboard).
     pub forward_logs: bool,
+    /// Record the hub's inputs in the project's event log, each file bounded to this
+    /// many bytes (0: no recording).
+    pub event_log_bytes: u64,
 }
 
 /// A running core. Dropping it stops the sources.
@@ -128,7 +132,17 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         reports,
     );
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let hub = hub.with_bus(bus.clone());
+    let mut hub = hub.with_bus(bus.clone());
+    if config.event_log_bytes > 0 {
+        match start_recorder(config, &hub, clock) {
+            Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
+            Ok(None) => {}
+            Err(detail) => initial.push(CoreEvent::SourceFailed {
+                source: "event log",
+                detail: format!("{detail}; this run is not recorded for `maestro replay`"),
+            }),
+        }
+    }
     let cancel = CancellationToken::new();
     let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
     tokio::spawn(crate::core::sources::watchers::run(
@@ -154,6 +168,23 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         hub: Some(hub),
         _logs: logs,
     })
+}
+
+/// The flight recorder for this project, unless another maestro records it.
+fn start_recorder(
+    config: &CoreConfig,
+    hub: &Hub,
+    clock: Clock,
+) -> Result<Option<crate::core::replay::recorder::Recorder>, String> {
+    let key = ProjectKey::of(&config.project);
+    let files = crate::core::paths::event_log(&key)?;
+    crate::core::replay::recorder::Recorder::start(
+        &files,
+        config.event_log_bytes,
+        RecordedSettings::of(hub.settings()),
+        key.root.display().to_string(),
+        clock.now_utc(),
+    )
 }
 
 /// Whether a file (of any kind) is at the database path.

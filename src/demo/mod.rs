@@ -132,8 +132,11 @@ async fn show(
     clock: Clock,
 ) -> Result<(), String> {
     let player = Player::spawn(project.clone(), scenario.clone(), args.speed)?;
+    let kept = args.keep || global.project.is_some();
     let config = runtime::CoreConfig {
         forward_logs: !global.no_tui,
+        // A scratch project that is deleted at exit leaves no event log behind.
+        event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, clock).map_err(|e| e.to_string())?;
@@ -149,7 +152,7 @@ async fn show(
         let mut tui = tui;
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        let result = crate::tui::run(&mut core, tui, stop).await;
+        let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
         drop(player);
         if let Some(p) = pipelines {
             p.shutdown().await;

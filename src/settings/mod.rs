@@ -79,6 +79,7 @@ pub struct LaunchSection {
 pub struct LogsSection {
     pub max_line: Option<usize>,
     pub fallback_poll: Option<String>,
+    pub event_log_mib: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +115,8 @@ pub struct Settings {
     pub launch: LaunchTemplates,
     pub max_line: usize,
     pub fallback_poll: Duration,
+    /// Bound of each of the two event-log files, in bytes (0: maestro records nothing).
+    pub event_log_bytes: u64,
     pub theme: String,
     pub notifications: String,
     pub notify_command: Vec<String>,
@@ -257,6 +260,9 @@ impl Settings {
             },
             max_line: pick!(logs.max_line).unwrap_or(65536).max(80),
             fallback_poll: dur(pick!(logs.fallback_poll), "logs.fallback_poll")?,
+            event_log_bytes: pick!(logs.event_log_mib)
+                .unwrap_or(32)
+                .saturating_mul(1 << 20),
             theme: flags
                 .theme
                 .clone()

@@ -62,6 +62,14 @@ pub enum Action {
     Headroom,
     /// Show the focused pane on the whole screen, or the layout again.
     Zoom,
+    ReplayPause,
+    ReplayStep,
+    ReplayBack,
+    ReplayForward,
+    ReplayBackFar,
+    ReplayForwardFar,
+    ReplayFaster,
+    ReplaySlower,
 }
 
 impl Action {
@@ -119,6 +127,14 @@ impl Action {
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
             Self::Zoom => "zoom the focused pane to the whole screen / back",
+            Self::ReplayPause => "replay: pause / play",
+            Self::ReplayStep => "replay: step to the next recorded input (pauses)",
+            Self::ReplayBack => "replay: one minute back",
+            Self::ReplayForward => "replay: one minute on",
+            Self::ReplayBackFar => "replay: ten minutes back",
+            Self::ReplayForwardFar => "replay: ten minutes on",
+            Self::ReplayFaster => "replay: faster",
+            Self::ReplaySlower => "replay: slower",
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum Mode {
     Confirm,
     Pipelines,
     Editor,
+    /// A replay's controls, consulted first (outside overlays) while replaying.
+    Replay,
 }
 
 impl Mode {
@@ -33,6 +35,7 @@ impl Mode {
             Self::Confirm => "confirm",
             Self::Pipelines => "pipelines",
             Self::Editor => "editor",
+            Self::Replay => "replay",
         }
     }
 
@@ -51,6 +54,7 @@ impl Mode {
             Self::Confirm,
             Self::Pipelines,
             Self::Editor,
+            Self::Replay,
         ]
         .into_iter()
         .find(|m| m.name() == name)
@@ -232,6 +236,14 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Pipelines, "q", Action::Close),
     (Mode::Editor, "ctrl-s", Action::SaveEdit),
     (Mode::Editor, "esc", Action::Close),
+    (Mode::Replay, "P", Action::ReplayPause),
+    (Mode::Replay, ".", Action::ReplayStep),
+    (Mode::Replay, "<", Action::ReplayBack),
+    (Mode::Replay, ">", Action::ReplayForward),
+    (Mode::Replay, "{", Action::ReplayBackFar),
+    (Mode::Replay, "}", Action::ReplayForwardFar),
+    (Mode::Replay, "+", Action::ReplayFaster),
+    (Mode::Replay, "-", Action::ReplaySlower),
 ];
 
 #[derive(Debug, Clone)]
@@ -250,7 +262,7 @@ impl Keymap {
         }
         for (mode_name, table) in user {
             let mode = Mode::parse(mode_name).ok_or_else(|| {
-                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines or editor")
+                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines, editor or replay")
             })?;
             for (key_text, action_name) in table {
                 let key = Key::parse(key_text).ok_or_else(|| {
@@ -280,6 +292,11 @@ impl Keymap {
         }
         own.or_else(|| self.bindings.get(&(Mode::Global, key)))
             .copied()
+    }
+
+    /// The action of a key in `mode`'s own table only.
+    pub fn only(&self, mode: Mode, ev: &KeyEvent) -> Option<Action> {
+        self.bindings.get(&(mode, Key::from_event(ev)?)).copied()
     }
 
     /// Every key bound to `action` in `mode`, for dialog and title hints ("y/enter").

@@ -292,9 +292,40 @@ fn spawn_input(tx: mpsc::Sender<Event>) {
         });
 }
 
+/// What the dashboard shows: a live core's feeds, or a replay's (with its controls).
+pub struct Feeds<'a> {
+    pub happenings: &'a mut mpsc::Receiver<crate::core::event::Happening>,
+    pub snapshots: &'a mut tokio::sync::watch::Receiver<Arc<Snapshot>>,
+    pub replay: Option<ReplayAccess>,
+}
+
+impl<'a> Feeds<'a> {
+    pub fn live(core: &'a mut RunningCore) -> Self {
+        Self {
+            happenings: &mut core.happenings,
+            snapshots: &mut core.snapshots,
+            replay: None,
+        }
+    }
+}
+
+/// A replay's clock and controls, for the status bar and the `[keys.replay]` keys.
+pub struct ReplayAccess {
+    pub status: tokio::sync::watch::Receiver<crate::core::replay::player::ReplayStatus>,
+    pub control: crate::core::replay::player::ReplayControl,
+}
+
+/// Resolves when the replay's status changes; never without a replay.
+async fn replay_changed(replay: Option<&mut ReplayAccess>) -> bool {
+    match replay {
+        Some(r) => r.status.changed().await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
 /// Runs the dashboard until the operator quits or `stop` fires.
 pub async fn run(
-    core: &mut RunningCore,
+    mut core: Feeds<'_>,
     cfg: TuiConfig,
     stop: CancellationToken,
 ) -> Result<(), String> {
@@ -326,6 +357,12 @@ pub async fn run(
             Some(ev) = input.recv() => {
                 let mut quit = false;
                 for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
+                    if let Some(replay) = &core.replay
+                        && let Some(cmd) = replay_key(&ev, &ui, &cfg.keymap)
+                    {
+                        replay.control.send(cmd);
+                        continue;
+                    }
                     for effect in handle_event(&ev, &mut ui, &snap, &cfg, &guard) {
                         match effect {
                             Effect::Quit => quit = true,
@@ -378,11 +415,63 @@ pub async fn run(
                 ui.sync_with(&snap);
                 dirty = true;
             }
+            true = replay_changed(core.replay.as_mut()) => {
+                if let Some(r) = &core.replay {
+                    ui.replay = Some(replay_label(&r.status.borrow(), &cfg));
+                }
+                dirty = true;
+            }
             _ = tick.tick(), if shows_ages => dirty = true,
         }
     }
     drop(guard);
     Ok(())
+}
+
+/// The replay command a key stands for (`[keys.replay]`), outside overlays.
+fn replay_key(
+    ev: &Event,
+    ui: &UiState,
+    keymap: &Keymap,
+) -> Option<crate::core::replay::player::ReplayCmd> {
+    use crate::core::replay::player::ReplayCmd;
+    let Event::Key(key) = ev else { return None };
+    if key.kind == KeyEventKind::Release || ui.overlay.is_some() || ui.search_input.is_some() {
+        return None;
+    }
+    Some(match keymap.only(Mode::Replay, key)? {
+        Action::ReplayPause => ReplayCmd::TogglePause,
+        Action::ReplayStep => ReplayCmd::Step,
+        Action::ReplayBack => ReplayCmd::SeekBy(-60),
+        Action::ReplayForward => ReplayCmd::SeekBy(60),
+        Action::ReplayBackFar => ReplayCmd::SeekBy(-600),
+        Action::ReplayForwardFar => ReplayCmd::SeekBy(600),
+        Action::ReplayFaster => ReplayCmd::Faster,
+        Action::ReplaySlower => ReplayCmd::Slower,
+        _ => return None,
+    })
+}
+
+/// `REPLAY 14:35:22 ▶ ×10 · 1234/10000`, for the status bar.
+fn replay_label(s: &crate::core::replay::player::ReplayStatus, cfg: &TuiConfig) -> String {
+    let state = if s.finished {
+        "■ end"
+    } else if s.paused {
+        "❚❚"
+    } else {
+        "▶"
+    };
+    let speed = s
+        .speed
+        .map_or_else(|| "max".to_owned(), |v| format!("×{v}"));
+    format!(
+        "REPLAY {} {state} {speed} · {}/{} · {} pause {} step",
+        cfg.clock.hms(s.at),
+        s.played,
+        s.total,
+        cfg.keymap.keys_in(Mode::Replay, Action::ReplayPause),
+        cfg.keymap.keys_in(Mode::Replay, Action::ReplayStep),
+    )
 }
 
 fn flush_notifications(notifier: &Notifier, pending: &mut Vec<Notification>) {

@@ -68,6 +68,19 @@ impl UiState {
                     r.generation
                 ),
             }),
+            What::Source {
+                source: "replay",
+                status: "rewound",
+                ..
+            } => {
+                // The replay starts over: what was shown belongs to a later moment.
+                self.logs.clear();
+                self.anomalies.clear();
+                self.messages.clear();
+                self.selected_anomaly = 0;
+                self.selected_message = 0;
+                None
+            }
             What::Task { .. }
             | What::Error { .. }
             | What::Settings(_)

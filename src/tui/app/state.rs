@@ -127,6 +127,8 @@ pub struct UiState {
     pub zoomed: Option<Pane>,
     /// Task actions sent and not answered yet (the status bar says so).
     pub actions_in_flight: usize,
+    /// The replay clock and its state, while replaying.
+    pub replay: Option<String>,
 }
 
 impl Default for UiState {
@@ -159,6 +161,7 @@ impl Default for UiState {
             panel: None,
             zoomed: None,
             actions_in_flight: 0,
+            replay: None,
         }
     }
 }

@@ -80,14 +80,23 @@ impl UiState {
             | Action::Freeze
             | Action::Thaw
             | Action::Headroom => return self.task_action(action, snap),
-            // Overlay actions mean nothing without their overlay.
+            // Overlay actions mean nothing without their overlay; the replay's are sent
+            // to the replay by the dashboard's loop before keys get here.
             Action::Yes
             | Action::No
             | Action::PipelineStart
             | Action::PipelineStop
             | Action::PipelinePause
             | Action::EditSteps
-            | Action::SaveEdit => {}
+            | Action::SaveEdit
+            | Action::ReplayPause
+            | Action::ReplayStep
+            | Action::ReplayBack
+            | Action::ReplayForward
+            | Action::ReplayBackFar
+            | Action::ReplayForwardFar
+            | Action::ReplayFaster
+            | Action::ReplaySlower => {}
             Action::Sentinels => {
                 self.overlay = Some(Overlay::Sentinels);
                 self.selected_pipeline = self

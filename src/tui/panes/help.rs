@@ -56,5 +56,6 @@ fn title_of(mode: Mode) -> &'static str {
         Mode::Confirm => "a confirmation",
         Mode::Pipelines => "the pipelines overlay (S)",
         Mode::Editor => "the step editor (any other key edits)",
+        Mode::Replay => "a replay (`maestro replay`)",
     }
 }

@@ -39,6 +39,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             format!(" maestro · {} · ", printable(ctx.project)),
             ctx.theme.title(false),
         ),
+        match &ctx.ui.replay {
+            Some(replay) => Span::styled(format!("{replay} · "), ctx.theme.accent),
+            None => Span::raw(""),
+        },
         db,
         if ctx.snap.logs_waiting.is_some() {
             Span::styled(" · temp/ missing (waiting)", ctx.theme.warn)

@@ -1,0 +1,221 @@
+//! `maestro replay`: a run played again through the same hub, Sentinel and dashboard,
+//! from maestro's event log of the project or rebuilt from `comms.db` and `temp/`.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::args::{GlobalArgs, ReplayArgs, ReplaySource};
+use crate::cli::project::Project;
+use crate::cli::{CliError, dashboard, headless};
+use crate::core::clock::{Clock, parse_sqlite_utc, rfc3339};
+use crate::core::paths::{self, ProjectKey};
+use crate::core::replay::input::RecordedSettings;
+use crate::core::replay::player::{Replay, ReplayConfig};
+use crate::core::replay::reconstruct;
+use crate::core::replay::timeline::Timeline;
+use crate::core::runtime;
+use crate::settings::Settings;
+use crate::tui::{Feeds, ReplayAccess, TuiConfig};
+
+pub fn run(
+    project: &Project,
+    settings: &Settings,
+    args: &ReplayArgs,
+    global: &GlobalArgs,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
+    let fallback = fallback_settings(project, settings);
+    let timeline = load(project, args.source, &fallback)?;
+    let (Some(start), Some(end)) = (timeline.start(), timeline.end()) else {
+        return Err(nothing_found(project, &timeline));
+    };
+    if timeline.is_empty() {
+        return Err(nothing_found(project, &timeline));
+    }
+    let from = args
+        .from
+        .as_deref()
+        .map(|text| parse_from(text, start, end))
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let config = ReplayConfig {
+        speed: if global.no_tui {
+            args.speed
+        } else {
+            Some(args.speed.unwrap_or(1.0))
+        },
+        from,
+        paused: args.paused && !global.no_tui,
+        quiet_before_from: global.no_tui,
+        exit_at_end: global.no_tui,
+        forward_logs: !global.no_tui,
+        fallback,
+    };
+    let timeline = Arc::new(timeline);
+    if global.no_tui {
+        crate::cli::runtime()?.block_on(async {
+            let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
+            let stop = CancellationToken::new();
+            headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+            headless::present_on_stdout(&mut replay.happenings, global.json, clock, false, stop)
+                .await;
+            tokio::task::spawn_blocking(move || drop(replay)).await.ok();
+            Ok::<_, CliError>(())
+        })?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    dashboard::require_terminal()?;
+    // Checked before the replay starts: a bad theme or key table is a usage error.
+    TuiConfig::from_settings(String::new(), settings, clock).map_err(CliError::Usage)?;
+    crate::cli::runtime()?.block_on(async {
+        let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
+        let tui = TuiConfig::from_settings(
+            format!("replay of {}", project.name()),
+            settings,
+            replay.clock,
+        )
+        .map_err(CliError::Usage)?;
+        let stop = CancellationToken::new();
+        headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        let feeds = Feeds {
+            replay: Some(ReplayAccess {
+                status: replay.status.clone(),
+                control: replay.control(),
+            }),
+            happenings: &mut replay.happenings,
+            snapshots: &mut replay.snapshots,
+        };
+        let result = crate::tui::run(feeds, tui, stop).await;
+        tokio::task::spawn_blocking(move || drop(replay)).await.ok();
+        result.map_err(CliError::Runtime)
+    })?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The rules a run that did not record its own is judged by: this configuration's.
+fn fallback_settings(project: &Project, settings: &Settings) -> RecordedSettings {
+    let config = project.core_config(settings);
+    RecordedSettings {
+        stall_after_ms: millis(config.stall_after),
+        spike_threshold: config.spike_threshold,
+        task_stale_after_ms: millis(config.task_stale_after),
+        conductor_stale_after_ms: millis(config.conductor_stale_after),
+        souffleur_stale_after_ms: millis(config.souffleur_stale_after),
+        forecast_lead_ms: millis(config.forecast_lead),
+        with_database: runtime::database_exists(&project.db),
+        observe_watchdog: true,
+        db_name: project
+            .db
+            .file_name()
+            .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
+fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+fn load(
+    project: &Project,
+    source: ReplaySource,
+    fallback: &RecordedSettings,
+) -> Result<Timeline, CliError> {
+    let files = paths::event_log(&ProjectKey::of(&project.root)).map_err(CliError::Runtime)?;
+    if source != ReplaySource::Files {
+        match Timeline::from_event_log(&files).map_err(CliError::Runtime)? {
+            Some(timeline) => return Ok(timeline),
+            None if source == ReplaySource::Log => {
+                return Err(CliError::Usage(format!(
+                    "there is no event log for {} (looked for {}): maestro records a project while it watches it, unless [logs] event_log_mib = 0. Use --source files to rebuild the run from comms.db and temp/.",
+                    project.root.display(),
+                    files.current.display()
+                )));
+            }
+            None => {}
+        }
+    }
+    Ok(reconstruct::from_files(
+        &project.db,
+        &project.temp,
+        fallback,
+    ))
+}
+
+fn nothing_found(project: &Project, timeline: &Timeline) -> CliError {
+    let mut text = format!(
+        "nothing to replay for {}: no event log, and comms.db and temp/ hold no task, message or log line.",
+        project.root.display()
+    );
+    for note in &timeline.notes {
+        text.push_str("\n  ");
+        text.push_str(&crate::core::text::printable(note));
+    }
+    CliError::Runtime(text)
+}
+
+/// `--from`: a moment of the run (see the flag's help).
+fn parse_from(
+    text: &str,
+    start: OffsetDateTime,
+    end: OffsetDateTime,
+) -> Result<OffsetDateTime, String> {
+    let bad = || {
+        format!(
+            "--from {text:?} is not a time: write 2026-11-22T14:35:00Z, \"2026-11-22 14:35:00\" (UTC), 14:35:00 (UTC, on the run's first day) or an offset like +5m"
+        )
+    };
+    let at = if let Some(offset) = text.strip_prefix('+') {
+        let d = humantime::parse_duration(offset).map_err(|_| bad())?;
+        start + d
+    } else if let Ok(at) = OffsetDateTime::parse(text, &Rfc3339) {
+        at
+    } else if let Some(at) = parse_sqlite_utc(text) {
+        at
+    } else {
+        let f = time::macros::format_description!("[hour]:[minute]:[second]");
+        let t = time::Time::parse(text, f).map_err(|_| bad())?;
+        start.replace_time(t)
+    };
+    if at > end {
+        return Err(format!(
+            "--from {text} is after the run's end ({}): it runs from {} to {}",
+            rfc3339(end),
+            rfc3339(start),
+            rfc3339(end)
+        ));
+    }
+    Ok(at.max(start))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_reads_every_documented_form() {
+        let start = parse_sqlite_utc("2026-11-22 14:00:00").expect("time");
+        let end = parse_sqlite_utc("2026-11-22 16:00:00").expect("time");
+        let at = |t| parse_from(t, start, end).map(rfc3339);
+        assert_eq!(at("+5m").as_deref(), Ok("2026-11-22T14:05:00Z"));
+        assert_eq!(at("14:30:00").as_deref(), Ok("2026-11-22T14:30:00Z"));
+        assert_eq!(
+            at("2026-11-22 15:00:00").as_deref(),
+            Ok("2026-11-22T15:00:00Z")
+        );
+        assert_eq!(
+            at("2026-11-22T15:00:01Z").as_deref(),
+            Ok("2026-11-22T15:00:01Z")
+        );
+        assert_eq!(
+            at("13:00:00").as_deref(),
+            Ok("2026-11-22T14:00:00Z"),
+            "before: the start"
+        );
+        assert!(at("17:00:00").is_err_and(|e| e.contains("after the run's end")));
+        assert!(at("soon").is_err_and(|e| e.contains("+5m")));
+    }
+}
