@@ -82,6 +82,16 @@ impl Clock {
         (self.now_utc() - at).try_into().unwrap_or_default()
     }
 
+    /// The tokio instant to sleep until for a wall-clock moment, past or future.
+    pub fn deadline_of(&self, at: OffsetDateTime) -> Instant {
+        let ahead = at - self.now_utc();
+        if ahead.is_positive() {
+            Instant::now() + ahead.try_into().unwrap_or_default()
+        } else {
+            self.instant_of(at)
+        }
+    }
+
     /// The tokio instant matching a wall-clock moment (clamped to now if in the future).
     pub fn instant_of(&self, at: OffsetDateTime) -> Instant {
         let now = Instant::now();
@@ -117,6 +127,19 @@ mod tests {
         assert!(parse_sqlite_utc("2026-11-22 14:35:22.123").is_some());
         assert!(parse_sqlite_utc("yesterday").is_none());
         assert!(parse_sqlite_utc("").is_none());
+    }
+
+    /// A future moment is a future deadline: the hub once woke at once for every
+    /// pending context forecast, and spun until it fell due.
+    #[tokio::test(start_paused = true)]
+    async fn a_future_moment_is_a_future_deadline() {
+        let start = parse_sqlite_utc("2026-11-22 14:00:00").unwrap();
+        let clock = Clock::following_tokio(start);
+        let now = Instant::now();
+        let later = start + time::Duration::seconds(90);
+        assert_eq!(clock.deadline_of(later), now + Duration::from_secs(90));
+        let earlier = start - time::Duration::seconds(30);
+        assert_eq!(clock.deadline_of(earlier), now - Duration::from_secs(30));
     }
 
     #[tokio::test(start_paused = true)]

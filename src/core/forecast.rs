@@ -136,20 +136,19 @@ impl ForecastBook {
             for (threshold, at) in [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)] {
                 if let Some(at) = at
                     && at - self.lead <= now
+                    && self.fired.insert((task.clone(), threshold))
+                    // A task no longer watched is not warned of, but its crossing is
+                    // spent all the same: `next_due` must not offer it again.
                     && active(task)
-                    && !self.fired.contains(&(task.clone(), threshold))
                 {
                     out.push((task.clone(), threshold, at));
                 }
             }
         }
-        for (task, threshold, _) in &out {
-            self.fired.insert((task.clone(), *threshold));
-        }
         out
     }
 
-    /// The next moment a warning falls due.
+    /// The next moment a warning falls due (the hub sleeps until then).
     pub fn next_due(&self) -> Option<OffsetDateTime> {
         self.forecasts
             .iter()

@@ -633,7 +633,7 @@ impl Hub {
         let forecast = self
             .forecasts
             .next_due()
-            .map(|at| self.clock.instant_of(at).max(Instant::now()));
+            .map(|at| self.clock.deadline_of(at));
         stale
             .chain(self.sentinel.next_deadline())
             .chain(forecast)
@@ -879,6 +879,45 @@ mod tests {
 
     fn is_log(w: &What) -> bool {
         matches!(w, What::Log { .. })
+    }
+
+    /// A crossing far ahead is slept until, not polled: the hub once woke at once for
+    /// every pending forecast and spun until it fell due (here the test would hang,
+    /// since paused time only moves while the hub sleeps).
+    #[tokio::test(start_paused = true)]
+    async fn a_distant_forecast_is_raised_when_it_falls_due() {
+        let mut r = rig(
+            vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
+            false,
+        );
+        let start = parse_sqlite_utc(START).unwrap();
+        r.events
+            .send(lines("task-01", LogKind::Status, &["step 1 [ctx: 10%]"]))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        r.events
+            .send(lines("task-01", LogKind::Status, &["step 2 [ctx: 12%]"]))
+            .await
+            .unwrap();
+        // 2 points a minute from 12 % at +60 s: 65 % at +1650 s, warned 600 s before.
+        let (raised, crossing) = loop {
+            if let (
+                raised,
+                What::Forecast {
+                    threshold: 65, at, ..
+                },
+            ) = next(&mut r.out).await
+            {
+                break (raised, at);
+            }
+        };
+        assert_eq!(crossing, start + time::Duration::seconds(1650));
+        let early = raised - (start + time::Duration::seconds(1050));
+        assert!(
+            early.abs() < time::Duration::milliseconds(5),
+            "raised {early} off"
+        );
     }
 
     #[tokio::test(start_paused = true)]
