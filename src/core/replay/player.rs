@@ -534,3 +534,230 @@ fn step_speed(speed: f64, faster: bool) -> f64 {
             .unwrap_or(speed)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::domain::AnomalyKind;
+    use crate::core::event::TaskRow;
+    use crate::core::replay::input::Input;
+    use crate::core::replay::timeline::{Entry, Origin, Session};
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn t0() -> OffsetDateTime {
+        crate::core::clock::parse_sqlite_utc("2026-11-22 14:00:00").expect("time")
+    }
+
+    fn at(s: i64) -> OffsetDateTime {
+        t0() + time::Duration::seconds(s)
+    }
+
+    fn settings() -> RecordedSettings {
+        RecordedSettings {
+            stall_after_ms: 60_000,
+            spike_threshold: 15,
+            task_stale_after_ms: 3_600_000,
+            conductor_stale_after_ms: 3_600_000,
+            souffleur_stale_after_ms: 3_600_000,
+            forecast_lead_ms: 0,
+            with_database: true,
+            observe_watchdog: true,
+            db_name: "comms.db".into(),
+        }
+    }
+
+    fn line(s: i64, text: &str) -> Entry {
+        Entry {
+            at: at(s),
+            input: Input::Lines {
+                task: "task-01".into(),
+                kind: "status".into(),
+                lines: vec![text.into()],
+                mtime: None,
+            },
+        }
+    }
+
+    /// task-01 works; a self-correction at +2 s; silence until +100 s, so a 60 s
+    /// stall falls due at +62 s, between two inputs.
+    fn timeline() -> Arc<Timeline> {
+        let mut row = TaskRow::new("task-01", "working");
+        row.last_heartbeat = Some("2026-11-22 14:00:00".into());
+        let entries = vec![
+            Entry {
+                at: at(0),
+                input: Input::Tasks {
+                    set: vec![row],
+                    gone: vec![],
+                },
+            },
+            line(1, "step 1 started [ctx: 10%]"),
+            line(2, "step 1 self-correction: rewrote the parser [ctx: 12%]"),
+            line(100, "step 2 started [ctx: 14%]"),
+        ];
+        Arc::new(Timeline {
+            origin: Origin::EventLog,
+            sessions: vec![Session {
+                settings: Some(settings()),
+                entries,
+                start: at(0),
+                end: at(120),
+            }],
+            notes: vec!["a note".into()],
+        })
+    }
+
+    fn config(paused: bool, speed: Option<f64>, exit_at_end: bool) -> ReplayConfig {
+        ReplayConfig {
+            speed,
+            from: None,
+            paused,
+            quiet_before_from: false,
+            exit_at_end,
+            forward_logs: false,
+            fallback: settings(),
+        }
+    }
+
+    fn clock() -> Clock {
+        Clock::system(time::UtcOffset::UTC)
+    }
+
+    /// The next happening, or a failure after the deadline.
+    fn next(replay: &mut Replay) -> Happening {
+        let deadline = std::time::Instant::now() + DEADLINE;
+        loop {
+            match replay.happenings.try_recv() {
+                Ok(h) => return h,
+                Err(mpsc::error::TryRecvError::Empty) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => panic!("no happening in time: {e}"),
+            }
+        }
+    }
+
+    fn anomalies(replay: &mut Replay) -> Vec<(AnomalyKind, OffsetDateTime)> {
+        let mut out = Vec::new();
+        while let Some(h) = replay.happenings.blocking_recv() {
+            if let What::Anomaly(a) = h.what {
+                out.push((a.kind, h.at));
+            }
+        }
+        out
+    }
+
+    /// Waits until the replay's status satisfies `ok`.
+    fn status_until(replay: &mut Replay, ok: impl Fn(&ReplayStatus) -> bool) -> ReplayStatus {
+        let deadline = std::time::Instant::now() + DEADLINE;
+        loop {
+            let s = replay.status.borrow_and_update().clone();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "status stuck at {s:?}"
+            );
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    #[test]
+    fn the_sentinel_judges_the_replayed_lines_at_their_moments() {
+        let mut replay =
+            Replay::spawn(timeline(), config(false, None, true), clock()).expect("spawn");
+        let found = anomalies(&mut replay);
+        // The stall falls due 60 s after the last line (+2 s), between two inputs.
+        let stall = found
+            .iter()
+            .find(|(k, _)| *k == AnomalyKind::Stalled)
+            .expect("a stall")
+            .1;
+        assert_eq!(found[0], (AnomalyKind::SelfCorrection, at(2)));
+        assert!(
+            stall > at(62) && stall < at(62) + time::Duration::milliseconds(5),
+            "{stall}"
+        );
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
+
+    #[test]
+    fn step_seek_and_rewind() {
+        let mut replay =
+            Replay::spawn(timeline(), config(true, Some(1.0), false), clock()).expect("spawn");
+        let loaded = next(&mut replay);
+        assert!(matches!(
+            loaded.what,
+            What::Source {
+                status: "loaded",
+                ..
+            }
+        ));
+        status_until(&mut replay, |s| s.paused && s.played == 0);
+
+        replay.send(ReplayCmd::Step);
+        let s = status_until(&mut replay, |s| s.played == 1);
+        assert_eq!(
+            (s.at, s.paused),
+            (at(0), true),
+            "a step pauses at the input's moment"
+        );
+        replay.send(ReplayCmd::Step);
+        replay.send(ReplayCmd::Step);
+        let s = status_until(&mut replay, |s| s.played == 3);
+        assert_eq!(s.at, at(2));
+        assert_eq!(
+            replay.clock.now_utc(),
+            at(2),
+            "presenters read the replay clock"
+        );
+
+        // Forward past the stall's moment: it is raised on the way.
+        replay.send(ReplayCmd::SeekTo(at(70)));
+        let s = status_until(&mut replay, |s| s.at == at(70));
+        assert_eq!(s.played, 3);
+        let mut kinds = Vec::new();
+        while let Ok(h) = replay.happenings.try_recv() {
+            if let What::Anomaly(a) = h.what {
+                kinds.push(a.kind);
+            }
+        }
+        assert_eq!(kinds, [AnomalyKind::SelfCorrection, AnomalyKind::Stalled]);
+
+        // Back: the dashboard is told to forget, and the run plays again to there.
+        replay.send(ReplayCmd::SeekBy(-68));
+        let s = status_until(&mut replay, |s| s.at == at(2));
+        assert_eq!(s.played, 3);
+        let mut saw_rewind = false;
+        let mut after = Vec::new();
+        while let Ok(h) = replay.happenings.try_recv() {
+            match h.what {
+                What::Source {
+                    status: "rewound", ..
+                } => saw_rewind = true,
+                What::Anomaly(a) if saw_rewind => after.push(a.kind),
+                _ => {}
+            }
+        }
+        assert!(saw_rewind);
+        assert_eq!(
+            after,
+            [AnomalyKind::SelfCorrection],
+            "the stall is not due yet"
+        );
+
+        // Past the end: clamped, and the replay says it is finished.
+        replay.send(ReplayCmd::SeekBy(3600));
+        let s = status_until(&mut replay, |s| s.finished);
+        assert_eq!((s.at, s.played, s.total), (at(120), 4, 4));
+    }
+
+    #[test]
+    fn speed_steps_along_the_ladder() {
+        assert!((step_speed(1.0, true) - 2.0).abs() < f64::EPSILON);
+        assert!((step_speed(1.0, false) - 0.5).abs() < f64::EPSILON);
+        assert!((step_speed(1000.0, true) - 1000.0).abs() < f64::EPSILON);
+    }
+}
