@@ -452,7 +452,7 @@ fn replay_key(
     })
 }
 
-/// `REPLAY 14:35:22 ▶ ×10 · 1234/10000`, for the status bar.
+/// `REPLAY 14:35:22 ▶ ×10 1234/10000`, for the status bar (the keys are in help).
 fn replay_label(s: &crate::core::replay::player::ReplayStatus, cfg: &TuiConfig) -> String {
     let state = if s.finished {
         "■ end"
@@ -465,12 +465,10 @@ fn replay_label(s: &crate::core::replay::player::ReplayStatus, cfg: &TuiConfig) 
         .speed
         .map_or_else(|| "max".to_owned(), |v| format!("×{v}"));
     format!(
-        "REPLAY {} {state} {speed} · {}/{} · {} pause {} step",
+        "REPLAY {} {state} {speed} {}/{}",
         cfg.clock.hms(s.at),
         s.played,
-        s.total,
-        cfg.keymap.keys_in(Mode::Replay, Action::ReplayPause),
-        cfg.keymap.keys_in(Mode::Replay, Action::ReplayStep),
+        s.total
     )
 }
 

@@ -14,8 +14,14 @@ use serde_json::Value;
 /// How long any single expected event may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
+/// The real binary, with a data directory shared by this test run (locks, event logs,
+/// holds) instead of the user's own; a test that needs its own sets `XDG_DATA_HOME`.
 pub fn maestro() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_maestro"))
+    static DATA: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    let data = DATA.get_or_init(|| tempfile::tempdir().unwrap());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_maestro"));
+    cmd.env("XDG_DATA_HOME", data.path());
+    cmd
 }
 
 /// A scratch project with `comms.db` (made by `maestro init`) and `temp/`.

@@ -11,6 +11,7 @@ mod faults;
 mod headless;
 mod musician;
 mod pipelines;
+mod replay;
 mod souffleur;
 mod task_commands;
 mod tmux;

@@ -190,3 +190,64 @@ fn approve_and_instruct_from_the_dashboard() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// A replay in the dashboard: paused at the start, a step, a seek to the end that
+/// shows the Sentinel's verdict, a rewind that forgets it, and no writes.
+#[test]
+fn replay_in_the_dashboard_steps_seeks_and_rewinds() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-01", "working");
+    s.append("task-01-status", "step 1 started [ctx: 10%]\n");
+    s.append(
+        "task-01-status",
+        "step 1 self-correction: rewrote the lexer [ctx: 12%]\n",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "XDG_DATA_HOME={} {exe} replay --paused --project {}; echo MAESTRO-EXITED $?; sleep 600",
+            data.path().display(),
+            s.root().display()
+        ),
+        180,
+        40,
+    );
+    let first = t.wait("the replay clock", |s| {
+        s.contains("REPLAY") && s.contains("❚❚")
+    });
+    assert!(first.contains(" 0/"), "nothing played yet:\n{first}");
+    // A step goes to the next moment (the inputs of one moment go in together).
+    t.keys(".");
+    t.wait("one step", |s| s.contains("❚❚") && !s.contains(" 0/"));
+    t.keys("}");
+    let end = t.wait("the end", |s| s.contains("■ end"));
+    assert!(
+        end.contains("self-correction"),
+        "the Sentinel's verdict:\n{end}"
+    );
+    t.keys("a");
+    t.wait("actions refused", |s| {
+        s.contains("not available in this view")
+    });
+    t.keys("{");
+    let back = t.wait("the rewind", |s| !s.contains("■ end"));
+    assert!(
+        !back.contains("self-correction:"),
+        "forgotten after the rewind:\n{back}"
+    );
+    t.keys("q");
+    let after = t.wait("exit", |s| s.contains("MAESTRO-EXITED"));
+    assert!(after.contains("MAESTRO-EXITED 0"), "{after}");
+    let rows: i64 = s
+        .conn()
+        .query_row("SELECT count(*) FROM orchestration_messages", [], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    assert_eq!(rows, 0, "a replay writes nothing");
+}
