@@ -13,7 +13,6 @@ use crate::core::clock::{Clock, rfc3339};
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
 use crate::core::event_json::{contract_provider, json_line};
-use crate::core::hub::report_text;
 use crate::core::runtime;
 use crate::core::text::printable;
 use crate::settings::Settings;
@@ -132,7 +131,7 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     Some(match &h.what {
         // The report's own lines stay; what it quotes from a log cannot reach the terminal.
         What::Anomaly(a) => {
-            let report = report_text(&clock.hms(h.at), a);
+            let report = a.report(&clock.hms(h.at));
             let lines: Vec<_> = report.lines().map(printable).collect();
             format!("{}\n\n", lines.join("\n"))
         }

@@ -117,10 +117,6 @@ impl Hub {
         self
     }
 
-    pub fn settings(&self) -> &HubSettings {
-        &self.settings
-    }
-
     pub fn new(
         settings: HubSettings,
         clock: Clock,
@@ -196,13 +192,17 @@ impl Hub {
         drop(events);
     }
 
+    /// Applies an event, then records it with the moment it arrived: the operator's
+    /// event does not wait for the event log.
     async fn record_and_apply(&mut self, event: CoreEvent) {
-        if let Some(recorder) = &mut self.recorder
-            && let Some(problem) = recorder.note(self.clock.now_utc(), &event)
-        {
-            self.emit(What::Error { detail: problem }).await;
-        }
+        let at = self.clock.now_utc();
+        let input = self.recorder.as_mut().map(|r| r.take(&event));
         self.apply(event).await;
+        if let (Some(r), Some(input)) = (&mut self.recorder, input)
+            && let Some(detail) = r.write(at, input)
+        {
+            self.emit(What::Error { detail }).await;
+        }
     }
 
     /// Applies one event (public for tests that drive the hub by hand).
@@ -666,7 +666,7 @@ impl Hub {
         if self.settings.report_to_db
             && let Some(sink) = &self.reports
         {
-            sink.record(report_text(&self.clock.hms(at), &anomaly));
+            sink.record(anomaly.report(&self.clock.hms(at)));
         }
         self.last_anomaly
             .insert(anomaly.task_id.clone(), anomaly.kind);
@@ -765,14 +765,6 @@ fn stale_rule(settings: &HubSettings, entry: &TaskEntry) -> Option<(Duration, Of
             .then_some(settings.task_stale_after)
     }?;
     Some((threshold, hb))
-}
-
-/// The report in the Conductor's format (PROTOCOL.md §3).
-pub fn report_text(hms: &str, anomaly: &Anomaly) -> String {
-    format!(
-        "SENTINEL: [{hms}] {}\nAnomaly: {}\nDetail: {}",
-        anomaly.task_id, anomaly.kind, anomaly.detail
-    )
 }
 
 async fn sleep_until_opt(deadline: Option<Instant>) {

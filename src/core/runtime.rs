@@ -107,34 +107,30 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         opened,
         events_tx.clone(),
     )));
-    let hub = Hub::new(
-        HubSettings {
-            sentinel: SentinelSettings {
-                stall_after: config.stall_after,
-                spike_threshold: config.spike_threshold,
-            },
-            task_stale_after: config.task_stale_after,
-            conductor_stale_after: config.conductor_stale_after,
-            souffleur_stale_after: config.souffleur_stale_after,
-            report_to_db: config.report_to_db,
-            with_database,
-            observe_watchdog: !config.souffleur_role,
-            forward_logs: config.forward_logs,
-            forecast_lead: config.forecast_lead,
-            db_name: config
-                .db
-                .file_name()
-                .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    let settings = HubSettings {
+        sentinel: SentinelSettings {
+            stall_after: config.stall_after,
+            spike_threshold: config.spike_threshold,
         },
-        clock,
-        out_tx,
-        snap_tx,
-        reports,
-    );
+        task_stale_after: config.task_stale_after,
+        conductor_stale_after: config.conductor_stale_after,
+        souffleur_stale_after: config.souffleur_stale_after,
+        report_to_db: config.report_to_db,
+        with_database,
+        observe_watchdog: !config.souffleur_role,
+        forward_logs: config.forward_logs,
+        forecast_lead: config.forecast_lead,
+        db_name: config
+            .db
+            .file_name()
+            .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    };
+    let recorded = RecordedSettings::of(&settings);
+    let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
     let mut hub = hub.with_bus(bus.clone());
     if config.event_log_bytes > 0 {
-        match start_recorder(config, &hub, clock) {
+        match start_recorder(config, recorded, clock) {
             Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
             Ok(None) => {}
             Err(detail) => initial.push(CoreEvent::SourceFailed {
@@ -173,7 +169,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
 /// The flight recorder for this project, unless another maestro records it.
 fn start_recorder(
     config: &CoreConfig,
-    hub: &Hub,
+    settings: RecordedSettings,
     clock: Clock,
 ) -> Result<Option<crate::core::replay::recorder::Recorder>, String> {
     let key = ProjectKey::of(&config.project);
@@ -181,7 +177,7 @@ fn start_recorder(
     crate::core::replay::recorder::Recorder::start(
         &files,
         config.event_log_bytes,
-        RecordedSettings::of(hub.settings()),
+        settings,
         key.root.display().to_string(),
         clock.now_utc(),
     )

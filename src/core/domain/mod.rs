@@ -186,6 +186,15 @@ pub struct SourceLine {
 }
 
 impl Anomaly {
+    /// The report text of PROTOCOL.md §3, the form the Conductor parses; `hms` is the
+    /// moment in the operator's time zone.
+    pub fn report(&self, hms: &str) -> String {
+        format!(
+            "SENTINEL: [{hms}] {}\nAnomaly: {}\nDetail: {}",
+            self.task_id, self.kind, self.detail
+        )
+    }
+
     /// What makes two reports "the same report" across restarts: the stall detail
     /// carries a growing duration, so only its last entry counts.
     pub fn dedupe_key(&self) -> (TaskId, AnomalyKind, String) {

@@ -217,7 +217,8 @@ impl TaskTable {
         }
     }
 
-    fn apply(&mut self, set: &[TaskRow], gone: &[String]) -> Vec<TaskRow> {
+    /// Applies a recorded difference; returns the whole table after it.
+    pub fn apply(&mut self, set: &[TaskRow], gone: &[String]) -> Vec<TaskRow> {
         for id in gone {
             self.rows.remove(id);
         }

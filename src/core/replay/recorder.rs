@@ -1,12 +1,13 @@
 //! The flight recorder: an append-only, size-bounded log of what the sources told the
 //! hub, one JSON line per input, in maestro's data directory (one per project).
 //!
-//! The hub hands each input to [`Recorder::note`], which turns it into a line and passes
-//! it to a writer thread; the hub never waits on the disk (a full queue drops the input
-//! and says so in the log). When the file passes its bound it becomes `events.1.jsonl`
-//! (replacing the one before) and a new file starts with the run's settings and the
-//! whole task table, so each file can be replayed on its own. One maestro records a
-//! project at a time (a lock); the others run without recording.
+//! The hub hands each input to the recorder as it applies it; a writer thread encodes
+//! and writes it, so the hub pays for a copy of the input's text and a queue push,
+//! never for encoding or the disk (a full queue drops the input and the log says so).
+//! When the file passes its bound it becomes `events.1.jsonl` (replacing the one
+//! before) and a new file starts with the run's settings and the whole task table, so
+//! each file can be replayed on its own. One maestro records a project at a time (a
+//! lock); the others run without recording.
 
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -22,28 +23,35 @@ use crate::core::event::CoreEvent;
 use crate::core::paths::EventLogFiles;
 use crate::core::replay::input::{Input, Line, RecordedSettings, TaskTable, input_of};
 
-/// Lines waiting for the writer; past this the recorder drops (and counts) inputs.
-const QUEUE: usize = 8192;
-
-enum Job {
-    Line(String),
-    /// Start a new file (the current one becomes the previous one).
-    Rotate,
-}
+/// Inputs waiting for the writer; past this the recorder drops (and counts) inputs.
+/// The hub hands over at most a few thousand inputs a second (each up to 4096 lines),
+/// and the writer encodes over a million a second: this is room for a stalled disk.
+const QUEUE: usize = 65_536;
 
 pub struct Recorder {
-    tx: Option<SyncSender<Job>>,
+    tx: Option<SyncSender<(OffsetDateTime, Input)>>,
+    /// The task table as last recorded, to record differences.
     table: TaskTable,
-    settings: RecordedSettings,
-    project: String,
-    /// Bytes in the current file, counting what is queued.
-    size: u64,
-    max_bytes: u64,
     dropped: u64,
     /// The writer's first failure, told to the operator once.
     failure: Arc<Mutex<Option<String>>>,
     failure_told: bool,
     writer: Option<JoinHandle<()>>,
+}
+
+/// The writer thread's side: the file, its bound, and what a new file starts with.
+struct Writer {
+    files: EventLogFiles,
+    file: BufWriter<File>,
+    /// Bytes in the current file.
+    size: u64,
+    max_bytes: u64,
+    settings: RecordedSettings,
+    project: String,
+    /// The task table as recorded, rebuilt from the differences (for a new file).
+    table: TaskTable,
+    failure: Arc<Mutex<Option<String>>>,
+    _lock: Flock<File>,
 }
 
 impl Recorder {
@@ -75,66 +83,56 @@ impl Recorder {
         let Ok(lock) = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) else {
             return Ok(None);
         };
-        let size = std::fs::metadata(&files.current).map_or(0, |m| m.len());
-        if size >= max_bytes {
+        if std::fs::metadata(&files.current).is_ok_and(|m| m.len() >= max_bytes) {
             rotate(files)?;
         }
-        let size = std::fs::metadata(&files.current).map_or(0, |m| m.len());
-        let file = open_append(&files.current)?;
-        let (tx, rx) = sync_channel(QUEUE);
         let failure = Arc::new(Mutex::new(None));
-        let writer = {
-            let files = files.clone();
-            let failure = failure.clone();
-            std::thread::Builder::new()
-                .name("maestro-recorder".into())
-                .spawn(move || write_loop(&rx, &files, file, &lock, &failure))
-                .map_err(|e| format!("cannot start the event log writer: {e}"))?
-        };
-        let mut recorder = Self {
-            tx: Some(tx),
-            table: TaskTable::default(),
+        let mut writer = Writer {
+            files: files.clone(),
+            file: open_append(&files.current)?,
+            size: std::fs::metadata(&files.current).map_or(0, |m| m.len()),
+            max_bytes,
             settings,
             project,
-            size,
-            max_bytes,
+            table: TaskTable::default(),
+            failure: failure.clone(),
+            _lock: lock,
+        };
+        let start = writer.start_input(false);
+        writer.put(at, start);
+        let (tx, rx) = sync_channel(QUEUE);
+        let thread = std::thread::Builder::new()
+            .name("maestro-recorder".into())
+            .spawn(move || writer.run(&rx))
+            .map_err(|e| format!("cannot start the event log writer: {e}"))?;
+        Ok(Some(Self {
+            tx: Some(tx),
+            table: TaskTable::default(),
             dropped: 0,
             failure,
             failure_told: false,
-            writer: Some(writer),
-        };
-        recorder.send(at, &recorder.start_input(false));
-        Ok(Some(recorder))
-    }
-
-    fn start_input(&self, continued: bool) -> Input {
-        Input::Start {
-            settings: self.settings.clone(),
-            project: self.project.clone(),
-            continued,
-        }
+            writer: Some(thread),
+        }))
     }
 
     /// Records what the hub is about to apply. Returns a problem to tell the operator
     /// (once): the event log cannot be written.
     pub fn note(&mut self, at: OffsetDateTime, event: &CoreEvent) -> Option<String> {
-        if let Some(input) = input_of(event, &mut self.table) {
-            if self.size >= self.max_bytes {
-                self.queue(Job::Rotate);
-                self.size = 0;
-                self.send(at, &self.start_input(true));
-                // The whole table already holds a difference in hand.
-                self.send(at, &self.table.whole());
-                if matches!(input, Input::Tasks { .. }) {
-                    return self.failure_once();
-                }
-            }
-            self.send(at, &input);
-        }
-        self.failure_once()
+        let input = self.take(event);
+        self.write(at, input)
     }
 
-    fn failure_once(&mut self) -> Option<String> {
+    /// What an event will be recorded as (a copy of its text), so the hub can apply
+    /// the event before it hands the copy over.
+    pub fn take(&mut self, event: &CoreEvent) -> Option<Input> {
+        input_of(event, &mut self.table)
+    }
+
+    /// Queues what [`Recorder::take`] made, stamped `at`; as for [`Recorder::note`].
+    pub fn write(&mut self, at: OffsetDateTime, input: Option<Input>) -> Option<String> {
+        if let Some(input) = input {
+            self.send(at, input);
+        }
         if self.failure_told {
             return None;
         }
@@ -143,28 +141,21 @@ impl Recorder {
         Some(failure)
     }
 
-    fn send(&mut self, at: OffsetDateTime, input: &Input) {
+    fn send(&mut self, at: OffsetDateTime, input: Input) {
+        let Some(tx) = &self.tx else { return };
         if self.dropped > 0 {
             let gap = Input::Gap {
                 dropped: self.dropped,
             };
+            if tx.try_send((at, gap)).is_err() {
+                self.dropped += 1;
+                return;
+            }
             self.dropped = 0;
-            self.send(at, &gap);
         }
-        let Ok(mut text) = serde_json::to_string(&Line::new(at, input.clone())) else {
-            return;
-        };
-        text.push('\n');
-        self.size += text.len() as u64;
-        if !self.queue(Job::Line(text)) {
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send((at, input))
+        {
             self.dropped += 1;
-        }
-    }
-
-    fn queue(&self, write: Job) -> bool {
-        match self.tx.as_ref().map(|tx| tx.try_send(write)) {
-            Some(Ok(())) => true,
-            Some(Err(TrySendError::Full(_) | TrySendError::Disconnected(_))) | None => false,
         }
     }
 }
@@ -172,10 +163,83 @@ impl Recorder {
 impl Drop for Recorder {
     /// Marks a clean stop and waits for the writer to put everything on disk.
     fn drop(&mut self) {
-        self.send(OffsetDateTime::now_utc(), &Input::Stop);
-        self.tx = None;
+        if let Some(tx) = self.tx.take() {
+            // Blocking here: the stop mark must not be dropped.
+            let _ = tx.send((OffsetDateTime::now_utc(), Input::Stop));
+        }
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
+        }
+    }
+}
+
+impl Writer {
+    fn start_input(&self, continued: bool) -> Input {
+        Input::Start {
+            settings: self.settings.clone(),
+            project: self.project.clone(),
+            continued,
+        }
+    }
+
+    /// Writes what arrives, flushing whenever the queue runs dry.
+    fn run(&mut self, rx: &Receiver<(OffsetDateTime, Input)>) {
+        while let Ok(first) = rx.recv() {
+            for (at, input) in
+                std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok()))
+            {
+                self.record(at, input);
+            }
+            if let Err(e) = self.file.flush() {
+                self.fail(format!(
+                    "cannot write the event log {}: {e}; replay of this run will be incomplete",
+                    self.files.current.display()
+                ));
+            }
+        }
+    }
+
+    /// One input: a new file first when this one is full.
+    fn record(&mut self, at: OffsetDateTime, input: Input) {
+        if let Input::Tasks { set, gone } = &input {
+            self.table.apply(set, gone);
+        }
+        if self.size >= self.max_bytes {
+            let _ = self.file.flush();
+            match rotate(&self.files).and_then(|()| open_append(&self.files.current)) {
+                Ok(next) => {
+                    self.file = next;
+                    self.size = 0;
+                }
+                Err(e) => self.fail(e),
+            }
+            self.put(at, self.start_input(true));
+            self.put(at, self.table.whole());
+            // The whole table holds this difference already.
+            if matches!(input, Input::Tasks { .. }) {
+                return;
+            }
+        }
+        self.put(at, input);
+    }
+
+    fn put(&mut self, at: OffsetDateTime, input: Input) {
+        let Ok(mut text) = serde_json::to_string(&Line::new(at, input)) else {
+            return;
+        };
+        text.push('\n');
+        self.size += text.len() as u64;
+        if let Err(e) = self.file.write_all(text.as_bytes()) {
+            self.fail(format!(
+                "cannot write the event log {}: {e}; replay of this run will be incomplete",
+                self.files.current.display()
+            ));
+        }
+    }
+
+    fn fail(&self, detail: String) {
+        if let Ok(mut f) = self.failure.lock() {
+            f.get_or_insert(detail);
         }
     }
 }
@@ -197,48 +261,6 @@ fn rotate(files: &EventLogFiles) -> Result<(), String> {
             files.current.display()
         )
     })
-}
-
-/// Writes what arrives, flushing whenever the queue runs dry.
-fn write_loop(
-    rx: &Receiver<Job>,
-    files: &EventLogFiles,
-    mut file: BufWriter<File>,
-    _lock: &Flock<File>,
-    failure: &Mutex<Option<String>>,
-) {
-    let fail = |detail: String| {
-        if let Ok(mut f) = failure.lock() {
-            f.get_or_insert(detail);
-        }
-    };
-    while let Ok(first) = rx.recv() {
-        for write in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
-            match write {
-                Job::Line(text) => {
-                    if let Err(e) = file.write_all(text.as_bytes()) {
-                        fail(format!(
-                            "cannot write the event log {}: {e}; replay of this run will be incomplete",
-                            files.current.display()
-                        ));
-                    }
-                }
-                Job::Rotate => {
-                    let _ = file.flush();
-                    match rotate(files).and_then(|()| open_append(&files.current)) {
-                        Ok(next) => file = next,
-                        Err(e) => fail(e),
-                    }
-                }
-            }
-        }
-        if let Err(e) = file.flush() {
-            fail(format!(
-                "cannot write the event log {}: {e}; replay of this run will be incomplete",
-                files.current.display()
-            ));
-        }
-    }
 }
 
 #[cfg(test)]
