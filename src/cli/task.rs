@@ -142,11 +142,36 @@ fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
         // The figures in percent, as the script prints them.
         v["per_entry"] = json!(h.per_entry_x10.map(|x| x as f64 / 10.0));
         v["per_agent"] = json!(h.per_agent_x10.map(|x| x as f64 / 10.0));
+        v["forecast"] = time_forecast(project, task, h.current);
         println!("{v}");
     } else {
         print!("{}", h.render(task.as_str(), &file.display().to_string()));
     }
     h.level.exit_code()
+}
+
+/// When the task should reach 65 % and 75 %, from the moments maestro's event log saw
+/// its values arrive (the file itself has none); `null` without a recording that is
+/// up to date with the file (its last value is the file's).
+fn time_forecast(project: &Project, task: &TaskId, current: Option<i64>) -> serde_json::Value {
+    use crate::core::clock::rfc3339;
+    let key = crate::core::paths::ProjectKey::of(&project.root);
+    let Ok(Some(timeline)) = crate::core::paths::event_log(&key)
+        .and_then(|files| crate::core::replay::timeline::Timeline::from_event_log(&files))
+    else {
+        return serde_json::Value::Null;
+    };
+    let points = timeline.context_points(task.as_str());
+    let up_to_date = points.last().map(|(_, v)| i64::from(*v)) == current;
+    match crate::core::forecast::forecast(&points) {
+        Some(f) if up_to_date => json!({
+            "rate_per_min": (f.rate_per_min * 10.0).round() / 10.0,
+            "handoff_at": f.handoff_at.map(rfc3339),
+            "exit_at": f.exit_at.map(rfc3339),
+            "as_of": points.last().map(|(at, _)| rfc3339(*at)),
+        }),
+        _ => serde_json::Value::Null,
+    }
 }
 
 fn report(as_json: bool, value: &serde_json::Value, text: &str) {

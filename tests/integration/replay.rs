@@ -117,6 +117,33 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
     assert!(count(&events, "message") >= 10);
     assert!(recorded > 20, "{recorded} inputs recorded");
 
+    // The headroom check gets the time forecast from the recording (the file has no
+    // times); a task that was never recorded gets none.
+    let out = data
+        .maestro()
+        .args(["task", "headroom", "task-01", "--json", "--project"])
+        .arg(&project)
+        .output()
+        .unwrap();
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let f = &h["forecast"];
+    assert!(f["rate_per_min"].as_f64().unwrap() > 0.0, "{h}");
+    assert!(
+        f["handoff_at"].as_str().unwrap() < f["exit_at"].as_str().unwrap(),
+        "{h}"
+    );
+    assert!(f["as_of"].is_string(), "{h}");
+    let other = Scratch::new();
+    other.append("task-01-status", "step 1 [ctx: 10%]\nstep 2 [ctx: 30%]\n");
+    let out = data
+        .maestro()
+        .args(["task", "headroom", "task-01", "--json", "--project"])
+        .arg(other.root())
+        .output()
+        .unwrap();
+    let h: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(h["forecast"].is_null(), "{h}");
+
     // --from: only what happened from there on is printed.
     let from = replayed[1].2;
     let stamp = from

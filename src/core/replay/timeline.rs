@@ -94,6 +94,45 @@ impl Timeline {
     }
 }
 
+impl Timeline {
+    /// A task's `[ctx: XX%]` values with the moments they arrived, from the last
+    /// recorded session since its status log last started over (values a file already
+    /// held when recording began share the file's mtime, as in the hub).
+    pub fn context_points(&self, task: &str) -> Vec<(OffsetDateTime, u8)> {
+        let Some(session) = self.sessions.last() else {
+            return Vec::new();
+        };
+        let mut points = Vec::new();
+        for entry in &session.entries {
+            match &entry.input {
+                Input::Reset { task: t, kind } if t == task && kind == "status" => points.clear(),
+                Input::Lines {
+                    task: t,
+                    kind,
+                    lines,
+                    mtime,
+                } if t == task && kind == "status" => {
+                    let at = mtime
+                        .as_deref()
+                        .and_then(|m| {
+                            OffsetDateTime::parse(m, &time::format_description::well_known::Rfc3339)
+                                .ok()
+                        })
+                        .unwrap_or(entry.at);
+                    points.extend(
+                        lines
+                            .iter()
+                            .filter_map(|l| crate::core::domain::context_percent(l))
+                            .map(|v| (at, v)),
+                    );
+                }
+                _ => {}
+            }
+        }
+        points
+    }
+}
+
 #[derive(Default)]
 struct LogReader {
     sessions: Vec<Session>,
