@@ -128,7 +128,7 @@ impl Action {
             Self::Headroom => "its context headroom report",
             Self::Zoom => "zoom the focused pane to the whole screen / back",
             Self::ReplayPause => "replay: pause / play",
-            Self::ReplayStep => "replay: step to the next recorded input (pauses)",
+            Self::ReplayStep => "replay: step to the next recorded moment (pauses)",
             Self::ReplayBack => "replay: one minute back",
             Self::ReplayForward => "replay: one minute on",
             Self::ReplayBackFar => "replay: ten minutes back",
