@@ -21,17 +21,7 @@ const TASKS: usize = 10;
 const RUNS: usize = 20;
 
 fn settings() -> RecordedSettings {
-    RecordedSettings {
-        stall_after_ms: 300_000,
-        spike_threshold: 15,
-        task_stale_after_ms: 540_000,
-        conductor_stale_after_ms: 240_000,
-        souffleur_stale_after_ms: 180_000,
-        forecast_lead_ms: 600_000,
-        with_database: true,
-        observe_watchdog: true,
-        db_name: "comms.db".into(),
-    }
+    RecordedSettings::default()
 }
 
 /// A run's inputs: ten Musicians writing status lines (a rising context, a

@@ -127,6 +127,23 @@ fn ms(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+impl Default for RecordedSettings {
+    /// PROTOCOL.md's thresholds, with a database, observing the watchdog.
+    fn default() -> Self {
+        Self {
+            stall_after_ms: 300_000,
+            spike_threshold: 15,
+            task_stale_after_ms: 540_000,
+            conductor_stale_after_ms: 240_000,
+            souffleur_stale_after_ms: 180_000,
+            forecast_lead_ms: 600_000,
+            with_database: true,
+            observe_watchdog: true,
+            db_name: "comms.db".into(),
+        }
+    }
+}
+
 impl RecordedSettings {
     pub fn of(s: &HubSettings) -> Self {
         Self {

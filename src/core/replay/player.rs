@@ -556,14 +556,11 @@ mod tests {
     fn settings() -> RecordedSettings {
         RecordedSettings {
             stall_after_ms: 60_000,
-            spike_threshold: 15,
             task_stale_after_ms: 3_600_000,
             conductor_stale_after_ms: 3_600_000,
             souffleur_stale_after_ms: 3_600_000,
             forecast_lead_ms: 0,
-            with_database: true,
-            observe_watchdog: true,
-            db_name: "comms.db".into(),
+            ..RecordedSettings::default()
         }
     }
 

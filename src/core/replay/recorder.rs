@@ -270,17 +270,7 @@ mod tests {
     use crate::core::event::TaskRow;
 
     fn settings() -> RecordedSettings {
-        RecordedSettings {
-            stall_after_ms: 300_000,
-            spike_threshold: 15,
-            task_stale_after_ms: 540_000,
-            conductor_stale_after_ms: 240_000,
-            souffleur_stale_after_ms: 180_000,
-            forecast_lead_ms: 600_000,
-            with_database: true,
-            observe_watchdog: true,
-            db_name: "comms.db".into(),
-        }
+        RecordedSettings::default()
     }
 
     fn files(dir: &std::path::Path) -> EventLogFiles {

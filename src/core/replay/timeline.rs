@@ -276,15 +276,8 @@ mod tests {
 
     fn settings() -> RecordedSettings {
         RecordedSettings {
-            stall_after_ms: 1000,
-            spike_threshold: 15,
-            task_stale_after_ms: 1000,
-            conductor_stale_after_ms: 1000,
-            souffleur_stale_after_ms: 1000,
-            forecast_lead_ms: 1000,
             with_database: false,
-            observe_watchdog: true,
-            db_name: "comms.db".into(),
+            ..RecordedSettings::default()
         }
     }
 
