@@ -29,6 +29,7 @@ async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Resu
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
+    crate::cli::headless::say_unrecorded(&core);
     let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;

@@ -230,6 +230,16 @@ fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
+/// Says on stderr (not in the event stream) that this run is not recorded.
+pub fn say_unrecorded(core: &runtime::RunningCore) {
+    if let Some(why) = &core.unrecorded {
+        eprintln!(
+            "maestro: this run is not recorded for `maestro replay`: {}. Make maestro's data directory writable (or point XDG_DATA_HOME elsewhere), or set [logs] event_log_mib = 0 to stop recording.",
+            printable(why)
+        );
+    }
+}
+
 /// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
 pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -265,6 +275,7 @@ pub async fn run(
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(crate::cli::error::runtime)?;
     let pipelines = project.host_pipelines(settings, &core);
+    say_unrecorded(&core);
     if !core.with_database {
         eprintln!(
             "maestro: no database at {}; watching {} only.",

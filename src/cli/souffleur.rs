@@ -79,6 +79,7 @@ async fn run_role(
     config.souffleur_role = true;
     config.forward_logs = tui.is_some();
     let mut core = runtime::start(&config, clock).map_err(|e| CliError::Runtime(e.to_string()))?;
+    crate::cli::headless::say_unrecorded(&core);
     let s = &settings.souffleur;
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let orchestra = load_orchestra_config(&root);

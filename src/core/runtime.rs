@@ -63,6 +63,9 @@ pub struct RunningCore {
     pub with_database: bool,
     /// Every happening a pipeline can react to (and what `emit` steps send).
     pub bus: PipelineBus,
+    /// Why this run is not recorded for `maestro replay`, when it should have been
+    /// (for the presenter to say; the run itself is not affected).
+    pub unrecorded: Option<String>,
     hub: Option<JoinHandle<()>>,
     _logs: TempLogsHandle,
 }
@@ -129,14 +132,12 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
     let mut hub = hub.with_bus(bus.clone());
+    let mut unrecorded = None;
     if config.event_log_bytes > 0 {
         match start_recorder(config, recorded, clock) {
             Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
             Ok(None) => {}
-            Err(detail) => initial.push(CoreEvent::SourceFailed {
-                source: "event log",
-                detail: format!("{detail}; this run is not recorded for `maestro replay`"),
-            }),
+            Err(detail) => unrecorded = Some(detail),
         }
     }
     let cancel = CancellationToken::new();
@@ -161,6 +162,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         cancel,
         with_database,
         bus,
+        unrecorded,
         hub: Some(hub),
         _logs: logs,
     })

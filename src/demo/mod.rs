@@ -140,6 +140,7 @@ async fn show(
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, clock).map_err(|e| e.to_string())?;
+    crate::cli::headless::say_unrecorded(&core);
     let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone())?;

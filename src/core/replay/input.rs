@@ -187,7 +187,7 @@ fn kind_of(text: &str) -> Option<LogKind> {
 
 /// Source names are a closed set in the core; anything else read back is "replay".
 fn source_name(text: &str) -> &'static str {
-    ["database", "temp", "pipelines", "souffleur", "event log"]
+    ["database", "temp", "pipelines", "souffleur"]
         .into_iter()
         .find(|s| *s == text)
         .unwrap_or("replay")
