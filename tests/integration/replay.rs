@@ -276,3 +276,40 @@ fn nothing_to_replay_and_a_missing_event_log_are_clear_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("+5m"));
 }
+
+/// A data directory that cannot hold the event log: maestro says so once on stderr,
+/// with the fix, and watches as always (no `error` event in the stream for it).
+#[test]
+fn a_run_that_cannot_be_recorded_says_so_and_goes_on() {
+    let s = Scratch::new();
+    let blocked = tempfile::NamedTempFile::new().unwrap();
+    let mut cmd = maestro();
+    cmd.env("XDG_DATA_HOME", blocked.path())
+        .args(["--no-tui", "--json", "--project"])
+        .arg(s.root());
+    let mut m = Running::spawn(cmd);
+    m.wait_json("the tasks", |v| {
+        v["event"] == "task" && v["task_id"] == "task-00"
+    });
+    s.set_task("task-01", "working");
+    m.wait_json("task-01", |v| {
+        v["event"] == "task" && v["task_id"] == "task-01"
+    });
+    s.append("task-01-deviations", "High: dropped a table\n");
+    m.wait_json("the anomaly", |v| v["event"] == "anomaly");
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(), 0);
+    assert!(
+        !m.seen.iter().any(|l| l.contains("\"event\":\"error\"")),
+        "{:?}",
+        m.seen
+    );
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut m.child.stderr.take().unwrap(), &mut err).unwrap();
+    assert_eq!(
+        err.matches("not recorded for `maestro replay`").count(),
+        1,
+        "{err}"
+    );
+    assert!(err.contains("event_log_mib = 0"), "{err}");
+}
