@@ -232,4 +232,17 @@ mod tests {
         assert!(slow.due(at(600), |_| true).is_empty());
         assert_eq!(slow.next_due(), Some(at(600 + 25 * 60 - 60)));
     }
+
+    /// A crossing of a task no longer watched is not warned of, and not offered again
+    /// (the hub would otherwise wake for it at once, over and over).
+    #[test]
+    fn a_crossing_of_an_unwatched_task_is_spent() {
+        let task = TaskId::parse("task-03").expect("id");
+        let mut book = ForecastBook::new(Duration::from_secs(600));
+        book.on_values(&task, at(0), &[30]);
+        book.on_values(&task, at(60), &[40]);
+        assert!(book.due(at(60), |_| false).is_empty());
+        assert_eq!(book.next_due(), None);
+        assert!(book.due(at(61), |_| true).is_empty(), "not raised later either");
+    }
 }
