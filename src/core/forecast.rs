@@ -243,6 +243,9 @@ mod tests {
         book.on_values(&task, at(60), &[40]);
         assert!(book.due(at(60), |_| false).is_empty());
         assert_eq!(book.next_due(), None);
-        assert!(book.due(at(61), |_| true).is_empty(), "not raised later either");
+        assert!(
+            book.due(at(61), |_| true).is_empty(),
+            "not raised later either"
+        );
     }
 }

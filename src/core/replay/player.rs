@@ -102,7 +102,14 @@ impl Replay {
     ) -> Result<Self, String> {
         let start = timeline.start().unwrap_or(OffsetDateTime::UNIX_EPOCH);
         let end = timeline.end().unwrap_or(start);
+        // The replay clock is read by presenters for as long as they run; one small cell
+        // per replay (one per `maestro replay` process) is left to the process's end.
         let cell: &'static AtomicI64 = Box::leak(Box::new(AtomicI64::new(nanos(start))));
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .map_err(|e| format!("cannot start the replay's clock: {e}"))?;
         let (out_tx, out_rx) = mpsc::channel(4096);
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
         let status = ReplayStatus {
@@ -120,11 +127,6 @@ impl Replay {
         let thread = std::thread::Builder::new()
             .name("maestro-replay".into())
             .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .start_paused(true)
-                    .build();
-                let Ok(runtime) = runtime else { return };
                 let quiet = config.quiet_before_from.then_some(config.from).flatten();
                 let (hub_tx, hub_rx) = mpsc::unbounded_channel();
                 let forwarder = forward(hub_rx, out_tx, quiet);
@@ -270,25 +272,19 @@ impl Player {
             }
             let next = self.next_moment();
             self.publish(paused, speed, next.is_none());
-            let Some(target) = next else {
-                if self.config.exit_at_end {
-                    break;
+            let target = match next {
+                Some(target) if !paused => target,
+                None if self.config.exit_at_end => break,
+                // Paused, or at the end of the run: only a command moves things.
+                _ => {
+                    match self.wait(None).await {
+                        Waited::Command(cmd) => self.command(cmd, &mut paused, &mut speed).await,
+                        Waited::TimedOut => {}
+                        Waited::Gone => break,
+                    }
+                    continue;
                 }
-                match self.wait(None).await {
-                    Waited::Command(cmd) => self.command(cmd, &mut paused, &mut speed).await,
-                    Waited::TimedOut => {}
-                    Waited::Gone => break,
-                }
-                continue;
             };
-            if paused {
-                match self.wait(None).await {
-                    Waited::Command(cmd) => self.command(cmd, &mut paused, &mut speed).await,
-                    Waited::TimedOut => {}
-                    Waited::Gone => break,
-                }
-                continue;
-            }
             let Some(speed_now) = speed else {
                 self.run_to(target).await;
                 continue;
