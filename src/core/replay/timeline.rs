@@ -347,4 +347,40 @@ mod tests {
         assert!(notes.contains("cut short"), "{notes}");
         assert!(notes.contains("no stop mark"), "{notes}");
     }
+
+    #[test]
+    fn a_rotated_log_reads_as_one_run_and_a_lost_beginning_is_said() {
+        let start = |continued| Input::Start {
+            settings: settings(),
+            project: "p".into(),
+            continued,
+        };
+        let previous = [line(0, start(false)), line(1, lines_input(1))].concat();
+        let current = [
+            line(2, start(true)),
+            line(2, lines_input(2)),
+            line(3, Input::Gap { dropped: 7 }),
+            line(4, Input::Stop),
+        ]
+        .concat();
+        let both = Timeline::parse_event_log(&[
+            ("events.1.jsonl".into(), previous.into_bytes()),
+            ("events.jsonl".into(), current.clone().into_bytes()),
+        ]);
+        assert_eq!((both.sessions.len(), both.len()), (1, 2));
+        assert_eq!(both.notes.len(), 1, "{:?}", both.notes);
+        assert!(
+            both.notes[0].contains("left 7 inputs out"),
+            "{:?}",
+            both.notes
+        );
+
+        let alone = Timeline::parse_event_log(&[("events.jsonl".into(), current.into_bytes())]);
+        assert_eq!(alone.len(), 1);
+        assert!(
+            alone.notes.iter().any(|n| n.contains("rotated out")),
+            "{:?}",
+            alone.notes
+        );
+    }
 }
