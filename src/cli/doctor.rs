@@ -397,6 +397,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             ),
         );
     }
+    event_log(project, settings.ok(), &mut add);
 
     let worst = checks.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
     let word = |l: Level| match l {
@@ -420,4 +421,47 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         Level::Warning => 1,
         Level::Error => 2,
     })
+}
+
+/// Where `maestro replay` will find this project's runs, and how much is kept.
+fn event_log(
+    project: &Project,
+    settings: Option<&Settings>,
+    add: &mut impl FnMut(Level, &'static str, String),
+) {
+    if settings.is_some_and(|s| s.event_log_bytes == 0) {
+        add(
+            Level::Ok,
+            "replay",
+            "recording is off ([logs] event_log_mib = 0): `maestro replay` rebuilds runs from comms.db and temp/".into(),
+        );
+        return;
+    }
+    let key = crate::core::paths::ProjectKey::of(&project.root);
+    let Ok(files) = crate::core::paths::event_log(&key) else {
+        add(
+            Level::Warning,
+            "replay",
+            "maestro's data directory is unknown (set HOME or XDG_DATA_HOME): runs are not recorded".into(),
+        );
+        return;
+    };
+    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
+    let kept = size(&files.current) + size(&files.previous);
+    add(
+        Level::Ok,
+        "replay",
+        if kept == 0 {
+            format!(
+                "no event log yet at {}: maestro records the project while it watches it",
+                files.current.display()
+            )
+        } else {
+            format!(
+                "event log {} ({} KiB kept): `maestro replay` plays it",
+                files.current.display(),
+                kept.div_ceil(1024)
+            )
+        },
+    );
 }

@@ -144,6 +144,16 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(h["forecast"].is_null(), "{h}");
 
+    // doctor says where the runs are kept.
+    let out = data
+        .maestro()
+        .args(["doctor", "--project"])
+        .arg(&project)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("`maestro replay` plays it"), "{text}");
+
     // --from: only what happened from there on is printed.
     let from = replayed[1].2;
     let stamp = from
