@@ -113,14 +113,25 @@ fn busy_snapshot() -> Snapshot {
         message_count: 4,
         pipelines: vec![],
         logs_waiting: None,
-        forecasts: std::collections::BTreeMap::from([(
-            "task-05".into(),
-            maestro::core::forecast::Forecast {
-                rate_per_min: 2.0,
-                handoff_at: Some(ago(-210)),
-                exit_at: Some(ago(-510)),
-            },
-        )]),
+        forecasts: std::collections::BTreeMap::from([
+            (
+                "task-05".into(),
+                maestro::core::forecast::Forecast {
+                    rate_per_min: 2.0,
+                    handoff_at: Some(ago(-210)),
+                    exit_at: Some(ago(-510)),
+                },
+            ),
+            // A finished task's forecast is not shown (its column reads "—").
+            (
+                "task-01".into(),
+                maestro::core::forecast::Forecast {
+                    rate_per_min: 1.0,
+                    handoff_at: None,
+                    exit_at: Some(ago(-60)),
+                },
+            ),
+        ]),
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
     }
 }

@@ -115,9 +115,12 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
     Line::from(spans)
 }
 
-/// When the task should reach 75 % context (the Musician's exit), counting down.
+/// When the task should reach 75 % context (the Musician's exit), counting down; a
+/// finished task (`complete`, `exited`) has nothing left to forecast.
 fn forecast_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
-    let Some(at) = ctx.snap.forecasts.get(t.id()).and_then(|f| f.exit_at) else {
+    let finished = crate::core::domain::TaskState(t.row.state.clone()).is_terminal();
+    let forecast = ctx.snap.forecasts.get(t.id()).filter(|_| !finished);
+    let Some(at) = forecast.and_then(|f| f.exit_at) else {
         return Line::from(Span::styled("—", ctx.theme.muted));
     };
     if at <= ctx.now {
