@@ -101,10 +101,13 @@ impl Rig {
     }
 
     /// Each recorded call: program name, then its arguments.
+    /// The stubs' complete records (a stub writes its record in several pieces: a last
+    /// line without its newline is still being written).
     fn calls(&self) -> Vec<Vec<String>> {
         std::fs::read_to_string(self.stubs.join("calls.log"))
             .unwrap_or_default()
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'))
             .map(|l| l.split('\u{1f}').map(str::to_owned).collect())
             .collect()
     }

@@ -262,7 +262,7 @@ impl Relauncher {
         std::fs::write(
             bin.join("kitty"),
             format!(
-                "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\037' \"$a\"; done > {}\nexec sleep 30\n",
+                "#!/bin/sh\n{{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} > {}\nexec sleep 30\n",
                 log.display()
             ),
         )
@@ -292,12 +292,13 @@ impl Relauncher {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// The stub's argv, once it has started (it records as it starts).
+    /// The stub's argv, once it has started and recorded all of it.
     fn argv(&self) -> Vec<String> {
         let end = std::time::Instant::now() + crate::common::DEADLINE;
         loop {
+            // Complete once the closing newline is written (the stub writes in pieces).
             if let Ok(text) = std::fs::read_to_string(&self.log)
-                && !text.is_empty()
+                && let Some(text) = text.strip_suffix('\n')
             {
                 return text
                     .trim_end_matches('\u{1f}')
