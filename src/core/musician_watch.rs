@@ -422,8 +422,11 @@ pub fn live_watchers(project: &ProjectKey) -> Vec<(TaskId, WatchMode, i32)> {
                 let pid: i32 = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
                 (pid > 1 && procs::is_alive(pid)).then_some(pid)
             };
-            // The holder, or the watcher taking over from it.
-            let pid = live_pid(&e.path()).or_else(|| live_pid(&successor_file(&e.path())))?;
+            // The watcher taking over, else the holder. The successor file is read
+            // first: a successor writes the holder file before it removes its own, so
+            // one of the two reads finds it (read the other way round, a takeover
+            // between the reads looked like no watcher at all).
+            let pid = live_pid(&successor_file(&e.path())).or_else(|| live_pid(&e.path()))?;
             Some((task, mode, pid))
         })
         .collect();
