@@ -28,8 +28,14 @@ pub fn run(
     global: &GlobalArgs,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
+    if global.report_to_db {
+        return Err(CliError::Usage(
+            "a replay writes nothing: drop --report-to-db (the run's own reports are in its messages).".into(),
+        ));
+    }
     let fallback = fallback_settings(project, settings);
-    let timeline = load(project, args.source, &fallback)?;
+    let mut timeline = load(project, args.source, &fallback)?;
+    rejudge(&mut timeline, global);
     let (Some(start), Some(end)) = (timeline.start(), timeline.end()) else {
         return Err(nothing_found(project, &timeline));
     };
@@ -61,8 +67,14 @@ pub fn run(
             let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
             let stop = CancellationToken::new();
             headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-            headless::present_on_stdout(&mut replay.happenings, global.json, clock, false, stop)
-                .await;
+            headless::present_on_stdout(
+                &mut replay.happenings,
+                global.json,
+                clock,
+                global.until_complete,
+                stop,
+            )
+            .await;
             tokio::task::spawn_blocking(move || drop(replay)).await.ok();
             Ok::<_, CliError>(())
         })?;
@@ -112,6 +124,37 @@ fn fallback_settings(project: &Project, settings: &Settings) -> RecordedSettings
             .db
             .file_name()
             .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
+/// Thresholds given on the command line judge the replay instead of the recorded ones
+/// ("what if the stall threshold had been 2 minutes?"). A rebuilt run keeps the time
+/// rules off: its moments are estimates.
+fn rejudge(timeline: &mut Timeline, global: &GlobalArgs) {
+    let rebuilt = timeline.origin == crate::core::replay::timeline::Origin::Files;
+    for session in &mut timeline.sessions {
+        let Some(s) = &mut session.settings else {
+            continue;
+        };
+        if let Some(points) = global.spike_threshold {
+            s.spike_threshold = points;
+        }
+        if rebuilt {
+            continue;
+        }
+        let pairs = [
+            (global.stall_after, &mut s.stall_after_ms),
+            (global.task_stale_after, &mut s.task_stale_after_ms),
+            (
+                global.conductor_stale_after,
+                &mut s.conductor_stale_after_ms,
+            ),
+        ];
+        for (given, ms) in pairs {
+            if let Some(d) = given {
+                *ms = millis(d);
+            }
+        }
     }
 }
 

@@ -144,6 +144,17 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert!(h["forecast"].is_null(), "{h}");
 
+    // Thresholds on the command line judge the replay instead: no stall under 1 h.
+    let out = replay(&data, &project, &["--stall-after", "1h"]);
+    let rejudged = kinds(&anomalies(&json_lines(&out.stdout)));
+    let without_stalls: Vec<(String, String)> = kinds(&replayed)
+        .into_iter()
+        .filter(|(_, k)| k != "stalled")
+        .collect();
+    assert_eq!(rejudged, without_stalls);
+    let out = replay(&data, &project, &["--report-to-db"]);
+    assert_eq!(out.status.code(), Some(2), "a replay writes nothing");
+
     // doctor says where the runs are kept.
     let out = data
         .maestro()
