@@ -85,12 +85,14 @@ pub fn run(
     TuiConfig::from_settings(String::new(), settings, clock).map_err(CliError::Usage)?;
     crate::cli::runtime()?.block_on(async {
         let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
-        let tui = TuiConfig::from_settings(
+        let mut tui = TuiConfig::from_settings(
             format!("replay of {}", project.name()),
             settings,
             replay.clock,
         )
         .map_err(CliError::Usage)?;
+        // What happened then is no news now: no desktop notifications.
+        tui.notifier = crate::tui::notify::Notifier::Off;
         let stop = CancellationToken::new();
         headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
         let feeds = Feeds {
