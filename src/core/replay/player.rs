@@ -618,17 +618,20 @@ mod tests {
     }
 
     /// The next happening, or a failure after the deadline.
+    /// Waits for `fut` on a runtime of the test's own (real time), failing after the
+    /// deadline.
+    fn within<T>(what: &str, fut: impl std::future::Future<Output = T>) -> T {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("runtime");
+        rt.block_on(async { tokio::time::timeout(DEADLINE, fut).await })
+            .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
+    }
+
+    /// The next happening.
     fn next(replay: &mut Replay) -> Happening {
-        let deadline = std::time::Instant::now() + DEADLINE;
-        loop {
-            match replay.happenings.try_recv() {
-                Ok(h) => return h,
-                Err(mpsc::error::TryRecvError::Empty) if std::time::Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
-                Err(e) => panic!("no happening in time: {e}"),
-            }
-        }
+        within("a happening", replay.happenings.recv()).expect("the replay is running")
     }
 
     fn anomalies(replay: &mut Replay) -> Vec<(AnomalyKind, OffsetDateTime)> {
@@ -643,18 +646,9 @@ mod tests {
 
     /// Waits until the replay's status satisfies `ok`.
     fn status_until(replay: &mut Replay, ok: impl Fn(&ReplayStatus) -> bool) -> ReplayStatus {
-        let deadline = std::time::Instant::now() + DEADLINE;
-        loop {
-            let s = replay.status.borrow_and_update().clone();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "status stuck at {s:?}"
-            );
-            std::thread::sleep(Duration::from_millis(2));
-        }
+        within("a replay status", replay.status.wait_for(|s| ok(s)))
+            .expect("the replay is running")
+            .clone()
     }
 
     #[test]
