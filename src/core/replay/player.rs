@@ -644,6 +644,30 @@ mod tests {
         out
     }
 
+    /// The anomalies that arrive until one of `last` kind (after a `source` happening
+    /// of status `after`, when given).
+    fn anomalies_until(
+        replay: &mut Replay,
+        last: AnomalyKind,
+        after: Option<&str>,
+    ) -> Vec<(AnomalyKind, OffsetDateTime)> {
+        let mut armed = after.is_none();
+        let mut out = Vec::new();
+        loop {
+            let h = next(replay);
+            match h.what {
+                What::Source { status, .. } if Some(status) == after => armed = true,
+                What::Anomaly(a) if armed => {
+                    out.push((a.kind, h.at));
+                    if a.kind == last {
+                        return out;
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Waits until the replay's status satisfies `ok`.
     fn status_until(replay: &mut Replay, ok: impl Fn(&ReplayStatus) -> bool) -> ReplayStatus {
         within("a replay status", replay.status.wait_for(|s| ok(s)))
@@ -701,38 +725,30 @@ mod tests {
             "presenters read the replay clock"
         );
 
-        // Forward past the stall's moment: it is raised on the way.
+        // Forward past the stall's moment: it is raised on the way, at its moment.
         replay.send(ReplayCmd::SeekTo(at(70)));
         let s = status_until(&mut replay, |s| s.at == at(70));
         assert_eq!(s.played, 3);
-        let mut kinds = Vec::new();
-        while let Ok(h) = replay.happenings.try_recv() {
-            if let What::Anomaly(a) = h.what {
-                kinds.push(a.kind);
-            }
-        }
-        assert_eq!(kinds, [AnomalyKind::SelfCorrection, AnomalyKind::Stalled]);
+        let seen = anomalies_until(&mut replay, AnomalyKind::Stalled, None);
+        assert_eq!(
+            seen.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            [AnomalyKind::SelfCorrection, AnomalyKind::Stalled]
+        );
+        let stalled_at = seen[1].1;
 
-        // Back: the dashboard is told to forget, and the run plays again to there.
+        // Back: the dashboard is told to forget, and the run plays again to there; on
+        // again, the stall comes once more at the same moment.
         replay.send(ReplayCmd::SeekBy(-68));
         let s = status_until(&mut replay, |s| s.at == at(2));
         assert_eq!(s.played, 3);
-        let mut saw_rewind = false;
-        let mut after = Vec::new();
-        while let Ok(h) = replay.happenings.try_recv() {
-            match h.what {
-                What::Source {
-                    status: "rewound", ..
-                } => saw_rewind = true,
-                What::Anomaly(a) if saw_rewind => after.push(a.kind),
-                _ => {}
-            }
-        }
-        assert!(saw_rewind);
+        replay.send(ReplayCmd::SeekTo(at(70)));
+        let again = anomalies_until(&mut replay, AnomalyKind::Stalled, Some("rewound"));
         assert_eq!(
-            after,
-            [AnomalyKind::SelfCorrection],
-            "the stall is not due yet"
+            again,
+            [
+                (AnomalyKind::SelfCorrection, at(2)),
+                (AnomalyKind::Stalled, stalled_at)
+            ]
         );
 
         // Past the end: clamped, and the replay says it is finished.
