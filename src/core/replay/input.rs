@@ -171,7 +171,10 @@ impl RecordedSettings {
             souffleur_stale_after: Duration::from_millis(self.souffleur_stale_after_ms),
             report_to_db: false,
             with_database: self.with_database,
-            observe_watchdog: self.observe_watchdog,
+            // A recording maestro that held the Souffleur role heard the watchdog from
+            // its role, which is not recorded; the replay tells what the task table
+            // showed, as any observer's maestro does.
+            observe_watchdog: true,
             forward_logs,
             db_name: self.db_name.clone(),
             forecast_lead: Duration::from_millis(self.forecast_lead_ms),
