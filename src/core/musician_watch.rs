@@ -29,7 +29,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
 use crate::core::paths::{self, ProjectKey};
-use crate::core::sources::db::{RECHECKS, watch_database};
+use crate::core::sources::db::{RECHECKS, message_row, watch_database};
 use crate::core::sources::procs;
 use crate::core::store;
 
@@ -101,17 +101,6 @@ fn task_row(conn: &Connection, task: &str) -> rusqlite::Result<Option<(String, O
     .optional()
 }
 
-fn message_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
-    Ok(MessageRow {
-        id: r.get(0)?,
-        task_id: r.get(1)?,
-        from_session: r.get(2)?,
-        message_type: r.get(3)?,
-        message: r.get(4)?,
-        timestamp: r.get(5)?,
-    })
-}
-
 /// The first Conductor message for the task above `after`.
 fn next_message(conn: &Connection, task: &str, after: i64) -> rusqlite::Result<Option<MessageRow>> {
     conn.query_row(
@@ -119,7 +108,7 @@ fn next_message(conn: &Connection, task: &str, after: i64) -> rusqlite::Result<O
          FROM orchestration_messages
          WHERE task_id = ?1 AND from_session = 'task-00' AND id > ?2 ORDER BY id LIMIT 1",
         params![task, after],
-        message_from_row,
+        message_row,
     )
     .optional()
 }
@@ -131,7 +120,7 @@ fn newest_message(conn: &Connection, task: &str) -> rusqlite::Result<Option<Mess
          FROM orchestration_messages
          WHERE task_id = ?1 AND from_session = 'task-00' ORDER BY id DESC LIMIT 1",
         [task],
-        message_from_row,
+        message_row,
     )
     .optional()
 }

@@ -23,6 +23,7 @@ use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{MessageRow, TaskRow};
 use crate::core::replay::input::{Input, RecordedSettings, TaskTable};
 use crate::core::replay::timeline::{Entry, Origin, Session, Timeline};
+use crate::core::sources::db::{message_row, task_row, text};
 
 /// A threshold so far away that it never falls due: the rule is not applied.
 const NOT_JUDGED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -249,19 +250,10 @@ fn read_tasks(conn: &Connection) -> rusqlite::Result<Vec<Dated>> {
          FROM orchestration_tasks ORDER BY task_id",
     )?;
     stmt.query_map([], |r| {
-        let text = |i| r.get::<_, Option<String>>(i);
         Ok(Dated {
-            row: TaskRow {
-                task_id: text(0)?.unwrap_or_default(),
-                state: text(1)?.unwrap_or_default(),
-                worked_by: text(2)?,
-                session_id: text(3)?,
-                last_heartbeat: text(4)?,
-                retry_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                last_error: text(6)?,
-            },
-            started: text(7)?.as_deref().and_then(parse_sqlite_utc),
-            completed: text(8)?.as_deref().and_then(parse_sqlite_utc),
+            row: task_row(r)?,
+            started: text(r, 7)?.as_deref().and_then(parse_sqlite_utc),
+            completed: text(r, 8)?.as_deref().and_then(parse_sqlite_utc),
         })
     })?
     .collect()
@@ -269,20 +261,10 @@ fn read_tasks(conn: &Connection) -> rusqlite::Result<Vec<Dated>> {
 
 fn read_messages(conn: &Connection) -> rusqlite::Result<Vec<MessageRow>> {
     let mut stmt = conn.prepare(
-        "SELECT id, task_id, from_session, message_type, CAST(message AS TEXT), timestamp
+        "SELECT id, task_id, from_session, message_type, message, timestamp
          FROM orchestration_messages ORDER BY id",
     )?;
-    stmt.query_map([], |r| {
-        Ok(MessageRow {
-            id: r.get(0)?,
-            task_id: r.get(1)?,
-            from_session: r.get(2)?,
-            message_type: r.get(3)?,
-            message: r.get(4)?,
-            timestamp: r.get(5)?,
-        })
-    })?
-    .collect()
+    stmt.query_map([], message_row)?.collect()
 }
 
 /// Every complete line of every task log, with its estimated moment.

@@ -290,18 +290,7 @@ impl DbSource {
             "SELECT task_id, state, worked_by, session_id, last_heartbeat, retry_count, last_error
              FROM orchestration_tasks ORDER BY task_id",
         )?;
-        stmt.query_map([], |r| {
-            Ok(TaskRow {
-                task_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-                state: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-                worked_by: r.get(2)?,
-                session_id: r.get(3)?,
-                last_heartbeat: r.get(4)?,
-                retry_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-                last_error: r.get(6)?,
-            })
-        })?
-        .collect()
+        stmt.query_map([], task_row)?.collect()
     }
 
     fn read_messages_after(&self, after: i64) -> rusqlite::Result<Vec<MessageRow>> {
@@ -309,17 +298,7 @@ impl DbSource {
             "SELECT id, task_id, from_session, message_type, message, timestamp
              FROM orchestration_messages WHERE id > ?1 ORDER BY id LIMIT ?2",
         )?;
-        stmt.query_map(params![after, PAGE], |r| {
-            Ok(MessageRow {
-                id: r.get(0)?,
-                task_id: text(r, 1)?,
-                from_session: text(r, 2)?,
-                message_type: text(r, 3)?,
-                message: text(r, 4)?,
-                timestamp: text(r, 5)?,
-            })
-        })?
-        .collect()
+        stmt.query_map(params![after, PAGE], message_row)?.collect()
     }
 
     /// The Sentinel reports a previous run recorded, as dedupe keys.
@@ -351,8 +330,35 @@ impl DbSource {
     }
 }
 
+/// A task row from `SELECT task_id, state, worked_by, session_id, last_heartbeat,
+/// retry_count, last_error …` (the first seven columns).
+pub fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
+    Ok(TaskRow {
+        task_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
+        state: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
+        worked_by: r.get(2)?,
+        session_id: r.get(3)?,
+        last_heartbeat: r.get(4)?,
+        retry_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
+        last_error: r.get(6)?,
+    })
+}
+
+/// A message row from `SELECT id, task_id, from_session, message_type, message,
+/// timestamp …`, every text column taken whatever its storage class.
+pub fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
+    Ok(MessageRow {
+        id: r.get(0)?,
+        task_id: text(r, 1)?,
+        from_session: text(r, 2)?,
+        message_type: text(r, 3)?,
+        message: text(r, 4)?,
+        timestamp: text(r, 5)?,
+    })
+}
+
 /// A text column that may hold any storage class (a writer may have put a number there).
-fn text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
+pub fn text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
     use rusqlite::types::ValueRef;
     Ok(match r.get_ref(i)? {
         ValueRef::Null => None,
