@@ -5,64 +5,38 @@
 //! Run with `cargo bench --bench faults`.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
+mod support;
+
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use support::{exe, init};
+
 const SAMPLES: usize = 20;
-
-fn exe() -> &'static str {
-    env!("CARGO_BIN_EXE_maestro")
-}
-
-fn init(root: &Path) {
-    assert!(
-        Command::new(exe())
-            .args(["init", "--project"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-    );
-}
 
 struct Headless {
     child: Child,
-    lines: mpsc::Receiver<(Instant, serde_json::Value)>,
+    lines: mpsc::Receiver<(Instant, String)>,
 }
 
 impl Headless {
     fn start(root: &Path) -> Self {
-        let mut child = Command::new(exe())
-            .args(["--no-tui", "--json", "--project"])
-            .arg(root)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                let Ok(v) = serde_json::from_str(&line) else {
-                    continue;
-                };
-                if tx.send((Instant::now(), v)).is_err() {
-                    break;
-                }
-            }
-        });
+        let mut cmd = Command::new(exe());
+        cmd.args(["--no-tui", "--json", "--project"]).arg(root);
+        let (child, lines) = support::spawn_stamped(cmd);
         Self { child, lines }
     }
 
     /// When the next `source` event of this status arrived.
     fn source(&self, source: &str, status: &str) -> Instant {
         loop {
-            let (at, v) = self.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+            let (at, line) = self.lines.recv_timeout(Duration::from_secs(20)).unwrap();
+            let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else {
+                continue;
+            };
             if v["event"] == "source" && v["source"] == source && v["status"] == status {
                 return at;
             }
@@ -152,14 +126,7 @@ fn stalled_reader() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let rss = |pid: u32| -> u64 {
-        std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
-            .unwrap_or(0)
-    };
+    let rss = |pid: u32| support::vm_kb(pid, "VmHWM:");
     let mut log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -9,10 +9,12 @@
 //! - baselines: `tail -F … | grep --line-buffered` and a 10-second poller.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -55,7 +57,7 @@ fn main() {
         lines as f64 / secs,
         bytes as f64 / 1e6 / secs
     );
-    let peak = vm_kb(maestro.child.id(), "VmHWM:");
+    let peak = support::vm_kb(maestro.child.id(), "VmHWM:");
     println!(
         "peak RSS after the throughput run: {:.1} MB",
         peak as f64 / 1024.0
@@ -71,8 +73,8 @@ fn main() {
     let polled = poller_latency(&project, poll_samples);
     report("append -> detection (10 s poller)", &polled);
 
-    let p99 = |v: &[Duration]| percentile(v, 99.0).as_secs_f64();
-    let p50 = |v: &[Duration]| percentile(v, 50.0).as_secs_f64();
+    let p99 = |v: &[Duration]| support::percentile(v, 99.0).as_secs_f64();
+    let p50 = |v: &[Duration]| support::percentile(v, 50.0).as_secs_f64();
     println!(
         "ratio p50: tail|grep / maestro = {:.2}x, poller / maestro = {:.0}x",
         p50(&theirs) / p50(&ours),
@@ -93,12 +95,7 @@ impl Project {
     fn create(root: &Path) -> Self {
         let temp = root.join("temp");
         std::fs::create_dir(&temp).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_maestro"))
-            .args(["init", "--project"])
-            .arg(root)
-            .output()
-            .unwrap();
-        assert!(out.status.success());
+        support::init(root);
         let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
         for i in 1..=TASKS {
             let id = task(i);
@@ -142,27 +139,13 @@ struct Stream {
 }
 
 impl Stream {
-    fn spawn(mut cmd: Command) -> Self {
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines() {
-                let Ok(line) = line else { break };
-                if tx.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
+    fn spawn(cmd: Command) -> Self {
+        let (child, lines) = support::spawn_stamped(cmd);
         Self { child, lines }
     }
 
     fn maestro(p: &Project) -> Self {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_maestro"));
+        let mut cmd = Command::new(support::exe());
         cmd.args([
             "--no-tui",
             "--json",
@@ -351,12 +334,6 @@ fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
 
 /// CPU share of one core and RSS (kB) of `pid` over `period`.
 fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
-    let ticks = |pid: u32| -> u64 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let after = &stat[stat.rfind(')').unwrap() + 2..];
-        let f: Vec<&str> = after.split_whitespace().collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    };
     let hz = Command::new("getconf")
         .arg("CLK_TCK")
         .output()
@@ -368,35 +345,21 @@ fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
                 .ok()
         })
         .unwrap_or(100.0);
-    let before = ticks(pid);
+    let before = support::cpu_ticks(pid);
     std::thread::sleep(period);
-    let used = (ticks(pid) - before) as f64 / hz;
-    (used / period.as_secs_f64() * 100.0, vm_kb(pid, "VmRSS:"))
-}
-
-fn vm_kb(pid: u32, key: &str) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with(key))
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
-fn percentile(v: &[Duration], p: f64) -> Duration {
-    let mut s = v.to_vec();
-    s.sort();
-    let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
-    s[idx]
+    let used = (support::cpu_ticks(pid) - before) as f64 / hz;
+    (
+        used / period.as_secs_f64() * 100.0,
+        support::vm_kb(pid, "VmRSS:"),
+    )
 }
 
 fn report(name: &str, v: &[Duration]) {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     println!(
         "{name}: p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms (n={})",
-        ms(percentile(v, 50.0)),
-        ms(percentile(v, 99.0)),
+        ms(support::percentile(v, 50.0)),
+        ms(support::percentile(v, 99.0)),
         ms(*v.iter().max().unwrap()),
         v.len()
     );

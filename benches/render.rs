@@ -3,6 +3,8 @@
 //! Run with `cargo bench --bench render`.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::VecDeque;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -157,15 +159,8 @@ fn idle_dashboard() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir(root.join("temp")).unwrap();
-    let exe = env!("CARGO_BIN_EXE_maestro");
-    assert!(
-        Command::new(exe)
-            .args(["init", "--project"])
-            .arg(root)
-            .status()
-            .unwrap()
-            .success()
-    );
+    let exe = support::exe();
+    support::init(root);
     let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
     for i in 1..=TASKS {
         let id = format!("task-{i:02}");
@@ -223,27 +218,12 @@ fn idle_dashboard() {
     .parse()
     .unwrap();
     std::thread::sleep(Duration::from_secs(3));
-    let ticks = || {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-        let f: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-            .split_whitespace()
-            .collect();
-        f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
-    };
+    let ticks = || support::cpu_ticks(pid);
     let period = Duration::from_secs(10);
     let before = ticks();
     std::thread::sleep(period);
     let cpu = (ticks() - before) as f64 / 100.0 / period.as_secs_f64() * 100.0;
-    let rss = std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .unwrap()
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))
-        .and_then(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .and_then(|v| v.parse::<f64>().ok())
-        })
-        .unwrap_or(0.0);
+    let rss = support::vm_kb(pid, "VmRSS:") as f64;
     println!(
         "idle dashboard at 200x60 on {TASKS} quiet tasks: CPU {cpu:.2}% of a core over 10 s, RSS {:.1} MB",
         rss / 1024.0

@@ -3,8 +3,10 @@
 //! fast as it goes (headless `maestro replay`). Run with `cargo bench --bench replay`.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use maestro::core::clock::Clock;
 use maestro::core::domain::{LogKind, TaskId};
@@ -88,10 +90,6 @@ fn files(dir: &std::path::Path) -> EventLogFiles {
     }
 }
 
-fn pct(sorted: &[Duration], p: f64) -> Duration {
-    sorted[((sorted.len() - 1) as f64 * p).round() as usize]
-}
-
 fn main() {
     let dir = tempfile::tempdir().unwrap();
     let files = files(dir.path());
@@ -116,7 +114,7 @@ fn main() {
         drop(recorder);
     }
     notes.sort();
-    let noted = pct(&notes, 0.5);
+    let noted = support::percentile(&notes, 50.0);
     let bytes = std::fs::metadata(&files.current).unwrap().len();
     println!(
         "record: {INPUTS} inputs noted in p50 {:.1} ms of 5 runs ({:.2} µs per input on the hub); event log {:.1} MiB",
@@ -139,8 +137,8 @@ fn main() {
     loads.sort();
     println!(
         "load: {INPUTS} inputs in p50 {:.1} ms, max {:.1} ms ({RUNS} runs)",
-        pct(&loads, 0.5).as_secs_f64() * 1e3,
-        pct(&loads, 1.0).as_secs_f64() * 1e3
+        support::percentile(&loads, 50.0).as_secs_f64() * 1e3,
+        support::percentile(&loads, 100.0).as_secs_f64() * 1e3
     );
 
     // Playing: the whole run through the hub, as fast as it goes (3 h of run time).
@@ -173,7 +171,7 @@ fn main() {
     plays.sort();
     println!(
         "play to the end: {INPUTS} inputs, {anomalies} anomalies, in p50 {:.1} ms, max {:.1} ms ({RUNS} runs)",
-        pct(&plays, 0.5).as_secs_f64() * 1e3,
-        pct(&plays, 1.0).as_secs_f64() * 1e3
+        support::percentile(&plays, 50.0).as_secs_f64() * 1e3,
+        support::percentile(&plays, 100.0).as_secs_f64() * 1e3
     );
 }

@@ -5,6 +5,8 @@
 //! Run with `cargo bench --bench souffleur`.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
@@ -38,16 +40,8 @@ fn one_death(initial: &str, poll: &str) -> Duration {
     let home = tempfile::tempdir().unwrap();
     let root = home.path().join("proj");
     std::fs::create_dir_all(root.join("temp")).unwrap();
-    let exe = env!("CARGO_BIN_EXE_maestro");
-    assert!(
-        Command::new(exe)
-            .args(["init", "--project"])
-            .arg(&root)
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    let exe = support::exe();
+    support::init(&root);
     let transcripts = home.path().join(".claude/projects/p");
     std::fs::create_dir_all(&transcripts).unwrap();
     std::fs::write(transcripts.join(format!("{SESSION}.jsonl")), "{}\n").unwrap();

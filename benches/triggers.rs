@@ -5,9 +5,10 @@
 //! `anomaly` event itself is printed beside it. Run with `cargo bench --bench triggers`.
 #![allow(clippy::unwrap_used)]
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
+mod support;
+
+use std::io::Write;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 const SAMPLES: usize = 300;
@@ -17,16 +18,7 @@ fn main() {
     let root = dir.path();
     std::fs::create_dir_all(root.join("temp")).unwrap();
     std::fs::create_dir_all(root.join(".maestro/sentinels")).unwrap();
-    let exe = env!("CARGO_BIN_EXE_maestro");
-    assert!(
-        Command::new(exe)
-            .args(["init", "--project"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-    );
+    support::init(root);
     rusqlite::Connection::open(root.join("comms.db"))
         .unwrap()
         .execute(
@@ -42,24 +34,11 @@ fn main() {
     )
     .unwrap();
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(exe)
-        .env("XDG_DATA_HOME", data.path())
+    let mut cmd = Command::new(support::exe());
+    cmd.env("XDG_DATA_HOME", data.path())
         .args(["--no-tui", "--json", "--project"])
-        .arg(root)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines() {
-            let Ok(line) = line else { break };
-            if tx.send((Instant::now(), line)).is_err() {
-                break;
-            }
-        }
-    });
+        .arg(root);
+    let (mut child, rx) = support::spawn_stamped(cmd);
     let next = |pred: &dyn Fn(&str) -> bool| loop {
         let (at, line) = rx.recv_timeout(Duration::from_secs(20)).unwrap();
         if pred(&line) {

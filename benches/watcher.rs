@@ -4,6 +4,8 @@
 //! `cargo bench --bench watcher`.
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::io::BufRead;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -15,16 +17,8 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
     std::fs::create_dir_all(root.join("temp")).unwrap();
-    let exe = env!("CARGO_BIN_EXE_maestro");
-    assert!(
-        Command::new(exe)
-            .args(["init", "--project"])
-            .arg(root)
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success()
-    );
+    let exe = support::exe();
+    support::init(root);
     let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
     conn.execute(
         "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-03', 'working', datetime('now'))",
@@ -77,30 +71,18 @@ fn main() {
     println!("the LLM watcher it replaces polls every 15 s: 7.5 s on average, 15 s at worst");
 
     let mut idle = spawn();
-    let before = cpu_ticks(idle.id());
+    let before = support::cpu_ticks(idle.id());
     let period = Duration::from_secs(10);
     std::thread::sleep(period);
-    let ticks = cpu_ticks(idle.id()) - before;
-    let rss = std::fs::read_to_string(format!("/proc/{}/status", idle.id()))
-        .unwrap()
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:").map(|v| v.trim().to_owned()))
-        .unwrap_or_default();
+    let ticks = support::cpu_ticks(idle.id()) - before;
+    let rss = support::vm_kb(idle.id(), "VmRSS:");
     println!(
-        "idle watcher over {}s: {ticks} CPU ticks ({:.2}% of a core), RSS {rss}",
+        "idle watcher over {}s: {ticks} CPU ticks ({:.2}% of a core), RSS {rss} kB",
         period.as_secs(),
         ticks as f64 / 100.0 / period.as_secs_f64() * 100.0
     );
     let _ = idle.kill();
     let _ = idle.wait();
-}
-
-/// utime + stime of a process, in clock ticks.
-fn cpu_ticks(pid: u32) -> u64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
 }
 
 /// Waits until a watcher file names `pid` (the watcher holds its claim and listens).

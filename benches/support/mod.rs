@@ -1,0 +1,76 @@
+//! What the benchmarks share: the binary, a fresh project, a child's stdout lines with
+//! the moment each arrived, and readings of `/proc` and of a sample.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The release binary the benchmarks run.
+pub fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_maestro")
+}
+
+/// `maestro init --project root` (comms.db with the orchestration schema).
+pub fn init(root: &Path) {
+    let out = Command::new(exe())
+        .args(["init", "--project"])
+        .arg(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Starts `cmd` with stdout piped; its lines arrive with the moment each was read.
+pub fn spawn_stamped(mut cmd: Command) -> (Child, mpsc::Receiver<(Instant, String)>) {
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    (child, lines)
+}
+
+/// A `/proc/<pid>/status` figure in kB (`VmRSS:`, `VmHWM:`), 0 when absent.
+pub fn vm_kb(pid: u32, key: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap_or_default()
+        .lines()
+        .find(|l| l.starts_with(key))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// utime + stime of a process, in clock ticks.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()
+}
+
+/// The `p`-th percentile (0–100) of a sample, nearest rank.
+pub fn percentile(v: &[Duration], p: f64) -> Duration {
+    let mut s = v.to_vec();
+    s.sort();
+    let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
+    s[idx]
+}
