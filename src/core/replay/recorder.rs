@@ -28,8 +28,12 @@ use crate::core::replay::input::{Input, Line, RecordedSettings, TaskTable, input
 /// and the writer encodes over a million a second: this is room for a stalled disk.
 const QUEUE: usize = 65_536;
 
+/// One queued input, boxed: the channel holds a slot per capacity, and a slot the size
+/// of an `Input` would make the queue cost megabytes once a burst has gone through it.
+type Queued = Box<(OffsetDateTime, Input)>;
+
 pub struct Recorder {
-    tx: Option<SyncSender<(OffsetDateTime, Input)>>,
+    tx: Option<SyncSender<Queued>>,
     /// The task table as last recorded, to record differences.
     table: TaskTable,
     dropped: u64,
@@ -147,13 +151,14 @@ impl Recorder {
             let gap = Input::Gap {
                 dropped: self.dropped,
             };
-            if tx.try_send((at, gap)).is_err() {
+            if tx.try_send(Box::new((at, gap))).is_err() {
                 self.dropped += 1;
                 return;
             }
             self.dropped = 0;
         }
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = tx.try_send((at, input))
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            tx.try_send(Box::new((at, input)))
         {
             self.dropped += 1;
         }
@@ -165,7 +170,7 @@ impl Drop for Recorder {
     fn drop(&mut self) {
         if let Some(tx) = self.tx.take() {
             // Blocking here: the stop mark must not be dropped.
-            let _ = tx.send((OffsetDateTime::now_utc(), Input::Stop));
+            let _ = tx.send(Box::new((OffsetDateTime::now_utc(), Input::Stop)));
         }
         if let Some(writer) = self.writer.take() {
             let _ = writer.join();
@@ -183,11 +188,10 @@ impl Writer {
     }
 
     /// Writes what arrives, flushing whenever the queue runs dry.
-    fn run(&mut self, rx: &Receiver<(OffsetDateTime, Input)>) {
+    fn run(&mut self, rx: &Receiver<Queued>) {
         while let Ok(first) = rx.recv() {
-            for (at, input) in
-                std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok()))
-            {
+            for queued in std::iter::once(first).chain(std::iter::from_fn(|| rx.try_recv().ok())) {
+                let (at, input) = *queued;
                 self.record(at, input);
             }
             if let Err(e) = self.file.flush() {
@@ -223,13 +227,17 @@ impl Writer {
         self.put(at, input);
     }
 
+    /// Encodes straight into the file's buffer: a burst of lines is never held twice.
     fn put(&mut self, at: OffsetDateTime, input: Input) {
-        let Ok(mut text) = serde_json::to_string(&Line::new(at, input)) else {
-            return;
+        let mut out = Counting {
+            inner: &mut self.file,
+            bytes: 0,
         };
-        text.push('\n');
-        self.size += text.len() as u64;
-        if let Err(e) = self.file.write_all(text.as_bytes()) {
+        let written = serde_json::to_writer(&mut out, &Line::new(at, input))
+            .map_err(std::io::Error::from)
+            .and_then(|()| out.write_all(b"\n"));
+        self.size += out.bytes;
+        if let Err(e) = written {
             self.fail(format!(
                 "cannot write the event log {}: {e}; replay of this run will be incomplete",
                 self.files.current.display()
@@ -241,6 +249,24 @@ impl Writer {
         if let Ok(mut f) = self.failure.lock() {
             f.get_or_insert(detail);
         }
+    }
+}
+
+/// A writer that counts what passes through (the file's size, for its bound).
+struct Counting<'a, W: Write> {
+    inner: &'a mut W,
+    bytes: u64,
+}
+
+impl<W: Write> Write for Counting<'_, W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
