@@ -81,18 +81,15 @@ pub fn run(
         return Ok(ExitCode::SUCCESS);
     }
     dashboard::require_terminal()?;
-    // Checked before the replay starts: a bad theme or key table is a usage error.
-    TuiConfig::from_settings(String::new(), settings, clock).map_err(CliError::Usage)?;
+    // Built before the replay starts: a bad theme or key table is a usage error.
+    let mut tui =
+        TuiConfig::from_settings(format!("replay of {}", project.name()), settings, clock)
+            .map_err(CliError::Usage)?;
+    // What happened then is no news now: no desktop notifications.
+    tui.notifier = crate::tui::notify::Notifier::Off;
     crate::cli::runtime()?.block_on(async {
         let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
-        let mut tui = TuiConfig::from_settings(
-            format!("replay of {}", project.name()),
-            settings,
-            replay.clock,
-        )
-        .map_err(CliError::Usage)?;
-        // What happened then is no news now: no desktop notifications.
-        tui.notifier = crate::tui::notify::Notifier::Off;
+        tui.clock = replay.clock;
         let stop = CancellationToken::new();
         headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
         let feeds = Feeds {
