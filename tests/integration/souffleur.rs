@@ -169,9 +169,7 @@ fn stub(dir: &Path, name: &str, body: &str) {
 fn a_dead_conductor_is_relaunched_with_title_prompt_and_permission() {
     let mut rig = Rig::new(None);
     let mut m = rig.souffleur(rig.conductor.id());
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
 
     rig.conductor.kill().unwrap();
     rig.conductor.wait().unwrap();
@@ -257,9 +255,7 @@ fn payload_permission_is_clamped_and_lethe_is_preferred_for_context_recovery() {
         )
         .unwrap();
     let mut m = rig.souffleur(rig.conductor.id());
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
     rig.scratch.set_task("task-00", "context_recovery");
     let w = m.wait_json("context recovery", |v| event(v) == "watchdog");
     assert_eq!(w["reason"], "CONTEXT_RECOVERY");
@@ -310,9 +306,7 @@ fn payload_permission_is_clamped_and_lethe_is_preferred_for_context_recovery() {
 fn lethe_failing_twice_falls_back_to_claude_export() {
     let rig = Rig::new(Some("fail"));
     let mut m = rig.souffleur(rig.conductor.id());
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
     rig.scratch.set_task("task-00", "context_recovery");
     let mut failures = 0;
     let done = m.wait_json("claude_export result", |v| {
@@ -361,9 +355,7 @@ fn validation_retries_with_corrected_arguments_from_an_instruction() {
             [format!("Retry with PID:{} SESSION_ID:{SESSION}", rig.conductor.id())],
         )
         .unwrap();
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
 }
 
 #[test]
@@ -398,9 +390,7 @@ fn three_failed_validations_exit_the_role() {
 fn only_one_souffleur_per_project() {
     let rig = Rig::new(None);
     let mut first = rig.souffleur(rig.conductor.id());
-    first.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut first);
     let out = rig
         .command(&[
             "souffleur",
@@ -436,9 +426,7 @@ fn conductor_commands_reach_the_running_role() {
     assert!(err.contains("no Souffleur role answers"), "{err}");
 
     let mut m = rig.souffleur(rig.conductor.id());
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
     let (code, out, err) = conductor(&["hold", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -487,19 +475,8 @@ fn a_hold_set_before_the_role_starts_holds_it_until_released() {
 
     let mut rig = rig;
     let mut m = rig.souffleur(rig.conductor.id());
-    let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
-    assert_eq!(
-        (
-            settings["force_compact"].as_u64(),
-            settings["max_external_permission"].as_str(),
-            settings["force_compact_from"].as_str()
-        ),
-        (Some(400_000), Some("acceptEdits"), Some("default")),
-        "{settings}"
-    );
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    default_settings(&mut m);
+    confirmed(&mut m);
     rig.conductor.kill().unwrap();
     rig.conductor.wait().unwrap();
     m.wait_json("the death is seen", |v| {
@@ -551,9 +528,7 @@ fn an_export_too_large_escalates_to_standard_compact_and_a_missing_one_does_not(
         &format!("{RECORD}\nprintf 'a long export, far above ten tokens of budget\\n'\n"),
     );
     let mut m = rig.souffleur(rig.conductor.id());
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    confirmed(&mut m);
     rig.scratch.set_task("task-00", "context_recovery");
     let done = m.wait_json("compact result", |v| {
         event(v) == "recovery" && v["status"] != "started" && v["step"] == "standard_compact"
@@ -591,19 +566,8 @@ fn a_failed_export_still_relaunches_with_the_plain_prompt() {
     let mut rig = Rig::new(None);
     stub(&rig.stubs, "claude_export", &format!("{RECORD}\nexit 3\n"));
     let mut m = rig.souffleur(rig.conductor.id());
-    let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
-    assert_eq!(
-        (
-            settings["force_compact"].as_u64(),
-            settings["max_external_permission"].as_str(),
-            settings["force_compact_from"].as_str()
-        ),
-        (Some(400_000), Some("acceptEdits"), Some("default")),
-        "{settings}"
-    );
-    m.wait_json("confirmed", |v| {
-        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-    });
+    default_settings(&mut m);
+    confirmed(&mut m);
     rig.conductor.kill().unwrap();
     rig.conductor.wait().unwrap();
     let done = m.wait_json("result", |v| {
@@ -656,9 +620,7 @@ fn role_and_pipeline_host_answer_from_a_deep_home() {
             "--no-tui",
             "--json",
         ])));
-        m.wait_json("confirmed", |v| {
-            event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
-        });
+        confirmed(&mut m);
         let out = with_env(rig.command(&["conductor", "hold", "--json"]))
             .output()
             .unwrap();
@@ -678,4 +640,25 @@ fn role_and_pipeline_host_answer_from_a_deep_home() {
             .output()
             .unwrap();
     }
+}
+
+/// Waits for the role's validation to succeed (the `souffleur` row turns `confirmed`).
+fn confirmed(m: &mut Running) {
+    m.wait_json("confirmed", |v| {
+        event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
+    });
+}
+
+/// Waits for the role's settings event and checks it names the defaults.
+fn default_settings(m: &mut Running) {
+    let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
+    assert_eq!(
+        (
+            settings["force_compact"].as_u64(),
+            settings["max_external_permission"].as_str(),
+            settings["force_compact_from"].as_str()
+        ),
+        (Some(400_000), Some("acceptEdits"), Some("default")),
+        "{settings}"
+    );
 }
