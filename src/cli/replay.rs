@@ -16,6 +16,7 @@ use crate::core::paths::{self, ProjectKey};
 use crate::core::replay::input::RecordedSettings;
 use crate::core::replay::player::{Replay, ReplayConfig};
 use crate::core::replay::reconstruct;
+use crate::core::replay::rules::{self, millis};
 use crate::core::replay::timeline::Timeline;
 use crate::core::runtime;
 use crate::settings::Settings;
@@ -110,20 +111,10 @@ pub fn run(
 /// The rules a run that did not record its own is judged by: this configuration's.
 fn fallback_settings(project: &Project, settings: &Settings) -> RecordedSettings {
     let config = project.core_config(settings);
-    RecordedSettings {
-        stall_after_ms: millis(config.stall_after),
-        spike_threshold: config.spike_threshold,
-        task_stale_after_ms: millis(config.task_stale_after),
-        conductor_stale_after_ms: millis(config.conductor_stale_after),
-        souffleur_stale_after_ms: millis(config.souffleur_stale_after),
-        forecast_lead_ms: millis(config.forecast_lead),
-        with_database: runtime::database_exists(&project.db),
-        observe_watchdog: true,
-        db_name: project
-            .db
-            .file_name()
-            .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
-    }
+    rules::recorded(&runtime::hub_settings(
+        &config,
+        runtime::database_exists(&project.db),
+    ))
 }
 
 /// Thresholds given on the command line judge the replay instead of the recorded ones
@@ -155,10 +146,6 @@ fn rejudge(timeline: &mut Timeline, global: &GlobalArgs) {
             }
         }
     }
-}
-
-fn millis(d: std::time::Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 fn load(

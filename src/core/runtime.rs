@@ -110,25 +110,8 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         opened,
         events_tx.clone(),
     )));
-    let settings = HubSettings {
-        sentinel: SentinelSettings {
-            stall_after: config.stall_after,
-            spike_threshold: config.spike_threshold,
-        },
-        task_stale_after: config.task_stale_after,
-        conductor_stale_after: config.conductor_stale_after,
-        souffleur_stale_after: config.souffleur_stale_after,
-        report_to_db: config.report_to_db,
-        with_database,
-        observe_watchdog: !config.souffleur_role,
-        forward_logs: config.forward_logs,
-        forecast_lead: config.forecast_lead,
-        db_name: config
-            .db
-            .file_name()
-            .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
-    };
-    let recorded = RecordedSettings::of(&settings);
+    let settings = hub_settings(config, with_database);
+    let recorded = crate::core::replay::rules::recorded(&settings);
     let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
     let mut hub = hub.with_bus(bus.clone());
@@ -166,6 +149,28 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         hub: Some(hub),
         _logs: logs,
     })
+}
+
+/// The hub's settings for a configuration, with or without a database at start.
+pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
+    HubSettings {
+        sentinel: SentinelSettings {
+            stall_after: config.stall_after,
+            spike_threshold: config.spike_threshold,
+        },
+        task_stale_after: config.task_stale_after,
+        conductor_stale_after: config.conductor_stale_after,
+        souffleur_stale_after: config.souffleur_stale_after,
+        report_to_db: config.report_to_db,
+        with_database,
+        observe_watchdog: !config.souffleur_role,
+        forward_logs: config.forward_logs,
+        forecast_lead: config.forecast_lead,
+        db_name: config
+            .db
+            .file_name()
+            .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    }
 }
 
 /// The flight recorder for this project, unless another maestro records it.

@@ -6,7 +6,6 @@
 //! rows gone) and rebuilt into whole tables by [`TaskTable`].
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -14,8 +13,6 @@ use time::format_description::well_known::Rfc3339;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, DbStatus, FolderStatus, MessageRow, TaskRow};
-use crate::core::hub::HubSettings;
-use crate::core::sentinel::SentinelSettings;
 
 /// One event-log line: a moment and what arrived then.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -109,7 +106,8 @@ pub enum Input {
     Stop,
 }
 
-/// The hub settings a recording ran with (durations in milliseconds).
+/// The hub settings a recording ran with (durations in milliseconds; `replay::rules`
+/// converts to and from the hub's).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RecordedSettings {
     pub stall_after_ms: u64,
@@ -121,10 +119,6 @@ pub struct RecordedSettings {
     pub with_database: bool,
     pub observe_watchdog: bool,
     pub db_name: String,
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Default for RecordedSettings {
@@ -140,44 +134,6 @@ impl Default for RecordedSettings {
             with_database: true,
             observe_watchdog: true,
             db_name: "comms.db".into(),
-        }
-    }
-}
-
-impl RecordedSettings {
-    pub fn of(s: &HubSettings) -> Self {
-        Self {
-            stall_after_ms: ms(s.sentinel.stall_after),
-            spike_threshold: s.sentinel.spike_threshold,
-            task_stale_after_ms: ms(s.task_stale_after),
-            conductor_stale_after_ms: ms(s.conductor_stale_after),
-            souffleur_stale_after_ms: ms(s.souffleur_stale_after),
-            forecast_lead_ms: ms(s.forecast_lead),
-            with_database: s.with_database,
-            observe_watchdog: s.observe_watchdog,
-            db_name: s.db_name.clone(),
-        }
-    }
-
-    /// Hub settings for a replay: the recorded rules, no database writes.
-    pub fn hub_settings(&self, forward_logs: bool) -> HubSettings {
-        HubSettings {
-            sentinel: SentinelSettings {
-                stall_after: Duration::from_millis(self.stall_after_ms),
-                spike_threshold: self.spike_threshold,
-            },
-            task_stale_after: Duration::from_millis(self.task_stale_after_ms),
-            conductor_stale_after: Duration::from_millis(self.conductor_stale_after_ms),
-            souffleur_stale_after: Duration::from_millis(self.souffleur_stale_after_ms),
-            report_to_db: false,
-            with_database: self.with_database,
-            // A recording maestro that held the Souffleur role heard the watchdog from
-            // its role, which is not recorded; the replay tells what the task table
-            // showed, as any observer's maestro does.
-            observe_watchdog: true,
-            forward_logs,
-            db_name: self.db_name.clone(),
-            forecast_lead: Duration::from_millis(self.forecast_lead_ms),
         }
     }
 }
@@ -380,7 +336,8 @@ mod tests {
         let mut back = TaskTable::default();
         let mut row = TaskRow::new("task-03", "working");
         row.last_heartbeat = Some("2026-11-22 14:00:00".into());
-        let mtime = std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mtime =
+            std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_700_000_000);
         let events = vec![
             CoreEvent::Tasks(vec![TaskRow::new("task-00", "watching"), row.clone()]),
             CoreEvent::LogLines {

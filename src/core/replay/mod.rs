@@ -10,4 +10,5 @@ pub mod input;
 pub mod player;
 pub mod reconstruct;
 pub mod recorder;
+pub mod rules;
 pub mod timeline;

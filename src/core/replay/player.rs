@@ -429,11 +429,8 @@ impl Player {
         let Some(session) = self.timeline.sessions.get(self.session) else {
             return;
         };
-        let settings = session
-            .settings
-            .as_ref()
-            .unwrap_or(&self.config.fallback)
-            .hub_settings(self.config.forward_logs);
+        let recorded = session.settings.as_ref().unwrap_or(&self.config.fallback);
+        let settings = crate::core::replay::rules::for_replay(recorded, self.config.forward_logs);
         let clock = Clock::following_tokio(session.start);
         let (events, events_rx) = mpsc::channel(64);
         let (out, mut hub_out) = mpsc::channel(4096);
