@@ -32,8 +32,13 @@ impl Line {
     }
 
     pub fn at(&self) -> Option<OffsetDateTime> {
-        OffsetDateTime::parse(&self.t, &Rfc3339).ok()
+        read_stamp(&self.t)
     }
+}
+
+/// Reads back what [`stamp`] wrote.
+pub fn read_stamp(text: &str) -> Option<OffsetDateTime> {
+    OffsetDateTime::parse(text, &Rfc3339).ok()
 }
 
 /// RFC 3339 with nanoseconds (the event log's and replay's time form).
@@ -285,7 +290,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
             lines: lines.clone(),
             initial_mtime: mtime
                 .as_deref()
-                .and_then(|m| OffsetDateTime::parse(m, &Rfc3339).ok())
+                .and_then(read_stamp)
                 .map(std::time::SystemTime::from),
         },
         Input::Reset { task, kind } => CoreEvent::LogReset {

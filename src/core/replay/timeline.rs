@@ -4,7 +4,7 @@
 use time::OffsetDateTime;
 
 use crate::core::paths::EventLogFiles;
-use crate::core::replay::input::{Input, Line, RecordedSettings};
+use crate::core::replay::input::{Input, Line, RecordedSettings, read_stamp};
 
 /// One input at its moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -112,13 +112,7 @@ impl Timeline {
                     lines,
                     mtime,
                 } if t == task && kind == "status" => {
-                    let at = mtime
-                        .as_deref()
-                        .and_then(|m| {
-                            OffsetDateTime::parse(m, &time::format_description::well_known::Rfc3339)
-                                .ok()
-                        })
-                        .unwrap_or(entry.at);
+                    let at = mtime.as_deref().and_then(read_stamp).unwrap_or(entry.at);
                     points.extend(
                         lines
                             .iter()
