@@ -92,9 +92,7 @@ impl Timeline {
         }
         reader.finish()
     }
-}
 
-impl Timeline {
     /// A task's `[ctx: XX%]` values with the moments they arrived, from the last
     /// recorded session since its status log last started over (values a file already
     /// held when recording began share the file's mtime, as in the hub).
