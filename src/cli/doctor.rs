@@ -427,7 +427,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
 fn event_log(
     project: &Project,
     settings: Option<&Settings>,
-    add: &mut impl FnMut(Level, &'static str, String),
+    add: &mut dyn FnMut(Level, &'static str, String),
 ) {
     if settings.is_some_and(|s| s.event_log_bytes == 0) {
         add(
