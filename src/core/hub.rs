@@ -195,10 +195,13 @@ impl Hub {
     /// Applies an event, then records it with the moment it arrived: the operator's
     /// event does not wait for the event log.
     async fn record_and_apply(&mut self, event: CoreEvent) {
-        let at = self.clock.now_utc();
-        let input = self.recorder.as_mut().map(|r| r.take(&event));
+        let clock = self.clock;
+        let input = self
+            .recorder
+            .as_mut()
+            .map(|r| (clock.now_utc(), r.take(&event)));
         self.apply(event).await;
-        if let (Some(r), Some(input)) = (&mut self.recorder, input)
+        if let (Some(r), Some((at, input))) = (&mut self.recorder, input)
             && let Some(detail) = r.write(at, input)
         {
             self.emit(What::Error { detail }).await;
