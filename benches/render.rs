@@ -84,6 +84,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
                 .collect::<VecDeque<u8>>(),
             last_anomaly: (i % 5 == 0).then_some(AnomalyKind::Stalled),
             watched: true,
+            forecast: None,
         })
         .collect();
     for id in ["task-00", "souffleur"] {
@@ -93,10 +94,11 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             ctx: VecDeque::new(),
             last_anomaly: None,
             watched: false,
+            forecast: None,
         });
     }
     Snapshot {
-        tasks,
+        tasks: tasks.into_iter().map(std::sync::Arc::new).collect(),
         database: DatabaseHealth::Ok,
         ..Snapshot::default()
     }

@@ -176,7 +176,7 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
             r.pid
                 .map_or_else(|| "unknown".to_owned(), |p| p.to_string())
         ),
-        What::Error { detail } => format!("ERROR: {}\n", one_line(detail)),
+        What::Error { detail, .. } => format!("ERROR: {}\n", one_line(detail)),
         What::Source {
             source: "replay",
             detail,

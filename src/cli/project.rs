@@ -1,7 +1,7 @@
 //! Where a run looks: the project folder, its database and log folder, and the resolved
 //! settings, from the global flags. Every problem here is a usage error (exit 2).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
@@ -31,11 +31,23 @@ impl Project {
                 root.display()
             )));
         }
-        Ok(Self {
-            db: args.db.clone().unwrap_or_else(|| root.join("comms.db")),
-            temp: args.temp.clone().unwrap_or_else(|| root.join("temp")),
-            root,
-        })
+        // One canonical root for everything after this point: the kernel names changed
+        // files by absolute paths, and a relative root never matched them.
+        let root = std::fs::canonicalize(&root).map_err(|e| {
+            CliError::Usage(format!(
+                "cannot resolve the project folder {} ({e}). Pass --project with a folder you can read.",
+                root.display()
+            ))
+        })?;
+        let db = match &args.db {
+            Some(p) => resolved("--db", p)?,
+            None => root.join("comms.db"),
+        };
+        let temp = match &args.temp {
+            Some(p) => resolved("--temp", p)?,
+            None => root.join("temp"),
+        };
+        Ok(Self { root, db, temp })
     }
 
     /// The core's configuration for this project and these settings.
@@ -94,6 +106,24 @@ impl Project {
             .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
             .unwrap_or_else(|| self.root.display().to_string())
     }
+}
+
+/// An absolute path whose folder is resolved (symlinks, `.`, `..`) and whose last part
+/// is kept as given: `temp/` may be a symlink that is later pointed elsewhere, or may
+/// not exist yet.
+fn resolved(flag: &str, path: &Path) -> Result<PathBuf, CliError> {
+    let absolute = std::path::absolute(path).map_err(|e| {
+        CliError::Usage(format!(
+            "cannot resolve {flag} {} ({e}); pass an absolute path.",
+            path.display()
+        ))
+    })?;
+    let (Some(parent), Some(name)) = (absolute.parent(), absolute.file_name()) else {
+        return Ok(std::fs::canonicalize(&absolute).unwrap_or(absolute));
+    };
+    Ok(std::fs::canonicalize(parent)
+        .map(|p| p.join(name))
+        .unwrap_or(absolute))
 }
 
 /// Asks before a destructive action: on a terminal, y/N; without one, `--yes` is needed.

@@ -127,6 +127,7 @@ async fn run_role(
                 .events
                 .send(CoreEvent::SourceFailed {
                     source: "souffleur",
+                    task: None,
                     detail: format!(
                         "the role runs, but `maestro conductor …` cannot reach it: {e}"
                     ),

@@ -69,6 +69,8 @@ pub enum CoreEvent {
     /// A problem a source survived; it keeps going.
     SourceFailed {
         source: &'static str,
+        /// The task the problem is about, when it is about one (a log file of it).
+        task: Option<TaskId>,
         detail: String,
     },
     /// The database source is (again) reading without errors.
@@ -257,6 +259,8 @@ pub enum What {
     },
     Recovery(RecoveryStep),
     Error {
+        /// The task the problem is about, when there is one (CONTRACT.md's shape).
+        task_id: Option<String>,
         detail: String,
     },
     /// The settings the Souffleur role in this process runs with.

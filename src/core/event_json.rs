@@ -45,7 +45,9 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "recovery", "provider": contract_provider(r.provider),
             "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
-        What::Error { detail } => json!({"ts": ts, "event": "error", "detail": detail}),
+        What::Error { task_id, detail } => {
+            json!({"ts": ts, "event": "error", "task_id": task_id, "detail": detail})
+        }
         What::Source {
             source,
             status,

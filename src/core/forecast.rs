@@ -4,7 +4,7 @@
 //! Values read at start share the file's mtime and give no rate; a falling or flat
 //! context gives no forecast.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
 
 use time::OffsetDateTime;
@@ -74,6 +74,9 @@ pub struct ForecastBook {
     points: HashMap<TaskId, VecDeque<(OffsetDateTime, u8)>>,
     forecasts: BTreeMap<String, Forecast>,
     fired: HashSet<(TaskId, u8)>,
+    /// (moment the warning falls due, task, threshold) of every crossing not warned of
+    /// yet: the first is the next warning, so no wake-up looks at every task.
+    due_order: BTreeSet<(OffsetDateTime, TaskId, u8)>,
 }
 
 impl ForecastBook {
@@ -84,6 +87,7 @@ impl ForecastBook {
             points: HashMap::new(),
             forecasts: BTreeMap::new(),
             fired: HashSet::new(),
+            due_order: BTreeSet::new(),
         }
     }
 
@@ -100,8 +104,15 @@ impl ForecastBook {
             points.push_back((at, *v));
         }
         let points: Vec<_> = points.iter().copied().collect();
+        self.unindex(task);
         match forecast(&points) {
             Some(f) => {
+                for (threshold, at) in crossings(&f) {
+                    if !self.fired.contains(&(task.clone(), threshold)) {
+                        self.due_order
+                            .insert((at - self.lead, task.clone(), threshold));
+                    }
+                }
                 self.forecasts.insert(task.to_string(), f);
             }
             None => {
@@ -110,15 +121,33 @@ impl ForecastBook {
         }
     }
 
+    /// Takes a task's pending crossings out of the due order.
+    fn unindex(&mut self, task: &TaskId) {
+        if let Some(f) = self.forecasts.get(task.as_str()) {
+            for (threshold, at) in crossings(f) {
+                self.due_order
+                    .remove(&(at - self.lead, task.clone(), threshold));
+            }
+        }
+    }
+
     /// The status log started over (a new session): forget its trajectory.
     pub fn reset(&mut self, task: &TaskId) {
+        self.unindex(task);
         self.points.remove(task);
         self.forecasts.remove(task.as_str());
-        self.fired.retain(|(t, _)| t != task);
+        for threshold in [HANDOFF_AT, EXIT_AT] {
+            self.fired.remove(&(task.clone(), threshold));
+        }
     }
 
     pub fn forecasts(&self) -> &BTreeMap<String, Forecast> {
         &self.forecasts
+    }
+
+    /// One task's forecast.
+    pub fn of(&self, task: &str) -> Option<&Forecast> {
+        self.forecasts.get(task)
     }
 
     /// Crossings now less than the lead time away that were not warned of yet, for
@@ -129,20 +158,17 @@ impl ForecastBook {
         active: impl Fn(&TaskId) -> bool,
     ) -> Vec<(TaskId, u8, OffsetDateTime)> {
         let mut out = Vec::new();
-        for task in self.points.keys() {
-            let Some(f) = self.forecasts.get(task.as_str()) else {
-                continue;
+        while let Some((due, _, _)) = self.due_order.first() {
+            if *due > now {
+                break;
+            }
+            let Some((due, task, threshold)) = self.due_order.pop_first() else {
+                break;
             };
-            for (threshold, at) in [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)] {
-                if let Some(at) = at
-                    && at - self.lead <= now
-                    && self.fired.insert((task.clone(), threshold))
-                    // A task no longer watched is not warned of, but its crossing is
-                    // spent all the same: `next_due` must not offer it again.
-                    && active(task)
-                {
-                    out.push((task.clone(), threshold, at));
-                }
+            // A task no longer watched is not warned of, but its crossing is spent all
+            // the same: `next_due` must not offer it again.
+            if self.fired.insert((task.clone(), threshold)) && active(&task) {
+                out.push((task, threshold, due + self.lead));
             }
         }
         out
@@ -150,22 +176,15 @@ impl ForecastBook {
 
     /// The next moment a warning falls due (the hub sleeps until then).
     pub fn next_due(&self) -> Option<OffsetDateTime> {
-        self.forecasts
-            .iter()
-            .flat_map(|(task, f)| {
-                [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)]
-                    .into_iter()
-                    .filter(move |(t, _)| {
-                        !self
-                            .fired
-                            .iter()
-                            .any(|(id, th)| id.as_str() == task && th == t)
-                    })
-                    .filter_map(|(_, at)| at)
-            })
-            .map(|at| at - self.lead)
-            .min()
+        self.due_order.first().map(|(at, _, _)| *at)
     }
+}
+
+/// A forecast's crossings: (threshold, moment) for each one it predicts.
+fn crossings(f: &Forecast) -> impl Iterator<Item = (u8, OffsetDateTime)> {
+    [(HANDOFF_AT, f.handoff_at), (EXIT_AT, f.exit_at)]
+        .into_iter()
+        .filter_map(|(t, at)| at.map(|at| (t, at)))
 }
 
 #[cfg(test)]

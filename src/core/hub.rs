@@ -71,6 +71,8 @@ struct TaskEntry {
     heartbeat: Option<OffsetDateTime>,
     /// A staleness episode was reported and the heartbeat has not been refreshed since.
     stale_reported: bool,
+    /// When this row turns stale, as it stands in `Hub::stale_order`.
+    stale_due: Option<Instant>,
 }
 
 pub struct Hub {
@@ -78,6 +80,9 @@ pub struct Hub {
     clock: Clock,
     sentinel: Sentinel,
     tasks: BTreeMap<String, TaskEntry>,
+    /// (due, task) of every row that can turn stale: a wake-up looks at the rows due,
+    /// never at all of them.
+    stale_order: std::collections::BTreeSet<(Instant, String)>,
     ctx: HashMap<TaskId, std::collections::VecDeque<u8>>,
     last_anomaly: HashMap<TaskId, AnomalyKind>,
     /// Reports already in the database, by key, with how many times each was recorded.
@@ -100,6 +105,10 @@ pub struct Hub {
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
     snapshot: Snapshot,
     dirty: bool,
+    /// Each task's published view, in the Tasks pane's order.
+    views: BTreeMap<(bool, String), Arc<TaskView>>,
+    /// Tasks whose view must be built again before the next publication.
+    changed_views: HashSet<String>,
 }
 
 impl Hub {
@@ -138,6 +147,7 @@ impl Hub {
             settings,
             clock,
             tasks: BTreeMap::new(),
+            stale_order: std::collections::BTreeSet::new(),
             ctx: HashMap::new(),
             last_anomaly: HashMap::new(),
             recorded: HashMap::new(),
@@ -153,6 +163,8 @@ impl Hub {
             snapshot_tx,
             snapshot,
             dirty: true,
+            views: BTreeMap::new(),
+            changed_views: HashSet::new(),
         }
     }
 
@@ -204,7 +216,11 @@ impl Hub {
         if let (Some(r), Some((at, input))) = (&mut self.recorder, input)
             && let Some(detail) = r.write(at, input)
         {
-            self.emit(What::Error { detail }).await;
+            self.emit(What::Error {
+                task_id: None,
+                detail,
+            })
+            .await;
         }
     }
 
@@ -221,7 +237,7 @@ impl Hub {
                 self.sentinel.on_reset(&task, kind);
                 if kind == LogKind::Status {
                     self.forecasts.reset(&task);
-                    self.snapshot.forecasts = self.forecasts.forecasts().clone();
+                    self.view_changed(task.as_str());
                 }
                 if !self.settings.forward_logs {
                     return;
@@ -248,14 +264,22 @@ impl Hub {
                     *self.recorded.entry(key).or_default() += 1;
                 }
             }
-            CoreEvent::SourceFailed { source, detail } => {
+            CoreEvent::SourceFailed {
+                source,
+                task,
+                detail,
+            } => {
                 let detail = format!("{source}: {detail}");
                 if source == "database" {
                     self.snapshot.database = DatabaseHealth::Failing(detail.clone());
                 }
                 self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
                 self.dirty = true;
-                self.emit(What::Error { detail }).await;
+                self.emit(What::Error {
+                    task_id: task.map(|t| t.to_string()),
+                    detail,
+                })
+                .await;
             }
             CoreEvent::Role(report) => self.on_role(report).await,
             CoreEvent::Pipeline(report) => {
@@ -367,6 +391,8 @@ impl Hub {
                 self.recorded.clear();
                 // Activity comes from the new rows from now on (the Tasks event follows).
                 self.sentinel.deactivate_all();
+                let all: Vec<String> = self.views.keys().map(|(_, id)| id.clone()).collect();
+                self.changed_views.extend(all);
                 if replaced {
                     (
                         "replaced",
@@ -441,6 +467,7 @@ impl Hub {
                 }
                 self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
                 self.emit(What::Error {
+                    task_id: Some(crate::core::domain::SOUFFLEUR_ID.to_owned()),
                     detail: format!("souffleur: {detail}"),
                 })
                 .await;
@@ -457,6 +484,7 @@ impl Hub {
     ) {
         if !self.settings.with_database && !self.sentinel.is_active(&task) {
             self.sentinel.set_active(&task, true);
+            self.view_changed(task.as_str());
         }
         let arrived_at = match initial_mtime {
             Some(mtime) => self.clock.instant_of(OffsetDateTime::from(mtime)),
@@ -477,8 +505,7 @@ impl Hub {
                 }
                 let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
                 self.forecasts.on_values(&task, seen, &values);
-                self.snapshot.forecasts = self.forecasts.forecasts().clone();
-                self.dirty = true;
+                self.view_changed(task.as_str());
                 self.warn_forecasts().await;
             }
         }
@@ -510,6 +537,7 @@ impl Hub {
             let id = TaskId::parse(&row.task_id);
             if id.is_none() && self.invalid_ids.insert(row.task_id.clone()) {
                 self.emit(What::Error {
+                    task_id: Some(row.task_id.clone()),
                     detail: format!(
                         "orchestration_tasks holds the task id {:?}, which is not of the form task-NN[-fix|-S<n>]; it is shown but never used as a file name",
                         row.task_id
@@ -525,6 +553,7 @@ impl Hub {
                     .insert((row.task_id.clone(), text.clone()))
             {
                 self.emit(What::Error {
+                    task_id: Some(row.task_id.clone()),
                     detail: format!(
                         "{}'s last_heartbeat {text:?} is not a time (YYYY-MM-DD HH:MM:SS, UTC); its staleness cannot be judged until a writer refreshes it",
                         row.task_id
@@ -547,14 +576,23 @@ impl Hub {
                 self.sentinel
                     .set_active(id, !TaskState(row.state.clone()).is_terminal());
             }
-            let entry = TaskEntry {
+            let mut entry = TaskEntry {
                 row: row.clone(),
                 id: id.clone(),
                 heartbeat,
                 stale_reported,
+                stale_due: None,
             };
-            self.tasks.insert(row.task_id.clone(), entry);
-            self.dirty = true;
+            entry.stale_due = self.stale_due(&entry);
+            if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
+                && let Some(due) = old.stale_due
+            {
+                self.stale_order.remove(&(due, row.task_id.clone()));
+            }
+            if let Some(due) = self.tasks.get(&row.task_id).and_then(|e| e.stale_due) {
+                self.stale_order.insert((due, row.task_id.clone()));
+            }
+            self.view_changed(&row.task_id);
             if changed_state {
                 self.emit(What::Task {
                     task_id: row.task_id.clone(),
@@ -582,12 +620,16 @@ impl Hub {
             .cloned()
             .collect();
         for key in gone {
-            if let Some(entry) = self.tasks.remove(&key)
-                && let Some(id) = entry.id
-            {
+            let Some(entry) = self.tasks.remove(&key) else {
+                continue;
+            };
+            if let Some(due) = entry.stale_due {
+                self.stale_order.remove(&(due, key.clone()));
+            }
+            if let Some(id) = entry.id {
                 self.sentinel.set_active(&id, false);
             }
-            self.dirty = true;
+            self.view_changed(&key);
         }
     }
 
@@ -597,19 +639,34 @@ impl Hub {
             self.report(anomaly).await;
         }
         self.warn_forecasts().await;
+        // Only the rows due are looked at; the wall clock has the last word (a row
+        // whose heartbeat is not old enough yet goes back in line).
+        let now = Instant::now();
         let mut newly_stale = Vec::new();
-        for (key, entry) in &mut self.tasks {
+        while let Some((due, key)) = self.stale_order.first().cloned() {
+            if due > now {
+                break;
+            }
+            self.stale_order.pop_first();
+            let Some(entry) = self.tasks.get_mut(&key) else {
+                continue;
+            };
+            entry.stale_due = None;
             let Some((threshold, hb)) = stale_rule(&self.settings, entry) else {
                 continue;
             };
             let age = self.clock.age(hb);
-            if !entry.stale_reported && age > threshold {
+            if age > threshold {
                 entry.stale_reported = true;
                 newly_stale.push((
                     key.clone(),
                     age,
                     entry.id.as_ref().is_some_and(TaskId::is_conductor),
                 ));
+            } else {
+                let due = now + (threshold - age) + Duration::from_millis(1);
+                entry.stale_due = Some(due);
+                self.stale_order.insert((due, key));
             }
         }
         for (task_id, age, conductor) in newly_stale {
@@ -625,22 +682,25 @@ impl Hub {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        let stale = self
-            .tasks
-            .values()
-            .filter(|e| !e.stale_reported)
-            .filter_map(|e| stale_rule(&self.settings, e))
-            .map(|(threshold, hb)| {
-                self.clock.instant_of(hb) + threshold + Duration::from_millis(1)
-            });
+        let stale = self.stale_order.first().map(|(due, _)| *due);
         let forecast = self
             .forecasts
             .next_due()
             .map(|at| self.clock.deadline_of(at));
         stale
+            .into_iter()
             .chain(self.sentinel.next_deadline())
             .chain(forecast)
             .min()
+    }
+
+    /// When a row turns stale, if it can (not reported yet, a rule applies).
+    fn stale_due(&self, entry: &TaskEntry) -> Option<Instant> {
+        if entry.stale_reported {
+            return None;
+        }
+        let (threshold, hb) = stale_rule(&self.settings, entry)?;
+        Some(self.clock.instant_of(hb) + threshold + Duration::from_millis(1))
     }
 
     /// Raises the `forecast` warnings that fell due (once each).
@@ -674,7 +734,7 @@ impl Hub {
         self.last_anomaly
             .insert(anomaly.task_id.clone(), anomaly.kind);
         self.snapshot.anomaly_count += 1;
-        self.dirty = true;
+        self.view_changed(anomaly.task_id.as_str());
         self.emit_at(at, What::Anomaly(anomaly)).await;
     }
 
@@ -704,50 +764,75 @@ impl Hub {
         let _ = self.out.send(happening).await;
     }
 
+    /// A task's view must be built again before the next publication.
+    fn view_changed(&mut self, task: &str) {
+        if !self.changed_views.contains(task) {
+            self.changed_views.insert(task.to_owned());
+        }
+        self.dirty = true;
+    }
+
+    /// The view of one task as it stands, if it is shown: a row of the table, or,
+    /// without a database, a task known by its files alone.
+    fn view_of(&self, key: &str) -> Option<TaskView> {
+        let entry = self.tasks.get(key);
+        let id = match entry {
+            Some(e) => e.id.clone(),
+            None if !self.settings.with_database => TaskId::parse(key),
+            None => return None,
+        };
+        let ctx = id.as_ref().and_then(|id| self.ctx.get(id));
+        let row = match entry {
+            Some(e) => e.row.clone(),
+            // Without a database, tasks are known by their files alone.
+            None => {
+                ctx?;
+                TaskRow::new(key.to_owned(), "working")
+            }
+        };
+        Some(TaskView {
+            row,
+            heartbeat: entry.and_then(|e| e.heartbeat),
+            ctx: ctx.cloned().unwrap_or_default(),
+            last_anomaly: id
+                .as_ref()
+                .and_then(|id| self.last_anomaly.get(id))
+                .copied(),
+            watched: entry.is_none() || id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
+            forecast: self.forecasts.of(key).copied(),
+        })
+    }
+
     fn publish_snapshot(&mut self) {
         if !self.dirty || self.snapshot_tx.receiver_count() == 0 {
             return;
         }
         self.dirty = false;
-        let mut tasks: Vec<TaskView> = self
-            .tasks
-            .values()
-            .map(|e| TaskView {
-                row: e.row.clone(),
-                heartbeat: e.heartbeat,
-                ctx: e
-                    .id
-                    .as_ref()
-                    .and_then(|id| self.ctx.get(id))
-                    .cloned()
-                    .unwrap_or_default(),
-                last_anomaly: e
-                    .id
-                    .as_ref()
-                    .and_then(|id| self.last_anomaly.get(id))
-                    .copied(),
-                watched: e.id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
-            })
-            .collect();
-        // Without a database, tasks are known by their files alone.
-        if !self.settings.with_database {
-            for (id, ctx) in &self.ctx {
-                tasks.push(TaskView {
-                    row: TaskRow::new(id.to_string(), "working"),
-                    heartbeat: None,
-                    ctx: ctx.clone(),
-                    last_anomaly: self.last_anomaly.get(id).copied(),
-                    watched: true,
-                });
+        // Only the views of tasks that changed are built again; the others are shared
+        // with the previous snapshot.
+        let mut rebuilt = false;
+        for key in std::mem::take(&mut self.changed_views) {
+            let special = key == crate::core::domain::CONDUCTOR_ID
+                || key == crate::core::domain::SOUFFLEUR_ID;
+            let slot = (special, key);
+            match self.view_of(&slot.1) {
+                Some(view) => {
+                    self.views.insert(slot, Arc::new(view));
+                }
+                None => {
+                    self.views.remove(&slot);
+                }
             }
+            rebuilt = true;
         }
-        tasks.sort_by_key(|t| (t.is_conductor() || t.is_souffleur(), t.id().to_owned()));
+        if rebuilt {
+            self.snapshot.tasks = self.views.values().cloned().collect();
+        }
         let conductor = self.tasks.get(crate::core::domain::CONDUCTOR_ID);
         self.snapshot.watchdog.conductor_heartbeat = conductor.and_then(|c| c.heartbeat);
         self.snapshot.watchdog.conductor_state = conductor.map(|c| c.row.state.clone());
         self.snapshot.watchdog.task_count = self.tasks.len() as u64;
         self.snapshot.version += 1;
-        self.snapshot.tasks = tasks;
         self.snapshot_tx
             .send_replace(Arc::new(self.snapshot.clone()));
     }
@@ -1114,7 +1199,7 @@ mod tests {
         assert_eq!(
             got.iter()
                 .filter(
-                    |w| matches!(w, What::Error { detail } if detail.contains("../../etc/passwd"))
+                    |w| matches!(w, What::Error { detail, .. } if detail.contains("../../etc/passwd"))
                 )
                 .count(),
             1

@@ -2,6 +2,7 @@
 //! `watch` channel (last value wins, so a slow screen never builds a backlog).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use time::OffsetDateTime;
 
@@ -16,8 +17,9 @@ pub const CTX_HISTORY: usize = 32;
 pub struct Snapshot {
     /// Grows by one with every publication.
     pub version: u64,
-    /// Musicians, then the Conductor and the Souffleur, by id.
-    pub tasks: Vec<TaskView>,
+    /// Musicians, then the Conductor and the Souffleur, by id. Each view is shared
+    /// between snapshots until its task changes, so publishing costs what changed.
+    pub tasks: Vec<Arc<TaskView>>,
     pub database: DatabaseHealth,
     pub last_error: Option<(OffsetDateTime, String)>,
     pub watchdog: WatchdogView,
@@ -27,8 +29,6 @@ pub struct Snapshot {
     pub pipelines: Vec<PipelineView>,
     /// What the log source waits for, while `temp/` is missing.
     pub logs_waiting: Option<String>,
-    /// Each task's context forecast (see `core::forecast`).
-    pub forecasts: std::collections::BTreeMap<String, crate::core::forecast::Forecast>,
     /// Tasks with a `maestro musician watch` attached: task id → `background`,
     /// `pause`, or `background+pause`.
     pub watchers: std::collections::BTreeMap<String, String>,
@@ -65,6 +65,8 @@ pub struct TaskView {
     pub last_anomaly: Option<AnomalyKind>,
     /// Whether the Sentinel reports on it.
     pub watched: bool,
+    /// Its context forecast (see `core::forecast`).
+    pub forecast: Option<crate::core::forecast::Forecast>,
 }
 
 impl TaskView {

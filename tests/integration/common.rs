@@ -26,7 +26,9 @@ pub fn maestro() -> Command {
 
 /// A scratch project with `comms.db` (made by `maestro init`) and `temp/`.
 pub struct Scratch {
-    pub dir: tempfile::TempDir,
+    /// The temporary folder that holds the project (removed on drop), when it is ours.
+    _dir: Option<tempfile::TempDir>,
+    root: PathBuf,
 }
 
 impl Scratch {
@@ -49,11 +51,34 @@ impl Scratch {
     pub fn without_db() -> Self {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("temp")).unwrap();
-        Self { dir }
+        Self {
+            root: dir.path().to_path_buf(),
+            _dir: Some(dir),
+        }
+    }
+
+    /// A project named `name` inside `parent` (which the caller keeps alive), with a
+    /// database and `temp/`.
+    pub fn new_in(parent: &Path, name: &str) -> Self {
+        let root = parent.join(name);
+        std::fs::create_dir_all(root.join("temp")).unwrap();
+        let s = Self { _dir: None, root };
+        let out = maestro()
+            .arg("init")
+            .arg("--project")
+            .arg(s.root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        s
     }
 
     pub fn root(&self) -> &Path {
-        self.dir.path()
+        &self.root
     }
 
     pub fn db(&self) -> PathBuf {

@@ -42,6 +42,7 @@ fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u
         ctx: ctx.iter().copied().collect::<VecDeque<u8>>(),
         last_anomaly: None,
         watched: true,
+        forecast: None,
     }
 }
 
@@ -62,6 +63,24 @@ fn busy_snapshot() -> Snapshot {
         &[5, 12, 29, 51],
     );
     t5.last_anomaly = Some(AnomalyKind::ContextSpike);
+    t5.forecast = Some(maestro::core::forecast::Forecast {
+        rate_per_min: 2.0,
+        handoff_at: Some(ago(-210)),
+        exit_at: Some(ago(-510)),
+    });
+    // A finished task's forecast is not shown (its column reads "—").
+    let mut t1 = task(
+        "task-01",
+        "complete",
+        Some("musician-1"),
+        Some(900),
+        &[5, 21, 29, 55, 66, 68],
+    );
+    t1.forecast = Some(maestro::core::forecast::Forecast {
+        rate_per_min: 1.0,
+        handoff_at: None,
+        exit_at: Some(ago(-60)),
+    });
     let mut t4 = task(
         "task-04",
         "working",
@@ -73,13 +92,7 @@ fn busy_snapshot() -> Snapshot {
     Snapshot {
         version: 7,
         tasks: vec![
-            task(
-                "task-01",
-                "complete",
-                Some("musician-1"),
-                Some(900),
-                &[5, 21, 29, 55, 66, 68],
-            ),
+            t1,
             task(
                 "task-02",
                 "needs_review",
@@ -99,7 +112,10 @@ fn busy_snapshot() -> Snapshot {
             ),
             task("task-00", "reviewing", Some("conductor"), Some(35), &[]),
             task("souffleur", "confirmed", None, Some(50), &[]),
-        ],
+        ]
+        .into_iter()
+        .map(std::sync::Arc::new)
+        .collect(),
         database: DatabaseHealth::Ok,
         last_error: None,
         watchdog: WatchdogView {
@@ -113,25 +129,6 @@ fn busy_snapshot() -> Snapshot {
         message_count: 4,
         pipelines: vec![],
         logs_waiting: None,
-        forecasts: std::collections::BTreeMap::from([
-            (
-                "task-05".into(),
-                maestro::core::forecast::Forecast {
-                    rate_per_min: 2.0,
-                    handoff_at: Some(ago(-210)),
-                    exit_at: Some(ago(-510)),
-                },
-            ),
-            // A finished task's forecast is not shown (its column reads "—").
-            (
-                "task-01".into(),
-                maestro::core::forecast::Forecast {
-                    rate_per_min: 1.0,
-                    handoff_at: None,
-                    exit_at: Some(ago(-60)),
-                },
-            ),
-        ]),
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
     }
 }

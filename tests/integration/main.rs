@@ -10,6 +10,7 @@ mod demo;
 mod faults;
 mod headless;
 mod musician;
+mod paths;
 mod pipelines;
 mod replay;
 mod souffleur;

@@ -222,6 +222,7 @@ impl Host {
             .events
             .send(CoreEvent::SourceFailed {
                 source: "pipelines",
+                task: None,
                 detail,
             })
             .await;

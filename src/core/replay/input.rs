@@ -84,6 +84,8 @@ pub enum Input {
     },
     Failed {
         source: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<String>,
         detail: String,
     },
     Healthy {
@@ -230,8 +232,13 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
         },
         CoreEvent::Tasks(rows) => return table.diff(rows),
         CoreEvent::Messages(rows) => Input::Messages { rows: rows.clone() },
-        CoreEvent::SourceFailed { source, detail } => Input::Failed {
+        CoreEvent::SourceFailed {
+            source,
+            task,
+            detail,
+        } => Input::Failed {
             source: (*source).to_owned(),
+            task: task.as_ref().map(ToString::to_string),
             detail: detail.clone(),
         },
         CoreEvent::SourceHealthy { source } => Input::Healthy {
@@ -299,8 +306,13 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
         },
         Input::Tasks { set, gone } => CoreEvent::Tasks(table.apply(set, gone)),
         Input::Messages { rows } => CoreEvent::Messages(rows.clone()),
-        Input::Failed { source, detail } => CoreEvent::SourceFailed {
+        Input::Failed {
+            source,
+            task,
+            detail,
+        } => CoreEvent::SourceFailed {
             source: source_name(source),
+            task: task.as_deref().and_then(TaskId::parse),
             detail: detail.clone(),
         },
         Input::Healthy { source } => CoreEvent::SourceHealthy {

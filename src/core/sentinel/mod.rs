@@ -4,7 +4,7 @@
 //! time (`tick`). Output: [`Anomaly`] values. No I/O and no clock of its own, so tests
 //! drive it with plain `Instant`s or paused tokio time.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -66,6 +66,9 @@ fn slot(kind: LogKind) -> usize {
 pub struct Sentinel {
     settings: SentinelSettings,
     tasks: HashMap<TaskId, TaskWatch>,
+    /// (last entry, task) of every task that can stall: active, not stalled, with an
+    /// entry. The first one is the next stall, so a wake-up never looks at the others.
+    stall_order: BTreeSet<(Instant, TaskId)>,
 }
 
 impl Sentinel {
@@ -73,14 +76,31 @@ impl Sentinel {
         Self {
             settings,
             tasks: HashMap::new(),
+            stall_order: BTreeSet::new(),
         }
+    }
+
+    /// Runs `change` on a task's watch and keeps the stall order in step with it.
+    fn update<R>(&mut self, task: &TaskId, change: impl FnOnce(&mut TaskWatch) -> R) -> R {
+        let watch = self.tasks.entry(task.clone()).or_default();
+        let before = watch.stall_key();
+        let result = change(watch);
+        let after = watch.stall_key();
+        if before != after {
+            if let Some(at) = before {
+                self.stall_order.remove(&(at, task.clone()));
+            }
+            if let Some(at) = after {
+                self.stall_order.insert((at, task.clone()));
+            }
+        }
+        result
     }
 
     /// Marks a task as watched (reported on) or not. A task turning inactive forgets
     /// its stall; one turning active is judged from its last entry.
     pub fn set_active(&mut self, task: &TaskId, active: bool) {
-        let watch = self.tasks.entry(task.clone()).or_default();
-        watch.active = active;
+        self.update(task, |w| w.active = active);
     }
 
     /// Stops reporting on every task (a new database names the active ones again).
@@ -88,6 +108,7 @@ impl Sentinel {
         for w in self.tasks.values_mut() {
             w.active = false;
         }
+        self.stall_order.clear();
     }
 
     pub fn is_active(&self, task: &TaskId) -> bool {
@@ -104,7 +125,91 @@ impl Sentinel {
         arrived_at: Instant,
     ) -> Vec<Anomaly> {
         let spike = self.settings.spike_threshold;
-        let watch = self.tasks.entry(task.clone()).or_default();
+        self.update(task, |watch| {
+            watch.take_lines(task, kind, lines, arrived_at, spike)
+        })
+    }
+
+    /// A status file exists but holds no line yet: at start, its mtime counts as the
+    /// last entry.
+    pub fn on_file_seen(&mut self, task: &TaskId, kind: LogKind, at: Instant) {
+        self.update(task, |watch| {
+            if kind == LogKind::Status && watch.last_entry_at.is_none() {
+                watch.last_entry_at = Some(at);
+            }
+        });
+    }
+
+    /// A status file was truncated or replaced: its context history starts over.
+    pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
+        if let Some(w) = self.tasks.get_mut(task) {
+            if kind == LogKind::Status {
+                w.last_ctx = None;
+            }
+            let k = slot(kind);
+            w.since_reset[k] = 0;
+            w.raised_before_reset[k] = std::mem::take(&mut w.raised[k]);
+        }
+    }
+
+    /// Stalls whose deadline has passed at `now`, each reported once. Only the tasks
+    /// due are looked at.
+    pub fn tick(&mut self, now: Instant) -> Vec<Anomaly> {
+        let stall_after = self.settings.stall_after;
+        let mut found = Vec::new();
+        while let Some((at, task)) = self.stall_order.first().cloned() {
+            if now.saturating_duration_since(at) <= stall_after {
+                break;
+            }
+            self.stall_order.pop_first();
+            let Some(w) = self.tasks.get_mut(&task) else {
+                continue;
+            };
+            w.stalled = true;
+            let detail = format!(
+                "No new entries in temp/{task}-status for {}. Last entry: \"{}\"",
+                human_duration(now.saturating_duration_since(at)),
+                w.last_entry.as_deref().unwrap_or_default()
+            );
+            // The stall is about the last entry, when there is one (not a bare mtime).
+            let line = w.last_entry.as_deref().map(|text| SourceLine {
+                kind: LogKind::Status,
+                index: w.read[0].saturating_sub(1),
+                text: Arc::from(text),
+            });
+            found.push(Anomaly {
+                line,
+                ..anomaly(&task, AnomalyKind::Stalled, detail)
+            });
+        }
+        found.sort_by(|a, b| a.task_id.cmp(&b.task_id));
+        found
+    }
+
+    /// The next moment `tick` could find a stall: "strictly more than" the threshold,
+    /// so one millisecond past it.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.stall_order
+            .first()
+            .map(|(at, _)| *at + self.settings.stall_after + Duration::from_millis(1))
+    }
+}
+
+impl TaskWatch {
+    /// When this task would stall, if it can.
+    fn stall_key(&self) -> Option<Instant> {
+        self.last_entry_at.filter(|_| self.active && !self.stalled)
+    }
+
+    fn take_lines(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        lines: &[String],
+        arrived_at: Instant,
+        spike: u8,
+    ) -> Vec<Anomaly> {
+        let watch = self;
         let first = watch.read[slot(kind)];
         watch.read[slot(kind)] += lines.len() as u64;
         let first_since_reset = watch.since_reset[slot(kind)];
@@ -173,68 +278,6 @@ impl Sentinel {
             watch.raised_before_reset[slot(kind)].get(&pos) != Some(&hash)
         });
         if watch.active { found } else { Vec::new() }
-    }
-
-    /// A status file exists but holds no line yet: at start, its mtime counts as the
-    /// last entry.
-    pub fn on_file_seen(&mut self, task: &TaskId, kind: LogKind, at: Instant) {
-        let watch = self.tasks.entry(task.clone()).or_default();
-        if kind == LogKind::Status && watch.last_entry_at.is_none() {
-            watch.last_entry_at = Some(at);
-        }
-    }
-
-    /// A status file was truncated or replaced: its context history starts over.
-    pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
-        if let Some(w) = self.tasks.get_mut(task) {
-            if kind == LogKind::Status {
-                w.last_ctx = None;
-            }
-            let k = slot(kind);
-            w.since_reset[k] = 0;
-            w.raised_before_reset[k] = std::mem::take(&mut w.raised[k]);
-        }
-    }
-
-    /// Stalls whose deadline has passed at `now`, each reported once.
-    pub fn tick(&mut self, now: Instant) -> Vec<Anomaly> {
-        let stall_after = self.settings.stall_after;
-        let mut found = Vec::new();
-        for (task, w) in &mut self.tasks {
-            let Some(at) = w.last_entry_at else { continue };
-            if !w.active || w.stalled || now.saturating_duration_since(at) <= stall_after {
-                continue;
-            }
-            w.stalled = true;
-            let detail = format!(
-                "No new entries in temp/{task}-status for {}. Last entry: \"{}\"",
-                human_duration(now.saturating_duration_since(at)),
-                w.last_entry.as_deref().unwrap_or_default()
-            );
-            // The stall is about the last entry, when there is one (not a bare mtime).
-            let line = w.last_entry.as_deref().map(|text| SourceLine {
-                kind: LogKind::Status,
-                index: w.read[0].saturating_sub(1),
-                text: Arc::from(text),
-            });
-            found.push(Anomaly {
-                line,
-                ..anomaly(task, AnomalyKind::Stalled, detail)
-            });
-        }
-        found.sort_by(|a, b| a.task_id.cmp(&b.task_id));
-        found
-    }
-
-    /// The next moment `tick` could find a stall: "strictly more than" the threshold,
-    /// so one millisecond past it.
-    pub fn next_deadline(&self) -> Option<Instant> {
-        self.tasks
-            .values()
-            .filter(|w| w.active && !w.stalled)
-            .filter_map(|w| w.last_entry_at)
-            .min()
-            .map(|at| at + self.settings.stall_after + Duration::from_millis(1))
     }
 }
 

@@ -193,6 +193,7 @@ impl DbSource {
                     if !write_failing {
                         send(CoreEvent::SourceFailed {
                             source: SOURCE,
+                            task: None,
                             detail: format!(
                                 "could not write {} pending record(s) (Sentinel reports, run history) to {}: {e}. They are kept and written, in order, once writing works again{}",
                                 pending.len(),
@@ -239,6 +240,7 @@ impl DbSource {
                     retry_in = Some(next);
                     send(CoreEvent::SourceFailed {
                         source: SOURCE,
+                        task: None,
                         detail: format!("{} (retrying in {next:?})", describe(&e)),
                     });
                 }
@@ -392,6 +394,7 @@ fn queue_write(pending: &mut VecDeque<DbCmd>, cmd: DbCmd, send: &dyn Fn(CoreEven
         pending.pop_front();
         send(CoreEvent::SourceFailed {
             source: SOURCE,
+            task: None,
             detail: format!(
                 "{PENDING_MAX} writes (Sentinel reports, run history) are waiting; the oldest was dropped"
             ),
@@ -474,6 +477,7 @@ fn supervise(
         Err(e) => {
             send(CoreEvent::SourceFailed {
                 source: SOURCE,
+                task: None,
                 detail: format!(
                     "cannot watch {} ({e}); checking every {:?} instead",
                     path.display(),
@@ -503,6 +507,7 @@ fn supervise(
                     if !pending.is_empty() {
                         send(CoreEvent::SourceFailed {
                             source: SOURCE,
+                            task: None,
                             detail: format!(
                                 "{} Sentinel report(s) could not be written to the old database and are dropped",
                                 pending.len()

@@ -18,7 +18,7 @@ use nix::fcntl::OFlag;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use crate::core::domain::LogKind;
+use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, FolderStatus};
 use crate::core::sources::lines::LineAssembler;
 
@@ -276,7 +276,7 @@ impl TempLogs {
                     });
                 }
                 if self.skipped.insert(name.to_owned()) {
-                    self.fail(format!(
+                    self.fail_about(Some(&task), format!(
                         "{} is not a regular file (a FIFO, socket, device or folder); it is skipped and the other logs are followed",
                         path.display()
                     ));
@@ -285,10 +285,13 @@ impl TempLogs {
             }
             Err(e) => {
                 if self.tails.remove(name).is_some() {
-                    self.send(CoreEvent::LogReset { task, kind });
+                    self.send(CoreEvent::LogReset {
+                        task: task.clone(),
+                        kind,
+                    });
                 }
                 if e.kind() != std::io::ErrorKind::NotFound {
-                    self.fail(format!("cannot read {}: {e}", path.display()));
+                    self.fail_about(Some(&task), format!("cannot read {}: {e}", path.display()));
                 }
                 return;
             }
@@ -358,7 +361,7 @@ impl TempLogs {
             }
         }
         if let Some(e) = read_error {
-            self.fail(format!("cannot read {}: {e}", path.display()));
+            self.fail_about(Some(&task), format!("cannot read {}: {e}", path.display()));
         }
         // At start, even an empty file is reported: its mtime starts the stall clock.
         if !lines.is_empty() || (initial && !sent_lines) {
@@ -376,8 +379,14 @@ impl TempLogs {
     }
 
     fn fail(&self, detail: String) {
+        self.fail_about(None, detail);
+    }
+
+    /// A problem with one task's log: the event names the task.
+    fn fail_about(&self, task: Option<&TaskId>, detail: String) {
         self.send(CoreEvent::SourceFailed {
             source: SOURCE,
+            task: task.cloned(),
             detail,
         });
     }

@@ -170,6 +170,7 @@ impl Default for UiState {
 pub fn musicians(snap: &Snapshot) -> impl Iterator<Item = &crate::core::snapshot::TaskView> {
     snap.tasks
         .iter()
+        .map(AsRef::as_ref)
         .filter(|t| !t.is_conductor() && !t.is_souffleur())
 }
 

@@ -23,7 +23,9 @@ fn snap(ids: &[&str]) -> Snapshot {
                 ctx: VecDeque::new(),
                 last_anomaly: None,
                 watched: true,
+                forecast: None,
             })
+            .map(std::sync::Arc::new)
             .collect(),
         ..Snapshot::default()
     }

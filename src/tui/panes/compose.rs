@@ -39,7 +39,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &Compose) {
 pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
     let text = ctx.ui.panel.as_deref().unwrap_or_default();
     // The time forecast needs arrival times: the running core has them.
-    let forecast = ctx.snap.forecasts.get(task).map(|f| {
+    let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
+    let forecast = view.and_then(|t| t.forecast.as_ref()).map(|f| {
         let when = |at: Option<time::OffsetDateTime>| {
             at.map_or_else(|| "—".to_owned(), |at| ctx.clock.hms(at))
         };

@@ -119,7 +119,7 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
 /// finished task (`complete`, `exited`) has nothing left to forecast.
 fn forecast_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     let finished = crate::core::domain::TaskState(t.row.state.clone()).is_terminal();
-    let forecast = ctx.snap.forecasts.get(t.id()).filter(|_| !finished);
+    let forecast = t.forecast.as_ref().filter(|_| !finished);
     let Some(at) = forecast.and_then(|f| f.exit_at) else {
         return Line::from(Span::styled("—", ctx.theme.muted));
     };

@@ -1,0 +1,102 @@
+//! The project given the ways people type it: relative, `.`, `..`, through a symlink,
+//! with spaces and non-ASCII in its name. Every form must hear lines appended after
+//! start (the kernel names files by absolute paths; a relative root never matched them).
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use crate::common::{Running, Scratch, event, maestro};
+
+/// Starts headless maestro from `cwd` with `--project project_arg`, then appends a
+/// self-correction after start and waits for its report.
+fn hears_appended_lines(s: &Scratch, cwd: &Path, project_arg: &str) {
+    s.set_task("task-01", "working");
+    s.append("task-01-status", "step 1 started [ctx: 10%]\n");
+    let mut cmd = maestro();
+    cmd.current_dir(cwd)
+        .args(["--no-tui", "--json", "--project", project_arg]);
+    let mut m = Running::spawn(cmd);
+    m.wait_json("the task from the database", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    // The temp source is following once it says so (or its history was read).
+    s.append(
+        "task-01-status",
+        "step 2 self-correction: fixed the parser [ctx: 12%]\n",
+    );
+    let a = m.wait_json("the appended self-correction", |v| event(v) == "anomaly");
+    assert_eq!(
+        a["task_id"],
+        "task-01",
+        "{project_arg} from {}",
+        cwd.display()
+    );
+    assert_eq!(a["anomaly"], "self-correction");
+}
+
+#[test]
+fn a_relative_project_hears_appended_lines() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "rel");
+    hears_appended_lines(&s, parent.path(), "rel");
+}
+
+#[test]
+fn dot_from_inside_the_project_hears_appended_lines() {
+    let s = Scratch::new();
+    hears_appended_lines(&s, s.root(), ".");
+}
+
+#[test]
+fn dot_dot_from_a_subfolder_hears_appended_lines() {
+    let s = Scratch::new();
+    let sub = s.root().join("src");
+    std::fs::create_dir(&sub).unwrap();
+    hears_appended_lines(&s, &sub, "..");
+}
+
+#[test]
+fn a_symlinked_project_hears_appended_lines() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "real");
+    std::os::unix::fs::symlink(s.root(), parent.path().join("link")).unwrap();
+    hears_appended_lines(&s, parent.path(), "link");
+}
+
+#[test]
+fn a_folder_with_spaces_and_non_ascii_hears_appended_lines() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "my projet été");
+    hears_appended_lines(&s, parent.path(), "my projet été");
+}
+
+#[test]
+fn task_and_doctor_commands_accept_a_relative_project() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "rel");
+    s.set_task("task-01", "working");
+    s.append("task-01-status", "step 1 started [ctx: 20%]\n");
+    let out = maestro()
+        .current_dir(parent.path())
+        .args(["task", "headroom", "task-01", "--json", "--project", "rel"])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    assert_eq!(v["task_id"], "task-01", "{v}");
+    let out = maestro()
+        .current_dir(s.root())
+        .args(["doctor", "--json", "--project", "."])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let text = v.to_string();
+    // doctor names the canonical project, never the "." it was given.
+    let canonical = std::fs::canonicalize(s.root()).unwrap();
+    assert!(text.contains(canonical.to_str().unwrap()), "{text}");
+}
