@@ -1,15 +1,14 @@
 //! Headless presenter: every happening printed to stdout, as text or JSON lines
 //! (CONTRACT.md "Headless text output" and "Headless JSON output").
 
-use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
-use crate::cli::output_queue::{self, OutputQueue};
+use crate::cli::output_queue::OutputQueue;
 use crate::cli::project::Project;
-use crate::core::clock::{Clock, rfc3339};
+use crate::core::clock::Clock;
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
 use crate::core::event_json::{contract_provider, json_line};
@@ -37,8 +36,8 @@ pub enum Ended {
 }
 
 /// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
-/// task-00 completes. Lines go to a bounded queue drained by a writer thread, so a
-/// reader that stalls never stalls maestro (see [`OutputQueue`]).
+/// task-00 completes. Lines go to a bounded queue drained by a writer thread; a reader
+/// that stalls holds the sources back instead of losing lines (see [`OutputQueue`]).
 pub async fn present(
     happenings: &mut mpsc::Receiver<Happening>,
     format: Format,
@@ -54,7 +53,7 @@ pub async fn present(
             () = stop.cancelled() => {
                 // Print what already arrived before leaving.
                 while let Ok(h) = happenings.try_recv() {
-                    if let Some(e) = write_one(out, format, &clock, &h, until_complete) {
+                    if let Some(e) = write_one(out, format, &clock, &h, until_complete).await {
                         return e;
                     }
                 }
@@ -64,7 +63,7 @@ pub async fn present(
         let Some(h) = next else {
             return Ended::Stopped;
         };
-        if let Some(ended) = write_one(out, format, &clock, &h, until_complete) {
+        if let Some(ended) = write_one(out, format, &clock, &h, until_complete).await {
             return ended;
         }
     }
@@ -80,26 +79,13 @@ pub async fn present_on_stdout(
     stop: CancellationToken,
 ) -> Ended {
     let format = if json { Format::Json } else { Format::Text };
-    let notice = move |n: u64| {
-        let detail = format!(
-            "headless output fell behind its reader: {n} events were dropped, the newest {} kept",
-            output_queue::BOUND
-        );
-        match format {
-            Format::Json => format!(
-                "{}\n",
-                json!({"ts": rfc3339(time::OffsetDateTime::now_utc()), "event": "error", "detail": detail})
-            ),
-            Format::Text => format!("ERROR: {detail}\n"),
-        }
-    };
-    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())), notice);
+    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())));
     let ended = present(happenings, format, clock, until_complete, stop, &out).await;
     out.finish(std::time::Duration::from_secs(2));
     ended
 }
 
-fn write_one(
+async fn write_one(
     out: &OutputQueue,
     format: Format,
     clock: &Clock,
@@ -111,7 +97,7 @@ fn write_one(
         Format::Json => json_line(h).map(|v| format!("{v}\n")),
     };
     if let Some(line) = line
-        && !out.push(line)
+        && !out.push(line).await
     {
         return Some(Ended::OutputClosed);
     }

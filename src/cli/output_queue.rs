@@ -1,86 +1,69 @@
-//! Headless output that never makes maestro wait for its reader: lines go into a
-//! bounded queue that a writer thread drains to stdout. When the reader stalls (a
-//! paused pager, a full pipe), the newest [`BOUND`] lines are kept, older ones are
-//! dropped, and one notice says how many before output resumes. Memory stays bounded
-//! and the sources and the Sentinel keep running.
+//! Headless output with backpressure: lines go into a bounded queue that a writer
+//! thread drains to stdout. When the reader stalls (a paused pager, a full pipe), the
+//! queue fills and [`OutputQueue::push`] waits: the presenter stops taking happenings,
+//! the hub stops taking events, and the sources stop reading (their offsets wait; the
+//! files and the database are the buffer). Memory stays bounded and nothing is lost
+//! (CONTRACT.md: each message exactly once). Timed checks (staleness, stalls) are made
+//! when the hub moves again, each once.
 
-use std::collections::VecDeque;
 use std::io::Write;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Lines kept while the reader does not read.
+use tokio::sync::mpsc;
+
+/// Lines waiting for the reader before the presenter waits too.
 pub const BOUND: usize = 10_000;
-
-#[derive(Default)]
-struct State {
-    lines: VecDeque<String>,
-    dropped: u64,
-    /// The writer failed (the reader closed the pipe).
-    closed: bool,
-    /// No more lines will come.
-    finished: bool,
-}
-
-struct Shared {
-    state: Mutex<State>,
-    wake: Condvar,
-}
 
 /// The writing end of the queue; the writer thread ends when this is finished.
 pub struct OutputQueue {
-    shared: Arc<Shared>,
+    tx: Option<mpsc::Sender<String>>,
+    /// The writer failed (the reader closed the pipe).
+    closed: Arc<AtomicBool>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
 impl OutputQueue {
-    /// Starts a writer thread on `out`. `notice(n)` is the line that tells the reader
-    /// `n` lines were dropped (in the output's format, with its newline).
-    pub fn start(
-        out: Box<dyn Write + Send>,
-        notice: impl Fn(u64) -> String + Send + 'static,
-    ) -> Self {
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
-            wake: Condvar::new(),
-        });
-        let for_writer = Arc::clone(&shared);
+    /// Starts a writer thread on `out`.
+    pub fn start(out: Box<dyn Write + Send>) -> Self {
+        let (tx, rx) = mpsc::channel(BOUND);
+        let closed = Arc::new(AtomicBool::new(false));
+        let for_writer = Arc::clone(&closed);
         let writer = std::thread::Builder::new()
             .name("maestro-stdout".into())
-            .spawn(move || write_until_finished(&for_writer, out, &notice))
+            .spawn(move || write_until_finished(rx, out, &for_writer))
             .ok();
-        Self { shared, writer }
+        Self {
+            tx: Some(tx),
+            closed,
+            writer,
+        }
     }
 
-    /// Queues one line (with its newline). False once the reader has gone away.
-    pub fn push(&self, line: String) -> bool {
-        let Ok(mut s) = self.shared.state.lock() else {
-            return false;
-        };
-        if s.closed {
+    /// Queues one line (with its newline), waiting while the queue is full. False once
+    /// the reader has gone away.
+    pub async fn push(&self, line: String) -> bool {
+        if self.closed.load(Ordering::Relaxed) {
             return false;
         }
-        if s.lines.len() == BOUND {
-            s.lines.pop_front();
-            s.dropped += 1;
+        match &self.tx {
+            Some(tx) => tx.send(line).await.is_ok(),
+            None => false,
         }
-        s.lines.push_back(line);
-        self.shared.wake.notify_one();
-        true
     }
 
     /// Lines waiting now (for tests and the benchmark).
     pub fn pending(&self) -> usize {
-        self.shared.state.lock().map_or(0, |s| s.lines.len())
+        self.tx
+            .as_ref()
+            .map_or(0, |tx| tx.max_capacity() - tx.capacity())
     }
 
     /// No more lines: lets the writer write what is queued, waiting at most `grace`
     /// for a stalled reader (the process then exits without it).
     pub fn finish(mut self, grace: Duration) {
-        if let Ok(mut s) = self.shared.state.lock() {
-            s.finished = true;
-        }
-        self.shared.wake.notify_one();
+        drop(self.tx.take());
         if let Some(writer) = self.writer.take() {
             let deadline = std::time::Instant::now() + grace;
             while !writer.is_finished() && std::time::Instant::now() < deadline {
@@ -94,42 +77,19 @@ impl OutputQueue {
 }
 
 fn write_until_finished(
-    shared: &Shared,
+    mut rx: mpsc::Receiver<String>,
     mut out: Box<dyn Write + Send>,
-    notice: &dyn Fn(u64) -> String,
+    closed: &AtomicBool,
 ) {
-    loop {
-        let (lines, dropped, finished) = {
-            let Ok(mut s) = shared.state.lock() else {
-                return;
-            };
-            while s.lines.is_empty() && !s.finished {
-                s = match shared.wake.wait(s) {
-                    Ok(s) => s,
-                    Err(_) => return,
-                };
-            }
-            (
-                std::mem::take(&mut s.lines),
-                std::mem::take(&mut s.dropped),
-                s.finished,
-            )
-        };
-        let mut ok = true;
-        if dropped > 0 {
-            ok &= out.write_all(notice(dropped).as_bytes()).is_ok();
-        }
-        for line in &lines {
-            ok = ok && out.write_all(line.as_bytes()).is_ok();
-        }
-        ok = ok && out.flush().is_ok();
+    let mut lines = Vec::with_capacity(256);
+    // Everything already queued is written before one flush.
+    while rx.blocking_recv_many(&mut lines, 4096) > 0 {
+        let ok = lines.iter().all(|l| out.write_all(l.as_bytes()).is_ok()) && out.flush().is_ok();
+        lines.clear();
         if !ok {
-            if let Ok(mut s) = shared.state.lock() {
-                s.closed = true;
-            }
-            return;
-        }
-        if finished && lines.is_empty() {
+            closed.store(true, Ordering::Relaxed);
+            // The senders see a closed queue from now on.
+            rx.close();
             return;
         }
     }
@@ -138,6 +98,7 @@ fn write_until_finished(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::{Condvar, Mutex};
 
     /// A reader that takes nothing until released, then everything.
     struct Gate {
@@ -160,43 +121,59 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_stalled_reader_keeps_the_newest_lines_and_hears_how_many_were_dropped() {
+    #[tokio::test]
+    async fn a_stalled_reader_makes_the_presenter_wait_and_loses_nothing() {
         let open = Arc::new((Mutex::new(false), Condvar::new()));
         let got = Arc::new(Mutex::new(Vec::new()));
         let gate = Gate {
             open: Arc::clone(&open),
             got: Arc::clone(&got),
         };
-        let q = OutputQueue::start(Box::new(gate), |n| format!("DROPPED {n}\n"));
-        // The writer takes the first line and blocks writing it; the rest queue up.
-        assert!(q.push("0\n".into()));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while q.pending() > 0 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the writer never took a line"
-            );
-            std::thread::yield_now();
+        let q = OutputQueue::start(Box::new(gate));
+        let total = BOUND * 3;
+        let mut i = 0;
+        // The queue takes what it can hold, then push waits.
+        loop {
+            let push = q.push(format!("{i}\n"));
+            match tokio::time::timeout(Duration::from_millis(200), push).await {
+                Ok(ok) => assert!(ok),
+                Err(_) => break,
+            }
+            i += 1;
+            assert!(i <= BOUND + 4096 + 1, "the queue is bounded");
         }
-        let total = BOUND + 500;
-        for i in 1..total {
-            assert!(q.push(format!("{i}\n")));
-        }
-        assert_eq!(q.pending(), BOUND, "bounded");
+        assert!(q.pending() <= BOUND);
+        // The reader comes back: every line arrives, in order.
         *open.0.lock().expect("lock") = true;
         open.1.notify_all();
+        while i < total {
+            assert!(q.push(format!("{i}\n")).await);
+            i += 1;
+        }
         q.finish(Duration::from_secs(10));
         let text = String::from_utf8(got.lock().expect("lock").clone()).expect("utf8");
+        let expected: Vec<String> = (0..total).map(|n| n.to_string()).collect();
         let lines: Vec<&str> = text.lines().collect();
-        let dropped_line = lines
-            .iter()
-            .find(|l| l.starts_with("DROPPED "))
-            .expect("a notice");
-        let dropped: usize = dropped_line["DROPPED ".len()..].parse().expect("n");
-        // The oldest waiting lines went; everything is accounted for.
-        assert_eq!(dropped, total - 1 - BOUND);
-        assert_eq!(lines.len() - 1 + dropped, total, "{dropped}");
-        assert_eq!(lines.last(), Some(&(total - 1).to_string().as_str()));
+        assert_eq!(lines.len(), total);
+        assert!(lines.iter().zip(&expected).all(|(a, b)| a == b));
+    }
+
+    #[tokio::test]
+    async fn a_closed_reader_ends_the_output() {
+        struct Broken;
+        impl Write for Broken {
+            fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+                Err(std::io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let q = OutputQueue::start(Box::new(Broken));
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while q.push("x\n".into()).await {
+            assert!(tokio::time::Instant::now() < deadline, "never noticed");
+            tokio::task::yield_now().await;
+        }
     }
 }

@@ -216,6 +216,10 @@ fn an_unreadable_heartbeat_is_said_once_and_the_row_still_shows() {
                 .contains("not a time")
     });
     assert!(e["detail"].as_str().unwrap().contains("task-01"), "{e}");
+    assert_eq!(
+        e["task_id"], "task-01",
+        "an error about a task names it as a field"
+    );
     m.wait_json("the row still shows", |v| {
         event(v) == "task" && v["task_id"] == "task-01"
     });
@@ -237,4 +241,61 @@ fn an_unreadable_heartbeat_is_said_once_and_the_row_still_shows() {
         .filter(|l| l.contains("not a time") && l.contains("\"error\""))
         .count();
     assert_eq!(repeats, 1, "{:?}", m.seen);
+}
+
+#[test]
+fn a_paused_reader_loses_no_message() {
+    use std::io::{BufRead, BufReader};
+    const MESSAGES: i64 = 30_000;
+    let s = Scratch::new();
+    {
+        let mut c = s.conn();
+        let tx = c.transaction().unwrap();
+        for i in 0..MESSAGES {
+            tx.execute(
+                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'conductor', ?1, 'instruction')",
+                [format!("message {i}")],
+            )
+            .unwrap();
+        }
+        tx.commit().unwrap();
+    }
+    let mut child = maestro()
+        .args(["--no-tui", "--json", "--project"])
+        .arg(s.root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    // The reader is away while maestro reads every message (the pipe holds 64 KiB and
+    // the output queue 10,000 lines: far fewer than the messages).
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut ids = Vec::new();
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    while ids.len() < MESSAGES as usize {
+        let left = end.saturating_duration_since(std::time::Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .unwrap_or_else(|_| panic!("only {} of {MESSAGES} messages arrived", ids.len()));
+        let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_ne!(event(&v), "error", "{v}");
+        if event(&v) == "message" {
+            ids.push(v["id"].as_i64().unwrap());
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    // Each message exactly once, in id order.
+    assert!(ids.windows(2).all(|w| w[0] + 1 == w[1]), "gaps or repeats");
+    assert_eq!(ids.len() as i64, MESSAGES);
 }
