@@ -141,6 +141,35 @@ pub struct Prepared {
     start_state: String,
     wake: mpsc::UnboundedReceiver<()>,
     _watcher: Option<notify::RecommendedWatcher>,
+    /// (device, inode) of the database file watched: the connection stays on this
+    /// file, so one removed or replaced leaves the watcher deaf unless it says so.
+    identity: Option<(u64, u64)>,
+}
+
+fn identity_of(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
+}
+
+/// Whether the database file is still the one the watcher opened; otherwise what
+/// happened to it, with the fix.
+fn still_the_database(cfg: &WatchConfig, opened: Option<(u64, u64)>) -> Result<(), String> {
+    let now = identity_of(&cfg.db);
+    if now.is_none() {
+        return Err(format!(
+            "{} was removed while watching {}; the watcher can no longer see its messages. Start the watcher again once the orchestration's database is back.",
+            cfg.db.display(),
+            cfg.task
+        ));
+    }
+    if opened.is_some() && now != opened {
+        return Err(format!(
+            "{} was replaced by another file while watching {}; the watcher was reading the old one. Start the watcher again to follow the new database.",
+            cfg.db.display(),
+            cfg.task
+        ));
+    }
+    Ok(())
 }
 
 fn read_error(cfg: &WatchConfig, e: &rusqlite::Error) -> String {
@@ -158,6 +187,7 @@ pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String>
         let _ = wake_tx.send(());
     })
     .ok();
+    let identity = identity_of(&cfg.db);
     let Some((start_state, _)) = task_row(conn, task).map_err(|e| read_error(cfg, &e))? else {
         return Err(format!(
             "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
@@ -179,6 +209,7 @@ pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String>
         start_state,
         wake,
         _watcher: watcher,
+        identity,
     })
 }
 
@@ -198,6 +229,7 @@ pub async fn watch(
         start_state,
         mut wake,
         _watcher,
+        identity,
     } = prepared;
     let started = Instant::now();
     let mut conductor_check =
@@ -207,6 +239,7 @@ pub async fn watch(
     // so a stamp truncated at write time never makes refreshes come more often.
     let mut last_refresh: Option<Instant> = None;
     loop {
+        still_the_database(cfg, identity)?;
         // Look: what the Musician waits for, then the heartbeat.
         let Some((state, age)) = task_row(conn, task).map_err(db_err)? else {
             return Err(format!("{task} was removed from orchestration_tasks."));

@@ -373,3 +373,50 @@ fn headless_output_says_when_a_watcher_attaches_is_replaced_and_exits() {
     let v = m.wait_json("exited", |v| v["event"] == "watcher");
     assert_eq!(v["status"], "exited", "{v}");
 }
+
+/// Waits for the process to end: exit code and stderr.
+fn finish_err(child: Child) -> (i32, String) {
+    let pid = child.id();
+    let end = Instant::now() + DEADLINE;
+    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
+    while !out.is_finished() {
+        assert!(Instant::now() < end, "watcher {pid} did not exit");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let out = out.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_watcher_whose_database_is_deleted_says_so_and_exits_1() {
+    let rig = Rig::new();
+    let w = rig.spawn(&["task-03", "--heartbeat-after", "1s"]);
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", rig.s.db().display()));
+    }
+    let (code, err) = finish_err(w);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("comms.db") && err.contains("removed"), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "one line: {err}");
+}
+
+#[test]
+fn a_watcher_whose_database_is_replaced_says_so_and_exits_1() {
+    let rig = Rig::new();
+    let w = rig.spawn(&["task-03"]);
+    // A new orchestration's database renamed over the old one.
+    let other = tempfile::tempdir().unwrap();
+    let out = maestro()
+        .args(["init", "--project"])
+        .arg(other.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    std::fs::rename(other.path().join("comms.db"), rig.s.db()).unwrap();
+    let (code, err) = finish_err(w);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("replaced"), "{err}");
+}
