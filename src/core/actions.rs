@@ -16,6 +16,7 @@ use nix::unistd::Pid;
 use rusqlite::OptionalExtension;
 use serde_json::{Value, json};
 
+use crate::core::text::printable;
 use crate::core::domain::TaskId;
 use crate::core::handoff;
 use crate::core::recovery::launch::{Launcher, write_pid_file};
@@ -314,6 +315,7 @@ pub fn kill_window(project: &Target, task: &TaskId, kill_grace: Duration) -> Res
 /// A relaunch, decided before anything is done (so the confirmation can say exactly
 /// what will happen).
 pub struct Relaunch {
+    pub task: TaskId,
     pub plan: handoff::Plan,
     pub facts: handoff::Facts,
     pub state: String,
@@ -332,8 +334,10 @@ impl Relaunch {
             None => "no window is running (nothing is killed)".to_owned(),
         };
         format!(
-            "Relaunch {task} after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
-            task = self.plan.previous.trim_start_matches("musician-"),
+            "Relaunch {task} ({previous}) after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
+            task = self.task,
+            // Database text: never a control byte on the operator's terminal.
+            previous = printable(&self.plan.previous),
             kind = self.plan.kind.as_str(),
             why = match self.plan.kind {
                 handoff::HandoffKind::Crash => "no HANDOFF".to_owned(),
@@ -344,9 +348,9 @@ impl Relaunch {
                         .map_or("unknown".into(), |c| format!("{c}%"))
                 ),
             },
-            state = self.state,
-            title = self.title,
-            next = self.plan.next,
+            state = printable(&self.state),
+            title = printable(&self.title),
+            next = printable(&self.plan.next),
         )
     }
 }
@@ -395,6 +399,7 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
     let plan = handoff::plan(task, &facts);
     let title = format!("Musician: {task} ({})", plan.generation);
     Ok(Relaunch {
+        task: task.clone(),
         plan,
         facts,
         state,
@@ -479,9 +484,9 @@ pub fn relaunch(
         text: format!(
             "{task}: {} handoff, {} -> {}, window \"{}\" (PID {})",
             r.plan.kind.as_str(),
-            r.plan.previous,
-            r.plan.next,
-            r.title,
+            printable(&r.plan.previous),
+            printable(&r.plan.next),
+            printable(&r.title),
             new.pid
         ),
     };
