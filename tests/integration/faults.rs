@@ -299,3 +299,30 @@ fn a_paused_reader_loses_no_message() {
     assert!(ids.windows(2).all(|w| w[0] + 1 == w[1]), "gaps or repeats");
     assert_eq!(ids.len() as i64, MESSAGES);
 }
+
+#[test]
+fn a_huge_log_at_start_is_read_from_its_last_part_and_new_lines_come_through() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    // 1 GiB of history (sparse: no disk is spent), then one whole line.
+    let file = s.temp().join("task-01-status");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(1 << 30)
+        .unwrap();
+    s.append("task-01-status", "\nstep 9 started [ctx: 40%]\n");
+    let mut m = s.headless(&[]);
+    let note = m.wait_json("the note that only the last part is read", |v| {
+        event(v) == "source"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("only its last"))
+    });
+    assert!(
+        note["detail"].as_str().unwrap().contains("task-01-status"),
+        "{note}"
+    );
+    s.append("task-01-status", "step 10 self-correction: retried [ctx: 41%]\n");
+    let a = m.wait_json("the new line's anomaly", |v| event(v) == "anomaly");
+    assert_eq!(a["anomaly"], "self-correction");
+}

@@ -71,6 +71,11 @@ struct Tail {
 /// How often a missing `temp/` is looked for, besides the kernel's events.
 const MISSING_RECHECK: Duration = Duration::from_millis(500);
 
+/// A log found holding more than this is read from its last this-many bytes only: the
+/// history matters for its last `[ctx]` value and its recent anomalies, and a 1 GB log
+/// read whole would hold up every new line behind it.
+pub const HISTORY_KEPT: u64 = 8 * 1024 * 1024;
+
 /// How many bytes before the offset are compared to notice a rewrite.
 const FINGERPRINT: usize = 32;
 
@@ -325,6 +330,23 @@ impl TempLogs {
             );
         }
         let initial_mtime = initial.then(|| meta.modified().ok()).flatten();
+        // A large log seen for the first time (or started over) is read from its last
+        // part, beginning at the first whole line there.
+        let mut skip_partial = false;
+        if tail.offset == 0 && meta.len() > HISTORY_KEPT {
+            tail.offset = meta.len() - HISTORY_KEPT;
+            skip_partial = true;
+            let note = format!(
+                "{} holds {:.1} MB: only its last {} MiB were read (anomalies before that are not reported)",
+                path.display(),
+                meta.len() as f64 / 1e6,
+                HISTORY_KEPT / (1024 * 1024)
+            );
+            send_to(
+                &self.events,
+                CoreEvent::LogFolder(FolderStatus::Watching(note)),
+            );
+        }
         let mut lines = Vec::new();
         let mut sent_lines = false;
         let mut read_error = None;
@@ -335,8 +357,18 @@ impl TempLogs {
                         Ok(0) => break,
                         Ok(n) => {
                             tail.offset += n as u64;
-                            tail.assembler.feed(&self.buf[..n], &mut lines);
                             remember_tail(&mut tail.last_bytes, &self.buf[..n]);
+                            let mut chunk = &self.buf[..n];
+                            if skip_partial {
+                                match memchr::memchr(b'\n', chunk) {
+                                    Some(i) => {
+                                        chunk = &chunk[i + 1..];
+                                        skip_partial = false;
+                                    }
+                                    None => continue,
+                                }
+                            }
+                            tail.assembler.feed(chunk, &mut lines);
                             if lines.len() >= LINES_PER_EVENT {
                                 send_to(
                                     &self.events,
