@@ -1,12 +1,14 @@
-//! End-to-end figures for the core on 100 active tasks, with two baselines measured by
-//! the same driver. Run with `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1`
-//! for a shorter run with fewer samples).
+//! End-to-end figures for the core at 10, 100 and 1,000 active tasks, each against a
+//! baseline measured by the same driver in the same run. Run with
+//! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for fewer samples).
 //!
-//! - append → anomaly: a line appended to a status file until maestro prints its report;
-//! - commit → event: a message committed by this (other) process until maestro prints it;
-//! - throughput: lines/s and MB/s through the log source and the Sentinel;
-//! - idle CPU and RSS with 100 quiet tasks;
-//! - baselines: `tail -F … | grep --line-buffered` and a 10-second poller.
+//! - append → anomaly: one line appended to one of N status files, isolated (10 to
+//!   40 ms apart), until maestro prints its report; the same against
+//!   `tail -F -n0 FILES | grep --line-buffered` on the same files;
+//! - commit → event: a message committed by this (other) process, from the moment the
+//!   commit returns until maestro prints it;
+//! - at 100 tasks also: throughput (lines/s and MB/s through the log source and the
+//!   Sentinel), idle CPU and RSS, and a 10-second poller as the seed's baseline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
@@ -18,86 +20,124 @@ use std::process::{Child, Command};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const TASKS: usize = 100;
+const SIZES: [usize; 3] = [10, 100, 1000];
+/// The size the throughput, idle and poller figures are taken at.
+const DETAIL_SIZE: usize = 100;
+
+struct Row {
+    tasks: usize,
+    tail: Vec<Duration>,
+    ours: Vec<Duration>,
+    commits: Vec<Duration>,
+}
 
 fn main() {
     let quick = std::env::var_os("MAESTRO_BENCH_QUICK").is_some();
-    let samples = if quick { 100 } else { 500 };
-    let dir = tempfile::tempdir().unwrap();
-    let project = Project::create(dir.path());
-    println!("maestro pipeline benchmark: {TASKS} active tasks, {samples} samples per latency");
+    let samples = if quick { 100 } else { 400 };
+    println!("maestro pipeline benchmark: {samples} samples per latency and size");
+    let mut rows = Vec::new();
+    for tasks in SIZES {
+        let dir = tempfile::tempdir().unwrap();
+        let project = Project::create(dir.path(), tasks);
 
-    let mut maestro = Stream::maestro(&project);
-    // Ready when every task has been seen.
-    for _ in 0..TASKS + 2 {
-        maestro.next_matching(
-            |l| l.contains("\"event\":\"task\""),
-            Duration::from_secs(30),
+        let mut tail = Stream::tail_grep(&project);
+        let theirs = append_latency(&project, &mut tail, samples, "t");
+        drop(tail);
+
+        let mut maestro = Stream::maestro(&project);
+        // Ready when every task has been seen.
+        for _ in 0..tasks + 2 {
+            maestro.next_matching(
+                |l| l.contains("\"event\":\"task\""),
+                Duration::from_secs(60),
+            );
+        }
+        if tasks == DETAIL_SIZE {
+            let idle = Duration::from_secs(if quick { 5 } else { 10 });
+            let (cpu, rss) = idle_cost(maestro.child.id(), idle);
+            println!(
+                "idle ({}s, {tasks} quiet tasks): CPU {cpu:.3}% of a core, RSS {:.1} MB",
+                idle.as_secs(),
+                rss as f64 / 1024.0
+            );
+        }
+        let ours = append_latency(&project, &mut maestro, samples, "m");
+        let commits = commit_latency(&project, &mut maestro, samples);
+        println!("{tasks} tasks:");
+        report("  append -> match (tail -F | grep --line-buffered)", &theirs);
+        report("  append -> anomaly event (maestro)", &ours);
+        report("  db commit returned -> message event (maestro)", &commits);
+        if tasks == DETAIL_SIZE {
+            let (lines, bytes, secs) = throughput(&project, &mut maestro, quick);
+            println!(
+                "  throughput: {lines} lines ({:.1} MB) in {secs:.3}s = {:.0} lines/s, {:.1} MB/s",
+                bytes as f64 / 1e6,
+                lines as f64 / secs,
+                bytes as f64 / 1e6 / secs
+            );
+            let peak = support::vm_kb(maestro.child.id(), "VmHWM:");
+            println!(
+                "  peak RSS after the throughput run: {:.1} MB",
+                peak as f64 / 1024.0
+            );
+            drop(maestro);
+            let poll_samples = if quick { 10 } else { 30 };
+            let polled = poller_latency(&project, poll_samples);
+            report("  append -> detection (10 s poller)", &polled);
+            let p50 = |v: &[Duration]| support::percentile(v, 50.0).as_secs_f64();
+            println!(
+                "  poller / maestro at p50 = {:.0}x",
+                p50(&polled) / p50(&ours)
+            );
+        }
+        rows.push(Row {
+            tasks,
+            tail: theirs,
+            ours,
+            commits,
+        });
+    }
+    table(&rows);
+}
+
+/// The README's table: the sizes side by side, with the ratios the goals name.
+fn table(rows: &[Row]) {
+    let ms = |v: &[Duration], p: f64| support::percentile(v, p).as_secs_f64() * 1000.0;
+    println!();
+    println!(
+        "| tasks | tail \\| grep p50 | maestro p50 | maestro p99 | p50 ratio | p99 ratio | vs 10-task p50 | commit -> event p50 | p99 |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|");
+    let base = ms(&rows[0].ours, 50.0);
+    for r in rows {
+        println!(
+            "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.1}x | {:.1}x | {:.2}x | {:.2} ms | {:.2} ms |",
+            r.tasks,
+            ms(&r.tail, 50.0),
+            ms(&r.ours, 50.0),
+            ms(&r.ours, 99.0),
+            ms(&r.ours, 50.0) / ms(&r.tail, 50.0),
+            ms(&r.ours, 99.0) / ms(&r.tail, 99.0),
+            ms(&r.ours, 50.0) / base,
+            ms(&r.commits, 50.0),
+            ms(&r.commits, 99.0),
         );
     }
-
-    let idle = Duration::from_secs(if quick { 5 } else { 10 });
-    let (cpu, rss) = idle_cost(maestro.child.id(), idle);
-    println!(
-        "idle ({}s, {TASKS} quiet tasks): CPU {cpu:.3}% of a core, RSS {:.1} MB",
-        idle.as_secs(),
-        rss as f64 / 1024.0
-    );
-
-    let ours = append_latency(&project, &mut maestro, samples, "m");
-    report("append -> anomaly event (maestro)", &ours);
-
-    let commits = commit_latency(&project, &mut maestro, samples);
-    report("db commit -> message event (maestro)", &commits);
-
-    let (lines, bytes, secs) = throughput(&project, &mut maestro, quick);
-    println!(
-        "throughput: {lines} lines ({:.1} MB) in {secs:.3}s = {:.0} lines/s, {:.1} MB/s",
-        bytes as f64 / 1e6,
-        lines as f64 / secs,
-        bytes as f64 / 1e6 / secs
-    );
-    let peak = support::vm_kb(maestro.child.id(), "VmHWM:");
-    println!(
-        "peak RSS after the throughput run: {:.1} MB",
-        peak as f64 / 1024.0
-    );
-    drop(maestro);
-
-    let mut tail = Stream::tail_grep(&project);
-    let theirs = append_latency(&project, &mut tail, samples, "t");
-    report("append -> match (tail -F | grep --line-buffered)", &theirs);
-    drop(tail);
-
-    let poll_samples = if quick { 10 } else { 30 };
-    let polled = poller_latency(&project, poll_samples);
-    report("append -> detection (10 s poller)", &polled);
-
-    let p99 = |v: &[Duration]| support::percentile(v, 99.0).as_secs_f64();
-    let p50 = |v: &[Duration]| support::percentile(v, 50.0).as_secs_f64();
-    println!(
-        "ratio p50: tail|grep / maestro = {:.2}x, poller / maestro = {:.0}x",
-        p50(&theirs) / p50(&ours),
-        p50(&polled) / p50(&ours)
-    );
-    println!(
-        "ratio p99: tail|grep / maestro = {:.2}x, poller / maestro = {:.0}x",
-        p99(&theirs) / p99(&ours),
-        p99(&polled) / p99(&ours)
-    );
 }
 
 struct Project {
     root: PathBuf,
+    tasks: usize,
 }
 
 impl Project {
-    fn create(root: &Path) -> Self {
+    fn create(root: &Path, tasks: usize) -> Self {
         let temp = root.join("temp");
         std::fs::create_dir(&temp).unwrap();
         support::init(root);
         let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-        for i in 1..=TASKS {
+        conn.execute_batch("BEGIN").unwrap();
+        for i in 1..=tasks {
             let id = task(i);
             conn.execute(
                 "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
@@ -110,8 +150,10 @@ impl Project {
             )
             .unwrap();
         }
+        conn.execute_batch("COMMIT").unwrap();
         Self {
             root: root.to_path_buf(),
+            tasks,
         }
     }
 
@@ -161,7 +203,7 @@ impl Stream {
 
     fn tail_grep(p: &Project) -> Self {
         #[allow(unused_mut)]
-        let files: Vec<String> = (1..=TASKS)
+        let files: Vec<String> = (1..=p.tasks)
             .map(|i| p.status(i).display().to_string())
             .collect();
         let script = format!(
@@ -208,13 +250,14 @@ fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec
     let mut out = Vec::with_capacity(samples);
     for n in 0..samples {
         let marker = format!("{tag}{n}#");
-        let i = 1 + n % TASKS;
+        // Spread over the files, in an order unrelated to their names.
+        let i = 1 + (n * 7919) % p.tasks;
         let start = Instant::now();
         p.append(i, &format!("step {n} self-correction: {marker}\n"));
         let at = s.next_matching(|l| l.contains(&marker), Duration::from_secs(10));
         out.push(at - start);
-        // Let each sample start from quiet, as a real append does.
-        std::thread::sleep(Duration::from_millis(2));
+        // Isolated lines, 10 to 40 ms apart, as a real orchestration writes them.
+        std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
     }
     out
 }
@@ -225,12 +268,13 @@ fn commit_latency(p: &Project, s: &mut Stream, samples: usize) -> Vec<Duration> 
     let mut out = Vec::with_capacity(samples);
     for n in 0..samples {
         let marker = format!("commit{n}#");
-        let start = Instant::now();
         conn.execute(
             "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'bench', ?1, 'system')",
             [&marker],
         )
         .unwrap();
+        // From the commit's own return: what maestro adds.
+        let start = Instant::now();
         let at = s.next_matching(|l| l.contains(&marker), Duration::from_secs(10));
         out.push(at - start);
         std::thread::sleep(Duration::from_millis(2));
@@ -244,7 +288,7 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
     let per_file = if quick { 2_000 } else { 10_000 };
     let line = "step 7 agent 2 returned: parsed 1024 tokens, 12 warnings [ctx: 40%]\n";
     let chunk: String = line.repeat(500);
-    let mut files: Vec<std::fs::File> = (1..=TASKS)
+    let mut files: Vec<std::fs::File> = (1..=p.tasks)
         .map(|i| {
             std::fs::OpenOptions::new()
                 .append(true)
@@ -262,7 +306,7 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
         writeln!(f, "end self-correction: done{i}#").unwrap();
     }
     let mut pending: std::collections::HashSet<String> =
-        (0..TASKS).map(|i| format!("done{i}#")).collect();
+        (0..p.tasks).map(|i| format!("done{i}#")).collect();
     let mut last = start;
     while !pending.is_empty() {
         let (at, l) = s
@@ -274,8 +318,8 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
             last = at;
         }
     }
-    let lines = TASKS * (per_file + 1);
-    let bytes = TASKS * per_file * line.len();
+    let lines = p.tasks * (per_file + 1);
+    let bytes = p.tasks * per_file * line.len();
     (lines, bytes, (last - start).as_secs_f64())
 }
 
@@ -283,7 +327,7 @@ fn throughput(p: &Project, s: &mut Stream, quick: bool) -> (usize, usize, f64) {
 /// LLM turn even starts.
 fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
     let (tx, rx) = mpsc::channel::<(Instant, String)>();
-    let paths: Vec<PathBuf> = (1..=TASKS).map(|i| p.status(i)).collect();
+    let paths: Vec<PathBuf> = (1..=p.tasks).map(|i| p.status(i)).collect();
     let (stop, stopped) = mpsc::channel::<()>();
     let mut offsets: Vec<u64> = paths
         .iter()
@@ -308,7 +352,7 @@ fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
         let marker = format!("poll{n}#");
         starts.insert(marker.clone(), Instant::now());
         p.append(
-            1 + n % TASKS,
+            1 + n % p.tasks,
             &format!("step {n} self-correction: {marker}\n"),
         );
         // Spread the appends over the poll period.

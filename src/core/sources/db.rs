@@ -28,9 +28,25 @@ const PAGE: i64 = 500;
 /// event), and one wake-up may carry the events of several commits of which only the
 /// first is visible yet. So after every wake-up by a file event the database is
 /// re-checked after each of these delays (a cheap `PRAGMA data_version`), until the
-/// next event restarts the sequence; the sync can take a second on a loaded machine.
-pub const RECHECKS: [Duration; 12] = [
-    Duration::from_micros(300),
+/// next event restarts the sequence: densely in the first two milliseconds, where a
+/// commit usually becomes visible (so an event follows its commit's return within a
+/// fraction of a millisecond), then further apart, since the sync can take a second
+/// on a loaded machine. About two dozen checks per burst of writes, none while idle.
+pub const RECHECKS: [Duration; 25] = [
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(100),
+    Duration::from_micros(250),
+    Duration::from_micros(250),
+    Duration::from_micros(250),
+    Duration::from_micros(250),
     Duration::from_millis(1),
     Duration::from_millis(2),
     Duration::from_millis(4),
