@@ -64,7 +64,10 @@ fn main() {
         let ours = append_latency(&project, &mut maestro, samples, "m");
         let commits = commit_latency(&project, &mut maestro, samples);
         println!("{tasks} tasks:");
-        report("  append -> match (tail -F | grep --line-buffered)", &theirs);
+        report(
+            "  append -> match (tail -F | grep --line-buffered)",
+            &theirs,
+        );
         report("  append -> anomaly event (maestro)", &ours);
         report("  db commit returned -> message event (maestro)", &commits);
         if tasks == DETAIL_SIZE {

@@ -531,9 +531,27 @@ impl Hub {
     }
 
     async fn on_tasks(&mut self, rows: Vec<TaskRow>) {
-        let mut seen = HashSet::new();
+        // The whole table comes after each change: rows as they were cost a lookup and
+        // a comparison, nothing more. Ids are unique, so when every known row is still
+        // there, none was deleted.
+        let known = rows
+            .iter()
+            .filter(|r| self.tasks.contains_key(&r.task_id))
+            .count();
+        let gone: Vec<String> = if known == self.tasks.len() {
+            Vec::new()
+        } else {
+            let present: HashSet<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
+            self.tasks
+                .keys()
+                .filter(|k| !present.contains(k.as_str()))
+                .cloned()
+                .collect()
+        };
         for row in rows {
-            seen.insert(row.task_id.clone());
+            if self.tasks.get(&row.task_id).is_some_and(|p| p.row == row) {
+                continue;
+            }
             let id = TaskId::parse(&row.task_id);
             if id.is_none() && self.invalid_ids.insert(row.task_id.clone()) {
                 self.emit(What::Error {
@@ -567,9 +585,6 @@ impl Hub {
             let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
             let stale_reported =
                 prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
-            if prev.is_some_and(|p| p.row == row) {
-                continue;
-            }
             if let Some(id) = &id
                 && id.is_musician()
             {
@@ -613,12 +628,6 @@ impl Hub {
             }
         }
         // Rows deleted by another process.
-        let gone: Vec<String> = self
-            .tasks
-            .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
-            .collect();
         for key in gone {
             let Some(entry) = self.tasks.remove(&key) else {
                 continue;

@@ -322,7 +322,10 @@ fn a_huge_log_at_start_is_read_from_its_last_part_and_new_lines_come_through() {
         note["detail"].as_str().unwrap().contains("task-01-status"),
         "{note}"
     );
-    s.append("task-01-status", "step 10 self-correction: retried [ctx: 41%]\n");
+    s.append(
+        "task-01-status",
+        "step 10 self-correction: retried [ctx: 41%]\n",
+    );
     let a = m.wait_json("the new line's anomaly", |v| event(v) == "anomaly");
     assert_eq!(a["anomaly"], "self-correction");
 }

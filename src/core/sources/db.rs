@@ -282,9 +282,8 @@ impl DbSource {
             return Ok(false);
         }
         self.data_version = Some(version);
-        let tasks = self.read_tasks()?;
         let mut changed = false;
-        if tasks != self.tasks {
+        if let Some(tasks) = self.read_tasks_if_changed()? {
             self.tasks.clone_from(&tasks);
             emit(CoreEvent::Tasks(tasks));
             changed = true;
@@ -303,12 +302,29 @@ impl DbSource {
         Ok(changed)
     }
 
-    fn read_tasks(&self) -> rusqlite::Result<Vec<TaskRow>> {
+    /// The task table, if it differs from the last one read. Rows as they were are
+    /// compared in place, without building them: a commit that only adds a message
+    /// costs a walk of the table, not a copy of it.
+    fn read_tasks_if_changed(&self) -> rusqlite::Result<Option<Vec<TaskRow>>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT task_id, state, worked_by, session_id, last_heartbeat, retry_count, last_error
              FROM orchestration_tasks ORDER BY task_id",
         )?;
-        stmt.query_map([], task_row)?.collect()
+        let mut rows = stmt.query([])?;
+        let mut same = 0;
+        while let Some(r) = rows.next()? {
+            if self.tasks.get(same).is_some_and(|prev| same_row(r, prev)) {
+                same += 1;
+                continue;
+            }
+            let mut out = self.tasks[..same].to_vec();
+            out.push(task_row(r)?);
+            while let Some(r) = rows.next()? {
+                out.push(task_row(r)?);
+            }
+            return Ok(Some(out));
+        }
+        Ok((same != self.tasks.len()).then(|| self.tasks[..same].to_vec()))
     }
 
     fn read_messages_after(&self, after: i64) -> rusqlite::Result<Vec<MessageRow>> {
@@ -373,6 +389,28 @@ pub fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
         message: text(r, 4)?,
         timestamp: text(r, 5)?,
     })
+}
+
+/// Whether a row of `SELECT task_id, state, worked_by, session_id, last_heartbeat,
+/// retry_count, last_error` holds what `prev` holds (anything unusual reads as changed).
+fn same_row(r: &rusqlite::Row<'_>, prev: &TaskRow) -> bool {
+    use rusqlite::types::ValueRef;
+    let text = |i: usize, want: Option<&str>| match r.get_ref(i) {
+        Ok(ValueRef::Null) => want.is_none(),
+        Ok(ValueRef::Text(t)) => want.is_some_and(|w| w.as_bytes() == t),
+        _ => false,
+    };
+    text(0, Some(&prev.task_id))
+        && text(1, Some(&prev.state))
+        && text(2, prev.worked_by.as_deref())
+        && text(3, prev.session_id.as_deref())
+        && text(4, prev.last_heartbeat.as_deref())
+        && match r.get_ref(5) {
+            Ok(ValueRef::Integer(n)) => n == prev.retry_count,
+            Ok(ValueRef::Null) => prev.retry_count == 0,
+            _ => false,
+        }
+        && text(6, prev.last_error.as_deref())
 }
 
 /// A text column that may hold any storage class (a writer may have put a number there).
