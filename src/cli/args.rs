@@ -193,6 +193,18 @@ pub enum SentinelAction {
     Pause { name: String },
     /// Resume a paused pipeline
     Resume { name: String },
+    /// Trust a definition's current content, so its triggers and `start` may run it
+    /// (read it first with `sentinel show NAME`); a changed file needs trust again
+    Trust {
+        /// The definition (its file in .maestro/sentinels/, without .json)
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        name: Option<String>,
+        /// Every definition in .maestro/sentinels/ as it is now
+        #[arg(long)]
+        all: bool,
+    },
+    /// Take trust back: the definition stops and runs nothing until trusted again
+    Untrust { name: String },
     /// List or edit steps (the next iteration uses the new steps)
     #[command(subcommand)]
     Step(StepAction),

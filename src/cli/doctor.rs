@@ -398,6 +398,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         );
     }
     event_log(project, settings.ok(), &mut add);
+    definitions(project, &mut add);
 
     let worst = checks.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
     let word = |l: Level| match l {
@@ -421,6 +422,42 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         Level::Warning => 1,
         Level::Error => 2,
     })
+}
+
+/// The pipeline definitions, and which of them wait for the operator's trust.
+fn definitions(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
+    use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+    let dir = crate::core::paths::definitions_dir(&project.root);
+    let names = crate::cli::sentinel::folder_names(&dir);
+    if names.is_empty() {
+        return;
+    }
+    let store = TrustStore::load(&crate::core::paths::ProjectKey::of(&project.root));
+    let untrusted: Vec<&str> = names
+        .iter()
+        .filter(|(name, path)| {
+            !read_definition_bytes(path).is_ok_and(|b| store.is_trusted(name, &content_hash(&b)))
+        })
+        .map(|(name, _)| name.as_str())
+        .collect();
+    if untrusted.is_empty() {
+        add(
+            Level::Ok,
+            "pipelines",
+            format!("{} definitions, all trusted", names.len()),
+        );
+    } else {
+        add(
+            Level::Warning,
+            "pipelines",
+            format!(
+                "{} of {} definitions wait for your trust and run nothing: {}. Read each with `maestro sentinel show NAME`, then `maestro sentinel trust NAME`",
+                untrusted.len(),
+                names.len(),
+                untrusted.join(", ")
+            ),
+        );
+    }
 }
 
 /// Where `maestro replay` will find this project's runs, and how much is kept.

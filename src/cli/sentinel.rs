@@ -11,10 +11,11 @@ use serde_json::{Value, json};
 use crate::cli::CliError;
 use crate::cli::args::{SentinelAction, StepAction};
 use crate::cli::project::Project;
-use crate::core::paths::definitions_dir;
+use crate::core::paths::{ProjectKey, definitions_dir};
 use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
 use crate::core::pipeline::host::{request, valid_name};
 use crate::core::pipeline::spec::{parse_definition, parse_step};
+use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
 use crate::core::store;
 use crate::core::text::printable;
 
@@ -28,7 +29,7 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
     match action {
         SentinelAction::List => {
             let answer = ask(json!({"op": "list"}))
-                .unwrap_or_else(|| json!({"ok": true, "pipelines": from_folder(&dir)}));
+                .unwrap_or_else(|| json!({"ok": true, "pipelines": from_folder(project, &dir)}));
             if as_json {
                 println!("{answer}");
             } else {
@@ -82,7 +83,77 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             finish(&answer, as_json, &format!("{name}: {op}"))
         }
         SentinelAction::Step(step) => edit(&dir, step, as_json, &ask),
+        SentinelAction::Trust { name, all } => {
+            let names = match name {
+                Some(n) if !*all => vec![n.clone()],
+                _ => folder_names(&dir).into_iter().map(|(n, _)| n).collect(),
+            };
+            trust(project, &dir, &names, as_json, &ask)
+        }
+        SentinelAction::Untrust { name } => {
+            file_of(&dir, name)?;
+            let mut store = TrustStore::load(&ProjectKey::of(&project.root));
+            let was = store.untrust(name);
+            store.save().map_err(Runtime)?;
+            let _ = ask(json!({"op": "reload", "name": name}));
+            let detail = if was {
+                format!("{name} is no longer trusted: it runs nothing until trusted again")
+            } else {
+                format!("{name} was not trusted")
+            };
+            finish(
+                &json!({"ok": true, "name": name, "detail": detail}),
+                as_json,
+                &detail,
+            )
+        }
     }
+}
+
+/// Trusts each named definition as it is now (a valid definition only: trusting a
+/// file that cannot run helps nobody), then has the host take the change.
+fn trust(
+    project: &Project,
+    dir: &Path,
+    names: &[String],
+    as_json: bool,
+    ask: &dyn Fn(Value) -> Option<Value>,
+) -> Result<(), CliError> {
+    let mut store = TrustStore::load(&ProjectKey::of(&project.root));
+    let mut trusted = Vec::new();
+    for name in names {
+        let path = file_of(dir, name)?;
+        let bytes = read_definition_bytes(&path).map_err(Runtime)?;
+        let def = serde_json::from_slice::<Value>(&bytes)
+            .map_err(|e| format!("{} is not JSON ({e})", path.display()))
+            .and_then(|raw| parse_definition(&raw, name, ""))
+            .map_err(|e| Runtime(format!("{e}; fix it before trusting it.")))?;
+        let hash = content_hash(&bytes);
+        store.trust(name, &hash);
+        trusted.push(json!({"name": name, "sha256": hash, "steps": def.steps.len()}));
+    }
+    store.save().map_err(Runtime)?;
+    for name in names {
+        let _ = ask(json!({"op": "reload", "name": name}));
+    }
+    if as_json {
+        println!("{}", json!({"ok": true, "trusted": trusted}));
+    } else if trusted.is_empty() {
+        println!(
+            "no definitions in {}",
+            printable(&dir.display().to_string())
+        );
+    } else {
+        for t in &trusted {
+            println!(
+                "trusted {} ({} steps, sha256 {}…): its triggers may run it now",
+                t["name"].as_str().unwrap_or_default(),
+                t["steps"],
+                &t["sha256"].as_str().unwrap_or_default()[..12]
+            );
+        }
+    }
+    Ok(())
 }
 
 fn edit(
@@ -267,8 +338,8 @@ fn read(path: &Path) -> Result<Value, CliError> {
     read_definition(path).map_err(Runtime)
 }
 
-/// Without a host: the definitions in the folder, none running.
-fn from_folder(dir: &Path) -> Vec<Value> {
+/// The definitions' names and files, by name.
+pub fn folder_names(dir: &Path) -> Vec<(String, PathBuf)> {
     let mut names: Vec<(String, PathBuf)> = std::fs::read_dir(dir)
         .map(|d| {
             d.filter_map(Result::ok)
@@ -281,14 +352,26 @@ fn from_folder(dir: &Path) -> Vec<Value> {
         .unwrap_or_default();
     names.sort();
     names
+}
+
+/// Without a host: the definitions in the folder, none running.
+fn from_folder(project: &Project, dir: &Path) -> Vec<Value> {
+    let store = TrustStore::load(&ProjectKey::of(&project.root));
+    folder_names(dir)
         .into_iter()
         .map(|(name, path)| {
-            let parsed = std::fs::read_to_string(&path)
-                .ok()
-                .and_then(|t| serde_json::from_str::<Value>(&t).ok())
+            let bytes = read_definition_bytes(&path).ok();
+            let hash = bytes.as_deref().map(content_hash).unwrap_or_default();
+            let parsed = bytes
+                .and_then(|t| serde_json::from_slice::<Value>(&t).ok())
                 .map(|v| parse_definition(&v, &name, "").map(|d| d.steps.len()));
+            let status = if store.is_trusted(&name, &hash) {
+                "stopped"
+            } else {
+                "untrusted"
+            };
             match parsed {
-                Some(Ok(steps)) => json!({"name": name, "status": "stopped", "steps": steps}),
+                Some(Ok(steps)) => json!({"name": name, "status": status, "steps": steps}),
                 Some(Err(e)) => {
                     json!({"name": name, "status": "invalid", "steps": null, "detail": e})
                 }

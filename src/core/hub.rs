@@ -673,7 +673,7 @@ impl Hub {
                     entry.id.as_ref().is_some_and(TaskId::is_conductor),
                 ));
             } else {
-                let due = now + (threshold - age) + Duration::from_millis(1);
+                let due = now + threshold.saturating_sub(age) + Duration::from_millis(1);
                 entry.stale_due = Some(due);
                 self.stale_order.insert((due, key));
             }
@@ -791,13 +791,12 @@ impl Hub {
             None => return None,
         };
         let ctx = id.as_ref().and_then(|id| self.ctx.get(id));
-        let row = match entry {
-            Some(e) => e.row.clone(),
+        let row = if let Some(e) = entry {
+            e.row.clone()
+        } else {
             // Without a database, tasks are known by their files alone.
-            None => {
-                ctx?;
-                TaskRow::new(key.to_owned(), "working")
-            }
+            ctx?;
+            TaskRow::new(key.to_owned(), "working")
         };
         Some(TaskView {
             row,

@@ -18,6 +18,7 @@ pub mod pipeline;
 pub mod recovery;
 pub mod replay;
 pub mod runtime;
+pub mod safe_fs;
 pub mod schema;
 pub mod sentinel;
 pub mod snapshot;

@@ -119,6 +119,14 @@ pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
     })
 }
 
+/// `<data dir>/trust/<project key>.json`: the pipeline definitions the operator trusts
+/// in a project, by content hash.
+pub fn trust_file(project: &ProjectKey) -> Result<PathBuf, String> {
+    Ok(data_dir_or_err()?
+        .join("trust")
+        .join(format!("{}.json", project.key)))
+}
+
 /// `<project>/.maestro/sentinels`: the pipeline definitions.
 pub fn definitions_dir(project: &Path) -> PathBuf {
     project.join(".maestro").join("sentinels")

@@ -36,15 +36,20 @@ const DEMO_LLM: [&str; 3] = [
 
 /// Puts the example pipelines in the project's `.maestro/sentinels/`, so `S` shows them
 /// working: the anomaly check fires on the scenario's anomalies, the health check runs
-/// on its schedule, and `build-fix` waits for `s`.
+/// on its schedule, and `build-fix` waits for `s`. The demo wrote them itself, so it
+/// trusts exactly what it wrote (any other definition there stays untrusted).
 fn install_examples(project: &Project) -> Result<(), String> {
+    use crate::core::pipeline::trust::{TrustStore, content_hash};
     let dir = crate::core::paths::definitions_dir(&project.root);
     std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut trust = TrustStore::load(&crate::core::paths::ProjectKey::of(&project.root));
     for (name, text) in crate::core::pipeline::EXAMPLES {
         let path = dir.join(format!("{name}.json"));
-        std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        crate::core::safe_fs::write_atomic(&path, text.as_bytes(), 0o644)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        trust.trust(name, &content_hash(text.as_bytes()));
     }
-    Ok(())
+    trust.save()
 }
 
 /// A scratch project: the folder, its database and its logs. `at` is a folder the

@@ -166,6 +166,18 @@ impl Running {
         serde_json::from_str(&line).unwrap()
     }
 
+    /// Waits until each of `preds` has matched a line, in any order.
+    pub fn wait_all(&mut self, what: &str, preds: &[&dyn Fn(&Value) -> bool]) {
+        let mut left: Vec<usize> = (0..preds.len()).collect();
+        while !left.is_empty() {
+            let line = self.wait_line(what, |l| {
+                serde_json::from_str::<Value>(l).is_ok_and(|v| left.iter().any(|i| preds[*i](&v)))
+            });
+            let v: Value = serde_json::from_str(&line).unwrap();
+            left.retain(|i| !preds[*i](&v));
+        }
+    }
+
     /// Waits for the next JSON line matching `pred`, failing after `within`.
     pub fn wait_json_within(
         &mut self,

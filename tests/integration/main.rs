@@ -16,3 +16,4 @@ mod replay;
 mod souffleur;
 mod task_commands;
 mod tmux;
+mod trust;

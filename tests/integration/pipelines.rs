@@ -20,7 +20,8 @@ impl Rig {
         }
     }
 
-    fn define(&self, name: &str, def: &Value) {
+    /// Writes a definition as a clone or a Musician would: untrusted.
+    fn write(&self, name: &str, def: &Value) {
         std::fs::write(
             self.s
                 .root()
@@ -28,6 +29,13 @@ impl Rig {
             def.to_string(),
         )
         .unwrap();
+    }
+
+    /// Writes a definition and trusts it, as the operator would.
+    fn define(&self, name: &str, def: &Value) {
+        self.write(name, def);
+        let (code, out, err) = self.sentinel(&["trust", name]);
+        assert_eq!(code, 0, "{out}{err}");
     }
 
     fn cmd(&self, args: &[&str]) -> std::process::Command {
@@ -97,7 +105,7 @@ fn an_immediate_pipeline_runs_its_steps_and_loop() {
 #[test]
 fn a_bad_definition_is_refused_with_its_path_and_the_others_run() {
     let rig = Rig::new();
-    rig.define("broken", &json!({"steps": [{"type": "command", "command": "true"}, {"type": "command"}], "safety": {"maxIterations": 1}}));
+    rig.write("broken", &json!({"steps": [{"type": "command", "command": "true"}, {"type": "command"}], "safety": {"maxIterations": 1}}));
     rig.define("fine", &json!({"trigger": {"type": "immediate"}, "steps": [{"type": "command", "command": "true"}], "safety": {"maxIterations": 1}}));
     let mut m = rig.host();
     let e = m.wait_json("refusal", |v| {

@@ -2,13 +2,15 @@
 //! whole definition is checked before anything is written, and the file is replaced
 //! atomically (a temporary file in the same folder, then a rename).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
+use crate::core::paths::ProjectKey;
 use crate::core::pipeline::host::valid_name;
 use crate::core::pipeline::spec::parse_definition;
+use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+use crate::core::safe_fs;
 
 /// The file of pipeline `name`, which must exist.
 pub fn definition_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
@@ -28,28 +30,41 @@ pub fn definition_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
 }
 
 pub fn read_definition(path: &Path) -> Result<Value, String> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text)
+    let bytes = read_definition_bytes(path)?;
+    serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))
 }
 
-/// Checks `def` as a whole, then writes it over `path` atomically.
+/// Checks `def` as a whole, then writes it over `path` atomically. The operator's own
+/// edit keeps the trust the definition had: if the old content was trusted, the new
+/// one is.
 pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), String> {
     parse_definition(def, name, "")
         .map_err(|e| format!("{}: the change would make it unusable: {e}", path.display()))?;
-    let tmp = path.with_extension(format!("json.maestro-{}", std::process::id()));
     let text = serde_json::to_string_pretty(def).unwrap_or_default() + "\n";
-    let written = std::fs::File::create(&tmp)
-        .and_then(|mut f| {
-            f.write_all(text.as_bytes())?;
-            f.sync_all()
-        })
-        .and_then(|()| std::fs::rename(&tmp, path));
-    written.map_err(|e| {
-        let _ = std::fs::remove_file(&tmp);
-        format!("cannot write {}: {e}", path.display())
-    })
+    let project = path
+        .parent()
+        .and_then(Path::parent)
+        .and_then(Path::parent)
+        .map(ProjectKey::of);
+    let old = read_definition_bytes(path).ok().map(|b| content_hash(&b));
+    let new = content_hash(text.as_bytes());
+    // Both contents are trusted while the file is replaced (a host reading the folder
+    // in between never finds its running pipeline untrusted), then the new one only.
+    let mut trust = project
+        .map(|p| TrustStore::load(&p))
+        .filter(|t| old.as_ref().is_some_and(|old| t.is_trusted(name, old)));
+    if let Some(t) = trust.as_mut() {
+        t.also_trust(name, &new);
+        t.save()?;
+    }
+    safe_fs::write_atomic(path, text.as_bytes(), 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some(t) = trust.as_mut() {
+        t.trust(name, &new);
+        t.save()?;
+    }
+    Ok(())
 }
 
 /// Replaces the `steps` of pipeline `name` with `steps` (a JSON array, as text).

@@ -186,9 +186,17 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// The longest condition accepted, in bytes: a definition is data from the project,
+/// and a condition is parsed and evaluated by recursion.
+pub const MAX_CONDITION_LEN: usize = 4096;
+/// How deep `!` and parentheses may nest.
+pub const MAX_NESTING: usize = 64;
+
 struct Parser {
     toks: Vec<Tok>,
     pos: usize,
+    /// `!` and `(` levels open at the current token.
+    depth: usize,
 }
 
 impl Parser {
@@ -223,11 +231,28 @@ impl Parser {
         Ok(left)
     }
 
+    fn deeper(&mut self) -> Result<(), String> {
+        self.depth += 1;
+        if self.depth > MAX_NESTING {
+            return Err(format!(
+                "`!` and parentheses nest more than {MAX_NESTING} deep; simplify the condition"
+            ));
+        }
+        Ok(())
+    }
+
     fn unary(&mut self) -> Result<Expr, String> {
         match self.next() {
-            Some(Tok::Not) => Ok(Expr::Not(Box::new(self.unary()?))),
+            Some(Tok::Not) => {
+                self.deeper()?;
+                let e = Expr::Not(Box::new(self.unary()?));
+                self.depth -= 1;
+                Ok(e)
+            }
             Some(Tok::Open) => {
+                self.deeper()?;
                 let e = self.binary(0)?;
+                self.depth -= 1;
                 match self.next() {
                     Some(Tok::Close) => Ok(self.accessors(e)),
                     _ => Err("a `(` is not closed".into()),
@@ -260,9 +285,16 @@ impl Parser {
 
 /// Parses a condition; the error says what is wrong.
 pub fn parse(src: &str) -> Result<Expr, String> {
+    if src.len() > MAX_CONDITION_LEN {
+        return Err(format!(
+            "the condition is {} bytes long; at most {MAX_CONDITION_LEN} are allowed",
+            src.len()
+        ));
+    }
     let mut p = Parser {
         toks: tokenize(src)?,
         pos: 0,
+        depth: 0,
     };
     let e = p.binary(0)?;
     if p.pos < p.toks.len() {
@@ -374,6 +406,19 @@ mod tests {
 
     fn check(src: &str) -> bool {
         eval_bool(&parse(src).unwrap(), &vars()).unwrap()
+    }
+
+    #[test]
+    fn deep_and_long_conditions_are_refused_not_crashed_on() {
+        let deep = format!("{}true", "!".repeat(500_000));
+        assert!(parse(&deep).unwrap_err().contains("at most 4096"));
+        let nested = format!("{}true", "!".repeat(MAX_NESTING + 1));
+        assert!(parse(&nested).unwrap_err().contains("nest more than 64"));
+        let parens = format!("{}true{}", "(".repeat(100), ")".repeat(100));
+        assert!(parse(&parens).is_err());
+        assert!(parse(&format!("{}true", "!".repeat(MAX_NESTING))).is_ok());
+        let long_chain = vec!["true"; 400].join(" && ");
+        assert!(parse(&long_chain).is_ok());
     }
 
     #[test]

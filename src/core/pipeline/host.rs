@@ -22,6 +22,7 @@ use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::pipeline::expr;
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
+use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
 
 /// Pipeline names become file names: letters, digits, `-` and `_` only.
 pub fn valid_name(name: &str) -> bool {
@@ -93,6 +94,8 @@ pub fn start(
         dir: paths::definitions_dir(project),
         defs: BTreeMap::new(),
         refused: HashMap::new(),
+        announced: HashMap::new(),
+        project: key.clone(),
         running: HashMap::new(),
         schedule: HashMap::new(),
         env: RunnerEnv {
@@ -123,6 +126,10 @@ pub fn start(
 struct Entry {
     raw: Value,
     def: Definition,
+    /// SHA-256 of the file's bytes (what trust is given to).
+    hash: String,
+    /// The operator trusts this exact content: only then does anything in it run.
+    trusted: bool,
 }
 
 struct Running {
@@ -139,8 +146,12 @@ struct Host {
     shutdown: CancellationToken,
     dir: PathBuf,
     defs: BTreeMap<String, Entry>,
-    /// Files refused, with the text refused (so one bad save is reported once).
+    /// Files refused, with the hash of the content refused (one bad save is reported
+    /// once).
     refused: HashMap<String, String>,
+    /// Untrusted definitions already announced, with the content's hash.
+    announced: HashMap<String, String>,
+    project: ProjectKey,
     running: HashMap<String, Running>,
     schedule: HashMap<String, Instant>,
     env: RunnerEnv,
@@ -154,7 +165,7 @@ impl Host {
             tokio::spawn(serve(listener, req_tx));
         }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
-        let _watcher = watch(&self.dir, wake_tx);
+        let mut folder = FolderWatch::start(&self.dir, wake_tx);
         let mut bus = self.env.bus.subscribe();
         self.rescan().await;
         loop {
@@ -162,6 +173,7 @@ impl Host {
             tokio::select! {
                 Some(()) = wake.recv() => {
                     while wake.try_recv().is_ok() {}
+                    folder.follow_dir();
                     self.rescan().await;
                 }
                 Some((req, reply)) = requests.recv() => {
@@ -178,6 +190,7 @@ impl Host {
                     let names: Vec<String> = self
                         .defs
                         .iter()
+                        .filter(|(_, e)| e.trusted)
                         .filter(|(_, e)| match &e.def.trigger {
                             Trigger::Event { name, filter } => {
                                 *name == event
@@ -229,8 +242,10 @@ impl Host {
     }
 
     /// Reads the folder: new and changed definitions are taken (a running pipeline gets
-    /// its new steps for the next iteration), removed ones stop.
+    /// its new steps for the next iteration), removed ones stop. Trust is read again
+    /// too: a definition runs only while its exact content is trusted.
     async fn rescan(&mut self) {
+        let trust = TrustStore::load(&self.project);
         let mut seen = Vec::new();
         let entries: Vec<PathBuf> = std::fs::read_dir(&self.dir)
             .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
@@ -246,47 +261,69 @@ impl Host {
                 continue;
             };
             seen.push(name.clone());
-            let Ok(text) = std::fs::read_to_string(&path) else {
-                continue;
+            let bytes = match read_definition_bytes(&path) {
+                Ok(b) => b,
+                Err(e) => {
+                    self.refuse(&name, String::new(), e).await;
+                    continue;
+                }
             };
-            if self.refused.get(&name) == Some(&text) {
+            let hash = content_hash(&bytes);
+            if self.refused.get(&name) == Some(&hash) {
                 continue;
             }
-            let parsed = serde_json::from_str::<Value>(&text)
+            let parsed = serde_json::from_slice::<Value>(&bytes)
                 .map_err(|e| format!("not JSON ({e})"))
                 .and_then(|raw| parse_definition(&raw, &name, "").map(|def| (raw, def)));
-            match parsed {
+            let (raw, def) = match parsed {
+                Ok(ok) => ok,
                 Err(e) => {
-                    self.refused.insert(name.clone(), text);
-                    self.error(format!(
-                        "{}: {e}; the other pipelines keep running",
-                        path.display()
-                    ))
+                    self.refuse(&name, hash, format!("{}: {e}", path.display()))
+                        .await;
+                    continue;
+                }
+            };
+            self.refused.remove(&name);
+            let trusted = trust.is_trusted(&name, &hash);
+            let old = self.defs.get(&name);
+            if old.is_some_and(|o| o.hash == hash && o.trusted == trusted) {
+                continue;
+            }
+            let was_trusted = old.is_some_and(|o| o.trusted);
+            if let Some(run) = self.running.get(&name) {
+                if trusted {
+                    let _ = run.cmds.send(RunCmd::Replace(Box::new(def.clone()))).await;
+                } else {
+                    // Its content changed and is not trusted yet: it stops here.
+                    run.stop.cancel();
+                    let _ = run.cmds.send(RunCmd::Stop).await;
+                }
+            }
+            match def.trigger {
+                Trigger::Schedule(every) if trusted => {
+                    self.schedule.insert(name.clone(), Instant::now() + every);
+                }
+                _ => {
+                    self.schedule.remove(&name);
+                }
+            }
+            if !trusted && self.announced.get(&name) != Some(&hash) {
+                self.announced.insert(name.clone(), hash.clone());
+                self.error(untrusted_notice(&name, &self.project.root))
                     .await;
-                }
-                Ok((raw, def)) => {
-                    self.refused.remove(&name);
-                    if self.defs.get(&name).is_some_and(|old| old.raw == raw) {
-                        continue;
-                    }
-                    let is_new = !self.defs.contains_key(&name);
-                    if let Some(run) = self.running.get(&name) {
-                        let _ = run.cmds.send(RunCmd::Replace(Box::new(def.clone()))).await;
-                    }
-                    match def.trigger {
-                        Trigger::Schedule(every) => {
-                            self.schedule.insert(name.clone(), Instant::now() + every);
-                        }
-                        _ => {
-                            self.schedule.remove(&name);
-                        }
-                    }
-                    let immediate = def.trigger == Trigger::Immediate;
-                    self.defs.insert(name.clone(), Entry { raw, def });
-                    if is_new && immediate {
-                        self.start(&name);
-                    }
-                }
+            }
+            let immediate = def.trigger == Trigger::Immediate;
+            self.defs.insert(
+                name.clone(),
+                Entry {
+                    raw,
+                    def,
+                    hash,
+                    trusted,
+                },
+            );
+            if trusted && !was_trusted && immediate {
+                self.start(&name);
             }
         }
         let gone: Vec<String> = self
@@ -303,6 +340,7 @@ impl Host {
             }
         }
         self.refused.retain(|n, _| seen.contains(n));
+        self.announced.retain(|n, _| seen.contains(n));
         let catalog = self
             .defs
             .iter()
@@ -312,6 +350,23 @@ impl Host {
             .env
             .events
             .send(CoreEvent::PipelineCatalog(catalog))
+            .await;
+    }
+
+    /// A definition that cannot be used: said once per content, the others keep going.
+    async fn refuse(&mut self, name: &str, hash: String, detail: String) {
+        if self.refused.get(name) == Some(&hash) {
+            return;
+        }
+        self.refused.insert(name.to_owned(), hash);
+        // A refused file is not loaded; an earlier version stops.
+        if self.defs.remove(name).is_some() {
+            self.schedule.remove(name);
+            if let Some(run) = self.running.get(name) {
+                let _ = run.cmds.send(RunCmd::Stop).await;
+            }
+        }
+        self.error(format!("{detail}; the other pipelines keep running"))
             .await;
     }
 
@@ -325,7 +380,7 @@ impl Host {
         if self.running.contains_key(name) {
             return false;
         }
-        let Some(entry) = self.defs.get(name) else {
+        let Some(entry) = self.defs.get(name).filter(|e| e.trusted) else {
             return false;
         };
         let (tx, mut rx) = mpsc::channel(16);
@@ -356,6 +411,7 @@ impl Host {
         let status = |h: &Self, n: &str| match h.running.get(n) {
             Some(r) if r.paused => "paused",
             Some(_) => "running",
+            None if h.defs.get(n).is_some_and(|e| !e.trusted) => "untrusted",
             None => "stopped",
         };
         if op == "list" {
@@ -405,7 +461,9 @@ impl Host {
                 json!({"ok": true, "name": name, "status": status(self, &name), "definition": self.defs[&name].raw})
             }
             "start" => {
-                if self.start(&name) {
+                if !self.defs[&name].trusted {
+                    json!({"ok": false, "detail": untrusted_notice(&name, &self.project.root)})
+                } else if self.start(&name) {
                     json!({"ok": true, "detail": "started"})
                 } else {
                     json!({"ok": false, "detail": "already running"})
@@ -441,6 +499,17 @@ impl Host {
     }
 }
 
+/// What an untrusted definition waits for, and the command that gives it.
+pub fn untrusted_notice(name: &str, project: &Path) -> String {
+    format!(
+        "pipeline {name} is not trusted, so nothing in it runs: read it (`maestro sentinel show {name}`), then trust it with `maestro sentinel trust {name} --project {}`",
+        shlex::try_quote(&crate::core::text::printable(
+            &project.display().to_string()
+        ))
+        .map_or_else(|_| "DIR".into(), std::borrow::Cow::into_owned)
+    )
+}
+
 async fn sleep_until(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at).await,
@@ -448,24 +517,75 @@ async fn sleep_until(at: Option<Instant>) {
     }
 }
 
-/// Watches the definitions folder, and the folders above it until it exists.
-fn watch(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Option<notify::RecommendedWatcher> {
-    use notify::{RecursiveMode, Watcher};
-    let mut w = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if res.is_ok_and(|e| !matches!(e.kind, notify::EventKind::Access(_))) {
-            let _ = wake.send(());
+/// The definitions folder's watch: the folder itself once it exists, and the two
+/// folders above it to see it appear. Only changes inside the folder, or to the
+/// folders on its path, wake the host: the project root's other traffic (every
+/// `comms.db` commit) is dropped on notify's thread and re-reads nothing.
+struct FolderWatch {
+    watcher: Option<notify::RecommendedWatcher>,
+    dir: PathBuf,
+    watching_dir: bool,
+}
+
+impl FolderWatch {
+    fn start(dir: &Path, wake: mpsc::UnboundedSender<()>) -> Self {
+        use notify::{RecursiveMode, Watcher};
+        let inside = dir.to_path_buf();
+        let parent = dir.parent().map(Path::to_path_buf);
+        let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+            let Ok(e) = res else {
+                let _ = wake.send(());
+                return;
+            };
+            if matches!(e.kind, notify::EventKind::Access(_)) {
+                return;
+            }
+            let ours = e.need_rescan()
+                || e.paths.iter().any(|p| {
+                    p.parent() == Some(inside.as_path())
+                        || p == &inside
+                        || parent.as_deref() == Some(p.as_path())
+                });
+            if ours {
+                let _ = wake.send(());
+            }
+        })
+        .ok();
+        if let Some(w) = watcher.as_mut() {
+            for d in [dir.parent(), dir.parent().and_then(Path::parent)]
+                .into_iter()
+                .flatten()
+            {
+                if d.is_dir() {
+                    let _ = w.watch(d, RecursiveMode::NonRecursive);
+                }
+            }
         }
-    })
-    .ok()?;
-    for d in [Some(dir), dir.parent(), dir.parent().and_then(Path::parent)]
-        .into_iter()
-        .flatten()
-    {
-        if d.is_dir() {
-            let _ = w.watch(d, RecursiveMode::NonRecursive);
+        let mut me = Self {
+            watcher,
+            dir: dir.to_path_buf(),
+            watching_dir: false,
+        };
+        me.follow_dir();
+        me
+    }
+
+    /// Watches the definitions folder itself once it is there (again).
+    fn follow_dir(&mut self) {
+        use notify::{RecursiveMode, Watcher};
+        let exists = self.dir.is_dir();
+        if let Some(w) = self.watcher.as_mut() {
+            if exists && !self.watching_dir {
+                self.watching_dir = w.watch(&self.dir, RecursiveMode::NonRecursive).is_ok();
+                // `.maestro/` may have been created after start: watch it too.
+                if let Some(parent) = self.dir.parent() {
+                    let _ = w.watch(parent, RecursiveMode::NonRecursive);
+                }
+            } else if !exists {
+                self.watching_dir = false;
+            }
         }
     }
-    Some(w)
 }
 
 /// One JSON request line in, one JSON answer line out.

@@ -7,6 +7,7 @@ pub mod expr;
 pub mod host;
 pub mod runner;
 pub mod spec;
+pub mod trust;
 pub mod views;
 
 /// The example pipelines shipped in `assets/sentinels/` (the demo installs them):

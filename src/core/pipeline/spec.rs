@@ -138,7 +138,15 @@ fn millis(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<Opti
 }
 
 fn condition(src: &str, path: &str) -> Res<Expr> {
-    expr::parse(src).map_err(|e| at(path, format!("{src:?} is not a valid condition ({e})")))
+    expr::parse(src).map_err(|e| {
+        // Quoted in an error line: a long condition is shown by its beginning.
+        let shown: String = src.chars().take(80).collect();
+        let more = if shown.len() < src.len() { "…" } else { "" };
+        at(
+            path,
+            format!("{shown:?}{more} is not a valid condition ({e})"),
+        )
+    })
 }
 
 /// Checks a whole definition. `fallback_name` is used when it has no `name`.
