@@ -196,7 +196,7 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
         ),
         What::Pipeline(p) => format!(
             "PIPELINE: {} {} iteration {}{}{}\n",
-            p.name,
+            one_line(&p.name),
             p.status,
             p.iteration,
             p.step.map(|s| format!(" step {s}")).unwrap_or_default(),

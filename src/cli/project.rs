@@ -68,6 +68,7 @@ impl Project {
             souffleur_role: false,
             forward_logs: false,
             event_log_bytes: settings.event_log_bytes,
+            history_runs: settings.pipeline_limits.history_runs,
         }
     }
 
@@ -81,6 +82,7 @@ impl Project {
         crate::core::pipeline::host::start(
             &self.root,
             settings.llm.clone(),
+            settings.pipeline_limits,
             core.events.clone(),
             core.bus.clone(),
         )

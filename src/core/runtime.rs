@@ -51,6 +51,8 @@ pub struct CoreConfig {
     /// Record the hub's inputs in the project's event log, each file bounded to this
     /// many bytes (0: no recording).
     pub event_log_bytes: u64,
+    /// Runs kept per pipeline in the run history.
+    pub history_runs: usize,
 }
 
 /// A running core. Dropping it stops the sources.
@@ -93,6 +95,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         path: config.db.clone(),
         report_to_db: config.report_to_db,
         fallback_poll: config.fallback_poll,
+        history_runs: config.history_runs,
     };
     let mut initial = Vec::new();
     let mut opened = None;

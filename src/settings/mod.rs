@@ -94,6 +94,10 @@ pub struct UiSection {
 #[serde(deny_unknown_fields)]
 pub struct PipelinesSection {
     pub llm: Option<Vec<String>>,
+    pub history_runs: Option<usize>,
+    pub max_processes: Option<usize>,
+    pub max_processes_per_run: Option<usize>,
+    pub output_kib: Option<usize>,
 }
 
 /// A configuration problem, worded for the person who has to fix it.
@@ -122,6 +126,27 @@ pub struct Settings {
     pub notify_command: Vec<String>,
     pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     pub llm: Option<Vec<String>>,
+    pub pipeline_limits: PipelineLimits,
+}
+
+/// What pipelines may take: processes, captured output, history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineLimits {
+    pub history_runs: usize,
+    pub max_processes: usize,
+    pub max_processes_per_run: usize,
+    pub output_bytes: usize,
+}
+
+impl Default for PipelineLimits {
+    fn default() -> Self {
+        Self {
+            history_runs: 1000,
+            max_processes: 32,
+            max_processes_per_run: 8,
+            output_bytes: 1024 * 1024,
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -272,6 +297,15 @@ impl Settings {
             notify_command: pick!(ui.notify_command).unwrap_or_default(),
             keys: u.map(|c| c.keys.clone()).unwrap_or_default(),
             llm: u.and_then(|c| c.pipelines.llm.clone()),
+            pipeline_limits: PipelineLimits {
+                history_runs: pick!(pipelines.history_runs).unwrap_or(1000).max(1),
+                max_processes: pick!(pipelines.max_processes).unwrap_or(32).max(1),
+                max_processes_per_run: pick!(pipelines.max_processes_per_run).unwrap_or(8).max(1),
+                output_bytes: pick!(pipelines.output_kib)
+                    .unwrap_or(1024)
+                    .clamp(1, 1 << 20)
+                    .saturating_mul(1024),
+            },
         };
         if settings.stall_after.is_zero() || settings.fallback_poll.is_zero() {
             return Err(ConfigError(format!(

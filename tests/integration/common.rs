@@ -272,3 +272,69 @@ impl Drop for Running {
 pub fn event(v: &Value) -> &str {
     v["event"].as_str().unwrap_or_default()
 }
+
+/// A scratch project with a `.maestro/sentinels/` folder and a data directory of its
+/// own (trust, locks, sockets), for the pipeline tests.
+pub struct PipelineRig {
+    pub s: Scratch,
+    pub data: tempfile::TempDir,
+}
+
+impl PipelineRig {
+    pub fn new() -> Self {
+        let s = Scratch::new();
+        std::fs::create_dir_all(s.root().join(".maestro/sentinels")).unwrap();
+        Self {
+            s,
+            data: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    /// Writes a definition as a clone or a Musician would: untrusted.
+    pub fn write(&self, name: &str, def: &Value) {
+        std::fs::write(
+            self.s
+                .root()
+                .join(format!(".maestro/sentinels/{name}.json")),
+            def.to_string(),
+        )
+        .unwrap();
+    }
+
+    /// Writes a definition and trusts it, as the operator would.
+    pub fn define(&self, name: &str, def: &Value) {
+        self.write(name, def);
+        let (code, out, err) = self.sentinel(&["trust", name]);
+        assert_eq!(code, 0, "{out}{err}");
+    }
+
+    pub fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = maestro();
+        c.env("XDG_DATA_HOME", self.data.path())
+            .args(args)
+            .arg("--project")
+            .arg(self.s.root());
+        c
+    }
+
+    /// `maestro --no-tui --json` hosting the project's pipelines.
+    pub fn host(&self) -> Running {
+        Running::spawn(self.cmd(&["--no-tui", "--json"]))
+    }
+
+    pub fn sentinel(&self, args: &[&str]) -> (i32, String, String) {
+        let out = self
+            .cmd(&[&["sentinel"][..], args].concat())
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    pub fn marker(&self, name: &str) -> PathBuf {
+        self.s.root().join(name)
+    }
+}

@@ -9,6 +9,7 @@ mod dashboard;
 mod demo;
 mod faults;
 mod headless;
+mod limits;
 mod musician;
 mod paths;
 mod pipelines;

@@ -2,67 +2,8 @@
 //! `maestro --no-tui`, and the `maestro sentinel …` commands that reach it.
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Running, Scratch, event, maestro};
+use crate::common::{PipelineRig as Rig, event};
 use serde_json::{Value, json};
-
-struct Rig {
-    s: Scratch,
-    data: tempfile::TempDir,
-}
-
-impl Rig {
-    fn new() -> Self {
-        let s = Scratch::new();
-        std::fs::create_dir_all(s.root().join(".maestro/sentinels")).unwrap();
-        Self {
-            s,
-            data: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    /// Writes a definition as a clone or a Musician would: untrusted.
-    fn write(&self, name: &str, def: &Value) {
-        std::fs::write(
-            self.s
-                .root()
-                .join(format!(".maestro/sentinels/{name}.json")),
-            def.to_string(),
-        )
-        .unwrap();
-    }
-
-    /// Writes a definition and trusts it, as the operator would.
-    fn define(&self, name: &str, def: &Value) {
-        self.write(name, def);
-        let (code, out, err) = self.sentinel(&["trust", name]);
-        assert_eq!(code, 0, "{out}{err}");
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Command {
-        let mut c = maestro();
-        c.env("XDG_DATA_HOME", self.data.path())
-            .args(args)
-            .arg("--project")
-            .arg(self.s.root());
-        c
-    }
-
-    fn host(&self) -> Running {
-        Running::spawn(self.cmd(&["--no-tui", "--json"]))
-    }
-
-    fn sentinel(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self
-            .cmd(&[&["sentinel"][..], args].concat())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-}
 
 fn pipeline(v: &Value, name: &str, status: &str) -> bool {
     event(v) == "pipeline" && v["name"] == name && v["status"] == status

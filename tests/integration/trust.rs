@@ -4,58 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{Running, Scratch, event, maestro};
-
-struct Rig {
-    s: Scratch,
-    data: tempfile::TempDir,
-}
-
-impl Rig {
-    fn new() -> Self {
-        let s = Scratch::new();
-        std::fs::create_dir_all(s.root().join(".maestro/sentinels")).unwrap();
-        Self {
-            s,
-            data: tempfile::tempdir().unwrap(),
-        }
-    }
-
-    fn write(&self, name: &str, def: &Value) {
-        std::fs::write(
-            self.s
-                .root()
-                .join(format!(".maestro/sentinels/{name}.json")),
-            def.to_string(),
-        )
-        .unwrap();
-    }
-
-    fn cmd(&self, args: &[&str]) -> std::process::Command {
-        let mut c = maestro();
-        c.env("XDG_DATA_HOME", self.data.path())
-            .args(args)
-            .arg("--project")
-            .arg(self.s.root());
-        c
-    }
-
-    fn sentinel(&self, args: &[&str]) -> (i32, String, String) {
-        let out = self
-            .cmd(&[&["sentinel"][..], args].concat())
-            .output()
-            .unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn marker(&self, name: &str) -> std::path::PathBuf {
-        self.s.root().join(name)
-    }
-}
+use crate::common::{PipelineRig as Rig, event};
 
 /// A definition whose one step creates `file` in the project.
 fn touching(trigger: &Value, file: &str) -> Value {
@@ -85,9 +34,17 @@ fn no_trigger_runs_an_untrusted_definition_and_each_is_named_with_the_fix() {
     );
     rig.write(
         "every",
-        &touching(&json!({"type": "schedule", "intervalMs": 100}), "ran-every"),
+        &touching(
+            &json!({"type": "schedule", "intervalMs": 1000}),
+            "ran-every",
+        ),
     );
-    let mut m = Running::spawn(rig.cmd(&["--no-tui", "--json"]));
+    // Trusted, on the same schedule: once it ran, "every" had its chance too.
+    rig.define(
+        "tick",
+        &touching(&json!({"type": "schedule", "intervalMs": 1000}), "ran-tick"),
+    );
+    let mut m = rig.host();
     m.wait_all(
         "the untrusted notices",
         &[
@@ -104,9 +61,13 @@ fn no_trigger_runs_an_untrusted_definition_and_each_is_named_with_the_fix() {
     );
     let (code, out, err) = rig.sentinel(&["trust", "witness"]);
     assert_eq!(code, 0, "{out}{err}");
-    m.wait_json("the trusted one completes", |v| {
-        event(v) == "pipeline" && v["name"] == "witness" && v["status"] == "completed"
-    });
+    let completed = |name: &'static str| {
+        move |v: &Value| event(v) == "pipeline" && v["name"] == name && v["status"] == "completed"
+    };
+    m.wait_all(
+        "the trusted ones complete",
+        &[&completed("witness"), &completed("tick")],
+    );
     assert!(rig.marker("ran-witness").exists());
     for f in ["ran-now", "ran-on-start", "ran-every"] {
         assert!(!rig.marker(f).exists(), "{f}: an untrusted definition ran");
@@ -142,7 +103,7 @@ fn a_trusted_definition_changed_by_someone_else_is_untrusted_again() {
     });
     rig.write("loop", &def);
     assert_eq!(rig.sentinel(&["trust", "loop"]).0, 0);
-    let mut m = Running::spawn(rig.cmd(&["--no-tui", "--json"]));
+    let mut m = rig.host();
     m.wait_json("it runs", |v| {
         event(v) == "pipeline" && v["name"] == "loop" && v["status"] == "iteration"
     });
@@ -183,7 +144,7 @@ fn trust_and_untrust_start_and_stop_it() {
             "safety": {"maxIterations": 100_000, "timeoutMs": 600_000}
         }),
     );
-    let mut m = Running::spawn(rig.cmd(&["--no-tui", "--json"]));
+    let mut m = rig.host();
     m.wait_json("untrusted", |v| untrusted_notice(v, "loop"));
     let (code, out, _) = rig.sentinel(&["trust", "--all", "--json"]);
     assert_eq!(code, 0);
@@ -214,7 +175,7 @@ fn huge_nested_fifo_and_linked_definitions_are_refused_without_harm() {
     // A FIFO and a link to an endless device.
     nix::unistd::mkfifo(&dir.join("fifo.json"), nix::sys::stat::Mode::S_IRWXU).unwrap();
     std::os::unix::fs::symlink("/dev/zero", dir.join("zero.json")).unwrap();
-    let mut m = Running::spawn(rig.cmd(&["--no-tui", "--json"]));
+    let mut m = rig.host();
     let refused = |name: &'static str| {
         move |v: &Value| {
             event(v) == "error"

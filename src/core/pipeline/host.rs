@@ -20,9 +20,11 @@ use crate::core::event::{CoreEvent, PipelineBus};
 use crate::core::ipc;
 use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::pipeline::expr;
+use crate::core::pipeline::output::ProcessSlots;
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
 use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+use crate::settings::PipelineLimits;
 
 /// Pipeline names become file names: letters, digits, `-` and `_` only.
 pub fn valid_name(name: &str) -> bool {
@@ -69,6 +71,7 @@ impl Drop for HostHandle {
 pub fn start(
     project: &Path,
     llm: Option<Vec<String>>,
+    limits: PipelineLimits,
     events: mpsc::Sender<CoreEvent>,
     bus: PipelineBus,
 ) -> Option<HostHandle> {
@@ -103,6 +106,8 @@ pub fn start(
             llm,
             events,
             bus,
+            limits,
+            all_slots: ProcessSlots::new(limits.max_processes, "in all pipelines"),
         },
         runs: JoinSet::new(),
     };

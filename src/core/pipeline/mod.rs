@@ -5,6 +5,8 @@
 pub mod edit;
 pub mod expr;
 pub mod host;
+pub mod interpolate;
+pub mod output;
 pub mod runner;
 pub mod spec;
 pub mod trust;

@@ -6,11 +6,10 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::Stdio;
-use std::sync::LazyLock;
+use std::sync::Arc;
 
-use regex::Regex;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -19,8 +18,13 @@ use std::time::Duration;
 
 use crate::core::children::GroupChild;
 use crate::core::event::{CoreEvent, PipelineReport, StepTrace};
-use crate::core::pipeline::expr::{self, Access};
+use crate::core::pipeline::expr;
+use crate::core::pipeline::interpolate::{command_args, interpolate, interpolate_value};
+use crate::core::pipeline::output::{
+    ProcessSlots, captured_text, forward_lines, line_queue, read_tail, take_slots,
+};
 use crate::core::pipeline::spec::{Definition, Loop, OnError, Step, StepKind, Until};
+use crate::settings::PipelineLimits;
 
 /// Commands to a running pipeline.
 #[derive(Debug)]
@@ -40,6 +44,9 @@ pub struct RunnerEnv {
     pub llm: Option<Vec<String>>,
     pub events: mpsc::Sender<CoreEvent>,
     pub bus: broadcast::Sender<(String, Value)>,
+    pub limits: PipelineLimits,
+    /// Step processes of every pipeline of this host.
+    pub all_slots: Arc<ProcessSlots>,
 }
 
 /// How a run ended.
@@ -51,7 +58,7 @@ pub enum Ended {
 }
 
 struct Execution {
-    lines: mpsc::UnboundedReceiver<Option<String>>,
+    lines: mpsc::Receiver<Option<String>>,
     exit: tokio::sync::oneshot::Receiver<Option<i32>>,
     /// Set once the process has been waited for (`exit_code` is `None` after a signal).
     finished: bool,
@@ -79,6 +86,8 @@ struct Run<'a> {
     end: CancellationToken,
     /// What the last step printed (or its error), for the run history.
     last_excerpt: String,
+    /// This run's step processes (background ones count until they end).
+    slots: Arc<ProcessSlots>,
 }
 
 /// Characters of a step's output the history keeps.
@@ -132,6 +141,7 @@ pub async fn run(
         end: stop.child_token(),
         stop,
         last_excerpt: String::new(),
+        slots: ProcessSlots::new(env.limits.max_processes_per_run, "in this run"),
     };
     r.report("started", 0, None, None).await;
     let deadline = def.timeout.map(|t| Instant::now() + t);
@@ -414,12 +424,9 @@ impl Run<'_> {
                 timeout,
                 wait,
             } => {
-                let args = args
-                    .iter()
-                    .map(|a| interpolate(a, &self.vars))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let args = command_args(program, args, &self.vars)?;
                 let dir = match cwd {
-                    Some(c) => self.env.project.join(interpolate(c, &self.vars)?),
+                    Some(c) => inside_project(&self.env.project, &interpolate(c, &self.vars)?)?,
                     None => self.env.project.clone(),
                 };
                 let mut cmd = tokio::process::Command::new(program);
@@ -430,9 +437,10 @@ impl Run<'_> {
                 if *wait {
                     let started = Instant::now();
                     cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                    let _slots = take_slots(&self.slots, &self.env.all_slots)?;
                     let mut child = GroupChild::spawn(&mut cmd)
                         .map_err(|e| format!("cannot run {program}: {e}"))?;
-                    let output = collect_output(&mut child);
+                    let output = collect_output(&mut child, self.env.limits.output_bytes);
                     let limit = async {
                         match timeout {
                             Some(t) => tokio::time::sleep(*t).await,
@@ -456,15 +464,15 @@ impl Run<'_> {
                     // What the command left running in its group does not outlive it.
                     child.end_leftovers(STEP_KILL_GRACE).await;
                     let (stdout, stderr) = output.await.unwrap_or_default();
-                    let stdout = String::from_utf8_lossy(&stdout).into_owned();
-                    self.last_excerpt =
-                        tail(&format!("{stdout}{}", String::from_utf8_lossy(&stderr)));
+                    let stdout = captured_text(&stdout.0, stdout.1);
+                    let stderr = captured_text(&stderr.0, stderr.1);
+                    self.last_excerpt = tail(&format!("{stdout}{stderr}"));
                     let code = status.code();
                     let value = json!({
                         "exitCode": code,
-                        "stdout": stdout,
-                        "stderr": String::from_utf8_lossy(&stderr),
                         "lines": stdout.lines().collect::<Vec<_>>(),
+                        "stdout": stdout,
+                        "stderr": stderr,
                         "durationMs": started.elapsed().as_millis() as u64,
                     });
                     Ok((
@@ -526,6 +534,7 @@ impl Run<'_> {
                     .stdin(Stdio::piped())
                     .stdout(Stdio::piped())
                     .stderr(Stdio::null());
+                let _slots = take_slots(&self.slots, &self.env.all_slots)?;
                 let mut child = GroupChild::spawn(&mut cmd)
                     .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
                 if let Some(mut stdin) = child.child_mut().stdin.take() {
@@ -534,7 +543,7 @@ impl Run<'_> {
                         .await
                         .map_err(|e| e.to_string())?;
                 }
-                let output = collect_output(&mut child);
+                let output = collect_output(&mut child, self.env.limits.output_bytes);
                 let status = tokio::select! {
                     status = child.wait() => status.map_err(|e| e.to_string())?,
                     () = self.stop.cancelled() => {
@@ -543,16 +552,11 @@ impl Run<'_> {
                     }
                 };
                 child.end_leftovers(STEP_KILL_GRACE).await;
-                let (stdout, _) = output.await.unwrap_or_default();
-                let out = std::process::Output {
-                    status,
-                    stdout,
-                    stderr: Vec::new(),
-                };
-                if !out.status.success() {
-                    return Err(format!("{} exited with {}", argv[0], out.status));
+                let ((stdout, cut), _) = output.await.unwrap_or_default();
+                if !status.success() {
+                    return Err(format!("{} exited with {status}", argv[0]));
                 }
-                let text = String::from_utf8_lossy(&out.stdout).into_owned();
+                let text = captured_text(&stdout, cut);
                 self.last_excerpt = tail(&text);
                 let n = text.len();
                 Ok((Some(Value::String(text)), format!("{n} bytes")))
@@ -617,11 +621,12 @@ impl Run<'_> {
         program: &str,
     ) -> Result<String, String> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let slots = take_slots(&self.slots, &self.env.all_slots)?;
         let mut child =
             GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
         self.next_execution += 1;
         let id = format!("exec-{}", self.next_execution);
-        let (line_tx, lines) = mpsc::unbounded_channel();
+        let (line_tx, lines) = line_queue();
         let (exit_tx, exit) = tokio::sync::oneshot::channel();
         let stdout = child.child_mut().stdout.take();
         let stderr = child.child_mut().stderr.take();
@@ -644,7 +649,9 @@ impl Run<'_> {
                     None
                 }
             };
-            let _ = line_tx.send(None);
+            // Its slots are free once the group is gone.
+            drop(slots);
+            let _ = line_tx.try_send(None);
             let _ = exit_tx.send(code);
         });
         self.executions.insert(
@@ -661,100 +668,43 @@ impl Run<'_> {
     }
 }
 
-/// Reads a child's stdout and stderr to their ends, concurrently with its run.
-fn collect_output(child: &mut GroupChild) -> tokio::task::JoinHandle<(Vec<u8>, Vec<u8>)> {
-    use tokio::io::AsyncReadExt;
+/// A step's working folder: `dir` under the project, which it may not leave (through
+/// `..`, an absolute path or a symlink).
+fn inside_project(project: &std::path::Path, dir: &str) -> Result<PathBuf, String> {
+    let refused = || format!("params.cwd {dir:?} is not a folder inside the project");
+    if !crate::core::pipeline::spec::stays_inside(dir) {
+        return Err(refused());
+    }
+    let root = std::fs::canonicalize(project).map_err(|_| refused())?;
+    let resolved = std::fs::canonicalize(root.join(dir)).map_err(|_| refused())?;
+    if resolved.starts_with(&root) {
+        Ok(resolved)
+    } else {
+        Err(refused())
+    }
+}
+
+/// The last bytes of a stream and how many were cut before them.
+type Tail = (Vec<u8>, u64);
+
+/// Reads a child's stdout and stderr to their ends, concurrently with its run, each
+/// kept to its last `max` bytes (with the count of bytes cut).
+fn collect_output(child: &mut GroupChild, max: usize) -> tokio::task::JoinHandle<(Tail, Tail)> {
     let stdout = child.child_mut().stdout.take();
     let stderr = child.child_mut().stderr.take();
     tokio::spawn(async move {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
         let read_out = async {
-            if let Some(mut s) = stdout {
-                let _ = s.read_to_end(&mut out).await;
+            match stdout {
+                Some(s) => read_tail(s, max).await,
+                None => (Vec::new(), 0),
             }
         };
         let read_err = async {
-            if let Some(mut s) = stderr {
-                let _ = s.read_to_end(&mut err).await;
+            match stderr {
+                Some(s) => read_tail(s, max).await,
+                None => (Vec::new(), 0),
             }
         };
-        tokio::join!(read_out, read_err);
-        (out, err)
+        tokio::join!(read_out, read_err)
     })
-}
-
-/// Sends each line of a child's output stream until it closes.
-async fn forward_lines(
-    stream: Option<impl tokio::io::AsyncRead + Unpin>,
-    tx: &mpsc::UnboundedSender<Option<String>>,
-) {
-    if let Some(s) = stream {
-        let mut lines = tokio::io::BufReader::new(s).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            let _ = tx.send(Some(line));
-        }
-    }
-}
-
-static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)")
-        .expect("static regex")
-});
-
-fn path_of(accessors: &str) -> Vec<Access> {
-    let mut out = Vec::new();
-    let mut rest = accessors;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            out.push(Access::Field(r[..end].to_owned()));
-            rest = &r[end..];
-        } else if let Some(r) = rest.strip_prefix('[') {
-            let end = r.find(']').unwrap_or(r.len());
-            out.push(Access::Index(r[..end].parse().unwrap_or(usize::MAX)));
-            rest = r.get(end + 1..).unwrap_or("");
-        } else {
-            break;
-        }
-    }
-    out
-}
-
-/// Replaces each `$name.field` in text with its value (strings as they are, other
-/// values as JSON). A missing variable is a step error.
-pub fn interpolate(text: &str, vars: &HashMap<String, Value>) -> Result<String, String> {
-    let mut out = String::new();
-    let mut last = 0;
-    for c in REFERENCE.captures_iter(text) {
-        let whole = c.get(0).map_or(0..0, |m| m.range());
-        out.push_str(&text[last..whole.start]);
-        let v = expr::lookup(vars, &c[1], &path_of(&c[2]))?;
-        match v {
-            Value::String(s) => out.push_str(&s),
-            Value::Array(items) if items.iter().all(Value::is_string) => {
-                out.push_str(
-                    &items
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join("\n"),
-                );
-            }
-            other => out.push_str(&other.to_string()),
-        }
-        last = whole.end;
-    }
-    out.push_str(&text[last..]);
-    Ok(out)
-}
-
-/// A whole-string reference (`"$push"`) keeps its JSON value; other text interpolates.
-fn interpolate_value(text: &str, vars: &HashMap<String, Value>) -> Result<Value, String> {
-    if let Some(c) = REFERENCE.captures(text)
-        && c.get(0).is_some_and(|m| m.range() == (0..text.len()))
-    {
-        return expr::lookup(vars, &c[1], &path_of(&c[2]));
-    }
-    interpolate(text, vars).map(Value::String)
 }

@@ -121,20 +121,41 @@ fn required(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<St
         .ok_or_else(|| at(&format!("{path}.{key}"), "is required (a non-empty string)"))
 }
 
+/// The longest `timeoutMs` or `intervalMs` a definition may ask for: a week.
+pub const MAX_MILLIS: u64 = 7 * 24 * 3600 * 1000;
+/// The most iterations a definition may ask for.
+pub const MAX_ITERATIONS: u64 = 1_000_000;
+/// The shortest schedule: a pipeline started more often than once a second would
+/// only pile up runs.
+pub const MIN_SCHEDULE_MS: u64 = 1000;
+
 fn millis(m: &serde_json::Map<String, Value>, key: &str, path: &str) -> Res<Option<Duration>> {
     match m.get(key) {
         None | Some(Value::Null) => Ok(None),
         Some(v) => v
             .as_u64()
-            .filter(|n| *n > 0)
+            .filter(|n| (1..=MAX_MILLIS).contains(n))
             .map(|n| Some(Duration::from_millis(n)))
             .ok_or_else(|| {
                 at(
                     &format!("{path}.{key}"),
-                    "must be a positive number of milliseconds",
+                    format!("must be a number of milliseconds from 1 to {MAX_MILLIS} (a week)"),
                 )
             }),
     }
+}
+
+/// Whether a relative folder stays inside the project as written (no absolute path,
+/// no `..`); the runner checks the resolved folder again.
+pub fn stays_inside(dir: &str) -> bool {
+    let p = std::path::Path::new(dir);
+    !p.is_absolute()
+        && p.components().all(|c| {
+            matches!(
+                c,
+                std::path::Component::Normal(_) | std::path::Component::CurDir
+            )
+        })
 }
 
 fn condition(src: &str, path: &str) -> Res<Expr> {
@@ -160,6 +181,13 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         }
     };
     let name = string(m, "name", path)?.unwrap_or_else(|| fallback_name.to_owned());
+    // The name is shown on terminals and in every pipeline event.
+    if name.is_empty() || name.chars().count() > 100 || name.chars().any(char::is_control) {
+        return Err(at(
+            &p("name"),
+            "must be 1 to 100 characters without control characters",
+        ));
+    }
     let steps = steps(m.get("steps"), &p("steps"))?;
     let looping = match m.get("loop") {
         None => Loop::Once,
@@ -208,12 +236,23 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
                         .transpose()?,
                 },
                 Some("schedule") => Trigger::Schedule(
-                    millis(tm, "intervalMs", &p("trigger"))?.ok_or_else(|| {
-                        at(
-                            &p("trigger.intervalMs"),
-                            "a schedule needs intervalMs (cron expressions are not supported)",
-                        )
-                    })?,
+                    millis(tm, "intervalMs", &p("trigger"))?
+                        .ok_or_else(|| {
+                            at(
+                                &p("trigger.intervalMs"),
+                                "a schedule needs intervalMs (cron expressions are not supported)",
+                            )
+                        })
+                        .and_then(|d| {
+                            if d < Duration::from_millis(MIN_SCHEDULE_MS) {
+                                Err(at(
+                                    &p("trigger.intervalMs"),
+                                    format!("must be at least {MIN_SCHEDULE_MS} (one second)"),
+                                ))
+                            } else {
+                                Ok(d)
+                            }
+                        })?,
                 ),
                 other => {
                     return Err(at(
@@ -235,8 +274,13 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         None => None,
         Some(v) => Some(
             v.as_u64()
-                .filter(|n| *n > 0)
-                .ok_or_else(|| at(&p("safety.maxIterations"), "must be a positive number"))?,
+                .filter(|n| (1..=MAX_ITERATIONS).contains(n))
+                .ok_or_else(|| {
+                    at(
+                        &p("safety.maxIterations"),
+                        format!("must be a number from 1 to {MAX_ITERATIONS}"),
+                    )
+                })?,
         ),
     };
     let timeout = match safety {
@@ -332,10 +376,21 @@ pub fn parse_step(v: &Value, path: &str) -> Res<Step> {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err(at(&format!("{pp}.wait"), "must be true or false")),
             };
+            crate::core::pipeline::interpolate::check_code_arguments(&program, &args)
+                .map_err(|e| at(&format!("{pp}.args"), e))?;
+            let cwd = string(&params, "cwd", &pp)?;
+            if let Some(dir) = &cwd
+                && !stays_inside(dir)
+            {
+                return Err(at(
+                    &format!("{pp}.cwd"),
+                    "must be a folder inside the project (relative, without `..`)",
+                ));
+            }
             StepKind::Command {
                 program,
                 args,
-                cwd: string(&params, "cwd", &pp)?,
+                cwd,
                 env,
                 timeout: millis(&params, "timeoutMs", &pp)?,
                 wait,

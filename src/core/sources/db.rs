@@ -85,6 +85,8 @@ pub struct DbSettings {
     pub report_to_db: bool,
     /// Re-check period when the kernel watcher is unavailable.
     pub fallback_poll: Duration,
+    /// Runs kept per pipeline in the run history.
+    pub history_runs: usize,
 }
 
 /// The connection and what has been seen through it.
@@ -358,7 +360,11 @@ impl DbSource {
                     text,
                 )?;
             }
-            DbCmd::RecordStep(step) => crate::core::store::record_pipeline_step(&self.conn, step)?,
+            DbCmd::RecordStep(step) => crate::core::store::record_pipeline_step(
+                &self.conn,
+                step,
+                self.settings.history_runs,
+            )?,
         }
         Ok(())
     }
@@ -644,6 +650,7 @@ fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>),
         path: settings.path.clone(),
         report_to_db: settings.report_to_db,
         fallback_poll: settings.fallback_poll,
+        history_runs: settings.history_runs,
     })
     .map_err(|e| e.to_string())?;
     let initial = source.initial_events().map_err(|e| e.to_string())?;

@@ -221,11 +221,15 @@ pub fn set_last_error(conn: &Connection, task: &str, error: &str) -> rusqlite::R
     .map(drop)
 }
 
+/// The most steps one run keeps in the history (its latest).
+pub const STEPS_PER_RUN: i64 = 1000;
+
 /// Adds a pipeline step to the run history, creating maestro's own table the first
 /// time (a `maestro_` table: the orchestration's three are never changed).
 pub fn record_pipeline_step(
     conn: &Connection,
     step: &crate::core::event::StepRecord,
+    keep_runs: usize,
 ) -> rusqlite::Result<()> {
     conn.execute_batch(schema::PIPELINE_HISTORY_DDL)?;
     conn.execute(
@@ -242,8 +246,27 @@ pub fn record_pipeline_step(
             step.outcome,
             step.excerpt
         ],
-    )
-    .map(drop)
+    )?;
+    // Retention: the first step of a new run drops the runs past the newest
+    // `keep_runs`, and a run keeps at most STEPS_PER_RUN steps (a long loop keeps its
+    // latest ones), so the table stays bounded whatever a definition does.
+    if step.iteration <= 1 && step.step == 0 {
+        conn.execute(
+            "DELETE FROM maestro_pipeline_steps WHERE pipeline = ?1 AND run_started < (
+                 SELECT run_started FROM (SELECT DISTINCT run_started FROM maestro_pipeline_steps
+                     WHERE pipeline = ?1 ORDER BY run_started DESC LIMIT 1 OFFSET ?2))",
+            params![step.pipeline, keep_runs.saturating_sub(1) as i64],
+        )?;
+    }
+    if conn.last_insert_rowid() % 100 == 0 {
+        conn.execute(
+            "DELETE FROM maestro_pipeline_steps WHERE pipeline = ?1 AND run_started = ?2 AND id <= (
+                 SELECT id FROM maestro_pipeline_steps WHERE pipeline = ?1 AND run_started = ?2
+                 ORDER BY id DESC LIMIT 1 OFFSET ?3)",
+            params![step.pipeline, step.run_started, STEPS_PER_RUN],
+        )?;
+    }
+    Ok(())
 }
 
 /// The run history of one pipeline, newest run first, its steps in order; at most
@@ -295,6 +318,45 @@ mod tests {
         schema::init_database(&path).expect("init");
         let conn = schema::open(&path).expect("open");
         (dir, conn)
+    }
+
+    #[test]
+    fn the_run_history_keeps_the_newest_runs_and_a_bounded_run() {
+        let (_dir, conn) = db();
+        let step = |run: usize, iteration: u64| crate::core::event::StepRecord {
+            pipeline: "loop".into(),
+            run_started: format!("2026-01-01 00:00:{run:02}.000"),
+            iteration,
+            step: 0,
+            step_type: "command".into(),
+            started: String::new(),
+            duration_ms: 1,
+            outcome: "exit 0".into(),
+            excerpt: String::new(),
+        };
+        for run in 0..30 {
+            record_pipeline_step(&conn, &step(run, 1), 10).expect("insert");
+        }
+        let runs: i64 = conn
+            .query_row(
+                "SELECT count(DISTINCT run_started) FROM maestro_pipeline_steps",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert_eq!(runs, 10);
+        // One endless run keeps its latest steps only.
+        for i in 2..3000 {
+            record_pipeline_step(&conn, &step(59, i), 10).expect("insert");
+        }
+        let steps: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM maestro_pipeline_steps WHERE run_started LIKE '%:59.000'",
+                [],
+                |r| r.get(0),
+            )
+            .expect("count");
+        assert!(steps <= STEPS_PER_RUN + 100, "{steps}");
     }
 
     #[test]
