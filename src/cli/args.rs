@@ -140,7 +140,7 @@ pub enum TaskAction {
     Kill(TaskTarget),
     /// Kill the task's window and open a new one (resuming its session when known); asks first
     Relaunch(TaskTarget),
-    /// Pause the task's window (SIGSTOP)
+    /// Pause the task's window (SIGSTOP); asks first
     Freeze(TaskTarget),
     /// Resume a frozen window (SIGCONT)
     Thaw(TaskTarget),

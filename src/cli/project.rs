@@ -95,6 +95,7 @@ impl Project {
                 root: self.root.clone(),
                 db: self.db.clone(),
                 temp: self.temp.clone(),
+                window_programs: crate::core::windows::window_programs(&settings.launch),
             },
             launch: settings.launch.clone(),
             kill_grace: settings.souffleur.kill_grace,

@@ -41,6 +41,7 @@ pub fn run(
         root: project.root.clone(),
         db: project.db.clone(),
         temp: project.temp.clone(),
+        window_programs: crate::core::windows::window_programs(&settings.launch),
     };
     let grace = settings.souffleur.kill_grace;
     let done = match &cmd.action {
@@ -74,12 +75,13 @@ pub fn run(
             &task,
             &message(&t.message, false)?.unwrap_or_default(),
         ),
-        TaskAction::Freeze(_) => actions::perform(
-            &target,
-            &settings.launch,
-            grace,
-            &TaskRequest::Freeze { task: task.clone() },
-        ),
+        // Stopping a process is asked for like killing it.
+        TaskAction::Freeze(_) => {
+            let request = TaskRequest::Freeze { task: task.clone() };
+            let what = actions::describe(&target, &request).map_err(CliError::Runtime)?;
+            confirm(&what, yes)?;
+            actions::perform(&target, &settings.launch, grace, &request)
+        }
         TaskAction::Thaw(_) => actions::perform(
             &target,
             &settings.launch,

@@ -30,6 +30,8 @@ pub struct Target {
     pub root: PathBuf,
     pub db: PathBuf,
     pub temp: PathBuf,
+    /// The program names a task's window may run as (see `core::windows`).
+    pub window_programs: Vec<String>,
 }
 
 /// What an action did: one JSON object for `--json`, one line for people.
@@ -267,14 +269,11 @@ pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, Str
 
 /// The Musician window's process, from its PID file, if it is running.
 pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
-    let file = project.temp.join(format!("musician-{task}.pid"));
-    let text = std::fs::read_to_string(&file).map_err(|e| {
-        format!(
-            "cannot read {} ({e}); maestro only signals windows it can identify.",
-            file.display()
-        )
-    })?;
-    let pid: i32 = text
+    let name = format!("musician-{task}.pid");
+    let file = project.temp.join(&name);
+    let text = crate::core::safe_fs::read_regular(&file, 64)
+        .map_err(|e| format!("{e}; maestro only signals windows it can identify."))?;
+    let pid: i32 = String::from_utf8_lossy(&text)
         .trim()
         .parse()
         .ok()
@@ -283,7 +282,7 @@ pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
     if !procs::is_alive(pid) {
         return Err(format!("{task}'s window (PID {pid}) is not running."));
     }
-    Ok(ProcessId::observe(pid))
+    crate::core::windows::verify(&project.temp, &name, pid, &project.window_programs)
 }
 
 pub fn signal(project: &Target, task: &TaskId, sig: Signal, verb: &str) -> Result<Done, String> {
@@ -312,6 +311,9 @@ pub fn kill_window(project: &Target, task: &TaskId, kill_grace: Duration) -> Res
     Ok(done)
 }
 
+/// How much of a Musician's log a relaunch reads (its end).
+const HISTORY_READ: u64 = 16 * 1024 * 1024;
+
 /// A relaunch, decided before anything is done (so the confirmation can say exactly
 /// what will happen).
 pub struct Relaunch {
@@ -320,6 +322,8 @@ pub struct Relaunch {
     pub facts: handoff::Facts,
     pub state: String,
     pub window: Option<ProcessId>,
+    /// Why the PID file's process is not the window (it is left alone).
+    pub refused: Option<String>,
     pub title: String,
 }
 
@@ -331,7 +335,10 @@ impl Relaunch {
                 "PID {} gets SIGTERM (SIGKILL after the grace period) and its PID file is removed",
                 p.pid
             ),
-            None => "no window is running (nothing is killed)".to_owned(),
+            None => match &self.refused {
+                Some(why) => format!("nothing is killed ({why})"),
+                None => "no window is running (nothing is killed)".to_owned(),
+            },
         };
         format!(
             "Relaunch {task} ({previous}) after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
@@ -375,8 +382,10 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
             "{task} is complete; a completed task is not relaunched (create a {task}-fix task instead)."
         ));
     }
+    // Files of the Musician's: never through a link, never blocking, the last part of
+    // a huge one.
     let read = |name: String| {
-        std::fs::read(project.temp.join(name))
+        crate::core::safe_fs::read_regular_tail(&project.temp.join(name), HISTORY_READ)
             .ok()
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     };
@@ -384,9 +393,16 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
     let handoff_present = project
         .temp
         .join(format!("{task}-HANDOFF"))
-        .metadata()
+        .symlink_metadata()
         .is_ok_and(|m| m.is_file());
-    let window = window(project, task).ok();
+    let found = window(project, task);
+    // A PID file naming a process that is not the window is said, and left alone.
+    let refused = found
+        .as_ref()
+        .err()
+        .filter(|e| e.contains("is not acted on"))
+        .cloned();
+    let window = found.ok();
     let facts = handoff::Facts {
         handoff_present,
         context: crate::core::headroom::analyze(status.as_deref()).current,
@@ -404,6 +420,7 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
         facts,
         state,
         window,
+        refused,
         title,
     })
 }

@@ -26,3 +26,4 @@ pub mod sources;
 pub mod store;
 pub mod text;
 pub mod watchdog;
+pub mod windows;

@@ -214,14 +214,27 @@ fn headroom_prints_the_ecosystem_scripts_report() {
     assert_eq!(v["level"], "caution");
 }
 
+/// A stand-in for a kitty window the Conductor launched: `sleep` run under the name
+/// `kitty` (the program name a window is recognised by).
+fn kitty_window(s: &Scratch) -> std::process::Child {
+    let bin = s.root().join("window-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap();
+    let _ = std::os::unix::fs::symlink(sleep, bin.join("kitty"));
+    std::process::Command::new(bin.join("kitty"))
+        .arg("60")
+        .spawn()
+        .unwrap()
+}
+
 #[test]
 fn freeze_thaw_and_kill_act_on_the_recorded_window() {
     let s = Scratch::new();
     s.set_task("task-02", "working");
-    let mut window = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .unwrap();
+    let mut window = kitty_window(&s);
     std::fs::write(
         s.temp().join("musician-task-02.pid"),
         format!("{}\n", window.id()),
@@ -231,7 +244,9 @@ fn freeze_thaw_and_kill_act_on_the_recorded_window() {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
         stat[stat.rfind(')').unwrap() + 2..].chars().next().unwrap()
     };
-    assert_eq!(run(&s, &["task", "freeze", "task-02"]).0, 0);
+    // Stopping a process asks like killing it.
+    assert_eq!(run(&s, &["task", "freeze", "task-02"]).0, 2);
+    assert_eq!(run(&s, &["task", "freeze", "task-02", "--yes"]).0, 0);
     assert_eq!(proc_state(window.id()), 'T');
     assert_eq!(run(&s, &["task", "thaw", "task-02"]).0, 0);
     assert_ne!(proc_state(window.id()), 'T');
@@ -358,10 +373,7 @@ fn a_crashed_musician_is_relaunched_by_the_handoff_procedure() {
     );
     r.s.append("task-02-deviations", "Low: renamed a helper\n");
     // The window is alive but stuck: the PID is checked and the window killed.
-    let mut old = std::process::Command::new("sleep")
-        .arg("60")
-        .spawn()
-        .unwrap();
+    let mut old = kitty_window(&r.s);
     std::fs::write(
         r.s.temp().join("musician-task-02.pid"),
         old.id().to_string(),
@@ -503,4 +515,65 @@ fn an_action_under_another_process_write_lock_waits_and_succeeds() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(state(&s, "task-03"), "review_approved");
+}
+
+#[test]
+fn a_pid_file_naming_a_foreign_process_is_refused_and_the_process_left_alone() {
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    let mut foreign = std::process::Command::new("sleep")
+        .arg("60")
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        s.temp().join("musician-task-02.pid"),
+        format!("{}\n", foreign.id()),
+    )
+    .unwrap();
+    for action in ["kill", "freeze", "thaw"] {
+        let (code, _, err) = run(&s, &["task", action, "task-02", "--yes"]);
+        assert_eq!(code, 1, "{action}: {err}");
+        assert!(
+            err.contains("is not acted on") && err.contains("sleep 60"),
+            "{action}: {err}"
+        );
+    }
+    assert!(foreign.try_wait().unwrap().is_none(), "still running");
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", foreign.id())).unwrap();
+    assert_ne!(
+        stat[stat.rfind(')').unwrap() + 2..].chars().next(),
+        Some('T')
+    );
+    // maestro's own parent (the shell or terminal it runs in) is refused too.
+    std::fs::write(
+        s.temp().join("musician-task-02.pid"),
+        format!("{}\n", std::process::id()),
+    )
+    .unwrap();
+    let (code, _, err) = run(&s, &["task", "kill", "task-02", "--yes"]);
+    assert_eq!(code, 1, "{err}");
+    foreign.kill().unwrap();
+    let _ = foreign.wait();
+}
+
+#[test]
+fn a_symlinked_or_fifo_pid_file_is_not_followed() {
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    let secret = s.root().join("secret");
+    std::fs::write(&secret, "12345\n").unwrap();
+    std::os::unix::fs::symlink(&secret, s.temp().join("musician-task-02.pid")).unwrap();
+    let (code, _, err) = run(&s, &["task", "kill", "task-02", "--yes"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("symbolic link"), "{err}");
+    std::fs::remove_file(s.temp().join("musician-task-02.pid")).unwrap();
+    nix::unistd::mkfifo(
+        &s.temp().join("musician-task-02.pid"),
+        nix::sys::stat::Mode::S_IRWXU,
+    )
+    .unwrap();
+    // Answers at once instead of waiting for a writer.
+    let (code, _, err) = run(&s, &["task", "freeze", "task-02", "--yes"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("not a regular file"), "{err}");
 }

@@ -71,11 +71,10 @@ impl Launcher {
 pub fn write_pid_file(temp: &Path, name: &str, pid: i32) -> Result<(), String> {
     std::fs::create_dir_all(temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
     let path = temp.join(name);
-    let tmp = temp.join(format!(".{name}.maestro-{}", std::process::id()));
-    std::fs::write(&tmp, format!("{pid}\n"))
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            format!("cannot write {}: {e}", path.display())
-        })
+    // Replaced atomically through an unpredictable name: a symlink planted at either
+    // name is never written through.
+    crate::core::safe_fs::write_atomic(&path, format!("{pid}\n").as_bytes(), 0o644)
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    crate::core::windows::record_launch(temp, name, ProcessId::observe(pid));
+    Ok(())
 }

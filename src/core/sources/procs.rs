@@ -60,6 +60,11 @@ fn stat_fields(pid: i32) -> Option<Vec<String>> {
     Some(after.split_whitespace().map(str::to_owned).collect())
 }
 
+/// The parent of a process (field 4 of `/proc/<pid>/stat`).
+pub fn parent_of(pid: i32) -> Option<i32> {
+    stat_fields(pid)?.get(1)?.parse().ok()
+}
+
 pub fn start_time(pid: i32) -> Option<u64> {
     // Field 22 overall; index 19 after the pid and the command name.
     stat_fields(pid)?.get(19)?.parse().ok()

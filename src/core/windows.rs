@@ -1,0 +1,212 @@
+//! Which process a window action may signal. A PID file in `temp/` is written by
+//! someone else (a Musician may write any number there), so a PID is acted on only
+//! once the process behind it is shown to be the task's window:
+//!
+//! - a window maestro launched was recorded with its start time (in maestro's data
+//!   directory, never in the project): the live process must still be that one;
+//! - a window the Conductor launched (the seed's PID file holds the PID alone) must be a
+//!   terminal or `claude` process the configuration names;
+//! - and always: owned by this user, and neither maestro itself nor a process maestro
+//!   runs under (its terminal, its shell).
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::paths::ProjectKey;
+use crate::core::safe_fs;
+use crate::core::sources::procs::{self, ProcessId};
+use crate::settings::LaunchTemplates;
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Recorded {
+    pid: i32,
+    start_time: Option<u64>,
+}
+
+/// Where maestro keeps the identity of a window it launched: keyed by the canonical
+/// log folder and the PID file's name.
+fn record_path(temp: &Path, pid_file: &str) -> Option<PathBuf> {
+    let dir = crate::core::paths::data_dir()?
+        .join("windows")
+        .join(ProjectKey::of(temp).key);
+    Some(dir.join(format!("{pid_file}.json")))
+}
+
+/// Remembers the process maestro just launched for `temp/<pid_file>`.
+pub fn record_launch(temp: &Path, pid_file: &str, process: ProcessId) {
+    let Some(path) = record_path(temp, pid_file) else {
+        return;
+    };
+    let Some(dir) = path.parent() else { return };
+    if std::fs::create_dir_all(dir).is_err() {
+        return;
+    }
+    let text = serde_json::json!({"pid": process.pid, "start_time": process.start_time});
+    // Without the record the window is still checked by its command line.
+    let _ = safe_fs::write_atomic(&path, text.to_string().as_bytes(), 0o600);
+}
+
+/// The program names a window may run as: the configured terminal and `claude`
+/// launcher (seen through `env`), plus `kitty` and `claude` themselves.
+pub fn window_programs(launch: &LaunchTemplates) -> Vec<String> {
+    let mut names = vec!["kitty".to_owned(), "claude".to_owned()];
+    if let Some(t) = launch.terminal.first() {
+        names.push(base(t).to_owned());
+    }
+    let mut claude = launch.claude.iter().map(String::as_str);
+    let mut skip_next = false;
+    for word in claude.by_ref() {
+        if skip_next {
+            skip_next = false;
+            continue;
+        }
+        if base(word) == "env" || word.contains('=') {
+            continue;
+        }
+        if word.starts_with('-') {
+            skip_next = matches!(word, "-u" | "-C" | "--unset" | "--chdir");
+            continue;
+        }
+        names.push(base(word).to_owned());
+        break;
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+fn base(p: &str) -> &str {
+    p.rsplit('/').next().unwrap_or(p)
+}
+
+/// Interpreters a launcher script runs under: the script is the program then.
+const INTERPRETERS: [&str; 6] = ["sh", "bash", "dash", "zsh", "python3", "node"];
+
+/// The process of `temp/<pid_file>` holding `pid`, if it is the task's window; else
+/// why not, naming the mismatch.
+pub fn verify(
+    temp: &Path,
+    pid_file: &str,
+    pid: i32,
+    programs: &[String],
+) -> Result<ProcessId, String> {
+    let refuse = |why: String| {
+        Err(format!(
+            "PID {pid} in {} is not acted on: {why}. maestro signals only the task's own window.",
+            temp.join(pid_file).display()
+        ))
+    };
+    let live = ProcessId::observe(pid);
+    let me = std::process::id() as i32;
+    if pid == me || ancestors(me).contains(&pid) {
+        return refuse("it is maestro itself or a process maestro runs under".into());
+    }
+    let uid = rustix::process::getuid().as_raw();
+    match std::fs::metadata(format!("/proc/{pid}")) {
+        Ok(m) if m.uid() == uid => {}
+        Ok(m) => {
+            return refuse(format!(
+                "it belongs to uid {}, not to you (uid {uid})",
+                m.uid()
+            ));
+        }
+        Err(_) => return refuse("it is not running".into()),
+    }
+    let recorded = record_path(temp, pid_file)
+        .and_then(|p| safe_fs::read_regular(&p, 4096).ok())
+        .and_then(|b| serde_json::from_slice::<Recorded>(&b).ok())
+        .filter(|r| r.pid == pid);
+    if let Some(r) = recorded {
+        return match (r.start_time, live.start_time) {
+            (Some(then), Some(now)) if then != now => refuse(
+                "the process maestro launched under that PID has ended, and the PID now belongs to another process".into(),
+            ),
+            _ => Ok(live),
+        };
+    }
+    let argv = procs::cmdline(pid).unwrap_or_default();
+    let program = match argv.first().map(|a| base(a)) {
+        Some(first) if INTERPRETERS.contains(&first) => argv.get(1).map(|a| base(a)),
+        other => other,
+    };
+    match program {
+        Some(p) if programs.iter().any(|n| n == p) => Ok(live),
+        _ => {
+            let shown: String = crate::core::text::printable(&argv.join(" "))
+                .chars()
+                .take(80)
+                .collect();
+            refuse(format!(
+                "it runs `{shown}`, which is not a terminal or claude process the configuration names ({})",
+                programs.join(", ")
+            ))
+        }
+    }
+}
+
+/// The PIDs above `pid`: its parent, the parent's parent, … up to init.
+fn ancestors(pid: i32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let mut at = pid;
+    while let Some(parent) = procs::parent_of(at) {
+        if parent <= 1 || out.contains(&parent) {
+            break;
+        }
+        out.push(parent);
+        at = parent;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_window_programs_come_from_the_launch_templates() {
+        let launch = LaunchTemplates {
+            terminal: vec!["/usr/bin/alacritty".into(), "-e".into()],
+            claude: vec![
+                "env".into(),
+                "-u".into(),
+                "CLAUDECODE".into(),
+                "claude-dev".into(),
+            ],
+            claude_export: vec![],
+            lethe: vec![],
+            musician_prompt: String::new(),
+        };
+        assert_eq!(
+            window_programs(&launch),
+            ["alacritty", "claude", "claude-dev", "kitty"]
+        );
+    }
+
+    #[test]
+    fn a_foreign_process_maestro_itself_and_its_parent_are_refused() {
+        let temp = tempfile::tempdir().expect("tempdir");
+        let mut sleep = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep");
+        let programs = vec!["kitty".to_owned(), "claude".to_owned()];
+        let err = verify(
+            temp.path(),
+            "musician-task-01.pid",
+            sleep.id() as i32,
+            &programs,
+        )
+        .expect_err("a sleep is no window");
+        assert!(err.contains("`sleep 30`"), "{err}");
+        let me = std::process::id() as i32;
+        let err = verify(temp.path(), "x.pid", me, &programs).expect_err("self");
+        assert!(err.contains("maestro itself"), "{err}");
+        if let Some(parent) = procs::parent_of(me) {
+            assert!(verify(temp.path(), "x.pid", parent, &programs).is_err());
+        }
+        let _ = sleep.kill();
+        let _ = sleep.wait();
+    }
+}
