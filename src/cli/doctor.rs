@@ -190,9 +190,9 @@ fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
         if !is_pid_file {
             continue;
         }
-        let pid = std::fs::read_to_string(e.path())
+        let pid = crate::core::safe_fs::read_regular(&e.path(), 64)
             .ok()
-            .and_then(|t| t.trim().parse::<i32>().ok())
+            .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<i32>().ok())
             .filter(|p| *p > 1);
         match pid {
             Some(p) if crate::core::sources::procs::is_alive(p) => {

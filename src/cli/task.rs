@@ -132,9 +132,7 @@ fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, CliErro
 /// 0 healthy, 1 caution / no data / no file, 2 critical.
 fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
     let file = project.temp.join(format!("{task}-status"));
-    let text = std::fs::read(&file)
-        .ok()
-        .map(|b| String::from_utf8_lossy(&b).into_owned());
+    let text = crate::core::headroom::read_status(&file);
     let h = crate::core::headroom::analyze(text.as_deref());
     if as_json {
         let mut v = serde_json::to_value(&h).unwrap_or_default();

@@ -94,6 +94,17 @@ fn count(re: &Regex, text: &str) -> u64 {
     text.lines().filter(|l| re.is_match(l)).count() as u64
 }
 
+/// The most of a status file the report reads (the script reads it whole).
+pub const MAX_STATUS_BYTES: u64 = 256 * 1024 * 1024;
+
+/// A Musician's status file as the report reads it: a regular file reached without a
+/// symlink, never blocking on a FIFO; `None` when there is no such file.
+pub fn read_status(path: &std::path::Path) -> Option<String> {
+    crate::core::safe_fs::read_regular(path, MAX_STATUS_BYTES)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
 /// Reads a status file's text (`None`: the file is missing).
 pub fn analyze(text: Option<&str>) -> Headroom {
     let empty = Headroom {

@@ -64,7 +64,26 @@ pub enum RequestError {
 
 /// Sends one line and reads one line back, waiting at most `timeout` for the answer.
 pub fn request_line(socket: &Path, line: &str, timeout: Duration) -> Result<String, RequestError> {
+    // A request may carry a pipeline's steps: only to a server of this user, at a
+    // socket file of this user (a folder left open to others could hold a planted one).
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let me = rustix::process::getuid().as_raw();
+    let meta = std::fs::symlink_metadata(socket).map_err(|_| RequestError::NotListening)?;
+    if !meta.file_type().is_socket() || meta.uid() != me {
+        return Err(RequestError::Failed(format!(
+            "{} is not a socket of yours (uid {me}); remove it, it was not made by maestro",
+            socket.display()
+        )));
+    }
     let mut stream = UnixStream::connect(socket).map_err(|_| RequestError::NotListening)?;
+    let server = nix::sys::socket::getsockopt(&stream, nix::sys::socket::sockopt::PeerCredentials)
+        .map(|c| c.uid());
+    if server != Ok(me) {
+        return Err(RequestError::Failed(format!(
+            "the process listening on {} does not run as you (uid {me}); nothing was sent",
+            socket.display()
+        )));
+    }
     let _ = stream.set_read_timeout(Some(timeout));
     stream
         .write_all(format!("{line}\n").as_bytes())
@@ -79,4 +98,30 @@ pub fn request_line(socket: &Path, line: &str, timeout: Duration) -> Result<Stri
         ));
     }
     Ok(answer)
+}
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+
+    #[test]
+    fn a_socket_planted_by_another_user_is_not_spoken_to() {
+        if rustix::process::getuid().as_raw() != 0 {
+            eprintln!("skipped: needs root to give a socket to another user");
+            return;
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("pipelines.sock");
+        let listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        std::os::unix::fs::chown(&path, Some(65534), Some(65534)).expect("chown");
+        let err =
+            request_line(&path, "{\"op\":\"list\"}", Duration::from_secs(1)).expect_err("refused");
+        assert!(
+            matches!(&err, RequestError::Failed(e) if e.contains("not a socket of yours")),
+            "{err:?}"
+        );
+        // Nothing was sent: no connection is waiting.
+        listener.set_nonblocking(true).expect("nonblocking");
+        assert!(listener.accept().is_err());
+    }
 }

@@ -362,12 +362,7 @@ pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Resu
             .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
     }
     let open = || {
-        std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&path)
+        crate::core::safe_fs::open_own(&path, 0o600)
             .map_err(|e| format!("cannot open {} ({e}).", path.display()))
     };
     let mut lock = if let Ok(lock) = Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {

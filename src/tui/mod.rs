@@ -103,9 +103,7 @@ fn task_effect(
             ),
             Effect::Headroom(task) => {
                 let file = access.target.temp.join(format!("{task}-status"));
-                let text = std::fs::read(&file)
-                    .ok()
-                    .map(|b| String::from_utf8_lossy(&b).into_owned());
+                let text = crate::core::headroom::read_status(&file);
                 let report = crate::core::headroom::analyze(text.as_deref())
                     .render(task.as_str(), &file.display().to_string());
                 ActionAnswer::Headroom(task, report)

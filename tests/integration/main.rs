@@ -13,6 +13,7 @@ mod limits;
 mod musician;
 mod paths;
 mod pipelines;
+mod planted;
 mod replay;
 mod souffleur;
 mod task_commands;

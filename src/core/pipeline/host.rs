@@ -78,12 +78,7 @@ pub fn start(
     let key = ProjectKey::of(project);
     let lock_path = paths::lock_file(Service::Pipelines, &key).ok()?;
     std::fs::create_dir_all(lock_path.parent()?).ok()?;
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .ok()?;
+    let file = crate::core::safe_fs::open_own(&lock_path, 0o600).ok()?;
     let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
     let bound = paths::socket_path(Service::Pipelines, &key)
         .and_then(|path| ipc::bind_owner_only(&path).map(|l| (path, l)));

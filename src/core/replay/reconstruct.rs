@@ -308,7 +308,7 @@ fn read_logs(
                 continue;
             }
         };
-        let bytes = match std::fs::read(&path) {
+        let bytes = match crate::core::safe_fs::read_regular(&path, 1 << 30) {
             Ok(b) => b,
             Err(e) => {
                 notes.push(format!("{} cannot be read ({e}): left out", path.display()));

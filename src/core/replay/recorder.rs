@@ -9,9 +9,9 @@
 //! each file can be replayed on its own. One maestro records a project at a time (a
 //! lock); the others run without recording.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::fs::DirBuilderExt;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -77,12 +77,7 @@ impl Recorder {
             .mode(0o700)
             .create(dir)
             .map_err(|e| format!("cannot create the event log folder {}: {e}", dir.display()))?;
-        let lock_file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .open(&files.lock)
+        let lock_file = crate::core::safe_fs::open_own(&files.lock, 0o600)
             .map_err(|e| format!("cannot open {}: {e}", files.lock.display()))?;
         let Ok(lock) = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) else {
             return Ok(None);
@@ -271,11 +266,7 @@ impl<W: Write> Write for Counting<'_, W> {
 }
 
 fn open_append(path: &std::path::Path) -> Result<BufWriter<File>, String> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
+    crate::core::safe_fs::open_append(path, 0o600)
         .map(BufWriter::new)
         .map_err(|e| format!("cannot open the event log {}: {e}", path.display()))
 }

@@ -9,17 +9,17 @@
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use nix::fcntl::OFlag;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, FolderStatus};
+use crate::core::safe_fs;
 use crate::core::sources::lines::LineAssembler;
 
 const SOURCE: &str = "temp logs";
@@ -254,49 +254,33 @@ impl TempLogs {
             return;
         };
         let path = self.settings.dir.join(name);
-        // Only regular files are read, and never with a blocking open: a FIFO named like
-        // a log would otherwise stop this thread (and every log with it) until a writer
-        // came. Checked again on the open file, in case it was swapped in between.
-        let opened = std::fs::metadata(&path).and_then(|m| {
-            if !m.is_file() {
-                return Ok(None);
-            }
-            let f = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(OFlag::O_NONBLOCK.bits() | OFlag::O_NOCTTY.bits())
-                .open(&path)?;
-            let meta = f.metadata()?;
-            Ok(meta.is_file().then_some((f, meta)))
-        });
-        let (mut file, meta) = match opened {
-            Ok(Some(ok)) => {
+        // Only regular files are read, never through a final symlink (temp/ itself may
+        // be one; a log linked to another file of the operator's is not read) and never
+        // with a blocking open: a FIFO named like a log would otherwise stop this thread
+        // (and every log with it) until a writer came.
+        let (mut file, meta) = match safe_fs::open_regular(&path) {
+            Ok(ok) => {
                 self.skipped.remove(name);
                 ok
             }
-            Ok(None) => {
+            Err(refused) => {
                 if self.tails.remove(name).is_some() {
                     self.send(CoreEvent::LogReset {
                         task: task.clone(),
                         kind,
                     });
                 }
-                if self.skipped.insert(name.to_owned()) {
-                    self.fail_about(Some(&task), format!(
-                        "{} is not a regular file (a FIFO, socket, device or folder); it is skipped and the other logs are followed",
-                        path.display()
-                    ));
-                }
-                return;
-            }
-            Err(e) => {
-                if self.tails.remove(name).is_some() {
-                    self.send(CoreEvent::LogReset {
-                        task: task.clone(),
-                        kind,
-                    });
-                }
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    self.fail_about(Some(&task), format!("cannot read {}: {e}", path.display()));
+                let skipped = matches!(
+                    refused,
+                    safe_fs::Refused::Symlink(_) | safe_fs::Refused::NotRegular(_)
+                );
+                if skipped && self.skipped.insert(name.to_owned()) {
+                    self.fail_about(
+                        Some(&task),
+                        format!("{refused}; it is skipped and the other logs are followed"),
+                    );
+                } else if !skipped && !refused.is_missing() {
+                    self.fail_about(Some(&task), refused.to_string());
                 }
                 return;
             }

@@ -17,8 +17,12 @@ pub fn set(project: &ProjectKey, held: bool) -> Result<bool, String> {
             std::fs::create_dir_all(dir)
                 .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
         }
-        std::fs::write(&path, format!("{}\n", project.root.display()))
-            .map_err(|e| format!("cannot record the hold in {} ({e}).", path.display()))?;
+        crate::core::safe_fs::write_atomic(
+            &path,
+            format!("{}\n", project.root.display()).as_bytes(),
+            0o600,
+        )
+        .map_err(|e| format!("cannot record the hold in {} ({e}).", path.display()))?;
     } else if let Err(e) = std::fs::remove_file(&path)
         && e.kind() != std::io::ErrorKind::NotFound
     {

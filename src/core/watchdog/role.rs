@@ -93,12 +93,7 @@ pub fn acquire_lock(project: &Path) -> Result<RoleLock, String> {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .read(true)
-        .write(true)
-        .open(&path)
+    let file = crate::core::safe_fs::open_own(&path, 0o600)
         .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
     if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         // Only the holder writes its PID, after it holds the lock.

@@ -1,0 +1,131 @@
+//! Files planted in a project by whoever can write there: links to the operator's
+//! files, FIFOs, control bytes. maestro neither reads through them, nor writes through
+//! them, nor hangs on them, nor prints their bytes raw.
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{Scratch, event, maestro};
+
+#[test]
+fn a_status_log_linked_to_a_secret_is_refused_and_never_quoted() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let secret = s.root().join("secret");
+    std::fs::write(&secret, "root-only-token-8d1f\n").unwrap();
+    std::os::unix::fs::symlink(&secret, s.temp().join("task-01-status")).unwrap();
+    let mut m = s.headless(&["--stall-after", "1s", "--report-to-db"]);
+    let e = m.wait_json("the link is refused and named", |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("task-01-status") && d.contains("symbolic link"))
+    });
+    assert_eq!(e["task_id"], "task-01", "{e}");
+    // A real log of another task stalls and is reported: by then the linked one
+    // would have been too.
+    s.set_task("task-02", "working");
+    s.append("task-02-status", "step 1 started [ctx: 10%]\n");
+    m.wait_json("the other task's stall", |v| {
+        event(v) == "anomaly" && v["task_id"] == "task-02" && v["anomaly"] == "stalled"
+    });
+    assert!(
+        !m.seen.iter().any(|l| l.contains("root-only-token")),
+        "the secret reached the output"
+    );
+    let stored: String = s
+        .conn()
+        .query_row(
+            "SELECT coalesce(group_concat(message, '|'), '') FROM orchestration_messages",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(!stored.contains("root-only-token"), "{stored}");
+}
+
+#[test]
+fn a_relaunch_replaces_a_planted_pid_file_link_instead_of_writing_through_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    let victim = s.root().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    std::os::unix::fs::symlink(&victim, s.temp().join("musician-task-02.pid")).unwrap();
+    let bin = s.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::write(bin.join("kitty"), "#!/bin/sh\nexec sleep 30\n").unwrap();
+    std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = maestro()
+        .args([
+            "task",
+            "relaunch",
+            "task-02",
+            "--yes",
+            "--json",
+            "--project",
+        ])
+        .arg(s.root())
+        .env(
+            "PATH",
+            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    let pid_file = s.temp().join("musician-task-02.pid");
+    assert!(!std::fs::symlink_metadata(&pid_file).unwrap().is_symlink());
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().trim(),
+        v["pid"].as_i64().unwrap().to_string()
+    );
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+#[test]
+fn headroom_answers_at_once_on_a_fifo() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    nix::unistd::mkfifo(
+        &s.temp().join("task-01-status"),
+        nix::sys::stat::Mode::S_IRWXU,
+    )
+    .unwrap();
+    let out = maestro()
+        .args(["task", "headroom", "task-01", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    // No data: caution, at once.
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn control_bytes_in_worked_by_and_pipeline_names_never_reach_the_terminal() {
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET worked_by = ?1 WHERE task_id = 'task-02'",
+            ["musician-\u{1b}[2J\u{1b}]0;pwned\u{7}"],
+        )
+        .unwrap();
+    let out = maestro()
+        .args(["task", "relaunch", "task-02", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    // No terminal: refused for want of --yes, with the question shown.
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Relaunch task-02"), "{err}");
+    assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
+}
