@@ -86,7 +86,7 @@ pub enum CoreEvent {
     /// From a running pipeline.
     Pipeline(PipelineReport),
     /// The pipeline definitions the host has loaded: names and step counts.
-    PipelineCatalog(Vec<(String, usize)>),
+    PipelineCatalog(Vec<(String, usize, bool)>),
 }
 
 /// Named events with their JSON fields: maestro's happenings (see

@@ -45,6 +45,8 @@ pub struct PipelineView {
     pub outcome: Option<String>,
     /// The last steps run, oldest first (at most `pipeline::views::HISTORY_KEPT`).
     pub history: Vec<crate::core::event::StepRecord>,
+    /// The operator trusts this content (otherwise nothing in it runs).
+    pub trusted: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -49,6 +49,8 @@ pub enum Action {
     /// Pause a running pipeline, resume a paused one.
     PipelinePause,
     EditSteps,
+    /// Trust the selected definition (a confirmation shows its steps first).
+    PipelineTrust,
     /// Step editor: check and save.
     SaveEdit,
     Approve,
@@ -116,6 +118,7 @@ impl Action {
             Self::PipelineStop => "stop it (its step's processes are ended)",
             Self::PipelinePause => "pause or resume it",
             Self::EditSteps => "edit its steps while it runs",
+            Self::PipelineTrust => "trust it as it is now (shows its steps first)",
             Self::SaveEdit => "editor: check and save steps / send the message",
             Self::Approve => "approve the task's review (-> review_approved)",
             Self::Reject => "reject its review with a reason (-> review_failed)",

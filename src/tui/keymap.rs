@@ -232,6 +232,7 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Pipelines, "x", Action::PipelineStop),
     (Mode::Pipelines, "p", Action::PipelinePause),
     (Mode::Pipelines, "e", Action::EditSteps),
+    (Mode::Pipelines, "t", Action::PipelineTrust),
     (Mode::Pipelines, "esc", Action::Close),
     (Mode::Pipelines, "q", Action::Close),
     (Mode::Editor, "ctrl-s", Action::SaveEdit),

@@ -205,6 +205,30 @@ async fn pipeline_effect(effect: Effect, ui: &mut UiState, access: Option<&Pipel
                 Err(e) => ui.note = Some(e),
             }
         }
+        Effect::DescribeTrust(name) => {
+            match crate::core::pipeline::trust::describe_for_trust(&access.dir, &name) {
+                Ok((hash, question)) => {
+                    ui.overlay = Some(app::Overlay::Confirm(app::Confirm::Trust {
+                        name,
+                        hash,
+                        question,
+                    }));
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        Effect::Trust { name, hash } => {
+            let key = crate::core::paths::ProjectKey::of(&access.project);
+            match crate::core::pipeline::trust::trust_content(&key, &name, &hash) {
+                Ok(()) => {
+                    let answer = access
+                        .ask(serde_json::json!({"op": "reload", "name": name}))
+                        .await;
+                    ui.note = Some(format!("{name}: trusted ({answer})"));
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
         Effect::SaveSteps { name, steps } => {
             match edit::replace_steps(&access.dir, &name, &steps) {
                 Ok(()) => {
@@ -370,7 +394,11 @@ pub async fn run(
                                 let _ = out.flush();
                             }
                             Effect::Suspend => guard.suspend(),
-                            fx @ (Effect::Pipeline { .. } | Effect::EditSteps(_) | Effect::SaveSteps { .. }) => {
+                            fx @ (Effect::Pipeline { .. }
+                            | Effect::EditSteps(_)
+                            | Effect::SaveSteps { .. }
+                            | Effect::DescribeTrust(_)
+                            | Effect::Trust { .. }) => {
                                 pipeline_effect(fx, &mut ui, cfg.pipelines.as_ref()).await;
                             }
                             fx @ (Effect::DescribeTask(_) | Effect::Task(_) | Effect::Headroom(_)) => {

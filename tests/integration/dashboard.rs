@@ -532,6 +532,7 @@ fn the_pipelines_overlay() {
             outcome: "exit 101".into(),
             excerpt: "error[E0308]: mismatched types".into(),
         }],
+        trusted: true,
     }];
     let mut ui = busy_ui(&snap);
     ui.update(Action::Sentinels, &snap);

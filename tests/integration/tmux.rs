@@ -251,3 +251,48 @@ fn replay_in_the_dashboard_steps_seeks_and_rewinds() {
         .unwrap();
     assert_eq!(rows, 0, "a replay writes nothing");
 }
+
+/// A definition found in the project waits for trust: the pipelines overlay says so,
+/// `t` shows its steps in a confirmation, `y` trusts it and it runs.
+#[test]
+fn an_untrusted_pipeline_is_trusted_from_the_dashboard_after_seeing_its_steps() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(s.root().join(".maestro/sentinels")).unwrap();
+    std::fs::write(
+        s.root().join(".maestro/sentinels/mark.json"),
+        r#"{"trigger": {"type": "immediate"}, "steps": [{"type": "command", "command": "touch", "params": {"args": ["trusted-ran"]}}], "safety": {"maxIterations": 1}}"#,
+    )
+    .unwrap();
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "XDG_DATA_HOME={} {exe} --project {}; sleep 600",
+            data.path().display(),
+            s.root().display()
+        ),
+        140,
+        40,
+    );
+    t.wait("the dashboard", |s| s.contains("Tasks ("));
+    t.keys("S");
+    t.wait("the definition, untrusted", |s| {
+        s.contains("mark") && s.contains("untrusted")
+    });
+    assert!(!s.root().join("trusted-ran").exists());
+    t.keys("t");
+    let dialog = t.wait("the confirmation with its steps", |s| {
+        s.contains("Trust pipeline mark") && s.contains("touch")
+    });
+    assert!(dialog.contains("trusted-ran"), "{dialog}");
+    t.keys("y");
+    let end = Instant::now() + Duration::from_secs(30);
+    while !s.root().join("trusted-ran").exists() {
+        assert!(Instant::now() < end, "the trusted pipeline never ran");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -344,7 +344,7 @@ impl Host {
         let catalog = self
             .defs
             .iter()
-            .map(|(n, e)| (n.clone(), e.def.steps.len()))
+            .map(|(n, e)| (n.clone(), e.def.steps.len(), e.trusted))
             .collect();
         let _ = self
             .env

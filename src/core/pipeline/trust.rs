@@ -115,6 +115,44 @@ impl TrustStore {
     }
 }
 
+/// What trusting `name` would trust: the content's hash, and a question that shows
+/// every step (type, program and arguments, trigger), for the dashboard's dialog.
+pub fn describe_for_trust(dir: &Path, name: &str) -> Result<(String, String), String> {
+    let path = crate::core::pipeline::edit::definition_file(dir, name)?;
+    let bytes = read_definition_bytes(&path)?;
+    let raw: serde_json::Value = serde_json::from_slice(&bytes)
+        .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))?;
+    crate::core::pipeline::spec::parse_definition(&raw, name, "")?;
+    let printable =
+        |v: &serde_json::Value| crate::core::text::printable(&v.to_string()).into_owned();
+    let mut lines = vec![format!(
+        "Trust pipeline {name} ({} bytes, trigger {})? Its steps will run as you whenever it is triggered:",
+        bytes.len(),
+        printable(&raw["trigger"])
+    )];
+    for (i, step) in raw["steps"].as_array().into_iter().flatten().enumerate() {
+        let what = match step["type"].as_str() {
+            Some("command") => format!(
+                "command {} {}",
+                printable(&step["command"]),
+                printable(&step["params"]["args"])
+            ),
+            _ => printable(step),
+        };
+        let shown: String = what.chars().take(200).collect();
+        lines.push(format!("  {i}: {shown}"));
+    }
+    Ok((content_hash(&bytes), lines.join("\n")))
+}
+
+/// Trusts `name` with the content of this hash (what the operator was shown), and
+/// saves.
+pub fn trust_content(project: &ProjectKey, name: &str, hash: &str) -> Result<(), String> {
+    let mut store = TrustStore::load(project);
+    store.trust(name, hash);
+    store.save()
+}
+
 /// A definition file's bytes, read the careful way (regular, no symlink, no FIFO, at
 /// most [`MAX_DEFINITION_BYTES`]), with a message that says the fix.
 pub fn read_definition_bytes(path: &Path) -> Result<Vec<u8>, String> {

@@ -23,22 +23,29 @@ pub struct PipelineViews {
 
 impl PipelineViews {
     /// The host's new catalog: known views keep their state, new ones start stopped.
-    pub fn catalog(views: &mut Vec<PipelineView>, names: Vec<(String, usize)>) {
+    pub fn catalog(views: &mut Vec<PipelineView>, names: Vec<(String, usize, bool)>) {
         let old = std::mem::take(views);
         *views = names
             .into_iter()
-            .map(|(name, steps)| match old.iter().find(|p| p.name == name) {
-                Some(p) => PipelineView { steps, ..p.clone() },
-                None => PipelineView {
-                    name,
-                    steps,
-                    status: "stopped".into(),
-                    iteration: 0,
-                    step: None,
-                    outcome: None,
-                    history: Vec::new(),
+            .map(
+                |(name, steps, trusted)| match old.iter().find(|p| p.name == name) {
+                    Some(p) => PipelineView {
+                        steps,
+                        trusted,
+                        ..p.clone()
+                    },
+                    None => PipelineView {
+                        name,
+                        steps,
+                        status: "stopped".into(),
+                        iteration: 0,
+                        step: None,
+                        outcome: None,
+                        history: Vec::new(),
+                        trusted,
+                    },
                 },
-            })
+            )
             .collect();
     }
 

@@ -40,6 +40,9 @@ impl UiState {
             Action::EditSteps => {
                 selected.map_or_else(Vec::new, |p| vec![Effect::EditSteps(p.name.clone())])
             }
+            Action::PipelineTrust => {
+                selected.map_or_else(Vec::new, |p| vec![Effect::DescribeTrust(p.name.clone())])
+            }
             Action::Close => {
                 self.overlay = None;
                 vec![]
@@ -114,6 +117,10 @@ impl UiState {
                 self.actions_in_flight += 1;
                 self.note = Some(format!("{}: sent", request.task()));
                 vec![Effect::Task(request)]
+            }
+            Confirm::Trust { name, hash, .. } => {
+                self.overlay = Some(Overlay::Sentinels);
+                vec![Effect::Trust { name, hash }]
             }
         }
     }

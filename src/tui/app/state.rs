@@ -71,6 +71,13 @@ pub enum Effect {
     },
     /// Load the steps of a pipeline into the editor.
     EditSteps(String),
+    /// Read a definition and ask whether to trust it, showing its steps.
+    DescribeTrust(String),
+    /// Trust this content (by hash) of a definition, then have the host take it.
+    Trust {
+        name: String,
+        hash: String,
+    },
     /// Check and write new steps, then ask the host to take them.
     SaveSteps {
         name: String,
@@ -226,6 +233,12 @@ pub enum Confirm {
         request: TaskRequest,
         question: String,
     },
+    /// Trust a pipeline definition, with its steps in the question.
+    Trust {
+        name: String,
+        hash: String,
+        question: String,
+    },
 }
 
 impl Confirm {
@@ -237,7 +250,7 @@ impl Confirm {
             Self::QuitRole => {
                 "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
             }
-            Self::Task { question, .. } => question,
+            Self::Task { question, .. } | Self::Trust { question, .. } => question,
         }
     }
 }

@@ -359,6 +359,7 @@ fn the_pipelines_overlay_and_the_step_editor() {
         step: None,
         outcome: None,
         history: Vec::new(),
+        trusted: true,
     };
     s.pipelines = vec![view("build", "running"), view("lint", "paused")];
     ui.update(Action::Sentinels, &s);

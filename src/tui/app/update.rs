@@ -87,6 +87,7 @@ impl UiState {
             | Action::PipelineStart
             | Action::PipelineStop
             | Action::PipelinePause
+            | Action::PipelineTrust
             | Action::EditSteps
             | Action::SaveEdit
             | Action::ReplayPause

@@ -18,11 +18,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let block = ctx.block(
         Pane::Tasks,
         &format!(
-            "Pipelines · {} start · {} stop · {} pause/resume · {} edit steps · {} close",
+            "Pipelines · {} start · {} stop · {} pause/resume · {} edit steps · {} trust · {} close",
             keys(Action::PipelineStart),
             keys(Action::PipelineStop),
             keys(Action::PipelinePause),
             keys(Action::EditSteps),
+            keys(Action::PipelineTrust),
             keys(Action::Close)
         ),
     );
@@ -56,11 +57,18 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             "running" => ctx.theme.ok,
             "paused" => ctx.theme.warn,
             "failed" => ctx.theme.error,
+            _ if !p.trusted => ctx.theme.warn,
             _ => ctx.theme.muted,
+        };
+        // A definition waiting for trust says so until it is trusted.
+        let status = if p.trusted || matches!(p.status.as_str(), "running" | "paused") {
+            p.status.clone()
+        } else {
+            "untrusted".to_owned()
         };
         Row::new(vec![
             Line::from(fit(&p.name, 24)),
-            Line::from(Span::styled(p.status.clone(), style)),
+            Line::from(Span::styled(status, style)),
             Line::from(p.steps.to_string()),
             Line::from(if p.iteration > 0 {
                 p.iteration.to_string()
