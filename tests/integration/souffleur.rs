@@ -630,6 +630,11 @@ fn role_and_pipeline_host_answer_from_a_deep_home() {
             !v["detail"].as_str().unwrap().contains("no Souffleur role"),
             "the running role answered: {v}"
         );
+        // The operator's trust lives in the (deep) data dir too.
+        let out = with_env(rig.command(&["sentinel", "trust", "probe"]))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{out:?}");
         let out = with_env(rig.command(&["sentinel", "start", "probe"]))
             .output()
             .unwrap();
