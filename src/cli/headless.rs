@@ -260,6 +260,7 @@ pub async fn run(
     }
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(crate::cli::error::runtime)?;
+    core.without_snapshots();
     let pipelines = project.host_pipelines(settings, &core);
     say_unrecorded(&core);
     if !core.with_database {

@@ -23,6 +23,7 @@ use crate::core::event::{
 };
 use crate::core::forecast::ForecastBook;
 use crate::core::pipeline::views::PipelineViews;
+use crate::core::replay::recorder::Recorder;
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{CTX_HISTORY, DatabaseHealth, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
@@ -179,6 +180,9 @@ impl Hub {
         for ev in initial {
             self.record_and_apply(ev).await;
         }
+        if let Some(r) = &mut self.recorder {
+            r.flush();
+        }
         self.check_deadlines().await;
         loop {
             self.publish_snapshot();
@@ -197,6 +201,13 @@ impl Hub {
                 () = sleep_until_opt(deadline) => {}
             }
             self.check_deadlines().await;
+            // The presenters go first; the event log's writer is woken after them.
+            if self.recorder.as_ref().is_some_and(Recorder::holds) {
+                tokio::task::yield_now().await;
+                if let Some(r) = &mut self.recorder {
+                    r.flush();
+                }
+            }
         }
         self.publish_snapshot();
         // Close the queue before the sources' handles are dropped (they join their

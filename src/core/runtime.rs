@@ -73,6 +73,12 @@ pub struct RunningCore {
 }
 
 impl RunningCore {
+    /// For presenters that print happenings only (headless): with no one to read
+    /// snapshots, the hub stops building them.
+    pub fn without_snapshots(&mut self) {
+        self.snapshots = watch::channel(Arc::new(Snapshot::default())).1;
+    }
+
     /// Stops the hub (and with it the database source), then the log source.
     pub async fn shutdown(mut self) {
         self.cancel.cancel();

@@ -100,3 +100,119 @@ fn task_and_doctor_commands_accept_a_relative_project() {
     let canonical = std::fs::canonicalize(s.root()).unwrap();
     assert!(text.contains(canonical.to_str().unwrap()), "{text}");
 }
+
+#[test]
+fn a_musician_watcher_started_with_dot_hears_its_message() {
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    let data = tempfile::tempdir().unwrap();
+    let mut cmd = maestro();
+    cmd.current_dir(s.root())
+        .env("XDG_DATA_HOME", data.path())
+        .args(["musician", "watch", "task-03", "--json", "--project", "."]);
+    let mut w = Running::spawn(cmd);
+    // The watcher claims its slot before it listens: wait for the claim file.
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    while !walk(data.path())
+        .iter()
+        .any(|p| p.extension().is_some_and(|e| e == "background"))
+    {
+        assert!(std::time::Instant::now() < end, "the watcher never claimed");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-03', 'task-00', 'go on', 'instruction')",
+            [],
+        )
+        .unwrap();
+    let v = w.wait_json("the message", |v| v["event"] == "message");
+    assert_eq!(v["message"]["message"], "go on");
+}
+
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn the_dashboard_started_with_dot_shows_an_appended_anomaly() {
+    if std::process::Command::new("tmux")
+        .arg("-V")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    s.append("task-01-status", "step 1 started [ctx: 10%]\n");
+    let data = tempfile::tempdir().unwrap();
+    let socket = data.path().join("tmux.sock");
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&socket)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let command = format!(
+        "cd {} && XDG_DATA_HOME={} {exe} --project .; sleep 600",
+        s.root().display(),
+        data.path().display()
+    );
+    let started = std::process::Command::new("tmux")
+        .arg("-S")
+        .arg(&socket)
+        .args([
+            "-f",
+            "/dev/null",
+            "new-session",
+            "-d",
+            "-s",
+            "dot",
+            "-x",
+            "140",
+            "-y",
+            "40",
+        ])
+        .arg(&command)
+        .env("TERM", "xterm-256color")
+        .status()
+        .unwrap();
+    assert!(started.success());
+    let screen =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "dot"]).stdout).into_owned();
+    let wait = |what: &str, pred: &dyn Fn(&str) -> bool| {
+        let end = std::time::Instant::now() + crate::common::DEADLINE;
+        loop {
+            let now = screen();
+            if pred(&now) {
+                return now;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "timed out waiting for {what}:\n{now}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+    wait("the task", &|sc| sc.contains("task-01"));
+    s.append(
+        "task-01-status",
+        "step 2 self-correction: rewrote it [ctx: 12%]\n",
+    );
+    wait("the anomaly", &|sc| sc.contains("self-correction"));
+    tmux(&["kill-server"]);
+}

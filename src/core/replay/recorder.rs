@@ -33,6 +33,8 @@ const QUEUE: usize = 65_536;
 type Queued = Box<(OffsetDateTime, Input)>;
 
 pub struct Recorder {
+    /// Inputs recorded since the last flush, not yet handed to the writer.
+    held: Vec<Queued>,
     tx: Option<SyncSender<Queued>>,
     /// The task table as last recorded, to record differences.
     table: TaskTable,
@@ -105,6 +107,7 @@ impl Recorder {
             .spawn(move || writer.run(&rx))
             .map_err(|e| format!("cannot start the event log writer: {e}"))?;
         Ok(Some(Self {
+            held: Vec::new(),
             tx: Some(tx),
             table: TaskTable::default(),
             dropped: 0,
@@ -127,10 +130,11 @@ impl Recorder {
         input_of(event, &mut self.table)
     }
 
-    /// Queues what [`Recorder::take`] made, stamped `at`; as for [`Recorder::note`].
+    /// Holds what [`Recorder::take`] made, stamped `at`, for the next
+    /// [`Recorder::flush`]; as for [`Recorder::note`].
     pub fn write(&mut self, at: OffsetDateTime, input: Option<Input>) -> Option<String> {
         if let Some(input) = input {
-            self.send(at, input);
+            self.held.push(Box::new((at, input)));
         }
         if self.failure_told {
             return None;
@@ -138,6 +142,21 @@ impl Recorder {
         let failure = self.failure.lock().ok()?.clone()?;
         self.failure_told = true;
         Some(failure)
+    }
+
+    /// Whether inputs wait for [`Recorder::flush`].
+    pub fn holds(&self) -> bool {
+        !self.held.is_empty()
+    }
+
+    /// Hands the held inputs to the writer thread. The hub calls this once its
+    /// presenters have had their turn, so the writer's wake-up never delays an event
+    /// on its way to the operator.
+    pub fn flush(&mut self) {
+        for queued in std::mem::take(&mut self.held) {
+            let (at, input) = *queued;
+            self.send(at, input);
+        }
     }
 
     fn send(&mut self, at: OffsetDateTime, input: Input) {
@@ -163,6 +182,7 @@ impl Recorder {
 impl Drop for Recorder {
     /// Marks a clean stop and waits for the writer to put everything on disk.
     fn drop(&mut self) {
+        self.flush();
         if let Some(tx) = self.tx.take() {
             // Blocking here: the stop mark must not be dropped.
             let _ = tx.send(Box::new((OffsetDateTime::now_utc(), Input::Stop)));

@@ -1,25 +1,26 @@
 //! The log source: follows every `task-NN-status` / `task-NN-deviations` file in `temp/`.
 //!
-//! One OS thread owns the notify watcher and the per-file read state. A kernel event
-//! names a file; the thread drains every event already queued, reads only the bytes
-//! appended since the last read and sends one [`CoreEvent::LogLines`] per file. Files
-//! may appear, be truncated, replaced or renamed; the identity (device, inode) and size
-//! tell which. When the watcher cannot be set up, it says so once and polls instead.
+//! One OS thread owns the kernel watch (inotify, read by this thread itself) and the
+//! per-file read state. A kernel event names a file; the thread drains every event
+//! already queued, reads only the bytes appended since the last read and sends one
+//! [`CoreEvent::LogLines`] per file. Files may appear, be truncated, replaced or
+//! renamed; the identity (device, inode) and size tell which. When the kernel cannot
+//! watch, it says so once and polls instead.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::OwnedFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, FolderStatus};
 use crate::core::safe_fs;
+use crate::core::sources::kernel_watch::{self, KernelWatch};
 use crate::core::sources::lines::LineAssembler;
 
 const SOURCE: &str = "temp logs";
@@ -37,21 +38,18 @@ pub struct TempLogSettings {
     pub fallback_poll: Duration,
 }
 
-enum Input {
-    Changed(String),
-    Rescan,
-    Stop,
-}
-
 /// Handle to the running log source; dropping it stops the thread.
 pub struct TempLogsHandle {
-    tx: std_mpsc::Sender<Input>,
+    /// Written to (or closed) to stop the thread.
+    stop: Option<OwnedFd>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for TempLogsHandle {
     fn drop(&mut self) {
-        let _ = self.tx.send(Input::Stop);
+        if let Some(stop) = self.stop.take() {
+            let _ = nix::unistd::write(&stop, b"x");
+        }
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -92,8 +90,17 @@ struct TempLogs {
 /// Starts following `settings.dir`. What the files hold already is sent first, marked
 /// with each file's mtime.
 pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> TempLogsHandle {
-    let (tx, rx) = std_mpsc::channel();
-    let watch_tx = tx.clone();
+    let Ok((stop_read, stop_write)) = nix::unistd::pipe() else {
+        let _ = events.blocking_send(CoreEvent::SourceFailed {
+            source: SOURCE,
+            task: None,
+            detail: "cannot create the log source's stop pipe; task logs are not followed".into(),
+        });
+        return TempLogsHandle {
+            stop: None,
+            thread: None,
+        };
+    };
     let thread = std::thread::Builder::new()
         .name("maestro-temp-logs".into())
         .spawn(move || {
@@ -104,26 +111,30 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
                 events,
                 buf: vec![0; READ_CHUNK],
             };
-            logs.run(&rx, watch_tx);
+            logs.run(&stop_read);
         })
         .ok();
-    TempLogsHandle { tx, thread }
+    TempLogsHandle {
+        stop: Some(stop_write),
+        thread,
+    }
 }
 
 impl TempLogs {
-    fn run(&mut self, rx: &std_mpsc::Receiver<Input>, watch_tx: std_mpsc::Sender<Input>) {
+    fn run(&mut self, stop: &OwnedFd) {
         let dir = self.settings.dir.clone();
-        let (mut watcher, mut polling) = match watch_dir(&dir, watch_tx) {
-            Ok(w) => (Some(w), false),
+        let mut kernel = match KernelWatch::start(&dir) {
+            Ok(k) => Some(k),
             Err(e) => {
                 self.fail(format!(
                     "cannot watch {} ({e}); polling every {:?} instead",
                     dir.display(),
                     self.settings.fallback_poll
                 ));
-                (None, true)
+                None
             }
         };
+        let mut polling = kernel.is_none();
         // The folder followed now, by (device, inode): a new one is watched afresh.
         let mut followed = folder_identity(&dir);
         if followed.is_none() {
@@ -138,31 +149,11 @@ impl TempLogs {
             } else {
                 polling.then_some(self.settings.fallback_poll)
             };
-            let first = if let Some(period) = period {
-                match rx.recv_timeout(period) {
-                    Ok(i) => i,
-                    Err(std_mpsc::RecvTimeoutError::Timeout) => Input::Rescan,
-                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-                }
-            } else {
-                match rx.recv() {
-                    Ok(i) => i,
-                    Err(_) => return,
-                }
-            };
-            // Drain what is already queued: a burst of writes becomes one read per file.
-            let mut names = BTreeSet::new();
-            let mut rescan = false;
-            for input in std::iter::once(first).chain(rx.try_iter()) {
-                match input {
-                    Input::Stop => return,
-                    Input::Rescan => rescan = true,
-                    Input::Changed(name) => {
-                        names.insert(name);
-                    }
-                }
+            let woken = kernel_watch::wait(kernel.as_mut(), stop, period);
+            if woken.stop {
+                return;
             }
-            if rescan {
+            if woken.rescan || woken.timed_out {
                 // temp/ itself changed: removed, created, or replaced by another folder.
                 let now = folder_identity(&dir);
                 if now != followed {
@@ -170,11 +161,10 @@ impl TempLogs {
                         self.folder_missing(false);
                         self.forget_all();
                     } else {
-                        if let Some(w) = watcher.as_mut() {
-                            let _ = w.unwatch(&dir);
-                            if w.watch(&dir, RecursiveMode::NonRecursive).is_err() {
-                                polling = true;
-                            }
+                        if let Some(k) = kernel.as_mut()
+                            && !k.rewatch(&dir)
+                        {
+                            polling = true;
                         }
                         self.scan(false);
                         self.send(CoreEvent::LogFolder(FolderStatus::Watching(format!(
@@ -193,7 +183,7 @@ impl TempLogs {
                 }
                 self.scan(false);
             } else {
-                for name in names {
+                for name in woken.names {
                     self.sync(&name, false);
                 }
             }
@@ -443,50 +433,4 @@ fn remember_tail(last: &mut Vec<u8>, chunk: &[u8]) {
         let excess = last.len().saturating_sub(FINGERPRINT);
         last.drain(..excess);
     }
-}
-
-/// Watches `dir` (or, while it does not exist, its parent, to see it appear).
-fn watch_dir(
-    dir: &Path,
-    tx: std_mpsc::Sender<Input>,
-) -> notify::Result<notify::RecommendedWatcher> {
-    let dir_name = dir.file_name().map(std::ffi::OsStr::to_os_string);
-    let dir_path = dir.to_path_buf();
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let Ok(event) = res else {
-            let _ = tx.send(Input::Rescan);
-            return;
-        };
-        if event.need_rescan() {
-            let _ = tx.send(Input::Rescan);
-            return;
-        }
-        if super::is_read_access(&event.kind) {
-            return;
-        }
-        for path in &event.paths {
-            let Some(name) = path.file_name() else {
-                continue;
-            };
-            if path.parent() == Some(dir_path.as_path()) {
-                if let Some(name) = name.to_str() {
-                    let _ = tx.send(Input::Changed(name.to_owned()));
-                }
-            } else if Some(name) == dir_name.as_deref() {
-                // temp/ itself (from its own watch or its parent's).
-                let _ = tx.send(Input::Rescan);
-            }
-        }
-    })?;
-    // The parent too, always: temp/ may be removed and created again (a clean start
-    // between runs), and only the parent sees the new folder appear.
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    watcher.watch(parent, RecursiveMode::NonRecursive)?;
-    if dir.is_dir() {
-        watcher.watch(dir, RecursiveMode::NonRecursive)?;
-    }
-    Ok(watcher)
 }
