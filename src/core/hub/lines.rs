@@ -1,0 +1,81 @@
+//! Log lines: the Sentinel's verdicts, the context history and its forecasts.
+
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use super::Hub;
+use crate::core::domain::{LogKind, TaskId};
+use crate::core::event::What;
+use crate::core::snapshot::CTX_HISTORY;
+
+impl Hub {
+    pub(super) async fn on_lines(
+        &mut self,
+        task: TaskId,
+        kind: LogKind,
+        lines: Vec<String>,
+        initial_mtime: Option<std::time::SystemTime>,
+    ) {
+        if !self.settings.with_database && !self.sentinel.is_active(&task) {
+            self.sentinel.set_active(&task, true);
+            self.view_changed(task.as_str());
+        }
+        let arrived_at = match initial_mtime {
+            Some(mtime) => self.clock.instant_of(OffsetDateTime::from(mtime)),
+            None => Instant::now(),
+        };
+        if kind == LogKind::Status {
+            let values: Vec<u8> = lines
+                .iter()
+                .filter_map(|l| crate::core::domain::context_percent(l))
+                .collect();
+            if !values.is_empty() {
+                let history = self.ctx.entry(task.clone()).or_default();
+                for v in &values {
+                    if history.len() == CTX_HISTORY {
+                        history.pop_front();
+                    }
+                    history.push_back(*v);
+                }
+                let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
+                self.forecasts.on_values(&task, seen, &values);
+                self.view_changed(task.as_str());
+                self.warn_forecasts().await;
+            }
+        }
+        let found = if lines.is_empty() {
+            self.sentinel.on_file_seen(&task, kind, arrived_at);
+            Vec::new()
+        } else {
+            self.sentinel.on_lines(&task, kind, &lines, arrived_at)
+        };
+        if self.settings.forward_logs && !lines.is_empty() {
+            let lines: Arc<[String]> = lines.into();
+            self.emit(What::Log {
+                task,
+                kind,
+                lines,
+                reset: false,
+            })
+            .await;
+        }
+        for anomaly in found {
+            self.report(anomaly).await;
+        }
+    }
+    /// Raises the `forecast` warnings that fell due (once each).
+    pub(super) async fn warn_forecasts(&mut self) {
+        let now = self.clock.now_utc();
+        let sentinel = &self.sentinel;
+        for (task, threshold, at) in self.forecasts.due(now, |t| sentinel.is_active(t)) {
+            self.emit(What::Forecast {
+                task_id: task.to_string(),
+                threshold,
+                at,
+            })
+            .await;
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The hub: the single owner of core state.
+//!
+//! It applies each [`CoreEvent`] from the sources, runs the Sentinel, judges heartbeat
+//! staleness and the observe-only watchdog, and publishes every [`Happening`] (lossless,
+//! in order) plus the latest [`Snapshot`]. Timed checks sleep until the next deadline;
+//! nothing here polls.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::Clock;
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
+use crate::core::event::{
+    CoreEvent, FolderStatus, Happening, PipelineBus, StepRecord, TaskRow, What,
+};
+use crate::core::forecast::ForecastBook;
+use crate::core::pipeline::views::PipelineViews;
+use crate::core::replay::recorder::Recorder;
+use crate::core::sentinel::{Sentinel, SentinelSettings};
+use crate::core::snapshot::{DatabaseHealth, Snapshot, TaskView};
+use crate::core::sources::db::{DbCmd, DbHandle};
+
+#[derive(Debug, Clone)]
+pub struct HubSettings {
+    pub sentinel: SentinelSettings,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    pub souffleur_stale_after: Duration,
+    pub report_to_db: bool,
+    /// Whether a database is being read (otherwise every task with files is watched).
+    pub with_database: bool,
+    /// Report the Conductor's watchdog reasons from the task table. Off when this
+    /// process holds the Souffleur role, whose watcher reports them instead.
+    pub observe_watchdog: bool,
+    /// Pass log lines on as `What::Log` (the dashboard shows them; headless does not).
+    pub forward_logs: bool,
+    /// The database's file name, for announcements ("comms.db replaced: …").
+    pub db_name: String,
+    /// A `forecast` event comes when a context threshold is less than this away.
+    pub forecast_lead: Duration,
+}
+
+/// Where the hub sends database writes.
+pub trait ReportSink: Send {
+    fn record(&self, text: String);
+    /// A pipeline step for the run history table.
+    fn record_step(&self, _step: StepRecord) {}
+}
+
+impl ReportSink for DbHandle {
+    fn record(&self, text: String) {
+        self.send(DbCmd::InsertReport { text });
+    }
+
+    fn record_step(&self, step: StepRecord) {
+        self.send(DbCmd::RecordStep(Box::new(step)));
+    }
+}
+
+#[derive(Debug)]
+struct TaskEntry {
+    row: TaskRow,
+    id: Option<TaskId>,
+    heartbeat: Option<OffsetDateTime>,
+    /// A staleness episode was reported and the heartbeat has not been refreshed since.
+    stale_reported: bool,
+    /// When this row turns stale, as it stands in `Hub::stale_order`.
+    stale_due: Option<Instant>,
+}
+
+pub struct Hub {
+    settings: HubSettings,
+    clock: Clock,
+    sentinel: Sentinel,
+    tasks: BTreeMap<String, TaskEntry>,
+    /// (due, task) of every row that can turn stale: a wake-up looks at the rows due,
+    /// never at all of them.
+    stale_order: std::collections::BTreeSet<(Instant, String)>,
+    ctx: HashMap<TaskId, std::collections::VecDeque<u8>>,
+    last_anomaly: HashMap<TaskId, AnomalyKind>,
+    /// Reports already in the database, by key, with how many times each was recorded.
+    recorded: HashMap<(TaskId, AnomalyKind, String), usize>,
+    invalid_ids: HashSet<String>,
+    /// (task, value) of heartbeats that are not times, each said once.
+    bad_heartbeats: HashSet<(String, String)>,
+    /// The pipeline bus: every happening a pipeline can react to, by name.
+    bus: PipelineBus,
+    /// The hosted pipelines' views and run history.
+    pipelines: PipelineViews,
+    /// Context trajectories and their forecasts.
+    forecasts: ForecastBook,
+    /// Live Musician watchers: (task, mode) → PID.
+    watchers: BTreeMap<(String, &'static str), i32>,
+    reports: Option<Box<dyn ReportSink>>,
+    /// The flight recorder, when this maestro records the project.
+    recorder: Option<crate::core::replay::recorder::Recorder>,
+    out: mpsc::Sender<Happening>,
+    snapshot_tx: watch::Sender<Arc<Snapshot>>,
+    snapshot: Snapshot,
+    dirty: bool,
+    /// Each task's published view, in the Tasks pane's order.
+    views: BTreeMap<(bool, String), Arc<TaskView>>,
+    /// Tasks whose view must be built again before the next publication.
+    changed_views: HashSet<String>,
+}
+
+impl Hub {
+    /// Publishes happenings on the pipeline bus too.
+    #[must_use]
+    pub fn with_bus(mut self, bus: PipelineBus) -> Self {
+        self.bus = bus;
+        self
+    }
+
+    /// Records every input in the project's event log.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: crate::core::replay::recorder::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    pub fn new(
+        settings: HubSettings,
+        clock: Clock,
+        out: mpsc::Sender<Happening>,
+        snapshot_tx: watch::Sender<Arc<Snapshot>>,
+        reports: Option<Box<dyn ReportSink>>,
+    ) -> Self {
+        let forecasts = ForecastBook::new(settings.forecast_lead);
+        let snapshot = Snapshot {
+            database: if settings.with_database {
+                DatabaseHealth::Ok
+            } else {
+                DatabaseHealth::Absent
+            },
+            ..Snapshot::default()
+        };
+        Self {
+            sentinel: Sentinel::new(settings.sentinel),
+            settings,
+            clock,
+            tasks: BTreeMap::new(),
+            stale_order: std::collections::BTreeSet::new(),
+            ctx: HashMap::new(),
+            last_anomaly: HashMap::new(),
+            recorded: HashMap::new(),
+            invalid_ids: HashSet::new(),
+            bad_heartbeats: HashSet::new(),
+            bus: broadcast::channel(1).0,
+            pipelines: PipelineViews::default(),
+            forecasts,
+            watchers: BTreeMap::new(),
+            reports,
+            recorder: None,
+            out,
+            snapshot_tx,
+            snapshot,
+            dirty: true,
+            views: BTreeMap::new(),
+            changed_views: HashSet::new(),
+        }
+    }
+
+    /// Runs until the sources are gone or `cancel` fires.
+    /// `initial` is applied first: what the database held at start.
+    pub async fn run(
+        mut self,
+        initial: Vec<CoreEvent>,
+        mut events: mpsc::Receiver<CoreEvent>,
+        cancel: CancellationToken,
+    ) {
+        for ev in initial {
+            self.record_and_apply(ev).await;
+        }
+        if let Some(r) = &mut self.recorder {
+            r.flush();
+        }
+        self.check_deadlines().await;
+        loop {
+            self.publish_snapshot();
+            let deadline = self.next_deadline();
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                ev = events.recv() => {
+                    let Some(ev) = ev else { break };
+                    self.record_and_apply(ev).await;
+                    // Drain what is already queued before publishing once.
+                    while let Ok(ev) = events.try_recv() {
+                        self.record_and_apply(ev).await;
+                    }
+                }
+                () = sleep_until_opt(deadline) => {}
+            }
+            self.check_deadlines().await;
+            // The presenters go first; the event log's writer is woken after them.
+            if self.recorder.as_ref().is_some_and(Recorder::holds) {
+                tokio::task::yield_now().await;
+                if let Some(r) = &mut self.recorder {
+                    r.flush();
+                }
+            }
+        }
+        self.publish_snapshot();
+        // Close the queue before the sources' handles are dropped (they join their
+        // threads, which may be waiting to send).
+        drop(events);
+    }
+
+    /// Applies an event, then records it with the moment it arrived: the operator's
+    /// event does not wait for the event log.
+    async fn record_and_apply(&mut self, event: CoreEvent) {
+        let clock = self.clock;
+        let input = self
+            .recorder
+            .as_mut()
+            .map(|r| (clock.now_utc(), r.take(&event)));
+        self.apply(event).await;
+        if let (Some(r), Some((at, input))) = (&mut self.recorder, input)
+            && let Some(detail) = r.write(at, input)
+        {
+            self.emit(What::Error {
+                task_id: None,
+                detail,
+            })
+            .await;
+        }
+    }
+
+    /// Applies one event (public for tests that drive the hub by hand).
+    pub async fn apply(&mut self, event: CoreEvent) {
+        match event {
+            CoreEvent::LogLines {
+                task,
+                kind,
+                lines,
+                initial_mtime,
+            } => self.on_lines(task, kind, lines, initial_mtime).await,
+            CoreEvent::LogReset { task, kind } => {
+                self.sentinel.on_reset(&task, kind);
+                if kind == LogKind::Status {
+                    self.forecasts.reset(&task);
+                    self.view_changed(task.as_str());
+                }
+                if !self.settings.forward_logs {
+                    return;
+                }
+                let lines: Arc<[String]> = Arc::new([]);
+                self.emit(What::Log {
+                    task,
+                    kind,
+                    lines,
+                    reset: true,
+                })
+                .await;
+            }
+            CoreEvent::Tasks(rows) => self.on_tasks(rows).await,
+            CoreEvent::Messages(rows) => {
+                self.snapshot.message_count += rows.len() as u64;
+                self.dirty = true;
+                for row in rows {
+                    self.emit(What::Message(row)).await;
+                }
+            }
+            CoreEvent::RecordedReports(keys) => {
+                for key in keys {
+                    *self.recorded.entry(key).or_default() += 1;
+                }
+            }
+            CoreEvent::SourceFailed {
+                source,
+                task,
+                detail,
+            } => {
+                let detail = format!("{source}: {detail}");
+                if source == "database" {
+                    self.snapshot.database = DatabaseHealth::Failing(detail.clone());
+                }
+                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+                self.dirty = true;
+                self.emit(What::Error {
+                    task_id: task.map(|t| t.to_string()),
+                    detail,
+                })
+                .await;
+            }
+            CoreEvent::Role(report) => self.on_role(report).await,
+            CoreEvent::Pipeline(report) => {
+                self.on_pipeline(&report);
+                self.emit(What::Pipeline(report)).await;
+            }
+            CoreEvent::PipelineCatalog(names) => {
+                PipelineViews::catalog(&mut self.snapshot.pipelines, names);
+                self.dirty = true;
+            }
+            CoreEvent::SourceHealthy { source } => {
+                if source == "database" {
+                    self.snapshot.database = DatabaseHealth::Ok;
+                    self.dirty = true;
+                }
+            }
+            CoreEvent::Database(status) => self.on_database(status).await,
+            CoreEvent::Watchers(list) => self.on_watchers(list).await,
+            CoreEvent::LogFolder(status) => {
+                let (state, detail) = match status {
+                    FolderStatus::Waiting(d) => {
+                        self.snapshot.logs_waiting = Some(d.clone());
+                        ("waiting", d)
+                    }
+                    FolderStatus::Watching(d) => {
+                        self.snapshot.logs_waiting = None;
+                        ("watching", d)
+                    }
+                };
+                self.dirty = true;
+                self.emit(What::Source {
+                    source: "temp",
+                    status: state,
+                    detail,
+                })
+                .await;
+            }
+        }
+    }
+
+    async fn report(&mut self, anomaly: Anomaly) {
+        if self.settings.report_to_db
+            && let Some(n) = self.recorded.get_mut(&anomaly.dedupe_key())
+            && *n > 0
+        {
+            *n -= 1;
+            return;
+        }
+        let at = self.clock.now_utc();
+        if self.settings.report_to_db
+            && let Some(sink) = &self.reports
+        {
+            sink.record(anomaly.report(&self.clock.hms(at)));
+        }
+        self.last_anomaly
+            .insert(anomaly.task_id.clone(), anomaly.kind);
+        self.snapshot.anomaly_count += 1;
+        self.view_changed(anomaly.task_id.as_str());
+        self.emit_at(at, What::Anomaly(anomaly)).await;
+    }
+
+    async fn watchdog(&mut self, reason: WatchdogReason) {
+        let at = self.clock.now_utc();
+        self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
+        self.dirty = true;
+        let task_count = self.tasks.len() as u64;
+        self.emit_at(at, What::Watchdog { reason, task_count })
+            .await;
+    }
+
+    async fn emit(&mut self, what: What) {
+        let at = self.clock.now_utc();
+        self.emit_at(at, what).await;
+    }
+
+    async fn emit_at(&mut self, at: OffsetDateTime, what: What) {
+        let happening = Happening { at, what };
+        // Pipelines react to the same happenings (no receiver: nothing to do).
+        if self.bus.receiver_count() > 0
+            && let Some(event) = crate::core::event_json::bus_event(&happening)
+        {
+            let _ = self.bus.send(event);
+        }
+        // A closed receiver means the presenter is gone: shutdown is under way.
+        let _ = self.out.send(happening).await;
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+mod lines;
+mod sources;
+mod tasks;
+#[cfg(test)]
+mod tests;
+mod views;

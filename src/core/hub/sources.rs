@@ -1,0 +1,166 @@
+//! What the sources say about themselves: the database file and the log folder
+//! coming and going, the Musician watchers, the pipelines, the Souffleur role.
+
+use std::collections::BTreeMap;
+
+use super::Hub;
+use crate::core::domain::TaskId;
+use crate::core::event::{DbStatus, RoleReport, What};
+use crate::core::snapshot::DatabaseHealth;
+
+impl Hub {
+    /// Says which watchers attached, exited or were replaced, and keeps the per-task
+    /// summary the Tasks pane shows.
+    pub(super) async fn on_watchers(&mut self, list: Vec<(TaskId, &'static str, i32)>) {
+        let now: BTreeMap<(String, &'static str), i32> = list
+            .into_iter()
+            .map(|(t, m, pid)| ((t.to_string(), m), pid))
+            .collect();
+        let before = std::mem::take(&mut self.watchers);
+        for ((task, mode), pid) in &now {
+            let status = match before.get(&(task.clone(), *mode)) {
+                None => "attached",
+                Some(old) if old != pid => "replaced",
+                Some(_) => continue,
+            };
+            self.emit(What::Watcher {
+                task_id: task.clone(),
+                mode,
+                status,
+                pid: *pid,
+            })
+            .await;
+        }
+        for ((task, mode), pid) in &before {
+            if !now.contains_key(&(task.clone(), *mode)) {
+                self.emit(What::Watcher {
+                    task_id: task.clone(),
+                    mode,
+                    status: "exited",
+                    pid: *pid,
+                })
+                .await;
+            }
+        }
+        let mut summary: BTreeMap<String, String> = BTreeMap::new();
+        for (task, mode) in now.keys() {
+            summary
+                .entry(task.clone())
+                .and_modify(|m| {
+                    m.push('+');
+                    m.push_str(mode);
+                })
+                .or_insert_with(|| (*mode).to_owned());
+        }
+        self.snapshot.watchers = summary;
+        self.watchers = now;
+        self.dirty = true;
+    }
+
+    /// The database file came, went or was replaced: the source has re-armed itself;
+    /// here the tasks start over and the operator is told.
+    pub(super) async fn on_database(&mut self, status: DbStatus) {
+        let name = self.settings.db_name.clone();
+        let (state, detail) = match status {
+            DbStatus::Waiting(d) => {
+                self.snapshot.database = DatabaseHealth::Absent;
+                ("waiting", d)
+            }
+            DbStatus::Removed => {
+                self.snapshot.database = DatabaseHealth::Absent;
+                // Its rows are history now: no staleness, no anomalies judged by them.
+                self.on_tasks(Vec::new()).await;
+                ("removed", format!("{name} was removed"))
+            }
+            DbStatus::Appeared { tasks } | DbStatus::Replaced { tasks } => {
+                let replaced = matches!(status, DbStatus::Replaced { .. });
+                self.settings.with_database = true;
+                self.snapshot.database = DatabaseHealth::Ok;
+                // Reports recorded in the old file say nothing about the new one.
+                self.recorded.clear();
+                // Activity comes from the new rows from now on (the Tasks event follows).
+                self.sentinel.deactivate_all();
+                let all: Vec<String> = self.views.keys().map(|(_, id)| id.clone()).collect();
+                self.changed_views.extend(all);
+                if replaced {
+                    (
+                        "replaced",
+                        format!("{name} replaced: new orchestration, {tasks} tasks"),
+                    )
+                } else {
+                    ("appeared", format!("{name} appeared: {tasks} tasks"))
+                }
+            }
+        };
+        self.dirty = true;
+        self.emit(What::Source {
+            source: "database",
+            status: state,
+            detail,
+        })
+        .await;
+    }
+
+    /// Keeps the pipelines' state for the dashboard; a finished step goes to the history.
+    pub(super) fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
+        let now = self.clock.now_utc();
+        let record = self.pipelines.report(&mut self.snapshot.pipelines, r, now);
+        if let (Some(record), Some(sink)) = (record, &self.reports) {
+            sink.record_step(record);
+        }
+        self.dirty = true;
+    }
+
+    pub(super) async fn on_role(&mut self, report: RoleReport) {
+        self.dirty = true;
+        match report {
+            RoleReport::Reason { reason, task_count } => {
+                let at = self.clock.now_utc();
+                self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
+                self.emit_at(at, What::Watchdog { reason, task_count })
+                    .await;
+            }
+            RoleReport::Recovery(step) => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.last_provider = Some((
+                        step.provider.as_str().to_owned(),
+                        step.status.as_str().to_owned(),
+                    ));
+                }
+                self.emit(What::Recovery(step)).await;
+            }
+            RoleReport::Status(view) => {
+                let keep = self
+                    .snapshot
+                    .watchdog
+                    .role
+                    .as_ref()
+                    .map(|r| (r.last_provider.clone(), r.alert.clone()));
+                let mut view = *view;
+                if let Some((provider, alert)) = keep {
+                    view.last_provider = view.last_provider.or(provider);
+                    view.alert = view.alert.or(alert);
+                }
+                self.snapshot.watchdog.role = Some(view);
+            }
+            RoleReport::Alert(text) => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.alert = Some(text);
+                }
+            }
+            RoleReport::Settings(s) => self.emit(What::Settings(s)).await,
+            RoleReport::Ended => self.emit(What::RoleEnded).await,
+            RoleReport::Fatal(detail) => {
+                if let Some(role) = &mut self.snapshot.watchdog.role {
+                    role.alert = Some(detail.clone());
+                }
+                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+                self.emit(What::Error {
+                    task_id: Some(crate::core::domain::SOUFFLEUR_ID.to_owned()),
+                    detail: format!("souffleur: {detail}"),
+                })
+                .await;
+            }
+        }
+    }
+}

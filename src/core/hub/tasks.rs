@@ -1,0 +1,215 @@
+//! The task table: rows as they change, and heartbeat staleness judged from a
+//! deadline order (a wake-up looks at the rows due, never at all of them).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use super::{Hub, HubSettings, TaskEntry};
+use crate::core::clock::parse_sqlite_utc;
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::domain::{TaskId, TaskState};
+use crate::core::event::{TaskRow, What};
+
+impl Hub {
+    pub(super) async fn on_tasks(&mut self, rows: Vec<TaskRow>) {
+        // The whole table comes after each change: rows as they were cost a lookup and
+        // a comparison, nothing more. Ids are unique, so when every known row is still
+        // there, none was deleted.
+        let known = rows
+            .iter()
+            .filter(|r| self.tasks.contains_key(&r.task_id))
+            .count();
+        let gone: Vec<String> = if known == self.tasks.len() {
+            Vec::new()
+        } else {
+            let present: HashSet<&str> = rows.iter().map(|r| r.task_id.as_str()).collect();
+            self.tasks
+                .keys()
+                .filter(|k| !present.contains(k.as_str()))
+                .cloned()
+                .collect()
+        };
+        for row in rows {
+            if self.tasks.get(&row.task_id).is_some_and(|p| p.row == row) {
+                continue;
+            }
+            let id = TaskId::parse(&row.task_id);
+            if id.is_none() && self.invalid_ids.insert(row.task_id.clone()) {
+                self.emit(What::Error {
+                    task_id: Some(row.task_id.clone()),
+                    detail: format!(
+                        "orchestration_tasks holds the task id {:?}, which is not of the form task-NN[-fix|-S<n>]; it is shown but never used as a file name",
+                        row.task_id
+                    ),
+                })
+                .await;
+            }
+            let heartbeat = row.last_heartbeat.as_deref().and_then(parse_sqlite_utc);
+            if let Some(text) = &row.last_heartbeat
+                && heartbeat.is_none()
+                && self
+                    .bad_heartbeats
+                    .insert((row.task_id.clone(), text.clone()))
+            {
+                self.emit(What::Error {
+                    task_id: Some(row.task_id.clone()),
+                    detail: format!(
+                        "{}'s last_heartbeat {text:?} is not a time (YYYY-MM-DD HH:MM:SS, UTC); its staleness cannot be judged until a writer refreshes it",
+                        row.task_id
+                    ),
+                })
+                .await;
+            }
+            let prev = self.tasks.get(&row.task_id);
+            let prev_state = prev.map(|p| p.row.state.clone());
+            let changed_state = prev_state.as_deref() != Some(row.state.as_str());
+            let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
+            let stale_reported =
+                prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
+            if let Some(id) = &id
+                && id.is_musician()
+            {
+                self.sentinel
+                    .set_active(id, !TaskState(row.state.clone()).is_terminal());
+            }
+            let mut entry = TaskEntry {
+                row: row.clone(),
+                id: id.clone(),
+                heartbeat,
+                stale_reported,
+                stale_due: None,
+            };
+            entry.stale_due = self.stale_due(&entry);
+            if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
+                && let Some(due) = old.stale_due
+            {
+                self.stale_order.remove(&(due, row.task_id.clone()));
+            }
+            if let Some(due) = self.tasks.get(&row.task_id).and_then(|e| e.stale_due) {
+                self.stale_order.insert((due, row.task_id.clone()));
+            }
+            self.view_changed(&row.task_id);
+            if changed_state {
+                self.emit(What::Task {
+                    task_id: row.task_id.clone(),
+                    state: row.state.clone(),
+                    prev_state: prev_state.clone(),
+                })
+                .await;
+                if self.settings.observe_watchdog && id.as_ref().is_some_and(TaskId::is_conductor) {
+                    let reason = match row.state.as_str() {
+                        "complete" => Some(WatchdogReason::ConductorComplete),
+                        "context_recovery" => Some(WatchdogReason::ContextRecovery),
+                        _ => None,
+                    };
+                    if let Some(reason) = reason {
+                        self.watchdog(reason).await;
+                    }
+                }
+            }
+        }
+        // Rows deleted by another process.
+        for key in gone {
+            let Some(entry) = self.tasks.remove(&key) else {
+                continue;
+            };
+            if let Some(due) = entry.stale_due {
+                self.stale_order.remove(&(due, key.clone()));
+            }
+            if let Some(id) = entry.id {
+                self.sentinel.set_active(&id, false);
+            }
+            self.view_changed(&key);
+        }
+    }
+
+    /// Reports the stalls and stale heartbeats whose time has come.
+    pub(super) async fn check_deadlines(&mut self) {
+        for anomaly in self.sentinel.tick(Instant::now()) {
+            self.report(anomaly).await;
+        }
+        self.warn_forecasts().await;
+        // Only the rows due are looked at; the wall clock has the last word (a row
+        // whose heartbeat is not old enough yet goes back in line).
+        let now = Instant::now();
+        let mut newly_stale = Vec::new();
+        while let Some((due, key)) = self.stale_order.first().cloned() {
+            if due > now {
+                break;
+            }
+            self.stale_order.pop_first();
+            let Some(entry) = self.tasks.get_mut(&key) else {
+                continue;
+            };
+            entry.stale_due = None;
+            let Some((threshold, hb)) = stale_rule(&self.settings, entry) else {
+                continue;
+            };
+            let age = self.clock.age(hb);
+            if age > threshold {
+                entry.stale_reported = true;
+                newly_stale.push((
+                    key.clone(),
+                    age,
+                    entry.id.as_ref().is_some_and(TaskId::is_conductor),
+                ));
+            } else {
+                let due = now + threshold.saturating_sub(age) + Duration::from_millis(1);
+                entry.stale_due = Some(due);
+                self.stale_order.insert((due, key));
+            }
+        }
+        for (task_id, age, conductor) in newly_stale {
+            self.emit(What::Stale {
+                task_id,
+                age_s: age.as_secs(),
+            })
+            .await;
+            if conductor && self.settings.observe_watchdog {
+                self.watchdog(WatchdogReason::ConductorDeadHeartbeat).await;
+            }
+        }
+    }
+
+    pub(super) fn next_deadline(&self) -> Option<Instant> {
+        let stale = self.stale_order.first().map(|(due, _)| *due);
+        let forecast = self
+            .forecasts
+            .next_due()
+            .map(|at| self.clock.deadline_of(at));
+        stale
+            .into_iter()
+            .chain(self.sentinel.next_deadline())
+            .chain(forecast)
+            .min()
+    }
+
+    /// When a row turns stale, if it can (not reported yet, a rule applies).
+    pub(super) fn stale_due(&self, entry: &TaskEntry) -> Option<Instant> {
+        if entry.stale_reported {
+            return None;
+        }
+        let (threshold, hb) = stale_rule(&self.settings, entry)?;
+        Some(self.clock.instant_of(hb) + threshold + Duration::from_millis(1))
+    }
+}
+
+/// Which staleness threshold applies to a row right now, with its heartbeat.
+fn stale_rule(settings: &HubSettings, entry: &TaskEntry) -> Option<(Duration, OffsetDateTime)> {
+    let hb = entry.heartbeat?;
+    let id = entry.id.as_ref()?;
+    let state = entry.row.state.as_str();
+    let threshold = if id.is_conductor() {
+        (state != "complete").then_some(settings.conductor_stale_after)
+    } else if id.is_souffleur() {
+        (state == "confirmed").then_some(settings.souffleur_stale_after)
+    } else {
+        TaskState(state.to_owned())
+            .is_heartbeat_active()
+            .then_some(settings.task_stale_after)
+    }?;
+    Some((threshold, hb))
+}

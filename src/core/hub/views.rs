@@ -1,0 +1,82 @@
+//! The published snapshot: each task's view is built again only when it changed.
+
+use std::sync::Arc;
+
+use super::Hub;
+use crate::core::domain::TaskId;
+use crate::core::event::TaskRow;
+use crate::core::snapshot::TaskView;
+
+impl Hub {
+    /// A task's view must be built again before the next publication.
+    pub(super) fn view_changed(&mut self, task: &str) {
+        if !self.changed_views.contains(task) {
+            self.changed_views.insert(task.to_owned());
+        }
+        self.dirty = true;
+    }
+
+    /// The view of one task as it stands, if it is shown: a row of the table, or,
+    /// without a database, a task known by its files alone.
+    pub(super) fn view_of(&self, key: &str) -> Option<TaskView> {
+        let entry = self.tasks.get(key);
+        let id = match entry {
+            Some(e) => e.id.clone(),
+            None if !self.settings.with_database => TaskId::parse(key),
+            None => return None,
+        };
+        let ctx = id.as_ref().and_then(|id| self.ctx.get(id));
+        let row = if let Some(e) = entry {
+            e.row.clone()
+        } else {
+            // Without a database, tasks are known by their files alone.
+            ctx?;
+            TaskRow::new(key.to_owned(), "working")
+        };
+        Some(TaskView {
+            row,
+            heartbeat: entry.and_then(|e| e.heartbeat),
+            ctx: ctx.cloned().unwrap_or_default(),
+            last_anomaly: id
+                .as_ref()
+                .and_then(|id| self.last_anomaly.get(id))
+                .copied(),
+            watched: entry.is_none() || id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
+            forecast: self.forecasts.of(key).copied(),
+        })
+    }
+
+    pub(super) fn publish_snapshot(&mut self) {
+        if !self.dirty || self.snapshot_tx.receiver_count() == 0 {
+            return;
+        }
+        self.dirty = false;
+        // Only the views of tasks that changed are built again; the others are shared
+        // with the previous snapshot.
+        let mut rebuilt = false;
+        for key in std::mem::take(&mut self.changed_views) {
+            let special = key == crate::core::domain::CONDUCTOR_ID
+                || key == crate::core::domain::SOUFFLEUR_ID;
+            let slot = (special, key);
+            match self.view_of(&slot.1) {
+                Some(view) => {
+                    self.views.insert(slot, Arc::new(view));
+                }
+                None => {
+                    self.views.remove(&slot);
+                }
+            }
+            rebuilt = true;
+        }
+        if rebuilt {
+            self.snapshot.tasks = self.views.values().cloned().collect();
+        }
+        let conductor = self.tasks.get(crate::core::domain::CONDUCTOR_ID);
+        self.snapshot.watchdog.conductor_heartbeat = conductor.and_then(|c| c.heartbeat);
+        self.snapshot.watchdog.conductor_state = conductor.map(|c| c.row.state.clone());
+        self.snapshot.watchdog.task_count = self.tasks.len() as u64;
+        self.snapshot.version += 1;
+        self.snapshot_tx
+            .send_replace(Arc::new(self.snapshot.clone()));
+    }
+}
