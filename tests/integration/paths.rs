@@ -216,3 +216,32 @@ fn the_dashboard_started_with_dot_shows_an_appended_anomaly() {
     wait("the anomaly", &|sc| sc.contains("self-correction"));
     tmux(&["kill-server"]);
 }
+
+#[test]
+fn replay_of_a_relative_project_rebuilds_its_run() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "rel");
+    s.set_task("task-01", "working");
+    s.append(
+        "task-01-status",
+        "step 1 started [ctx: 10%]\nstep 2 self-correction: rewrote it [ctx: 12%]\n",
+    );
+    let data = tempfile::tempdir().unwrap();
+    let out = maestro()
+        .current_dir(parent.path())
+        .env("XDG_DATA_HOME", data.path())
+        .args(["replay", "--no-tui", "--json", "--project", "rel"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains("\"anomaly\":\"self-correction\"")),
+        "{text}"
+    );
+}

@@ -27,7 +27,7 @@ const SOURCE: &str = "temp logs";
 const READ_CHUNK: usize = 64 * 1024;
 /// Lines per event: a large burst goes out in pieces, so the queue to the hub (which
 /// waits when full) bounds the memory a burst can take.
-const LINES_PER_EVENT: usize = 4096;
+const LINES_PER_EVENT: usize = 1024;
 
 #[derive(Debug, Clone)]
 pub struct TempLogSettings {
