@@ -1,7 +1,8 @@
 //! How fast maestro sees again after the faults a real run produces: the time from the
 //! end of a fault (a `maestro init` returning, a file removed, a folder created) to the
 //! `source` event that says so, on the release binary, headless. Also the memory of a
-//! headless maestro whose reader never reads while 120,000 anomalies arrive.
+//! headless maestro whose reader never reads while 200,000 anomalies arrive; a 1 GiB
+//! log present at start.
 //! Run with `cargo bench --bench faults`.
 #![allow(clippy::unwrap_used)]
 
@@ -38,6 +39,16 @@ impl Headless {
                 continue;
             };
             if v["event"] == "source" && v["source"] == source && v["status"] == status {
+                return at;
+            }
+        }
+    }
+
+    /// When the next line matching `pred` arrived.
+    fn next_matching(&self, pred: impl Fn(&str) -> bool) -> Instant {
+        loop {
+            let (at, line) = self.lines.recv_timeout(Duration::from_secs(60)).unwrap();
+            if pred(&line) {
                 return at;
             }
         }
@@ -105,6 +116,51 @@ fn main() {
         );
     }
     stalled_reader();
+    huge_log_at_start();
+}
+
+/// A 1 GiB status log present at start: when the database's task is printed, and how
+/// long a line appended one second after start takes to be reported.
+fn huge_log_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    std::fs::create_dir(root.join("temp")).unwrap();
+    init(root);
+    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-01', 'working', datetime('now'))",
+        [],
+    )
+    .unwrap();
+    let path = root.join("temp/task-01-status");
+    {
+        let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+        let chunk = "step 1 started: a line of history [ctx: 10%]\n".repeat(1 << 14);
+        let mut written = 0u64;
+        while written < 1 << 30 {
+            f.write_all(chunk.as_bytes()).unwrap();
+            written += chunk.len() as u64;
+        }
+    }
+    let m = Headless::start(root);
+    let start = Instant::now();
+    let task = m.next_matching(|l| l.contains("\"event\":\"task\"") && l.contains("task-01"));
+    while start.elapsed() < Duration::from_secs(1) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let appended = Instant::now();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"step 2 self-correction: a late line\n")
+        .unwrap();
+    let reported = m.next_matching(|l| l.contains("a late line"));
+    println!(
+        "1 GiB log at start: the database's task printed after {:.3} s; a line appended 1 s after start reported {:.2} ms after it was written",
+        task.saturating_duration_since(start).as_secs_f64(),
+        reported.saturating_duration_since(appended).as_secs_f64() * 1000.0
+    );
 }
 
 /// RSS of a headless maestro whose stdout is never read while anomalies pour in.
@@ -133,7 +189,7 @@ fn stalled_reader() {
         .open(root.join("temp/task-01-status"))
         .unwrap();
     let mut peaks = Vec::new();
-    for round in 0..6 {
+    for round in 0..10 {
         let mut batch = String::new();
         for i in 0..20_000 {
             batch.push_str(&format!("step {i} self-correction: round {round}\n"));
@@ -146,7 +202,7 @@ fn stalled_reader() {
     let _ = child.kill();
     let _ = child.wait();
     println!(
-        "stalled reader, 120,000 anomalies: peak RSS after each 20,000: {} kB",
+        "stalled reader, 200,000 anomalies: peak RSS after each 20,000: {} kB",
         peaks
             .iter()
             .map(u64::to_string)

@@ -4,8 +4,9 @@
 use serde_json::{Value, json};
 
 use crate::core::clock::rfc3339;
-use crate::core::domain::AnomalyKind;
 use crate::core::domain::souffleur::Provider;
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::domain::{AnomalyKind, CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::event::{Happening, What};
 
 /// One happening as a JSON object, or `None` for what headless does not show.
@@ -38,11 +39,13 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "from_session": m.from_session, "message_type": m.message_type, "message": m.message,
             "timestamp": m.timestamp,
         }),
+        // Both are about one task: the Conductor (or, for WATCHER_DEAD, the Souffleur).
         What::Watchdog { reason, task_count } => json!({
             "ts": ts, "event": "watchdog", "reason": reason.to_string(), "task_count": task_count,
+            "task_id": if matches!(reason, WatchdogReason::WatcherDead) { SOUFFLEUR_ID } else { CONDUCTOR_ID },
         }),
         What::Recovery(r) => json!({
-            "ts": ts, "event": "recovery", "provider": contract_provider(r.provider),
+            "ts": ts, "event": "recovery", "task_id": CONDUCTOR_ID, "provider": contract_provider(r.provider),
             "step": r.provider.as_str(), "status": r.status.as_str(), "generation": r.generation, "pid": r.pid,
         }),
         What::Error { task_id, detail } => {

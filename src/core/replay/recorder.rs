@@ -32,6 +32,9 @@ const QUEUE: usize = 65_536;
 /// of an `Input` would make the queue cost megabytes once a burst has gone through it.
 type Queued = Box<(OffsetDateTime, Input)>;
 
+/// Inputs held for the writer before they are handed over even mid-burst.
+const HELD_MAX: usize = 64;
+
 pub struct Recorder {
     /// Inputs recorded since the last flush, not yet handed to the writer.
     held: Vec<Queued>,
@@ -135,6 +138,10 @@ impl Recorder {
     pub fn write(&mut self, at: OffsetDateTime, input: Option<Input>) -> Option<String> {
         if let Some(input) = input {
             self.held.push(Box::new((at, input)));
+            // A long burst is handed over as it goes: what waits here stays small.
+            if self.held.len() >= HELD_MAX {
+                self.flush();
+            }
         }
         if self.failure_told {
             return None;
