@@ -129,3 +129,48 @@ fn control_bytes_in_worked_by_and_pipeline_names_never_reach_the_terminal() {
     assert!(err.contains("Relaunch task-02"), "{err}");
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
 }
+
+#[test]
+fn a_hold_flag_planted_as_a_link_is_replaced_not_written_through() {
+    let s = Scratch::new();
+    let data = tempfile::tempdir().unwrap();
+    let key = maestro::core::paths::ProjectKey::of(s.root());
+    let holds = data.path().join("maestro/holds");
+    std::fs::create_dir_all(&holds).unwrap();
+    let victim = s.root().join("victim");
+    std::fs::write(&victim, "precious\n").unwrap();
+    let flag = holds.join(format!("{}.hold", key.key));
+    std::os::unix::fs::symlink(&victim, &flag).unwrap();
+    let out = maestro()
+        .env("XDG_DATA_HOME", data.path())
+        .args(["conductor", "hold", "--yes", "--json", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
+    assert!(!std::fs::symlink_metadata(&flag).unwrap().is_symlink());
+}
+
+#[test]
+fn a_relaunch_answers_at_once_when_the_logs_are_fifos() {
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    for name in ["task-02-status", "task-02-deviations"] {
+        nix::unistd::mkfifo(&s.temp().join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
+    }
+    // Without a terminal the question is shown and --yes asked for: the facts were
+    // gathered without waiting for a writer on either FIFO.
+    let out = maestro()
+        .args(["task", "relaunch", "task-02", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Relaunch task-02"), "{err}");
+}
