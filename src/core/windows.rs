@@ -192,6 +192,14 @@ mod tests {
             .spawn()
             .expect("sleep");
         let programs = vec!["kitty".to_owned(), "claude".to_owned()];
+        // Until the child has exec'd, its command line is not yet `sleep`.
+        let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while procs::cmdline(sleep.id() as i32)
+            .is_none_or(|a| a.first().is_none_or(|p| !p.ends_with("sleep")))
+        {
+            assert!(std::time::Instant::now() < end, "sleep never started");
+            std::thread::yield_now();
+        }
         let err = verify(
             temp.path(),
             "musician-task-01.pid",
