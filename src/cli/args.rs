@@ -95,6 +95,9 @@ pub enum Command {
     Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
     Doctor,
+    /// Tokens, list-price cost, context and activity of every task's Claude Code
+    /// sessions, from Claude Code's own files (works on a finished orchestration)
+    Usage,
     /// Open maestro for the project in a new kitty window
     Launch,
     /// Configuration helpers

@@ -17,6 +17,7 @@ pub mod replay;
 pub mod sentinel;
 pub mod souffleur;
 pub mod task;
+pub mod usage;
 
 use std::process::ExitCode;
 
@@ -72,6 +73,10 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
                 println!("created {}", project.db.display());
             }
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Usage) => {
+            let project = Project::from_args(global)?;
+            usage::run(&project, global.json)
         }
         Some(Command::Doctor) => {
             let project = Project::from_args(global)?;

@@ -21,6 +21,7 @@ pub mod runtime;
 pub mod safe_fs;
 pub mod schema;
 pub mod sentinel;
+pub mod sessions;
 pub mod snapshot;
 pub mod sources;
 pub mod store;

@@ -19,3 +19,4 @@ mod souffleur;
 mod task_commands;
 mod tmux;
 mod trust;
+mod usage;

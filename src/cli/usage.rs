@@ -1,0 +1,194 @@
+//! `maestro usage`: every task's Claude Code sessions with their tokens, list-price
+//! cost, context and activity, read from Claude Code's own files (SESSIONS.md), like
+//! `ccusage session` but by task. Reads only; works on a finished orchestration.
+
+use std::process::ExitCode;
+
+use serde_json::{Value, json};
+
+use crate::cli::CliError;
+use crate::cli::project::Project;
+use crate::core::sessions::find::{self, TaskFacts};
+use crate::core::sessions::prices::{PriceTable, Tokens};
+use crate::core::sessions::{DEFAULT_WINDOW, tally_session};
+use crate::core::text::printable;
+
+pub fn run(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
+    let tasks = read_tasks(project)?;
+    let claude = find::claude_dir().ok_or_else(|| {
+        CliError::Usage("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
+    })?;
+    let prices = PriceTable::default();
+    let (found, missing) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
+    let mut rows = Vec::new();
+    let mut total = Tokens::default();
+    let mut total_cost = 0.0;
+    let mut unpriced = 0;
+    for f in &found {
+        let t = tally_session(&f.transcript.path, &f.transcript.session_id, &prices);
+        total.add(&t.tokens);
+        match t.cost_usd {
+            Some(c) => total_cost += c,
+            None => unpriced += 1,
+        }
+        rows.push(json!({
+            "task_id": f.task_id,
+            "session_id": f.transcript.session_id,
+            "found_by": f.rule,
+            "file": f.transcript.path,
+            "models": t.models,
+            "input_tokens": t.tokens.input,
+            "output_tokens": t.tokens.output,
+            "cache_write_tokens": t.tokens.cache_write,
+            "cache_read_tokens": t.tokens.cache_read,
+            "total_tokens": t.tokens.total(),
+            "cost_usd": t.cost_usd,
+            "context_tokens": t.context_tokens,
+            "context_window": t.context_window(DEFAULT_WINDOW),
+            "context_percent": (t.context_percent(DEFAULT_WINDOW) * 10.0).round() / 10.0,
+            "started": t.started,
+            "last_activity": t.last_activity,
+            "compactions": t.compactions,
+        }));
+    }
+    let total = json!({
+        "sessions": rows.len(),
+        "input_tokens": total.input,
+        "output_tokens": total.output,
+        "cache_write_tokens": total.cache_write,
+        "cache_read_tokens": total.cache_read,
+        "total_tokens": total.total(),
+        "cost_usd": (total_cost * 1e6).round() / 1e6,
+        "sessions_without_price": unpriced,
+    });
+    let missing: Vec<Value> = missing
+        .iter()
+        .map(|(task, why)| json!({"task_id": task, "why": why}))
+        .collect();
+    if as_json {
+        println!(
+            "{}",
+            json!({"sessions": rows, "total": total, "prices": prices.name, "missing": missing})
+        );
+    } else {
+        print_table(&rows, &total, &missing, prices.name);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The tasks, with the session id and start the database holds for each.
+fn read_tasks(project: &Project) -> Result<Vec<TaskFacts>, CliError> {
+    if !project.db.is_file() {
+        return Err(CliError::Runtime(format!(
+            "usage is read per task, and there is no orchestration database at {}. Pass --project or --db.",
+            project.db.display()
+        )));
+    }
+    let conn = rusqlite::Connection::open_with_flags(
+        &project.db,
+        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+    )
+    .map_err(|e| CliError::Runtime(format!("cannot open {}: {e}", project.db.display())))?;
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    let read = || -> rusqlite::Result<Vec<TaskFacts>> {
+        let mut stmt = conn.prepare(
+            "SELECT task_id, session_id, started_at FROM orchestration_tasks WHERE task_id != 'souffleur' ORDER BY task_id",
+        )?;
+        stmt.query_map([], |r| {
+            Ok(TaskFacts {
+                task_id: crate::core::sources::db::text(r, 0)?.unwrap_or_default(),
+                session_id: crate::core::sources::db::text(r, 1)?,
+                started_at: crate::core::sources::db::text(r, 2)?,
+            })
+        })?
+        .collect()
+    };
+    let tasks = read().map_err(|e| {
+        CliError::Runtime(format!(
+            "cannot read orchestration_tasks in {}: {e}",
+            project.db.display()
+        ))
+    })?;
+    // Only ids of the task form ever become file lookups.
+    Ok(tasks
+        .into_iter()
+        .filter(|t| crate::core::domain::TaskId::parse(&t.task_id).is_some())
+        .collect())
+}
+
+fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
+    let n = |v: &Value| v.as_u64().unwrap_or(0);
+    let cost = |v: &Value| {
+        v.as_f64()
+            .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.2}"))
+    };
+    println!(
+        "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6} {:<20} {:<20} {:>4}",
+        "TASK",
+        "SESSION",
+        "MODEL",
+        "INPUT",
+        "OUTPUT",
+        "CACHE WRITE",
+        "CACHE READ",
+        "TOTAL",
+        "COST",
+        "CTX%",
+        "STARTED",
+        "LAST ACTIVITY",
+        "COMP"
+    );
+    for r in rows {
+        let short = |k: &str, w: usize| -> String {
+            printable(r[k].as_str().unwrap_or("—"))
+                .chars()
+                .take(w)
+                .collect()
+        };
+        let models: Vec<&str> = r["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6.1} {:<20} {:<20} {:>4}",
+            short("task_id", 12),
+            short("session_id", 8),
+            printable(&models.join(","))
+                .chars()
+                .take(20)
+                .collect::<String>(),
+            n(&r["input_tokens"]),
+            n(&r["output_tokens"]),
+            n(&r["cache_write_tokens"]),
+            n(&r["cache_read_tokens"]),
+            n(&r["total_tokens"]),
+            cost(&r["cost_usd"]),
+            r["context_percent"].as_f64().unwrap_or(0.0),
+            short("started", 19),
+            short("last_activity", 19),
+            n(&r["compactions"]),
+        );
+    }
+    println!(
+        "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9}",
+        "TOTAL",
+        format!("{} sessions", n(&total["sessions"])),
+        "",
+        n(&total["input_tokens"]),
+        n(&total["output_tokens"]),
+        n(&total["cache_write_tokens"]),
+        n(&total["cache_read_tokens"]),
+        n(&total["total_tokens"]),
+        cost(&total["cost_usd"]),
+    );
+    for m in missing {
+        println!(
+            "{}: no session found ({})",
+            m["task_id"].as_str().unwrap_or_default(),
+            printable(m["why"].as_str().unwrap_or_default())
+        );
+    }
+    println!("Costs are estimates at {prices}; subscription users do not pay them.");
+}

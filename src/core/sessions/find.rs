@@ -1,0 +1,266 @@
+//! From a task to its Claude Code sessions (SESSIONS.md "From a task to its session"),
+//! in order of trust:
+//! 1. the running-session file of a `claude` process below the task's window PID;
+//! 2. a transcript whose `cwd` is the project and whose first prompt names the task;
+//! 3. the session id the database holds for the task (`session_id`; for the Conductor,
+//!    the `SESSION_ID` the Souffleur was given).
+//!
+//! A relaunched Musician (S2, S3 …) is a new session of the same task: every session
+//! found is kept, oldest first. Transcripts are found by session id under
+//! `<claude dir>/projects/*/`, never by guessing the folder's slug.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::core::safe_fs;
+
+/// How much of a transcript's beginning is read to learn its session, `cwd` and first
+/// prompt.
+const HEAD_BYTES: u64 = 256 * 1024;
+
+/// `$CLAUDE_CONFIG_DIR`, else `~/.claude`.
+pub fn claude_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("CLAUDE_CONFIG_DIR").filter(|d| !d.is_empty()) {
+        return Some(PathBuf::from(dir));
+    }
+    std::env::var_os("HOME")
+        .filter(|h| !h.is_empty())
+        .map(|h| PathBuf::from(h).join(".claude"))
+}
+
+/// What the beginning of one transcript says.
+#[derive(Debug, Clone)]
+pub struct Transcript {
+    pub path: PathBuf,
+    pub session_id: String,
+    pub cwd: Option<String>,
+    pub first_prompt: Option<String>,
+    pub started: Option<String>,
+}
+
+/// The main transcripts under `<claude dir>/projects/*/` (subagents' `agent-*` files
+/// belong to their parent session and are not sessions of their own), by session id.
+pub fn transcripts(claude: &Path) -> BTreeMap<String, Transcript> {
+    let mut out = BTreeMap::new();
+    let Ok(folders) = std::fs::read_dir(claude.join("projects")) else {
+        return out;
+    };
+    for folder in folders.flatten() {
+        let Ok(files) = std::fs::read_dir(folder.path()) else {
+            continue;
+        };
+        for f in files.flatten() {
+            let path = f.path();
+            let name = f.file_name().to_string_lossy().into_owned();
+            if !is_jsonl(&path) || name.starts_with("agent-") {
+                continue;
+            }
+            if let Some(t) = head(&path) {
+                out.insert(t.session_id.clone(), t);
+            }
+        }
+    }
+    out
+}
+
+/// Reads a transcript's first lines (no link followed, nothing blocking).
+fn head(path: &Path) -> Option<Transcript> {
+    let (file, _) = safe_fs::open_regular(path).ok()?;
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(file, HEAD_BYTES), &mut bytes).ok()?;
+    let stem = path.file_stem()?.to_string_lossy().into_owned();
+    let mut t = Transcript {
+        path: path.to_path_buf(),
+        session_id: stem,
+        cwd: None,
+        first_prompt: None,
+        started: None,
+    };
+    let mut named = false;
+    for line in bytes.split(|b| *b == b'\n') {
+        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+            continue;
+        };
+        if !named && let Some(id) = v["sessionId"].as_str() {
+            id.clone_into(&mut t.session_id);
+            named = true;
+        }
+        if t.cwd.is_none() {
+            t.cwd = v["cwd"].as_str().map(str::to_owned);
+        }
+        if t.started.is_none() {
+            t.started = v["timestamp"].as_str().map(str::to_owned);
+        }
+        if t.first_prompt.is_none()
+            && v["type"] == "user"
+            && !v["isSidechain"].as_bool().unwrap_or(false)
+            && let Some(text) = v["message"]["content"].as_str()
+        {
+            t.first_prompt = Some(text.to_owned());
+        }
+        if t.cwd.is_some() && t.first_prompt.is_some() && t.started.is_some() {
+            break;
+        }
+    }
+    Some(t)
+}
+
+/// A transcript's extension (Claude Code writes `.jsonl`).
+pub fn is_jsonl(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
+}
+
+/// Whether a prompt names the task as a word (`task-03` is not named by `task-03-fix`).
+pub fn names_task(prompt: &str, task: &str) -> bool {
+    static WORD: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"task-\d+(?:-fix|-S\d+)?").expect("static regex"));
+    WORD.find_iter(prompt).any(|m| {
+        let end = prompt[m.end()..].chars().next();
+        m.as_str() == task && !end.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
+    })
+}
+
+/// A task as the database knows it.
+#[derive(Debug, Clone)]
+pub struct TaskFacts {
+    pub task_id: String,
+    pub session_id: Option<String>,
+    pub started_at: Option<String>,
+}
+
+/// One session of a task and how it was found.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub task_id: String,
+    pub transcript: Transcript,
+    /// `process`, `transcript` or `database` (rules 1, 2, 3).
+    pub rule: &'static str,
+}
+
+/// Every session found for each task, oldest first; and, for a task with none, why.
+pub fn sessions_of(
+    project: &Path,
+    temp: &Path,
+    tasks: &[TaskFacts],
+    claude: &Path,
+) -> (Vec<Found>, Vec<(String, String)>) {
+    let index = transcripts(claude);
+    let project_text = project.to_string_lossy();
+    let mut found: Vec<Found> = Vec::new();
+    let mut missing = Vec::new();
+    for task in tasks {
+        let mut mine: Vec<Found> = Vec::new();
+        let mut add = |t: &Transcript, rule: &'static str| {
+            if !mine.iter().any(|f| f.transcript.session_id == t.session_id) {
+                mine.push(Found {
+                    task_id: task.task_id.clone(),
+                    transcript: t.clone(),
+                    rule,
+                });
+            }
+        };
+        for sid in running_sessions(temp, &task.task_id, claude) {
+            if let Some(t) = index.get(&sid) {
+                add(t, "process");
+            }
+        }
+        for t in index.values() {
+            let in_project = t.cwd.as_deref().is_some_and(|c| {
+                Path::new(c) == project || c.starts_with(&format!("{project_text}/"))
+            });
+            if in_project
+                && t.first_prompt
+                    .as_deref()
+                    .is_some_and(|p| names_task(p, &task.task_id))
+            {
+                add(t, "transcript");
+            }
+        }
+        if let Some(sid) = task.session_id.as_deref().filter(|s| !s.is_empty())
+            && let Some(t) = index.get(sid)
+        {
+            add(t, "database");
+        }
+        if mine.is_empty() {
+            missing.push((
+                task.task_id.clone(),
+                format!(
+                    "no transcript under {} names {} in its first prompt with cwd {}, no running claude process below its window, and no session id in the database",
+                    claude.join("projects").display(),
+                    task.task_id,
+                    project.display()
+                ),
+            ));
+        }
+        mine.sort_by(|a, b| a.transcript.started.cmp(&b.transcript.started));
+        found.extend(mine);
+    }
+    (found, missing)
+}
+
+/// Rule 1: the session ids of `claude` processes below the task's window.
+fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
+    let Ok(bytes) = safe_fs::read_regular(&temp.join(format!("musician-{task}.pid")), 64) else {
+        return Vec::new();
+    };
+    let Some(window) = String::from_utf8_lossy(&bytes).trim().parse::<i32>().ok() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for pid in descendants(window) {
+        let Ok(bytes) = safe_fs::read_regular(
+            &claude.join("sessions").join(format!("{pid}.json")),
+            64 * 1024,
+        ) else {
+            continue;
+        };
+        if let Some(sid) = serde_json::from_slice::<Value>(&bytes)
+            .ok()
+            .and_then(|v| v["sessionId"].as_str().map(str::to_owned))
+        {
+            out.push(sid);
+        }
+    }
+    out
+}
+
+/// The processes below `pid` (one scan of `/proc`).
+fn descendants(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| Some((p, crate::core::sources::procs::parent_of(p)?)))
+        .collect();
+    let mut out = Vec::new();
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (child, _) in parents.iter().filter(|(_, parent)| *parent == p) {
+            if !out.contains(child) {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_task_is_named_as_a_word() {
+        assert!(names_task("/musician task-03", "task-03"));
+        assert!(names_task("Relaunch task-03.\nRead…", "task-03"));
+        assert!(!names_task("/musician task-03-fix", "task-03"));
+        assert!(names_task("/musician task-03-fix", "task-03-fix"));
+        assert!(!names_task("/musician task-031", "task-03"));
+    }
+}

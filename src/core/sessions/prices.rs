@@ -1,0 +1,122 @@
+//! API list prices per model family (USD per million tokens), as SESSIONS.md lists
+//! them. A cost is an estimate at these list prices, which subscription users do not
+//! pay: every figure says which table it used.
+
+use serde::Serialize;
+
+/// Tokens of one response, or a sum of them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub output: u64,
+    /// Cache writes (`cache_creation_input_tokens`, 5-minute and 1-hour together).
+    pub cache_write: u64,
+    pub cache_read: u64,
+    /// Of `cache_write`, those written for an hour (billed at twice the input price).
+    #[serde(skip)]
+    pub cache_write_1h: u64,
+}
+
+impl Tokens {
+    pub fn add(&mut self, other: &Tokens) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_write += other.cache_write;
+        self.cache_read += other.cache_read;
+        self.cache_write_1h += other.cache_write_1h;
+    }
+
+    /// The four counts added up.
+    pub fn total(&self) -> u64 {
+        self.input + self.output + self.cache_write + self.cache_read
+    }
+}
+
+/// One model family's prices, per million tokens.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Price {
+    /// A model id that starts with this takes these prices (the longest match wins).
+    pub prefix: &'static str,
+    pub input: f64,
+    pub output: f64,
+    pub cache_write: f64,
+    pub cache_read: f64,
+}
+
+/// The table in force, and its name (said beside every cost).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PriceTable {
+    pub name: &'static str,
+    pub prices: Vec<Price>,
+}
+
+impl Default for PriceTable {
+    fn default() -> Self {
+        let p = |prefix, input, output, cache_write, cache_read| Price {
+            prefix,
+            input,
+            output,
+            cache_write,
+            cache_read,
+        };
+        Self {
+            name: "Anthropic API list prices, USD per million tokens (SESSIONS.md, 2026-11)",
+            prices: vec![
+                p("claude-opus-4-5", 5.0, 25.0, 6.25, 0.50),
+                p("claude-opus-4", 15.0, 75.0, 18.75, 1.50),
+                p("claude-sonnet-4", 3.0, 15.0, 3.75, 0.30),
+                p("claude-haiku-4-5", 1.0, 5.0, 1.25, 0.10),
+                p("claude-3-5-haiku", 0.80, 4.0, 1.0, 0.08),
+            ],
+        }
+    }
+}
+
+impl PriceTable {
+    /// The prices of a model id, if its family is in the table.
+    pub fn of(&self, model: &str) -> Option<&Price> {
+        self.prices
+            .iter()
+            .filter(|p| model.starts_with(p.prefix))
+            .max_by_key(|p| p.prefix.len())
+    }
+
+    /// What these tokens cost at list prices, if the model has a price.
+    pub fn cost(&self, model: &str, t: &Tokens) -> Option<f64> {
+        let p = self.of(model)?;
+        let write_5m = t.cache_write.saturating_sub(t.cache_write_1h);
+        Some(
+            (t.input as f64 * p.input
+                + t.output as f64 * p.output
+                + write_5m as f64 * p.cache_write
+                + t.cache_write_1h as f64 * p.input * 2.0
+                + t.cache_read as f64 * p.cache_read)
+                / 1e6,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_longest_prefix_wins_and_an_hour_of_cache_costs_twice_the_input() {
+        let table = PriceTable::default();
+        assert_eq!(
+            table.of("claude-opus-4-5-20251101").map(|p| p.input),
+            Some(5.0)
+        );
+        assert_eq!(
+            table.of("claude-opus-4-1-20250805").map(|p| p.input),
+            Some(15.0)
+        );
+        assert!(table.of("gpt-4o").is_none());
+        let t = Tokens {
+            cache_write: 1_000_000,
+            cache_write_1h: 1_000_000,
+            ..Tokens::default()
+        };
+        assert_eq!(table.cost("claude-sonnet-4-5", &t), Some(6.0));
+    }
+}

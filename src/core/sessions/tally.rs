@@ -1,0 +1,252 @@
+//! Counting one session's transcript the way the usage tools do (SESSIONS.md):
+//! each response counted once by (`message.id`, `requestId`), sidechain responses
+//! billed too, `<synthetic>` lines carrying nothing, the context in use taken from the
+//! latest main-chain response and started over by a `compact_boundary`. Lines arrive
+//! one at a time (a whole file, or what was appended), so the same tally follows a
+//! growing transcript; a line that is not JSON (half written, damaged) is skipped.
+
+use std::collections::{BTreeSet, HashSet};
+
+use serde_json::Value;
+
+use crate::core::sessions::prices::{PriceTable, Tokens};
+
+/// What one session's transcript adds up to.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Tally {
+    pub session_id: Option<String>,
+    /// The `cwd` of the first line that has one.
+    pub cwd: Option<String>,
+    /// The first prompt typed (a string `user` message), when there is one.
+    pub first_prompt: Option<String>,
+    pub models: BTreeSet<String>,
+    /// Billed tokens, each response counted once.
+    pub tokens: Tokens,
+    /// USD at list prices; `None` once a response of a model without a price counted.
+    pub cost_usd: Option<f64>,
+    /// Input + cache write + cache read of the latest main-chain response since the
+    /// last compaction.
+    pub context_tokens: u64,
+    pub compactions: u32,
+    /// First and last `timestamp` seen (RFC 3339 text as written).
+    pub started: Option<String>,
+    pub last_activity: Option<String>,
+    /// Lines that could not be read as JSON.
+    pub skipped_lines: u64,
+    counted: HashSet<(String, String)>,
+    cost_known: bool,
+}
+
+impl Tally {
+    pub fn new() -> Self {
+        Self {
+            cost_usd: Some(0.0),
+            cost_known: true,
+            ..Self::default()
+        }
+    }
+
+    /// Adds one line of the transcript.
+    pub fn feed(&mut self, line: &str, prices: &PriceTable) {
+        let line = line.trim();
+        if line.is_empty() {
+            return;
+        }
+        let Ok(v) = serde_json::from_str::<Value>(line) else {
+            self.skipped_lines += 1;
+            return;
+        };
+        if self.session_id.is_none() {
+            self.session_id = v["sessionId"].as_str().map(str::to_owned);
+        }
+        if self.cwd.is_none() {
+            self.cwd = v["cwd"].as_str().map(str::to_owned);
+        }
+        if let Some(ts) = v["timestamp"].as_str() {
+            if self.started.is_none() {
+                self.started = Some(ts.to_owned());
+            }
+            self.last_activity = Some(ts.to_owned());
+        }
+        let sidechain = v["isSidechain"].as_bool().unwrap_or(false);
+        match v["type"].as_str() {
+            Some("user") if !sidechain && self.first_prompt.is_none() => {
+                if let Some(text) = v["message"]["content"].as_str() {
+                    self.first_prompt = Some(text.chars().take(2000).collect());
+                }
+            }
+            Some("system") if v["subtype"] == "compact_boundary" => {
+                self.compactions += 1;
+                self.context_tokens = 0;
+            }
+            Some("assistant") => self.response(&v, sidechain, prices),
+            _ => {}
+        }
+    }
+
+    fn response(&mut self, v: &Value, sidechain: bool, prices: &PriceTable) {
+        let message = &v["message"];
+        let model = message["model"].as_str().unwrap_or_default();
+        if model == "<synthetic>" {
+            return;
+        }
+        let usage = &message["usage"];
+        if !usage.is_object() {
+            return;
+        }
+        let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+        let tokens = Tokens {
+            input: n("input_tokens"),
+            output: n("output_tokens"),
+            cache_write: n("cache_creation_input_tokens"),
+            cache_read: n("cache_read_input_tokens"),
+            cache_write_1h: usage["cache_creation"]["ephemeral_1h_input_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+        };
+        // Every line of a response repeats its usage: the context is the latest one
+        // either way, the bill counts the pair once.
+        if !sidechain {
+            self.context_tokens = tokens.input + tokens.cache_write + tokens.cache_read;
+        }
+        let key = (
+            message["id"].as_str().unwrap_or_default().to_owned(),
+            v["requestId"].as_str().unwrap_or_default().to_owned(),
+        );
+        let keyed = !key.0.is_empty() || !key.1.is_empty();
+        if keyed && !self.counted.insert(key) {
+            return;
+        }
+        if !model.is_empty() {
+            self.models.insert(model.to_owned());
+        }
+        self.tokens.add(&tokens);
+        match prices.cost(model, &tokens) {
+            Some(c) if self.cost_known => {
+                self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
+            }
+            _ => {
+                self.cost_known = false;
+                self.cost_usd = None;
+            }
+        }
+    }
+
+    /// Adds another file's bill (a subagent's transcript of this session): its tokens,
+    /// cost and models; the context stays this session's main chain.
+    pub fn absorb_billing(&mut self, other: &Tally) {
+        self.tokens.add(&other.tokens);
+        self.models.extend(other.models.iter().cloned());
+        self.cost_usd = match (self.cost_usd, other.cost_usd) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.cost_known = self.cost_usd.is_some();
+        self.skipped_lines += other.skipped_lines;
+        if other.last_activity > self.last_activity {
+            self.last_activity.clone_from(&other.last_activity);
+        }
+    }
+
+    /// The context window the session runs with: 200,000 tokens, or 1,000,000 once a
+    /// prompt was already larger than 200,000.
+    pub fn context_window(&self, default_window: u64) -> u64 {
+        if self.context_tokens > default_window {
+            1_000_000
+        } else {
+            default_window
+        }
+    }
+
+    /// The context in use as a percent of the window.
+    pub fn context_percent(&self, default_window: u64) -> f64 {
+        let window = self.context_window(default_window).max(1);
+        self.context_tokens as f64 * 100.0 / window as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assistant(id: &str, req: &str, model: &str, side: bool, usage: &str) -> String {
+        format!(
+            r#"{{"type":"assistant","sessionId":"s1","timestamp":"2026-11-20T14:02:15.407Z","isSidechain":{side},"requestId":"{req}","message":{{"id":"{id}","model":"{model}","usage":{usage}}}}}"#
+        )
+    }
+
+    #[test]
+    fn the_counting_rules_of_the_usage_tools() {
+        let prices = PriceTable::default();
+        let mut t = Tally::new();
+        let u = r#"{"input_tokens":3,"cache_creation_input_tokens":5120,"cache_read_input_tokens":14032,"output_tokens":210}"#;
+        t.feed(
+            r#"{"type":"user","sessionId":"s1","cwd":"/p","timestamp":"2026-11-20T14:02:11.120Z","isSidechain":false,"message":{"role":"user","content":"/musician task-03"}}"#,
+            &prices,
+        );
+        // One response written as two lines: counted once.
+        t.feed(
+            &assistant("m1", "r1", "claude-sonnet-4-5-20250929", false, u),
+            &prices,
+        );
+        t.feed(
+            &assistant("m1", "r1", "claude-sonnet-4-5-20250929", false, u),
+            &prices,
+        );
+        assert_eq!(t.tokens.total(), 3 + 5120 + 14032 + 210);
+        assert_eq!(t.context_tokens, 19_155);
+        // A sidechain response is billed but is not the context.
+        t.feed(
+            &assistant(
+                "m2",
+                "r2",
+                "claude-sonnet-4-5-20250929",
+                true,
+                r#"{"input_tokens":10,"output_tokens":5}"#,
+            ),
+            &prices,
+        );
+        assert_eq!(t.tokens.total(), 19_365 + 15);
+        assert_eq!(t.context_tokens, 19_155);
+        // Synthetic lines carry nothing; half a line is skipped.
+        t.feed(&assistant("m3", "r3", "<synthetic>", false, u), &prices);
+        t.feed(r#"{"type":"assistant","message":{"id":"m4""#, &prices);
+        assert_eq!(t.tokens.total(), 19_380);
+        assert_eq!(t.skipped_lines, 1);
+        // A compaction starts the context over.
+        t.feed(
+            r#"{"type":"system","subtype":"compact_boundary","compactMetadata":{"trigger":"auto","preTokens":190000}}"#,
+            &prices,
+        );
+        assert_eq!((t.compactions, t.context_tokens), (1, 0));
+        assert_eq!(t.first_prompt.as_deref(), Some("/musician task-03"));
+        assert_eq!(t.cwd.as_deref(), Some("/p"));
+        // Sonnet list prices: 3 in, 15 out, 3.75 cache write, 0.30 cache read per MTok.
+        let expected =
+            (3.0 * 3.0 + 210.0 * 15.0 + 5120.0 * 3.75 + 14032.0 * 0.30 + 10.0 * 3.0 + 5.0 * 15.0)
+                / 1e6;
+        assert!(
+            (t.cost_usd.unwrap_or_default() - expected).abs() < 1e-9,
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_model_leaves_the_cost_unknown_and_a_large_prompt_means_a_1m_window() {
+        let prices = PriceTable::default();
+        let mut t = Tally::new();
+        t.feed(
+            &assistant(
+                "m1",
+                "r1",
+                "gpt-9",
+                false,
+                r#"{"input_tokens":250000,"output_tokens":1}"#,
+            ),
+            &prices,
+        );
+        assert_eq!(t.cost_usd, None);
+        assert_eq!(t.context_window(200_000), 1_000_000);
+        assert!((t.context_percent(200_000) - 25.0).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,296 @@
+//! `maestro usage` on a fixture home: Claude Code's transcripts and running-session
+//! files written by hand, each mapping rule and each counting rule with known totals.
+#![allow(clippy::unwrap_used)]
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{Scratch, maestro};
+
+fn line(v: &Value) -> String {
+    format!("{v}\n")
+}
+
+fn user(sid: &str, cwd: &str, ts: &str, prompt: &str) -> String {
+    line(&serde_json::json!({
+        "type": "user", "sessionId": sid, "cwd": cwd, "timestamp": ts, "isSidechain": false,
+        "message": {"role": "user", "content": prompt}
+    }))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn assistant(
+    sid: &str,
+    ts: &str,
+    id: &str,
+    req: &str,
+    model: &str,
+    side: bool,
+    usage: &Value,
+) -> String {
+    line(&serde_json::json!({
+        "type": "assistant", "sessionId": sid, "timestamp": ts, "isSidechain": side,
+        "requestId": req,
+        "message": {"id": id, "model": model, "role": "assistant", "content": [], "usage": usage}
+    }))
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+#[test]
+fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let cwd = root.to_str().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let sonnet = "claude-sonnet-4-5-20250929";
+    let u = serde_json::json!({"input_tokens": 3, "cache_creation_input_tokens": 5120, "cache_read_input_tokens": 14032, "output_tokens": 210});
+
+    // task-01, rule 2: its first prompt names it, in this project.
+    let mut t1 = user(
+        "s-one",
+        cwd,
+        "2026-11-20T14:02:11.120Z",
+        "/musician task-01",
+    );
+    t1 += &assistant(
+        "s-one",
+        "2026-11-20T14:02:15.407Z",
+        "m1",
+        "r1",
+        sonnet,
+        false,
+        &u,
+    );
+    // The same response's second line: not counted again.
+    t1 += &assistant(
+        "s-one",
+        "2026-11-20T14:02:15.911Z",
+        "m1",
+        "r1",
+        sonnet,
+        false,
+        &u,
+    );
+    // A sidechain response (billed, not the context).
+    t1 += &assistant(
+        "s-one",
+        "2026-11-20T14:03:00.000Z",
+        "m2",
+        "r2",
+        sonnet,
+        true,
+        &serde_json::json!({"input_tokens": 100, "output_tokens": 50}),
+    );
+    // A synthetic line carries nothing.
+    t1 += &assistant(
+        "s-one",
+        "2026-11-20T14:03:01.000Z",
+        "m3",
+        "r3",
+        "<synthetic>",
+        false,
+        &u,
+    );
+    t1 += &line(
+        &serde_json::json!({"type": "system", "subtype": "compact_boundary", "sessionId": "s-one", "timestamp": "2026-11-20T14:04:00.000Z", "compactMetadata": {"trigger": "auto", "preTokens": 150_000}}),
+    );
+    t1 += &assistant(
+        "s-one",
+        "2026-11-20T14:05:00.000Z",
+        "m4",
+        "r4",
+        sonnet,
+        false,
+        &serde_json::json!({"input_tokens": 10, "cache_read_input_tokens": 39990, "output_tokens": 5}),
+    );
+    // Half a line at the end: still being written, not counted.
+    t1 += r#"{"type":"assistant","sessionId":"s-one","requestId":"r5","message":{"id":"m5","usage":{"input_tokens":999"#;
+    write(&projects.join("s-one.jsonl"), &t1);
+    // A subagent of the same session in its own file: billed.
+    write(
+        &projects.join("agent-a1.jsonl"),
+        &assistant(
+            "s-one",
+            "2026-11-20T14:03:30.000Z",
+            "m9",
+            "r9",
+            sonnet,
+            true,
+            &serde_json::json!({"input_tokens": 7, "output_tokens": 3}),
+        ),
+    );
+    // task-01-fix is another task: its prompt does not name task-01.
+    write(
+        &projects.join("s-fix.jsonl"),
+        &user(
+            "s-fix",
+            cwd,
+            "2026-11-20T15:00:00.000Z",
+            "/musician task-01-fix",
+        ),
+    );
+
+    // task-00, rule 3: the session id the database holds.
+    let mut t0 = user(
+        "s-cond",
+        "/elsewhere",
+        "2026-11-20T13:00:00.000Z",
+        "/conductor",
+    );
+    t0 += &assistant(
+        "s-cond",
+        "2026-11-20T13:00:05.000Z",
+        "c1",
+        "q1",
+        "claude-opus-4-5-20251101",
+        false,
+        &serde_json::json!({"input_tokens": 1000, "output_tokens": 100}),
+    );
+    write(&projects.join("s-cond.jsonl"), &t0);
+    s.set_task("task-00", "watching");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET session_id = 's-cond' WHERE task_id = 'task-00'",
+            [],
+        )
+        .unwrap();
+
+    // task-02, rule 1: a claude process below its window, with a running-session file.
+    let bin = s.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    std::os::unix::fs::symlink(sleep, bin.join("claude")).unwrap();
+    let mut window = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} 60; true", bin.join("claude").display()))
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        s.temp().join("musician-task-02.pid"),
+        format!("{}\n", window.id()),
+    )
+    .unwrap();
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    let claude_pid = loop {
+        let child = std::fs::read_to_string(format!(
+            "/proc/{}/task/{}/children",
+            window.id(),
+            window.id()
+        ))
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok());
+        if let Some(p) = child {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the claude stand-in never started"
+        );
+        std::thread::yield_now();
+    };
+    write(
+        &home
+            .path()
+            .join(format!(".claude/sessions/{claude_pid}.json")),
+        &serde_json::json!({"pid": claude_pid, "sessionId": "s-proc", "cwd": "/other"}).to_string(),
+    );
+    let mut t2 = user("s-proc", "/other", "2026-11-20T16:00:00.000Z", "hello");
+    t2 += &assistant(
+        "s-proc",
+        "2026-11-20T16:00:01.000Z",
+        "p1",
+        "pq1",
+        "claude-haiku-4-5-20251001",
+        false,
+        &serde_json::json!({"input_tokens": 2000, "output_tokens": 1000}),
+    );
+    write(&projects.join("s-proc.jsonl"), &t2);
+    s.set_task("task-01", "working");
+    s.set_task("task-02", "working");
+    s.set_task("task-03", "working");
+
+    let out = maestro()
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    let _ = window.kill();
+    let _ = window.wait();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |task: &str| {
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["task_id"] == task)
+            .cloned()
+            .unwrap_or_else(|| panic!("no row for {task}: {v}"))
+    };
+    let one = row("task-01");
+    assert_eq!(one["session_id"], "s-one");
+    assert_eq!(one["found_by"], "transcript");
+    // 19,365 (one response) + 150 (sidechain) + 40,005 (after the compaction) + 10 (subagent file).
+    assert_eq!(one["total_tokens"], 19_365 + 150 + 40_005 + 10, "{one}");
+    assert_eq!(one["input_tokens"], 3 + 100 + 10 + 7);
+    assert_eq!(one["output_tokens"], 210 + 50 + 5 + 3);
+    assert_eq!(one["cache_write_tokens"], 5120);
+    assert_eq!(one["cache_read_tokens"], 14_032 + 39_990);
+    assert_eq!(one["compactions"], 1);
+    assert_eq!(one["context_tokens"], 40_000);
+    assert_eq!(one["context_percent"], 20.0);
+    let expected = (120.0 * 3.0 + 268.0 * 15.0 + 5120.0 * 3.75 + 54_022.0 * 0.30) / 1e6;
+    assert!(
+        (one["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-9,
+        "{one}"
+    );
+    let cond = row("task-00");
+    assert_eq!(
+        (cond["session_id"].as_str(), cond["found_by"].as_str()),
+        (Some("s-cond"), Some("database"))
+    );
+    assert!(
+        (cond["cost_usd"].as_f64().unwrap() - (1000.0 * 5.0 + 100.0 * 25.0) / 1e6).abs() < 1e-12
+    );
+    let two = row("task-02");
+    assert_eq!(
+        (two["session_id"].as_str(), two["found_by"].as_str()),
+        (Some("s-proc"), Some("process"))
+    );
+    assert_eq!(two["total_tokens"], 3000);
+    // task-03 has none, and says why; the -fix session belongs to no task here.
+    assert!(
+        v["missing"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["task_id"] == "task-03")
+    );
+    assert!(
+        !v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["session_id"] == "s-fix")
+    );
+    assert_eq!(v["total"]["sessions"], 3);
+    assert_eq!(v["total"]["total_tokens"], 59_530 + 1100 + 3000);
+    assert!(v["prices"].as_str().unwrap().contains("list prices"));
+}
