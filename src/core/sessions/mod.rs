@@ -65,19 +65,18 @@ fn feed_file(tally: &mut Tally, path: &Path, prices: &PriceTable, only: Option<&
         if line.last() != Some(&b'\n') {
             break;
         }
-        let text = String::from_utf8_lossy(&line);
         match only {
-            None => tally.feed(&text, prices),
+            None => tally.feed_bytes(&line, prices),
             Some(session) => {
                 if first {
-                    let belongs = serde_json::from_str::<serde_json::Value>(&text)
+                    let belongs = serde_json::from_slice::<serde_json::Value>(&line)
                         .ok()
                         .is_some_and(|v| v["sessionId"] == session);
                     if !belongs {
                         return;
                     }
                 }
-                sub.feed(&text, prices);
+                sub.feed_bytes(&line, prices);
             }
         }
         first = false;

@@ -7,9 +7,59 @@
 
 use std::collections::{BTreeSet, HashSet};
 
-use serde_json::Value;
+use std::borrow::Cow;
+
+use serde::Deserialize;
+use serde_json::value::RawValue;
 
 use crate::core::sessions::prices::{PriceTable, Tokens};
+
+/// The fields of a transcript line that are counted (every one optional).
+#[derive(Deserialize)]
+struct Line<'a> {
+    #[serde(rename = "type", borrow)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(rename = "sessionId", borrow)]
+    session_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    cwd: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
+    #[serde(rename = "isSidechain")]
+    is_sidechain: Option<bool>,
+    #[serde(rename = "requestId", borrow)]
+    request_id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    subtype: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    message: Option<Message<'a>>,
+}
+
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    model: Option<Cow<'a, str>>,
+    /// Left unparsed: a prompt's text when it is a string, else nothing counted.
+    #[serde(borrow)]
+    content: Option<&'a RawValue>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Usage {
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+    cache_creation_input_tokens: Option<u64>,
+    cache_read_input_tokens: Option<u64>,
+    cache_creation: Option<CacheCreation>,
+}
+
+#[derive(Deserialize)]
+struct CacheCreation {
+    ephemeral_1h_input_tokens: Option<u64>,
+}
 
 /// What one session's transcript adds up to.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -48,60 +98,81 @@ impl Tally {
 
     /// Adds one line of the transcript.
     pub fn feed(&mut self, line: &str, prices: &PriceTable) {
-        let line = line.trim();
+        self.feed_bytes(line.as_bytes(), prices);
+    }
+
+    /// Adds one line of the transcript, as read (the parser checks the text it reads).
+    pub fn feed_bytes(&mut self, line: &[u8], prices: &PriceTable) {
+        let line = line.trim_ascii();
         if line.is_empty() {
             return;
         }
-        let Ok(v) = serde_json::from_str::<Value>(line) else {
+        // Only the fields counted are read; the rest (a response's text, a tool's
+        // output) is skipped without being built.
+        let Ok(v) = serde_json::from_slice::<Line<'_>>(line) else {
             self.skipped_lines += 1;
             return;
         };
         if self.session_id.is_none() {
-            self.session_id = v["sessionId"].as_str().map(str::to_owned);
+            self.session_id = v.session_id.map(Cow::into_owned);
         }
         if self.cwd.is_none() {
-            self.cwd = v["cwd"].as_str().map(str::to_owned);
+            self.cwd = v.cwd.map(Cow::into_owned);
         }
-        if let Some(ts) = v["timestamp"].as_str() {
+        if let Some(ts) = v.timestamp {
             if self.started.is_none() {
-                self.started = Some(ts.to_owned());
+                self.started = Some(ts.clone().into_owned());
             }
-            self.last_activity = Some(ts.to_owned());
+            self.last_activity = Some(ts.into_owned());
         }
-        let sidechain = v["isSidechain"].as_bool().unwrap_or(false);
-        match v["type"].as_str() {
+        let sidechain = v.is_sidechain.unwrap_or(false);
+        match v.kind.as_deref() {
             Some("user") if !sidechain && self.first_prompt.is_none() => {
-                if let Some(text) = v["message"]["content"].as_str() {
+                let text = v
+                    .message
+                    .as_ref()
+                    .and_then(|m| m.content)
+                    .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
+                if let Some(text) = text {
                     self.first_prompt = Some(text.chars().take(2000).collect());
                 }
             }
-            Some("system") if v["subtype"] == "compact_boundary" => {
+            Some("system") if v.subtype.as_deref() == Some("compact_boundary") => {
                 self.compactions += 1;
                 self.context_tokens = 0;
             }
-            Some("assistant") => self.response(&v, sidechain, prices),
+            Some("assistant") => {
+                if let Some(m) = &v.message {
+                    self.response(m, v.request_id.as_deref(), sidechain, prices);
+                }
+            }
             _ => {}
         }
     }
 
-    fn response(&mut self, v: &Value, sidechain: bool, prices: &PriceTable) {
-        let message = &v["message"];
-        let model = message["model"].as_str().unwrap_or_default();
+    fn response(
+        &mut self,
+        message: &Message<'_>,
+        request: Option<&str>,
+        sidechain: bool,
+        prices: &PriceTable,
+    ) {
+        let model = message.model.as_deref().unwrap_or_default();
         if model == "<synthetic>" {
             return;
         }
-        let usage = &message["usage"];
-        if !usage.is_object() {
+        let Some(usage) = &message.usage else {
             return;
-        }
-        let n = |k: &str| usage[k].as_u64().unwrap_or(0);
+        };
         let tokens = Tokens {
-            input: n("input_tokens"),
-            output: n("output_tokens"),
-            cache_write: n("cache_creation_input_tokens"),
-            cache_read: n("cache_read_input_tokens"),
-            cache_write_1h: usage["cache_creation"]["ephemeral_1h_input_tokens"]
-                .as_u64()
+            input: usage.input_tokens.unwrap_or(0),
+            output: usage.output_tokens.unwrap_or(0),
+            cache_write: usage.cache_creation_input_tokens.unwrap_or(0),
+            cache_read: usage.cache_read_input_tokens.unwrap_or(0),
+            cache_write_1h: usage
+                .cache_creation
+                .as_ref()
+                .and_then(|c| c.ephemeral_1h_input_tokens)
                 .unwrap_or(0),
         };
         // Every line of a response repeats its usage: the context is the latest one
@@ -110,14 +181,14 @@ impl Tally {
             self.context_tokens = tokens.input + tokens.cache_write + tokens.cache_read;
         }
         let key = (
-            message["id"].as_str().unwrap_or_default().to_owned(),
-            v["requestId"].as_str().unwrap_or_default().to_owned(),
+            message.id.as_deref().unwrap_or_default().to_owned(),
+            request.unwrap_or_default().to_owned(),
         );
         let keyed = !key.0.is_empty() || !key.1.is_empty();
         if keyed && !self.counted.insert(key) {
             return;
         }
-        if !model.is_empty() {
+        if !model.is_empty() && !self.models.contains(model) {
             self.models.insert(model.to_owned());
         }
         self.tokens.add(&tokens);
