@@ -124,14 +124,7 @@ fn main() {
 fn huge_log_at_start() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir(root.join("temp")).unwrap();
-    init(root);
-    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-    conn.execute(
-        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-01', 'working', datetime('now'))",
-        [],
-    )
-    .unwrap();
+    project_with_one_task(root);
     let path = root.join("temp/task-01-status");
     {
         let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
@@ -167,14 +160,7 @@ fn huge_log_at_start() {
 fn stalled_reader() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir(root.join("temp")).unwrap();
-    init(root);
-    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-    conn.execute(
-        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-01', 'working', datetime('now'))",
-        [],
-    )
-    .unwrap();
+    project_with_one_task(root);
     let mut child = Command::new(exe())
         .args(["--no-tui", "--json", "--project"])
         .arg(root)
@@ -209,4 +195,16 @@ fn stalled_reader() {
             .collect::<Vec<_>>()
             .join(", ")
     );
+}
+
+/// A project with `temp/`, `comms.db` and task-01 working.
+fn project_with_one_task(root: &Path) {
+    std::fs::create_dir(root.join("temp")).unwrap();
+    init(root);
+    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('task-01', 'working', datetime('now'))",
+        [],
+    )
+    .unwrap();
 }

@@ -34,18 +34,19 @@ pub struct Scratch {
 impl Scratch {
     pub fn new() -> Self {
         let s = Self::without_db();
+        s.init();
+        s
+    }
+
+    /// `maestro init` on this project.
+    fn init(&self) {
         let out = maestro()
             .arg("init")
             .arg("--project")
-            .arg(s.root())
+            .arg(self.root())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        s
+        assert_success(&out);
     }
 
     pub fn without_db() -> Self {
@@ -336,5 +337,125 @@ impl PipelineRig {
 
     pub fn marker(&self, name: &str) -> PathBuf {
         self.s.root().join(name)
+    }
+}
+
+/// Fails with the process's stderr unless it succeeded.
+pub fn assert_success(out: &std::process::Output) {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Every file below `dir`.
+pub fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// A scratch project with a stub `kitty` on PATH that records its argv and stays up.
+pub struct Relauncher {
+    pub s: Scratch,
+    pub bin: std::path::PathBuf,
+    pub log: std::path::PathBuf,
+}
+
+impl Relauncher {
+    pub fn new() -> Self {
+        use std::os::unix::fs::PermissionsExt;
+        let s = Scratch::new();
+        let bin = s.root().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let log = s.root().join("kitty.log");
+        std::fs::write(
+            bin.join("kitty"),
+            format!(
+                "#!/bin/sh\n{{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} > {}\nexec sleep 30\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        Self { s, bin, log }
+    }
+
+    pub fn relaunch(&self, task: &str) -> serde_json::Value {
+        let _ = std::fs::remove_file(&self.log);
+        let out = maestro()
+            .args(["task", "relaunch", task, "--yes", "--json", "--project"])
+            .arg(self.s.root())
+            .env(
+                "PATH",
+                format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+
+    /// The stub's argv, once it has started and recorded all of it.
+    pub fn argv(&self) -> Vec<String> {
+        let end = std::time::Instant::now() + DEADLINE;
+        loop {
+            // Complete once the closing newline is written (the stub writes in pieces).
+            if let Ok(text) = std::fs::read_to_string(&self.log)
+                && let Some(text) = text.strip_suffix('\n')
+            {
+                return text
+                    .trim_end_matches('\u{1f}')
+                    .split('\u{1f}')
+                    .map(str::to_owned)
+                    .collect();
+            }
+            assert!(std::time::Instant::now() < end, "the window never started");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// The whole task row, and the newest message (type, sender, text).
+    pub fn row(&self, task: &str) -> (String, Option<String>, i64) {
+        self.s
+            .conn()
+            .query_row(
+                "SELECT state, worked_by, (julianday('now') - julianday(last_heartbeat)) * 86400 < 5 FROM orchestration_tasks WHERE task_id = ?1",
+                [task],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    }
+
+    pub fn last_message(&self) -> (String, String, String) {
+        self.s
+            .conn()
+            .query_row(
+                "SELECT message_type, from_session, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .unwrap()
+    }
+
+    pub fn end_window(v: &serde_json::Value) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
     }
 }

@@ -6,7 +6,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{DEADLINE, Scratch, maestro};
+use crate::common::{DEADLINE, Scratch, maestro, walk};
 
 struct Rig {
     s: Scratch,
@@ -88,21 +88,20 @@ impl Rig {
     }
 }
 
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Waits for the process to end (within the deadline): exit code and stdout.
 fn finish(child: Child) -> (i32, String) {
+    let (code, out, _) = finish_all(child);
+    (code, out)
+}
+
+/// Waits for the process to end: exit code and stderr.
+fn finish_err(child: Child) -> (i32, String) {
+    let (code, _, err) = finish_all(child);
+    (code, err)
+}
+
+/// Waits for the process to end (within the deadline): exit code, stdout, stderr.
+fn finish_all(child: Child) -> (i32, String, String) {
     let pid = child.id();
     let end = Instant::now() + DEADLINE;
     let out = std::thread::spawn(move || child.wait_with_output().unwrap());
@@ -114,6 +113,7 @@ fn finish(child: Child) -> (i32, String) {
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
@@ -372,22 +372,6 @@ fn headless_output_says_when_a_watcher_attaches_is_replaced_and_exits() {
     assert_eq!(finish(second).0, 0);
     let v = m.wait_json("exited", |v| v["event"] == "watcher");
     assert_eq!(v["status"], "exited", "{v}");
-}
-
-/// Waits for the process to end: exit code and stderr.
-fn finish_err(child: Child) -> (i32, String) {
-    let pid = child.id();
-    let end = Instant::now() + DEADLINE;
-    let out = std::thread::spawn(move || child.wait_with_output().unwrap());
-    while !out.is_finished() {
-        assert!(Instant::now() < end, "watcher {pid} did not exit");
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    let out = out.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

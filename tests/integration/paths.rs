@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::common::{Running, Scratch, event, maestro};
+use crate::common::{Running, Scratch, assert_success, event, maestro, walk};
 
 /// Starts headless maestro from `cwd` with `--project project_arg`, then appends a
 /// self-correction after start and waits for its report.
@@ -130,19 +130,6 @@ fn a_musician_watcher_started_with_dot_hears_its_message() {
     assert_eq!(v["message"]["message"], "go on");
 }
 
-fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 #[test]
 fn the_dashboard_started_with_dot_shows_an_appended_anomaly() {
     if std::process::Command::new("tmux")
@@ -233,11 +220,7 @@ fn replay_of_a_relative_project_rebuilds_its_run() {
         .args(["replay", "--no-tui", "--json", "--project", "rel"])
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.lines()

@@ -3,7 +3,7 @@
 //! them, nor hangs on them, nor prints their bytes raw.
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Scratch, event, maestro};
+use crate::common::{Relauncher, Scratch, assert_success, event, maestro};
 
 #[test]
 fn a_status_log_linked_to_a_secret_is_refused_and_never_quoted() {
@@ -44,50 +44,20 @@ fn a_status_log_linked_to_a_secret_is_refused_and_never_quoted() {
 
 #[test]
 fn a_relaunch_replaces_a_planted_pid_file_link_instead_of_writing_through_it() {
-    use std::os::unix::fs::PermissionsExt;
-    let s = Scratch::new();
-    s.set_task("task-02", "working");
-    let victim = s.root().join("victim");
+    let r = Relauncher::new();
+    r.s.set_task("task-02", "working");
+    let victim = r.s.root().join("victim");
     std::fs::write(&victim, "precious\n").unwrap();
-    std::os::unix::fs::symlink(&victim, s.temp().join("musician-task-02.pid")).unwrap();
-    let bin = s.root().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::write(bin.join("kitty"), "#!/bin/sh\nexec sleep 30\n").unwrap();
-    std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = maestro()
-        .args([
-            "task",
-            "relaunch",
-            "task-02",
-            "--yes",
-            "--json",
-            "--project",
-        ])
-        .arg(s.root())
-        .env(
-            "PATH",
-            format!("{}:{}", bin.display(), std::env::var("PATH").unwrap()),
-        )
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pid_file = r.s.temp().join("musician-task-02.pid");
+    std::os::unix::fs::symlink(&victim, &pid_file).unwrap();
+    let v = r.relaunch("task-02");
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
-    let pid_file = s.temp().join("musician-task-02.pid");
     assert!(!std::fs::symlink_metadata(&pid_file).unwrap().is_symlink());
     assert_eq!(
         std::fs::read_to_string(&pid_file).unwrap().trim(),
         v["pid"].as_i64().unwrap().to_string()
     );
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
+    Relauncher::end_window(&v);
 }
 
 #[test]
@@ -118,15 +88,7 @@ fn control_bytes_in_worked_by_and_pipeline_names_never_reach_the_terminal() {
             ["musician-\u{1b}[2J\u{1b}]0;pwned\u{7}"],
         )
         .unwrap();
-    let out = maestro()
-        .args(["task", "relaunch", "task-02", "--project"])
-        .arg(s.root())
-        .output()
-        .unwrap();
-    // No terminal: refused for want of --yes, with the question shown.
-    assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("Relaunch task-02"), "{err}");
+    let err = relaunch_question(&s);
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
 }
 
@@ -147,11 +109,7 @@ fn a_hold_flag_planted_as_a_link_is_replaced_not_written_through() {
         .arg(s.root())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious\n");
     assert!(!std::fs::symlink_metadata(&flag).unwrap().is_symlink());
 }
@@ -163,14 +121,20 @@ fn a_relaunch_answers_at_once_when_the_logs_are_fifos() {
     for name in ["task-02-status", "task-02-deviations"] {
         nix::unistd::mkfifo(&s.temp().join(name), nix::sys::stat::Mode::S_IRWXU).unwrap();
     }
-    // Without a terminal the question is shown and --yes asked for: the facts were
-    // gathered without waiting for a writer on either FIFO.
+    // The facts were gathered without waiting for a writer on either FIFO.
+    relaunch_question(&s);
+}
+
+/// `task relaunch task-02` without a terminal: refused for want of --yes, with the
+/// question shown on stderr (returned).
+fn relaunch_question(s: &Scratch) -> String {
     let out = maestro()
         .args(["task", "relaunch", "task-02", "--project"])
         .arg(s.root())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(err.contains("Relaunch task-02"), "{err}");
+    err
 }

@@ -1,7 +1,7 @@
 //! `maestro task …` on a real database and real processes.
 #![allow(clippy::unwrap_used)]
 
-use crate::common::{Scratch, maestro};
+use crate::common::{Relauncher, Scratch, maestro};
 
 fn run(s: &Scratch, args: &[&str]) -> (i32, String, String) {
     let out = maestro()
@@ -258,103 +258,6 @@ fn freeze_thaw_and_kill_act_on_the_recorded_window() {
     assert_eq!(run(&s, &["task", "kill", "task-02", "--yes"]).0, 0);
     assert!(window.wait().unwrap().code().is_none(), "ended by a signal");
     assert_eq!(run(&s, &["task", "freeze", "task-09"]).0, 1, "no PID file");
-}
-
-/// A scratch project with a stub `kitty` on PATH that records its argv and stays up.
-struct Relauncher {
-    s: Scratch,
-    bin: std::path::PathBuf,
-    log: std::path::PathBuf,
-}
-
-impl Relauncher {
-    fn new() -> Self {
-        use std::os::unix::fs::PermissionsExt;
-        let s = Scratch::new();
-        let bin = s.root().join("bin");
-        std::fs::create_dir_all(&bin).unwrap();
-        let log = s.root().join("kitty.log");
-        std::fs::write(
-            bin.join("kitty"),
-            format!(
-                "#!/bin/sh\n{{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} > {}\nexec sleep 30\n",
-                log.display()
-            ),
-        )
-        .unwrap();
-        std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
-        Self { s, bin, log }
-    }
-
-    fn relaunch(&self, task: &str) -> serde_json::Value {
-        let _ = std::fs::remove_file(&self.log);
-        let out = maestro()
-            .args(["task", "relaunch", task, "--yes", "--json", "--project"])
-            .arg(self.s.root())
-            .env(
-                "PATH",
-                format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap()),
-            )
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    /// The stub's argv, once it has started and recorded all of it.
-    fn argv(&self) -> Vec<String> {
-        let end = std::time::Instant::now() + crate::common::DEADLINE;
-        loop {
-            // Complete once the closing newline is written (the stub writes in pieces).
-            if let Ok(text) = std::fs::read_to_string(&self.log)
-                && let Some(text) = text.strip_suffix('\n')
-            {
-                return text
-                    .trim_end_matches('\u{1f}')
-                    .split('\u{1f}')
-                    .map(str::to_owned)
-                    .collect();
-            }
-            assert!(std::time::Instant::now() < end, "the window never started");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-    }
-
-    /// The whole task row, and the newest message (type, sender, text).
-    fn row(&self, task: &str) -> (String, Option<String>, i64) {
-        self.s
-            .conn()
-            .query_row(
-                "SELECT state, worked_by, (julianday('now') - julianday(last_heartbeat)) * 86400 < 5 FROM orchestration_tasks WHERE task_id = ?1",
-                [task],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap()
-    }
-
-    fn last_message(&self) -> (String, String, String) {
-        self.s
-            .conn()
-            .query_row(
-                "SELECT message_type, from_session, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
-                [],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .unwrap()
-    }
-
-    fn end_window(v: &serde_json::Value) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(v["pid"].as_i64().unwrap() as i32),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
 }
 
 #[test]

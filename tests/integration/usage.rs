@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{Scratch, maestro};
+use crate::common::{Scratch, assert_success, maestro};
 
 fn line(v: &Value) -> String {
     format!("{v}\n")
@@ -229,11 +229,7 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
         .unwrap();
     let _ = window.kill();
     let _ = window.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_success(&out);
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let row = |task: &str| {
         v["sessions"]
