@@ -75,6 +75,10 @@ pub fn create_project(at: Option<&Path>) -> Result<Project, String> {
     };
     let temp = root.join("temp");
     std::fs::create_dir_all(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    // One canonical root from here on, as for every other command.
+    let root = std::fs::canonicalize(&root)
+        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+    let temp = root.join("temp");
     let db = root.join("comms.db");
     schema::init_database(&db).map_err(|e| e.to_string())?;
     Ok(Project { root, db, temp })

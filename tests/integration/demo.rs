@@ -7,9 +7,18 @@ use crate::common::{Running, maestro};
 fn demo_shows_all_four_anomalies_and_the_watchdog() {
     let dir = tempfile::tempdir().unwrap();
     let here = dir.path().join("demo-here");
+    // Given as a relative path, the way people type it: the lines the scenario appends
+    // after start must be heard all the same.
     let mut cmd = maestro();
-    cmd.args(["demo", "--no-tui", "--json", "--speed", "10", "--project"])
-        .arg(&here);
+    cmd.current_dir(dir.path()).args([
+        "demo",
+        "--no-tui",
+        "--json",
+        "--speed",
+        "10",
+        "--project",
+        "demo-here",
+    ]);
     let mut m = Running::spawn(cmd);
     let lines = m.rest();
     let events: Vec<serde_json::Value> = lines
