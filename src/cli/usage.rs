@@ -49,6 +49,9 @@ pub fn run(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
             "started": t.started,
             "last_activity": t.last_activity,
             "compactions": t.compactions,
+            "activity": t.activity.state,
+            "last_tool": t.activity.tool,
+            "last_error": t.activity.last_error,
         }));
     }
     let total = json!({

@@ -250,6 +250,7 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
     assert_eq!(one["cache_write_tokens"], 5120);
     assert_eq!(one["cache_read_tokens"], 14_032 + 39_990);
     assert_eq!(one["compactions"], 1);
+    assert_eq!(one["activity"], "working", "{one}");
     assert_eq!(one["context_tokens"], 40_000);
     assert_eq!(one["context_percent"], 20.0);
     let expected = (120.0 * 3.0 + 268.0 * 15.0 + 5120.0 * 3.75 + 54_022.0 * 0.30) / 1e6;

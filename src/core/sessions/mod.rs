@@ -5,6 +5,7 @@
 //! Today this serves `maestro usage`, which reads the files once; the live session
 //! source of the dashboard is not built yet.
 
+pub mod activity;
 pub mod find;
 pub mod prices;
 pub mod tally;

@@ -12,6 +12,7 @@ use std::borrow::Cow;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
+use crate::core::sessions::activity::Activity;
 use crate::core::sessions::prices::{PriceTable, Tokens};
 
 /// The fields of a transcript line that are counted (every one optional).
@@ -41,9 +42,12 @@ struct Message<'a> {
     id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     model: Option<Cow<'a, str>>,
-    /// Left unparsed: a prompt's text when it is a string, else nothing counted.
+    /// Left unparsed: a prompt's text when it is a string; tool calls and results
+    /// are read from it only when it names them.
     #[serde(borrow)]
     content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    stop_reason: Option<Cow<'a, str>>,
     usage: Option<Usage>,
 }
 
@@ -83,6 +87,8 @@ pub struct Tally {
     pub last_activity: Option<String>,
     /// Lines that could not be read as JSON.
     pub skipped_lines: u64,
+    /// What the main chain is doing as of its last line.
+    pub activity: Activity,
     counted: HashSet<(String, String)>,
     cost_known: bool,
 }
@@ -119,23 +125,23 @@ impl Tally {
         if self.cwd.is_none() {
             self.cwd = v.cwd.map(Cow::into_owned);
         }
-        if let Some(ts) = v.timestamp {
+        if let Some(ts) = v.timestamp.as_deref() {
             if self.started.is_none() {
-                self.started = Some(ts.clone().into_owned());
+                self.started = Some(ts.to_owned());
             }
-            self.last_activity = Some(ts.into_owned());
+            self.last_activity = Some(ts.to_owned());
         }
         let sidechain = v.is_sidechain.unwrap_or(false);
         match v.kind.as_deref() {
-            Some("user") if !sidechain && self.first_prompt.is_none() => {
-                let text = v
-                    .message
-                    .as_ref()
-                    .and_then(|m| m.content)
-                    .and_then(|c| serde_json::from_str::<String>(c.get()).ok());
-                if let Some(text) = text {
+            Some("user") if !sidechain => {
+                let content = v.message.as_ref().and_then(|m| m.content);
+                if self.first_prompt.is_none()
+                    && let Some(text) =
+                        content.and_then(|c| serde_json::from_str::<String>(c.get()).ok())
+                {
                     self.first_prompt = Some(text.chars().take(2000).collect());
                 }
+                self.activity.user(content);
             }
             Some("system") if v.subtype.as_deref() == Some("compact_boundary") => {
                 self.compactions += 1;
@@ -143,6 +149,13 @@ impl Tally {
             }
             Some("assistant") => {
                 if let Some(m) = &v.message {
+                    if !sidechain {
+                        self.activity.response(
+                            m.content,
+                            m.stop_reason.as_deref(),
+                            v.timestamp.as_deref(),
+                        );
+                    }
                     self.response(m, v.request_id.as_deref(), sidechain, prices);
                 }
             }
