@@ -21,5 +21,6 @@
 pub mod cli;
 pub mod core;
 pub mod demo;
+pub mod metrics;
 pub mod settings;
 pub mod tui;

@@ -58,6 +58,10 @@ pub struct GlobalArgs {
     /// Also insert each Sentinel report into `orchestration_messages`
     #[arg(long, global = true)]
     pub report_to_db: bool,
+    /// Serve Prometheus metrics on this address (HOST:PORT, or a port alone for
+    /// 127.0.0.1), with the dashboard or --no-tui
+    #[arg(long, global = true, value_name = "ADDR")]
+    pub metrics: Option<String>,
     /// Dashboard theme: dark, light, high-contrast, or a theme file's name
     #[arg(long, global = true, value_name = "NAME")]
     pub theme: Option<String>,

@@ -13,22 +13,33 @@ use crate::settings::Settings;
 use crate::tui::{PipelineAccess, TuiConfig};
 
 /// Opens the dashboard until the operator quits or a signal arrives.
-pub fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitCode, CliError> {
+pub fn run(
+    project: &Project,
+    settings: &Settings,
+    global: &crate::cli::args::GlobalArgs,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
     let mut tui =
         TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
     tui.pipelines = Some(PipelineAccess::for_project(&project.root));
     tui.actions = Some(project.action_access(settings));
     require_terminal()?;
-    crate::cli::runtime()?.block_on(present(project, settings, tui))?;
+    crate::cli::runtime()?.block_on(present(project, settings, global, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Result<(), CliError> {
+async fn present(
+    project: &Project,
+    settings: &Settings,
+    global: &crate::cli::args::GlobalArgs,
+    tui: TuiConfig,
+) -> Result<(), CliError> {
     let config = runtime::CoreConfig {
         forward_logs: true,
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
+    let metrics = crate::cli::metrics::start(global, settings, project, &core, tui.clock).await?;
     crate::cli::headless::say_unrecorded(&core);
     let pipelines = project.host_pipelines(settings, &core);
     let stop = CancellationToken::new();
@@ -36,6 +47,9 @@ async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Resu
     let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
     if let Some(p) = pipelines {
         p.shutdown().await;
+    }
+    if let Some(m) = metrics {
+        m.cancel();
     }
     core.shutdown().await;
     result.map_err(CliError::Runtime)

@@ -260,6 +260,8 @@ pub async fn run(
     }
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(crate::cli::error::runtime)?;
+    // The metrics read snapshots; nothing else here does.
+    let metrics = crate::cli::metrics::start(args, settings, project, &core, clock).await?;
     core.without_snapshots();
     let pipelines = project.host_pipelines(settings, &core);
     say_unrecorded(&core);
@@ -283,6 +285,9 @@ pub async fn run(
     .await;
     if let Some(p) = pipelines {
         p.shutdown().await;
+    }
+    if let Some(m) = metrics {
+        m.cancel();
     }
     core.shutdown().await;
     Ok(std::process::ExitCode::SUCCESS)

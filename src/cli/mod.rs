@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod error;
 pub mod headless;
 pub mod launch;
+pub mod metrics;
 pub mod musician;
 pub mod output_queue;
 pub mod project;
@@ -155,7 +156,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             if global.no_tui {
                 runtime()?.block_on(headless::run(&project, &settings, global, clock))
             } else {
-                dashboard::run(&project, &settings, clock)
+                dashboard::run(&project, &settings, global, clock)
             }
         }
     }

@@ -8,6 +8,25 @@ use rusqlite::{Connection, OpenFlags};
 use crate::core::error::CoreError;
 
 /// The DDL `maestro init` runs, exactly the orchestration's schema.
+/// The message types PROTOCOL.md names (the CHECK list, and `warning` of newer
+/// databases).
+pub const MESSAGE_TYPES: [&str; 14] = [
+    "review_request",
+    "error",
+    "context_warning",
+    "completion",
+    "emergency",
+    "handoff",
+    "approval",
+    "fix_proposal",
+    "rejection",
+    "instruction",
+    "claim_blocked",
+    "resumption",
+    "system",
+    "warning",
+];
+
 pub const SCHEMA_SQL: &str = "
 CREATE TABLE orchestration_tasks (
     task_id TEXT PRIMARY KEY,

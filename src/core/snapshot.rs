@@ -32,6 +32,22 @@ pub struct Snapshot {
     /// Tasks with a `maestro musician watch` attached: task id → `background`,
     /// `pause`, or `background+pause`.
     pub watchers: std::collections::BTreeMap<String, String>,
+    /// What happened since start, counted by kind (for the metrics): every label
+    /// value is bounded (anomaly kinds, message types, providers, pipelines).
+    pub counts: Counts,
+}
+
+/// Counters since this process started.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Anomaly kind → reports.
+    pub anomalies: std::collections::BTreeMap<&'static str, u64>,
+    /// Message type (`other` for a type the schema does not name) → messages.
+    pub messages: std::collections::BTreeMap<String, u64>,
+    /// (provider, outcome) → recovery steps that ended so (`started` included).
+    pub recoveries: std::collections::BTreeMap<(String, String), u64>,
+    /// (pipeline, outcome) → runs that ended so.
+    pub pipeline_runs: std::collections::BTreeMap<(String, String), u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

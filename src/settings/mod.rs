@@ -31,6 +31,8 @@ pub struct ConfigFile {
     pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     #[serde(default)]
     pub pipelines: PipelinesSection,
+    #[serde(default)]
+    pub metrics: MetricsSection,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -92,6 +94,12 @@ pub struct UiSection {
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub struct MetricsSection {
+    pub listen: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct PipelinesSection {
     pub llm: Option<Vec<String>>,
     pub history_runs: Option<usize>,
@@ -127,6 +135,8 @@ pub struct Settings {
     pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
     pub llm: Option<Vec<String>>,
     pub pipeline_limits: PipelineLimits,
+    /// Where `/metrics` is served (`[metrics] listen`; `--metrics` wins), if anywhere.
+    pub metrics_listen: Option<String>,
 }
 
 /// What pipelines may take: processes, captured output, history.
@@ -297,6 +307,7 @@ impl Settings {
             notify_command: pick!(ui.notify_command).unwrap_or_default(),
             keys: u.map(|c| c.keys.clone()).unwrap_or_default(),
             llm: u.and_then(|c| c.pipelines.llm.clone()),
+            metrics_listen: u.and_then(|c| c.metrics.listen.clone()),
             pipeline_limits: PipelineLimits {
                 history_runs: pick!(pipelines.history_runs).unwrap_or(1000).max(1),
                 max_processes: pick!(pipelines.max_processes).unwrap_or(32).max(1),

@@ -130,6 +130,7 @@ fn busy_snapshot() -> Snapshot {
         pipelines: vec![],
         logs_waiting: None,
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
+        counts: maestro::core::snapshot::Counts::default(),
     }
 }
 

@@ -10,6 +10,7 @@ mod demo;
 mod faults;
 mod headless;
 mod limits;
+mod metrics;
 mod musician;
 mod paths;
 mod pipelines;

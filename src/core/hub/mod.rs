@@ -264,6 +264,19 @@ impl Hub {
             CoreEvent::Tasks(rows) => self.on_tasks(rows).await,
             CoreEvent::Messages(rows) => {
                 self.snapshot.message_count += rows.len() as u64;
+                for row in &rows {
+                    let kind = row
+                        .message_type
+                        .as_deref()
+                        .filter(|t| crate::core::schema::MESSAGE_TYPES.contains(t))
+                        .unwrap_or("other");
+                    *self
+                        .snapshot
+                        .counts
+                        .messages
+                        .entry(kind.to_owned())
+                        .or_default() += 1;
+                }
                 self.dirty = true;
                 for row in rows {
                     self.emit(What::Message(row)).await;
@@ -347,6 +360,12 @@ impl Hub {
         self.last_anomaly
             .insert(anomaly.task_id.clone(), anomaly.kind);
         self.snapshot.anomaly_count += 1;
+        *self
+            .snapshot
+            .counts
+            .anomalies
+            .entry(anomaly.kind.as_str())
+            .or_default() += 1;
         self.view_changed(anomaly.task_id.as_str());
         self.emit_at(at, What::Anomaly(anomaly)).await;
     }

@@ -105,6 +105,14 @@ impl Hub {
     pub(super) fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
         let now = self.clock.now_utc();
         let record = self.pipelines.report(&mut self.snapshot.pipelines, r, now);
+        if matches!(r.status, "completed" | "failed" | "stopped") {
+            *self
+                .snapshot
+                .counts
+                .pipeline_runs
+                .entry((r.name.clone(), r.status.to_owned()))
+                .or_default() += 1;
+        }
         if let (Some(record), Some(sink)) = (record, &self.reports) {
             sink.record_step(record);
         }
@@ -121,6 +129,15 @@ impl Hub {
                     .await;
             }
             RoleReport::Recovery(step) => {
+                *self
+                    .snapshot
+                    .counts
+                    .recoveries
+                    .entry((
+                        crate::core::event_json::contract_provider(step.provider).to_owned(),
+                        step.status.as_str().to_owned(),
+                    ))
+                    .or_default() += 1;
                 if let Some(role) = &mut self.snapshot.watchdog.role {
                     role.last_provider = Some((
                         step.provider.as_str().to_owned(),

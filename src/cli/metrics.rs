@@ -1,0 +1,42 @@
+//! Starting the metrics endpoint beside a running core, when `--metrics` or
+//! `[metrics] listen` asks for it.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
+use crate::cli::project::Project;
+use crate::core::clock::Clock;
+use crate::core::runtime::RunningCore;
+use crate::metrics::{ProjectFeed, parse_listen, serve};
+use crate::settings::Settings;
+
+/// Serves `/metrics` for this project until the returned token is cancelled (or the
+/// process ends); `None` when no address is configured.
+pub async fn start(
+    global: &GlobalArgs,
+    settings: &Settings,
+    project: &Project,
+    core: &RunningCore,
+    clock: Clock,
+) -> Result<Option<CancellationToken>, CliError> {
+    let Some(listen) = global
+        .metrics
+        .clone()
+        .or_else(|| settings.metrics_listen.clone())
+    else {
+        return Ok(None);
+    };
+    let addr = parse_listen(&listen).map_err(CliError::Usage)?;
+    let feed = ProjectFeed {
+        name: project.name(),
+        snapshots: core.snapshots.clone(),
+        conductor_stale_after: settings.conductor_stale_after,
+    };
+    let cancel = CancellationToken::new();
+    let bound = serve(addr, vec![feed], clock, cancel.clone())
+        .await
+        .map_err(CliError::Runtime)?;
+    eprintln!("maestro: metrics on http://{bound}/metrics");
+    Ok(Some(cancel))
+}

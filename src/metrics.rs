@@ -1,0 +1,292 @@
+//! Prometheus metrics: `--metrics ADDR` (or `[metrics] listen`) serves `GET /metrics`
+//! from the latest published snapshot, written with `prometheus-client` (`OpenMetrics`
+//! text; Prometheus scrapes it either way). A scrape never waits on the hub: it reads
+//! the snapshot the hub last published. Read-only; labels are bounded by what exists
+//! (projects, tasks, anomaly kinds, message types, providers, pipelines): no log text,
+//! no message id ever becomes a label.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::{Request, Response, StatusCode};
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::core::clock::Clock;
+use crate::core::snapshot::{DatabaseHealth, Snapshot};
+
+type Labels = Vec<(String, String)>;
+
+/// One project's feed: its name (the `project` label) and its snapshots.
+#[derive(Clone)]
+pub struct ProjectFeed {
+    pub name: String,
+    pub snapshots: watch::Receiver<Arc<Snapshot>>,
+    /// Heartbeat age past which the Conductor counts as down.
+    pub conductor_stale_after: Duration,
+}
+
+/// Where to listen: `HOST:PORT`, or a port alone on the loopback address.
+pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    if let Ok(port) = text.parse::<u16>() {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
+    }
+    text.parse().map_err(|_| {
+        format!("{text:?} is not an address to serve metrics on; write it like 127.0.0.1:9464 (or a port alone for the loopback address).")
+    })
+}
+
+/// Binds `addr` and serves `/metrics` until `cancel`. Binding errors come back at once.
+pub async fn serve(
+    addr: SocketAddr,
+    feeds: Vec<ProjectFeed>,
+    clock: Clock,
+    cancel: CancellationToken,
+) -> Result<SocketAddr, String> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        format!("cannot serve metrics on {addr} ({e}); pick another --metrics address.")
+    })?;
+    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+    let feeds = Arc::new(feeds);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                () = cancel.cancelled() => return,
+                a = listener.accept() => a,
+            };
+            let Ok((stream, _)) = accepted else { continue };
+            let feeds = Arc::clone(&feeds);
+            tokio::spawn(async move {
+                let service = hyper::service::service_fn(
+                    move |req: Request<hyper::body::Incoming>| {
+                        let feeds = Arc::clone(&feeds);
+                        async move { Ok::<_, std::convert::Infallible>(answer(&req, &feeds, clock)) }
+                    },
+                );
+                let io = hyper_util::rt::TokioIo::new(stream);
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(io, service)
+                    .await;
+            });
+        }
+    });
+    Ok(bound)
+}
+
+fn answer(
+    req: &Request<hyper::body::Incoming>,
+    feeds: &[ProjectFeed],
+    clock: Clock,
+) -> Response<Full<Bytes>> {
+    let reply = |status, kind: &str, body: String| {
+        let mut r = Response::new(Full::new(Bytes::from(body)));
+        *r.status_mut() = status;
+        if let Ok(v) = hyper::header::HeaderValue::from_str(kind) {
+            r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+        }
+        r
+    };
+    if req.method() != hyper::Method::GET || req.uri().path() != "/metrics" {
+        return reply(
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "maestro serves GET /metrics only\n".into(),
+        );
+    }
+    let openmetrics = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    let kind = if openmetrics {
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    } else {
+        "text/plain; version=0.0.4; charset=utf-8"
+    };
+    reply(StatusCode::OK, kind, render(feeds, clock))
+}
+
+/// The metrics of every project as they stand in their latest snapshots.
+pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
+    let mut registry = Registry::default();
+    let gauge = || Family::<Labels, Gauge<f64, AtomicU64>>::default();
+    let counter = || Family::<Labels, Counter>::default();
+    let task_state = gauge();
+    let heartbeat_age = gauge();
+    let context = gauge();
+    let conductor_up = gauge();
+    let watchdog_state = gauge();
+    let source_up = gauge();
+    let anomalies = counter();
+    let messages = counter();
+    let recoveries = counter();
+    let pipeline_runs = counter();
+    let build = gauge();
+    let l = |pairs: &[(&str, &str)]| -> Labels {
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect()
+    };
+    build
+        .get_or_create(&l(&[("version", env!("CARGO_PKG_VERSION"))]))
+        .set(1.0);
+    for feed in feeds {
+        let snap = feed.snapshots.borrow().clone();
+        let p = feed.name.as_str();
+        for t in &snap.tasks {
+            let id = t.id();
+            task_state
+                .get_or_create(&l(&[("project", p), ("task", id), ("state", &t.row.state)]))
+                .set(1.0);
+            if let Some(hb) = t.heartbeat {
+                heartbeat_age
+                    .get_or_create(&l(&[("project", p), ("task", id)]))
+                    .set(clock.age(hb).as_secs_f64());
+            }
+            if let Some(c) = t.context() {
+                context
+                    .get_or_create(&l(&[("project", p), ("task", id), ("source", "self")]))
+                    .set(f64::from(c));
+            }
+        }
+        let conductor = snap
+            .tasks
+            .iter()
+            .find(|t| t.is_conductor())
+            .and_then(|t| t.heartbeat)
+            .is_some_and(|hb| clock.age(hb) <= feed.conductor_stale_after);
+        conductor_up
+            .get_or_create(&l(&[("project", p)]))
+            .set(if conductor { 1.0 } else { 0.0 });
+        let phase = snap
+            .watchdog
+            .role
+            .as_ref()
+            .map_or("none", |r| r.phase.as_str());
+        watchdog_state
+            .get_or_create(&l(&[("project", p), ("state", phase)]))
+            .set(1.0);
+        let database = matches!(snap.database, DatabaseHealth::Ok);
+        source_up
+            .get_or_create(&l(&[("project", p), ("source", "database")]))
+            .set(if database { 1.0 } else { 0.0 });
+        source_up
+            .get_or_create(&l(&[("project", p), ("source", "temp")]))
+            .set(if snap.logs_waiting.is_none() {
+                1.0
+            } else {
+                0.0
+            });
+        for (kind, n) in &snap.counts.anomalies {
+            anomalies
+                .get_or_create(&l(&[("project", p), ("kind", kind)]))
+                .inc_by(*n);
+        }
+        for (kind, n) in &snap.counts.messages {
+            messages
+                .get_or_create(&l(&[("project", p), ("type", kind)]))
+                .inc_by(*n);
+        }
+        for ((provider, outcome), n) in &snap.counts.recoveries {
+            recoveries
+                .get_or_create(&l(&[
+                    ("project", p),
+                    ("provider", provider),
+                    ("outcome", outcome),
+                ]))
+                .inc_by(*n);
+        }
+        for ((name, outcome), n) in &snap.counts.pipeline_runs {
+            pipeline_runs
+                .get_or_create(&l(&[
+                    ("project", p),
+                    ("pipeline", name),
+                    ("outcome", outcome),
+                ]))
+                .inc_by(*n);
+        }
+    }
+    registry.register(
+        "maestro_task_state",
+        "A task's state (value 1 for its current state)",
+        task_state,
+    );
+    registry.register(
+        "maestro_task_heartbeat_age_seconds",
+        "Seconds since the task's last heartbeat",
+        heartbeat_age,
+    );
+    registry.register(
+        "maestro_task_context_percent",
+        "The task's context in use, percent (source: self = its own [ctx] report)",
+        context,
+    );
+    registry.register(
+        "maestro_conductor_up",
+        "1 while task-00's heartbeat is fresh",
+        conductor_up,
+    );
+    registry.register(
+        "maestro_watchdog_state",
+        "The Souffleur role's phase in this process (none when it holds no role)",
+        watchdog_state,
+    );
+    registry.register(
+        "maestro_source_up",
+        "1 while maestro can see the source (database, temp)",
+        source_up,
+    );
+    registry.register(
+        "maestro_anomalies",
+        "Sentinel anomalies reported, by kind",
+        anomalies,
+    );
+    registry.register(
+        "maestro_messages",
+        "Messages read from comms.db, by type",
+        messages,
+    );
+    registry.register(
+        "maestro_recoveries",
+        "Recovery steps of the Souffleur role, by provider and outcome",
+        recoveries,
+    );
+    registry.register(
+        "maestro_pipeline_runs",
+        "Pipeline runs ended, by outcome",
+        pipeline_runs,
+    );
+    registry.register("maestro_build_info", "maestro's version (value 1)", build);
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = encode(&mut out, &registry);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_port_alone_listens_on_loopback() {
+        assert_eq!(
+            parse_listen("9464").expect("port").to_string(),
+            "127.0.0.1:9464"
+        );
+        assert_eq!(
+            parse_listen("0.0.0.0:1").expect("addr").to_string(),
+            "0.0.0.0:1"
+        );
+        assert!(parse_listen("nowhere").is_err());
+    }
+}

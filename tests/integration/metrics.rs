@@ -1,0 +1,181 @@
+//! `--metrics`: `/metrics` scraped over real HTTP and read by a Prometheus text parser,
+//! its values following a scripted orchestration.
+#![allow(clippy::unwrap_used)]
+
+use std::io::{Read, Write};
+
+use crate::common::{Scratch, event};
+
+/// A free loopback port (bound, then released for maestro to take).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn scrape(port: u16) -> prometheus_parse::Scrape {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_lowercase()
+            .contains("content-type: text/plain; version=0.0.4"),
+        "{head}"
+    );
+    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
+}
+
+fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+/// Scrapes until `pred` holds (the hub publishes within milliseconds).
+fn scrape_until(
+    port: u16,
+    what: &str,
+    pred: impl Fn(&prometheus_parse::Scrape) -> bool,
+) -> prometheus_parse::Scrape {
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    loop {
+        let s = scrape(port);
+        if pred(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "timed out waiting for {what}: {:?}",
+            s.samples
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn metrics_follow_a_scripted_orchestration() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let port = free_port();
+    let mut m = s.headless(&["--metrics", &port.to_string()]);
+    m.wait_json("the task", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    let t = |state: &'static str| {
+        move |sc: &prometheus_parse::Scrape| {
+            value(
+                sc,
+                "maestro_task_state",
+                &[("task", "task-01"), ("state", state)],
+            ) == Some(1.0)
+        }
+    };
+    let first = scrape_until(port, "task-01 working", t("working"));
+    assert_eq!(
+        value(&first, "maestro_source_up", &[("source", "database")]),
+        Some(1.0)
+    );
+    assert_eq!(value(&first, "maestro_conductor_up", &[]), Some(1.0));
+    assert!(value(&first, "maestro_build_info", &[]).is_some());
+    // A state change.
+    s.set_task("task-01", "needs_review");
+    scrape_until(port, "task-01 needs_review", t("needs_review"));
+    // An anomaly increments its counter.
+    s.set_task("task-01", "working");
+    s.append(
+        "task-01-status",
+        "step 2 self-correction: again [ctx: 30%]\n",
+    );
+    let after = scrape_until(port, "the anomaly counted", |sc| {
+        value(
+            sc,
+            "maestro_anomalies_total",
+            &[("kind", "self-correction")],
+        ) == Some(1.0)
+    });
+    assert_eq!(
+        value(
+            &after,
+            "maestro_task_context_percent",
+            &[("task", "task-01"), ("source", "self")]
+        ),
+        Some(30.0)
+    );
+    // The log folder goes away: maestro is deaf to it and says so.
+    std::fs::remove_dir_all(s.temp()).unwrap();
+    scrape_until(port, "temp not up", |sc| {
+        value(sc, "maestro_source_up", &[("source", "temp")]) == Some(0.0)
+    });
+}
+
+#[test]
+fn the_rules_file_names_only_metrics_that_exist() {
+    let rules = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/assets/prometheus/maestro.rules.yml"
+    ))
+    .unwrap();
+    // A project with one of everything, so every family is described.
+    let mut snap = maestro::core::snapshot::Snapshot {
+        tasks: vec![std::sync::Arc::new(maestro::core::snapshot::TaskView {
+            row: maestro::core::event::TaskRow::new("task-01", "working"),
+            heartbeat: Some(time::OffsetDateTime::now_utc()),
+            ctx: std::collections::VecDeque::from([40]),
+            last_anomaly: None,
+            watched: true,
+            forecast: None,
+        })],
+        ..maestro::core::snapshot::Snapshot::default()
+    };
+    snap.counts.anomalies.insert("stalled", 1);
+    snap.counts.messages.insert("system".into(), 1);
+    snap.counts
+        .recoveries
+        .insert(("lethe".into(), "success".into()), 1);
+    snap.counts
+        .pipeline_runs
+        .insert(("p".into(), "completed".into()), 1);
+    let feed = maestro::metrics::ProjectFeed {
+        name: "p".into(),
+        snapshots: tokio::sync::watch::channel(std::sync::Arc::new(snap)).1,
+        conductor_stale_after: std::time::Duration::from_secs(240),
+    };
+    let exposed = maestro::metrics::render(
+        &[feed],
+        maestro::core::clock::Clock::system(time::UtcOffset::UTC),
+    );
+    let families: Vec<&str> = exposed
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    let known = |name: &str| {
+        families
+            .iter()
+            .any(|f| name == *f || name.strip_suffix("_total") == Some(f))
+    };
+    let mut named = 0;
+    for word in rules.split(|c: char| !(c.is_alphanumeric() || c == '_')) {
+        if word.starts_with("maestro_") {
+            named += 1;
+            assert!(
+                known(word),
+                "{word} is not a metric maestro exposes ({families:?})"
+            );
+        }
+    }
+    assert!(named >= 6, "the rules use the metrics");
+}
