@@ -199,3 +199,16 @@ fn huge_nested_fifo_and_linked_definitions_are_refused_without_harm() {
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(), 0);
 }
+
+#[test]
+fn a_definitions_folder_made_after_start_is_followed() {
+    let rig = Rig::new();
+    std::fs::remove_dir_all(rig.s.root().join(".maestro")).unwrap();
+    let mut m = rig.host();
+    m.wait_json("the host is up", |v| event(v) == "task");
+    std::fs::create_dir_all(rig.s.root().join(".maestro/sentinels")).unwrap();
+    rig.write("late", &touching(&json!({"type": "immediate"}), "ran-late"));
+    m.wait_json("the new definition is seen (untrusted)", |v| {
+        untrusted_notice(v, "late")
+    });
+}

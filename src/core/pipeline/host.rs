@@ -570,17 +570,17 @@ impl FolderWatch {
         me
     }
 
-    /// Watches the definitions folder itself once it is there (again).
+    /// Watches the definitions folder itself once it is there (again), and `.maestro/`
+    /// once that is there (to see the definitions folder appear in it).
     fn follow_dir(&mut self) {
         use notify::{RecursiveMode, Watcher};
         let exists = self.dir.is_dir();
         if let Some(w) = self.watcher.as_mut() {
+            if let Some(parent) = self.dir.parent().filter(|p| p.is_dir()) {
+                let _ = w.watch(parent, RecursiveMode::NonRecursive);
+            }
             if exists && !self.watching_dir {
                 self.watching_dir = w.watch(&self.dir, RecursiveMode::NonRecursive).is_ok();
-                // `.maestro/` may have been created after start: watch it too.
-                if let Some(parent) = self.dir.parent() {
-                    let _ = w.watch(parent, RecursiveMode::NonRecursive);
-                }
             } else if !exists {
                 self.watching_dir = false;
             }
