@@ -22,9 +22,10 @@ pub struct Cli {
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Project root (holds comms.db and temp/)
-    #[arg(long, global = true, value_name = "DIR")]
-    pub project: Option<PathBuf>,
+    /// Project root (holds comms.db and temp/); with --no-tui, repeat it to watch
+    /// several projects in one process
+    #[arg(long = "project", global = true, value_name = "DIR")]
+    pub projects: Vec<PathBuf>,
     /// The database [default: <project>/comms.db]
     #[arg(long, global = true, value_name = "PATH")]
     pub db: Option<PathBuf>,
@@ -77,6 +78,19 @@ pub struct GlobalArgs {
     /// With --souffleur: the Conductor's session id
     #[arg(long, value_name = "ID")]
     pub session_id: Option<String>,
+}
+
+impl GlobalArgs {
+    /// The one `--project` a command takes (none: the current folder).
+    pub fn project(&self) -> Result<Option<&PathBuf>, crate::cli::CliError> {
+        match self.projects.as_slice() {
+            [] => Ok(None),
+            [one] => Ok(Some(one)),
+            _ => Err(crate::cli::CliError::Usage(
+                "this command acts on one project: pass --project once (several projects are watched with `maestro --no-tui --project A --project B`).".into(),
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod error;
 pub mod headless;
 pub mod launch;
+pub mod many;
 pub mod metrics;
 pub mod musician;
 pub mod output_queue;
@@ -149,6 +150,15 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             };
             let invocation = format!("PID:{pid} SESSION_ID:{session}");
             souffleur::run(&project, &settings, global, invocation, clock)
+        }
+        None if global.projects.len() > 1 => {
+            if !global.no_tui {
+                return Err(CliError::Usage(
+                    "several projects are watched headless for now: add --no-tui (the dashboard's projects bar is not built yet), or run one maestro per project.".into(),
+                ));
+            }
+            let settings = load_settings(global)?;
+            runtime()?.block_on(many::run(global, &settings, clock))
         }
         None => {
             let project = Project::from_args(global)?;

@@ -17,7 +17,13 @@ pub struct Project {
 
 impl Project {
     pub fn from_args(args: &GlobalArgs) -> Result<Self, CliError> {
-        let root = match &args.project {
+        Self::at(args.project()?, args)
+    }
+
+    /// The project at `dir` (none: the current folder), with the flags' `--db` and
+    /// `--temp`.
+    pub fn at(dir: Option<&PathBuf>, args: &GlobalArgs) -> Result<Self, CliError> {
+        let root = match dir {
             Some(p) => p.clone(),
             None => std::env::current_dir().map_err(|e| {
                 CliError::Usage(format!(

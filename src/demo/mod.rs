@@ -117,7 +117,10 @@ pub async fn run(
     if settings.llm.is_none() {
         settings.llm = Some(DEMO_LLM.iter().map(|s| (*s).to_owned()).collect());
     }
-    let chosen = global.project.as_deref();
+    let chosen = global
+        .project()
+        .map_err(|e| e.to_string())?
+        .map(PathBuf::as_path);
     let project = create_project(chosen)?;
     install_examples(&project)?;
     let result = show(&project, &scenario, &args, &global, &settings, clock).await;
@@ -141,7 +144,7 @@ async fn show(
     clock: Clock,
 ) -> Result<(), String> {
     let player = Player::spawn(project.clone(), scenario.clone(), args.speed)?;
-    let kept = args.keep || global.project.is_some();
+    let kept = args.keep || !global.projects.is_empty();
     let config = runtime::CoreConfig {
         forward_logs: !global.no_tui,
         // A scratch project that is deleted at exit leaves no event log behind.

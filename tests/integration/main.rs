@@ -10,6 +10,7 @@ mod demo;
 mod faults;
 mod headless;
 mod limits;
+mod many;
 mod metrics;
 mod musician;
 mod paths;

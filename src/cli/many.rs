@@ -1,0 +1,168 @@
+//! Several projects in one headless maestro: `maestro --no-tui --project A --project B`.
+//! Each project has its own core (sources and hub) and pipeline host in this process;
+//! their happenings are printed as they come, each JSON line with a `project` field
+//! and each text line with a `[project] ` prefix. With one project, none of this runs:
+//! the output is exactly the single-project one.
+
+use std::process::ExitCode;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
+use crate::cli::headless::{self, stop_on_signals};
+use crate::cli::output_queue::OutputQueue;
+use crate::cli::project::Project;
+use crate::core::clock::Clock;
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::event::{Happening, What};
+use crate::core::event_json::json_line;
+use crate::core::runtime;
+use crate::metrics::ProjectFeed;
+use crate::settings::Settings;
+
+/// The projects' names: folder names, or the whole paths when two folders share one.
+fn names(projects: &[Project]) -> Vec<String> {
+    let short: Vec<String> = projects.iter().map(Project::name).collect();
+    short
+        .iter()
+        .zip(projects)
+        .map(|(n, p)| {
+            if short.iter().filter(|m| *m == n).count() > 1 {
+                p.root.display().to_string()
+            } else {
+                n.clone()
+            }
+        })
+        .collect()
+}
+
+pub async fn run(
+    global: &GlobalArgs,
+    settings: &Settings,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
+    if global.db.is_some() || global.temp.is_some() {
+        return Err(CliError::Usage(
+            "--db and --temp name one project's files; with several --project, each project uses its own comms.db and temp/.".into(),
+        ));
+    }
+    let projects = global
+        .projects
+        .iter()
+        .map(|dir| Project::at(Some(dir), global))
+        .collect::<Result<Vec<_>, _>>()?;
+    let names = names(&projects);
+    let mut cores = Vec::new();
+    let mut hosts = Vec::new();
+    let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);
+    let mut feeds = Vec::new();
+    for (i, project) in projects.iter().enumerate() {
+        let mut core = runtime::start(&project.core_config(settings), clock)
+            .map_err(crate::cli::error::runtime)?;
+        feeds.push(ProjectFeed {
+            name: names[i].clone(),
+            snapshots: core.snapshots.clone(),
+            conductor_stale_after: settings.conductor_stale_after,
+        });
+        hosts.push(project.host_pipelines(settings, &core));
+        headless::say_unrecorded(&core);
+        // Each core's happenings go, tagged, to the one presenter (waiting when it
+        // waits: the sources of a slow reader's projects wait too).
+        let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            while let Some(h) = happenings.recv().await {
+                if tx.send((i, h)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        cores.push(core);
+    }
+    drop(tx);
+    let metrics = match global
+        .metrics
+        .clone()
+        .or_else(|| settings.metrics_listen.clone())
+    {
+        Some(listen) => {
+            let addr = crate::metrics::parse_listen(&listen).map_err(CliError::Usage)?;
+            let cancel = CancellationToken::new();
+            let bound = crate::metrics::serve(addr, feeds, clock, cancel.clone())
+                .await
+                .map_err(CliError::Runtime)?;
+            eprintln!("maestro: metrics on http://{bound}/metrics");
+            Some(cancel)
+        }
+        None => None,
+    };
+    if metrics.is_none() {
+        for core in &mut cores {
+            core.without_snapshots();
+        }
+    }
+    let stop = CancellationToken::new();
+    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())));
+    let mut complete = vec![false; projects.len()];
+    loop {
+        let next = tokio::select! {
+            biased;
+            n = rx.recv() => n,
+            () = stop.cancelled() => None,
+        };
+        let Some((i, h)) = next else { break };
+        if let Some(line) = line(global.json, &names[i], &clock, &h)
+            && !out.push(line).await
+        {
+            break;
+        }
+        if let What::Watchdog {
+            reason: WatchdogReason::ConductorComplete,
+            ..
+        } = &h.what
+        {
+            complete[i] = true;
+            // --until-complete: every project's Conductor has completed.
+            if global.until_complete && complete.iter().all(|c| *c) {
+                break;
+            }
+        }
+    }
+    out.finish(std::time::Duration::from_secs(2));
+    for host in hosts.into_iter().flatten() {
+        host.shutdown().await;
+    }
+    if let Some(m) = metrics {
+        m.cancel();
+    }
+    for core in cores {
+        core.shutdown().await;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One happening of project `name`: JSON with a `project` field, or text with every
+/// line prefixed `[name] `.
+fn line(json: bool, name: &str, clock: &Clock, h: &Happening) -> Option<String> {
+    if json {
+        let mut v = json_line(h)?;
+        v["project"] = serde_json::Value::String(name.to_owned());
+        return Some(format!("{v}\n"));
+    }
+    let text = headless::text(clock, h)?;
+    let name = crate::core::text::printable(name);
+    Some(
+        text.split_inclusive('\n')
+            .map(|l| {
+                if l == "\n" {
+                    l.to_owned()
+                } else {
+                    format!("[{name}] {l}")
+                }
+            })
+            .collect(),
+    )
+}

@@ -1,0 +1,70 @@
+//! Several projects in one headless maestro.
+#![allow(clippy::unwrap_used)]
+
+use crate::common::{Running, Scratch, event, maestro};
+
+#[test]
+fn two_projects_in_one_run_each_event_names_its_project() {
+    let parent = tempfile::tempdir().unwrap();
+    let a = Scratch::new_in(parent.path(), "alpha");
+    let b = Scratch::new_in(parent.path(), "beta");
+    for s in [&a, &b] {
+        s.set_task("task-01", "working");
+    }
+    let mut cmd = maestro();
+    cmd.current_dir(parent.path()).args([
+        "--no-tui",
+        "--json",
+        "--project",
+        "alpha",
+        "--project",
+        "beta",
+    ]);
+    let mut m = Running::spawn(cmd);
+    for name in ["alpha", "beta"] {
+        m.wait_json("each project's task", |v| {
+            event(v) == "task" && v["task_id"] == "task-01" && v["project"] == name
+        });
+    }
+    a.append("task-01-status", "step 2 self-correction: in alpha\n");
+    let one = m.wait_json("alpha's anomaly", |v| event(v) == "anomaly");
+    assert_eq!(one["project"], "alpha", "{one}");
+    b.set_task("task-02", "working");
+    m.wait_json("beta's new task", |v| {
+        event(v) == "task" && v["task_id"] == "task-02" && v["project"] == "beta"
+    });
+    b.append("task-02-deviations", "High: in beta\n");
+    let two = m.wait_json("beta's anomaly", |v| event(v) == "anomaly");
+    assert_eq!(two["project"], "beta", "{two}");
+    assert!(
+        m.seen.iter().all(|l| l.contains("\"project\":")),
+        "every line names its project"
+    );
+}
+
+#[test]
+fn text_lines_carry_the_project_and_one_project_is_unchanged() {
+    let parent = tempfile::tempdir().unwrap();
+    let a = Scratch::new_in(parent.path(), "alpha");
+    let b = Scratch::new_in(parent.path(), "beta");
+    a.set_task("task-01", "working");
+    a.append("task-01-status", "step 1 self-correction: at start\n");
+    let mut cmd = maestro();
+    cmd.current_dir(parent.path())
+        .args(["--no-tui", "--project", "alpha", "--project", "beta"]);
+    let mut m = Running::spawn(cmd);
+    m.wait_line("alpha's report, prefixed", |l| {
+        l == "[alpha] Anomaly: self-correction"
+    });
+    // A subcommand takes one project.
+    let out = maestro()
+        .current_dir(parent.path())
+        .args(["doctor", "--project", "alpha", "--project", "beta"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    // One project: no project field, exactly as before.
+    let mut one = b.headless(&[]);
+    let v = one.wait_json("a task", |v| event(v) == "task");
+    assert!(v.get("project").is_none(), "{v}");
+}
