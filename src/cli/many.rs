@@ -82,22 +82,7 @@ pub async fn run(
         cores.push(core);
     }
     drop(tx);
-    let metrics = match global
-        .metrics
-        .clone()
-        .or_else(|| settings.metrics_listen.clone())
-    {
-        Some(listen) => {
-            let addr = crate::metrics::parse_listen(&listen).map_err(CliError::Usage)?;
-            let cancel = CancellationToken::new();
-            let bound = crate::metrics::serve(addr, feeds, clock, cancel.clone())
-                .await
-                .map_err(CliError::Runtime)?;
-            eprintln!("maestro: metrics on http://{bound}/metrics");
-            Some(cancel)
-        }
-        None => None,
-    };
+    let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, clock).await?;
     if metrics.is_none() {
         for core in &mut cores {
             core.without_snapshots();

@@ -20,6 +20,21 @@ pub async fn start(
     core: &RunningCore,
     clock: Clock,
 ) -> Result<Option<CancellationToken>, CliError> {
+    let feed = ProjectFeed {
+        name: project.name(),
+        snapshots: core.snapshots.clone(),
+        conductor_stale_after: settings.conductor_stale_after,
+    };
+    start_feeds(global, settings, vec![feed], clock).await
+}
+
+/// Serves `/metrics` for these projects; `None` when no address is configured.
+pub async fn start_feeds(
+    global: &GlobalArgs,
+    settings: &Settings,
+    feeds: Vec<ProjectFeed>,
+    clock: Clock,
+) -> Result<Option<CancellationToken>, CliError> {
     let Some(listen) = global
         .metrics
         .clone()
@@ -28,13 +43,8 @@ pub async fn start(
         return Ok(None);
     };
     let addr = parse_listen(&listen).map_err(CliError::Usage)?;
-    let feed = ProjectFeed {
-        name: project.name(),
-        snapshots: core.snapshots.clone(),
-        conductor_stale_after: settings.conductor_stale_after,
-    };
     let cancel = CancellationToken::new();
-    let bound = serve(addr, vec![feed], clock, cancel.clone())
+    let bound = serve(addr, feeds, clock, cancel.clone())
         .await
         .map_err(CliError::Runtime)?;
     eprintln!("maestro: metrics on http://{bound}/metrics");
