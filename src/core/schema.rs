@@ -7,10 +7,9 @@ use rusqlite::{Connection, OpenFlags};
 
 use crate::core::error::CoreError;
 
-/// The DDL `maestro init` runs, exactly the orchestration's schema.
-/// The message types PROTOCOL.md names (the CHECK list, and `warning` of newer
-/// databases).
-pub const MESSAGE_TYPES: [&str; 14] = [
+/// The message types of the table's CHECK list (newer databases also allow
+/// `warning`, see PROTOCOL.md).
+pub const MESSAGE_TYPES: [&str; 13] = [
     "review_request",
     "error",
     "context_warning",
@@ -24,9 +23,9 @@ pub const MESSAGE_TYPES: [&str; 14] = [
     "claim_blocked",
     "resumption",
     "system",
-    "warning",
 ];
 
+/// The DDL `maestro init` runs, exactly the orchestration's schema.
 pub const SCHEMA_SQL: &str = "
 CREATE TABLE orchestration_tasks (
     task_id TEXT PRIMARY KEY,

@@ -10,21 +10,6 @@ use crate::settings::parse_duration;
 
 pub const BUILT_IN: &str = include_str!("../../assets/demo/scenario.toml");
 
-const MESSAGE_TYPES: &[&str] = &[
-    "review_request",
-    "error",
-    "context_warning",
-    "completion",
-    "emergency",
-    "handoff",
-    "approval",
-    "fix_proposal",
-    "rejection",
-    "instruction",
-    "claim_blocked",
-    "resumption",
-    "system",
-];
 const STATES: &[&str] = &[
     "watching",
     "reviewing",
@@ -153,7 +138,7 @@ impl Scenario {
                 ));
             }
             if let Some(m) = &s.message
-                && !MESSAGE_TYPES.contains(&m.kind.as_str())
+                && !crate::core::schema::MESSAGE_TYPES.contains(&m.kind.as_str())
             {
                 return Err(format!(
                     "{origin}: step[{i}].message.type = {:?} is not a message type",

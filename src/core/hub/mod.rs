@@ -268,7 +268,9 @@ impl Hub {
                     let kind = row
                         .message_type
                         .as_deref()
-                        .filter(|t| crate::core::schema::MESSAGE_TYPES.contains(t))
+                        .filter(|t| {
+                            *t == "warning" || crate::core::schema::MESSAGE_TYPES.contains(t)
+                        })
                         .unwrap_or("other");
                     *self
                         .snapshot
