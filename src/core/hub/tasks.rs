@@ -83,12 +83,13 @@ impl Hub {
                 stale_due: None,
             };
             entry.stale_due = self.stale_due(&entry);
+            let due = entry.stale_due;
             if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
-                && let Some(due) = old.stale_due
+                && let Some(was) = old.stale_due
             {
-                self.stale_order.remove(&(due, row.task_id.clone()));
+                self.stale_order.remove(&(was, row.task_id.clone()));
             }
-            if let Some(due) = self.tasks.get(&row.task_id).and_then(|e| e.stale_due) {
+            if let Some(due) = due {
                 self.stale_order.insert((due, row.task_id.clone()));
             }
             self.view_changed(&row.task_id);
