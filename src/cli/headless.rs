@@ -205,8 +205,66 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 .map(|o| format!(": {}", one_line(o)))
                 .unwrap_or_default()
         ),
+        What::Session {
+            status,
+            task_id,
+            session_id,
+            figures,
+            detail,
+        } => session_text(status, task_id, session_id.as_deref(), figures.as_deref(), detail.as_deref()),
+        What::Budget {
+            task_id,
+            budget,
+            level,
+            value,
+            limit,
+        } => {
+            let (value, limit) = if *budget == "context_percent" {
+                (format!("{value:.1}%"), format!("{limit:.0}%"))
+            } else {
+                (format!("${value:.2}"), format!("${limit:.2}"))
+            };
+            format!(
+                "BUDGET: {} {budget} at {level}% ({value} of {limit})\n",
+                task_id.as_deref().map_or("orchestration", |t| t)
+            )
+        }
         What::Log { .. } | What::RoleEnded => return None,
     })
+}
+
+/// `SESSION: task-03 found 7f3c1a2b (transcript) claude-sonnet-4-5: 19.4k tokens, $0.03, ctx 9.6%, waiting on Bash cargo test`
+fn session_text(
+    status: &str,
+    task_id: &str,
+    session_id: Option<&str>,
+    figures: Option<&crate::core::sessions::figures::SessionFigures>,
+    detail: Option<&str>,
+) -> String {
+    use crate::core::sessions::figures::{dollars, short_tokens};
+    let sid: String = session_id.unwrap_or("-").chars().take(8).collect();
+    let mut line = format!("SESSION: {} {status} {}", one_line(task_id), one_line(&sid));
+    if let Some(f) = figures {
+        if status == "found" {
+            line += &format!(" ({})", f.found_by);
+        }
+        line += &format!(
+            " {}: {} tokens, {} at list prices, ctx {:.1}% of {}, {}",
+            one_line(f.model.as_deref().unwrap_or("unknown model")),
+            short_tokens(f.total_tokens),
+            dollars(f.cost_usd),
+            f.context_percent,
+            short_tokens(f.context_window),
+            one_line(&f.doing())
+        );
+        if f.compactions > 0 {
+            line += &format!(", {} compaction(s)", f.compactions);
+        }
+    }
+    if let Some(d) = detail {
+        line += &format!(": {}", one_line(d));
+    }
+    line + "\n"
 }
 
 /// Newlines inside a message would break "one event per line", and escape codes from

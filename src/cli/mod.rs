@@ -78,7 +78,8 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         }
         Some(Command::Usage) => {
             let project = Project::from_args(global)?;
-            usage::run(&project, global.json)
+            let settings = load_settings(global)?;
+            usage::run(&project, &settings.context_windows, global.json)
         }
         Some(Command::Doctor) => {
             let project = Project::from_args(global)?;

@@ -75,6 +75,9 @@ impl Project {
             forward_logs: false,
             event_log_bytes: settings.event_log_bytes,
             history_runs: settings.pipeline_limits.history_runs,
+            budgets: settings.budgets,
+            context_windows: settings.context_windows.clone(),
+            follow_sessions: true,
         }
     }
 

@@ -9,11 +9,16 @@ use serde_json::{Value, json};
 use crate::cli::CliError;
 use crate::cli::project::Project;
 use crate::core::sessions::find::{self, TaskFacts};
+use crate::core::sessions::figures::{SessionFigures, Whose};
 use crate::core::sessions::prices::{PriceTable, Tokens};
-use crate::core::sessions::{DEFAULT_WINDOW, tally_session};
+use crate::core::sessions::{ContextWindows, tally_session};
 use crate::core::text::printable;
 
-pub fn run(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
+pub fn run(
+    project: &Project,
+    windows: &ContextWindows,
+    as_json: bool,
+) -> Result<ExitCode, CliError> {
     let tasks = read_tasks(project)?;
     let claude = find::claude_dir().ok_or_else(|| {
         CliError::Usage("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
@@ -24,6 +29,12 @@ pub fn run(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
     let mut total = Tokens::default();
     let mut total_cost = 0.0;
     let mut unpriced = 0;
+    let now_ms = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis()),
+    )
+    .unwrap_or(i64::MAX);
     for f in &found {
         let t = tally_session(&f.transcript.path, &f.transcript.session_id, &prices);
         total.add(&t.tokens);
@@ -31,28 +42,25 @@ pub fn run(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
             Some(c) => total_cost += c,
             None => unpriced += 1,
         }
-        rows.push(json!({
-            "task_id": f.task_id,
-            "session_id": f.transcript.session_id,
-            "found_by": f.rule,
-            "file": f.transcript.path,
-            "models": t.models,
-            "input_tokens": t.tokens.input,
-            "output_tokens": t.tokens.output,
-            "cache_write_tokens": t.tokens.cache_write,
-            "cache_read_tokens": t.tokens.cache_read,
-            "total_tokens": t.tokens.total(),
-            "cost_usd": t.cost_usd,
-            "context_tokens": t.context_tokens,
-            "context_window": t.context_window(DEFAULT_WINDOW),
-            "context_percent": (t.context_percent(DEFAULT_WINDOW) * 10.0).round() / 10.0,
-            "started": t.started,
-            "last_activity": t.last_activity,
-            "compactions": t.compactions,
-            "activity": t.activity.state,
-            "last_tool": t.activity.tool,
-            "last_error": t.activity.last_error,
-        }));
+        let figures = SessionFigures::of(
+            Whose {
+                task_id: &f.task_id,
+                session_id: &f.transcript.session_id,
+                file: &f.transcript.path,
+                found_by: f.rule,
+            },
+            &t,
+            &[],
+            now_ms,
+            windows,
+        );
+        let mut row = serde_json::to_value(&figures).unwrap_or_default();
+        if let Some(fields) = row.as_object_mut() {
+            fields.remove("recent");
+            // The name the first release of `usage` gave the tool call.
+            fields.insert("last_tool".into(), json!(figures.tool));
+        }
+        rows.push(row);
     }
     let total = json!({
         "sessions": rows.len(),
@@ -95,13 +103,14 @@ fn read_tasks(project: &Project) -> Result<Vec<TaskFacts>, CliError> {
     let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
     let read = || -> rusqlite::Result<Vec<TaskFacts>> {
         let mut stmt = conn.prepare(
-            "SELECT task_id, session_id, started_at FROM orchestration_tasks WHERE task_id != 'souffleur' ORDER BY task_id",
+            "SELECT task_id, session_id, started_at, state FROM orchestration_tasks WHERE task_id != 'souffleur' ORDER BY task_id",
         )?;
         stmt.query_map([], |r| {
             Ok(TaskFacts {
                 task_id: crate::core::sources::db::text(r, 0)?.unwrap_or_default(),
                 session_id: crate::core::sources::db::text(r, 1)?,
                 started_at: crate::core::sources::db::text(r, 2)?,
+                state: crate::core::sources::db::text(r, 3)?,
             })
         })?
         .collect()

@@ -87,6 +87,8 @@ pub enum CoreEvent {
     Pipeline(PipelineReport),
     /// The pipeline definitions the host has loaded: names and step counts.
     PipelineCatalog(Vec<(String, usize, bool)>),
+    /// From the session source: a task's Claude Code session found, grown, lost.
+    Session(crate::core::sources::sessions::SessionReport),
 }
 
 /// Named events with their JSON fields: maestro's happenings (see
@@ -290,6 +292,25 @@ pub enum What {
     /// The Souffleur role in this process ended (headless output stops after it).
     RoleEnded,
     Pipeline(PipelineReport),
+    /// A task's Claude Code session: `found`, `lost`, `missing` (none could be found:
+    /// `detail` says why), `activity` (what it does changed), `usage` (its tokens,
+    /// cost and context, at most once per 10 s).
+    Session {
+        status: &'static str,
+        task_id: String,
+        session_id: Option<String>,
+        figures: Option<std::sync::Arc<crate::core::sessions::figures::SessionFigures>>,
+        detail: Option<String>,
+    },
+    /// A budget reached `level` % (80, then 100) of its limit: `budget` is
+    /// `task_usd` or `context_percent` (with the task) or `orchestration_usd`.
+    Budget {
+        task_id: Option<String>,
+        budget: &'static str,
+        level: u8,
+        value: f64,
+        limit: f64,
+    },
     /// Lines for the dashboard's log pane (headless output ignores them).
     Log {
         task: TaskId,

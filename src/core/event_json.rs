@@ -88,6 +88,49 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "forecast", "task_id": task_id, "threshold": threshold,
             "at": rfc3339(*at), "in_s": (*at - h.at).whole_seconds().max(0),
         }),
+        What::Session {
+            status,
+            task_id,
+            session_id,
+            figures,
+            detail,
+        } => {
+            let mut v = json!({"ts": ts, "event": "session", "status": status, "task_id": task_id, "session_id": session_id});
+            if let Some(f) = figures
+                && let Ok(Value::Object(fields)) = serde_json::to_value(f.as_ref())
+            {
+                for (k, field) in fields {
+                    // The recent calls are the dashboard's; the event names the last.
+                    if k != "recent" && k != "task_id" && k != "session_id" {
+                        v[k] = field;
+                    }
+                }
+                if f.activity == "waiting"
+                    && let Some(at) = f
+                        .tool
+                        .as_ref()
+                        .and_then(|t| t.at.as_deref())
+                        .and_then(crate::core::sessions::tally::epoch_ms)
+                {
+                    let now = (h.at.unix_timestamp_nanos() / 1_000_000) as i64;
+                    v["waiting_s"] = json!((now - at).max(0) / 1000);
+                }
+            }
+            if let Some(d) = detail {
+                v["detail"] = json!(d);
+            }
+            v
+        }
+        What::Budget {
+            task_id,
+            budget,
+            level,
+            value,
+            limit,
+        } => json!({
+            "ts": ts, "event": "budget", "task_id": task_id, "budget": budget,
+            "level": level, "value": value, "limit": limit,
+        }),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }
@@ -102,8 +145,8 @@ pub fn contract_provider(p: Provider) -> &'static str {
 }
 
 /// The happenings a pipeline can react to, as `(event name, fields)`: anomalies, stale
-/// heartbeats, task state changes, messages, watchdog reasons, recoveries and source
-/// changes. An anomaly also carries `kind` (the same as `anomaly`).
+/// heartbeats, task state changes, messages, watchdog reasons, recoveries, source
+/// changes, forecasts, sessions and budgets. An anomaly also carries `kind` (the same as `anomaly`).
 pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
     if !matches!(
         h.what,
@@ -115,6 +158,8 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Recovery(_)
             | What::Source { .. }
             | What::Forecast { .. }
+            | What::Session { .. }
+            | What::Budget { .. }
     ) {
         return None;
     }

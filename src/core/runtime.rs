@@ -53,6 +53,12 @@ pub struct CoreConfig {
     pub event_log_bytes: u64,
     /// Runs kept per pipeline in the run history.
     pub history_runs: usize,
+    /// `[budget]`.
+    pub budgets: crate::core::hub::sessions::Budgets,
+    /// `[sessions]` context windows.
+    pub context_windows: crate::core::sessions::ContextWindows,
+    /// Follow the tasks' Claude Code sessions.
+    pub follow_sessions: bool,
 }
 
 /// A running core. Dropping it stops the sources.
@@ -70,6 +76,7 @@ pub struct RunningCore {
     pub unrecorded: Option<String>,
     hub: Option<JoinHandle<()>>,
     _logs: TempLogsHandle,
+    _sessions: Option<crate::core::sources::sessions::SessionsHandle>,
 }
 
 impl RunningCore {
@@ -124,6 +131,20 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
     let mut hub = hub.with_bus(bus.clone());
+    let sessions = config.follow_sessions.then(|| {
+        crate::core::sources::sessions::spawn(
+            crate::core::sources::sessions::SessionSettings {
+                project: config.project.clone(),
+                temp: config.temp.clone(),
+                claude: crate::core::sessions::find::claude_dir(),
+                windows: config.context_windows.clone(),
+            },
+            events_tx.clone(),
+        )
+    });
+    if let Some(s) = &sessions {
+        hub = hub.with_session_facts(s.facts.clone());
+    }
     let mut unrecorded = None;
     if config.event_log_bytes > 0 {
         match start_recorder(config, recorded, clock) {
@@ -157,6 +178,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         unrecorded,
         hub: Some(hub),
         _logs: logs,
+        _sessions: sessions,
     })
 }
 
@@ -175,6 +197,7 @@ pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
         observe_watchdog: !config.souffleur_role,
         forward_logs: config.forward_logs,
         forecast_lead: config.forecast_lead,
+        budgets: config.budgets,
         db_name: config
             .db
             .file_name()

@@ -35,6 +35,10 @@ pub struct Snapshot {
     /// What happened since start, counted by kind (for the metrics): every label
     /// value is bounded (anomaly kinds, message types, providers, pipelines).
     pub counts: Counts,
+    /// What every session found cost at list prices (none found: `None`), and
+    /// whether a session's model has no price (then the sum leaves it out).
+    pub session_cost_usd: Option<f64>,
+    pub session_cost_unknown: bool,
 }
 
 /// Counters since this process started.
@@ -85,6 +89,10 @@ pub struct TaskView {
     pub watched: bool,
     /// Its context forecast (see `core::forecast`).
     pub forecast: Option<crate::core::forecast::Forecast>,
+    /// Its Claude Code sessions, oldest first (the last is current).
+    pub sessions: Vec<Arc<crate::core::sessions::figures::SessionFigures>>,
+    /// The current session's transcript can no longer be read.
+    pub session_lost: bool,
 }
 
 impl TaskView {
@@ -102,6 +110,18 @@ impl TaskView {
 
     pub fn context(&self) -> Option<u8> {
         self.ctx.back().copied()
+    }
+
+    /// The current session, when one was found.
+    pub fn session(&self) -> Option<&crate::core::sessions::figures::SessionFigures> {
+        self.sessions.last().map(|s| s.as_ref())
+    }
+
+    /// What every session of the task cost (unknown if a model has no price).
+    pub fn cost_usd(&self) -> Option<f64> {
+        self.sessions
+            .iter()
+            .try_fold(0.0, |sum, s| s.cost_usd.map(|c| sum + c))
     }
 }
 

@@ -33,6 +33,25 @@ pub struct ConfigFile {
     pub pipelines: PipelinesSection,
     #[serde(default)]
     pub metrics: MetricsSection,
+    #[serde(default)]
+    pub budget: BudgetSection,
+    #[serde(default)]
+    pub sessions: SessionsSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetSection {
+    pub task_usd: Option<f64>,
+    pub orchestration_usd: Option<f64>,
+    pub context_percent: Option<f64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsSection {
+    pub context_window: Option<u64>,
+    pub context_windows: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -137,6 +156,8 @@ pub struct Settings {
     pub pipeline_limits: PipelineLimits,
     /// Where `/metrics` is served (`[metrics] listen`; `--metrics` wins), if anywhere.
     pub metrics_listen: Option<String>,
+    pub budgets: crate::core::hub::sessions::Budgets,
+    pub context_windows: crate::core::sessions::ContextWindows,
 }
 
 /// What pipelines may take: processes, captured output, history.
@@ -244,7 +265,36 @@ impl Settings {
                 file.display()
             )));
         }
+        let budget = |value: Option<f64>, key: &str| -> Result<Option<f64>, ConfigError> {
+            match value {
+                Some(v) if !(v.is_finite() && v > 0.0) => Err(ConfigError(format!(
+                    "{}: `budget.{key} = {v}` must be a positive number (leave it out to turn the budget off).",
+                    file.display()
+                ))),
+                v => Ok(v),
+            }
+        };
+        let budgets = crate::core::hub::sessions::Budgets {
+            task_usd: budget(u.and_then(|c| c.budget.task_usd), "task_usd")?,
+            orchestration_usd: budget(
+                u.and_then(|c| c.budget.orchestration_usd),
+                "orchestration_usd",
+            )?,
+            context_percent: budget(u.and_then(|c| c.budget.context_percent), "context_percent")?,
+        };
+        let context_windows = crate::core::sessions::ContextWindows {
+            default: pick!(sessions.context_window)
+                .unwrap_or(crate::core::sessions::DEFAULT_WINDOW)
+                .max(1),
+            by_model: pick!(sessions.context_windows)
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(k, v)| (k, v.max(1)))
+                .collect(),
+        };
         let settings = Self {
+            budgets,
+            context_windows,
             stall_after: match flags.stall_after {
                 Some(d) => d,
                 None => dur(pick!(sentinel.stall_after), "sentinel.stall_after")?,

@@ -45,6 +45,8 @@ pub struct HubSettings {
     pub db_name: String,
     /// A `forecast` event comes when a context threshold is less than this away.
     pub forecast_lead: Duration,
+    /// `[budget]`: a `budget` event at 80 % and 100 % of each.
+    pub budgets: sessions::Budgets,
 }
 
 /// Where the hub sends database writes.
@@ -109,6 +111,10 @@ pub struct Hub {
     views: BTreeMap<(bool, String), Arc<TaskView>>,
     /// Tasks whose view must be built again before the next publication.
     changed_views: HashSet<String>,
+    /// Each task's Claude Code sessions.
+    sessions: sessions::SessionBook,
+    /// Where the session source learns the tasks.
+    session_facts: Option<crate::core::sources::sessions::TaskFactsSender>,
 }
 
 impl Hub {
@@ -116,6 +122,16 @@ impl Hub {
     #[must_use]
     pub fn with_bus(mut self, bus: PipelineBus) -> Self {
         self.bus = bus;
+        self
+    }
+
+    /// Tells the session source the tasks as they change.
+    #[must_use]
+    pub fn with_session_facts(
+        mut self,
+        facts: crate::core::sources::sessions::TaskFactsSender,
+    ) -> Self {
+        self.session_facts = Some(facts);
         self
     }
 
@@ -165,6 +181,8 @@ impl Hub {
             dirty: true,
             views: BTreeMap::new(),
             changed_views: HashSet::new(),
+            sessions: sessions::SessionBook::default(),
+            session_facts: None,
         }
     }
 
@@ -261,7 +279,11 @@ impl Hub {
                 })
                 .await;
             }
-            CoreEvent::Tasks(rows) => self.on_tasks(rows).await,
+            CoreEvent::Tasks(rows) => {
+                self.on_tasks(rows).await;
+                self.send_task_facts();
+            }
+            CoreEvent::Session(report) => self.on_session(report).await,
             CoreEvent::Messages(rows) => {
                 self.snapshot.message_count += rows.len() as u64;
                 for row in &rows {
@@ -407,6 +429,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 mod lines;
+pub mod sessions;
 mod sources;
 mod tasks;
 #[cfg(test)]

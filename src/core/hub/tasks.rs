@@ -133,6 +133,7 @@ impl Hub {
             self.report(anomaly).await;
         }
         self.warn_forecasts().await;
+        self.tell_due_sessions().await;
         // Only the rows due are looked at; the wall clock has the last word (a row
         // whose heartbeat is not old enough yet goes back in line).
         let now = Instant::now();
@@ -185,6 +186,7 @@ impl Hub {
             .into_iter()
             .chain(self.sentinel.next_deadline())
             .chain(forecast)
+            .chain(self.sessions.next_due())
             .min()
     }
 

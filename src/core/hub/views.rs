@@ -43,6 +43,12 @@ impl Hub {
                 .copied(),
             watched: entry.is_none() || id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
             forecast: self.forecasts.of(key).copied(),
+            sessions: self.sessions.of(key),
+            session_lost: self
+                .sessions
+                .of(key)
+                .last()
+                .is_some_and(|s| self.sessions.is_lost(&s.session_id)),
         })
     }
 

@@ -105,6 +105,10 @@ pub enum Input {
     Watchers {
         list: Vec<(String, String, i32)>,
     },
+    /// What the session source read from a transcript.
+    Session {
+        report: crate::core::sources::sessions::SessionReport,
+    },
     /// The recorder could not keep up and left this many inputs out.
     Gap {
         dropped: u64,
@@ -153,7 +157,7 @@ fn kind_of(text: &str) -> Option<LogKind> {
 
 /// Source names are a closed set in the core; anything else read back is "replay".
 fn source_name(text: &str) -> &'static str {
-    ["database", "temp", "pipelines", "souffleur"]
+    ["database", "temp", "pipelines", "souffleur", "sessions"]
         .into_iter()
         .find(|s| *s == text)
         .unwrap_or("replay")
@@ -273,6 +277,9 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
                 .map(|(t, m, p)| (t.to_string(), (*m).to_owned(), *p))
                 .collect(),
         },
+        CoreEvent::Session(report) => Input::Session {
+            report: report.clone(),
+        },
         // Verdicts of this process's own actors (the role, pipelines) and reports
         // already in the database are not facts from the orchestration: not kept.
         CoreEvent::RecordedReports(_)
@@ -339,6 +346,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
                 .filter_map(|(t, m, p)| Some((TaskId::parse(t)?, watcher_mode(m), *p)))
                 .collect(),
         ),
+        Input::Session { report } => CoreEvent::Session(report.clone()),
         Input::Start { .. } | Input::Gap { .. } | Input::Stop => return None,
     })
 }

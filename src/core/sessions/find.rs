@@ -67,11 +67,12 @@ pub fn transcripts(claude: &Path) -> BTreeMap<String, Transcript> {
     out
 }
 
-/// Reads a transcript's first lines (no link followed, nothing blocking).
-fn head(path: &Path) -> Option<Transcript> {
+/// Reads a transcript's first lines (no link followed, nothing blocking, at most
+/// [`HEAD_BYTES`], stopping as soon as the session, `cwd` and first prompt are known).
+pub fn head(path: &Path) -> Option<Transcript> {
+    use std::io::BufRead;
     let (file, _) = safe_fs::open_regular(path).ok()?;
-    let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut std::io::Read::take(file, HEAD_BYTES), &mut bytes).ok()?;
+    let mut reader = std::io::BufReader::new(std::io::Read::take(file, HEAD_BYTES));
     let stem = path.file_stem()?.to_string_lossy().into_owned();
     let mut t = Transcript {
         path: path.to_path_buf(),
@@ -81,8 +82,14 @@ fn head(path: &Path) -> Option<Transcript> {
         started: None,
     };
     let mut named = false;
-    for line in bytes.split(|b| *b == b'\n') {
-        let Ok(v) = serde_json::from_slice::<Value>(line) else {
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match reader.read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        let Ok(v) = serde_json::from_slice::<Value>(&line) else {
             continue;
         };
         if !named && let Some(id) = v["sessionId"].as_str() {
@@ -100,7 +107,7 @@ fn head(path: &Path) -> Option<Transcript> {
             && !v["isSidechain"].as_bool().unwrap_or(false)
             && let Some(text) = v["message"]["content"].as_str()
         {
-            t.first_prompt = Some(text.to_owned());
+            t.first_prompt = Some(text.chars().take(4000).collect());
         }
         if t.cwd.is_some() && t.first_prompt.is_some() && t.started.is_some() {
             break;
@@ -131,6 +138,8 @@ pub struct TaskFacts {
     pub task_id: String,
     pub session_id: Option<String>,
     pub started_at: Option<String>,
+    /// Its state, when known (a task still `watching` has no session yet).
+    pub state: Option<String>,
 }
 
 /// One session of a task and how it was found.
@@ -149,7 +158,17 @@ pub fn sessions_of(
     tasks: &[TaskFacts],
     claude: &Path,
 ) -> (Vec<Found>, Vec<(String, String)>) {
-    let index = transcripts(claude);
+    match_tasks(project, temp, tasks, claude, &transcripts(claude))
+}
+
+/// [`sessions_of`] with the transcripts already indexed by session id.
+pub fn match_tasks(
+    project: &Path,
+    temp: &Path,
+    tasks: &[TaskFacts],
+    claude: &Path,
+    index: &BTreeMap<String, Transcript>,
+) -> (Vec<Found>, Vec<(String, String)>) {
     let project_text = project.to_string_lossy();
     let mut found: Vec<Found> = Vec::new();
     let mut missing = Vec::new();

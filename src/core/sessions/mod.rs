@@ -2,11 +2,13 @@
 //! to which task (`find`), what a transcript adds up to by the usage tools' counting
 //! rules (`tally`), and the list prices a cost is estimated at (`prices`).
 //!
-//! Today this serves `maestro usage`, which reads the files once; the live session
-//! source of the dashboard is not built yet.
+//! `maestro usage` reads the files once; the live session source
+//! (`core::sources::sessions`) follows them with a [`follow::Follower`] per file.
 
 pub mod activity;
+pub mod figures;
 pub mod find;
+pub mod follow;
 pub mod prices;
 pub mod tally;
 
@@ -18,6 +20,36 @@ use tally::Tally;
 
 /// The context window assumed when a session shows no sign of a larger one.
 pub const DEFAULT_WINDOW: u64 = 200_000;
+
+/// `[sessions] context_window` and `context_windows`: the window a model runs with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextWindows {
+    pub default: u64,
+    /// By model id prefix (the longest match wins).
+    pub by_model: Vec<(String, u64)>,
+}
+
+impl Default for ContextWindows {
+    fn default() -> Self {
+        Self {
+            default: DEFAULT_WINDOW,
+            by_model: Vec::new(),
+        }
+    }
+}
+
+impl ContextWindows {
+    pub fn of(&self, model: Option<&str>) -> u64 {
+        model
+            .and_then(|m| {
+                self.by_model
+                    .iter()
+                    .filter(|(prefix, _)| m.starts_with(prefix.as_str()))
+                    .max_by_key(|(prefix, _)| prefix.len())
+            })
+            .map_or(self.default, |(_, w)| *w)
+    }
+}
 
 /// A session's whole transcript, streamed line by line (a 100 MB file is never held
 /// whole), with its subagents' `agent-*.jsonl` files of the same session beside it.

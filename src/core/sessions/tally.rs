@@ -5,7 +5,7 @@
 //! one at a time (a whole file, or what was appended), so the same tally follows a
 //! growing transcript; a line that is not JSON (half written, damaged) is skipped.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashSet, VecDeque};
 
 use std::borrow::Cow;
 
@@ -74,6 +74,8 @@ pub struct Tally {
     /// The first prompt typed (a string `user` message), when there is one.
     pub first_prompt: Option<String>,
     pub models: BTreeSet<String>,
+    /// The model of the latest counted response.
+    pub last_model: Option<String>,
     /// Billed tokens, each response counted once.
     pub tokens: Tokens,
     /// USD at list prices; `None` once a response of a model without a price counted.
@@ -91,7 +93,13 @@ pub struct Tally {
     pub activity: Activity,
     counted: HashSet<(String, String)>,
     cost_known: bool,
+    /// (ms since the epoch, tokens, cost) of the responses of the last
+    /// [`BURN_WINDOW_MS`] before the newest one: the burn rate.
+    recent_bills: VecDeque<(i64, u64, Option<f64>)>,
 }
+
+/// The burn rate's window: ten minutes.
+pub const BURN_WINDOW_MS: i64 = 10 * 60 * 1000;
 
 impl Tally {
     pub fn new() -> Self {
@@ -156,7 +164,8 @@ impl Tally {
                             v.timestamp.as_deref(),
                         );
                     }
-                    self.response(m, v.request_id.as_deref(), sidechain, prices);
+                    let at = v.timestamp.as_deref().and_then(epoch_ms);
+                    self.response(m, v.request_id.as_deref(), sidechain, prices, at);
                 }
             }
             _ => {}
@@ -169,6 +178,7 @@ impl Tally {
         request: Option<&str>,
         sidechain: bool,
         prices: &PriceTable,
+        at: Option<i64>,
     ) {
         let model = message.model.as_deref().unwrap_or_default();
         if model == "<synthetic>" {
@@ -201,11 +211,28 @@ impl Tally {
         if keyed && !self.counted.insert(key) {
             return;
         }
-        if !model.is_empty() && !self.models.contains(model) {
-            self.models.insert(model.to_owned());
+        if !model.is_empty() {
+            if !self.models.contains(model) {
+                self.models.insert(model.to_owned());
+            }
+            if self.last_model.as_deref() != Some(model) {
+                self.last_model = Some(model.to_owned());
+            }
         }
         self.tokens.add(&tokens);
-        match prices.cost(model, &tokens) {
+        let cost = prices.cost(model, &tokens);
+        if let Some(at) = at {
+            self.recent_bills.push_back((at, tokens.total(), cost));
+            let newest = self.recent_bills.iter().map(|b| b.0).max().unwrap_or(at);
+            while self
+                .recent_bills
+                .front()
+                .is_some_and(|b| b.0 < newest - BURN_WINDOW_MS)
+            {
+                self.recent_bills.pop_front();
+            }
+        }
+        match cost {
             Some(c) if self.cost_known => {
                 self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
             }
@@ -227,9 +254,24 @@ impl Tally {
         };
         self.cost_known = self.cost_usd.is_some();
         self.skipped_lines += other.skipped_lines;
+        self.recent_bills.extend(other.recent_bills.iter().copied());
         if other.last_activity > self.last_activity {
             self.last_activity.clone_from(&other.last_activity);
         }
+    }
+
+    /// Tokens and cost of the responses of the ten minutes before `now_ms` (the cost
+    /// is unknown if one of them has no price).
+    pub fn burn(&self, now_ms: i64) -> (u64, Option<f64>) {
+        let mut tokens = 0;
+        let mut cost = Some(0.0);
+        for (at, t, c) in &self.recent_bills {
+            if *at >= now_ms - BURN_WINDOW_MS {
+                tokens += t;
+                cost = cost.zip(*c).map(|(a, b)| a + b);
+            }
+        }
+        (tokens, cost)
     }
 
     /// The context window the session runs with: 200,000 tokens, or 1,000,000 once a
@@ -247,6 +289,13 @@ impl Tally {
         let window = self.context_window(default_window).max(1);
         self.context_tokens as f64 * 100.0 / window as f64
     }
+}
+
+/// An RFC 3339 timestamp as milliseconds since the epoch.
+pub fn epoch_ms(text: &str) -> Option<i64> {
+    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
+        .ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@ pub mod db;
 pub mod kernel_watch;
 pub mod lines;
 pub mod procs;
+pub mod sessions;
 pub mod temp_logs;
 pub mod watchers;
 

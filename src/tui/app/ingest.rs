@@ -87,6 +87,8 @@ impl UiState {
             | What::Source { .. }
             | What::Watcher { .. }
             | What::Forecast { .. }
+            | What::Session { .. }
+            | What::Budget { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

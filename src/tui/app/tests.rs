@@ -24,6 +24,8 @@ fn snap(ids: &[&str]) -> Snapshot {
                 last_anomaly: None,
                 watched: true,
                 forecast: None,
+                sessions: Vec::new(),
+                session_lost: false,
             })
             .map(std::sync::Arc::new)
             .collect(),

@@ -1,0 +1,290 @@
+//! Each task's Claude Code sessions as the session source reads them: kept for the
+//! views, told to the presenters (`found`, `lost`, `missing` at once; what a session
+//! does as it changes; its tokens, cost and context at most once per
+//! [`USAGE_EVERY`] per session, the last figures always told), and held against the
+//! budgets.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::Hub;
+use crate::core::event::What;
+use crate::core::sessions::figures::SessionFigures;
+use crate::core::sessions::find::TaskFacts;
+use crate::core::sources::sessions::SessionReport;
+
+/// A session's `usage` event comes at most this often.
+pub const USAGE_EVERY: Duration = Duration::from_secs(10);
+
+/// The budgets (`[budget]`); each off when `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budgets {
+    pub task_usd: Option<f64>,
+    pub orchestration_usd: Option<f64>,
+    pub context_percent: Option<f64>,
+}
+
+type ActivityKey = (String, Option<(String, Option<String>, Option<String>)>);
+
+struct Told {
+    at: Instant,
+    key: ActivityKey,
+    /// A `usage` event waits for this moment.
+    due: Option<Instant>,
+}
+
+#[derive(Default)]
+pub(super) struct SessionBook {
+    /// Task → its sessions, in the order found (the last is current).
+    by_task: BTreeMap<String, Vec<Arc<SessionFigures>>>,
+    lost: HashSet<String>,
+    told: HashMap<String, Told>,
+    due: BTreeSet<(Instant, String)>,
+    missing_said: HashSet<String>,
+    /// (task or none, budget, level) already told.
+    budgets_told: HashSet<(Option<String>, &'static str, u8)>,
+    /// What the session source was last told about the tasks.
+    facts_sent: Vec<(String, Option<String>, Option<String>)>,
+}
+
+impl SessionBook {
+    /// A task's sessions, oldest first.
+    pub(super) fn of(&self, task: &str) -> Vec<Arc<SessionFigures>> {
+        self.by_task.get(task).cloned().unwrap_or_default()
+    }
+
+    pub(super) fn is_lost(&self, session: &str) -> bool {
+        self.lost.contains(session)
+    }
+
+    pub(super) fn next_due(&self) -> Option<Instant> {
+        self.due.first().map(|(at, _)| *at)
+    }
+
+    fn find(&self, session: &str) -> Option<Arc<SessionFigures>> {
+        self.by_task
+            .values()
+            .flatten()
+            .find(|f| f.session_id == session)
+            .cloned()
+    }
+
+    /// Puts a session's figures in its task's list (replacing its earlier ones).
+    fn keep(&mut self, f: Arc<SessionFigures>) {
+        let list = self.by_task.entry(f.task_id.clone()).or_default();
+        match list.iter_mut().find(|x| x.session_id == f.session_id) {
+            Some(slot) => *slot = f,
+            None => list.push(f),
+        }
+    }
+
+    /// The cost of every session of a task (or of all), and whether one has no price.
+    fn cost(&self, task: Option<&str>) -> (f64, bool) {
+        let mut sum = 0.0;
+        let mut unknown = false;
+        for (t, list) in &self.by_task {
+            if task.is_some_and(|x| x != t) {
+                continue;
+            }
+            for f in list {
+                match f.cost_usd {
+                    Some(c) => sum += c,
+                    None => unknown = true,
+                }
+            }
+        }
+        (sum, unknown)
+    }
+}
+
+impl Hub {
+    pub(super) async fn on_session(&mut self, report: SessionReport) {
+        let now = Instant::now();
+        match report {
+            SessionReport::Found(f) => {
+                let f: Arc<SessionFigures> = Arc::from(f);
+                self.sessions.lost.remove(&f.session_id);
+                self.sessions.keep(f.clone());
+                self.told(&f.session_id, now, f.activity_key());
+                self.session_changed(&f.task_id);
+                self.emit_session("found", &f, None).await;
+                self.check_budgets(&f.task_id).await;
+            }
+            SessionReport::Update(f) => {
+                let f: Arc<SessionFigures> = Arc::from(f);
+                self.sessions.keep(f.clone());
+                self.session_changed(&f.task_id);
+                let key = f.activity_key();
+                let told = self.sessions.told.get(&f.session_id);
+                if told.is_none_or(|t| t.key != key) {
+                    self.told(&f.session_id, now, key);
+                    self.emit_session("activity", &f, None).await;
+                } else if told.is_some_and(|t| now >= t.at + USAGE_EVERY) {
+                    self.told(&f.session_id, now, key);
+                    self.emit_session("usage", &f, None).await;
+                } else if let Some(t) = self.sessions.told.get_mut(&f.session_id)
+                    && t.due.is_none()
+                {
+                    let due = t.at + USAGE_EVERY;
+                    t.due = Some(due);
+                    self.sessions.due.insert((due, f.session_id.clone()));
+                }
+                self.check_budgets(&f.task_id).await;
+            }
+            SessionReport::Lost {
+                task_id,
+                session_id,
+                detail,
+            } => {
+                self.sessions.lost.insert(session_id.clone());
+                self.session_changed(&task_id);
+                self.emit(What::Session {
+                    status: "lost",
+                    task_id,
+                    session_id: Some(session_id),
+                    figures: None,
+                    detail: Some(detail),
+                })
+                .await;
+            }
+            SessionReport::Missing { task_id, detail } => {
+                if self.sessions.missing_said.insert(task_id.clone()) {
+                    self.emit(What::Session {
+                        status: "missing",
+                        task_id,
+                        session_id: None,
+                        figures: None,
+                        detail: Some(detail),
+                    })
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// The `usage` events that waited out their interval.
+    pub(super) async fn tell_due_sessions(&mut self) {
+        let now = Instant::now();
+        while let Some((due, session)) = self.sessions.due.first().cloned() {
+            if due > now {
+                break;
+            }
+            self.sessions.due.pop_first();
+            let Some(f) = self.sessions.find(&session) else {
+                continue;
+            };
+            self.told(&session, now, f.activity_key());
+            self.emit_session("usage", &f, None).await;
+        }
+    }
+
+    /// The session source's view of the tasks, sent when ids, session ids or states
+    /// changed (a heartbeat alone changes nothing for it).
+    pub(super) fn send_task_facts(&mut self) {
+        let Some(tx) = &self.session_facts else {
+            return;
+        };
+        let facts: Vec<(String, Option<String>, Option<String>)> = self
+            .tasks
+            .values()
+            .filter(|e| e.id.is_some())
+            .map(|e| {
+                (
+                    e.row.task_id.clone(),
+                    e.row.session_id.clone(),
+                    Some(e.row.state.clone()),
+                )
+            })
+            .collect();
+        if facts == self.sessions.facts_sent {
+            return;
+        }
+        tx.send(
+            facts
+                .iter()
+                .map(|(task_id, session_id, state)| TaskFacts {
+                    task_id: task_id.clone(),
+                    session_id: session_id.clone(),
+                    started_at: None,
+                    state: state.clone(),
+                })
+                .collect(),
+        );
+        self.sessions.facts_sent = facts;
+    }
+
+    fn told(&mut self, session: &str, at: Instant, key: ActivityKey) {
+        if let Some(old) = self.sessions.told.insert(
+            session.to_owned(),
+            Told {
+                at,
+                key,
+                due: None,
+            },
+        ) && let Some(due) = old.due
+        {
+            self.sessions.due.remove(&(due, session.to_owned()));
+        }
+    }
+
+    fn session_changed(&mut self, task: &str) {
+        let (total, unknown) = self.sessions.cost(None);
+        self.snapshot.session_cost_usd = Some(total);
+        self.snapshot.session_cost_unknown = unknown;
+        self.view_changed(task);
+    }
+
+    async fn emit_session(&mut self, status: &'static str, f: &Arc<SessionFigures>, detail: Option<String>) {
+        self.emit(What::Session {
+            status,
+            task_id: f.task_id.clone(),
+            session_id: Some(f.session_id.clone()),
+            figures: Some(f.clone()),
+            detail,
+        })
+        .await;
+    }
+
+    /// Tells each budget of this task (and the orchestration's) reaching 80 % and
+    /// 100 % of its limit, once each.
+    async fn check_budgets(&mut self, task: &str) {
+        let b = self.settings.budgets;
+        let mut reached = Vec::new();
+        if let Some(limit) = b.task_usd {
+            reached.push((Some(task.to_owned()), "task_usd", self.sessions.cost(Some(task)).0, limit));
+        }
+        if let Some(limit) = b.orchestration_usd {
+            reached.push((None, "orchestration_usd", self.sessions.cost(None).0, limit));
+        }
+        if let Some(limit) = b.context_percent
+            && let Some(current) = self.sessions.by_task.get(task).and_then(|l| l.last())
+        {
+            reached.push((Some(task.to_owned()), "context_percent", current.context_percent, limit));
+        }
+        for (task_id, budget, value, limit) in reached {
+            if limit <= 0.0 {
+                continue;
+            }
+            for level in [80u8, 100] {
+                if value >= limit * f64::from(level) / 100.0
+                    && self
+                        .sessions
+                        .budgets_told
+                        .insert((task_id.clone(), budget, level))
+                {
+                    self.emit(What::Budget {
+                        task_id: task_id.clone(),
+                        budget,
+                        level,
+                        value: (value * 1e4).round() / 1e4,
+                        limit,
+                    })
+                    .await;
+                }
+            }
+        }
+    }
+}

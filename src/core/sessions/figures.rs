@@ -1,0 +1,162 @@
+//! One session's figures as maestro reports them (headless `session` events, the
+//! dashboard, `maestro usage`, the event log): plain data, in the usage tools' names.
+
+use serde::{Deserialize, Serialize};
+
+use crate::core::sessions::activity::ToolCall;
+use crate::core::sessions::tally::Tally;
+
+/// One tool call of the recent list and how its result came back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecentCall {
+    pub name: String,
+    pub argument: Option<String>,
+    pub at: Option<String>,
+    /// `ok`, `error`, or `waiting` (no result yet).
+    pub result: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionFigures {
+    pub task_id: String,
+    pub session_id: String,
+    /// The transcript read.
+    pub file: String,
+    /// How the session was tied to its task: `process`, `transcript` or `database`.
+    pub found_by: String,
+    pub models: Vec<String>,
+    /// The model of the latest response.
+    pub model: Option<String>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub total_tokens: u64,
+    /// At list prices; `None` when a model has no price.
+    pub cost_usd: Option<f64>,
+    pub context_tokens: u64,
+    pub context_window: u64,
+    /// One decimal.
+    pub context_percent: f64,
+    pub compactions: u32,
+    pub started: Option<String>,
+    pub last_activity: Option<String>,
+    /// `working`, `waiting` (on a tool), `idle` (end of turn) or `unknown`.
+    pub activity: String,
+    pub tool: Option<ToolCall>,
+    pub last_error: Option<String>,
+    /// Tokens and cost of the last ten minutes.
+    pub burn_tokens_10m: u64,
+    pub burn_cost_usd_10m: Option<f64>,
+    /// The last tool calls, oldest first.
+    pub recent: Vec<RecentCall>,
+}
+
+/// Which session the figures are of, and how it was found.
+#[derive(Debug, Clone, Copy)]
+pub struct Whose<'a> {
+    pub task_id: &'a str,
+    pub session_id: &'a str,
+    pub file: &'a std::path::Path,
+    pub found_by: &'a str,
+}
+
+impl SessionFigures {
+    /// The figures of a session whose main transcript is `main`, with its subagents'
+    /// files' bills, as of `now_ms`.
+    pub fn of(
+        whose: Whose<'_>,
+        main: &Tally,
+        agents: &[&Tally],
+        now_ms: i64,
+        windows: &crate::core::sessions::ContextWindows,
+    ) -> Self {
+        let default_window = windows.of(main.last_model.as_deref());
+        let mut t = main.clone();
+        for a in agents {
+            t.absorb_billing(a);
+        }
+        let (burn_tokens, burn_cost) = t.burn(now_ms);
+        let window = t.context_window(default_window);
+        Self {
+            task_id: whose.task_id.to_owned(),
+            session_id: whose.session_id.to_owned(),
+            file: whose.file.display().to_string(),
+            found_by: whose.found_by.to_owned(),
+            models: t.models.iter().cloned().collect(),
+            model: main.last_model.clone(),
+            input_tokens: t.tokens.input,
+            output_tokens: t.tokens.output,
+            cache_write_tokens: t.tokens.cache_write,
+            cache_read_tokens: t.tokens.cache_read,
+            total_tokens: t.tokens.total(),
+            cost_usd: t.cost_usd.map(|c| (c * 1e6).round() / 1e6),
+            context_tokens: t.context_tokens,
+            context_window: window,
+            context_percent: (t.context_percent(default_window) * 10.0).round() / 10.0,
+            compactions: t.compactions,
+            started: t.started.clone(),
+            last_activity: t.last_activity.clone(),
+            activity: if t.activity.state.is_empty() {
+                "unknown".into()
+            } else {
+                t.activity.state.to_owned()
+            },
+            tool: t.activity.tool.clone(),
+            last_error: t.activity.last_error.clone(),
+            burn_tokens_10m: burn_tokens,
+            burn_cost_usd_10m: burn_cost.map(|c| (c * 1e6).round() / 1e6),
+            recent: t
+                .activity
+                .recent
+                .iter()
+                .map(|(call, result)| RecentCall {
+                    name: call.name.clone(),
+                    argument: call.argument.clone(),
+                    at: call.at.clone(),
+                    result: match result {
+                        None => "waiting",
+                        Some(true) => "error",
+                        Some(false) => "ok",
+                    }
+                    .into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// What changes the `activity` event: the state and the tool it is on.
+    pub fn activity_key(&self) -> (String, Option<(String, Option<String>, Option<String>)>) {
+        (
+            self.activity.clone(),
+            self.tool
+                .as_ref()
+                .map(|t| (t.name.clone(), t.argument.clone(), t.at.clone())),
+        )
+    }
+
+    /// "Bash cargo test" (the tool and its main argument), or the state.
+    pub fn doing(&self) -> String {
+        match (&self.tool, self.activity.as_str()) {
+            (Some(t), "waiting" | "working") => match &t.argument {
+                Some(a) => format!("{} {}", t.name, a),
+                None => t.name.clone(),
+            },
+            (_, state) => state.to_owned(),
+        }
+    }
+}
+
+/// A dollar figure as shown: `$0.42`, `$12.30`, `unknown`.
+pub fn dollars(cost: Option<f64>) -> String {
+    cost.map_or_else(|| "unknown".to_owned(), |c| format!("${c:.2}"))
+}
+
+/// A token count as shown: `950`, `19.2k`, `1.35M`.
+pub fn short_tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1e3),
+        _ => format!("{:.2}M", n as f64 / 1e6),
+    }
+}

@@ -1,0 +1,510 @@
+//! The session source: finds each task's Claude Code sessions (SESSIONS.md, mapping
+//! rules 1-3) and follows their transcripts as they grow.
+//!
+//! One OS thread owns a kernel watch on `<claude dir>/projects` (and `sessions/`),
+//! an index of the transcripts' first lines, and one [`Follower`] per transcript
+//! followed (a session's main file and its subagents' `agent-*` files). A write to a
+//! followed file is read from where the last read stopped and sent on as the
+//! session's figures; a new or still-empty transcript is looked at until its first
+//! prompt says whose it is; the mapping runs again only when the tasks, the index or
+//! the running sessions change. Nothing is polled: an idle session costs nothing.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use crate::core::event::CoreEvent;
+use crate::core::sessions::figures::{SessionFigures, Whose};
+use crate::core::sessions::find::{self, TaskFacts, Transcript};
+use crate::core::sessions::follow::{Follower, Outcome};
+use crate::core::sessions::prices::PriceTable;
+
+const SOURCE: &str = "sessions";
+/// Wake-ups queued for the thread before it reads the whole folder instead.
+const WAKE_QUEUE: usize = 4096;
+/// A transcript whose first this-many bytes name no prompt is not looked at again.
+const SETTLED_AFTER: u64 = 256 * 1024;
+
+/// What the session source tells the hub.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SessionReport {
+    /// A session of a task was found (or its transcript is back), with its figures.
+    Found(Box<SessionFigures>),
+    /// Its transcript grew (or was counted again after a truncation or replacement).
+    Update(Box<SessionFigures>),
+    /// Its transcript can no longer be read.
+    Lost {
+        task_id: String,
+        session_id: String,
+        detail: String,
+    },
+    /// No session could be found for a task that has started: why (said once).
+    Missing { task_id: String, detail: String },
+}
+
+#[derive(Debug, Clone)]
+pub struct SessionSettings {
+    pub project: PathBuf,
+    pub temp: PathBuf,
+    /// `$CLAUDE_CONFIG_DIR` or `~/.claude` (none: the source says so and stops).
+    pub claude: Option<PathBuf>,
+    pub windows: crate::core::sessions::ContextWindows,
+}
+
+enum Wake {
+    Paths(Vec<PathBuf>),
+    Rescan,
+    Tasks,
+    Stop,
+}
+
+/// Where the hub sends the task list the mapping works from.
+#[derive(Clone)]
+pub struct TaskFactsSender {
+    slot: Arc<Mutex<Option<Vec<TaskFacts>>>>,
+    wake: SyncSender<Wake>,
+    overflow: Arc<AtomicBool>,
+}
+
+impl TaskFactsSender {
+    /// The tasks as they stand now (the last value wins).
+    pub fn send(&self, facts: Vec<TaskFacts>) {
+        if let Ok(mut slot) = self.slot.lock() {
+            *slot = Some(facts);
+        }
+        if let Err(TrySendError::Full(_)) = self.wake.try_send(Wake::Tasks) {
+            self.overflow.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// The running source; dropping it stops the thread.
+pub struct SessionsHandle {
+    pub facts: TaskFactsSender,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for SessionsHandle {
+    fn drop(&mut self) {
+        let _ = self.facts.wake.try_send(Wake::Stop);
+        self.facts.overflow.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+pub fn spawn(settings: SessionSettings, events: mpsc::Sender<CoreEvent>) -> SessionsHandle {
+    let (wake_tx, wake_rx) = sync_channel(WAKE_QUEUE);
+    let overflow = Arc::new(AtomicBool::new(false));
+    let facts = TaskFactsSender {
+        slot: Arc::new(Mutex::new(None)),
+        wake: wake_tx.clone(),
+        overflow: overflow.clone(),
+    };
+    let slot = facts.slot.clone();
+    let thread = std::thread::Builder::new()
+        .name("maestro-sessions".into())
+        .spawn(move || {
+            let mut source = Sessions {
+                settings,
+                events,
+                prices: PriceTable::default(),
+                index: HashMap::new(),
+                tasks: Vec::new(),
+                live: BTreeMap::new(),
+                agent_files: HashMap::new(),
+                missing_said: HashSet::new(),
+                watch: None,
+                seeing: None,
+            };
+            source.run(&wake_rx, &wake_tx, &overflow, &slot);
+        })
+        .ok();
+    SessionsHandle { facts, thread }
+}
+
+/// One session followed.
+struct Live {
+    task_id: String,
+    found_by: &'static str,
+    main: Follower,
+    agents: BTreeMap<PathBuf, Follower>,
+    lost: bool,
+}
+
+struct IndexEntry {
+    transcript: Transcript,
+    /// Its first prompt is known (or will never be): not looked at again.
+    settled: bool,
+}
+
+struct Sessions {
+    settings: SessionSettings,
+    events: mpsc::Sender<CoreEvent>,
+    prices: PriceTable,
+    /// Main transcripts' first lines, by path.
+    index: HashMap<PathBuf, IndexEntry>,
+    tasks: Vec<TaskFacts>,
+    /// Sessions followed, by session id.
+    live: BTreeMap<String, Live>,
+    /// Subagent file → its session id.
+    agent_files: HashMap<PathBuf, String>,
+    missing_said: HashSet<String>,
+    watch: Option<notify::RecommendedWatcher>,
+    /// Whether `<claude>/projects` is seen (None: not said yet).
+    seeing: Option<bool>,
+}
+
+impl Sessions {
+    fn run(
+        &mut self,
+        wake_rx: &Receiver<Wake>,
+        wake_tx: &SyncSender<Wake>,
+        overflow: &Arc<AtomicBool>,
+        slot: &Arc<Mutex<Option<Vec<TaskFacts>>>>,
+    ) {
+        let Some(claude) = self.settings.claude.clone() else {
+            self.send(CoreEvent::SourceFailed {
+                source: SOURCE,
+                task: None,
+                detail: "neither HOME nor CLAUDE_CONFIG_DIR is set, so Claude Code's sessions cannot be found; set one of them".into(),
+            });
+            return;
+        };
+        self.watch = start_watch(&claude, wake_tx.clone(), overflow.clone());
+        self.rescan(&claude);
+        loop {
+            let Ok(first) = wake_rx.recv() else { return };
+            let mut dirty: HashSet<PathBuf> = HashSet::new();
+            let mut rescan = false;
+            let mut tasks_changed = false;
+            for wake in std::iter::once(first).chain(wake_rx.try_iter()) {
+                match wake {
+                    Wake::Stop => return,
+                    Wake::Paths(paths) => dirty.extend(paths),
+                    Wake::Rescan => rescan = true,
+                    Wake::Tasks => tasks_changed = true,
+                }
+            }
+            // The Claude folder, or its projects or sessions folder, came or went: the
+            // watch is set up again and everything looked at.
+            let roots = [claude.clone(), claude.join("projects"), claude.join("sessions")];
+            if dirty.iter().any(|p| roots.contains(p)) {
+                rescan = true;
+            }
+            if overflow.swap(false, Ordering::Relaxed) {
+                rescan = true;
+                tasks_changed = true;
+            }
+            if tasks_changed && let Some(facts) = slot.lock().ok().and_then(|mut s| s.take()) {
+                self.tasks = facts;
+            }
+            let mut rematch = tasks_changed;
+            if rescan {
+                self.watch = start_watch(&claude, wake_tx.clone(), overflow.clone());
+                self.rescan(&claude);
+                rematch = true;
+                dirty.extend(self.followed_paths());
+            }
+            let mut touched = HashSet::new();
+            for path in dirty {
+                rematch |= self.on_path(&claude, &path, &mut touched);
+            }
+            if rematch {
+                self.rematch(&claude);
+            }
+            for sid in touched {
+                if !self.report(&sid) {
+                    return;
+                }
+            }
+        }
+    }
+
+    fn followed_paths(&self) -> Vec<PathBuf> {
+        self.live
+            .values()
+            .flat_map(|l| std::iter::once(l.main.path.clone()).chain(l.agents.keys().cloned()))
+            .collect()
+    }
+
+    /// Reads every transcript's first lines again.
+    fn rescan(&mut self, claude: &Path) {
+        let projects = claude.join("projects");
+        let seeing = projects.is_dir();
+        if self.seeing != Some(seeing) {
+            self.seeing = Some(seeing);
+            self.send(if seeing {
+                CoreEvent::SourceHealthy { source: SOURCE }
+            } else {
+                CoreEvent::SourceFailed {
+                    source: SOURCE,
+                    task: None,
+                    detail: format!(
+                        "{} does not exist (yet): no Claude Code session can be followed until it does",
+                        projects.display()
+                    ),
+                }
+            });
+        }
+        self.index.clear();
+        for folder in std::fs::read_dir(&projects).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(folder.path()).into_iter().flatten().flatten() {
+                self.look_at(&file.path());
+            }
+        }
+    }
+
+    /// Indexes a main transcript's first lines; true if what it says changed.
+    fn look_at(&mut self, path: &Path) -> bool {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if !find::is_jsonl(path) || name.starts_with("agent-") {
+            return false;
+        }
+        if self.index.get(path).is_some_and(|e| e.settled) {
+            return false;
+        }
+        let Some(transcript) = find::head(path) else {
+            return self.index.remove(path).is_some();
+        };
+        let size = path.metadata().map(|m| m.len()).unwrap_or(0);
+        let settled = transcript.first_prompt.is_some() || size >= SETTLED_AFTER;
+        let changed = self.index.get(path).is_none_or(|old| {
+            old.transcript.first_prompt != transcript.first_prompt
+                || old.transcript.session_id != transcript.session_id
+                || old.transcript.cwd != transcript.cwd
+        });
+        self.index.insert(
+            path.to_path_buf(),
+            IndexEntry {
+                transcript,
+                settled,
+            },
+        );
+        changed
+    }
+
+    /// One changed path; true if the mapping must run again.
+    fn on_path(&mut self, claude: &Path, path: &Path, touched: &mut HashSet<String>) -> bool {
+        if let Some(sid) = self.agent_files.get(path).cloned() {
+            self.read_agent(&sid, path, touched);
+            return false;
+        }
+        if let Some((sid, _)) = self.live.iter().find(|(_, l)| l.main.path == path) {
+            touched.insert(sid.clone());
+            return false;
+        }
+        if path.starts_with(claude.join("sessions")) {
+            return true;
+        }
+        if !path.starts_with(claude.join("projects")) {
+            return false;
+        }
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        if name.starts_with("agent-") && find::is_jsonl(path) {
+            // A subagent's file next to a followed session's transcript.
+            let owner = self
+                .live
+                .iter()
+                .find(|(_, l)| l.main.path.parent() == path.parent())
+                .map(|(sid, _)| sid.clone());
+            if let Some(sid) = owner {
+                self.read_agent(&sid, path, touched);
+            }
+            return false;
+        }
+        if path.is_dir() {
+            // A new project folder: what it already holds.
+            let mut changed = false;
+            for file in std::fs::read_dir(path).into_iter().flatten().flatten() {
+                changed |= self.look_at(&file.path());
+            }
+            return changed;
+        }
+        self.look_at(path)
+    }
+
+    fn read_agent(&mut self, sid: &str, path: &Path, touched: &mut HashSet<String>) {
+        let Some(live) = self.live.get_mut(sid) else {
+            return;
+        };
+        let follower = live
+            .agents
+            .entry(path.to_path_buf())
+            .or_insert_with(|| Follower::new(path, Some(sid.to_owned())));
+        let outcome = follower.read(&self.prices);
+        if follower.is_foreign() {
+            live.agents.remove(path);
+            return;
+        }
+        self.agent_files.insert(path.to_path_buf(), sid.to_owned());
+        if outcome != Outcome::Same {
+            touched.insert(sid.to_owned());
+        }
+    }
+
+    /// Ties tasks to sessions again; new sessions are read and announced.
+    fn rematch(&mut self, claude: &Path) {
+        let by_id: BTreeMap<String, Transcript> = self
+            .index
+            .values()
+            .map(|e| (e.transcript.session_id.clone(), e.transcript.clone()))
+            .collect();
+        let (found, missing) = find::match_tasks(
+            &self.settings.project,
+            &self.settings.temp,
+            &self.tasks,
+            claude,
+            &by_id,
+        );
+        for f in found {
+            let sid = f.transcript.session_id.clone();
+            if self.live.contains_key(&sid) {
+                continue;
+            }
+            let mut main = Follower::new(&f.transcript.path, None);
+            main.read(&self.prices);
+            let mut live = Live {
+                task_id: f.task_id.clone(),
+                found_by: f.rule,
+                main,
+                agents: BTreeMap::new(),
+                lost: false,
+            };
+            // Subagents' files already there.
+            if let Some(dir) = f.transcript.path.parent() {
+                for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                    let path = file.path();
+                    let name = file.file_name().to_string_lossy().into_owned();
+                    if name.starts_with("agent-") && find::is_jsonl(&path) {
+                        let mut a = Follower::new(&path, Some(sid.clone()));
+                        a.read(&self.prices);
+                        if !a.is_foreign() {
+                            self.agent_files.insert(path.clone(), sid.clone());
+                            live.agents.insert(path, a);
+                        }
+                    }
+                }
+            }
+            let figures = self.figures(&sid, &live);
+            self.live.insert(sid, live);
+            self.send(CoreEvent::Session(SessionReport::Found(Box::new(figures))));
+        }
+        for (task_id, detail) in missing {
+            let started = self
+                .tasks
+                .iter()
+                .find(|t| t.task_id == task_id)
+                .is_some_and(|t| t.state.as_deref().is_some_and(|s| s != "watching"));
+            if started && self.missing_said.insert(task_id.clone()) {
+                self.send(CoreEvent::Session(SessionReport::Missing { task_id, detail }));
+            }
+        }
+    }
+
+    /// Reads a session's main transcript and sends its figures; false once the hub
+    /// is gone.
+    fn report(&mut self, sid: &str) -> bool {
+        let Some(live) = self.live.get_mut(sid) else {
+            return true;
+        };
+        let outcome = live.main.read(&self.prices);
+        let report = match outcome {
+            Outcome::Gone(why) => {
+                if live.lost {
+                    return true;
+                }
+                live.lost = true;
+                SessionReport::Lost {
+                    task_id: live.task_id.clone(),
+                    session_id: sid.to_owned(),
+                    detail: why,
+                }
+            }
+            _ if live.lost => {
+                live.lost = false;
+                let live = &self.live[sid];
+                SessionReport::Found(Box::new(self.figures(sid, live)))
+            }
+            _ => {
+                let live = &self.live[sid];
+                SessionReport::Update(Box::new(self.figures(sid, live)))
+            }
+        };
+        self.send(CoreEvent::Session(report))
+    }
+
+    fn figures(&self, sid: &str, live: &Live) -> SessionFigures {
+        let agents: Vec<_> = live.agents.values().map(|a| &a.tally).collect();
+        let now_ms = i64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis()),
+        )
+        .unwrap_or(i64::MAX);
+        SessionFigures::of(
+            Whose {
+                task_id: &live.task_id,
+                session_id: sid,
+                file: &live.main.path,
+                found_by: live.found_by,
+            },
+            &live.main.tally,
+            &agents,
+            now_ms,
+            &self.settings.windows,
+        )
+    }
+
+    /// False once the hub is gone.
+    fn send(&self, event: CoreEvent) -> bool {
+        self.events.blocking_send(event).is_ok()
+    }
+}
+
+/// Watches `<claude>/projects` (recursively), `<claude>/sessions`, and the folders
+/// above them to see them appear. Reads and opens are dropped on notify's thread.
+fn start_watch(
+    claude: &Path,
+    wake: SyncSender<Wake>,
+    overflow: Arc<AtomicBool>,
+) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
+        let message = match res {
+            Ok(e) if super::is_read_access(&e.kind) => return,
+            Ok(e) if e.need_rescan() => Wake::Rescan,
+            Ok(e) => Wake::Paths(e.paths),
+            Err(_) => Wake::Rescan,
+        };
+        if let Err(TrySendError::Full(_)) = wake.try_send(message) {
+            overflow.store(true, Ordering::Relaxed);
+        }
+    })
+    .ok()?;
+    let projects = claude.join("projects");
+    let sessions = claude.join("sessions");
+    if projects.is_dir() {
+        let _ = watcher.watch(&projects, RecursiveMode::Recursive);
+    }
+    if sessions.is_dir() {
+        let _ = watcher.watch(&sessions, RecursiveMode::NonRecursive);
+    }
+    // The Claude folder, or the nearest folder above it that exists, to see the rest
+    // appear.
+    let mut above = Some(claude);
+    while let Some(dir) = above {
+        if dir.is_dir() {
+            let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
+            break;
+        }
+        above = dir.parent();
+    }
+    Some(watcher)
+}
