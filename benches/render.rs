@@ -66,6 +66,34 @@ fn main() {
     idle_dashboard();
 }
 
+/// A session as the session source reports it, with a full list of recent calls.
+fn session(i: usize) -> maestro::core::sessions::figures::SessionFigures {
+    let mut main = maestro::core::sessions::tally::Tally::new();
+    let prices = maestro::core::sessions::prices::PriceTable::default();
+    for n in 0..30 {
+        main.feed(
+            &format!(
+                r#"{{"type":"assistant","sessionId":"s{i}","timestamp":"2026-11-20T14:02:{:02}.000Z","requestId":"r{n}","message":{{"id":"m{n}","model":"claude-sonnet-4-5","content":[{{"type":"tool_use","id":"t{n}","name":"Bash","input":{{"command":"cargo test -q {n}"}}}}],"stop_reason":"tool_use","usage":{{"input_tokens":3,"cache_creation_input_tokens":{},"cache_read_input_tokens":14032,"output_tokens":210}}}}}}"#,
+                n % 60,
+                1000 * i + n
+            ),
+            &prices,
+        );
+    }
+    maestro::core::sessions::figures::SessionFigures::of(
+        maestro::core::sessions::figures::Whose {
+            task_id: &format!("task-{i:02}"),
+            session_id: &format!("s{i}"),
+            file: std::path::Path::new("/home/ana/.claude/projects/p/s.jsonl"),
+            found_by: "transcript",
+        },
+        &main,
+        &[],
+        0,
+        &maestro::core::sessions::ContextWindows::default(),
+    )
+}
+
 fn snapshot(now: OffsetDateTime) -> Snapshot {
     let mut tasks: Vec<TaskView> = (1..=TASKS)
         .map(|i| TaskView {
@@ -85,6 +113,8 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             last_anomaly: (i % 5 == 0).then_some(AnomalyKind::Stalled),
             watched: true,
             forecast: None,
+            sessions: vec![std::sync::Arc::new(session(i))],
+            session_lost: false,
         })
         .collect();
     for id in ["task-00", "souffleur"] {
@@ -95,6 +125,8 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             last_anomaly: None,
             watched: false,
             forecast: None,
+            sessions: Vec::new(),
+            session_lost: false,
         });
     }
     Snapshot {

@@ -5,6 +5,7 @@
 //! (projects, tasks, anomaly kinds, message types, providers, pipelines): no log text,
 //! no message id ever becomes a label.
 
+use crate::core::sessions::figures::SessionFigures;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -126,6 +127,8 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let conductor_up = gauge();
     let watchdog_state = gauge();
     let source_up = gauge();
+    let session_tokens = counter();
+    let session_cost = gauge();
     let anomalies = counter();
     let messages = counter();
     let recoveries = counter();
@@ -158,6 +161,30 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
                     .get_or_create(&l(&[("project", p), ("task", id), ("source", "self")]))
                     .set(f64::from(c));
             }
+            if let Some(s) = t.session() {
+                context
+                    .get_or_create(&l(&[("project", p), ("task", id), ("source", "transcript")]))
+                    .set(s.context_percent);
+            }
+            // Every session of the task, relaunches included.
+            for (kind, n) in [
+                ("input", (|s| s.input_tokens) as fn(&SessionFigures) -> u64),
+                ("output", |s: &SessionFigures| s.output_tokens),
+                ("cache_write", |s: &SessionFigures| s.cache_write_tokens),
+                ("cache_read", |s: &SessionFigures| s.cache_read_tokens),
+            ] {
+                let sum: u64 = t.sessions.iter().map(|s| n(s)).sum();
+                if !t.sessions.is_empty() {
+                    session_tokens
+                        .get_or_create(&l(&[("project", p), ("task", id), ("kind", kind)]))
+                        .inc_by(sum);
+                }
+            }
+            if let Some(cost) = t.cost_usd().filter(|_| !t.sessions.is_empty()) {
+                session_cost
+                    .get_or_create(&l(&[("project", p), ("task", id)]))
+                    .set(cost);
+            }
         }
         let conductor = snap
             .tasks
@@ -180,6 +207,13 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         source_up
             .get_or_create(&l(&[("project", p), ("source", "database")]))
             .set(if database { 1.0 } else { 0.0 });
+        source_up
+            .get_or_create(&l(&[("project", p), ("source", "sessions")]))
+            .set(if snap.sessions_waiting.is_none() {
+                1.0
+            } else {
+                0.0
+            });
         source_up
             .get_or_create(&l(&[("project", p), ("source", "temp")]))
             .set(if snap.logs_waiting.is_none() {
@@ -243,8 +277,18 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     );
     registry.register(
         "maestro_source_up",
-        "1 while maestro can see the source (database, temp)",
+        "1 while maestro can see the source (database, temp, sessions)",
         source_up,
+    );
+    registry.register(
+        "maestro_session_tokens",
+        "Tokens billed to the task's Claude Code sessions, by kind (input, output, cache_write, cache_read)",
+        session_tokens,
+    );
+    registry.register(
+        "maestro_session_cost_usd",
+        "Estimated cost of the task's sessions at API list prices, USD (subscriptions do not pay it)",
+        session_cost,
     );
     registry.register(
         "maestro_anomalies",

@@ -39,6 +39,8 @@ pub struct Snapshot {
     /// whether a session's model has no price (then the sum leaves it out).
     pub session_cost_usd: Option<f64>,
     pub session_cost_unknown: bool,
+    /// What the session source waits for, while Claude Code's folder is missing.
+    pub sessions_waiting: Option<String>,
 }
 
 /// Counters since this process started.

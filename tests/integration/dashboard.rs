@@ -43,6 +43,8 @@ fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u
         last_anomaly: None,
         watched: true,
         forecast: None,
+        sessions: Vec::new(),
+        session_lost: false,
     }
 }
 
@@ -131,6 +133,9 @@ fn busy_snapshot() -> Snapshot {
         logs_waiting: None,
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
         counts: maestro::core::snapshot::Counts::default(),
+        session_cost_usd: None,
+        session_cost_unknown: false,
+        sessions_waiting: None,
     }
 }
 

@@ -137,6 +137,8 @@ fn the_rules_file_names_only_metrics_that_exist() {
             last_anomaly: None,
             watched: true,
             forecast: None,
+            sessions: Vec::new(),
+            session_lost: false,
         })],
         ..maestro::core::snapshot::Snapshot::default()
     };

@@ -150,6 +150,16 @@ impl Hub {
                 })
                 .await;
             }
+            SessionReport::Folder { seeing, detail } => {
+                self.snapshot.sessions_waiting = (!seeing).then(|| detail.clone());
+                self.dirty = true;
+                self.emit(What::Source {
+                    source: "sessions",
+                    status: if seeing { "watching" } else { "waiting" },
+                    detail,
+                })
+                .await;
+            }
             SessionReport::Missing { task_id, detail } => {
                 if self.sessions.missing_said.insert(task_id.clone()) {
                     self.emit(What::Session {

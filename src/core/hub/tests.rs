@@ -39,13 +39,17 @@ fn settings(report_to_db: bool) -> HubSettings {
 }
 
 fn rig(initial: Vec<CoreEvent>, report_to_db: bool) -> Rig {
+    rig_with(initial, settings(report_to_db))
+}
+
+fn rig_with(initial: Vec<CoreEvent>, settings: HubSettings) -> Rig {
     let (events, rx) = mpsc::channel(64);
     let (out_tx, out) = mpsc::channel(256);
     let (snap_tx, _) = watch::channel(Arc::new(Snapshot::default()));
     let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let clock = Clock::following_tokio(parse_sqlite_utc(START).unwrap());
     let hub = Hub::new(
-        settings(report_to_db),
+        settings,
         clock,
         out_tx,
         snap_tx,
@@ -349,4 +353,108 @@ async fn invalid_task_ids_are_reported_once() {
         .unwrap();
     let got = drain(&mut r.out).await;
     assert!(!got.iter().any(|w| matches!(w, What::Error { .. })));
+}
+
+/// A session's figures after these transcript lines (Sonnet prices).
+fn session(lines: &[String]) -> Box<crate::core::sessions::figures::SessionFigures> {
+    let prices = crate::core::sessions::prices::PriceTable::default();
+    let mut t = crate::core::sessions::tally::Tally::new();
+    for l in lines {
+        t.feed(l, &prices);
+    }
+    Box::new(crate::core::sessions::figures::SessionFigures::of(
+        crate::core::sessions::figures::Whose {
+            task_id: "task-01",
+            session_id: "s1",
+            file: std::path::Path::new("/h/.claude/projects/p/s1.jsonl"),
+            found_by: "transcript",
+        },
+        &t,
+        &[],
+        0,
+        &crate::core::sessions::ContextWindows::default(),
+    ))
+}
+
+/// A response of `output` Sonnet output tokens ($15 per million), ending the turn or
+/// calling a tool.
+fn response(n: u32, output: u64, tool: bool) -> String {
+    let content = if tool {
+        r#"[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test"}}]"#
+    } else {
+        r#"[{"type":"text","text":"done"}]"#
+    };
+    let stop = if tool { "tool_use" } else { "end_turn" };
+    format!(
+        r#"{{"type":"assistant","sessionId":"s1","requestId":"r{n}","message":{{"id":"m{n}","model":"claude-sonnet-4-5","content":{content},"stop_reason":"{stop}","usage":{{"input_tokens":0,"output_tokens":{output}}}}}}}"#
+    )
+}
+
+fn session_events(got: &[What]) -> Vec<(&'static str, Option<f64>)> {
+    got.iter()
+        .filter_map(|w| match w {
+            What::Session {
+                status, figures, ..
+            } => Some((*status, figures.as_ref().and_then(|f| f.cost_usd))),
+            _ => None,
+        })
+        .collect()
+}
+
+fn budget_events(got: &[What]) -> Vec<(&'static str, u8)> {
+    got.iter()
+        .filter_map(|w| match w {
+            What::Budget { budget, level, .. } => Some((*budget, *level)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Usage is told at most every 10 s (the last figures always, when the interval is
+/// over), a change of activity at once, and each budget level once.
+#[tokio::test(start_paused = true)]
+async fn session_usage_is_told_at_most_every_ten_seconds_and_budgets_once_each() {
+    use crate::core::sources::sessions::SessionReport;
+    let mut hub_settings = settings(false);
+    hub_settings.budgets.task_usd = Some(1.0);
+    let mut r = rig_with(
+        vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
+        hub_settings,
+    );
+    drain(&mut r.out).await;
+    let mut lines = vec![response(1, 30_000, false)];
+    r.events
+        .send(CoreEvent::Session(SessionReport::Found(session(&lines))))
+        .await
+        .unwrap();
+    let got = drain(&mut r.out).await;
+    assert_eq!(session_events(&got), vec![("found", Some(0.45))]);
+    assert!(budget_events(&got).is_empty());
+    // $0.87: past 80 % of the task's budget; the same activity, so no usage yet.
+    lines.push(response(2, 28_000, false));
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&lines))))
+        .await
+        .unwrap();
+    let got = drain(&mut r.out).await;
+    assert!(session_events(&got).is_empty(), "{got:?}");
+    assert_eq!(budget_events(&got), vec![("task_usd", 80)]);
+    // The interval over, the last figures are told.
+    let (_, what) = next(&mut r.out).await;
+    assert_eq!(session_events(&[what]), vec![("usage", Some(0.87))]);
+    // A tool call is a change of activity: told at once; $1.02 passes the budget.
+    lines.push(response(3, 10_000, true));
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&lines))))
+        .await
+        .unwrap();
+    let got = drain(&mut r.out).await;
+    assert_eq!(session_events(&got), vec![("activity", Some(1.02))]);
+    assert_eq!(budget_events(&got), vec![("task_usd", 100)]);
+    lines.push(response(4, 10_000, true));
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&lines))))
+        .await
+        .unwrap();
+    assert!(budget_events(&drain(&mut r.out).await).is_empty());
 }

@@ -23,7 +23,6 @@ use crate::core::sessions::find::{self, TaskFacts, Transcript};
 use crate::core::sessions::follow::{Follower, Outcome};
 use crate::core::sessions::prices::PriceTable;
 
-const SOURCE: &str = "sessions";
 /// Wake-ups queued for the thread before it reads the whole folder instead.
 const WAKE_QUEUE: usize = 4096;
 /// A transcript whose first this-many bytes name no prompt is not looked at again.
@@ -45,6 +44,8 @@ pub enum SessionReport {
     },
     /// No session could be found for a task that has started: why (said once).
     Missing { task_id: String, detail: String },
+    /// Claude Code's projects folder is (`watching`) or is not (`waiting`) there.
+    Folder { seeing: bool, detail: String },
 }
 
 #[derive(Debug, Clone)]
@@ -170,11 +171,10 @@ impl Sessions {
         slot: &Arc<Mutex<Option<Vec<TaskFacts>>>>,
     ) {
         let Some(claude) = self.settings.claude.clone() else {
-            self.send(CoreEvent::SourceFailed {
-                source: SOURCE,
-                task: None,
+            self.send(CoreEvent::Session(SessionReport::Folder {
+                seeing: false,
                 detail: "neither HOME nor CLAUDE_CONFIG_DIR is set, so Claude Code's sessions cannot be found; set one of them".into(),
-            });
+            }));
             return;
         };
         self.watch = start_watch(&claude, wake_tx.clone(), overflow.clone());
@@ -240,18 +240,15 @@ impl Sessions {
         let seeing = projects.is_dir();
         if self.seeing != Some(seeing) {
             self.seeing = Some(seeing);
-            self.send(if seeing {
-                CoreEvent::SourceHealthy { source: SOURCE }
+            let detail = if seeing {
+                format!("following Claude Code's sessions in {}", projects.display())
             } else {
-                CoreEvent::SourceFailed {
-                    source: SOURCE,
-                    task: None,
-                    detail: format!(
-                        "{} does not exist (yet): no Claude Code session can be followed until it does",
-                        projects.display()
-                    ),
-                }
-            });
+                format!(
+                    "{} does not exist (yet): no Claude Code session can be followed until it does",
+                    projects.display()
+                )
+            };
+            self.send(CoreEvent::Session(SessionReport::Folder { seeing, detail }));
         }
         self.index.clear();
         for folder in std::fs::read_dir(&projects).into_iter().flatten().flatten() {
@@ -402,7 +399,9 @@ impl Sessions {
                 .iter()
                 .find(|t| t.task_id == task_id)
                 .is_some_and(|t| t.state.as_deref().is_some_and(|s| s != "watching"));
-            if started && self.missing_said.insert(task_id.clone()) {
+            // Without the projects folder, the folder's own notice says it all.
+            let seeing = self.seeing == Some(true);
+            if started && seeing && self.missing_said.insert(task_id.clone()) {
                 self.send(CoreEvent::Session(SessionReport::Missing { task_id, detail }));
             }
         }
