@@ -16,6 +16,7 @@ mod musician;
 mod paths;
 mod pipelines;
 mod planted;
+mod sessions;
 mod replay;
 mod souffleur;
 mod task_commands;

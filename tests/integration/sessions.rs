@@ -1,0 +1,178 @@
+//! The live session source through the real binary, on a fixture home: a transcript
+//! that appears late, grows (half lines included), waits on a tool, ends its turn,
+//! crosses a budget, is replaced and is removed; a task without a session is said once.
+#![allow(clippy::unwrap_used)]
+
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::common::{Running, Scratch, event, maestro};
+
+fn user_prompt(cwd: &str, prompt: &str) -> String {
+    format!(
+        "{}\n",
+        json!({"type": "user", "sessionId": "s-live", "cwd": cwd, "timestamp": "2026-11-24T10:00:00.000Z",
+               "isSidechain": false, "message": {"role": "user", "content": prompt}})
+    )
+}
+
+/// One response of `output` Sonnet output tokens ($15 per million).
+fn response(n: u32, output: u64, content: &Value, stop: &str) -> String {
+    format!(
+        "{}\n",
+        json!({"type": "assistant", "sessionId": "s-live", "timestamp": "2026-11-24T10:00:05.000Z",
+               "isSidechain": false, "requestId": format!("r{n}"),
+               "message": {"id": format!("m{n}"), "model": "claude-sonnet-4-5-20250929", "role": "assistant",
+                           "content": content, "stop_reason": stop,
+                           "usage": {"input_tokens": 0, "output_tokens": output}}})
+    )
+}
+
+fn tool_result(is_error: bool, text: &str) -> String {
+    format!(
+        "{}\n",
+        json!({"type": "user", "sessionId": "s-live", "timestamp": "2026-11-24T10:00:09.000Z", "isSidechain": false,
+               "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "is_error": is_error, "content": text}]}})
+    )
+}
+
+fn append(path: &Path, text: &str) {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+}
+
+fn session_event<'a>(status: &'a str) -> impl Fn(&Value) -> bool + 'a {
+    move |v| event(v) == "session" && v["status"] == status && v["task_id"] == "task-01"
+}
+
+#[test]
+fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let cwd = root.to_str().unwrap().to_owned();
+    let home = tempfile::tempdir().unwrap();
+    let folder = home.path().join(".claude/projects/-fixture");
+    std::fs::create_dir_all(&folder).unwrap();
+    let config = s.root().join("maestro.toml");
+    std::fs::write(&config, "[budget]\ntask_usd = 1.0\n").unwrap();
+    s.set_task("task-01", "working");
+    s.set_task("task-02", "working");
+    s.set_task("task-03", "watching");
+
+    let mut cmd = maestro();
+    cmd.env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["--no-tui", "--json", "--config"])
+        .arg(&config)
+        .arg("--project")
+        .arg(s.root());
+    let mut m = Running::spawn(cmd);
+    // A started task without a session is said once, with why; a task still
+    // `watching` (not claimed) is not.
+    let missing = m.wait_json("task-02's missing session", |v| {
+        event(v) == "session" && v["status"] == "missing" && v["task_id"] == "task-02"
+    });
+    assert!(
+        missing["detail"].as_str().unwrap().contains("task-02"),
+        "{missing}"
+    );
+
+    // The transcript appears after start, its first line still half written.
+    let transcript = folder.join("s-live.jsonl");
+    let prompt = user_prompt(&cwd, "/musician task-01");
+    let (a, b) = prompt.split_at(30);
+    append(&transcript, a);
+    append(&transcript, b);
+    let bash = json!([{"type": "tool_use", "id": "t1", "name": "Bash", "input": {"command": "cargo test -q"}}]);
+    append(&transcript, &response(1, 30_000, &bash, "tool_use"));
+    // The same response's second line is not counted again.
+    append(&transcript, &response(1, 30_000, &bash, "tool_use"));
+    let found = m.wait_json("task-01's session found", |v| {
+        session_event("found")(v) && v["total_tokens"] == 30_000
+    });
+    assert_eq!(found["session_id"], "s-live");
+    assert_eq!(found["found_by"], "transcript");
+    assert_eq!(found["activity"], "waiting", "{found}");
+    assert_eq!(found["tool"]["name"], "Bash");
+    assert_eq!(found["tool"]["argument"], "cargo test -q");
+    assert_eq!(found["cost_usd"], 0.45);
+
+    // The tool's result comes back as an error, then the turn ends: idle, with the
+    // error kept. $0.87 crosses 80 % of the task's $1 budget.
+    append(&transcript, &tool_result(true, "error: 3 tests failed"));
+    append(
+        &transcript,
+        &response(2, 28_000, &json!([{"type": "text", "text": "Tests fail."}]), "end_turn"),
+    );
+    let idle = m.wait_json("idle after the end of the turn", |v| {
+        session_event("activity")(v) && v["activity"] == "idle"
+    });
+    assert_eq!(idle["last_error"], "error: 3 tests failed");
+    let budget = m.wait_json("the 80 % budget event", |v| event(v) == "budget");
+    assert_eq!(
+        (&budget["task_id"], &budget["budget"], &budget["level"]),
+        (&json!("task-01"), &json!("task_usd"), &json!(80))
+    );
+
+    // Replaced by another file at the same path: counted again from its start.
+    let next = folder.join("s-live.next");
+    std::fs::write(
+        &next,
+        user_prompt(&cwd, "/musician task-01")
+            + &response(7, 1_000, &json!([{"type": "text", "text": "again"}]), "end_turn"),
+    )
+    .unwrap();
+    std::fs::rename(&next, &transcript).unwrap();
+    m.wait_json("the replaced transcript's figures", |v| {
+        event(v) == "session" && v["task_id"] == "task-01" && v["total_tokens"] == 1_000
+    });
+
+    // Removed: lost.
+    std::fs::remove_file(&transcript).unwrap();
+    let lost = m.wait_json("the session lost", session_event("lost"));
+    assert_eq!(lost["session_id"], "s-live");
+
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    m.rest();
+    let missing_again = m
+        .seen
+        .iter()
+        .filter(|l| l.contains("\"missing\"") && l.contains("task-02"))
+        .count();
+    assert_eq!(missing_again, 1, "said once");
+    assert!(
+        !m.seen.iter().any(|l| l.contains("\"missing\"") && l.contains("task-03")),
+        "a task not yet claimed has no session to miss"
+    );
+}
+
+#[test]
+fn without_claude_code_the_source_says_it_waits_and_reports_no_missing_sessions() {
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    s.set_task("task-01", "working");
+    let mut cmd = maestro();
+    cmd.env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["--no-tui", "--json", "--project"])
+        .arg(s.root());
+    let mut m = Running::spawn(cmd);
+    let waiting = m.wait_json("the sessions source waiting", |v| {
+        event(v) == "source" && v["source"] == "sessions"
+    });
+    assert_eq!(waiting["status"], "waiting");
+    assert!(waiting["detail"].as_str().unwrap().contains(".claude/projects"));
+    // Claude Code's folder appears later: followed from then on.
+    let folder = home.path().join(".claude/projects/-p");
+    std::fs::create_dir_all(&folder).unwrap();
+    let watching = m.wait_json("the sessions source watching", |v| {
+        event(v) == "source" && v["source"] == "sessions" && v["status"] == "watching"
+    });
+    assert!(watching["detail"].as_str().unwrap().contains("projects"));
+}
