@@ -395,7 +395,14 @@ fn session_events(got: &[What]) -> Vec<(&'static str, Option<f64>)> {
         .filter_map(|w| match w {
             What::Session {
                 status, figures, ..
-            } => Some((*status, figures.as_ref().and_then(|f| f.cost_usd))),
+            } => Some((
+                *status,
+                // In cents, as shown.
+                figures
+                    .as_ref()
+                    .and_then(|f| f.cost_usd)
+                    .map(|c| (c * 100.0).round() / 100.0),
+            )),
             _ => None,
         })
         .collect()

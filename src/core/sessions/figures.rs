@@ -90,7 +90,7 @@ impl SessionFigures {
             cache_write_tokens: t.tokens.cache_write,
             cache_read_tokens: t.tokens.cache_read,
             total_tokens: t.tokens.total(),
-            cost_usd: t.cost_usd.map(|c| (c * 1e6).round() / 1e6),
+            cost_usd: t.cost_usd,
             context_tokens: t.context_tokens,
             context_window: window,
             context_percent: (t.context_percent(default_window) * 10.0).round() / 10.0,
@@ -105,7 +105,7 @@ impl SessionFigures {
             tool: t.activity.tool.clone(),
             last_error: t.activity.last_error.clone(),
             burn_tokens_10m: burn_tokens,
-            burn_cost_usd_10m: burn_cost.map(|c| (c * 1e6).round() / 1e6),
+            burn_cost_usd_10m: burn_cost,
             recent: t
                 .activity
                 .recent
