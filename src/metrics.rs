@@ -163,7 +163,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
             }
             if let Some(s) = t.session() {
                 context
-                    .get_or_create(&l(&[("project", p), ("task", id), ("source", "transcript")]))
+                    .get_or_create(&l(&[
+                        ("project", p),
+                        ("task", id),
+                        ("source", "transcript"),
+                    ]))
                     .set(s.context_percent);
             }
             // Every session of the task, relaunches included.

@@ -211,7 +211,13 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
             session_id,
             figures,
             detail,
-        } => session_text(status, task_id, session_id.as_deref(), figures.as_deref(), detail.as_deref()),
+        } => session_text(
+            status,
+            task_id,
+            session_id.as_deref(),
+            figures.as_deref(),
+            detail.as_deref(),
+        ),
         What::Budget {
             task_id,
             budget,

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 
 use crate::cli::CliError;
 use crate::cli::project::Project;
-use crate::core::sessions::find::{self, TaskFacts};
 use crate::core::sessions::figures::{SessionFigures, Whose};
+use crate::core::sessions::find::{self, TaskFacts};
 use crate::core::sessions::prices::{PriceTable, Tokens};
 use crate::core::sessions::{ContextWindows, tally_session};
 use crate::core::text::printable;

@@ -62,6 +62,8 @@ pub enum Action {
     Freeze,
     Thaw,
     Headroom,
+    /// The selected task's Claude Code session.
+    Session,
     /// Show the focused pane on the whole screen, or the layout again.
     Zoom,
     ReplayPause,
@@ -129,6 +131,7 @@ impl Action {
             Self::Freeze => "freeze its window (SIGSTOP)",
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
+            Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
             Self::Zoom => "zoom the focused pane to the whole screen / back",
             Self::ReplayPause => "replay: pause / play",
             Self::ReplayStep => "replay: step to the next recorded moment (pauses)",

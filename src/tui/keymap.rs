@@ -207,6 +207,7 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Tasks, "p", Action::Freeze),
     (Mode::Tasks, "u", Action::Thaw),
     (Mode::Tasks, "c", Action::Headroom),
+    (Mode::Tasks, "s", Action::Session),
     (Mode::Log, "n", Action::SearchNext),
     (Mode::Log, "N", Action::SearchPrev),
     (Mode::Log, "[", Action::PrevAnomaly),

@@ -48,6 +48,66 @@ fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u
     }
 }
 
+/// A session whose latest response was `secs_ago` seconds ago, with `context` tokens
+/// in use and, if given, a tool call (name, argument) still waiting for its result.
+fn session(
+    task: &str,
+    model: &str,
+    context: u64,
+    output: u64,
+    secs_ago: i64,
+    tool: Option<(&str, &str)>,
+) -> std::sync::Arc<maestro::core::sessions::figures::SessionFigures> {
+    use maestro::core::sessions::{figures, prices::PriceTable, tally::Tally};
+    let ts = |ago_s: i64| {
+        ago(ago_s)
+            .format(&time::format_description::well_known::Rfc3339)
+            .unwrap()
+    };
+    let prices = PriceTable::default();
+    let mut t = Tally::new();
+    // Earlier calls, with one error among them.
+    for (n, (name, arg, error)) in [
+        ("Read", "docs/tasks/spec.md", false),
+        ("Grep", "fn parse_", false),
+        ("Bash", "cargo test -q", true),
+        ("Edit", "src/parser.rs", false),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        t.feed(&serde_json::json!({"type": "assistant", "sessionId": task, "timestamp": ts(secs_ago + 300 - 60 * n as i64), "requestId": format!("e{n}"),
+            "message": {"id": format!("e{n}"), "model": model, "stop_reason": "tool_use",
+                "content": [{"type": "tool_use", "id": format!("te{n}"), "name": name, "input": {"file_path": arg, "pattern": arg, "command": arg}}],
+                "usage": {"input_tokens": 10, "output_tokens": output / 8, "cache_read_input_tokens": context / 2}}}).to_string(), &prices);
+        t.feed(&serde_json::json!({"type": "user", "sessionId": task, "timestamp": ts(secs_ago + 290 - 60 * n as i64),
+            "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("te{n}"), "is_error": error, "content": if error { "2 tests failed" } else { "ok" }}]}}).to_string(), &prices);
+    }
+    let content = match tool {
+        Some((name, arg)) => {
+            serde_json::json!([{"type": "tool_use", "id": "t-last", "name": name, "input": {"command": arg, "file_path": arg}}])
+        }
+        None => serde_json::json!([{"type": "text", "text": "Done for now."}]),
+    };
+    t.feed(&serde_json::json!({"type": "assistant", "sessionId": task, "timestamp": ts(secs_ago), "requestId": "r-last",
+        "message": {"id": "m-last", "model": model, "content": content, "stop_reason": if tool.is_some() { "tool_use" } else { "end_turn" },
+            "usage": {"input_tokens": 10, "output_tokens": output / 2, "cache_creation_input_tokens": 2000, "cache_read_input_tokens": context - 2010}}}).to_string(), &prices);
+    std::sync::Arc::new(figures::SessionFigures::of(
+        figures::Whose {
+            task_id: task,
+            session_id: &format!("7f3c{}-5e0b", &task[5..]),
+            file: std::path::Path::new(
+                "/home/ana/.claude/projects/-home-ana-work-parser/7f3c.jsonl",
+            ),
+            found_by: "transcript",
+        },
+        &t,
+        &[],
+        (now().unix_timestamp_nanos() / 1_000_000) as i64,
+        &maestro::core::sessions::ContextWindows::default(),
+    ))
+}
+
 fn busy_snapshot() -> Snapshot {
     let mut t3 = task(
         "task-03",
@@ -57,6 +117,14 @@ fn busy_snapshot() -> Snapshot {
         &[6, 10, 18, 27, 35],
     );
     t3.last_anomaly = Some(AnomalyKind::HighDeviation);
+    t3.sessions = vec![session(
+        "task-03",
+        "claude-sonnet-4-5-20250929",
+        72_000,
+        48_000,
+        40,
+        Some(("Bash", "cargo test -q parser")),
+    )];
     let mut t5 = task(
         "task-05",
         "working",
@@ -65,6 +133,15 @@ fn busy_snapshot() -> Snapshot {
         &[5, 12, 29, 51],
     );
     t5.last_anomaly = Some(AnomalyKind::ContextSpike);
+    // The transcript says more than the Musician's own estimate: marked.
+    t5.sessions = vec![session(
+        "task-05",
+        "claude-sonnet-4-5-20250929",
+        136_000,
+        90_000,
+        3,
+        Some(("Edit", "src/parser/expr.rs")),
+    )];
     t5.forecast = Some(maestro::core::forecast::Forecast {
         rate_per_min: 2.0,
         handoff_at: Some(ago(-210)),
@@ -91,33 +168,54 @@ fn busy_snapshot() -> Snapshot {
         &[5, 9, 12],
     );
     t4.last_anomaly = Some(AnomalyKind::Stalled);
+    let mut t2 = task(
+        "task-02",
+        "needs_review",
+        Some("musician-2"),
+        Some(40),
+        &[4, 22, 34, 44],
+    );
+    t2.sessions = vec![session(
+        "task-02",
+        "claude-sonnet-4-5-20250929",
+        90_000,
+        30_000,
+        130,
+        None,
+    )];
+    let mut conductor = task("task-00", "reviewing", Some("conductor"), Some(35), &[]);
+    conductor.sessions = vec![session(
+        "task-00",
+        "claude-opus-4-5-20251101",
+        310_000,
+        60_000,
+        20,
+        None,
+    )];
+    let tasks: Vec<TaskView> = vec![
+        t1,
+        t2,
+        t3,
+        t4,
+        t5,
+        task(
+            "task-06",
+            "fix_proposed",
+            Some("musician-6"),
+            Some(300),
+            &[8, 15],
+        ),
+        conductor,
+        task("souffleur", "confirmed", None, Some(50), &[]),
+    ];
+    let cost = tasks.iter().filter_map(|t| t.cost_usd()).sum::<f64>();
     Snapshot {
         version: 7,
-        tasks: vec![
-            t1,
-            task(
-                "task-02",
-                "needs_review",
-                Some("musician-2"),
-                Some(40),
-                &[4, 22, 34, 44],
-            ),
-            t3,
-            t4,
-            t5,
-            task(
-                "task-06",
-                "fix_proposed",
-                Some("musician-6"),
-                Some(300),
-                &[8, 15],
-            ),
-            task("task-00", "reviewing", Some("conductor"), Some(35), &[]),
-            task("souffleur", "confirmed", None, Some(50), &[]),
-        ]
-        .into_iter()
-        .map(std::sync::Arc::new)
-        .collect(),
+        tasks: vec![]
+            .into_iter()
+            .chain(tasks)
+            .map(std::sync::Arc::new)
+            .collect(),
         database: DatabaseHealth::Ok,
         last_error: None,
         watchdog: WatchdogView {
@@ -133,7 +231,7 @@ fn busy_snapshot() -> Snapshot {
         logs_waiting: None,
         watchers: std::collections::BTreeMap::from([("task-03".into(), "background".into())]),
         counts: maestro::core::snapshot::Counts::default(),
-        session_cost_usd: None,
+        session_cost_usd: Some(cost),
         session_cost_unknown: false,
         sessions_waiting: None,
     }
@@ -608,4 +706,27 @@ fn task_action_dialogs_the_message_editor_the_headroom_panel_and_zoom() {
         "{zoomed}"
     );
     insta::assert_snapshot!("zoomed_messages_80x24", zoomed);
+}
+
+/// `s` on the selected task: its session's figures, its context against the
+/// Musician's own estimate, and its last tool calls with their results.
+#[test]
+fn the_session_overlay() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::Session, &snap);
+    let out = text(&render(&snap, &ui, 140, 40));
+    for needle in [
+        "Session · task-05",
+        "found by transcript",
+        "claude-sonnet-4-5-20250929",
+        "68.0% of 200.0k · self-report 51%",
+        "waits 3s Edit src/parser/expr.rs",
+        "last error  2 tests failed",
+        "error   Bash cargo test -q",
+        "Read docs/tasks/spec.md",
+    ] {
+        assert!(out.contains(needle), "{needle:?} not in\n{out}");
+    }
+    insta::assert_snapshot!(out);
 }

@@ -101,14 +101,22 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
     assert_eq!(found["activity"], "waiting", "{found}");
     assert_eq!(found["tool"]["name"], "Bash");
     assert_eq!(found["tool"]["argument"], "cargo test -q");
-    assert!((found["cost_usd"].as_f64().unwrap() - 0.45).abs() < 1e-9, "{found}");
+    assert!(
+        (found["cost_usd"].as_f64().unwrap() - 0.45).abs() < 1e-9,
+        "{found}"
+    );
 
     // The tool's result comes back as an error, then the turn ends: idle, with the
     // error kept. $0.87 crosses 80 % of the task's $1 budget.
     append(&transcript, &tool_result(true, "error: 3 tests failed"));
     append(
         &transcript,
-        &response(2, 28_000, &json!([{"type": "text", "text": "Tests fail."}]), "end_turn"),
+        &response(
+            2,
+            28_000,
+            &json!([{"type": "text", "text": "Tests fail."}]),
+            "end_turn",
+        ),
     );
     let idle = m.wait_json("idle after the end of the turn", |v| {
         session_event("activity")(v) && v["activity"] == "idle"
@@ -125,7 +133,12 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
     std::fs::write(
         &next,
         user_prompt(&cwd, "/musician task-01")
-            + &response(7, 1_000, &json!([{"type": "text", "text": "again"}]), "end_turn"),
+            + &response(
+                7,
+                1_000,
+                &json!([{"type": "text", "text": "again"}]),
+                "end_turn",
+            ),
     )
     .unwrap();
     std::fs::rename(&next, &transcript).unwrap();
@@ -147,7 +160,9 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
         .count();
     assert_eq!(missing_again, 1, "said once");
     assert!(
-        !m.seen.iter().any(|l| l.contains("\"missing\"") && l.contains("task-03")),
+        !m.seen
+            .iter()
+            .any(|l| l.contains("\"missing\"") && l.contains("task-03")),
         "a task not yet claimed has no session to miss"
     );
 }
@@ -167,7 +182,12 @@ fn without_claude_code_the_source_says_it_waits_and_reports_no_missing_sessions(
         event(v) == "source" && v["source"] == "sessions"
     });
     assert_eq!(waiting["status"], "waiting");
-    assert!(waiting["detail"].as_str().unwrap().contains(".claude/projects"));
+    assert!(
+        waiting["detail"]
+            .as_str()
+            .unwrap()
+            .contains(".claude/projects")
+    );
     // Claude Code's folder appears later: followed from then on.
     let folder = home.path().join(".claude/projects/-p");
     std::fs::create_dir_all(&folder).unwrap();

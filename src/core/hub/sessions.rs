@@ -227,14 +227,11 @@ impl Hub {
     }
 
     fn told(&mut self, session: &str, at: Instant, key: ActivityKey) {
-        if let Some(old) = self.sessions.told.insert(
-            session.to_owned(),
-            Told {
-                at,
-                key,
-                due: None,
-            },
-        ) && let Some(due) = old.due
+        if let Some(old) = self
+            .sessions
+            .told
+            .insert(session.to_owned(), Told { at, key, due: None })
+            && let Some(due) = old.due
         {
             self.sessions.due.remove(&(due, session.to_owned()));
         }
@@ -247,7 +244,12 @@ impl Hub {
         self.view_changed(task);
     }
 
-    async fn emit_session(&mut self, status: &'static str, f: &Arc<SessionFigures>, detail: Option<String>) {
+    async fn emit_session(
+        &mut self,
+        status: &'static str,
+        f: &Arc<SessionFigures>,
+        detail: Option<String>,
+    ) {
         self.emit(What::Session {
             status,
             task_id: f.task_id.clone(),
@@ -264,7 +266,12 @@ impl Hub {
         let b = self.settings.budgets;
         let mut reached = Vec::new();
         if let Some(limit) = b.task_usd {
-            reached.push((Some(task.to_owned()), "task_usd", self.sessions.cost(Some(task)).0, limit));
+            reached.push((
+                Some(task.to_owned()),
+                "task_usd",
+                self.sessions.cost(Some(task)).0,
+                limit,
+            ));
         }
         if let Some(limit) = b.orchestration_usd {
             reached.push((None, "orchestration_usd", self.sessions.cost(None).0, limit));
@@ -272,7 +279,12 @@ impl Hub {
         if let Some(limit) = b.context_percent
             && let Some(current) = self.sessions.by_task.get(task).and_then(|l| l.last())
         {
-            reached.push((Some(task.to_owned()), "context_percent", current.context_percent, limit));
+            reached.push((
+                Some(task.to_owned()),
+                "context_percent",
+                current.context_percent,
+                limit,
+            ));
         }
         for (task_id, budget, value, limit) in reached {
             if limit <= 0.0 {

@@ -293,8 +293,8 @@ impl Tally {
 
 /// An RFC 3339 timestamp as milliseconds since the epoch.
 pub fn epoch_ms(text: &str) -> Option<i64> {
-    let t = time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339)
-        .ok()?;
+    let t =
+        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
     i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 

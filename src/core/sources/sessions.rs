@@ -194,7 +194,11 @@ impl Sessions {
             }
             // The Claude folder, or its projects or sessions folder, came or went: the
             // watch is set up again and everything looked at.
-            let roots = [claude.clone(), claude.join("projects"), claude.join("sessions")];
+            let roots = [
+                claude.clone(),
+                claude.join("projects"),
+                claude.join("sessions"),
+            ];
             if dirty.iter().any(|p| roots.contains(p)) {
                 rescan = true;
             }
@@ -252,7 +256,11 @@ impl Sessions {
         }
         self.index.clear();
         for folder in std::fs::read_dir(&projects).into_iter().flatten().flatten() {
-            for file in std::fs::read_dir(folder.path()).into_iter().flatten().flatten() {
+            for file in std::fs::read_dir(folder.path())
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
                 self.look_at(&file.path());
             }
         }
@@ -402,7 +410,10 @@ impl Sessions {
             // Without the projects folder, the folder's own notice says it all.
             let seeing = self.seeing == Some(true);
             if started && seeing && self.missing_said.insert(task_id.clone()) {
-                self.send(CoreEvent::Session(SessionReport::Missing { task_id, detail }));
+                self.send(CoreEvent::Session(SessionReport::Missing {
+                    task_id,
+                    detail,
+                }));
             }
         }
     }

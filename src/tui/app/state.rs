@@ -196,6 +196,8 @@ pub enum Overlay {
     Compose(Compose),
     /// A task's context headroom report (the text is in `UiState::panel`).
     Headroom(String),
+    /// A task's Claude Code session: tokens, cost, context, tool calls.
+    Session(String),
 }
 
 /// A task action that needs a message, waiting for it in the editor.

@@ -80,6 +80,13 @@ impl UiState {
             | Action::Freeze
             | Action::Thaw
             | Action::Headroom => return self.task_action(action, snap),
+            Action::Session => {
+                match musicians(snap).nth(self.selected_task) {
+                    Some(t) => self.overlay = Some(Overlay::Session(t.id().to_owned())),
+                    None => self.note = Some("no task selected".into()),
+                }
+                return vec![];
+            }
             // Overlay actions mean nothing without their overlay; the replay's are sent
             // to the replay by the dashboard's loop before keys get here.
             Action::Yes

@@ -51,7 +51,22 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             f.rate_per_min
         )
     });
-    let rows = text.lines().count() as u16 + 2 + u16::from(forecast.is_some());
+    // The transcript's own count, beside the Musician's estimate.
+    let transcript = view.and_then(|t| {
+        let s = t.session()?;
+        Some(format!(
+            "Transcript:  {:.1}% of a {}-token window ({} tokens in use){}",
+            s.context_percent,
+            s.context_window,
+            s.context_tokens,
+            t.context()
+                .map_or_else(String::new, |c| format!("; the Musician reports {c}%"))
+        ))
+    });
+    let rows = text.lines().count() as u16
+        + 2
+        + u16::from(forecast.is_some())
+        + u16::from(transcript.is_some());
     let popup = centered(area, 80.min(area.width), rows.min(area.height));
     clear(frame, popup);
     let block = ctx.block(
@@ -71,6 +86,9 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
     let mut lines = lines;
     if let Some(f) = forecast {
         lines.push(Line::from(Span::styled(f, ctx.theme.warn)));
+    }
+    if let Some(t) = transcript {
+        lines.push(Line::from(Span::styled(t, ctx.theme.accent)));
     }
     frame.render_widget(
         Paragraph::new(lines)

@@ -10,6 +10,7 @@ pub mod help;
 pub mod log;
 pub mod messages;
 pub mod sentinels;
+pub mod session_cells;
 pub mod status_bar;
 pub mod tasks;
 pub mod watchdog;
@@ -78,6 +79,9 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
         Some(crate::tui::app::Overlay::Compose(c)) => compose::draw(frame, area, ctx, c),
         Some(crate::tui::app::Overlay::Headroom(task)) => {
             compose::draw_panel(frame, area, ctx, task);
+        }
+        Some(crate::tui::app::Overlay::Session(task)) => {
+            session_cells::draw_overlay(frame, area, ctx, task);
         }
         Some(crate::tui::app::Overlay::Confirm(c)) => {
             // Short questions keep the small dialog; a task action's says more.

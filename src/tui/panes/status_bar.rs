@@ -54,6 +54,32 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             ctx.snap.anomaly_count, ctx.snap.message_count
         )),
     ];
+    // The orchestration's cost, once a session is known; an error or a note comes first
+    // when both do not fit.
+    let cost = ctx.snap.session_cost_usd.map(|cost| {
+        Span::styled(
+            format!(
+                " · ${cost:.2}{} at list prices",
+                if ctx.snap.session_cost_unknown {
+                    "+?"
+                } else {
+                    ""
+                }
+            ),
+            ctx.theme.accent,
+        )
+    });
+    let used: usize = spans.iter().map(Span::width).sum();
+    let wanted = match (&ctx.ui.note, &ctx.snap.last_error) {
+        (Some(note), _) => note.chars().count() + 3,
+        (None, Some((_, err))) => err.chars().count() + 12,
+        (None, None) => 0,
+    };
+    if let Some(cost) = cost
+        && used + cost.width() + wanted <= usize::from(left.width)
+    {
+        spans.push(cost);
+    }
     if let Some(note) = &ctx.ui.note {
         spans.push(Span::styled(format!(" · {note}"), ctx.theme.accent));
     } else if let Some((at, err)) = &ctx.snap.last_error {

@@ -10,6 +10,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 use crate::core::snapshot::TaskView;
 use crate::tui::app::{Pane, musicians};
 use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
+use crate::tui::panes::session_cells;
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
@@ -31,18 +32,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         frame.render_widget(Paragraph::new(hint).style(ctx.theme.muted), table_area);
         return;
     }
-    let header = Row::new([
-        "ID",
-        "STATE",
-        "WORKED BY",
-        "BEAT",
-        "WATCH",
-        "CONTEXT",
-        "→75%",
-        "RETRY",
-        "LAST ANOMALY",
-    ])
-    .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
+    // The columns that fit, by priority; the session's only once one is known.
+    let sessions = ctx.snap.tasks.iter().any(|t| !t.sessions.is_empty());
+    let columns = Column::fitting(table_area.width.saturating_sub(2), sessions);
+    let header = Row::new(columns.iter().map(|c| c.title()))
+        .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
     // Only the rows on screen are built (one line is the header).
     let visible = usize::from(table_area.height.saturating_sub(1));
     let start = crate::tui::panes::ctx::window_start(
@@ -52,18 +46,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let rows = musicians(ctx.snap)
         .skip(start)
         .take(visible)
-        .map(|t| row(t, ctx));
-    let widths = [
-        Constraint::Length(11),
-        Constraint::Length(13),
-        Constraint::Length(11),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Length(13),
-        Constraint::Length(6),
-        Constraint::Length(5),
-        Constraint::Min(0),
-    ];
+        .map(|t| row(t, ctx, &columns));
+    let flexible = columns
+        .iter()
+        .rev()
+        .find(|c| matches!(c, Column::Activity | Column::Anomaly))
+        .copied();
+    let widths = columns.iter().map(|c| {
+        if Some(*c) == flexible {
+            Constraint::Fill(1)
+        } else {
+            Constraint::Length(c.width())
+        }
+    });
     let focused = ctx.ui.focus == Pane::Tasks;
     let table = Table::new(rows, widths)
         .header(header)
@@ -107,6 +102,9 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
                             .age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
                     ));
                 }
+                if let Some(session) = session_cells::leader_suffix(t, ctx) {
+                    spans.push(Span::styled(session, ctx.theme.muted));
+                }
             }
             None => spans.push(Span::styled("—", ctx.theme.muted)),
         }
@@ -145,7 +143,116 @@ fn watch_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     }
 }
 
-fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
+/// A column of the Tasks table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Column {
+    Id,
+    State,
+    WorkedBy,
+    Beat,
+    Watch,
+    Context,
+    TrueContext,
+    Forecast,
+    Retry,
+    Tokens,
+    Cost,
+    Activity,
+    Anomaly,
+}
+
+impl Column {
+    /// In the order shown.
+    const ALL: [Column; 13] = [
+        Column::Id,
+        Column::State,
+        Column::WorkedBy,
+        Column::Beat,
+        Column::Watch,
+        Column::Context,
+        Column::TrueContext,
+        Column::Forecast,
+        Column::Retry,
+        Column::Tokens,
+        Column::Cost,
+        Column::Activity,
+        Column::Anomaly,
+    ];
+    /// In the order kept when the pane is narrow.
+    const PRIORITY: [Column; 13] = [
+        Column::Id,
+        Column::State,
+        Column::Context,
+        Column::TrueContext,
+        Column::Cost,
+        Column::Activity,
+        Column::Beat,
+        Column::Forecast,
+        Column::Anomaly,
+        Column::Tokens,
+        Column::WorkedBy,
+        Column::Retry,
+        Column::Watch,
+    ];
+
+    fn title(self) -> &'static str {
+        match self {
+            Column::Id => "ID",
+            Column::State => "STATE",
+            Column::WorkedBy => "WORKED BY",
+            Column::Beat => "BEAT",
+            Column::Watch => "WATCH",
+            Column::Context => "CONTEXT",
+            Column::TrueContext => "CTX",
+            Column::Forecast => "→75%",
+            Column::Retry => "RETRY",
+            Column::Tokens => "TOKENS",
+            Column::Cost => "COST",
+            Column::Activity => "ACTIVITY",
+            Column::Anomaly => "LAST ANOMALY",
+        }
+    }
+
+    /// Its width (the least, for the one that takes the rest).
+    fn width(self) -> u16 {
+        match self {
+            Column::Id | Column::WorkedBy => 11,
+            Column::State => 12,
+            Column::Context => 13,
+            Column::Beat | Column::Forecast => 6,
+            Column::Watch | Column::Retry | Column::TrueContext => 5,
+            Column::Tokens | Column::Cost => 7,
+            Column::Activity => 16,
+            Column::Anomaly => 12,
+        }
+    }
+
+    fn of_session(self) -> bool {
+        matches!(
+            self,
+            Column::TrueContext | Column::Tokens | Column::Cost | Column::Activity
+        )
+    }
+
+    /// The columns that fit in `width`, most important first, shown in their order.
+    fn fitting(width: u16, sessions: bool) -> Vec<Column> {
+        let mut used = 0u16;
+        let mut kept = Vec::new();
+        for c in Self::PRIORITY {
+            if c.of_session() && !sessions {
+                continue;
+            }
+            let need = c.width() + u16::from(!kept.is_empty());
+            if used + need <= width {
+                used += need;
+                kept.push(c);
+            }
+        }
+        Self::ALL.into_iter().filter(|c| kept.contains(c)).collect()
+    }
+}
+
+fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
     let state = t.row.state.as_str();
     let beat = match t.heartbeat {
         Some(hb) if crate::core::domain::TaskState(state.to_owned()).is_heartbeat_active() => {
@@ -193,18 +300,26 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Row<'a> {
     } else {
         Span::styled("0", ctx.theme.muted)
     };
-    Row::new(vec![
-        Line::from(fit(&printable(t.id()), 11)),
-        Line::from(Span::styled(fit(state, 13), ctx.theme.state(state))),
-        Line::from(fit(
+    let mut ctx_cell = Some(ctx_cell);
+    let mut beat = Some(beat);
+    let mut retry = Some(retry);
+    let mut anomaly = Some(anomaly);
+    Row::new(columns.iter().map(|c| match c {
+        Column::Id => Line::from(fit(&printable(t.id()), 11)),
+        Column::State => Line::from(Span::styled(fit(state, 12), ctx.theme.state(state))),
+        Column::WorkedBy => Line::from(fit(
             &printable(t.row.worked_by.as_deref().unwrap_or("—")),
             12,
         )),
-        Line::from(beat),
-        watch_cell(t, ctx),
-        ctx_cell,
-        forecast_cell(t, ctx),
-        Line::from(retry),
-        Line::from(anomaly),
-    ])
+        Column::Beat => Line::from(beat.take().unwrap_or_default()),
+        Column::Watch => watch_cell(t, ctx),
+        Column::Context => ctx_cell.take().unwrap_or_default(),
+        Column::TrueContext => session_cells::context_cell(t, ctx),
+        Column::Forecast => forecast_cell(t, ctx),
+        Column::Retry => Line::from(retry.take().unwrap_or_default()),
+        Column::Tokens => session_cells::tokens_cell(t, ctx),
+        Column::Cost => session_cells::cost_cell(t, ctx),
+        Column::Activity => session_cells::activity_cell(t, ctx),
+        Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
+    }))
 }
