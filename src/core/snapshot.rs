@@ -116,7 +116,7 @@ impl TaskView {
 
     /// The current session, when one was found.
     pub fn session(&self) -> Option<&crate::core::sessions::figures::SessionFigures> {
-        self.sessions.last().map(|s| s.as_ref())
+        self.sessions.last().map(AsRef::as_ref)
     }
 
     /// What every session of the task cost (unknown if a model has no price).

@@ -208,7 +208,7 @@ fn busy_snapshot() -> Snapshot {
         conductor,
         task("souffleur", "confirmed", None, Some(50), &[]),
     ];
-    let cost = tasks.iter().filter_map(|t| t.cost_usd()).sum::<f64>();
+    let cost = tasks.iter().filter_map(TaskView::cost_usd).sum::<f64>();
     Snapshot {
         version: 7,
         tasks: vec![]

@@ -47,7 +47,7 @@ fn append(path: &Path, text: &str) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
-fn session_event<'a>(status: &'a str) -> impl Fn(&Value) -> bool + 'a {
+fn session_event(status: &str) -> impl Fn(&Value) -> bool + '_ {
     move |v| event(v) == "session" && v["status"] == status && v["task_id"] == "task-01"
 }
 

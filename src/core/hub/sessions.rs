@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::Hub;
 use crate::core::event::What;
-use crate::core::sessions::figures::SessionFigures;
+use crate::core::sessions::figures::{ActivityKey, SessionFigures};
 use crate::core::sessions::find::TaskFacts;
 use crate::core::sources::sessions::SessionReport;
 
@@ -26,8 +26,6 @@ pub struct Budgets {
     pub orchestration_usd: Option<f64>,
     pub context_percent: Option<f64>,
 }
-
-type ActivityKey = (String, Option<(String, Option<String>, Option<String>)>);
 
 struct Told {
     at: Instant,

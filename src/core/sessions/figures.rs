@@ -52,6 +52,10 @@ pub struct SessionFigures {
     pub recent: Vec<RecentCall>,
 }
 
+/// What a session does, as compared to tell a change: its state, and the tool call
+/// (name, argument, when asked) it is on.
+pub type ActivityKey = (String, Option<(String, Option<String>, Option<String>)>);
+
 /// Which session the figures are of, and how it was found.
 #[derive(Debug, Clone, Copy)]
 pub struct Whose<'a> {
@@ -126,7 +130,7 @@ impl SessionFigures {
     }
 
     /// What changes the `activity` event: the state and the tool it is on.
-    pub fn activity_key(&self) -> (String, Option<(String, Option<String>, Option<String>)>) {
+    pub fn activity_key(&self) -> ActivityKey {
         (
             self.activity.clone(),
             self.tool

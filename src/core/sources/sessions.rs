@@ -278,7 +278,7 @@ impl Sessions {
         let Some(transcript) = find::head(path) else {
             return self.index.remove(path).is_some();
         };
-        let size = path.metadata().map(|m| m.len()).unwrap_or(0);
+        let size = path.metadata().map_or(0, |m| m.len());
         let settled = transcript.first_prompt.is_some() || size >= SETTLED_AFTER;
         let changed = self.index.get(path).is_none_or(|old| {
             old.transcript.first_prompt != transcript.first_prompt

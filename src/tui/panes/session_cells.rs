@@ -56,7 +56,7 @@ pub fn context_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     let mismatch = t
         .context()
         .is_some_and(|own| (f64::from(own) - v).abs() > MISMATCH_POINTS);
-    let mut spans = vec![Span::styled(format!("{:>3.0}%", v), style)];
+    let mut spans = vec![Span::styled(format!("{v:>3.0}%"), style)];
     if mismatch {
         spans.push(Span::styled("≠", ctx.theme.warn));
     }

@@ -217,13 +217,12 @@ impl Column {
     fn width(self) -> u16 {
         match self {
             Column::Id | Column::WorkedBy => 11,
-            Column::State => 12,
+            Column::State | Column::Anomaly => 12,
             Column::Context => 13,
             Column::Beat | Column::Forecast => 6,
             Column::Watch | Column::Retry | Column::TrueContext => 5,
             Column::Tokens | Column::Cost => 7,
             Column::Activity => 16,
-            Column::Anomaly => 12,
         }
     }
 
