@@ -78,6 +78,7 @@ impl Project {
             budgets: settings.budgets,
             context_windows: settings.context_windows.clone(),
             follow_sessions: true,
+            claude_dir: None,
         }
     }
 

@@ -59,6 +59,8 @@ pub struct CoreConfig {
     pub context_windows: crate::core::sessions::ContextWindows,
     /// Follow the tasks' Claude Code sessions.
     pub follow_sessions: bool,
+    /// Claude Code's folder, when not `$CLAUDE_CONFIG_DIR` or `~/.claude` (the demo's).
+    pub claude_dir: Option<PathBuf>,
 }
 
 /// A running core. Dropping it stops the sources.
@@ -136,7 +138,10 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
             crate::core::sources::sessions::SessionSettings {
                 project: config.project.clone(),
                 temp: config.temp.clone(),
-                claude: crate::core::sessions::find::claude_dir(),
+                claude: config
+                    .claude_dir
+                    .clone()
+                    .or_else(crate::core::sessions::find::claude_dir),
                 windows: config.context_windows.clone(),
             },
             events_tx.clone(),

@@ -6,6 +6,7 @@
 //! inserts messages. maestro itself only reads, as in real use.
 
 pub mod scenario;
+mod transcripts;
 
 use std::collections::HashSet;
 use std::fs::OpenOptions;
@@ -143,9 +144,12 @@ async fn show(
     settings: &Settings,
     clock: Clock,
 ) -> Result<(), String> {
-    let player = Player::spawn(project.clone(), scenario.clone(), args.speed)?;
+    let claude = demo_claude_dir(project);
+    let player = Player::spawn(project.clone(), scenario.clone(), args.speed, &claude)?;
     let kept = args.keep || !global.projects.is_empty();
     let config = runtime::CoreConfig {
+        // The demo's sessions are its own, never the user's.
+        claude_dir: Some(claude),
         forward_logs: !global.no_tui,
         // A scratch project that is deleted at exit leaves no event log behind.
         event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
@@ -188,8 +192,19 @@ pub struct Player {
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
+/// Where the demo writes its Claude Code transcripts (inside the demo project).
+pub fn demo_claude_dir(project: &Project) -> PathBuf {
+    project.root.join(".demo-claude")
+}
+
 impl Player {
-    pub fn spawn(project: Project, scenario: Scenario, speed: f64) -> Result<Self, String> {
+    pub fn spawn(
+        project: Project,
+        scenario: Scenario,
+        speed: f64,
+        claude: &Path,
+    ) -> Result<Self, String> {
+        let transcripts = transcripts::Transcripts::new(claude, &project.root);
         let conn = Connection::open(&project.db)
             .map_err(|e| format!("cannot open {}: {e}", project.db.display()))?;
         conn.busy_timeout(Duration::from_secs(2))
@@ -202,6 +217,7 @@ impl Player {
                     conn,
                     temp: project.temp,
                     silent: HashSet::new(),
+                    transcripts,
                 };
                 play.run(&scenario, speed, &stopped);
             })
@@ -227,6 +243,7 @@ struct Play {
     temp: PathBuf,
     /// Tasks whose heartbeat the script stopped.
     silent: HashSet<TaskId>,
+    transcripts: transcripts::Transcripts,
 }
 
 impl Play {
@@ -283,6 +300,9 @@ impl Play {
                 }
             }
         }
+        // A session's transcript exists before its task is claimed, as in real use.
+        self.transcripts
+            .step(&step.task, step.state.as_deref(), &step.status);
         let id = step.task.as_str();
         let tx = self
             .conn
@@ -291,6 +311,13 @@ impl Play {
         let written = (|| -> rusqlite::Result<()> {
             if let Some(state) = &step.state {
                 store::put_task(&tx, id, state)?;
+                // The Conductor's session id, as the Souffleur is given it (rule 3).
+                if id == crate::core::domain::CONDUCTOR_ID {
+                    tx.execute(
+                        "UPDATE orchestration_tasks SET session_id = ?1 WHERE task_id = ?2 AND session_id IS NULL",
+                        [transcripts::session_id(&step.task).as_str(), id],
+                    )?;
+                }
             }
             if let Some(who) = &step.worked_by {
                 store::set_worked_by(&tx, id, who)?;

@@ -60,6 +60,33 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
         "the anomaly-triggered example ran"
     );
     assert!(here.join(".maestro/sentinels/build-fix.json").is_file());
+    // The demo's own transcripts: each Musician's found by its first prompt, the
+    // Conductor's by the database's session id, with a compaction and a subagent.
+    let found = |task: &str, rule: &str| {
+        events.iter().any(|v| {
+            v["event"] == "session"
+                && v["status"] == "found"
+                && v["task_id"] == task
+                && v["found_by"] == rule
+        })
+    };
+    assert!(found("task-00", "database"), "the Conductor's session");
+    for task in ["task-01", "task-02", "task-03", "task-04"] {
+        assert!(found(task, "transcript"), "{task}'s session");
+    }
+    assert!(
+        events
+            .iter()
+            .any(|v| v["event"] == "session" && v["compactions"].as_u64() > Some(0)),
+        "a compaction"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|v| v["event"] == "session" && v["status"] == "missing"),
+        "every demo task has its session"
+    );
+    assert!(here.join(".demo-claude/projects").is_dir());
     assert_eq!(m.child.wait().unwrap().code(), Some(0));
 
     // --project is where the demo played, and it is kept.

@@ -247,6 +247,11 @@ fn freeze_thaw_and_kill_act_on_the_recorded_window() {
     // Stopping a process asks like killing it.
     assert_eq!(run(&s, &["task", "freeze", "task-02"]).0, 2);
     assert_eq!(run(&s, &["task", "freeze", "task-02", "--yes"]).0, 0);
+    // The signal is sent when the command returns; the kernel stops the process soon after.
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    while proc_state(window.id()) != 'T' && std::time::Instant::now() < end {
+        std::thread::yield_now();
+    }
     assert_eq!(proc_state(window.id()), 'T');
     assert_eq!(run(&s, &["task", "thaw", "task-02"]).0, 0);
     assert_ne!(proc_state(window.id()), 'T');

@@ -52,9 +52,9 @@ pub struct SessionFigures {
     pub recent: Vec<RecentCall>,
 }
 
-/// What a session does, as compared to tell a change: its state, and the tool call
-/// (name, argument, when asked) it is on.
-pub type ActivityKey = (String, Option<(String, Option<String>, Option<String>)>);
+/// What a session does, as compared to tell a change: its state, and the tool (name,
+/// main argument) it is on.
+pub type ActivityKey = (String, Option<(String, Option<String>)>);
 
 /// Which session the figures are of, and how it was found.
 #[derive(Debug, Clone, Copy)]
@@ -135,7 +135,7 @@ impl SessionFigures {
             self.activity.clone(),
             self.tool
                 .as_ref()
-                .map(|t| (t.name.clone(), t.argument.clone(), t.at.clone())),
+                .map(|t| (t.name.clone(), t.argument.clone())),
         )
     }
 
