@@ -84,7 +84,7 @@ impl Transcripts {
                     context: 18_000,
                 },
             );
-            lines.push(self.user(task, json!(prompt)));
+            lines.push(self.user(task, &json!(prompt)));
             lines.push(self.response(
                 task,
                 &[tool("Read", "file_path", &format!("docs/tasks/{task}.md"))],
@@ -164,7 +164,7 @@ impl Transcripts {
         if lines.is_empty() || std::fs::create_dir_all(&self.folder).is_err() {
             return;
         }
-        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        let text = lines.join("\n") + "\n";
         // A demo that cannot write its transcripts shows no session columns; the rest
         // of the demo is unaffected.
         if let Ok(mut f) = std::fs::OpenOptions::new()
@@ -190,7 +190,7 @@ impl Transcripts {
         })
     }
 
-    fn user(&self, task: &TaskId, content: Value) -> String {
+    fn user(&self, task: &TaskId, content: &Value) -> String {
         let mut v = self.base(task, "user");
         v["message"] = json!({"role": "user", "content": content});
         v.to_string()
@@ -200,7 +200,7 @@ impl Transcripts {
         let n = self.sessions.get(task).map_or(0, |s| s.responses);
         self.user(
             task,
-            json!([{"type": "tool_result", "tool_use_id": format!("toolu_{n}"), "is_error": error, "content": text}]),
+            &json!([{"type": "tool_result", "tool_use_id": format!("toolu_{n}"), "is_error": error, "content": text}]),
         )
     }
 
