@@ -28,3 +28,42 @@ pub const EXAMPLES: [(&str, &str); 3] = [
         include_str!("../../../assets/sentinels/build-fix.json"),
     ),
 ];
+
+/// The shipped budget example (`assets/sentinels/freeze-over-budget.json`): not
+/// installed by the demo and untrusted until the operator trusts it, since it
+/// signals windows.
+pub const BUDGET_EXAMPLE: (&str, &str) = (
+    "freeze-over-budget",
+    include_str!("../../../assets/sentinels/freeze-over-budget.json"),
+);
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_budget_example_freezes_at_the_whole_task_budget_only() {
+        let v: serde_json::Value = serde_json::from_str(BUDGET_EXAMPLE.1).expect("json");
+        let def = spec::parse_definition(&v, BUDGET_EXAMPLE.0, "").expect("valid");
+        let spec::Trigger::Event {
+            name,
+            filter: Some(filter),
+        } = def.trigger
+        else {
+            panic!("an event trigger with a filter");
+        };
+        assert_eq!(name, "budget");
+        let fires = |level: u8, budget: &str| {
+            let event = json!({"event": "budget", "task_id": "task-03", "budget": budget, "level": level, "value": 5.1, "limit": 5.0});
+            expr::eval_bool(&filter, &HashMap::from([("event".to_owned(), event)])).expect("evaluates")
+        };
+        assert!(fires(100, "task_usd"));
+        assert!(!fires(80, "task_usd"));
+        assert!(!fires(100, "orchestration_usd"));
+        assert!(BUDGET_EXAMPLE.1.contains("\"freeze\""));
+    }
+}

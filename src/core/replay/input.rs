@@ -373,6 +373,25 @@ mod tests {
             },
             CoreEvent::Database(DbStatus::Replaced { tasks: 2 }),
             CoreEvent::Tasks(vec![row]),
+            CoreEvent::Session(crate::core::sources::sessions::SessionReport::Lost {
+                task_id: "task-03".into(),
+                session_id: "s1".into(),
+                detail: "gone".into(),
+            }),
+            CoreEvent::Session(crate::core::sources::sessions::SessionReport::Found(
+                Box::new(crate::core::sessions::figures::SessionFigures::of(
+                    crate::core::sessions::figures::Whose {
+                        task_id: "task-03",
+                        session_id: "s1",
+                        file: std::path::Path::new("/h/s1.jsonl"),
+                        found_by: "process",
+                    },
+                    &crate::core::sessions::tally::Tally::new(),
+                    &[],
+                    0,
+                    &crate::core::sessions::ContextWindows::default(),
+                )),
+            )),
         ];
         for event in events {
             let input = input_of(&event, &mut out).expect("kept");
