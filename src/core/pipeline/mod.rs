@@ -59,7 +59,8 @@ mod tests {
         assert_eq!(name, "budget");
         let fires = |level: u8, budget: &str| {
             let event = json!({"event": "budget", "task_id": "task-03", "budget": budget, "level": level, "value": 5.1, "limit": 5.0});
-            expr::eval_bool(&filter, &HashMap::from([("event".to_owned(), event)])).expect("evaluates")
+            expr::eval_bool(&filter, &HashMap::from([("event".to_owned(), event)]))
+                .expect("evaluates")
         };
         assert!(fires(100, "task_usd"));
         assert!(!fires(80, "task_usd"));

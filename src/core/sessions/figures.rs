@@ -76,31 +76,45 @@ impl SessionFigures {
         windows: &crate::core::sessions::ContextWindows,
     ) -> Self {
         let default_window = windows.of(main.last_model.as_deref());
-        let mut t = main.clone();
+        // The bill adds the subagents' files; the rest is the main chain's. (No copy of
+        // the tally: its set of counted responses can be large.)
+        let t = main;
+        let mut tokens = main.tokens;
+        let mut models = main.models.clone();
+        let (mut burn_tokens, mut burn_cost) = main.burn(now_ms);
+        let mut cost = main.cost_usd;
+        let mut last_activity = main.last_activity.clone();
         for a in agents {
-            t.absorb_billing(a);
+            tokens.add(&a.tokens);
+            models.extend(a.models.iter().cloned());
+            let (bt, bc) = a.burn(now_ms);
+            burn_tokens += bt;
+            burn_cost = burn_cost.zip(bc).map(|(x, y)| x + y);
+            cost = cost.zip(a.cost_usd).map(|(x, y)| x + y);
+            if a.last_activity > last_activity {
+                last_activity.clone_from(&a.last_activity);
+            }
         }
-        let (burn_tokens, burn_cost) = t.burn(now_ms);
         let window = t.context_window(default_window);
         Self {
             task_id: whose.task_id.to_owned(),
             session_id: whose.session_id.to_owned(),
             file: whose.file.display().to_string(),
             found_by: whose.found_by.to_owned(),
-            models: t.models.iter().cloned().collect(),
+            models: models.into_iter().collect(),
             model: main.last_model.clone(),
-            input_tokens: t.tokens.input,
-            output_tokens: t.tokens.output,
-            cache_write_tokens: t.tokens.cache_write,
-            cache_read_tokens: t.tokens.cache_read,
-            total_tokens: t.tokens.total(),
-            cost_usd: t.cost_usd,
+            input_tokens: tokens.input,
+            output_tokens: tokens.output,
+            cache_write_tokens: tokens.cache_write,
+            cache_read_tokens: tokens.cache_read,
+            total_tokens: tokens.total(),
+            cost_usd: cost,
             context_tokens: t.context_tokens,
             context_window: window,
             context_percent: (t.context_percent(default_window) * 10.0).round() / 10.0,
             compactions: t.compactions,
             started: t.started.clone(),
-            last_activity: t.last_activity.clone(),
+            last_activity,
             activity: if t.activity.state.is_empty() {
                 "unknown".into()
             } else {

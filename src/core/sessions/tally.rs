@@ -96,6 +96,7 @@ pub struct Tally {
     /// (ms since the epoch, tokens, cost) of the responses of the last
     /// [`BURN_WINDOW_MS`] before the newest one: the burn rate.
     recent_bills: VecDeque<(i64, u64, Option<f64>)>,
+    newest_bill: i64,
 }
 
 /// The burn rate's window: ten minutes.
@@ -223,7 +224,8 @@ impl Tally {
         let cost = prices.cost(model, &tokens);
         if let Some(at) = at {
             self.recent_bills.push_back((at, tokens.total(), cost));
-            let newest = self.recent_bills.iter().map(|b| b.0).max().unwrap_or(at);
+            self.newest_bill = self.newest_bill.max(at);
+            let newest = self.newest_bill;
             while self
                 .recent_bills
                 .front()
