@@ -40,7 +40,10 @@ impl Hub {
                     history.push_back(*v);
                 }
                 let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
-                self.forecasts.on_values(&task, seen, &values);
+                // Once the task's session is known, its forecast follows the transcript.
+                if !self.sessions.knows(task.as_str()) {
+                    self.forecasts.on_values(&task, seen, &values);
+                }
                 self.view_changed(task.as_str());
                 self.warn_forecasts().await;
             }

@@ -54,6 +54,11 @@ impl SessionBook {
         self.by_task.get(task).cloned().unwrap_or_default()
     }
 
+    /// Whether a session of the task is known.
+    pub(super) fn knows(&self, task: &str) -> bool {
+        self.by_task.get(task).is_some_and(|l| !l.is_empty())
+    }
+
     pub(super) fn is_lost(&self, session: &str) -> bool {
         self.lost.contains(session)
     }
@@ -105,7 +110,13 @@ impl Hub {
             SessionReport::Found(f) => {
                 let f: Arc<SessionFigures> = Arc::from(f);
                 self.sessions.lost.remove(&f.session_id);
+                // A new session's context starts over: so does the forecast, from now on
+                // the transcript's (the self-report stays in the views beside it).
+                if let Some(task) = crate::core::domain::TaskId::parse(&f.task_id) {
+                    self.forecasts.reset(&task);
+                }
                 self.sessions.keep(f.clone());
+                self.forecast_from(&f).await;
                 self.told(&f.session_id, now, f.activity_key());
                 self.session_changed(&f.task_id);
                 self.emit_session("found", &f, None).await;
@@ -113,7 +124,14 @@ impl Hub {
             }
             SessionReport::Update(f) => {
                 let f: Arc<SessionFigures> = Arc::from(f);
+                let before = self
+                    .sessions
+                    .find(&f.session_id)
+                    .map(|old| old.context_tokens);
                 self.sessions.keep(f.clone());
+                if before != Some(f.context_tokens) {
+                    self.forecast_from(&f).await;
+                }
                 self.session_changed(&f.task_id);
                 let key = f.activity_key();
                 let told = self.sessions.told.get(&f.session_id);
@@ -233,6 +251,26 @@ impl Hub {
         {
             self.sessions.due.remove(&(due, session.to_owned()));
         }
+    }
+
+    /// The current session's context, a point of its task's forecast.
+    async fn forecast_from(&mut self, f: &SessionFigures) {
+        let current = self
+            .sessions
+            .by_task
+            .get(&f.task_id)
+            .and_then(|l| l.last())
+            .is_some_and(|c| c.session_id == f.session_id);
+        let Some(task) = crate::core::domain::TaskId::parse(&f.task_id) else {
+            return;
+        };
+        if !current {
+            return;
+        }
+        let percent = f.context_percent.round().clamp(0.0, 100.0) as u8;
+        self.forecasts
+            .on_values(&task, self.clock.now_utc(), &[percent]);
+        self.warn_forecasts().await;
     }
 
     fn session_changed(&mut self, task: &str) {

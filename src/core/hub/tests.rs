@@ -465,3 +465,57 @@ async fn session_usage_is_told_at_most_every_ten_seconds_and_budgets_once_each()
         .unwrap();
     assert!(budget_events(&drain(&mut r.out).await).is_empty());
 }
+
+/// A main-chain response with `context` tokens in use.
+fn context_response(n: u32, context: u64) -> String {
+    format!(
+        r#"{{"type":"assistant","sessionId":"s1","requestId":"c{n}","message":{{"id":"c{n}","model":"claude-sonnet-4-5","content":[],"usage":{{"input_tokens":{context},"output_tokens":1}}}}}}"#
+    )
+}
+
+/// Once a task's session is known, its forecast follows the transcript's context, not
+/// the Musician's own `[ctx]` lines.
+#[tokio::test(start_paused = true)]
+async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
+    use crate::core::sources::sessions::SessionReport;
+    let mut r = rig(
+        vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
+        false,
+    );
+    r.events
+        .send(CoreEvent::Session(SessionReport::Found(session(&[
+            context_response(1, 40_000),
+        ]))))
+        .await
+        .unwrap();
+    drain(&mut r.out).await;
+    // The self-report says little and would forecast nothing soon.
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step [ctx: 5%]"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step [ctx: 5%]"]))
+        .await
+        .unwrap();
+    // The transcript: 20 % -> 40 % in a minute: 65 % is 75 s away.
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&[
+            context_response(1, 40_000),
+            context_response(2, 80_000),
+        ]))))
+        .await
+        .unwrap();
+    let got = drain(&mut r.out).await;
+    assert!(
+        got.iter().any(|w| matches!(
+            w,
+            What::Forecast {
+                threshold: 65,
+                ..
+            }
+        )),
+        "{got:?}"
+    );
+}
