@@ -44,6 +44,8 @@ fn main() {
         },
         now,
         clock: &clock,
+        projects: &[],
+        project_index: 0,
     };
     let mut terminal = Terminal::new(TestBackend::new(200, 60)).unwrap();
     let mut times = Vec::with_capacity(FRAMES);

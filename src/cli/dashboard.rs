@@ -55,6 +55,70 @@ async fn present(
     result.map_err(CliError::Runtime)
 }
 
+/// The dashboard on several projects: each its own core and pipeline host in this
+/// process, a projects bar to switch between them.
+pub fn run_many(
+    chosen: Vec<(String, Project)>,
+    settings: &Settings,
+    global: &crate::cli::args::GlobalArgs,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
+    let tui = TuiConfig::from_settings(format!("{} projects", chosen.len()), settings, clock)
+        .map_err(CliError::Usage)?;
+    require_terminal()?;
+    crate::cli::runtime()?.block_on(present_many(chosen, settings, global, tui))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn present_many(
+    chosen: Vec<(String, Project)>,
+    settings: &Settings,
+    global: &crate::cli::args::GlobalArgs,
+    tui: TuiConfig,
+) -> Result<(), CliError> {
+    let mut cores = Vec::new();
+    let mut hosts = Vec::new();
+    let mut feeds = Vec::new();
+    for (name, project) in &chosen {
+        let config = runtime::CoreConfig {
+            forward_logs: true,
+            ..project.core_config(settings)
+        };
+        let core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
+        feeds.push(crate::metrics::ProjectFeed {
+            name: name.clone(),
+            snapshots: core.snapshots.clone(),
+            conductor_stale_after: settings.conductor_stale_after,
+        });
+        hosts.push(project.host_pipelines(settings, &core));
+        cores.push(core);
+    }
+    let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
+    let stop = CancellationToken::new();
+    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    let screens = cores
+        .iter_mut()
+        .zip(&chosen)
+        .map(|(core, (name, project))| crate::tui::Screen {
+            name: name.clone(),
+            feeds: crate::tui::Feeds::live(core),
+            pipelines: Some(PipelineAccess::for_project(&project.root)),
+            actions: Some(project.action_access(settings)),
+        })
+        .collect();
+    let result = crate::tui::run_screens(screens, tui, stop).await;
+    for host in hosts.into_iter().flatten() {
+        host.shutdown().await;
+    }
+    if let Some(m) = metrics {
+        m.cancel();
+    }
+    for core in cores {
+        core.shutdown().await;
+    }
+    result.map_err(CliError::Runtime)
+}
+
 /// The dashboard needs a terminal on both ends; say how to run without one.
 pub fn require_terminal() -> Result<(), CliError> {
     use std::io::IsTerminal;

@@ -22,6 +22,36 @@ use crate::core::runtime;
 use crate::metrics::ProjectFeed;
 use crate::settings::Settings;
 
+/// The projects to watch, named: `--project` given several times (named by their
+/// folders), else the configuration's `[projects]` (named there).
+pub fn chosen(
+    global: &GlobalArgs,
+    settings: &Settings,
+) -> Result<Vec<(String, Project)>, CliError> {
+    if global.db.is_some() || global.temp.is_some() {
+        return Err(CliError::Usage(
+            "--db and --temp name one project's files; with several projects, each uses its own comms.db and temp/.".into(),
+        ));
+    }
+    if global.projects.is_empty() {
+        return settings
+            .projects
+            .iter()
+            .map(|(name, dir)| {
+                Project::at(Some(dir), global)
+                    .map(|p| (name.clone(), p))
+                    .map_err(|e| CliError::Usage(format!("[projects] {name}: {e}")))
+            })
+            .collect();
+    }
+    let projects = global
+        .projects
+        .iter()
+        .map(|dir| Project::at(Some(dir), global))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(names(&projects).into_iter().zip(projects).collect())
+}
+
 /// The projects' names: folder names, or the whole paths when two folders share one.
 fn names(projects: &[Project]) -> Vec<String> {
     let short: Vec<String> = projects.iter().map(Project::name).collect();
@@ -39,21 +69,12 @@ fn names(projects: &[Project]) -> Vec<String> {
 }
 
 pub async fn run(
+    chosen: Vec<(String, Project)>,
     global: &GlobalArgs,
     settings: &Settings,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    if global.db.is_some() || global.temp.is_some() {
-        return Err(CliError::Usage(
-            "--db and --temp name one project's files; with several --project, each project uses its own comms.db and temp/.".into(),
-        ));
-    }
-    let projects = global
-        .projects
-        .iter()
-        .map(|dir| Project::at(Some(dir), global))
-        .collect::<Result<Vec<_>, _>>()?;
-    let names = names(&projects);
+    let (names, projects): (Vec<String>, Vec<Project>) = chosen.into_iter().unzip();
     let mut cores = Vec::new();
     let mut hosts = Vec::new();
     let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);

@@ -152,18 +152,25 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let invocation = format!("PID:{pid} SESSION_ID:{session}");
             souffleur::run(&project, &settings, global, invocation, clock)
         }
-        None if global.projects.len() > 1 => {
-            if !global.no_tui {
-                return Err(CliError::Usage(
-                    "several projects are watched headless for now: add --no-tui (the dashboard's projects bar is not built yet), or run one maestro per project.".into(),
-                ));
-            }
+        None if global.projects.len() > 1
+            || (global.projects.is_empty()
+                && load_settings(global).is_ok_and(|s| s.projects.len() > 1)) =>
+        {
             let settings = load_settings(global)?;
-            runtime()?.block_on(many::run(global, &settings, clock))
+            let chosen = many::chosen(global, &settings)?;
+            if global.no_tui {
+                runtime()?.block_on(many::run(chosen, global, &settings, clock))
+            } else {
+                dashboard::run_many(chosen, &settings, global, clock)
+            }
         }
         None => {
-            let project = Project::from_args(global)?;
             let settings = load_settings(global)?;
+            // One project in `[projects]` and none given: that one.
+            let project = match (global.projects.is_empty(), settings.projects.as_slice()) {
+                (true, [(_, dir)]) => Project::at(Some(dir), global)?,
+                _ => Project::from_args(global)?,
+            };
             if global.no_tui {
                 runtime()?.block_on(headless::run(&project, &settings, global, clock))
             } else {

@@ -35,6 +35,9 @@ pub struct ConfigFile {
     pub metrics: MetricsSection,
     #[serde(default)]
     pub budget: BudgetSection,
+    /// Projects watched when no `--project` is given: name → folder.
+    #[serde(default)]
+    pub projects: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub sessions: SessionsSection,
 }
@@ -158,6 +161,8 @@ pub struct Settings {
     pub metrics_listen: Option<String>,
     pub budgets: crate::core::hub::sessions::Budgets,
     pub context_windows: crate::core::sessions::ContextWindows,
+    /// `[projects]`: (name, folder), in name order.
+    pub projects: Vec<(String, PathBuf)>,
 }
 
 /// What pipelines may take: processes, captured output, history.
@@ -292,7 +297,18 @@ impl Settings {
                 .map(|(k, v)| (k, v.max(1)))
                 .collect(),
         };
+        let mut projects = Vec::new();
+        for (name, dir) in u.map(|c| c.projects.clone()).unwrap_or_default() {
+            if name.is_empty() || name.chars().count() > 40 || name.chars().any(char::is_control) {
+                return Err(ConfigError(format!(
+                    "{}: [projects] {name:?} is not a usable name: use 1 to 40 printable characters.",
+                    file.display()
+                )));
+            }
+            projects.push((name, expand_home(&dir)));
+        }
         let settings = Self {
+            projects,
             budgets,
             context_windows,
             stall_after: match flags.stall_after {

@@ -62,6 +62,9 @@ pub enum Action {
     Freeze,
     Thaw,
     Headroom,
+    /// Show the next / previous project (when the dashboard shows several).
+    NextProject,
+    PrevProject,
     /// The selected task's Claude Code session.
     Session,
     /// Show the focused pane on the whole screen, or the layout again.
@@ -132,6 +135,8 @@ impl Action {
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
             Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
+            Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
+            Self::PrevProject => "show the previous project",
             Self::Zoom => "zoom the focused pane to the whole screen / back",
             Self::ReplayPause => "replay: pause / play",
             Self::ReplayStep => "replay: step to the next recorded moment (pauses)",

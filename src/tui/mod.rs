@@ -11,6 +11,7 @@ pub mod keymap;
 pub mod layout;
 pub mod notify;
 pub mod panes;
+mod screens;
 pub mod svg;
 pub mod theme;
 
@@ -77,12 +78,14 @@ enum ActionAnswer {
 fn task_effect(
     effect: Effect,
     access: Option<&ActionAccess>,
-    answers: &mpsc::UnboundedSender<ActionAnswer>,
+    project: usize,
+    answers: &mpsc::UnboundedSender<(usize, ActionAnswer)>,
 ) {
     let Some(access) = access.cloned() else {
-        let _ = answers.send(ActionAnswer::Done(Err(
-            "task actions are not available in this view".into(),
-        )));
+        let _ = answers.send((
+            project,
+            ActionAnswer::Done(Err("task actions are not available in this view".into())),
+        ));
         return;
     };
     let answers = answers.clone();
@@ -110,7 +113,7 @@ fn task_effect(
             }
             _ => return,
         };
-        let _ = answers.send(answer);
+        let _ = answers.send((project, answer));
     });
 }
 
@@ -345,9 +348,29 @@ async fn replay_changed(replay: Option<&mut ReplayAccess>) -> bool {
     }
 }
 
-/// Runs the dashboard until the operator quits or `stop` fires.
-pub async fn run(
-    mut core: Feeds<'_>,
+/// Runs the dashboard on one project until the operator quits or `stop` fires.
+pub async fn run(core: Feeds<'_>, cfg: TuiConfig, stop: CancellationToken) -> Result<(), String> {
+    let screen = Screen {
+        name: cfg.project.clone(),
+        feeds: core,
+        pipelines: cfg.pipelines.clone(),
+        actions: cfg.actions.clone(),
+    };
+    run_screens(vec![screen], cfg, stop).await
+}
+
+/// One project the dashboard shows: its feeds and where its actions go.
+pub struct Screen<'a> {
+    pub name: String,
+    pub feeds: Feeds<'a>,
+    pub pipelines: Option<PipelineAccess>,
+    pub actions: Option<ActionAccess>,
+}
+
+/// Runs the dashboard on one or more projects (a projects bar and `alt-N` /
+/// `[keys.global]` `next_project` to switch when several).
+pub async fn run_screens(
+    screens: Vec<Screen<'_>>,
     cfg: TuiConfig,
     stop: CancellationToken,
 ) -> Result<(), String> {
@@ -355,37 +378,72 @@ pub async fn run(
     let (input_tx, mut input) = mpsc::channel(256);
     spawn_input(input_tx);
 
-    let mut ui = UiState::default();
-    let mut snap: Arc<Snapshot> = core.snapshots.borrow_and_update().clone();
+    let mut receivers = Vec::new();
+    let mut shown = Vec::new();
+    let mut replay = None;
+    let (changed_tx, mut changed) = mpsc::channel::<usize>(64);
+    for (i, screen) in screens.into_iter().enumerate() {
+        let Screen {
+            name,
+            feeds,
+            pipelines,
+            actions,
+        } = screen;
+        if replay.is_none() {
+            replay = feeds.replay;
+        }
+        receivers.push(feeds.happenings);
+        shown.push(screens::Shown::new(
+            name,
+            feeds.snapshots,
+            pipelines,
+            actions,
+        ));
+        screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());
+    }
+    let mut current = 0usize;
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut pending_notes: Vec<Notification> = Vec::new();
-    let (answer_tx, mut answers) = mpsc::unbounded_channel::<ActionAnswer>();
+    let (answer_tx, mut answers) = mpsc::unbounded_channel::<(usize, ActionAnswer)>();
 
     loop {
         let frame_at = dirty.then(|| last_draw.map_or_else(Instant::now, |t| t + FRAME));
-        let shows_ages = snap.tasks.iter().any(|t| t.heartbeat.is_some());
+        let shows_ages = shown[current]
+            .snap
+            .tasks
+            .iter()
+            .any(|t| t.heartbeat.is_some());
         tokio::select! {
             biased;
             () = stop.cancelled() => break,
             () = sleep_until(frame_at), if frame_at.is_some() => {
                 flush_notifications(&cfg.notifier, &mut pending_notes);
-                draw(&mut guard.terminal, &snap, &mut ui, &cfg)?;
+                let tabs = screens::tabs(&shown);
+                let s = &mut shown[current];
+                draw(&mut guard.terminal, &s.snap, &mut s.ui, &cfg, &tabs, current)?;
                 dirty = false;
                 last_draw = Some(Instant::now());
             }
             Some(ev) = input.recv() => {
                 let mut quit = false;
                 for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
-                    if let Some(replay) = &core.replay
-                        && let Some(cmd) = replay_key(&ev, &ui, &cfg.keymap)
+                    if let Some(n) = screens::switch_key(&ev, &shown[current].ui, &cfg.keymap, current, shown.len()) {
+                        current = n;
+                        shown[current].ui.note = Some(format!("project {}: {}", n + 1, shown[current].name));
+                        continue;
+                    }
+                    if let Some(replay) = &replay
+                        && let Some(cmd) = replay_key(&ev, &shown[current].ui, &cfg.keymap)
                     {
                         replay.control.send(cmd);
                         continue;
                     }
-                    for effect in handle_event(&ev, &mut ui, &snap, &cfg, &guard) {
+                    let rows = shown.len();
+                    let s = &mut shown[current];
+                    for effect in handle_event(&ev, &mut s.ui, &s.snap, &cfg, &guard, rows) {
                         match effect {
                             Effect::Quit => quit = true,
                             Effect::Copy(text) => {
@@ -399,17 +457,17 @@ pub async fn run(
                             | Effect::SaveSteps { .. }
                             | Effect::DescribeTrust(_)
                             | Effect::Trust { .. }) => {
-                                pipeline_effect(fx, &mut ui, cfg.pipelines.as_ref()).await;
+                                pipeline_effect(fx, &mut s.ui, s.pipelines.as_ref()).await;
                             }
                             fx @ (Effect::DescribeTask(_) | Effect::Task(_) | Effect::Headroom(_)) => {
-                                task_effect(fx, cfg.actions.as_ref(), &answer_tx);
+                                task_effect(fx, s.actions.as_ref(), current, &answer_tx);
                             }
                             Effect::Watchdog(cmd) => match &cfg.watchdog {
                                 Some(tx) => {
                                     let request = crate::core::watchdog::control::WatchdogRequest { cmd, reply: None };
                                     let _ = tx.try_send(request);
                                 }
-                                None => ui.note = Some("no Souffleur role in this process".into()),
+                                None => s.ui.note = Some("no Souffleur role in this process".into()),
                             },
                         }
                     }
@@ -419,7 +477,8 @@ pub async fn run(
                 }
                 dirty = true;
             }
-            Some(answer) = answers.recv() => {
+            Some((i, answer)) = answers.recv() => {
+                let ui = &mut shown[i].ui;
                 match answer {
                     ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
                     ActionAnswer::Described(_, Err(e)) => ui.note = Some(format!("refused: {e}")),
@@ -428,22 +487,25 @@ pub async fn run(
                 }
                 dirty = true;
             }
-            Some(h) = core.happenings.recv() => {
-                for h in std::iter::once(h).chain(std::iter::from_fn(|| core.happenings.try_recv().ok())) {
-                    if let Some(n) = ui.ingest(&h) {
-                        pending_notes.push(n);
+            (i, h) = screens::next_happening(&mut receivers) => {
+                let mut batch = vec![h];
+                while let Ok(h) = receivers[i].try_recv() {
+                    batch.push(h);
+                }
+                for h in &batch {
+                    if let Some(n) = shown[i].ui.ingest(h) {
+                        pending_notes.push(screens::announce(&mut shown, i, current, n));
                     }
                 }
                 dirty = true;
             }
-            Ok(()) = core.snapshots.changed() => {
-                snap = core.snapshots.borrow_and_update().clone();
-                ui.sync_with(&snap);
+            Some(i) = changed.recv() => {
+                shown[i].refresh();
                 dirty = true;
             }
-            true = replay_changed(core.replay.as_mut()) => {
-                if let Some(r) = &core.replay {
-                    ui.replay = Some(replay_label(&r.status.borrow(), &cfg));
+            true = replay_changed(replay.as_mut()) => {
+                if let Some(r) = &replay {
+                    shown[current].ui.replay = Some(replay_label(&r.status.borrow(), &cfg));
                 }
                 dirty = true;
             }
@@ -523,6 +585,7 @@ fn handle_event(
     snap: &Snapshot,
     cfg: &TuiConfig,
     guard: &TerminalGuard,
+    projects: usize,
 ) -> Vec<Effect> {
     match ev {
         Event::Key(key) if key.kind != KeyEventKind::Release => {
@@ -567,7 +630,10 @@ fn handle_event(
             let Ok(size) = guard.terminal.size() else {
                 return vec![];
             };
-            let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+            let area = panes::panes_area(
+                ratatui::layout::Rect::new(0, 0, size.width, size.height),
+                projects,
+            );
             let Some(rects) = layout::for_snapshot(area, snap) else {
                 return vec![];
             };
@@ -602,9 +668,14 @@ fn draw(
     snap: &Snapshot,
     ui: &mut UiState,
     cfg: &TuiConfig,
+    projects: &[panes::projects_bar::ProjectTab],
+    project_index: usize,
 ) -> Result<(), String> {
     let size = terminal.size().map_err(|e| e.to_string())?;
-    let area = ratatui::layout::Rect::new(0, 0, size.width, size.height);
+    let area = panes::panes_area(
+        ratatui::layout::Rect::new(0, 0, size.width, size.height),
+        projects.len(),
+    );
     if let Some(rects) = layout::for_snapshot(area, snap) {
         ui.log_height = rects.log.height.saturating_sub(2).max(1);
     }
@@ -613,10 +684,14 @@ fn draw(
         ui,
         theme: &cfg.theme,
         keymap: &cfg.keymap,
-        project: &cfg.project,
+        project: projects
+            .get(project_index)
+            .map_or(cfg.project.as_str(), |t| t.name.as_str()),
         limits: cfg.limits,
         now: cfg.clock.now_utc(),
         clock: &cfg.clock,
+        projects,
+        project_index,
     };
     let out: &mut Stdout = &mut std::io::stdout();
     let _ = queue!(out, crossterm::terminal::BeginSynchronizedUpdate);

@@ -453,6 +453,8 @@ fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
         },
         now: now(),
         clock: &clock,
+        projects: &[],
+        project_index: 0,
     };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal.draw(|f| panes::draw(f, &ctx)).unwrap();

@@ -296,3 +296,57 @@ fn an_untrusted_pipeline_is_trusted_from_the_dashboard_after_seeing_its_steps() 
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Two projects in one dashboard: a projects bar, `alt-2` and `P` to switch, each
+/// project's own tasks in the panes, and an anomaly in the project not shown named on
+/// the status line.
+#[test]
+fn two_projects_in_one_dashboard_switch_and_announce() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let parent = tempfile::tempdir().unwrap();
+    let alpha = crate::common::Scratch::new_in(parent.path(), "alpha");
+    let beta = crate::common::Scratch::new_in(parent.path(), "beta");
+    alpha.set_task("task-01", "working");
+    beta.set_task("task-07", "needs_review");
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "{exe} --project {} --project {} --stall-after 1h; sleep 600",
+            alpha.root().display(),
+            beta.root().display()
+        ),
+        140,
+        40,
+    );
+    let first = t.wait("the projects bar", |s| {
+        s.contains("1 alpha") && s.contains("2 beta") && s.contains("task-01")
+    });
+    assert!(
+        !first.contains("task-07"),
+        "beta's task is not shown yet:\n{first}"
+    );
+    t.keys("M-2");
+    let second = t.wait("beta shown", |s| s.contains("maestro · beta"));
+    assert!(second.contains("task-07"), "{second}");
+    assert!(!second.contains("task-01"), "{second}");
+    // An anomaly in alpha while beta is shown: said on the status line.
+    alpha.append(
+        "task-01-status",
+        "step 2 self-correction: the tokenizer was wrong [ctx: 20%]\n",
+    );
+    let told = t.wait("the announcement", |s| {
+        s.contains("[alpha]") && s.contains("alt-1")
+    });
+    assert!(told.contains("task-07"), "beta stays shown:\n{told}");
+    // `P` cycles back to alpha, whose anomaly is there.
+    t.keys("P");
+    let back = t.wait("alpha shown again", |s| s.contains("maestro · alpha"));
+    assert!(
+        back.contains("Anomalies (1"),
+        "alpha's anomaly is in its pane:\n{back}"
+    );
+    assert!(!back.contains("task-07"), "{back}");
+}

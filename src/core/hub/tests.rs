@@ -509,13 +509,8 @@ async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
         .unwrap();
     let got = drain(&mut r.out).await;
     assert!(
-        got.iter().any(|w| matches!(
-            w,
-            What::Forecast {
-                threshold: 65,
-                ..
-            }
-        )),
+        got.iter()
+            .any(|w| matches!(w, What::Forecast { threshold: 65, .. })),
         "{got:?}"
     );
 }

@@ -89,6 +89,12 @@ impl UiState {
             }
             // Overlay actions mean nothing without their overlay; the replay's are sent
             // to the replay by the dashboard's loop before keys get here.
+            // The loop switches projects before keys get here; with one project there
+            // is nothing to switch to.
+            Action::NextProject | Action::PrevProject => {
+                self.note =
+                    Some("one project is shown; pass --project more than once for several".into());
+            }
             Action::Yes
             | Action::No
             | Action::PipelineStart

@@ -35,6 +35,10 @@ pub struct DrawCtx<'a> {
     pub now: OffsetDateTime,
     /// Formats stamps in the operator's time zone (never read for the time).
     pub clock: &'a Clock,
+    /// The projects shown, when there are several (a bar above the panes).
+    pub projects: &'a [crate::tui::panes::projects_bar::ProjectTab],
+    /// Which of them this frame shows.
+    pub project_index: usize,
 }
 
 impl DrawCtx<'_> {

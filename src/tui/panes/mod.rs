@@ -9,6 +9,7 @@ pub mod heartbeats;
 pub mod help;
 pub mod log;
 pub mod messages;
+pub mod projects_bar;
 pub mod sentinels;
 pub mod session_cells;
 pub mod status_bar;
@@ -25,10 +26,34 @@ use crate::tui::app::Pane;
 use crate::tui::keymap::Mode;
 use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
 pub use ctx::{DrawCtx, Limits};
+
+/// Where the panes go: the whole screen, or below the projects bar when several
+/// projects are shown.
+pub fn panes_area(screen: Rect, projects: usize) -> Rect {
+    if projects > 1 {
+        Rect {
+            y: screen.y + 1,
+            height: screen.height.saturating_sub(1),
+            ..screen
+        }
+    } else {
+        screen
+    }
+}
 use ctx::{centered, clear};
 
 pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
-    let area = frame.area();
+    let area = panes_area(frame.area(), ctx.projects.len());
+    if ctx.projects.len() > 1 {
+        projects_bar::draw(
+            frame,
+            Rect {
+                height: 1,
+                ..frame.area()
+            },
+            ctx,
+        );
+    }
     let Some(rects) = for_snapshot(area, ctx.snap) else {
         let msg = format!(
             "Terminal too small: {}x{}.\nmaestro needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nEnlarge the window, or press q to quit.",

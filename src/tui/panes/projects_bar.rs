@@ -1,0 +1,87 @@
+//! The projects bar: one line above the panes when the dashboard shows several
+//! projects, one tab each (its number for `alt-N`, name, tasks by state, unread
+//! anomalies, the Conductor's state, the sessions' cost), the shown one highlighted.
+
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::Modifier;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+use crate::core::snapshot::Snapshot;
+use crate::tui::panes::ctx::{DrawCtx, printable};
+
+/// One project's tab.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectTab {
+    pub name: String,
+    pub working: usize,
+    pub review: usize,
+    pub done: usize,
+    pub trouble: usize,
+    pub unread: usize,
+    pub conductor: Option<String>,
+    pub cost: Option<f64>,
+}
+
+impl ProjectTab {
+    /// What a project's snapshot and unread count say.
+    pub fn of(name: &str, snap: &Snapshot, unread: usize) -> Self {
+        let mut tab = Self {
+            name: name.to_owned(),
+            working: 0,
+            review: 0,
+            done: 0,
+            trouble: 0,
+            unread,
+            conductor: snap.watchdog.conductor_state.clone(),
+            cost: snap.session_cost_usd,
+        };
+        for t in crate::tui::app::musicians(snap) {
+            match t.row.state.as_str() {
+                "needs_review" | "review_approved" | "review_failed" => tab.review += 1,
+                "complete" => tab.done += 1,
+                "error" | "fix_proposed" | "exited" => tab.trouble += 1,
+                _ => tab.working += 1,
+            }
+        }
+        tab
+    }
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let mut spans = Vec::new();
+    for (i, tab) in ctx.projects.iter().enumerate() {
+        let selected = i == ctx.project_index;
+        let name_style = if selected {
+            ctx.theme.title(true).add_modifier(Modifier::REVERSED)
+        } else {
+            ctx.theme.title(false)
+        };
+        spans.push(Span::styled(
+            format!(" {} {} ", i + 1, printable(&tab.name)),
+            name_style,
+        ));
+        spans.push(Span::styled(
+            format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
+            ctx.theme.muted,
+        ));
+        if tab.trouble > 0 {
+            spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
+        }
+        if tab.unread > 0 {
+            spans.push(Span::styled(format!(" ●{}", tab.unread), ctx.theme.error));
+        }
+        if let Some(c) = &tab.conductor {
+            spans.push(Span::styled(
+                format!(" C:{}", printable(c)),
+                ctx.theme.state(c),
+            ));
+        }
+        if let Some(cost) = tab.cost {
+            spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
+        }
+        spans.push(Span::raw("  "));
+    }
+    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+}
