@@ -68,3 +68,36 @@ fn text_lines_carry_the_project_and_one_project_is_unchanged() {
     let v = one.wait_json("a task", |v| event(v) == "task");
     assert!(v.get("project").is_none(), "{v}");
 }
+
+/// `[projects]` in the configuration names the projects watched when no `--project`
+/// is given; events carry those names.
+#[test]
+fn the_configuration_names_the_projects() {
+    let parent = tempfile::tempdir().unwrap();
+    let a = Scratch::new_in(parent.path(), "alpha");
+    let b = Scratch::new_in(parent.path(), "beta");
+    a.set_task("task-01", "working");
+    b.set_task("task-02", "working");
+    let config = parent.path().join("maestro.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[projects]\nparser = {:?}\napi = {:?}\n",
+            a.root().display().to_string(),
+            b.root().display().to_string()
+        ),
+    )
+    .unwrap();
+    let mut cmd = maestro();
+    cmd.current_dir(parent.path())
+        .args(["--no-tui", "--json", "--config"])
+        .arg(&config);
+    let mut m = Running::spawn(cmd);
+    m.wait_all(
+        "each project's task, by its configured name",
+        &[
+            &|v| event(v) == "task" && v["task_id"] == "task-01" && v["project"] == "parser",
+            &|v| event(v) == "task" && v["task_id"] == "task-02" && v["project"] == "api",
+        ],
+    );
+}
