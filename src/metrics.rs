@@ -129,6 +129,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let source_up = gauge();
     let session_tokens = counter();
     let session_cost = gauge();
+    let budget_used = gauge();
     let anomalies = counter();
     let messages = counter();
     let recoveries = counter();
@@ -225,6 +226,13 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
             } else {
                 0.0
             });
+        for ((task, budget), ratio) in &snap.budgets {
+            let mut labels = vec![("project", p), ("budget", *budget)];
+            if let Some(task) = task {
+                labels.push(("task", task.as_str()));
+            }
+            budget_used.get_or_create(&l(&labels)).set(*ratio);
+        }
         for (kind, n) in &snap.counts.anomalies {
             anomalies
                 .get_or_create(&l(&[("project", p), ("kind", kind)]))
@@ -288,6 +296,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         "maestro_session_tokens",
         "Tokens billed to the task's Claude Code sessions, by kind (input, output, cache_write, cache_read)",
         session_tokens,
+    );
+    registry.register(
+        "maestro_budget_used_ratio",
+        "Each configured [budget] as used: value / limit (1 = reached)",
+        budget_used,
     );
     registry.register(
         "maestro_session_cost_usd",

@@ -41,6 +41,8 @@ pub struct Snapshot {
     pub session_cost_unknown: bool,
     /// What the session source waits for, while Claude Code's folder is missing.
     pub sessions_waiting: Option<String>,
+    /// Each configured budget's use, value / limit: (task or none, budget) → ratio.
+    pub budgets: std::collections::BTreeMap<(Option<String>, &'static str), f64>,
 }
 
 /// Counters since this process started.

@@ -234,6 +234,7 @@ fn busy_snapshot() -> Snapshot {
         session_cost_usd: Some(cost),
         session_cost_unknown: false,
         sessions_waiting: None,
+        budgets: std::collections::BTreeMap::new(),
     }
 }
 

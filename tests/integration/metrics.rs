@@ -7,7 +7,7 @@ use std::io::{Read, Write};
 use crate::common::{Scratch, event};
 
 /// A free loopback port (bound, then released for maestro to take).
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -31,7 +31,11 @@ fn scrape(port: u16) -> prometheus_parse::Scrape {
     prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
 }
 
-fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)]) -> Option<f64> {
+pub fn value(
+    scrape: &prometheus_parse::Scrape,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
     scrape
         .samples
         .iter()
@@ -45,7 +49,7 @@ fn value(scrape: &prometheus_parse::Scrape, metric: &str, labels: &[(&str, &str)
 }
 
 /// Scrapes until `pred` holds (the hub publishes within milliseconds).
-fn scrape_until(
+pub fn scrape_until(
     port: u16,
     what: &str,
     pred: impl Fn(&prometheus_parse::Scrape) -> bool,
@@ -143,6 +147,8 @@ fn the_rules_file_names_only_metrics_that_exist() {
         ..maestro::core::snapshot::Snapshot::default()
     };
     snap.counts.anomalies.insert("stalled", 1);
+    snap.budgets
+        .insert((Some("task-01".into()), "task_usd"), 1.02);
     snap.counts.messages.insert("system".into(), 1);
     snap.counts
         .recoveries

@@ -65,10 +65,17 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
     s.set_task("task-02", "working");
     s.set_task("task-03", "watching");
 
+    let port = crate::metrics::free_port();
     let mut cmd = maestro();
     cmd.env("HOME", home.path())
         .env_remove("CLAUDE_CONFIG_DIR")
-        .args(["--no-tui", "--json", "--config"])
+        .args([
+            "--no-tui",
+            "--json",
+            "--metrics",
+            &port.to_string(),
+            "--config",
+        ])
         .arg(&config)
         .arg("--project")
         .arg(s.root());
@@ -93,11 +100,18 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
     append(&transcript, &response(1, 30_000, &bash, "tool_use"));
     // The same response's second line is not counted again.
     append(&transcript, &response(1, 30_000, &bash, "tool_use"));
-    let found = m.wait_json("task-01's session found", |v| {
-        session_event("found")(v) && v["total_tokens"] == 30_000
-    });
+    let found = m.wait_json("task-01's session found", session_event("found"));
     assert_eq!(found["session_id"], "s-live");
     assert_eq!(found["found_by"], "transcript");
+    // Found as soon as its first prompt was read: the response may come with it or
+    // in the next event (a change of activity, told at once).
+    let found = if found["total_tokens"] == 30_000 {
+        found
+    } else {
+        m.wait_json("the first response", |v| {
+            event(v) == "session" && v["task_id"] == "task-01" && v["total_tokens"] == 30_000
+        })
+    };
     assert_eq!(found["activity"], "waiting", "{found}");
     assert_eq!(found["tool"]["name"], "Bash");
     assert_eq!(found["tool"]["argument"], "cargo test -q");
@@ -127,6 +141,29 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
         (&budget["task_id"], &budget["budget"], &budget["level"]),
         (&json!("task-01"), &json!("task_usd"), &json!(80))
     );
+
+    // The same figures for Prometheus.
+    use crate::metrics::value;
+    let t1 = [("task", "task-01")];
+    crate::metrics::scrape_until(port, "session metrics", |sc| {
+        value(
+            sc,
+            "maestro_session_tokens_total",
+            &[t1[0], ("kind", "output")],
+        ) == Some(58_000.0)
+            && value(
+                sc,
+                "maestro_task_context_percent",
+                &[t1[0], ("source", "transcript")],
+            ) == Some(0.0)
+            && value(
+                sc,
+                "maestro_budget_used_ratio",
+                &[t1[0], ("budget", "task_usd")],
+            )
+            .is_some_and(|r| (r - 0.87).abs() < 1e-9)
+            && value(sc, "maestro_source_up", &[("source", "sessions")]) == Some(1.0)
+    });
 
     // Replaced by another file at the same path: counted again from its start.
     let next = folder.join("s-live.next");

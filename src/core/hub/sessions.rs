@@ -326,6 +326,10 @@ impl Hub {
             if limit <= 0.0 {
                 continue;
             }
+            self.snapshot
+                .budgets
+                .insert((task_id.clone(), budget), value / limit);
+            self.dirty = true;
             for level in [80u8, 100] {
                 if value >= limit * f64::from(level) / 100.0
                     && self
