@@ -9,6 +9,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use crate::common::{Running, Scratch, event, maestro};
+use crate::metrics::value;
 
 fn user_prompt(cwd: &str, prompt: &str) -> String {
     format!(
@@ -143,7 +144,6 @@ fn a_late_transcript_is_followed_through_growth_replacement_and_removal() {
     );
 
     // The same figures for Prometheus.
-    use crate::metrics::value;
     let t1 = [("task", "task-01")];
     crate::metrics::scrape_until(port, "session metrics", |sc| {
         value(
