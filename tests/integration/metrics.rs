@@ -127,11 +127,17 @@ fn metrics_follow_a_scripted_orchestration() {
 
 #[test]
 fn the_rules_file_names_only_metrics_that_exist() {
+    // The alerting rules and the Grafana dashboard's queries alike.
     let rules = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/assets/prometheus/maestro.rules.yml"
     ))
-    .unwrap();
+    .unwrap()
+        + &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/assets/grafana/maestro.json"
+        ))
+        .unwrap();
     // A project with one of everything, so every family is described.
     let mut snap = maestro::core::snapshot::Snapshot {
         tasks: vec![std::sync::Arc::new(maestro::core::snapshot::TaskView {
@@ -141,7 +147,20 @@ fn the_rules_file_names_only_metrics_that_exist() {
             last_anomaly: None,
             watched: true,
             forecast: None,
-            sessions: Vec::new(),
+            sessions: vec![std::sync::Arc::new(
+                maestro::core::sessions::figures::SessionFigures::of(
+                    maestro::core::sessions::figures::Whose {
+                        task_id: "task-01",
+                        session_id: "s1",
+                        file: std::path::Path::new("/h/s1.jsonl"),
+                        found_by: "transcript",
+                    },
+                    &maestro::core::sessions::tally::Tally::new(),
+                    &[],
+                    0,
+                    &maestro::core::sessions::ContextWindows::default(),
+                ),
+            )],
             session_lost: false,
         })],
         ..maestro::core::snapshot::Snapshot::default()
