@@ -13,13 +13,14 @@ pub mod notify;
 pub mod panes;
 mod screens;
 pub mod svg;
+mod terminal;
 pub mod theme;
 
 use std::io::{Stdout, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{self, Event, KeyCode, KeyEventKind, MouseButton, MouseEventKind};
+use crossterm::event::{Event, KeyCode, KeyEventKind, MouseButton, MouseEventKind};
 use crossterm::{execute, queue};
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc;
@@ -36,6 +37,7 @@ use app::{Effect, Notification, UiState};
 use keymap::{Keymap, Mode};
 use notify::Notifier;
 use panes::{DrawCtx, Limits};
+use terminal::{TerminalGuard, spawn_input};
 use theme::Theme;
 
 /// Shortest time between two frames (~30 frames/s at most).
@@ -247,74 +249,6 @@ async fn pipeline_effect(effect: Effect, ui: &mut UiState, access: Option<&Pipel
         }
         _ => {}
     }
-}
-
-/// Restores the terminal on every way out: drop, error, panic (hook) and signals.
-struct TerminalGuard {
-    terminal: DefaultTerminal,
-}
-
-impl TerminalGuard {
-    fn enter(project: &str) -> Result<Self, String> {
-        let terminal = ratatui::try_init().map_err(|e| format!("cannot open the terminal: {e}"))?;
-        // ratatui's hook restores raw mode and the screen; ours adds mouse and cursor.
-        let previous = std::panic::take_hook();
-        std::panic::set_hook(Box::new(move |info| {
-            leave_extras();
-            previous(info);
-        }));
-        let mut out = std::io::stdout();
-        execute!(
-            out,
-            event::EnableMouseCapture,
-            crossterm::terminal::SetTitle(format!("maestro: {project}"))
-        )
-        .map_err(|e| format!("cannot set up the terminal: {e}"))?;
-        Ok(Self { terminal })
-    }
-
-    /// Ctrl-Z: give the terminal back, stop, and take it again on `fg`.
-    fn suspend(&mut self) {
-        leave_extras();
-        ratatui::restore();
-        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGTSTP);
-        // Execution resumes here after SIGCONT.
-        let _ = crossterm::terminal::enable_raw_mode();
-        let _ = execute!(
-            std::io::stdout(),
-            crossterm::terminal::EnterAlternateScreen,
-            event::EnableMouseCapture
-        );
-        let _ = self.terminal.clear();
-    }
-}
-
-impl Drop for TerminalGuard {
-    fn drop(&mut self) {
-        leave_extras();
-        ratatui::restore();
-    }
-}
-
-fn leave_extras() {
-    let _ = execute!(
-        std::io::stdout(),
-        event::DisableMouseCapture,
-        crossterm::cursor::Show
-    );
-}
-
-/// Reads terminal events on a thread of its own (crossterm's reads block).
-fn spawn_input(tx: mpsc::Sender<Event>) {
-    let _ = std::thread::Builder::new()
-        .name("maestro-input".into())
-        .spawn(move || {
-            while let Ok(ev) = event::read() {
-                if tx.blocking_send(ev).is_err() {
-                    break;
-                }
-            }
-        });
 }
 
 /// What the dashboard shows: a live core's feeds, or a replay's (with its controls).
