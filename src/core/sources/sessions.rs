@@ -275,11 +275,20 @@ impl Sessions {
         if self.index.get(path).is_some_and(|e| e.settled) {
             return false;
         }
-        let Some(transcript) = find::head(path) else {
+        let Some(mut transcript) = find::head(path) else {
             return self.index.remove(path).is_some();
         };
         let size = path.metadata().map_or(0, |m| m.len());
-        let settled = transcript.first_prompt.is_some() || size >= SETTLED_AFTER;
+        // Another project's transcript can only be found by its session id: its prompt
+        // is not kept (a user may have thousands of them).
+        let elsewhere = transcript.cwd.as_deref().is_some_and(|cwd| {
+            let project = self.settings.project.to_string_lossy();
+            !(Path::new(cwd) == self.settings.project || cwd.starts_with(&format!("{project}/")))
+        });
+        if elsewhere {
+            transcript.first_prompt = None;
+        }
+        let settled = elsewhere || transcript.first_prompt.is_some() || size >= SETTLED_AFTER;
         let changed = self.index.get(path).is_none_or(|old| {
             old.transcript.first_prompt != transcript.first_prompt
                 || old.transcript.session_id != transcript.session_id
