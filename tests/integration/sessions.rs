@@ -233,3 +233,31 @@ fn without_claude_code_the_source_says_it_waits_and_reports_no_missing_sessions(
     });
     assert!(watching["detail"].as_str().unwrap().contains("projects"));
 }
+
+/// Without a database, a task known by its log files has its session found too.
+#[test]
+fn without_a_database_a_task_known_by_its_files_gets_its_session() {
+    let s = Scratch::without_db();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let folder = home.path().join(".claude/projects/-fixture");
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(
+        folder.join("s-live.jsonl"),
+        user_prompt(root.to_str().unwrap(), "/musician task-04")
+            + &response(1, 1_000, &json!([]), "end_turn"),
+    )
+    .unwrap();
+    let mut cmd = maestro();
+    cmd.env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["--no-tui", "--json", "--project"])
+        .arg(s.root());
+    let mut m = Running::spawn(cmd);
+    s.append("task-04-status", "bootstrap started [ctx: 3%]\n");
+    let found = m.wait_json("task-04's session", |v| {
+        event(v) == "session" && v["status"] == "found" && v["task_id"] == "task-04"
+    });
+    assert_eq!(found["total_tokens"], 1_000);
+    assert_eq!(found["activity"], "idle");
+}

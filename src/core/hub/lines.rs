@@ -21,6 +21,9 @@ impl Hub {
         if !self.settings.with_database && !self.sentinel.is_active(&task) {
             self.sentinel.set_active(&task, true);
             self.view_changed(task.as_str());
+            // Without a database, a task is known by its files: its session is looked
+            // for from now on.
+            self.send_task_facts();
         }
         let arrived_at = match initial_mtime {
             Some(mtime) => self.clock.instant_of(OffsetDateTime::from(mtime)),

@@ -213,18 +213,27 @@ impl Hub {
         let Some(tx) = &self.session_facts else {
             return;
         };
-        let facts: Vec<(String, Option<String>, Option<String>)> = self
-            .tasks
-            .values()
-            .filter(|e| e.id.is_some())
-            .map(|e| {
-                (
-                    e.row.task_id.clone(),
-                    e.row.session_id.clone(),
-                    Some(e.row.state.clone()),
-                )
-            })
-            .collect();
+        let mut facts: Vec<(String, Option<String>, Option<String>)> =
+            if self.settings.with_database {
+                self.tasks
+                    .values()
+                    .filter(|e| e.id.is_some())
+                    .map(|e| {
+                        (
+                            e.row.task_id.clone(),
+                            e.row.session_id.clone(),
+                            Some(e.row.state.clone()),
+                        )
+                    })
+                    .collect()
+            } else {
+                // Tasks known by their log files, as working.
+                self.sentinel
+                    .active_tasks()
+                    .map(|t| (t.to_string(), None, Some("working".to_owned())))
+                    .collect()
+            };
+        facts.sort();
         if facts == self.sessions.facts_sent {
             return;
         }

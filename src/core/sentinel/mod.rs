@@ -115,6 +115,11 @@ impl Sentinel {
         self.tasks.get(task).is_some_and(|w| w.active)
     }
 
+    /// The tasks reported on.
+    pub fn active_tasks(&self) -> impl Iterator<Item = &TaskId> {
+        self.tasks.iter().filter(|(_, w)| w.active).map(|(t, _)| t)
+    }
+
     /// New lines of one log. `arrived_at` is when they were written as far as anyone
     /// can tell: now for appended lines, the file's mtime for what was there at start.
     pub fn on_lines(
