@@ -79,7 +79,12 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         Some(Command::Usage) => {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;
-            usage::run(&project, &settings.context_windows, global.json)
+            usage::run(
+                &project,
+                &settings.context_windows,
+                &settings.prices,
+                global.json,
+            )
         }
         Some(Command::Doctor) => {
             let project = Project::from_args(global)?;

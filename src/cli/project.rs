@@ -77,6 +77,7 @@ impl Project {
             history_runs: settings.pipeline_limits.history_runs,
             budgets: settings.budgets,
             context_windows: settings.context_windows.clone(),
+            prices: settings.prices.clone(),
             follow_sessions: true,
             claude_dir: None,
         }

@@ -17,13 +17,13 @@ use crate::core::text::printable;
 pub fn run(
     project: &Project,
     windows: &ContextWindows,
+    prices: &PriceTable,
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
     let tasks = read_tasks(project)?;
     let claude = find::claude_dir().ok_or_else(|| {
         CliError::Usage("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
     })?;
-    let prices = PriceTable::default();
     let (found, missing) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
     let mut rows = Vec::new();
     let mut total = Tokens::default();
@@ -36,7 +36,7 @@ pub fn run(
     )
     .unwrap_or(i64::MAX);
     for f in &found {
-        let t = tally_session(&f.transcript.path, &f.transcript.session_id, &prices);
+        let t = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
         total.add(&t.tokens);
         match t.cost_usd {
             Some(c) => total_cost += c,
@@ -82,7 +82,7 @@ pub fn run(
             json!({"sessions": rows, "total": total, "prices": prices.name, "missing": missing})
         );
     } else {
-        print_table(&rows, &total, &missing, prices.name);
+        print_table(&rows, &total, &missing, &prices.name);
     }
     Ok(ExitCode::SUCCESS)
 }

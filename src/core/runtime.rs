@@ -57,6 +57,8 @@ pub struct CoreConfig {
     pub budgets: crate::core::hub::sessions::Budgets,
     /// `[sessions]` context windows.
     pub context_windows: crate::core::sessions::ContextWindows,
+    /// The prices session costs are estimated at.
+    pub prices: crate::core::sessions::prices::PriceTable,
     /// Follow the tasks' Claude Code sessions.
     pub follow_sessions: bool,
     /// Claude Code's folder, when not `$CLAUDE_CONFIG_DIR` or `~/.claude` (the demo's).
@@ -143,6 +145,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
                     .clone()
                     .or_else(crate::core::sessions::find::claude_dir),
                 windows: config.context_windows.clone(),
+                prices: config.prices.clone(),
             },
             events_tx.clone(),
         )

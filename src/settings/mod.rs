@@ -55,6 +55,17 @@ pub struct BudgetSection {
 pub struct SessionsSection {
     pub context_window: Option<u64>,
     pub context_windows: Option<std::collections::BTreeMap<String, u64>>,
+    pub prices: Option<std::collections::BTreeMap<String, PriceEntry>>,
+}
+
+/// `[sessions.prices]` entry: USD per million tokens.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriceEntry {
+    pub input: f64,
+    pub output: f64,
+    pub cache_write: f64,
+    pub cache_read: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -163,6 +174,8 @@ pub struct Settings {
     pub context_windows: crate::core::sessions::ContextWindows,
     /// `[projects]`: (name, folder), in name order.
     pub projects: Vec<(String, PathBuf)>,
+    /// The list prices, with `[sessions.prices]` over them.
+    pub prices: crate::core::sessions::prices::PriceTable,
 }
 
 /// What pipelines may take: processes, captured output, history.
@@ -297,6 +310,27 @@ impl Settings {
                 .map(|(k, v)| (k, v.max(1)))
                 .collect(),
         };
+        let mut overrides = Vec::new();
+        for (prefix, e) in u
+            .and_then(|c| c.sessions.prices.clone())
+            .unwrap_or_default()
+        {
+            let values = [e.input, e.output, e.cache_write, e.cache_read];
+            if prefix.is_empty() || values.iter().any(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(ConfigError(format!(
+                    "{}: [sessions.prices] {prefix:?} needs a model id prefix and four prices of zero or more (USD per million tokens), e.g. {{ input = 3, output = 15, cache_write = 3.75, cache_read = 0.3 }}.",
+                    file.display()
+                )));
+            }
+            overrides.push(crate::core::sessions::prices::Price {
+                prefix,
+                input: e.input,
+                output: e.output,
+                cache_write: e.cache_write,
+                cache_read: e.cache_read,
+            });
+        }
+        let prices = crate::core::sessions::prices::PriceTable::with_overrides(overrides);
         let mut projects = Vec::new();
         for (name, dir) in u.map(|c| c.projects.clone()).unwrap_or_default() {
             if name.is_empty() || name.chars().count() > 40 || name.chars().any(char::is_control) {
@@ -308,6 +342,7 @@ impl Settings {
             projects.push((name, expand_home(&dir)));
         }
         let settings = Self {
+            prices,
             projects,
             budgets,
             context_windows,

@@ -291,3 +291,55 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
     assert_eq!(v["total"]["total_tokens"], 59_530 + 1100 + 3000);
     assert!(v["prices"].as_str().unwrap().contains("list prices"));
 }
+
+/// `[sessions.prices]` replaces a model family's list prices; the output says which
+/// table it used.
+#[test]
+fn configured_prices_replace_the_list_prices_and_are_named() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let mut t = user(
+        "s1",
+        root.to_str().unwrap(),
+        "2026-11-20T14:00:00.000Z",
+        "/musician task-01",
+    );
+    t += &assistant(
+        "s1",
+        "2026-11-20T14:00:01.000Z",
+        "m1",
+        "r1",
+        "claude-sonnet-4-5-20250929",
+        false,
+        &serde_json::json!({"input_tokens": 1_000_000, "output_tokens": 1_000_000}),
+    );
+    write(&projects.join("s1.jsonl"), &t);
+    s.set_task("task-01", "working");
+    let config = s.root().join("maestro.toml");
+    std::fs::write(
+        &config,
+        "[sessions.prices]\n\"claude-sonnet-4\" = { input = 1, output = 2, cache_write = 0, cache_read = 0 }\n",
+    )
+    .unwrap();
+    let out = maestro()
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--config"])
+        .arg(&config)
+        .arg("--project")
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sessions"][0]["cost_usd"], 3.0, "{v}");
+    assert!(
+        v["prices"]
+            .as_str()
+            .unwrap()
+            .contains("configuration's prices for claude-sonnet-4"),
+        "{v}"
+    );
+}

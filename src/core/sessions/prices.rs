@@ -36,7 +36,7 @@ impl Tokens {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Price {
     /// A model id that starts with this takes these prices (the longest match wins).
-    pub prefix: &'static str,
+    pub prefix: String,
     pub input: f64,
     pub output: f64,
     pub cache_write: f64,
@@ -46,21 +46,21 @@ pub struct Price {
 /// The table in force, and its name (said beside every cost).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PriceTable {
-    pub name: &'static str,
+    pub name: String,
     pub prices: Vec<Price>,
 }
 
 impl Default for PriceTable {
     fn default() -> Self {
-        let p = |prefix, input, output, cache_write, cache_read| Price {
-            prefix,
+        let p = |prefix: &str, input, output, cache_write, cache_read| Price {
+            prefix: prefix.to_owned(),
             input,
             output,
             cache_write,
             cache_read,
         };
         Self {
-            name: "Anthropic API list prices, USD per million tokens (SESSIONS.md, 2026-11)",
+            name: "Anthropic API list prices, USD per million tokens (SESSIONS.md, 2026-11)".into(),
             prices: vec![
                 p("claude-opus-4-5", 5.0, 25.0, 6.25, 0.50),
                 p("claude-opus-4", 15.0, 75.0, 18.75, 1.50),
@@ -73,11 +73,32 @@ impl Default for PriceTable {
 }
 
 impl PriceTable {
+    /// The built-in table with the configuration's prices (`[sessions.prices]`) over it:
+    /// a prefix given there replaces the built-in one, a new prefix is added. The name
+    /// says so.
+    pub fn with_overrides(overrides: Vec<Price>) -> Self {
+        let mut table = Self::default();
+        if overrides.is_empty() {
+            return table;
+        }
+        let names: Vec<String> = overrides.iter().map(|p| p.prefix.clone()).collect();
+        for price in overrides {
+            table.prices.retain(|p| p.prefix != price.prefix);
+            table.prices.push(price);
+        }
+        table.name = format!(
+            "{}, with the configuration's prices for {}",
+            table.name,
+            names.join(", ")
+        );
+        table
+    }
+
     /// The prices of a model id, if its family is in the table.
     pub fn of(&self, model: &str) -> Option<&Price> {
         self.prices
             .iter()
-            .filter(|p| model.starts_with(p.prefix))
+            .filter(|p| model.starts_with(p.prefix.as_str()))
             .max_by_key(|p| p.prefix.len())
     }
 
@@ -99,6 +120,24 @@ impl PriceTable {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_configuration_replaces_or_adds_prices_and_says_so() {
+        let table = PriceTable::with_overrides(vec![Price {
+            prefix: "claude-sonnet-4".into(),
+            input: 1.0,
+            output: 2.0,
+            cache_write: 3.0,
+            cache_read: 4.0,
+        }]);
+        assert_eq!(table.of("claude-sonnet-4-5").map(|p| p.output), Some(2.0));
+        assert_eq!(table.of("claude-opus-4-5").map(|p| p.input), Some(5.0));
+        assert!(
+            table
+                .name
+                .contains("configuration's prices for claude-sonnet-4")
+        );
+    }
 
     #[test]
     fn the_longest_prefix_wins_and_an_hour_of_cache_costs_twice_the_input() {

@@ -55,6 +55,7 @@ pub struct SessionSettings {
     /// `$CLAUDE_CONFIG_DIR` or `~/.claude` (none: the source says so and stops).
     pub claude: Option<PathBuf>,
     pub windows: crate::core::sessions::ContextWindows,
+    pub prices: PriceTable,
 }
 
 enum Wake {
@@ -113,9 +114,9 @@ pub fn spawn(settings: SessionSettings, events: mpsc::Sender<CoreEvent>) -> Sess
         .name("maestro-sessions".into())
         .spawn(move || {
             let mut source = Sessions {
+                prices: settings.prices.clone(),
                 settings,
                 events,
-                prices: PriceTable::default(),
                 index: HashMap::new(),
                 tasks: Vec::new(),
                 live: BTreeMap::new(),
