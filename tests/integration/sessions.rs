@@ -261,3 +261,99 @@ fn without_a_database_a_task_known_by_its_files_gets_its_session() {
     assert_eq!(found["total_tokens"], 1_000);
     assert_eq!(found["activity"], "idle");
 }
+
+/// Mapping rules 1 and 3, live: a `claude` process below the task's window whose
+/// running-session file names the session (its first prompt names no task), and the
+/// Conductor's session id in the database.
+#[test]
+fn a_running_claude_process_and_the_database_session_id_map_live() {
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    let folder = home.path().join(".claude/projects/-elsewhere");
+    std::fs::create_dir_all(&folder).unwrap();
+    s.set_task("task-00", "reviewing");
+    s.set_task("task-02", "working");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET session_id = 's-cond' WHERE task_id = 'task-00'",
+            [],
+        )
+        .unwrap();
+    let line = |sid: &str, prompt: &str| {
+        format!(
+            "{}\n",
+            json!({"type": "user", "sessionId": sid, "cwd": "/somewhere/else", "timestamp": "2026-11-24T10:00:00.000Z",
+                   "isSidechain": false, "message": {"role": "user", "content": prompt}})
+        )
+    };
+    std::fs::write(folder.join("s-cond.jsonl"), line("s-cond", "/conductor")).unwrap();
+    std::fs::write(folder.join("s-proc.jsonl"), line("s-proc", "hello")).unwrap();
+    let mut cmd = maestro();
+    cmd.env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["--no-tui", "--json", "--project"])
+        .arg(s.root());
+    let mut m = Running::spawn(cmd);
+    let cond = m.wait_json("the Conductor's session", |v| {
+        event(v) == "session" && v["status"] == "found" && v["task_id"] == "task-00"
+    });
+    assert_eq!(
+        (&cond["session_id"], &cond["found_by"]),
+        (&json!("s-cond"), &json!("database"))
+    );
+
+    // A window whose `claude` writes its running-session file after maestro started.
+    let bin = s.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap();
+    std::os::unix::fs::symlink(sleep, bin.join("claude")).unwrap();
+    let mut window = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} 60; true", bin.join("claude").display()))
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        s.temp().join("musician-task-02.pid"),
+        format!("{}\n", window.id()),
+    )
+    .unwrap();
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    let claude_pid = loop {
+        let child = std::fs::read_to_string(format!(
+            "/proc/{}/task/{}/children",
+            window.id(),
+            window.id()
+        ))
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok());
+        if let Some(p) = child {
+            break p;
+        }
+        assert!(
+            std::time::Instant::now() < end,
+            "the claude stand-in never started"
+        );
+        std::thread::yield_now();
+    };
+    let sessions = home.path().join(".claude/sessions");
+    std::fs::create_dir_all(&sessions).unwrap();
+    std::fs::write(
+        sessions.join(format!("{claude_pid}.json")),
+        json!({"pid": claude_pid, "sessionId": "s-proc", "cwd": "/somewhere/else"}).to_string(),
+    )
+    .unwrap();
+    let proc = m.wait_json("task-02's session by its process", |v| {
+        event(v) == "session" && v["status"] == "found" && v["task_id"] == "task-02"
+    });
+    let _ = window.kill();
+    let _ = window.wait();
+    assert_eq!(
+        (&proc["session_id"], &proc["found_by"]),
+        (&json!("s-proc"), &json!("process"))
+    );
+}
