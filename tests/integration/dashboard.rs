@@ -14,6 +14,7 @@ use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView, WatchdogView};
 use maestro::tui::action::Action;
 use maestro::tui::app::UiState;
 use maestro::tui::keymap::Keymap;
+use maestro::tui::panes::projects_bar::ProjectTab;
 use maestro::tui::panes::{self, DrawCtx, Limits};
 use maestro::tui::theme::Theme;
 use ratatui::Terminal;
@@ -438,6 +439,17 @@ fn busy_ui(snap: &Snapshot) -> UiState {
 }
 
 fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
+    render_projects(snap, ui, width, height, &[], 0)
+}
+
+fn render_projects(
+    snap: &Snapshot,
+    ui: &UiState,
+    width: u16,
+    height: u16,
+    projects: &[ProjectTab],
+    project_index: usize,
+) -> Buffer {
     let theme = Theme::load("dark", None, false).unwrap();
     let keymap = Keymap::defaults();
     let clock = Clock::system(UtcOffset::UTC);
@@ -454,8 +466,8 @@ fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
         },
         now: now(),
         clock: &clock,
-        projects: &[],
-        project_index: 0,
+        projects,
+        project_index,
     };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
     terminal.draw(|f| panes::draw(f, &ctx)).unwrap();
@@ -732,4 +744,40 @@ fn the_session_overlay() {
         assert!(out.contains(needle), "{needle:?} not in\n{out}");
     }
     insta::assert_snapshot!(out);
+}
+
+/// Several projects: a bar above the panes with each project's figures (the shown one
+/// highlighted), the panes below it; at a narrow width each tab keeps its number, name
+/// and unread count.
+#[test]
+fn the_projects_bar() {
+    let snap = busy_snapshot();
+    let ui = busy_ui(&snap);
+    let tabs = vec![
+        ProjectTab::of("parser-rewrite", &snap, ui.unread_anomalies()),
+        ProjectTab::of("api", &Snapshot::default(), 2),
+        ProjectTab::of("billing", &Snapshot::default(), 0),
+    ];
+    let wide = text(&render_projects(&snap, &ui, 140, 40, &tabs, 0));
+    let bar = wide.lines().next().unwrap();
+    assert!(
+        bar.contains("1 parser-rewrite") && bar.contains("3w 1r 1d 1!") && bar.contains("●4"),
+        "{bar}"
+    );
+    assert!(
+        bar.contains("C:reviewing") && bar.contains("2 api") && bar.contains("●2"),
+        "{bar}"
+    );
+    assert!(
+        wide.lines().nth(1).unwrap().starts_with("┏ Tasks"),
+        "{wide}"
+    );
+    let narrow = text(&render_projects(&snap, &ui, 80, 30, &tabs, 1));
+    let bar = narrow.lines().next().unwrap();
+    assert_eq!(
+        bar.trim_end(),
+        " 1 parser-rewrite  ●4  2 api  ●2  3 billing",
+        "{narrow}"
+    );
+    insta::assert_snapshot!(wide);
 }

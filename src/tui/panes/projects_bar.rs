@@ -50,6 +50,17 @@ impl ProjectTab {
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    // Every figure when they fit; else each tab's number, name and unread count.
+    let full = spans(ctx, true);
+    let line = if full.iter().map(Span::width).sum::<usize>() <= usize::from(area.width) {
+        Line::from(full)
+    } else {
+        Line::from(spans(ctx, false))
+    };
+    frame.render_widget(Paragraph::new(line), area);
+}
+
+fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
     let mut spans = Vec::new();
     for (i, tab) in ctx.projects.iter().enumerate() {
         let selected = i == ctx.project_index;
@@ -62,26 +73,30 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             format!(" {} {} ", i + 1, printable(&tab.name)),
             name_style,
         ));
-        spans.push(Span::styled(
-            format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
-            ctx.theme.muted,
-        ));
-        if tab.trouble > 0 {
-            spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
+        if full {
+            spans.push(Span::styled(
+                format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
+                ctx.theme.muted,
+            ));
+            if tab.trouble > 0 {
+                spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
+            }
         }
         if tab.unread > 0 {
             spans.push(Span::styled(format!(" ●{}", tab.unread), ctx.theme.error));
         }
-        if let Some(c) = &tab.conductor {
-            spans.push(Span::styled(
-                format!(" C:{}", printable(c)),
-                ctx.theme.state(c),
-            ));
+        if full {
+            if let Some(c) = &tab.conductor {
+                spans.push(Span::styled(
+                    format!(" C:{}", printable(c)),
+                    ctx.theme.state(c),
+                ));
+            }
+            if let Some(cost) = tab.cost {
+                spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
+            }
         }
-        if let Some(cost) = tab.cost {
-            spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
-        }
-        spans.push(Span::raw("  "));
+        spans.push(Span::raw(if full { "  " } else { " " }));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), area);
+    spans
 }
