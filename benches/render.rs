@@ -65,7 +65,8 @@ fn main() {
         us(times[FRAMES * 99 / 100]),
         us(times[FRAMES - 1]),
     );
-    idle_dashboard();
+    idle_dashboard(1, TASKS);
+    idle_dashboard(10, 20);
 }
 
 /// A session as the session source reports it, with a full list of recent calls.
@@ -187,33 +188,38 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
 }
 
 /// The real dashboard on 100 quiet tasks, in tmux at 200x60: CPU over 10 s.
-fn idle_dashboard() {
+/// The dashboard left alone on `projects` projects of `tasks` quiet tasks each.
+fn idle_dashboard(projects: usize, tasks: usize) {
     if Command::new("tmux").arg("-V").output().is_err() {
         println!("idle dashboard: skipped (tmux is not installed)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    std::fs::create_dir(root.join("temp")).unwrap();
     let exe = support::exe();
-    support::init(root);
-    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-    for i in 1..=TASKS {
-        let id = format!("task-{i:02}");
-        conn.execute(
-            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
-            [&id],
-        )
-        .unwrap();
-        std::fs::write(
-            root.join("temp").join(format!("{id}-status")),
-            "task claimed [ctx: 5%]\n",
-        )
-        .unwrap();
+    let mut cmd = exe.to_string();
+    for p in 0..projects {
+        let project = root.join(format!("project-{p}"));
+        std::fs::create_dir_all(project.join("temp")).unwrap();
+        support::init(&project);
+        let conn = rusqlite::Connection::open(project.join("comms.db")).unwrap();
+        for i in 1..=tasks {
+            let id = format!("task-{i:02}");
+            conn.execute(
+                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+                [&id],
+            )
+            .unwrap();
+            std::fs::write(
+                project.join("temp").join(format!("{id}-status")),
+                "task claimed [ctx: 5%]\n",
+            )
+            .unwrap();
+        }
+        cmd += &format!(" --project {}", project.display());
     }
     let socket = root.join("tmux.sock");
     let socket = socket.to_str().unwrap();
-    let cmd = format!("{exe} --project {}", root.display());
     let ok = Command::new("tmux")
         .args([
             "-S",
@@ -261,7 +267,7 @@ fn idle_dashboard() {
     let cpu = (ticks() - before) as f64 / 100.0 / period.as_secs_f64() * 100.0;
     let rss = support::vm_kb(pid, "VmRSS:") as f64;
     println!(
-        "idle dashboard at 200x60 on {TASKS} quiet tasks: CPU {cpu:.2}% of a core over 10 s, RSS {:.1} MB",
+        "idle dashboard at 200x60 on {projects} project(s) of {tasks} quiet tasks: CPU {cpu:.2}% of a core over 10 s, RSS {:.1} MB",
         rss / 1024.0
     );
     let _ = Command::new("tmux")
