@@ -88,13 +88,16 @@ impl TaskFactsSender {
 /// The running source; dropping it stops the thread.
 pub struct SessionsHandle {
     pub facts: TaskFactsSender,
+    /// Set when the thread must stop (checked after every wake-up, so a full queue
+    /// cannot lose the request).
+    stopping: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Drop for SessionsHandle {
     fn drop(&mut self) {
+        self.stopping.store(true, Ordering::Relaxed);
         let _ = self.facts.wake.try_send(Wake::Stop);
-        self.facts.overflow.store(true, Ordering::Relaxed);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -110,6 +113,8 @@ pub fn spawn(settings: SessionSettings, events: mpsc::Sender<CoreEvent>) -> Sess
         overflow: overflow.clone(),
     };
     let slot = facts.slot.clone();
+    let stopping = Arc::new(AtomicBool::new(false));
+    let stop_seen = stopping.clone();
     let thread = std::thread::Builder::new()
         .name("maestro-sessions".into())
         .spawn(move || {
@@ -125,10 +130,14 @@ pub fn spawn(settings: SessionSettings, events: mpsc::Sender<CoreEvent>) -> Sess
                 watch: None,
                 seeing: None,
             };
-            source.run(&wake_rx, &wake_tx, &overflow, &slot);
+            source.run(&wake_rx, &wake_tx, &overflow, &slot, &stop_seen);
         })
         .ok();
-    SessionsHandle { facts, thread }
+    SessionsHandle {
+        facts,
+        stopping,
+        thread,
+    }
 }
 
 /// One session followed.
@@ -170,6 +179,7 @@ impl Sessions {
         wake_tx: &SyncSender<Wake>,
         overflow: &Arc<AtomicBool>,
         slot: &Arc<Mutex<Option<Vec<TaskFacts>>>>,
+        stopping: &AtomicBool,
     ) {
         let Some(claude) = self.settings.claude.clone() else {
             self.send(CoreEvent::Session(SessionReport::Folder {
@@ -192,6 +202,9 @@ impl Sessions {
                     Wake::Rescan => rescan = true,
                     Wake::Tasks => tasks_changed = true,
                 }
+            }
+            if stopping.load(Ordering::Relaxed) {
+                return;
             }
             // The Claude folder, or its projects or sessions folder, came or went: the
             // watch is set up again and everything looked at.
