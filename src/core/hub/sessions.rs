@@ -67,6 +67,14 @@ impl SessionBook {
         self.due.first().map(|(at, _)| *at)
     }
 
+    /// Whether these are the figures of their task's newest session.
+    fn is_current(&self, f: &SessionFigures) -> bool {
+        self.by_task
+            .get(&f.task_id)
+            .and_then(|l| l.last())
+            .is_some_and(|c| c.session_id == f.session_id)
+    }
+
     fn find(&self, session: &str) -> Option<Arc<SessionFigures>> {
         self.by_task
             .values()
@@ -110,12 +118,14 @@ impl Hub {
             SessionReport::Found(f) => {
                 let f: Arc<SessionFigures> = Arc::from(f);
                 self.sessions.lost.remove(&f.session_id);
-                // A new session's context starts over: so does the forecast, from now on
-                // the transcript's (the self-report stays in the views beside it).
-                if let Some(task) = crate::core::domain::TaskId::parse(&f.task_id) {
+                self.sessions.keep(f.clone());
+                // A new current session's context starts over: so does the forecast, from
+                // now on the transcript's (the self-report stays in the views beside it).
+                if self.sessions.is_current(&f)
+                    && let Some(task) = crate::core::domain::TaskId::parse(&f.task_id)
+                {
                     self.forecasts.reset(&task);
                 }
-                self.sessions.keep(f.clone());
                 self.forecast_from(&f).await;
                 self.told(&f.session_id, now, f.activity_key());
                 self.session_changed(&f.task_id);
@@ -264,16 +274,10 @@ impl Hub {
 
     /// The current session's context, a point of its task's forecast.
     async fn forecast_from(&mut self, f: &SessionFigures) {
-        let current = self
-            .sessions
-            .by_task
-            .get(&f.task_id)
-            .and_then(|l| l.last())
-            .is_some_and(|c| c.session_id == f.session_id);
         let Some(task) = crate::core::domain::TaskId::parse(&f.task_id) else {
             return;
         };
-        if !current {
+        if !self.sessions.is_current(f) {
             return;
         }
         let percent = f.context_percent.round().clamp(0.0, 100.0) as u8;
