@@ -29,12 +29,7 @@ pub fn run(
     let mut total = Tokens::default();
     let mut total_cost = 0.0;
     let mut unpriced = 0;
-    let now_ms = i64::try_from(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis()),
-    )
-    .unwrap_or(i64::MAX);
+    let now_ms = crate::core::sessions::now_ms();
     for f in &found {
         let t = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
         total.add(&t.tokens);

@@ -116,6 +116,11 @@ pub fn head(path: &Path) -> Option<Transcript> {
     Some(t)
 }
 
+/// Whether a transcript's `cwd` is the project or a folder inside it.
+pub fn in_project(cwd: &str, project: &Path) -> bool {
+    Path::new(cwd).starts_with(project)
+}
+
 /// A transcript's extension (Claude Code writes `.jsonl`).
 pub fn is_jsonl(path: &Path) -> bool {
     path.extension()
@@ -169,7 +174,6 @@ pub fn match_tasks(
     claude: &Path,
     index: &BTreeMap<String, Transcript>,
 ) -> (Vec<Found>, Vec<(String, String)>) {
-    let project_text = project.to_string_lossy();
     let mut found: Vec<Found> = Vec::new();
     let mut missing = Vec::new();
     for task in tasks {
@@ -189,10 +193,7 @@ pub fn match_tasks(
             }
         }
         for t in index.values() {
-            let in_project = t.cwd.as_deref().is_some_and(|c| {
-                Path::new(c) == project || c.starts_with(&format!("{project_text}/"))
-            });
-            if in_project
+            if t.cwd.as_deref().is_some_and(|c| in_project(c, project))
                 && t.first_prompt
                     .as_deref()
                     .is_some_and(|p| names_task(p, &task.task_id))

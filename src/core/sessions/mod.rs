@@ -21,6 +21,13 @@ use tally::Tally;
 /// The context window assumed when a session shows no sign of a larger one.
 pub const DEFAULT_WINDOW: u64 = 200_000;
 
+/// Now, in milliseconds since the epoch (the burn window's clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
 /// `[sessions] context_window` and `context_windows`: the window a model runs with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextWindows {

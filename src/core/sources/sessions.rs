@@ -295,10 +295,10 @@ impl Sessions {
         let size = path.metadata().map_or(0, |m| m.len());
         // Another project's transcript can only be found by its session id: its prompt
         // is not kept (a user may have thousands of them).
-        let elsewhere = transcript.cwd.as_deref().is_some_and(|cwd| {
-            let project = self.settings.project.to_string_lossy();
-            !(Path::new(cwd) == self.settings.project || cwd.starts_with(&format!("{project}/")))
-        });
+        let elsewhere = transcript
+            .cwd
+            .as_deref()
+            .is_some_and(|cwd| !find::in_project(cwd, &self.settings.project));
         if elsewhere {
             transcript.first_prompt = None;
         }
@@ -475,12 +475,6 @@ impl Sessions {
 
     fn figures(&self, sid: &str, live: &Live) -> SessionFigures {
         let agents: Vec<_> = live.agents.values().map(|a| &a.tally).collect();
-        let now_ms = i64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_millis()),
-        )
-        .unwrap_or(i64::MAX);
         SessionFigures::of(
             Whose {
                 task_id: &live.task_id,
@@ -490,7 +484,7 @@ impl Sessions {
             },
             &live.main.tally,
             &agents,
-            now_ms,
+            crate::core::sessions::now_ms(),
             &self.settings.windows,
         )
     }
