@@ -356,4 +356,20 @@ fn a_running_claude_process_and_the_database_session_id_map_live() {
         (&proc["session_id"], &proc["found_by"]),
         (&json!("s-proc"), &json!("process"))
     );
+    // A subagent's file written later, in the folder both sessions share: billed to
+    // the session its first line names.
+    std::fs::write(
+        folder.join("agent-a1.jsonl"),
+        format!(
+            "{}\n",
+            json!({"type": "assistant", "sessionId": "s-proc", "isSidechain": true, "requestId": "ra",
+                   "message": {"id": "ma", "model": "claude-sonnet-4-5", "content": [],
+                               "usage": {"input_tokens": 0, "output_tokens": 500}}})
+        ),
+    )
+    .unwrap();
+    let billed = m.wait_json("the subagent's bill", |v| {
+        event(v) == "session" && v["total_tokens"] == 500
+    });
+    assert_eq!(billed["task_id"], "task-02", "{billed}");
 }

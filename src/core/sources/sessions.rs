@@ -125,6 +125,7 @@ pub fn spawn(settings: SessionSettings, events: mpsc::Sender<CoreEvent>) -> Sess
                 index: HashMap::new(),
                 tasks: Vec::new(),
                 live: BTreeMap::new(),
+                main_files: HashMap::new(),
                 agent_files: HashMap::new(),
                 missing_said: HashSet::new(),
                 watch: None,
@@ -164,6 +165,8 @@ struct Sessions {
     tasks: Vec<TaskFacts>,
     /// Sessions followed, by session id.
     live: BTreeMap<String, Live>,
+    /// Main transcript → its session id.
+    main_files: HashMap<PathBuf, String>,
     /// Subagent file → its session id.
     agent_files: HashMap<PathBuf, String>,
     missing_said: HashSet<String>,
@@ -324,7 +327,7 @@ impl Sessions {
             self.read_agent(&sid, path, touched);
             return false;
         }
-        if let Some((sid, _)) = self.live.iter().find(|(_, l)| l.main.path == path) {
+        if let Some(sid) = self.main_files.get(path) {
             touched.insert(sid.clone());
             return false;
         }
@@ -336,13 +339,9 @@ impl Sessions {
         }
         let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
         if name.starts_with("agent-") && find::is_jsonl(path) {
-            // A subagent's file next to a followed session's transcript.
-            let owner = self
-                .live
-                .iter()
-                .find(|(_, l)| l.main.path.parent() == path.parent())
-                .map(|(sid, _)| sid.clone());
-            if let Some(sid) = owner {
+            // A subagent's file of a followed session (its first line names it; until
+            // that line is written, a later write brings it here again).
+            if let Some(sid) = self.agent_owner(path) {
                 self.read_agent(&sid, path, touched);
             }
             return false;
@@ -356,6 +355,12 @@ impl Sessions {
             return changed;
         }
         self.look_at(path)
+    }
+
+    /// The followed session a subagent's file belongs to, by its first line.
+    fn agent_owner(&self, path: &Path) -> Option<String> {
+        let sid = find::head(path)?.session_id;
+        self.live.contains_key(&sid).then_some(sid)
     }
 
     fn read_agent(&mut self, sid: &str, path: &Path, touched: &mut HashSet<String>) {
@@ -405,22 +410,25 @@ impl Sessions {
                 agents: BTreeMap::new(),
                 lost: false,
             };
-            // Subagents' files already there.
+            // Subagents' files already there, of this session (a folder holds every
+            // session of its project, relaunches included).
             if let Some(dir) = f.transcript.path.parent() {
                 for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                     let path = file.path();
                     let name = file.file_name().to_string_lossy().into_owned();
-                    if name.starts_with("agent-") && find::is_jsonl(&path) {
+                    if name.starts_with("agent-")
+                        && find::is_jsonl(&path)
+                        && find::head(&path).is_some_and(|h| h.session_id == sid)
+                    {
                         let mut a = Follower::new(&path, Some(sid.clone()));
                         a.read(&self.prices);
-                        if !a.is_foreign() {
-                            self.agent_files.insert(path.clone(), sid.clone());
-                            live.agents.insert(path, a);
-                        }
+                        self.agent_files.insert(path.clone(), sid.clone());
+                        live.agents.insert(path, a);
                     }
                 }
             }
             let figures = self.figures(&sid, &live);
+            self.main_files.insert(live.main.path.clone(), sid.clone());
             self.live.insert(sid, live);
             self.send(CoreEvent::Session(SessionReport::Found(Box::new(figures))));
         }
