@@ -78,12 +78,10 @@ fn main() {
         }
     }
     std::thread::sleep(Duration::from_secs(1));
-    let before = support::cpu_ticks(child.id());
-    std::thread::sleep(Duration::from_secs(5));
-    let cpu = (support::cpu_ticks(child.id()) - before) as f64 / 100.0 / 5.0 * 100.0;
+    let (cpu, rss) = support::idle_cost(child.id(), Duration::from_secs(5));
     println!(
         "{PROJECTS} projects x {PER_PROJECT} tasks, idle: CPU {cpu:.2} % of one core over 5 s, RSS {:.1} MB",
-        support::vm_kb(child.id(), "VmRSS:") as f64 / 1024.0
+        rss as f64 / 1024.0
     );
     let mut times = Vec::new();
     let mut bytes = 0;

@@ -54,7 +54,7 @@ fn main() {
         }
         if tasks == DETAIL_SIZE {
             let idle = Duration::from_secs(if quick { 5 } else { 10 });
-            let (cpu, rss) = idle_cost(maestro.child.id(), idle);
+            let (cpu, rss) = support::idle_cost(maestro.child.id(), idle);
             println!(
                 "idle ({}s, {tasks} quiet tasks): CPU {cpu:.3}% of a core, RSS {:.1} MB",
                 idle.as_secs(),
@@ -377,28 +377,6 @@ fn poller_latency(p: &Project, samples: usize) -> Vec<Duration> {
     drop(stop);
     poller.join().unwrap();
     out
-}
-
-/// CPU share of one core and RSS (kB) of `pid` over `period`.
-fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
-    let hz = Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .unwrap_or(100.0);
-    let before = support::cpu_ticks(pid);
-    std::thread::sleep(period);
-    let used = (support::cpu_ticks(pid) - before) as f64 / hz;
-    (
-        used / period.as_secs_f64() * 100.0,
-        support::vm_kb(pid, "VmRSS:"),
-    )
 }
 
 fn report(name: &str, v: &[Duration]) {

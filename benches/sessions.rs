@@ -65,7 +65,7 @@ fn live_latency_and_idle_cost() {
         }
     }
     std::thread::sleep(Duration::from_secs(1));
-    let (cpu, rss) = idle_cost(child.id(), Duration::from_secs(5));
+    let (cpu, rss) = support::idle_cost(child.id(), Duration::from_secs(5));
     println!(
         "{TASKS} sessions followed, idle: CPU {cpu:.2} % of one core over 5 s, RSS {:.1} MB",
         rss as f64 / 1024.0
@@ -105,18 +105,6 @@ fn append_call(path: &Path, i: usize, n: usize, file: &str) {
     );
     let mut f = std::fs::OpenOptions::new().append(true).open(path).unwrap();
     f.write_all(format!("{line}\n").as_bytes()).unwrap();
-}
-
-/// CPU share of one core and RSS (kB) of `pid` over `period`.
-fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
-    let hz = 100.0;
-    let before = support::cpu_ticks(pid);
-    std::thread::sleep(period);
-    let used = (support::cpu_ticks(pid) - before) as f64 / hz;
-    (
-        used / period.as_secs_f64() * 100.0,
-        support::vm_kb(pid, "VmRSS:"),
-    )
 }
 
 fn usage_on_a_large_transcript() {

@@ -74,3 +74,22 @@ pub fn percentile(v: &[Duration], p: f64) -> Duration {
     let idx = ((p / 100.0) * (s.len() - 1) as f64).round() as usize;
     s[idx]
 }
+
+/// CPU share of one core and RSS (kB) of `pid` over `period`.
+pub fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
+    let hz = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .unwrap_or(100.0);
+    let before = cpu_ticks(pid);
+    std::thread::sleep(period);
+    let used = (cpu_ticks(pid) - before) as f64 / hz;
+    (used / period.as_secs_f64() * 100.0, vm_kb(pid, "VmRSS:"))
+}
