@@ -459,3 +459,48 @@ impl Relauncher {
         );
     }
 }
+
+/// A stand-in for a Musician's window: a shell whose child is a program named
+/// `claude` (a `sleep`), with its PID written to `temp/musician-<task>.pid`. Returns
+/// the window and the `claude` child's PID; kill the window when done.
+// The window is returned to the caller, who kills and waits on it.
+#[allow(clippy::zombie_processes)]
+pub fn claude_window(s: &Scratch, task: &str) -> (Child, u32) {
+    let bin = s.root().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap();
+    let claude = bin.join("claude");
+    if !claude.exists() {
+        std::os::unix::fs::symlink(sleep, &claude).unwrap();
+    }
+    let window = Command::new("sh")
+        .arg("-c")
+        .arg(format!("{} 60; true", claude.display()))
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        s.temp().join(format!("musician-{task}.pid")),
+        format!("{}\n", window.id()),
+    )
+    .unwrap();
+    let end = Instant::now() + DEADLINE;
+    loop {
+        let child = std::fs::read_to_string(format!(
+            "/proc/{}/task/{}/children",
+            window.id(),
+            window.id()
+        ))
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = child {
+            return (window, pid);
+        }
+        assert!(Instant::now() < end, "the claude stand-in never started");
+        std::thread::yield_now();
+    }
+}

@@ -162,43 +162,7 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
         .unwrap();
 
     // task-02, rule 1: a claude process below its window, with a running-session file.
-    let bin = s.root().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
-        .into_iter()
-        .find(|p| Path::new(p).exists())
-        .unwrap();
-    std::os::unix::fs::symlink(sleep, bin.join("claude")).unwrap();
-    let mut window = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{} 60; true", bin.join("claude").display()))
-        .spawn()
-        .unwrap();
-    std::fs::write(
-        s.temp().join("musician-task-02.pid"),
-        format!("{}\n", window.id()),
-    )
-    .unwrap();
-    let end = std::time::Instant::now() + crate::common::DEADLINE;
-    let claude_pid = loop {
-        let child = std::fs::read_to_string(format!(
-            "/proc/{}/task/{}/children",
-            window.id(),
-            window.id()
-        ))
-        .unwrap_or_default()
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse::<u32>().ok());
-        if let Some(p) = child {
-            break p;
-        }
-        assert!(
-            std::time::Instant::now() < end,
-            "the claude stand-in never started"
-        );
-        std::thread::yield_now();
-    };
+    let (mut window, claude_pid) = crate::common::claude_window(&s, "task-02");
     write(
         &home
             .path()
