@@ -76,27 +76,12 @@ async fn present_many(
     global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
 ) -> Result<(), CliError> {
-    let mut cores = Vec::new();
-    let mut hosts = Vec::new();
-    let mut feeds = Vec::new();
-    for (name, project) in &chosen {
-        let config = runtime::CoreConfig {
-            forward_logs: true,
-            ..project.core_config(settings)
-        };
-        let core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
-        feeds.push(crate::metrics::ProjectFeed {
-            name: name.clone(),
-            snapshots: core.snapshots.clone(),
-            conductor_stale_after: settings.conductor_stale_after,
-        });
-        hosts.push(project.host_pipelines(settings, &core));
-        cores.push(core);
-    }
+    let (mut started, feeds) = crate::cli::many::Started::all(&chosen, settings, tui.clock, true)?;
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-    let screens = cores
+    let screens = started
+        .cores
         .iter_mut()
         .zip(&chosen)
         .map(|(core, (name, project))| crate::tui::Screen {
@@ -107,15 +92,7 @@ async fn present_many(
         })
         .collect();
     let result = crate::tui::run_screens(screens, tui, stop).await;
-    for host in hosts.into_iter().flatten() {
-        host.shutdown().await;
-    }
-    if let Some(m) = metrics {
-        m.cancel();
-    }
-    for core in cores {
-        core.shutdown().await;
-    }
+    started.shutdown(metrics).await;
     result.map_err(CliError::Runtime)
 }
 

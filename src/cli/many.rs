@@ -74,21 +74,9 @@ pub async fn run(
     settings: &Settings,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let (names, projects): (Vec<String>, Vec<Project>) = chosen.into_iter().unzip();
-    let mut cores = Vec::new();
-    let mut hosts = Vec::new();
+    let (mut started, feeds) = Started::all(&chosen, settings, clock, false)?;
     let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);
-    let mut feeds = Vec::new();
-    for (i, project) in projects.iter().enumerate() {
-        let mut core = runtime::start(&project.core_config(settings), clock)
-            .map_err(crate::cli::error::runtime)?;
-        feeds.push(ProjectFeed {
-            name: names[i].clone(),
-            snapshots: core.snapshots.clone(),
-            conductor_stale_after: settings.conductor_stale_after,
-        });
-        hosts.push(project.host_pipelines(settings, &core));
-        headless::say_unrecorded(&core);
+    for (i, core) in started.cores.iter_mut().enumerate() {
         // Each core's happenings go, tagged, to the one presenter (waiting when it
         // waits: the sources of a slow reader's projects wait too).
         let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
@@ -100,19 +88,18 @@ pub async fn run(
                 }
             }
         });
-        cores.push(core);
     }
     drop(tx);
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, clock).await?;
     if metrics.is_none() {
-        for core in &mut cores {
+        for core in &mut started.cores {
             core.without_snapshots();
         }
     }
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())));
-    let mut complete = vec![false; projects.len()];
+    let mut complete = vec![false; chosen.len()];
     loop {
         let next = tokio::select! {
             biased;
@@ -120,7 +107,7 @@ pub async fn run(
             () = stop.cancelled() => None,
         };
         let Some((i, h)) = next else { break };
-        if let Some(line) = line(global.json, &names[i], &clock, &h)
+        if let Some(line) = line(global.json, &chosen[i].0, &clock, &h)
             && !out.push(line).await
         {
             break;
@@ -138,16 +125,60 @@ pub async fn run(
         }
     }
     out.finish(std::time::Duration::from_secs(2));
-    for host in hosts.into_iter().flatten() {
-        host.shutdown().await;
-    }
-    if let Some(m) = metrics {
-        m.cancel();
-    }
-    for core in cores {
-        core.shutdown().await;
-    }
+    started.shutdown(metrics).await;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Every project's core and pipeline host, started in this process (headless or the
+/// dashboard).
+pub struct Started {
+    pub cores: Vec<runtime::RunningCore>,
+    hosts: Vec<Option<crate::core::pipeline::host::HostHandle>>,
+}
+
+impl Started {
+    /// Starts each project; with the metrics feed of each.
+    pub fn all(
+        chosen: &[(String, Project)],
+        settings: &Settings,
+        clock: Clock,
+        forward_logs: bool,
+    ) -> Result<(Self, Vec<ProjectFeed>), CliError> {
+        let mut started = Self {
+            cores: Vec::new(),
+            hosts: Vec::new(),
+        };
+        let mut feeds = Vec::new();
+        for (name, project) in chosen {
+            let config = runtime::CoreConfig {
+                forward_logs,
+                ..project.core_config(settings)
+            };
+            let core = runtime::start(&config, clock).map_err(crate::cli::error::runtime)?;
+            feeds.push(ProjectFeed {
+                name: name.clone(),
+                snapshots: core.snapshots.clone(),
+                conductor_stale_after: settings.conductor_stale_after,
+            });
+            started.hosts.push(project.host_pipelines(settings, &core));
+            headless::say_unrecorded(&core);
+            started.cores.push(core);
+        }
+        Ok((started, feeds))
+    }
+
+    /// Stops the pipeline hosts, the metrics server, then the cores.
+    pub async fn shutdown(self, metrics: Option<CancellationToken>) {
+        for host in self.hosts.into_iter().flatten() {
+            host.shutdown().await;
+        }
+        if let Some(m) = metrics {
+            m.cancel();
+        }
+        for core in self.cores {
+            core.shutdown().await;
+        }
+    }
 }
 
 /// One happening of project `name`: JSON with a `project` field, or text with every
