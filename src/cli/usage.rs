@@ -31,12 +31,8 @@ pub fn run(
     let mut unpriced = 0;
     let now_ms = crate::core::sessions::now_ms();
     for f in &found {
-        let t = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
-        total.add(&t.tokens);
-        match t.cost_usd {
-            Some(c) => total_cost += c,
-            None => unpriced += 1,
-        }
+        let (main, agents) = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
+        let agents: Vec<_> = agents.iter().collect();
         let figures = SessionFigures::of(
             Whose {
                 task_id: &f.task_id,
@@ -44,11 +40,22 @@ pub fn run(
                 file: &f.transcript.path,
                 found_by: f.rule,
             },
-            &t,
-            &[],
+            &main,
+            &agents,
             now_ms,
             windows,
         );
+        total.add(&Tokens {
+            input: figures.input_tokens,
+            output: figures.output_tokens,
+            cache_write: figures.cache_write_tokens,
+            cache_read: figures.cache_read_tokens,
+            cache_write_1h: 0,
+        });
+        match figures.cost_usd {
+            Some(c) => total_cost += c,
+            None => unpriced += 1,
+        }
         let mut row = serde_json::to_value(&figures).unwrap_or_default();
         if let Some(fields) = row.as_object_mut() {
             fields.remove("recent");

@@ -12,7 +12,6 @@ pub mod follow;
 pub mod prices;
 pub mod tally;
 
-use std::io::BufRead;
 use std::path::Path;
 
 use prices::PriceTable;
@@ -58,70 +57,38 @@ impl ContextWindows {
     }
 }
 
-/// A session's whole transcript, streamed line by line (a 100 MB file is never held
-/// whole), with its subagents' `agent-*.jsonl` files of the same session beside it.
-pub fn tally_session(transcript: &Path, session_id: &str, prices: &PriceTable) -> Tally {
-    let mut tally = Tally::new();
-    feed_file(&mut tally, transcript, prices, None);
-    if let Some(dir) = transcript.parent()
-        && let Ok(entries) = std::fs::read_dir(dir)
-    {
-        let mut agents: Vec<_> = entries
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| {
-                find::is_jsonl(p)
-                    && p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("agent-"))
-            })
-            .collect();
-        agents.sort();
-        for agent in agents {
-            feed_file(&mut tally, &agent, prices, Some(session_id));
-        }
-    }
-    tally
-}
-
-/// Feeds every line of a file; with `only`, the file is skipped unless its first line
-/// belongs to that session (and then only the billing counts: the main chain's
-/// context and first prompt are the parent transcript's).
-fn feed_file(tally: &mut Tally, path: &Path, prices: &PriceTable, only: Option<&str>) {
-    let Ok((file, _)) = crate::core::safe_fs::open_regular(path) else {
-        return;
+/// A session's whole transcript and its subagents' `agent-*.jsonl` files of the same
+/// session beside it, each read once through a [`follow::Follower`] (streamed: a 100 MB
+/// file is never held whole; a half-written last line is not counted yet).
+pub fn tally_session(
+    transcript: &Path,
+    session_id: &str,
+    prices: &PriceTable,
+) -> (Tally, Vec<Tally>) {
+    let read = |path: &Path, only: Option<String>| {
+        let mut f = follow::Follower::new(path, only);
+        f.read(prices);
+        (!f.is_foreign()).then_some(f.tally)
     };
-    let mut reader = std::io::BufReader::with_capacity(256 * 1024, file);
-    let mut line = Vec::new();
-    let mut first = true;
-    let mut sub = Tally::new();
-    loop {
-        line.clear();
-        match reader.read_until(b'\n', &mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-        // A last line without its newline is still being written: not counted yet.
-        if line.last() != Some(&b'\n') {
-            break;
-        }
-        match only {
-            None => tally.feed_bytes(&line, prices),
-            Some(session) => {
-                if first {
-                    let belongs = serde_json::from_slice::<serde_json::Value>(&line)
-                        .ok()
-                        .is_some_and(|v| v["sessionId"] == session);
-                    if !belongs {
-                        return;
-                    }
-                }
-                sub.feed_bytes(&line, prices);
-            }
-        }
-        first = false;
-    }
-    if only.is_some() {
-        tally.absorb_billing(&sub);
-    }
+    let main = read(transcript, None).unwrap_or_else(Tally::new);
+    let mut agents: Vec<_> = transcript
+        .parent()
+        .and_then(|dir| std::fs::read_dir(dir).ok())
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| {
+            find::is_jsonl(p)
+                && p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("agent-"))
+        })
+        .collect();
+    agents.sort();
+    let agents = agents
+        .iter()
+        .filter_map(|a| read(a, Some(session_id.to_owned())))
+        .collect();
+    (main, agents)
 }

@@ -245,23 +245,6 @@ impl Tally {
         }
     }
 
-    /// Adds another file's bill (a subagent's transcript of this session): its tokens,
-    /// cost and models; the context stays this session's main chain.
-    pub fn absorb_billing(&mut self, other: &Tally) {
-        self.tokens.add(&other.tokens);
-        self.models.extend(other.models.iter().cloned());
-        self.cost_usd = match (self.cost_usd, other.cost_usd) {
-            (Some(a), Some(b)) => Some(a + b),
-            _ => None,
-        };
-        self.cost_known = self.cost_usd.is_some();
-        self.skipped_lines += other.skipped_lines;
-        self.recent_bills.extend(other.recent_bills.iter().copied());
-        if other.last_activity > self.last_activity {
-            self.last_activity.clone_from(&other.last_activity);
-        }
-    }
-
     /// Tokens and cost of the responses of the ten minutes before `now_ms` (the cost
     /// is unknown if one of them has no price).
     pub fn burn(&self, now_ms: i64) -> (u64, Option<f64>) {
