@@ -94,17 +94,16 @@ impl SessionBook {
 
     /// The cost of every session of a task (or of all), and whether one has no price.
     fn cost(&self, task: Option<&str>) -> (f64, bool) {
+        let lists: Vec<&Vec<Arc<SessionFigures>>> = match task {
+            Some(t) => self.by_task.get(t).into_iter().collect(),
+            None => self.by_task.values().collect(),
+        };
         let mut sum = 0.0;
         let mut unknown = false;
-        for (t, list) in &self.by_task {
-            if task.is_some_and(|x| x != t) {
-                continue;
-            }
-            for f in list {
-                match f.cost_usd {
-                    Some(c) => sum += c,
-                    None => unknown = true,
-                }
+        for f in lists.into_iter().flatten() {
+            match f.cost_usd {
+                Some(c) => sum += c,
+                None => unknown = true,
             }
         }
         (sum, unknown)
