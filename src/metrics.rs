@@ -155,7 +155,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
             if let Some(hb) = t.heartbeat {
                 heartbeat_age
                     .get_or_create(&l(&[("project", p), ("task", id)]))
-                    .set(clock.age(hb).as_secs_f64());
+                    .set(clock.evidence_age(hb).as_secs_f64());
             }
             if let Some(c) = t.context() {
                 context
@@ -196,7 +196,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
             .iter()
             .find(|t| t.is_conductor())
             .and_then(|t| t.heartbeat)
-            .is_some_and(|hb| clock.age(hb) <= feed.conductor_stale_after);
+            .is_some_and(|hb| clock.evidence_age(hb) <= feed.conductor_stale_after);
         conductor_up
             .get_or_create(&l(&[("project", p)]))
             .set(if conductor { 1.0 } else { 0.0 });
@@ -269,7 +269,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     );
     registry.register(
         "maestro_task_heartbeat_age_seconds",
-        "Seconds since the task's last heartbeat",
+        "Seconds since the task's last heartbeat that maestro was running to see (ages restart after a suspend or pause)",
         heartbeat_age,
     );
     registry.register(
@@ -326,6 +326,17 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         "maestro_pipeline_runs",
         "Pipeline runs ended, by outcome",
         pipeline_runs,
+    );
+    let clock_gaps = counter();
+    for (kind, n) in clock.gap_counts() {
+        clock_gaps
+            .get_or_create(&l(&[("kind", kind.as_str())]))
+            .inc_by(n);
+    }
+    registry.register(
+        "maestro_clock_gaps",
+        "Gaps in maestro's own running (suspend, pause, clock step), after which ages restart",
+        clock_gaps,
     );
     registry.register("maestro_build_info", "maestro's version (value 1)", build);
     let mut out = String::new();

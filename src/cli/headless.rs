@@ -235,6 +235,10 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 task_id.as_deref().map_or("orchestration", |t| t)
             )
         }
+        What::Clock { kind, seconds } => format!(
+            "CLOCK: maestro's time stopped ({kind}, {}); heartbeat and stall ages restart from now\n",
+            crate::core::sentinel::human_duration(std::time::Duration::from_secs(*seconds))
+        ),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }

@@ -311,6 +311,12 @@ pub enum What {
         value: f64,
         limit: f64,
     },
+    /// maestro's own time stopped (`kind`: `suspend`, `pause`, `step`) for `seconds`;
+    /// every age-based judgement restarted its clock from now.
+    Clock {
+        kind: &'static str,
+        seconds: u64,
+    },
     /// Lines for the dashboard's log pane (headless output ignores them).
     Log {
         task: TaskId,

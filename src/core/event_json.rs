@@ -131,6 +131,9 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "budget", "task_id": task_id, "budget": budget,
             "level": level, "value": value, "limit": limit,
         }),
+        What::Clock { kind, seconds } => {
+            json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
+        }
         What::Log { .. } | What::RoleEnded => return None,
     })
 }
@@ -146,7 +149,7 @@ pub fn contract_provider(p: Provider) -> &'static str {
 
 /// The happenings a pipeline can react to, as `(event name, fields)`: anomalies, stale
 /// heartbeats, task state changes, messages, watchdog reasons, recoveries, source
-/// changes, forecasts, sessions and budgets. An anomaly also carries `kind` (the same as `anomaly`).
+/// changes, forecasts, sessions, budgets and clock gaps. An anomaly also carries `kind` (the same as `anomaly`).
 pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
     if !matches!(
         h.what,
@@ -160,6 +163,7 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Forecast { .. }
             | What::Session { .. }
             | What::Budget { .. }
+            | What::Clock { .. }
     ) {
         return None;
     }

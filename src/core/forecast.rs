@@ -141,6 +141,17 @@ impl ForecastBook {
         }
     }
 
+    /// maestro's time stopped: rates measured across the gap mean nothing, so every
+    /// trajectory starts over (warnings already given stay given).
+    pub fn restart_all(&mut self) {
+        let tasks: Vec<TaskId> = self.points.keys().cloned().collect();
+        for task in &tasks {
+            self.unindex(task);
+            self.forecasts.remove(task.as_str());
+        }
+        self.points.clear();
+    }
+
     pub fn forecasts(&self) -> &BTreeMap<String, Forecast> {
         &self.forecasts
     }

@@ -265,9 +265,11 @@ pub async fn watch(
                 if let Some(at) = conductor_check
                     && Instant::now() >= at
                 {
+                    // An age that includes a suspend or pause of this watcher is no evidence.
                     let age = task_row(conn, "task-00")
                         .map_err(db_err)?
-                        .and_then(|r| secs(r.1));
+                        .and_then(|r| secs(r.1))
+                        .map(|a| crate::core::clock::gaps::Gaps::system().evidence(a));
                     match age {
                         Some(a) if a <= cfg.conductor_fresh_within => {
                             // Alive but busy: look again when it would turn stale.

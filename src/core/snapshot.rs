@@ -22,6 +22,9 @@ pub struct Snapshot {
     pub tasks: Vec<Arc<TaskView>>,
     pub database: DatabaseHealth,
     pub last_error: Option<(OffsetDateTime, String)>,
+    /// The last gap in maestro's running (when it resumed, the kind, seconds unseen):
+    /// ages restarted from then.
+    pub last_gap: Option<(OffsetDateTime, &'static str, u64)>,
     pub watchdog: WatchdogView,
     pub anomaly_count: u64,
     pub message_count: u64,

@@ -219,6 +219,7 @@ fn busy_snapshot() -> Snapshot {
             .collect(),
         database: DatabaseHealth::Ok,
         last_error: None,
+        last_gap: None,
         watchdog: WatchdogView {
             conductor_heartbeat: Some(ago(35)),
             conductor_state: Some("reviewing".into()),

@@ -115,6 +115,8 @@ pub struct Hub {
     sessions: sessions::SessionBook,
     /// Where the session source learns the tasks.
     session_facts: Option<crate::core::sources::sessions::TaskFactsSender>,
+    /// The last gap in maestro's running already acted on (its generation).
+    gap_seen: u64,
 }
 
 impl Hub {
@@ -183,6 +185,7 @@ impl Hub {
             changed_views: HashSet::new(),
             sessions: sessions::SessionBook::default(),
             session_facts: None,
+            gap_seen: 0,
         }
     }
 
@@ -201,12 +204,15 @@ impl Hub {
             r.flush();
         }
         self.check_deadlines().await;
+        let mut gap_news = self.clock.gap_news();
         loop {
             self.publish_snapshot();
             let deadline = self.next_deadline();
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
+                // A gap seen by the clock's own ticker: announced by check_deadlines.
+                () = gap_changed(&mut gap_news) => {}
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
                     self.record_and_apply(ev).await;
@@ -418,6 +424,18 @@ impl Hub {
         }
         // A closed receiver means the presenter is gone: shutdown is under way.
         let _ = self.out.send(happening).await;
+    }
+}
+
+/// Resolves when the clock notices a new gap; never without a detector.
+async fn gap_changed(news: &mut Option<watch::Receiver<Option<crate::core::clock::gaps::Gap>>>) {
+    match news {
+        Some(rx) => {
+            if rx.changed().await.is_err() {
+                *news = None;
+            }
+        }
+        None => std::future::pending().await,
     }
 }
 

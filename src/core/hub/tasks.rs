@@ -129,6 +129,7 @@ impl Hub {
 
     /// Reports the stalls and stale heartbeats whose time has come.
     pub(super) async fn check_deadlines(&mut self) {
+        self.notice_gap().await;
         for anomaly in self.sentinel.tick(Instant::now()) {
             self.report(anomaly).await;
         }
@@ -150,8 +151,10 @@ impl Hub {
             let Some((threshold, hb)) = stale_rule(&self.settings, entry) else {
                 continue;
             };
+            // Judged on what maestro was there to see; reported as the stamp's real age.
             let age = self.clock.age(hb);
-            if age > threshold {
+            let seen = self.clock.evidence(age);
+            if seen > threshold {
                 entry.stale_reported = true;
                 newly_stale.push((
                     key.clone(),
@@ -159,7 +162,7 @@ impl Hub {
                     entry.id.as_ref().is_some_and(TaskId::is_conductor),
                 ));
             } else {
-                let due = now + threshold.saturating_sub(age) + Duration::from_millis(1);
+                let due = now + threshold.saturating_sub(seen) + Duration::from_millis(1);
                 entry.stale_due = Some(due);
                 self.stale_order.insert((due, key));
             }
@@ -174,6 +177,26 @@ impl Hub {
                 self.watchdog(WatchdogReason::ConductorDeadHeartbeat).await;
             }
         }
+    }
+
+    /// A new gap in maestro's running (suspend, pause, clock step): said once, and every
+    /// age-based judgement restarts its clock from the resume.
+    async fn notice_gap(&mut self) {
+        let Some(gap) = self.clock.latest_gap() else {
+            return;
+        };
+        if gap.generation <= self.gap_seen {
+            return;
+        }
+        self.gap_seen = gap.generation;
+        self.sentinel.restart_clocks(gap.resumed_at);
+        self.forecasts.restart_all();
+        let kind = gap.kind.as_str();
+        let seconds = gap.length.as_secs();
+        self.snapshot.last_gap = Some((gap.resumed_wall, kind, seconds));
+        self.dirty = true;
+        self.emit_at(gap.resumed_wall, What::Clock { kind, seconds })
+            .await;
     }
 
     pub(super) fn next_deadline(&self) -> Option<Instant> {

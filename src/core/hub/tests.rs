@@ -43,11 +43,15 @@ fn rig(initial: Vec<CoreEvent>, report_to_db: bool) -> Rig {
 }
 
 fn rig_with(initial: Vec<CoreEvent>, settings: HubSettings) -> Rig {
+    let clock = Clock::following_tokio(parse_sqlite_utc(START).unwrap());
+    rig_with_clock(initial, settings, clock)
+}
+
+fn rig_with_clock(initial: Vec<CoreEvent>, settings: HubSettings, clock: Clock) -> Rig {
     let (events, rx) = mpsc::channel(64);
     let (out_tx, out) = mpsc::channel(256);
     let (snap_tx, _) = watch::channel(Arc::new(Snapshot::default()));
     let recorded = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-    let clock = Clock::following_tokio(parse_sqlite_utc(START).unwrap());
     let hub = Hub::new(
         settings,
         clock,
@@ -513,4 +517,97 @@ async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
             .any(|w| matches!(w, What::Forecast { threshold: 65, .. })),
         "{got:?}"
     );
+}
+
+/// Everything stopped 9 s (maestro and every writer), then resumed: the ages include
+/// the pause, which is no evidence. Silent a full interval after the resume, a task is
+/// stale and stalled all the same.
+#[tokio::test(start_paused = true)]
+async fn after_a_pause_nothing_is_stale_or_stalled_until_a_full_interval_passes() {
+    use crate::core::clock::gaps::{GapKind, Gaps};
+    let mut s = settings(false);
+    s.sentinel.stall_after = Duration::from_secs(4);
+    s.task_stale_after = Duration::from_secs(4);
+    s.conductor_stale_after = Duration::from_secs(4);
+    let gaps = Gaps::detached();
+    let start = parse_sqlite_utc(START).unwrap();
+    let clock = Clock::following_tokio(start).with_gaps(gaps);
+    let rows = |hb: &str| {
+        CoreEvent::Tasks(vec![
+            row("task-00", "reviewing", hb),
+            row("task-01", "working", hb),
+        ])
+    };
+    let mut r = rig_with_clock(vec![rows(START)], s, clock);
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step 1 [ctx: 10%]"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        drain(&mut r.out)
+            .await
+            .iter()
+            .all(|w| matches!(w, What::Task { .. } | What::Log { .. }))
+    );
+    // The pause: every timer is overdue when maestro runs again at t = 10 s.
+    let t0 = Instant::now();
+    gaps.declare(
+        GapKind::Pause,
+        Duration::from_secs(9),
+        t0 + Duration::from_secs(9),
+        start,
+    );
+    tokio::time::advance(Duration::from_secs(9)).await;
+    let (_, what) = next(&mut r.out).await;
+    assert!(
+        matches!(
+            what,
+            What::Clock {
+                kind: "pause",
+                seconds: 9
+            }
+        ),
+        "{what:?}"
+    );
+    // The writers speak again within the interval: nothing is judged.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    r.events.send(rows("2026-11-22 14:00:10")).await.unwrap();
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step 2 [ctx: 12%]"]))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let quiet: Vec<_> = drain(&mut r.out)
+        .await
+        .into_iter()
+        .filter(|w| {
+            matches!(
+                w,
+                What::Stale { .. } | What::Anomaly(_) | What::Watchdog { .. }
+            )
+        })
+        .collect();
+    assert!(quiet.is_empty(), "no judgement on the pause: {quiet:?}");
+    // Then silence for a full interval: stale, dead and stalled as usual.
+    let mut judged = Vec::new();
+    while judged.len() < 4 {
+        match next(&mut r.out).await.1 {
+            What::Stale { task_id, .. } => judged.push(format!("stale {task_id}")),
+            What::Watchdog { reason, .. } => judged.push(reason.to_string()),
+            What::Anomaly(a) => judged.push(format!("{} {}", a.kind.as_str(), a.task_id)),
+            _ => {}
+        }
+    }
+    judged.sort();
+    assert_eq!(
+        judged,
+        [
+            "CONDUCTOR_DEAD:heartbeat",
+            "stale task-00",
+            "stale task-01",
+            "stalled task-01"
+        ]
+    );
+    assert!(Instant::now() >= t0 + Duration::from_secs(9 + 4));
 }

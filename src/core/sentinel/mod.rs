@@ -69,6 +69,8 @@ pub struct Sentinel {
     /// (last entry, task) of every task that can stall: active, not stalled, with an
     /// entry. The first one is the next stall, so a wake-up never looks at the others.
     stall_order: BTreeSet<(Instant, TaskId)>,
+    /// The last resume after a gap in maestro's running: silence before it is no evidence.
+    evidence_floor: Option<Instant>,
 }
 
 impl Sentinel {
@@ -77,6 +79,7 @@ impl Sentinel {
             settings,
             tasks: HashMap::new(),
             stall_order: BTreeSet::new(),
+            evidence_floor: None,
         }
     }
 
@@ -163,7 +166,9 @@ impl Sentinel {
         let stall_after = self.settings.stall_after;
         let mut found = Vec::new();
         while let Some((at, task)) = self.stall_order.first().cloned() {
-            if now.saturating_duration_since(at) <= stall_after {
+            // Silence counts only from the last resume after a gap in maestro's running.
+            let since = self.evidence_floor.map_or(at, |floor| at.max(floor));
+            if now.saturating_duration_since(since) <= stall_after {
                 break;
             }
             self.stall_order.pop_first();
@@ -194,9 +199,19 @@ impl Sentinel {
     /// The next moment `tick` could find a stall: "strictly more than" the threshold,
     /// so one millisecond past it.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.stall_order
-            .first()
-            .map(|(at, _)| *at + self.settings.stall_after + Duration::from_millis(1))
+        self.stall_order.first().map(|(at, _)| {
+            let since = self.evidence_floor.map_or(*at, |floor| (*at).max(floor));
+            since + self.settings.stall_after + Duration::from_millis(1)
+        })
+    }
+
+    /// maestro's own time stopped until `resumed_at`: a stall needs a full
+    /// `stall_after` of silence from then (the writers were stopped too).
+    pub fn restart_clocks(&mut self, resumed_at: Instant) {
+        self.evidence_floor = Some(
+            self.evidence_floor
+                .map_or(resumed_at, |f| f.max(resumed_at)),
+        );
     }
 }
 
@@ -524,6 +539,31 @@ mod tests {
         // The value seen while inactive still counts as the previous one.
         let found = s.on_lines(&task, LogKind::Status, &lines(&["step 2 [ctx: 30%]"]), now);
         assert_eq!(found.len(), 1);
+    }
+
+    /// After a gap in maestro's running, silence counts from the resume: a Musician that
+    /// was stopped with maestro is not stalled, one still silent a full interval later is.
+    #[test]
+    fn a_stall_needs_a_full_interval_after_a_resume() {
+        let (mut s, task) = active("task-01");
+        let start = Instant::now();
+        s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&["step 1 [ctx: 10%]"]),
+            start,
+        );
+        let resumed = start + Duration::from_secs(280);
+        s.restart_clocks(resumed);
+        assert_eq!(
+            s.next_deadline(),
+            Some(resumed + Duration::from_millis(300_001))
+        );
+        assert!(
+            s.tick(start + Duration::from_secs(420)).is_empty(),
+            "the pause is no evidence"
+        );
+        assert_eq!(s.tick(resumed + Duration::from_secs(301)).len(), 1);
     }
 
     #[test]

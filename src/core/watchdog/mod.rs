@@ -5,5 +5,6 @@
 pub mod checks;
 pub mod control;
 pub mod hold;
+mod layers;
 pub mod machine;
 pub mod role;

@@ -9,12 +9,11 @@ use std::time::Duration;
 use nix::fcntl::{Flock, FlockArg};
 use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{
-    ConductorView, Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
+    Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
 };
 use crate::core::event::{CoreEvent, RoleReport, RoleView, SouffleurSettings};
 use crate::core::paths::{self, ProjectKey, Service};
@@ -23,9 +22,10 @@ use crate::core::recovery::transcript::find_transcript;
 use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
-use crate::core::watchdog::checks::{parse_invocation, watcher_check, watcher_is_dead};
+use crate::core::watchdog::checks::{parse_invocation, watcher_is_dead};
 use crate::core::watchdog::control::{WatchdogCmd, WatchdogRequest};
 use crate::core::watchdog::hold;
+use crate::core::watchdog::layers::{Layers, WatcherArgs, WatcherMsg, teammate, watcher};
 use crate::core::watchdog::machine::{Effect, Input, Phase, Router};
 
 /// The role's answer to a command, from the effects the router returned for it.
@@ -219,6 +219,7 @@ async fn run_role(
             },
             Some(()) = alarm_rx.recv() => {
                 let age = role.db.souffleur_heartbeat_age().await.ok().flatten();
+                let age = age.map(|a| role.cfg.clock.evidence(a));
                 let fresh_now = !watcher_is_dead(age, role.cfg.timings.watcher_stale_after);
                 if !fresh_now {
                     let task_count = role.db.task_count().await.unwrap_or(0);
@@ -434,59 +435,6 @@ impl DbWake {
     }
 }
 
-enum WatcherMsg {
-    NextCheck(time::OffsetDateTime),
-    Exit(WatchdogReason, u64),
-}
-
-#[derive(Default)]
-struct Layers {
-    watcher: Option<JoinHandle<()>>,
-    watcher_id: u64,
-    teammate: Option<JoinHandle<()>>,
-}
-
-impl Layers {
-    /// The ordering invariant: the new watcher starts first; only once it runs are the
-    /// old watcher and the old teammate stopped and a new teammate started. If the
-    /// watcher cannot start, everything running keeps running.
-    fn replace(
-        &mut self,
-        start_watcher: impl FnOnce(u64) -> Result<JoinHandle<()>, String>,
-        start_teammate: impl FnOnce() -> Result<JoinHandle<()>, String>,
-    ) -> Result<(), String> {
-        let id = self.watcher_id + 1;
-        let watcher = start_watcher(id).map_err(|e| {
-            format!("the new watcher could not start ({e}); the teammate keeps watching")
-        })?;
-        if let Some(old) = self.watcher.replace(watcher) {
-            old.abort();
-        }
-        self.watcher_id = id;
-        if let Some(old) = self.teammate.take() {
-            old.abort();
-        }
-        self.teammate =
-            Some(start_teammate().map_err(|e| format!("the teammate could not start: {e}"))?);
-        Ok(())
-    }
-
-    fn stop(&mut self) {
-        if let Some(w) = self.watcher.take() {
-            w.abort();
-        }
-        if let Some(t) = self.teammate.take() {
-            t.abort();
-        }
-    }
-}
-
-impl Drop for Layers {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
 struct Role {
     router: Router,
     conductor: Option<ProcessId>,
@@ -607,6 +555,7 @@ impl Role {
             clock: self.cfg.clock,
         };
         let timings = self.cfg.timings.clone();
+        let clock = self.cfg.clock;
         let replaced = self.layers.replace(
             |id| {
                 Ok(tokio::spawn(watcher(
@@ -618,6 +567,7 @@ impl Role {
                 Ok(tokio::spawn(teammate(
                     RoleDb::open(&db_path)?,
                     timings,
+                    clock,
                     alarm_tx.clone(),
                 )))
             },
@@ -654,281 +604,5 @@ impl Role {
         self.recovery = Some(tokio::spawn(
             async move { recovery::recover(&env, req).await },
         ));
-    }
-}
-
-/// What the watcher and the teammate read and write: the real one is [`RoleDb`];
-/// tests drive the layers with paused time through an in-memory one.
-pub trait RoleStore: Send + Sync + 'static {
-    fn refresh_souffleur_heartbeat(
-        &self,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
-    fn conductor_view(
-        &self,
-    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send;
-    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send;
-    fn souffleur_heartbeat_age(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send;
-}
-
-impl RoleStore for RoleDb {
-    fn refresh_souffleur_heartbeat(
-        &self,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
-        RoleDb::refresh_souffleur_heartbeat(self)
-    }
-    fn conductor_view(
-        &self,
-    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send {
-        RoleDb::conductor_view(self)
-    }
-    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send {
-        RoleDb::task_count(self)
-    }
-    fn souffleur_heartbeat_age(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send {
-        RoleDb::souffleur_heartbeat_age(self)
-    }
-}
-
-struct WatcherArgs<S> {
-    id: u64,
-    db: S,
-    mode: WatcherMode,
-    awaiting: bool,
-    session: String,
-    conductor: Option<ProcessId>,
-    timings: RoleTimings,
-    clock: Clock,
-}
-
-/// Layer 1: waits, then every `poll` refreshes the Souffleur heartbeat and checks the
-/// Conductor; exits with the first reason found. A dead PID is noticed at once (pidfd).
-async fn watcher<S: RoleStore>(a: WatcherArgs<S>, out: mpsc::Sender<(u64, WatcherMsg)>) {
-    let pid_death = async {
-        match (a.mode, a.conductor) {
-            (WatcherMode::Normal, Some(p)) => procs::wait_for_exit(p, a.timings.poll).await,
-            _ => std::future::pending().await,
-        }
-    };
-    tokio::pin!(pid_death);
-    let mut next = Instant::now() + a.timings.initial_wait;
-    loop {
-        tokio::select! {
-            () = &mut pid_death => {
-                let count = a.db.task_count().await.unwrap_or(0);
-                let _ = out.send((a.id, WatcherMsg::Exit(WatchdogReason::ConductorDeadPid, count))).await;
-                return;
-            }
-            () = tokio::time::sleep_until(next) => {}
-        }
-        // A failed refresh is left to the teammate to notice.
-        let _ = a.db.refresh_souffleur_heartbeat().await;
-        if let Ok(view) = a.db.conductor_view().await {
-            let alive = a.conductor.is_some_and(|p| p.is_same_alive());
-            if let Some(reason) = watcher_check(
-                &view,
-                a.mode,
-                alive,
-                a.awaiting,
-                &a.session,
-                a.timings.conductor_stale_after,
-            ) {
-                let _ = out
-                    .send((a.id, WatcherMsg::Exit(reason, view.task_count)))
-                    .await;
-                return;
-            }
-        }
-        next += a.timings.poll;
-        let at = a.clock.now_utc() + next.saturating_duration_since(Instant::now());
-        let _ = out.send((a.id, WatcherMsg::NextCheck(at))).await;
-    }
-}
-
-/// Layer 2: watches the watcher through the Souffleur heartbeat; nags every cycle
-/// while it is stale. Never exits on its own.
-async fn teammate<S: RoleStore>(db: S, t: RoleTimings, alarms: mpsc::Sender<()>) {
-    tokio::time::sleep(t.teammate_initial_wait).await;
-    loop {
-        let age = db.souffleur_heartbeat_age().await.ok().flatten();
-        if watcher_is_dead(age, t.watcher_stale_after) {
-            let _ = alarms.send(()).await;
-        }
-        tokio::time::sleep(t.teammate_poll).await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::sync::{Arc, Mutex};
-
-    /// An in-memory store: a Conductor view the test sets, and a count of refreshes.
-    #[derive(Clone)]
-    struct FakeStore {
-        view: Arc<Mutex<ConductorView>>,
-        souffleur_age: Arc<Mutex<Option<Duration>>>,
-        refreshes: Arc<Mutex<u32>>,
-    }
-
-    impl FakeStore {
-        fn new() -> Self {
-            Self {
-                view: Arc::new(Mutex::new(ConductorView {
-                    heartbeat_age: Some(Duration::from_secs(5)),
-                    state: "reviewing".into(),
-                    session_id: Some("s1".into()),
-                    task_count: 4,
-                })),
-                souffleur_age: Arc::new(Mutex::new(Some(Duration::from_secs(5)))),
-                refreshes: Arc::new(Mutex::new(0)),
-            }
-        }
-    }
-
-    impl RoleStore for FakeStore {
-        async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
-            *self.refreshes.lock().unwrap() += 1;
-            Ok(())
-        }
-        async fn conductor_view(&self) -> Result<ConductorView, String> {
-            Ok(self.view.lock().unwrap().clone())
-        }
-        async fn task_count(&self) -> Result<u64, String> {
-            Ok(4)
-        }
-        async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
-            Ok(*self.souffleur_age.lock().unwrap())
-        }
-    }
-
-    fn timings() -> RoleTimings {
-        RoleTimings {
-            conductor_stale_after: Duration::from_secs(240),
-            initial_wait: Duration::from_secs(240),
-            poll: Duration::from_secs(60),
-            teammate_initial_wait: Duration::from_secs(360),
-            teammate_poll: Duration::from_secs(180),
-            watcher_stale_after: Duration::from_secs(180),
-            max_no_progress: 3,
-        }
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_watcher_keeps_the_seed_cadence_and_exits_with_the_first_reason() {
-        let store = FakeStore::new();
-        let (tx, mut rx) = mpsc::channel(16);
-        let start = Instant::now();
-        tokio::spawn(watcher(
-            WatcherArgs {
-                id: 7,
-                db: store.clone(),
-                mode: WatcherMode::HeartbeatOnly,
-                awaiting: false,
-                session: "s1".into(),
-                conductor: None,
-                timings: timings(),
-                clock: Clock::following_tokio(time::OffsetDateTime::UNIX_EPOCH),
-            },
-            tx,
-        ));
-        // First check after the initial wait, then one per poll.
-        for n in 1..=3u32 {
-            let (id, msg) = rx.recv().await.unwrap();
-            assert_eq!(id, 7);
-            assert!(matches!(msg, WatcherMsg::NextCheck(_)));
-            assert_eq!(
-                Instant::now() - start,
-                Duration::from_secs(240 + 60 * u64::from(n - 1))
-            );
-            assert_eq!(
-                *store.refreshes.lock().unwrap(),
-                n,
-                "the heartbeat is refreshed every cycle"
-            );
-        }
-        store.view.lock().unwrap().heartbeat_age = Some(Duration::from_secs(241));
-        store.view.lock().unwrap().state = "complete".into();
-        let (_, msg) = rx.recv().await.unwrap();
-        let WatcherMsg::Exit(reason, count) = msg else {
-            panic!("expected an exit")
-        };
-        assert_eq!(
-            reason,
-            WatchdogReason::ConductorDeadHeartbeat,
-            "heartbeat comes before complete"
-        );
-        assert_eq!(count, 4);
-        assert_eq!(Instant::now() - start, Duration::from_secs(420));
-        assert!(rx.recv().await.is_none(), "a watcher exits exactly once");
-    }
-
-    #[tokio::test(start_paused = true)]
-    async fn the_teammate_nags_while_the_heartbeat_is_stale() {
-        let store = FakeStore::new();
-        let (tx, mut rx) = mpsc::channel(16);
-        let start = Instant::now();
-        tokio::spawn(teammate(store.clone(), timings(), tx));
-        *store.souffleur_age.lock().unwrap() = Some(Duration::from_secs(200));
-        rx.recv().await.unwrap();
-        assert_eq!(Instant::now() - start, Duration::from_secs(360));
-        rx.recv().await.unwrap();
-        assert_eq!(Instant::now() - start, Duration::from_secs(540));
-        *store.souffleur_age.lock().unwrap() = Some(Duration::from_secs(10));
-        let quiet = tokio::time::timeout(Duration::from_secs(3600), rx.recv()).await;
-        assert!(quiet.is_err(), "no alarm while the heartbeat is fresh");
-    }
-
-    #[tokio::test]
-    async fn a_new_watcher_starts_before_the_old_teammate_stops() {
-        let order = Arc::new(Mutex::new(Vec::new()));
-        let mut layers = Layers::default();
-        let old_teammate = tokio::spawn(std::future::pending::<()>());
-        let old_handle = old_teammate.abort_handle();
-        layers.teammate = Some(old_teammate);
-
-        // A watcher that cannot start leaves the old teammate running.
-        let failed = layers.replace(
-            |_| Err("database locked".into()),
-            || unreachable!("no teammate without a watcher"),
-        );
-        assert!(failed.unwrap_err().contains("teammate keeps watching"));
-        tokio::task::yield_now().await;
-        assert!(!old_handle.is_finished());
-
-        let seen = order.clone();
-        let seen2 = order.clone();
-        let handle = old_handle.clone();
-        layers
-            .replace(
-                move |id| {
-                    seen.lock().unwrap().push(format!(
-                        "watcher {id} starts; old teammate running: {}",
-                        !handle.is_finished()
-                    ));
-                    Ok(tokio::spawn(std::future::pending()))
-                },
-                move || {
-                    seen2.lock().unwrap().push("teammate starts".to_owned());
-                    Ok(tokio::spawn(std::future::pending()))
-                },
-            )
-            .unwrap();
-        tokio::task::yield_now().await;
-        assert_eq!(
-            *order.lock().unwrap(),
-            [
-                "watcher 1 starts; old teammate running: true",
-                "teammate starts"
-            ]
-        );
-        assert!(
-            old_handle.is_finished(),
-            "the old teammate was stopped after"
-        );
-        assert_eq!(layers.watcher_id, 1);
     }
 }

@@ -89,6 +89,7 @@ impl UiState {
             | What::Forecast { .. }
             | What::Session { .. }
             | What::Budget { .. }
+            | What::Clock { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

@@ -70,10 +70,24 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         )
     });
     let used: usize = spans.iter().map(Span::width).sum();
-    let wanted = match (&ctx.ui.note, &ctx.snap.last_error) {
-        (Some(note), _) => note.chars().count() + 3,
-        (None, Some((_, err))) => err.chars().count() + 12,
-        (None, None) => 0,
+    // A gap in maestro's running is told until a newer error takes the place.
+    let gap = ctx
+        .snap
+        .last_gap
+        .filter(|(at, ..)| ctx.snap.last_error.as_ref().is_none_or(|(e, _)| at >= e))
+        .map(|(at, kind, secs)| {
+            format!(
+                "resumed {} after a {} ({}): ages restarted",
+                ctx.clock.hms(at),
+                kind,
+                crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
+            )
+        });
+    let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
+        (Some(note), ..) => note.chars().count() + 3,
+        (None, Some(gap), _) => gap.chars().count() + 3,
+        (None, None, Some((_, err))) => err.chars().count() + 12,
+        (None, None, None) => 0,
     };
     if let Some(cost) = cost
         && used + cost.width() + wanted <= usize::from(left.width)
@@ -82,6 +96,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     if let Some(note) = &ctx.ui.note {
         spans.push(Span::styled(format!(" · {note}"), ctx.theme.accent));
+    } else if let Some(gap) = gap {
+        let room = usize::from(left.width)
+            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
+        spans.push(Span::styled(
+            format!(" · {}", fit(&gap, room)),
+            ctx.theme.warn,
+        ));
     } else if let Some((at, err)) = &ctx.snap.last_error {
         let room = usize::from(left.width)
             .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);

@@ -2,6 +2,11 @@
 //!
 //! The real clock reads the system time; the test clock derives wall time from tokio's
 //! `Instant`, so `tokio::time::pause` and `advance` move both together.
+//!
+//! Every age-based judgement (staleness, stalls, the watchdog's deaths) reads its ages
+//! through [`Clock::evidence`], which knows when maestro's own time stopped ([`gaps`]).
+
+pub mod gaps;
 
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -12,6 +17,8 @@ use time::{
 };
 use tokio::time::Instant;
 
+use gaps::{Gap, Gaps};
+
 #[derive(Debug, Clone, Copy)]
 pub struct Clock {
     /// `None`: the system clock. `Some`: wall time = base + (tokio now − instant base).
@@ -21,6 +28,9 @@ pub struct Clock {
     /// The operator's offset for report stamps, read once at start-up (reading it later,
     /// from a threaded process, is not reliable).
     local_offset: UtcOffset,
+    /// Where gaps in maestro's running are noticed (`None`: time never stops, as in a
+    /// replay or a paused-time test without one).
+    gaps: Option<&'static Gaps>,
 }
 
 const SQLITE_FORMAT: &[FormatItem<'static>] =
@@ -35,6 +45,7 @@ impl Clock {
             derived: None,
             replayed: None,
             local_offset,
+            gaps: Some(Gaps::system()),
         }
     }
 
@@ -46,6 +57,7 @@ impl Clock {
             derived: None,
             replayed: Some(cell),
             local_offset: self.local_offset,
+            gaps: None,
         }
     }
 
@@ -55,7 +67,48 @@ impl Clock {
             derived: Some((start, Instant::now())),
             replayed: None,
             local_offset: UtcOffset::UTC,
+            gaps: None,
         }
+    }
+
+    /// This clock with gaps from `gaps` (tests declare them on a detached detector).
+    #[must_use]
+    pub fn with_gaps(self, gaps: &'static Gaps) -> Self {
+        Self {
+            gaps: Some(gaps),
+            ..self
+        }
+    }
+
+    /// The latest gap in maestro's running, after taking a reading now.
+    pub fn latest_gap(&self) -> Option<Gap> {
+        self.gaps.and_then(Gaps::observe)
+    }
+
+    /// Gaps seen so far by kind (none for a clock without a detector).
+    pub fn gap_counts(&self) -> Vec<(gaps::GapKind, u64)> {
+        self.gaps.map(|g| g.counts().to_vec()).unwrap_or_default()
+    }
+
+    /// Wakes on each new gap (`None`: this clock never has one).
+    pub fn gap_news(&self) -> Option<tokio::sync::watch::Receiver<Option<Gap>>> {
+        self.gaps.map(Gaps::subscribe)
+    }
+
+    /// An age as evidence for a judgement: no more than the time since maestro last
+    /// resumed after a gap (suspend, pause, clock step).
+    pub fn evidence(&self, age: Duration) -> Duration {
+        self.gaps.map_or(age, |g| g.evidence(age))
+    }
+
+    /// The evidence age of a wall-clock moment.
+    pub fn evidence_age(&self, at: OffsetDateTime) -> Duration {
+        self.evidence(self.age(at))
+    }
+
+    /// The moment from which ages count as evidence: the last resume, if any.
+    pub fn evidence_floor(&self) -> Option<Instant> {
+        self.latest_gap().map(|g| g.resumed_at)
     }
 
     pub fn now_utc(&self) -> OffsetDateTime {
