@@ -404,4 +404,25 @@ mod tests {
         assert!(!out.trim_end().chars().any(char::is_control), "{out:?}");
         assert!(out.contains("two\\nlines ·31m"), "{out:?}");
     }
+
+    #[test]
+    fn a_clock_gap_is_one_line_in_each_format() {
+        let clock = Clock::system(time::UtcOffset::UTC);
+        let gap = Happening {
+            at: time::OffsetDateTime::UNIX_EPOCH,
+            what: What::Clock {
+                kind: "suspend",
+                seconds: 600,
+            },
+        };
+        assert_eq!(
+            text(&clock, &gap).expect("shown"),
+            "CLOCK: maestro's time stopped (suspend, 10 minutes); heartbeat and stall ages restart from now\n"
+        );
+        let v = json_line(&gap).expect("shown");
+        assert_eq!(
+            v,
+            serde_json::json!({"ts": "1970-01-01T00:00:00Z", "event": "clock", "kind": "suspend", "seconds": 600})
+        );
+    }
 }

@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_input;
+mod clock_gaps;
 mod dashboard;
 mod demo;
 mod faults;

@@ -11,17 +11,17 @@ use crate::common::{Running, Scratch, event, maestro};
 
 const SESSION: &str = "5f2e1c3a-session";
 
-struct Rig {
-    scratch: Scratch,
-    home: tempfile::TempDir,
+pub(crate) struct Rig {
+    pub(crate) scratch: Scratch,
+    pub(crate) home: tempfile::TempDir,
     stubs: PathBuf,
-    conductor: Child,
+    pub(crate) conductor: Child,
 }
 
 const RECORD: &str = r#"{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\037%s' "$a"; done; printf '\n'; } >> "$STUB_DIR/calls.log""#;
 
 impl Rig {
-    fn new(lethe: Option<&str>) -> Self {
+    pub(crate) fn new(lethe: Option<&str>) -> Self {
         let scratch = Scratch::new();
         scratch.set_task("task-00", "reviewing");
         scratch.set_task("task-01", "working");
@@ -75,7 +75,7 @@ impl Rig {
         }
     }
 
-    fn command(&self, args: &[&str]) -> Command {
+    pub(crate) fn command(&self, args: &[&str]) -> Command {
         let mut cmd = maestro();
         let path = format!(
             "{}:{}",
@@ -95,7 +95,7 @@ impl Rig {
         cmd
     }
 
-    fn souffleur(&self, pid: u32) -> Running {
+    pub(crate) fn souffleur(&self, pid: u32) -> Running {
         let invocation = format!("PID:{pid} SESSION_ID:{SESSION}");
         Running::spawn(self.command(&["souffleur", &invocation, "--no-tui", "--json"]))
     }
@@ -648,7 +648,7 @@ fn role_and_pipeline_host_answer_from_a_deep_home() {
 }
 
 /// Waits for the role's validation to succeed (the `souffleur` row turns `confirmed`).
-fn confirmed(m: &mut Running) {
+pub(crate) fn confirmed(m: &mut Running) {
     m.wait_json("confirmed", |v| {
         event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
     });
