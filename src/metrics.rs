@@ -25,7 +25,32 @@ use tokio_util::sync::CancellationToken;
 use crate::core::clock::Clock;
 use crate::core::snapshot::{DatabaseHealth, Snapshot};
 
-type Labels = Vec<(String, String)>;
+type Labels = Vec<(String, LabelText)>;
+
+/// A label value escaped as the exposition formats require (`\\`, `\"`, `\n`):
+/// `prometheus-client` writes values as they are, and a task id, project name, model or
+/// pipeline name is written by someone else (a `"` or a newline in one would break the
+/// scrape, or forge a line of its own).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LabelText(String);
+
+impl prometheus_client::encoding::EncodeLabelValue for LabelText {
+    fn encode(
+        &self,
+        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
 
 /// One project's feed: its name (the `project` label) and its snapshots.
 #[derive(Clone)]
@@ -138,7 +163,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let l = |pairs: &[(&str, &str)]| -> Labels {
         pairs
             .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .map(|(k, v)| ((*k).to_owned(), LabelText((*v).to_owned())))
             .collect()
     };
     build

@@ -206,3 +206,99 @@ fn the_rules_file_names_only_metrics_that_exist() {
     }
     assert!(named >= 6, "the rules use the metrics");
 }
+
+/// The raw body of one scrape.
+fn scrape_text(port: u16) -> String {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .unwrap();
+    let mut text = String::new();
+    s.read_to_string(&mut text).unwrap();
+    text.split_once("\r\n\r\n").unwrap().1.to_owned()
+}
+
+/// Parses an exposition with the official Prometheus client's parser (Debian's
+/// `python3-prometheus-client`) and prints `name<TAB>labels as JSON` per sample.
+fn official_parse(body: &str) -> Option<Result<String, String>> {
+    let python = "/usr/bin/python3";
+    let probe = std::process::Command::new(python)
+        .args(["-c", "import prometheus_client.parser"])
+        .output();
+    if !probe.is_ok_and(|o| o.status.success()) {
+        eprintln!(
+            "skipped: the official parser is missing (apt-get install python3-prometheus-client)"
+        );
+        return None;
+    }
+    let script = "import sys, json\nfrom prometheus_client.parser import text_string_to_metric_families as parse\nfor f in parse(sys.stdin.read()):\n    for s in f.samples:\n        print(s.name + '\\t' + json.dumps(s.labels, sort_keys=True))\n";
+    let mut child = std::process::Command::new(python)
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(body.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    Some(if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    })
+}
+
+/// A task id and a project name written by someone else, holding `"`, `}`, `\` and a
+/// newline, neither break the scrape nor add a line of their own.
+#[test]
+fn hostile_label_values_are_escaped_and_forge_nothing() {
+    let parent = tempfile::tempdir().unwrap();
+    let s = Scratch::new_in(parent.path(), "pro\"j}\\x");
+    let forged = "task-9\"} 1\nmaestro_forged 1\n#";
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+            [forged],
+        )
+        .unwrap();
+    s.set_task("task-01", "working");
+    let port = free_port();
+    let mut m = s.headless(&["--metrics", &port.to_string()]);
+    m.wait_json("the task", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    let body = loop {
+        let body = scrape_text(port);
+        if body.contains("task-01") {
+            break body;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert!(
+        !body.lines().any(|l| l.starts_with("maestro_forged")),
+        "{body}"
+    );
+    let Some(parsed) = official_parse(&body) else {
+        return;
+    };
+    let samples = parsed.unwrap_or_else(|e| panic!("the scrape does not parse: {e}\n{body}"));
+    assert!(
+        !samples.lines().any(|l| l.starts_with("maestro_forged")),
+        "{samples}"
+    );
+    assert!(
+        samples.contains(r#""project": "pro\"j}\\x""#),
+        "the project name comes back whole: {samples}"
+    );
+    if body.contains("task-9") {
+        let raw = serde_json::to_string(forged).unwrap();
+        assert!(
+            samples.contains(&raw),
+            "the task id comes back whole: {samples}"
+        );
+    }
+}
