@@ -10,6 +10,7 @@ pub mod event_json;
 pub mod forecast;
 pub mod handoff;
 pub mod headroom;
+pub mod hooks;
 pub mod hub;
 pub mod ipc;
 pub mod musician_watch;

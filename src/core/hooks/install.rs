@@ -1,0 +1,284 @@
+//! `maestro hooks install | uninstall`: maestro's entries merged into (or taken out of) a
+//! Claude Code settings file, every other key and every other tool's hook kept as it
+//! was. An entry is maestro's when its command runs a program named `maestro` with the
+//! argument `hook`; an install from another path replaces the old entry in place.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::core::hooks::event::EVENTS;
+use crate::core::safe_fs;
+
+/// The hook command for this maestro: `'<exe>' hook [--project '<dir>']`, quoted for the
+/// shell Claude Code runs it with.
+pub fn hook_command(exe: &Path, project: Option<&Path>) -> String {
+    let quote = |p: &Path| {
+        shlex::try_quote(&p.to_string_lossy())
+            .map_or_else(|_| "maestro".to_owned(), |q| q.into_owned())
+    };
+    match project {
+        Some(dir) => format!("{} hook --project {}", quote(exe), quote(dir)),
+        None => format!("{} hook", quote(exe)),
+    }
+}
+
+/// Whether a hook command is maestro's.
+pub fn is_ours(command: &str) -> bool {
+    let words = shlex::split(command).unwrap_or_default();
+    matches!(words.as_slice(), [program, verb, ..]
+        if verb == "hook"
+            && Path::new(program).file_name().is_some_and(|n| n == "maestro"))
+}
+
+fn entries_of<'a>(settings: &'a Value, event: &str) -> impl Iterator<Item = &'a Value> {
+    settings
+        .get("hooks")
+        .and_then(|h| h.get(event))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The commands of one matcher group.
+fn commands(group: &Value) -> impl Iterator<Item = &str> {
+    group
+        .get("hooks")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h.get("command").and_then(Value::as_str))
+}
+
+/// The events for which the settings hold a maestro entry.
+pub fn installed_events(settings: &Value) -> Vec<&'static str> {
+    EVENTS
+        .into_iter()
+        .filter(|e| entries_of(settings, e).any(|g| commands(g).any(is_ours)))
+        .collect()
+}
+
+/// The settings with maestro's entry for every event, running `command`. `Ok(None)`:
+/// nothing to change. An error names the part of the file that is not as Claude Code
+/// writes it (nothing is changed then).
+pub fn merged(mut settings: Value, command: &str) -> Result<Option<Value>, String> {
+    let Some(root) = settings.as_object_mut() else {
+        return Err("its top level is not a JSON object".into());
+    };
+    let hooks = root
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(hooks) = hooks.as_object_mut() else {
+        return Err("its \"hooks\" is not a JSON object".into());
+    };
+    let mut changed = false;
+    for event in EVENTS {
+        let list = hooks
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Some(list) = list.as_array_mut() else {
+            return Err(format!("its \"hooks\".\"{event}\" is not a JSON array"));
+        };
+        let mut found = false;
+        for group in list.iter_mut() {
+            let Some(inner) = group.get_mut("hooks").and_then(Value::as_array_mut) else {
+                continue;
+            };
+            for hook in inner.iter_mut() {
+                let Some(cmd) = hook
+                    .get("command")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+                else {
+                    continue;
+                };
+                if !is_ours(&cmd) {
+                    continue;
+                }
+                if found || cmd != command {
+                    // A second entry of ours, or one from another path: made current.
+                    hook["command"] = json!(command);
+                    changed |= cmd != command;
+                }
+                found = true;
+            }
+        }
+        if !found {
+            list.push(json!({"hooks": [{"type": "command", "command": command, "timeout": 5}]}));
+            changed = true;
+        }
+    }
+    Ok(changed.then_some(settings))
+}
+
+/// The settings without maestro's entries (a group left empty goes, an event left empty
+/// goes, `hooks` left empty goes). `None`: there were none.
+pub fn removed(mut settings: Value) -> Option<Value> {
+    let hooks = settings.get_mut("hooks")?.as_object_mut()?;
+    let mut changed = false;
+    for event in EVENTS {
+        let Some(list) = hooks.get_mut(event).and_then(Value::as_array_mut) else {
+            continue;
+        };
+        for group in list.iter_mut() {
+            if let Some(inner) = group.get_mut("hooks").and_then(Value::as_array_mut) {
+                let before = inner.len();
+                inner.retain(|h| {
+                    !h.get("command")
+                        .and_then(Value::as_str)
+                        .is_some_and(is_ours)
+                });
+                changed |= inner.len() != before;
+            }
+        }
+        list.retain(|g| {
+            g.get("hooks")
+                .and_then(Value::as_array)
+                .is_none_or(|h| !h.is_empty())
+        });
+        if list.is_empty() {
+            hooks.remove(event);
+        }
+    }
+    if hooks.is_empty()
+        && let Some(root) = settings.as_object_mut()
+    {
+        root.remove("hooks");
+    }
+    changed.then_some(settings)
+}
+
+/// A settings file read for a change: its JSON (an empty object when absent) and mode.
+pub fn read(path: &Path) -> Result<(Value, Option<u32>), String> {
+    use std::os::unix::fs::PermissionsExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((json!({}), None)),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+        Ok(m) if m.file_type().is_symlink() => {
+            return Err(format!(
+                "{} is a symlink; maestro edits only a regular file (edit the file it points to, or replace the link with a copy)",
+                path.display()
+            ));
+        }
+        Ok(m) if !m.is_file() => {
+            return Err(format!("{} is not a regular file", path.display()));
+        }
+        Ok(_) => {}
+    }
+    let bytes = safe_fs::read_regular(path, 16 * 1024 * 1024)
+        .map_err(|e| format!("cannot read {}: {e:?}", path.display()))?;
+    let mode = std::fs::metadata(path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777);
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok((json!({}), mode));
+    }
+    serde_json::from_slice(&bytes).map(|v| (v, mode)).map_err(|e| {
+        format!(
+            "{} is not valid JSON (line {}, column {}: {e}); fix it and run this again; it was left untouched",
+            path.display(),
+            e.line(),
+            e.column()
+        )
+    })
+}
+
+/// Writes settings atomically (a new file is owner-only; an existing one keeps its mode).
+pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), String> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    }
+    let mut text = serde_json::to_string_pretty(settings).map_err(|e| e.to_string())?;
+    text.push('\n');
+    safe_fs::write_atomic(path, text.as_bytes(), mode.unwrap_or(0o600))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The settings file of a project (`.claude/settings.local.json`, not committed) or of
+/// the user (`~/.claude/settings.json`, or under `CLAUDE_CONFIG_DIR`).
+pub fn settings_path(project: Option<&Path>) -> Option<PathBuf> {
+    match project {
+        Some(root) => Some(root.join(".claude").join("settings.local.json")),
+        None => crate::core::sessions::find::claude_dir().map(|d| d.join("settings.json")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const CMD: &str = "'/opt/bin/maestro' hook --project /w/p";
+
+    #[test]
+    fn an_install_keeps_everything_else_and_a_second_changes_nothing() {
+        let before = json!({
+            "permissions": {"allow": ["Bash(cargo test:*)"]},
+            "env": {"A": "1"},
+            "hooks": {
+                "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "other-tool check"}]}],
+                "Custom": [{"hooks": [{"type": "command", "command": "x"}]}]
+            }
+        });
+        let after = merged(before.clone(), CMD).unwrap().unwrap();
+        assert_eq!(after["permissions"], before["permissions"]);
+        assert_eq!(after["env"], before["env"]);
+        assert_eq!(after["hooks"]["Custom"], before["hooks"]["Custom"]);
+        assert_eq!(
+            after["hooks"]["PreToolUse"][0],
+            before["hooks"]["PreToolUse"][0]
+        );
+        assert_eq!(installed_events(&after).len(), EVENTS.len());
+        assert_eq!(merged(after.clone(), CMD).unwrap(), None, "idempotent");
+        // Installed again from another path: the entry is updated, not doubled.
+        let moved = merged(after.clone(), "/new/maestro hook").unwrap().unwrap();
+        assert_eq!(moved["hooks"]["Stop"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            moved["hooks"]["Stop"][0]["hooks"][0]["command"],
+            "/new/maestro hook"
+        );
+        // Uninstall gives back exactly what was there.
+        assert_eq!(removed(moved).unwrap(), before);
+        assert_eq!(removed(before.clone()), None);
+    }
+
+    #[test]
+    fn files_not_shaped_like_claude_codes_are_refused() {
+        assert!(merged(json!([1]), CMD).is_err());
+        assert!(merged(json!({"hooks": 3}), CMD).is_err());
+        assert!(
+            merged(json!({"hooks": {"Stop": {}}}), CMD)
+                .unwrap_err()
+                .contains("Stop")
+        );
+    }
+
+    #[test]
+    fn ours_is_told_by_program_and_verb() {
+        assert!(is_ours(CMD));
+        assert!(is_ours("maestro hook"));
+        assert!(is_ours(&hook_command(
+            Path::new("/a b/maestro"),
+            Some(Path::new("/p q"))
+        )));
+        assert!(!is_ours("maestro-other hook"));
+        assert!(!is_ours("/bin/echo maestro hook"));
+        assert!(!is_ours("maestro doctor"));
+    }
+
+    #[test]
+    fn invalid_json_is_refused_with_line_and_column_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("settings.json");
+        std::fs::write(&path, "{\n  \"a\": 1,\n  oops\n}\n").unwrap();
+        let err = read(&path).unwrap_err();
+        assert!(err.contains("line 3, column 3"), "{err}");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\n  \"a\": 1,\n  oops\n}\n"
+        );
+        let link = dir.path().join("link.json");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(read(&link).unwrap_err().contains("symlink"));
+    }
+}

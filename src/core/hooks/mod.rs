@@ -1,0 +1,44 @@
+//! Claude Code's hooks as a source: the moment a session waits for the operator (a
+//! permission prompt, an idle prompt) and which task the session is.
+//!
+//! - [`install`]: maestro's entries in a Claude Code settings file.
+//! - `maestro hook` (in `cli/hooks.rs`) turns the event JSON on its stdin into a
+//!   [`event::HookEvent`] and appends it to the project's [`spool`].
+//! - The hooks source (`sources/hooks.rs`) follows the spool; the hub keeps the
+//!   [`book::NeedsYouBook`].
+
+pub mod book;
+pub mod event;
+pub mod install;
+pub mod spool;
+
+use std::path::{Path, PathBuf};
+
+use crate::core::sources::procs::{self, ProcessId};
+
+/// Shells that may stand between `claude` and the hook command.
+const SHELLS: [&str; 6] = ["sh", "bash", "dash", "zsh", "fish", "ksh"];
+
+/// The `claude` process that ran this hook: the parent, or the parent's parent when
+/// the parent is the shell Claude Code ran the command with.
+pub fn claude_process() -> Option<ProcessId> {
+    let mut pid = nix::unistd::getppid().as_raw();
+    for _ in 0..2 {
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+        if !SHELLS.contains(&name.trim()) {
+            break;
+        }
+        pid = procs::parent_of(pid)?;
+    }
+    (pid > 1).then(|| ProcessId::observe(pid))
+}
+
+/// The project a session's folder belongs to: the nearest folder at or above it that
+/// holds `comms.db`, else the folder itself.
+pub fn project_of(cwd: &Path) -> PathBuf {
+    cwd.ancestors()
+        .take(32)
+        .find(|d| d.join("comms.db").is_file())
+        .unwrap_or(cwd)
+        .to_path_buf()
+}
