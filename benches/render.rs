@@ -118,6 +118,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             forecast: None,
             sessions: vec![std::sync::Arc::new(session(i))],
             session_lost: false,
+            needs_you: None,
         })
         .collect();
     for id in ["task-00", "souffleur"] {
@@ -130,6 +131,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             forecast: None,
             sessions: Vec::new(),
             session_lost: false,
+            needs_you: None,
         });
     }
     Snapshot {

@@ -148,6 +148,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let counter = || Family::<Labels, Counter>::default();
     let task_state = gauge();
     let heartbeat_age = gauge();
+    let needs_operator = gauge();
     let context = gauge();
     let conductor_up = gauge();
     let watchdog_state = gauge();
@@ -182,6 +183,9 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
                     .get_or_create(&l(&[("project", p), ("task", id)]))
                     .set(clock.evidence_age(hb).as_secs_f64());
             }
+            needs_operator
+                .get_or_create(&l(&[("project", p), ("task", id)]))
+                .set(if t.needs_you.is_some() { 1.0 } else { 0.0 });
             if let Some(c) = t.context() {
                 context
                     .get_or_create(&l(&[("project", p), ("task", id), ("source", "self")]))
@@ -296,6 +300,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         "maestro_task_heartbeat_age_seconds",
         "Seconds since the task's last heartbeat that maestro was running to see (ages restart after a suspend or pause)",
         heartbeat_age,
+    );
+    registry.register(
+        "maestro_task_needs_operator",
+        "1 while the task's session waits for the operator (a permission prompt or input; from Claude Code's hooks)",
+        needs_operator,
     );
     registry.register(
         "maestro_task_context_percent",

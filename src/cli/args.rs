@@ -118,12 +118,28 @@ pub enum Command {
     Usage,
     /// Open maestro for the project in a new kitty window
     Launch,
+    /// Claude Code hooks: install (into the project's .claude/settings.local.json, or
+    /// ~/.claude/settings.json with --user) or uninstall maestro's entries
+    Hooks(HooksArgs),
+    /// Run by Claude Code for each hook event (installed by `maestro hooks install`):
+    /// hands the event on stdin to the running maestro; prints nothing, exits 0
+    Hook,
     /// Configuration helpers
     #[command(subcommand)]
     Config(ConfigCommand),
     /// What a Musician runs in place of its LLM watcher agents
     #[command(subcommand)]
     Musician(MusicianCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HooksArgs {
+    /// install or uninstall
+    #[arg(value_parser = ["install", "uninstall"])]
+    pub action: String,
+    /// The user's Claude Code settings (every project) instead of the project's
+    #[arg(long)]
+    pub user: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -167,6 +183,8 @@ pub enum TaskAction {
     Thaw(TaskTarget),
     /// Context left: exit 0 healthy (<60% used), 1 caution or no data, 2 critical (>=80%)
     Headroom(TaskTarget),
+    /// Bring the task's kitty window to the front (kitty remote control)
+    Focus(TaskTarget),
 }
 
 #[derive(Debug, Clone, Args)]

@@ -399,6 +399,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     }
     event_log(project, settings.ok(), &mut add);
     definitions(project, &mut add);
+    hooks(project, &mut add);
 
     let worst = checks.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
     let word = |l: Level| match l {
@@ -461,6 +462,63 @@ fn definitions(project: &Project, add: &mut dyn FnMut(Level, &'static str, Strin
 }
 
 /// Where `maestro replay` will find this project's runs, and how much is kept.
+/// Whether maestro's Claude Code hooks are installed (project or user settings) and
+/// whether events have come through them.
+fn hooks(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
+    use crate::core::hooks::{event::EVENTS, install, spool};
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let mut installed = Vec::new();
+    for path in [
+        install::settings_path(Some(&root)),
+        install::settings_path(None),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        match install::read(&path) {
+            Ok((v, _)) => {
+                let events = install::installed_events(&v);
+                if !events.is_empty() {
+                    installed.push(format!(
+                        "{} ({} of {} events)",
+                        path.display(),
+                        events.len(),
+                        EVENTS.len()
+                    ));
+                }
+            }
+            Err(e) => add(Level::Warning, "hooks", e),
+        }
+    }
+    let key = crate::core::paths::ProjectKey::of(&root);
+    let last = spool::spool_path(&key)
+        .and_then(|p| std::fs::metadata(p).ok())
+        .and_then(|m| m.modified().ok())
+        .and_then(|t| t.elapsed().ok());
+    let arrived = match last {
+        Some(ago) => format!(
+            "the last event arrived {} ago",
+            crate::core::sentinel::human_duration(ago)
+        ),
+        None => "no event has arrived yet".into(),
+    };
+    if installed.is_empty() {
+        add(
+            Level::Warning,
+            "hooks",
+            format!(
+                "maestro's Claude Code hooks are not installed, so a session waiting at a permission prompt is not seen; run `maestro hooks install` ({arrived})"
+            ),
+        );
+    } else {
+        add(
+            Level::Ok,
+            "hooks",
+            format!("installed in {}; {arrived}", installed.join(", ")),
+        );
+    }
+}
+
 fn event_log(
     project: &Project,
     settings: Option<&Settings>,

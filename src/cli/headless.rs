@@ -235,6 +235,12 @@ pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
                 task_id.as_deref().map_or("orchestration", |t| t)
             )
         }
+        What::NeedsYou { task_id, text, .. } => {
+            format!("NEEDS YOU: {task_id} {}\n", one_line(text))
+        }
+        What::NeedsYouCleared { task_id, waited_s } => {
+            format!("NEEDS YOU: {task_id} went on after {waited_s}s\n")
+        }
         What::Clock { kind, seconds } => format!(
             "CLOCK: maestro's time stopped ({kind}, {}); heartbeat and stall ages restart from now\n",
             crate::core::sentinel::human_duration(std::time::Duration::from_secs(*seconds))

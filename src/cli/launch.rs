@@ -5,7 +5,7 @@ use std::path::Path;
 
 use crate::cli::CliError;
 use crate::cli::project::Project;
-use crate::core::recovery::launch::{fill, find_program};
+use crate::core::recovery::launch::{find_program, terminal_argv};
 use crate::settings::Settings;
 
 pub fn open_dashboard(
@@ -15,7 +15,7 @@ pub fn open_dashboard(
 ) -> Result<(), CliError> {
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let title = format!("maestro: {}", project.name());
-    let mut argv = fill(&settings.launch.terminal, &root, &title);
+    let mut argv = terminal_argv(&settings.launch, &root, &title);
     let program = argv.remove(0);
     if find_program(&program).is_none() {
         return Err(CliError::Runtime(format!(

@@ -9,6 +9,7 @@ pub mod dashboard;
 pub mod doctor;
 pub mod error;
 pub mod headless;
+pub mod hooks;
 pub mod launch;
 pub mod many;
 pub mod metrics;
@@ -36,6 +37,12 @@ use project::{Project, load_settings};
 
 /// Parses the command line, runs what it asks, and maps the outcome to an exit status.
 pub fn main() -> ExitCode {
+    // The hook Claude Code runs: before anything that could fail or take time.
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if argv.get(1).is_some_and(|a| a == "hook") {
+        hooks::hook_main(&argv[2..]);
+        return ExitCode::SUCCESS;
+    }
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
     let cli = match Cli::try_parse() {
@@ -116,6 +123,12 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         Some(Command::Musician(args::MusicianCommand::Watch(watch))) => {
             let project = Project::from_args(global)?;
             musician::watch(&project, watch, global.json)
+        }
+        Some(Command::Hook) => Ok(ExitCode::SUCCESS),
+        Some(Command::Hooks(h)) => {
+            let project = Project::from_args(global)?;
+            hooks::run(&project.root, &h.action, h.user, global.json)?;
+            Ok(ExitCode::SUCCESS)
         }
         Some(Command::Launch) => {
             let project = Project::from_args(global)?;

@@ -28,8 +28,31 @@ pub fn run(
         | TaskAction::Relaunch(t)
         | TaskAction::Freeze(t)
         | TaskAction::Thaw(t)
-        | TaskAction::Headroom(t) => &t.task_id,
+        | TaskAction::Headroom(t)
+        | TaskAction::Focus(t) => &t.task_id,
     };
+    if let TaskAction::Focus(_) = &cmd.action {
+        // The Conductor's window too.
+        let task = TaskId::parse(raw).ok_or_else(|| {
+            CliError::Usage(format!(
+                "{raw:?} is not a task id; use one like task-03 (or task-00 for the Conductor)."
+            ))
+        })?;
+        let said = crate::core::focus::focus_task(
+            &project.root,
+            &project.temp,
+            task.as_str(),
+            None,
+            &settings.launch,
+        )
+        .map_err(CliError::Runtime)?;
+        report(
+            as_json,
+            &json!({"ok": true, "task_id": task.as_str()}),
+            &said,
+        );
+        return Ok(0);
+    }
     let task = TaskId::parse(raw)
         .filter(TaskId::is_musician)
         .ok_or_else(|| {
@@ -46,6 +69,7 @@ pub fn run(
     let grace = settings.souffleur.kill_grace;
     let done = match &cmd.action {
         TaskAction::Headroom(_) => return Ok(headroom(project, &task, as_json)),
+        TaskAction::Focus(_) => return Ok(0),
         TaskAction::Approve(t) => actions::review(
             &target,
             &task,

@@ -113,6 +113,7 @@ fn read_tasks(project: &Project) -> Result<Vec<TaskFacts>, CliError> {
                 session_id: crate::core::sources::db::text(r, 1)?,
                 started_at: crate::core::sources::db::text(r, 2)?,
                 state: crate::core::sources::db::text(r, 3)?,
+                hook_sessions: Vec::new(),
             })
         })?
         .collect()

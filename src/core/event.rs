@@ -89,6 +89,8 @@ pub enum CoreEvent {
     PipelineCatalog(Vec<(String, usize, bool)>),
     /// From the session source: a task's Claude Code session found, grown, lost.
     Session(crate::core::sources::sessions::SessionReport),
+    /// Claude Code hook events, in the order they came (see `core::hooks`).
+    Hooks(Vec<crate::core::hooks::book::HookInput>),
 }
 
 /// Named events with their JSON fields: maestro's happenings (see
@@ -310,6 +312,22 @@ pub enum What {
         level: u8,
         value: f64,
         limit: f64,
+    },
+    /// A task's session waits for the operator: `reason` `permission` (with the tool
+    /// and its main argument when known) or `input`.
+    NeedsYou {
+        task_id: String,
+        session_id: String,
+        reason: &'static str,
+        tool: Option<String>,
+        detail: Option<String>,
+        /// "permission for Bash `cargo publish`", "waiting for input".
+        text: String,
+    },
+    /// The session went on (a tool ran, a prompt came, it stopped or ended).
+    NeedsYouCleared {
+        task_id: String,
+        waited_s: u64,
     },
     /// maestro's own time stopped (`kind`: `suspend`, `pause`, `step`) for `seconds`;
     /// every age-based judgement restarted its clock from now.

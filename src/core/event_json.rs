@@ -131,6 +131,20 @@ pub fn json_line(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "budget", "task_id": task_id, "budget": budget,
             "level": level, "value": value, "limit": limit,
         }),
+        What::NeedsYou {
+            task_id,
+            session_id,
+            reason,
+            tool,
+            detail,
+            text,
+        } => json!({
+            "ts": ts, "event": "needs_you", "task_id": task_id, "session_id": session_id,
+            "reason": reason, "tool": tool, "detail": detail, "text": text,
+        }),
+        What::NeedsYouCleared { task_id, waited_s } => {
+            json!({"ts": ts, "event": "needs_you_cleared", "task_id": task_id, "waited_s": waited_s})
+        }
         What::Clock { kind, seconds } => {
             json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
         }
@@ -149,7 +163,7 @@ pub fn contract_provider(p: Provider) -> &'static str {
 
 /// The happenings a pipeline can react to, as `(event name, fields)`: anomalies, stale
 /// heartbeats, task state changes, messages, watchdog reasons, recoveries, source
-/// changes, forecasts, sessions, budgets and clock gaps. An anomaly also carries `kind` (the same as `anomaly`).
+/// changes, forecasts, sessions, budgets, clock gaps and sessions that need the operator. An anomaly also carries `kind` (the same as `anomaly`).
 pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
     if !matches!(
         h.what,
@@ -164,6 +178,8 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Session { .. }
             | What::Budget { .. }
             | What::Clock { .. }
+            | What::NeedsYou { .. }
+            | What::NeedsYouCleared { .. }
     ) {
         return None;
     }

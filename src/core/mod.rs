@@ -7,6 +7,7 @@ pub mod domain;
 pub mod error;
 pub mod event;
 pub mod event_json;
+pub mod focus;
 pub mod forecast;
 pub mod handoff;
 pub mod headroom;

@@ -21,6 +21,8 @@ pub enum Service {
     Souffleur,
     /// The pipeline host (`maestro sentinel …` talks to it).
     Pipelines,
+    /// kitty windows maestro opens (their remote-control sockets, one per kitty).
+    Kitty,
 }
 
 impl Service {
@@ -28,6 +30,7 @@ impl Service {
         match self {
             Self::Souffleur => "souffleur",
             Self::Pipelines => "pipelines",
+            Self::Kitty => "kitty",
         }
     }
 }

@@ -168,6 +168,12 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         events_tx.clone(),
         cancel.clone(),
     ));
+    tokio::spawn(crate::core::sources::hooks::run(
+        ProjectKey::of(&config.project),
+        config.temp.clone(),
+        events_tx.clone(),
+        cancel.clone(),
+    ));
     let logs = temp_logs::spawn(
         TempLogSettings {
             dir: config.temp.clone(),

@@ -177,6 +177,8 @@ mod tests {
             claude_export: vec![],
             lethe: vec![],
             musician_prompt: String::new(),
+            kitty_remote_control: true,
+            kitty_socket: None,
         };
         assert_eq!(
             window_programs(&launch),

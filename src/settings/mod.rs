@@ -107,6 +107,8 @@ pub struct LaunchSection {
     pub claude_export: Option<Vec<String>>,
     pub lethe: Option<Vec<String>>,
     pub musician_prompt: Option<String>,
+    pub kitty_remote_control: Option<bool>,
+    pub kitty_socket: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -221,6 +223,11 @@ pub struct LaunchTemplates {
     pub lethe: Vec<String>,
     /// The prompt a relaunched Musician starts with; `{task}` is its task id.
     pub musician_prompt: String,
+    /// kitty windows maestro opens listen for remote control (`w` focuses them).
+    pub kitty_remote_control: bool,
+    /// The remote-control socket of a kitty maestro did not open (`unix:/tmp/kitty`),
+    /// when its windows do not say it themselves (`KITTY_LISTEN_ON`).
+    pub kitty_socket: Option<String>,
 }
 
 /// Flag values that override the files (each `None` when not given).
@@ -393,6 +400,8 @@ impl Settings {
                 lethe: argv(pick!(launch.lethe), "launch.lethe")?,
                 musician_prompt: pick!(launch.musician_prompt)
                     .unwrap_or_else(|| "/musician {task}".into()),
+                kitty_remote_control: pick!(launch.kitty_remote_control).unwrap_or(true),
+                kitty_socket: pick!(launch.kitty_socket).filter(|s| !s.trim().is_empty()),
             },
             max_line: pick!(logs.max_line).unwrap_or(65536).max(80),
             fallback_poll: dur(pick!(logs.fallback_poll), "logs.fallback_poll")?,

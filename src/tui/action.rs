@@ -67,6 +67,9 @@ pub enum Action {
     PrevProject,
     /// The selected task's Claude Code session.
     Session,
+    /// Bring the kitty window of the task that needs you (else the selected one) to
+    /// the front.
+    GoToWindow,
     /// Show the focused pane on the whole screen, or the layout again.
     Zoom,
     ReplayPause,
@@ -135,6 +138,9 @@ impl Action {
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
             Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
+            Self::GoToWindow => {
+                "go to the window of the task that needs you (else the selected task)"
+            }
             Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
             Self::PrevProject => "show the previous project",
             Self::Zoom => "zoom the focused pane to the whole screen / back",

@@ -198,6 +198,7 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Global, "R", Action::RecoverNow),
     (Mode::Global, "S", Action::Sentinels),
     (Mode::Global, "z", Action::Zoom),
+    (Mode::Global, "w", Action::GoToWindow),
     (Mode::Global, "P", Action::NextProject),
     (Mode::Global, "O", Action::PrevProject),
     (Mode::Tasks, "a", Action::Approve),

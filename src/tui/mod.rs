@@ -106,6 +106,13 @@ fn task_effect(
                 )
                 .map(|d| d.text),
             ),
+            Effect::Focus(task) => ActionAnswer::Done(crate::core::focus::focus_task(
+                &access.target.root,
+                &access.target.temp,
+                &task,
+                None,
+                &access.launch,
+            )),
             Effect::Headroom(task) => {
                 let file = access.target.temp.join(format!("{task}-status"));
                 let text = crate::core::headroom::read_status(&file);
@@ -393,7 +400,10 @@ pub async fn run_screens(
                             | Effect::Trust { .. }) => {
                                 pipeline_effect(fx, &mut s.ui, s.pipelines.as_ref()).await;
                             }
-                            fx @ (Effect::DescribeTask(_) | Effect::Task(_) | Effect::Headroom(_)) => {
+                            fx @ (Effect::DescribeTask(_)
+                            | Effect::Task(_)
+                            | Effect::Headroom(_)
+                            | Effect::Focus(_)) => {
                                 task_effect(fx, s.actions.as_ref(), current, &answer_tx);
                             }
                             Effect::Watchdog(cmd) => match &cfg.watchdog {

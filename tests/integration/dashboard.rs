@@ -46,6 +46,7 @@ fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u
         forecast: None,
         sessions: Vec::new(),
         session_lost: false,
+        needs_you: None,
     }
 }
 
@@ -220,6 +221,8 @@ fn busy_snapshot() -> Snapshot {
         database: DatabaseHealth::Ok,
         last_error: None,
         last_gap: None,
+        needs_you: 0,
+        hooks_received: 0,
         watchdog: WatchdogView {
             conductor_heartbeat: Some(ago(35)),
             conductor_state: Some("reviewing".into()),

@@ -162,6 +162,7 @@ fn the_rules_file_names_only_metrics_that_exist() {
                 ),
             )],
             session_lost: false,
+            needs_you: None,
         })],
         ..maestro::core::snapshot::Snapshot::default()
     };

@@ -132,6 +132,11 @@ impl NeedsYouBook {
         }
     }
 
+    /// The task a session was tied to, if any.
+    pub fn task_of(&self, session: &str) -> Option<&str> {
+        self.session_task.get(session).map(String::as_str)
+    }
+
     /// What a task waits for, if it waits.
     pub fn waiting(&self, task: &str) -> Option<&Waiting> {
         self.waiting.get(task)

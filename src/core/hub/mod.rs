@@ -117,6 +117,8 @@ pub struct Hub {
     session_facts: Option<crate::core::sources::sessions::TaskFactsSender>,
     /// The last gap in maestro's running already acted on (its generation).
     gap_seen: u64,
+    /// Which session is which task, and which tasks wait for the operator (hooks).
+    needs_you: crate::core::hooks::book::NeedsYouBook,
 }
 
 impl Hub {
@@ -186,6 +188,7 @@ impl Hub {
             sessions: sessions::SessionBook::default(),
             session_facts: None,
             gap_seen: 0,
+            needs_you: crate::core::hooks::book::NeedsYouBook::default(),
         }
     }
 
@@ -290,6 +293,7 @@ impl Hub {
                 self.send_task_facts();
             }
             CoreEvent::Session(report) => self.on_session(report).await,
+            CoreEvent::Hooks(inputs) => self.on_hooks(inputs).await,
             CoreEvent::Messages(rows) => {
                 self.snapshot.message_count += rows.len() as u64;
                 for row in &rows {
@@ -447,6 +451,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 mod lines;
+mod needs_you;
 pub mod sessions;
 mod sources;
 mod tasks;

@@ -45,7 +45,7 @@ pub(super) struct SessionBook {
     /// (task or none, budget, level) already told.
     budgets_told: HashSet<(Option<String>, &'static str, u8)>,
     /// What the session source was last told about the tasks.
-    facts_sent: Vec<(String, Option<String>, Option<String>)>,
+    facts_sent: Vec<(String, Option<String>, Option<String>, Vec<String>)>,
 }
 
 impl SessionBook {
@@ -55,6 +55,14 @@ impl SessionBook {
     }
 
     /// Whether a session of the task is known.
+    /// The task the session source found a session for.
+    pub(super) fn task_of_session(&self, session: &str) -> Option<String> {
+        self.by_task
+            .iter()
+            .find(|(_, list)| list.iter().any(|s| s.session_id == session))
+            .map(|(task, _)| task.clone())
+    }
+
     pub(super) fn knows(&self, task: &str) -> bool {
         self.by_task.get(task).is_some_and(|l| !l.is_empty())
     }
@@ -222,7 +230,7 @@ impl Hub {
         let Some(tx) = &self.session_facts else {
             return;
         };
-        let mut facts: Vec<(String, Option<String>, Option<String>)> =
+        let mut facts: Vec<(String, Option<String>, Option<String>, Vec<String>)> =
             if self.settings.with_database {
                 self.tasks
                     .values()
@@ -232,6 +240,7 @@ impl Hub {
                             e.row.task_id.clone(),
                             e.row.session_id.clone(),
                             Some(e.row.state.clone()),
+                            self.hook_sessions(&e.row.task_id),
                         )
                     })
                     .collect()
@@ -239,7 +248,10 @@ impl Hub {
                 // Tasks known by their log files, as working.
                 self.sentinel
                     .active_tasks()
-                    .map(|t| (t.to_string(), None, Some("working".to_owned())))
+                    .map(|t| {
+                        let hooks = self.hook_sessions(t.as_str());
+                        (t.to_string(), None, Some("working".to_owned()), hooks)
+                    })
                     .collect()
             };
         facts.sort();
@@ -249,11 +261,12 @@ impl Hub {
         tx.send(
             facts
                 .iter()
-                .map(|(task_id, session_id, state)| TaskFacts {
+                .map(|(task_id, session_id, state, hooks)| TaskFacts {
                     task_id: task_id.clone(),
                     session_id: session_id.clone(),
                     started_at: None,
                     state: state.clone(),
+                    hook_sessions: hooks.clone(),
                 })
                 .collect(),
         );

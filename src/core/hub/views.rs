@@ -6,6 +6,7 @@ use super::Hub;
 use crate::core::domain::TaskId;
 use crate::core::event::TaskRow;
 use crate::core::snapshot::TaskView;
+use time::OffsetDateTime;
 
 impl Hub {
     /// A task's view must be built again before the next publication.
@@ -49,6 +50,12 @@ impl Hub {
                 .of(key)
                 .last()
                 .is_some_and(|s| self.sessions.is_lost(&s.session_id)),
+            needs_you: self.needs_you.waiting(key).map(|w| {
+                let since =
+                    OffsetDateTime::from_unix_timestamp_nanos(i128::from(w.since_ms) * 1_000_000)
+                        .unwrap_or(OffsetDateTime::UNIX_EPOCH);
+                (w.wait.describe(), since)
+            }),
         })
     }
 

@@ -31,6 +31,39 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
     })
 }
 
+/// A terminal template filled for one window. A kitty window maestro opens listens for
+/// remote control on an owner-only socket (one per kitty process), so `w` and
+/// `maestro task focus` can bring it to the front without any kitty.conf setting.
+pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -> Vec<String> {
+    let mut argv = fill(&templates.terminal, project, title);
+    let is_kitty = argv
+        .first()
+        .is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "kitty"));
+    if is_kitty
+        && templates.kitty_remote_control
+        && let Some(socket) = kitty_socket_base(project)
+    {
+        let listen = [
+            "--listen-on".to_owned(),
+            format!("unix:{}-{{kitty_pid}}", socket.display()),
+            "-o".to_owned(),
+            "allow_remote_control=socket-only".to_owned(),
+        ];
+        argv.splice(1..1, listen);
+    }
+    argv
+}
+
+/// Where the kitty windows of a project listen, without the `-<kitty pid>` kitty adds:
+/// in maestro's private socket folder, short enough for `sun_path` with the pid.
+pub fn kitty_socket_base(project: &Path) -> Option<PathBuf> {
+    let key = crate::core::paths::ProjectKey::of(project);
+    let path = crate::core::paths::socket_path(crate::core::paths::Service::Kitty, &key).ok()?;
+    let base = path.with_extension("");
+    // Room for "-" and a pid of up to 7 digits.
+    (base.as_os_str().len() + 8 <= 107).then_some(base)
+}
+
 #[derive(Debug, Clone)]
 pub struct Launcher {
     pub templates: LaunchTemplates,
@@ -40,7 +73,7 @@ pub struct Launcher {
 impl Launcher {
     /// The full argv of a Claude window: terminal template, claude template, `args`.
     pub fn claude_window(&self, title: &str, args: &[String]) -> Vec<String> {
-        let mut argv = fill(&self.templates.terminal, &self.project, title);
+        let mut argv = terminal_argv(&self.templates, &self.project, title);
         argv.extend(fill(&self.templates.claude, &self.project, title));
         argv.extend(args.iter().cloned());
         argv

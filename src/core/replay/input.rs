@@ -282,7 +282,9 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
         },
         // Verdicts of this process's own actors (the role, pipelines) and reports
         // already in the database are not facts from the orchestration: not kept.
-        CoreEvent::RecordedReports(_)
+        // Hook events stay in their own spool (a replay shows no "needs you").
+        CoreEvent::Hooks(_)
+        | CoreEvent::RecordedReports(_)
         | CoreEvent::Role(_)
         | CoreEvent::Pipeline(_)
         | CoreEvent::PipelineCatalog(_) => return None,

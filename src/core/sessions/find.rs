@@ -145,6 +145,8 @@ pub struct TaskFacts {
     pub started_at: Option<String>,
     /// Its state, when known (a task still `watching` has no session yet).
     pub state: Option<String>,
+    /// The sessions Claude Code's hooks tied to it (trusted before every rule).
+    pub hook_sessions: Vec<String>,
 }
 
 /// One session of a task and how it was found.
@@ -152,7 +154,8 @@ pub struct TaskFacts {
 pub struct Found {
     pub task_id: String,
     pub transcript: Transcript,
-    /// `process`, `transcript` or `database` (rules 1, 2, 3).
+    /// `hook` (Claude Code's hooks said so), `process`, `transcript` or `database`
+    /// (rules 1, 2, 3).
     pub rule: &'static str,
 }
 
@@ -187,6 +190,11 @@ pub fn match_tasks(
                 });
             }
         };
+        for sid in &task.hook_sessions {
+            if let Some(t) = index.get(sid) {
+                add(t, "hook");
+            }
+        }
         for sid in running_sessions(temp, &task.task_id, claude) {
             if let Some(t) = index.get(&sid) {
                 add(t, "process");

@@ -53,6 +53,10 @@ impl UiState {
                 self.messages.push_back(m.clone());
                 None
             }
+            What::NeedsYou { task_id, text, .. } => Some(Notification {
+                title: format!("{task_id} needs you"),
+                body: format!("{text} — press w to go to its window"),
+            }),
             What::Stale { task_id, age_s } => Some(Notification {
                 title: format!("{task_id} heartbeat stale"),
                 body: format!("no heartbeat for {age_s}s — press 1 to see the task"),
@@ -90,6 +94,7 @@ impl UiState {
             | What::Session { .. }
             | What::Budget { .. }
             | What::Clock { .. }
+            | What::NeedsYouCleared { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }

@@ -89,6 +89,8 @@ pub enum Effect {
     Task(TaskRequest),
     /// Read a task's context headroom for its panel.
     Headroom(TaskId),
+    /// Bring a task's kitty window to the front.
+    Focus(String),
 }
 
 /// A desktop notification to raise.

@@ -26,6 +26,7 @@ fn snap(ids: &[&str]) -> Snapshot {
                 forecast: None,
                 sessions: Vec::new(),
                 session_lost: false,
+                needs_you: None,
             })
             .map(std::sync::Arc::new)
             .collect(),

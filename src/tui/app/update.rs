@@ -80,6 +80,27 @@ impl UiState {
             | Action::Freeze
             | Action::Thaw
             | Action::Headroom => return self.task_action(action, snap),
+            Action::GoToWindow => {
+                // The task that has waited longest for the operator, else the selection.
+                let waiting = snap
+                    .tasks
+                    .iter()
+                    .filter_map(|t| t.needs_you.as_ref().map(|(_, since)| (*since, t.id())))
+                    .min()
+                    .map(|(_, id)| id.to_owned());
+                let selected = || {
+                    musicians(snap)
+                        .nth(self.selected_task)
+                        .map(|t| t.id().to_owned())
+                };
+                return match waiting.or_else(selected) {
+                    Some(task) => vec![Effect::Focus(task)],
+                    None => {
+                        self.note = Some("no task needs you and none is selected".into());
+                        vec![]
+                    }
+                };
+            }
             Action::Session => {
                 match musicians(snap).nth(self.selected_task) {
                     Some(t) => self.overlay = Some(Overlay::Session(t.id().to_owned())),

@@ -20,6 +20,8 @@ pub struct ProjectTab {
     pub done: usize,
     pub trouble: usize,
     pub unread: usize,
+    /// Tasks whose session waits for the operator.
+    pub needs_you: u64,
     pub conductor: Option<String>,
     pub cost: Option<f64>,
 }
@@ -34,6 +36,7 @@ impl ProjectTab {
             done: 0,
             trouble: 0,
             unread,
+            needs_you: snap.needs_you,
             conductor: snap.watchdog.conductor_state.clone(),
             cost: snap.session_cost_usd,
         };
@@ -81,6 +84,12 @@ fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
             if tab.trouble > 0 {
                 spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
             }
+        }
+        if tab.needs_you > 0 {
+            spans.push(Span::styled(
+                format!(" ⚑{}", tab.needs_you),
+                ctx.theme.error,
+            ));
         }
         if tab.unread > 0 {
             spans.push(Span::styled(format!(" ●{}", tab.unread), ctx.theme.error));

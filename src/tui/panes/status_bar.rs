@@ -39,6 +39,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             format!(" maestro · {} · ", printable(ctx.project)),
             ctx.theme.title(false),
         ),
+        if ctx.snap.needs_you > 0 {
+            let key = key(Action::GoToWindow);
+            Span::styled(
+                format!(
+                    "⚑ {} need{} you ({key}: go) · ",
+                    ctx.snap.needs_you,
+                    if ctx.snap.needs_you == 1 { "s" } else { "" }
+                ),
+                ctx.theme.error,
+            )
+        } else {
+            Span::raw("")
+        },
         match &ctx.ui.replay {
             Some(replay) => Span::styled(format!("{replay} · "), ctx.theme.accent),
             None => Span::raw(""),

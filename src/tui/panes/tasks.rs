@@ -304,6 +304,10 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
     let mut retry = Some(retry);
     let mut anomaly = Some(anomaly);
     Row::new(columns.iter().map(|c| match c {
+        Column::Id if t.needs_you.is_some() => Line::from(vec![
+            Span::styled("⚑", ctx.theme.error),
+            Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
+        ]),
         Column::Id => Line::from(fit(&printable(t.id()), 11)),
         Column::State => Line::from(Span::styled(fit(state, 12), ctx.theme.state(state))),
         Column::WorkedBy => Line::from(fit(
@@ -318,7 +322,13 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
         Column::Retry => Line::from(retry.take().unwrap_or_default()),
         Column::Tokens => session_cells::tokens_cell(t, ctx),
         Column::Cost => session_cells::cost_cell(t, ctx),
-        Column::Activity => session_cells::activity_cell(t, ctx),
+        Column::Activity => match &t.needs_you {
+            Some((text, _)) => Line::from(Span::styled(
+                format!("needs you: {}", printable(text)),
+                ctx.theme.error,
+            )),
+            None => session_cells::activity_cell(t, ctx),
+        },
         Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
     }))
 }

@@ -1,0 +1,229 @@
+//! Taking the operator to a task's window: `kitty @ --to <socket> focus-window --match
+//! pid:<window process>`, for the `w` key and `maestro task focus`.
+//!
+//! The task's `claude` process comes, in order of trust, from its hooks (the process that
+//! ran them), the hook spool, then the window PID file (verified as the task's window)
+//! and the `claude` process below it. The socket comes from the configuration, the
+//! window's own `KITTY_LISTEN_ON`, or the socket of a window maestro opened.
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::core::hooks::book::{HookInput, NeedsYouBook};
+use crate::core::hooks::spool::SpoolReader;
+use crate::core::paths::ProjectKey;
+use crate::core::recovery::CONDUCTOR_PID_FILE;
+use crate::core::safe_fs;
+use crate::core::sources::procs::{self, ProcessId};
+use crate::settings::LaunchTemplates;
+
+/// What is told when nothing says where kitty listens.
+pub const REMOTE_CONTROL_HELP: &str = "turn on kitty's remote control for windows maestro did not open: add `allow_remote_control socket-only` and `listen_on unix:/tmp/kitty` to kitty.conf (or set [launch] kitty_socket)";
+
+/// How long `kitty @` may take.
+const KITTY_WAIT: Duration = Duration::from_secs(5);
+
+fn comm(pid: i32) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .ok()
+        .map(|s| s.trim().to_owned())
+}
+
+fn owned_by_me(pid: i32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}"))
+        .is_ok_and(|m| m.uid() == rustix::process::getuid().as_raw())
+}
+
+/// The task's live `claude` process, if one can be found and trusted.
+pub fn claude_of(
+    project: &Path,
+    temp: &Path,
+    task: &str,
+    hint: Option<ProcessId>,
+    launch: &LaunchTemplates,
+) -> Option<ProcessId> {
+    let usable = |p: &ProcessId| p.is_same_alive() && owned_by_me(p.pid);
+    if let Some(h) = hint.filter(usable) {
+        return Some(h);
+    }
+    // The hook spool, read the way the hub reads it.
+    if let Some(path) = crate::core::hooks::spool::spool_path(&ProjectKey::of(project)) {
+        let mut book = NeedsYouBook::default();
+        for event in SpoolReader::new(path).read_new() {
+            let claude = event.claude_pid.map(|pid| ProcessId {
+                pid,
+                start_time: event.claude_start,
+            });
+            let alive = claude.is_some_and(|c| c.is_same_alive());
+            let window_task = claude
+                .filter(|_| alive)
+                .and_then(|c| crate::core::sources::hooks::window_task(c.pid, temp));
+            let input = HookInput {
+                event,
+                window_task,
+                claude_alive: alive,
+            };
+            book.apply(&input, |_| true, |_| None);
+        }
+        if let Some(p) = book.claude_of(task).filter(usable) {
+            return Some(p);
+        }
+    }
+    // The window PID file, verified, and the `claude` process below it.
+    let pid_file = if task == crate::core::domain::CONDUCTOR_ID {
+        CONDUCTOR_PID_FILE.to_owned()
+    } else {
+        format!("musician-{task}.pid")
+    };
+    let bytes = safe_fs::read_regular(&temp.join(&pid_file), 64).ok()?;
+    let window: i32 = String::from_utf8_lossy(&bytes).trim().parse().ok()?;
+    let programs = crate::core::windows::window_programs(launch);
+    let window = crate::core::windows::verify(temp, &pid_file, window, &programs).ok()?;
+    below(window.pid)
+        .into_iter()
+        .chain([window.pid])
+        .find(|p| comm(*p).is_some_and(|c| c == "claude"))
+        .map(ProcessId::observe)
+        .filter(usable)
+}
+
+/// Every process below `pid` (one scan of `/proc`).
+fn below(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter_map(|p| Some((p, procs::parent_of(p)?)))
+        .collect();
+    let mut out = vec![];
+    let mut frontier = vec![pid];
+    while let Some(p) = frontier.pop() {
+        for (child, _) in parents.iter().filter(|(_, parent)| *parent == p) {
+            if out.len() < 4096 && !out.contains(child) {
+                out.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    out
+}
+
+/// Where to send `focus-window`: the kitty socket and the window's process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub socket: String,
+    pub window_pid: i32,
+}
+
+/// The kitty window a process runs in and the socket to reach that kitty.
+pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Result<Target, String> {
+    let mut window = claude;
+    let mut kitty = None;
+    for _ in 0..16 {
+        let parent = procs::parent_of(window).filter(|p| *p > 1);
+        match parent {
+            Some(p) if comm(p).is_some_and(|c| c == "kitty") => {
+                kitty = Some(p);
+                break;
+            }
+            Some(p) => window = p,
+            None => break,
+        }
+    }
+    let Some(kitty) = kitty else {
+        return Err(format!(
+            "its claude process (PID {claude}) does not run in a kitty window"
+        ));
+    };
+    let from_env = listen_on_of(claude).or_else(|| listen_on_of(window));
+    let ours = crate::core::recovery::launch::kitty_socket_base(project)
+        .map(|base| format!("{}-{kitty}", base.display()))
+        .filter(|p| Path::new(p).exists())
+        .map(|p| format!("unix:{p}"));
+    let socket = launch
+        .kitty_socket
+        .clone()
+        .or(from_env)
+        .or(ours)
+        .ok_or_else(|| {
+            format!("kitty (PID {kitty}) does not listen for remote control; {REMOTE_CONTROL_HELP}")
+        })?;
+    Ok(Target {
+        socket,
+        window_pid: window,
+    })
+}
+
+/// `KITTY_LISTEN_ON` in a process's environment (kitty sets it in its windows).
+fn listen_on_of(pid: i32) -> Option<String> {
+    let bytes =
+        safe_fs::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1024 * 1024).ok()?;
+    bytes
+        .split(|b| *b == 0)
+        .find_map(|kv| kv.strip_prefix(b"KITTY_LISTEN_ON="))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .filter(|v| (v.starts_with("unix:") || v.starts_with("tcp:")) && v.len() < 4096)
+}
+
+/// The kitty program: the terminal template's, when it is kitty, else `kitty`.
+fn kitty_program(launch: &LaunchTemplates) -> String {
+    launch
+        .terminal
+        .first()
+        .filter(|p| Path::new(p).file_name().is_some_and(|n| n == "kitty"))
+        .cloned()
+        .unwrap_or_else(|| "kitty".into())
+}
+
+/// Brings a task's window to the front; says what it did, or why it could not.
+pub fn focus_task(
+    project: &Path,
+    temp: &Path,
+    task: &str,
+    hint: Option<ProcessId>,
+    launch: &LaunchTemplates,
+) -> Result<String, String> {
+    let claude = claude_of(project, temp, task, hint, launch).ok_or_else(|| {
+        format!(
+            "no running claude process is known for {task}: install the hooks (`maestro hooks install`) or check temp/musician-{task}.pid"
+        )
+    })?;
+    let target = target_of(claude.pid, project, launch).map_err(|e| format!("{task}: {e}"))?;
+    let mut child = std::process::Command::new(kitty_program(launch))
+        .args(["@", "--to", &target.socket, "focus-window", "--match"])
+        .arg(format!("pid:{}", target.window_pid))
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run kitty @: {e}"))?;
+    let end = Instant::now() + KITTY_WAIT;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break s,
+            Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "kitty @ focus-window did not answer within {}s",
+                    KITTY_WAIT.as_secs()
+                ));
+            }
+        }
+    };
+    if status.success() {
+        Ok(format!("{task}: its kitty window is in front"))
+    } else {
+        let mut err = String::new();
+        if let Some(mut e) = child.stderr.take() {
+            let _ = std::io::Read::read_to_string(&mut e, &mut err);
+        }
+        let err = crate::core::text::printable(err.trim()).into_owned();
+        Err(format!(
+            "kitty @ focus-window failed for {task}: {err}; {REMOTE_CONTROL_HELP}"
+        ))
+    }
+}

@@ -1,0 +1,73 @@
+//! Hook events into the hub: a session mapped to its task, a task that waits for the
+//! operator (`needs_you`) and the moment it goes on (`needs_you_cleared`).
+
+use super::Hub;
+use crate::core::event::What;
+use crate::core::hooks::book::{Change, HookInput};
+
+impl Hub {
+    pub(super) async fn on_hooks(&mut self, inputs: Vec<HookInput>) {
+        let mut mapped = false;
+        for input in inputs {
+            let before = self
+                .needs_you
+                .task_of(&input.event.session_id)
+                .map(str::to_owned);
+            let tasks = &self.tasks;
+            let sessions = &self.sessions;
+            let changes = self.needs_you.apply(
+                &input,
+                |t| tasks.contains_key(t) || !self.settings.with_database,
+                |sid| {
+                    tasks
+                        .values()
+                        .find(|e| e.row.session_id.as_deref() == Some(sid))
+                        .map(|e| e.row.task_id.clone())
+                        .or_else(|| sessions.task_of_session(sid))
+                },
+            );
+            mapped |= before.as_deref() != self.needs_you.task_of(&input.event.session_id);
+            self.snapshot.hooks_received = self.needs_you.received;
+            for change in changes {
+                self.on_needs_you(change).await;
+            }
+        }
+        self.snapshot.needs_you = self.needs_you.all_waiting().count() as u64;
+        self.dirty = true;
+        if mapped {
+            self.send_task_facts();
+        }
+    }
+
+    async fn on_needs_you(&mut self, change: Change) {
+        match change {
+            Change::Needs(w) => {
+                self.view_changed(&w.task_id);
+                let (tool, detail) = match &w.wait {
+                    crate::core::hooks::event::Wait::Permission { tool, detail } => {
+                        (tool.clone(), detail.clone())
+                    }
+                    crate::core::hooks::event::Wait::Input => (None, None),
+                };
+                self.emit(What::NeedsYou {
+                    task_id: w.task_id.clone(),
+                    session_id: w.session_id.clone(),
+                    reason: w.wait.reason(),
+                    tool,
+                    detail,
+                    text: w.wait.describe(),
+                })
+                .await;
+            }
+            Change::Cleared { task_id, waited_s } => {
+                self.view_changed(&task_id);
+                self.emit(What::NeedsYouCleared { task_id, waited_s }).await;
+            }
+        }
+    }
+
+    /// The sessions the hooks tied to a task.
+    pub(super) fn hook_sessions(&self, task: &str) -> Vec<String> {
+        self.needs_you.sessions_of(task)
+    }
+}
