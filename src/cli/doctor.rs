@@ -504,10 +504,10 @@ fn hooks(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
     };
     if installed.is_empty() {
         add(
-            Level::Warning,
+            Level::Ok,
             "hooks",
             format!(
-                "maestro's Claude Code hooks are not installed, so a session waiting at a permission prompt is not seen; run `maestro hooks install` ({arrived})"
+                "maestro's Claude Code hooks are not installed, so a session waiting at a permission prompt is not seen; run `maestro hooks install` to see them ({arrived})"
             ),
         );
     } else {

@@ -78,7 +78,7 @@ fn read_stdin() -> Vec<u8> {
     let mut lock = stdin.lock();
     let deadline = Instant::now() + STDIN_WAIT;
     let mut out = Vec::new();
-    let mut buf = [0u8; 64 * 1024];
+    let mut buf = vec![0u8; 64 * 1024];
     while out.len() < MAX_INPUT {
         let left = deadline.saturating_duration_since(Instant::now());
         let ms =

@@ -138,9 +138,7 @@ impl Action {
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
             Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
-            Self::GoToWindow => {
-                "go to the window of the task that needs you (else the selected task)"
-            }
+            Self::GoToWindow => "go to the kitty window of a task that needs you",
             Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
             Self::PrevProject => "show the previous project",
             Self::Zoom => "zoom the focused pane to the whole screen / back",

@@ -1,4 +1,4 @@
-//! Time that stops: maestro and its writers SIGSTOPped together, a wall clock that jumps
+//! Time that stops: maestro and its writers stopped together (`SIGSTOP`), a wall clock that jumps
 //! (libfaketime, as over a suspend: the monotonic clock does not move). Nothing is
 //! declared stale, stalled or dead on an age that includes the gap; a Conductor that
 //! really died meanwhile is still recovered; silence after the resume is still judged.

@@ -17,11 +17,15 @@ pub const DEADLINE: Duration = Duration::from_secs(20);
 /// The real binary, with a data directory shared by this test run (locks, event logs,
 /// holds) instead of the user's own; a test that needs its own sets `XDG_DATA_HOME`.
 pub fn maestro() -> Command {
-    static DATA: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
-    let data = DATA.get_or_init(|| tempfile::tempdir().unwrap());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_maestro"));
-    cmd.env("XDG_DATA_HOME", data.path());
+    cmd.env("XDG_DATA_HOME", data_home());
     cmd
+}
+
+/// The data directory [`maestro`] gives every maestro of this test run.
+pub fn data_home() -> &'static Path {
+    static DATA: std::sync::OnceLock<tempfile::TempDir> = std::sync::OnceLock::new();
+    DATA.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
 /// A scratch project with `comms.db` (made by `maestro init`) and `temp/`.
@@ -418,11 +422,12 @@ impl Relauncher {
             if let Ok(text) = std::fs::read_to_string(&self.log)
                 && let Some(text) = text.strip_suffix('\n')
             {
-                return text
+                let argv: Vec<String> = text
                     .trim_end_matches('\u{1f}')
                     .split('\u{1f}')
                     .map(str::to_owned)
                     .collect();
+                return without_remote_control(&argv);
             }
             assert!(std::time::Instant::now() < end, "the window never started");
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -503,4 +508,29 @@ pub fn claude_window(s: &Scratch, task: &str) -> (Child, u32) {
         assert!(Instant::now() < end, "the claude stand-in never started");
         std::thread::yield_now();
     }
+}
+
+/// A kitty argv without the remote-control options maestro adds to windows it opens
+/// (`--listen-on <socket> -o allow_remote_control=socket-only`, before `--`), checked
+/// to be there and well formed, so tests can read the template's own positions.
+pub fn without_remote_control(argv: &[String]) -> Vec<String> {
+    let Some(at) = argv.iter().position(|a| a == "--listen-on") else {
+        return argv.to_vec();
+    };
+    assert!(
+        argv[at + 1].starts_with("unix:/") && argv[at + 1].ends_with("-{kitty_pid}"),
+        "{argv:?}"
+    );
+    assert_eq!(
+        argv[at + 2..at + 4],
+        ["-o", "allow_remote_control=socket-only"]
+    );
+    assert_eq!(
+        argv[at + 4],
+        "--",
+        "the options come right before the command: {argv:?}"
+    );
+    let mut out = argv[..at].to_vec();
+    out.extend_from_slice(&argv[at + 4..]);
+    out
 }

@@ -10,6 +10,7 @@ mod dashboard;
 mod demo;
 mod faults;
 mod headless;
+mod hooks;
 mod limits;
 mod many;
 mod metrics;

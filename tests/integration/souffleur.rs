@@ -108,7 +108,10 @@ impl Rig {
             .unwrap_or_default()
             .split_inclusive('\n')
             .filter_map(|l| l.strip_suffix('\n'))
-            .map(|l| l.split('\u{1f}').map(str::to_owned).collect())
+            .map(|l| {
+                let argv: Vec<String> = l.split('\u{1f}').map(str::to_owned).collect();
+                crate::common::without_remote_control(&argv)
+            })
             .collect()
     }
 

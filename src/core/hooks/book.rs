@@ -76,15 +76,14 @@ impl NeedsYouBook {
         if let Some(task) = input.window_task.clone().or(from_prompt) {
             self.session_task.insert(e.session_id.clone(), task);
         }
-        let task = match self.session_task.get(&e.session_id) {
-            Some(t) => t.clone(),
-            None => {
-                let Some(t) = by_session(&e.session_id) else {
-                    return Vec::new();
-                };
-                self.session_task.insert(e.session_id.clone(), t.clone());
-                t
-            }
+        let task = if let Some(t) = self.session_task.get(&e.session_id) {
+            t.clone()
+        } else {
+            let Some(t) = by_session(&e.session_id) else {
+                return Vec::new();
+            };
+            self.session_task.insert(e.session_id.clone(), t.clone());
+            t
         };
         if let (Some(pid), true) = (e.claude_pid, input.claude_alive) {
             self.claude.insert(
@@ -167,10 +166,13 @@ impl NeedsYouBook {
 /// A second notice of the same prompt that says less (a `Notification` after the
 /// `PermissionRequest` that named the tool) changes nothing.
 fn less_said(before: &Wait, now: &Wait) -> bool {
-    match (before, now) {
-        (Wait::Permission { tool: Some(_), .. }, Wait::Permission { tool: None, .. }) => true,
-        _ => false,
-    }
+    matches!(
+        (before, now),
+        (
+            Wait::Permission { tool: Some(_), .. },
+            Wait::Permission { tool: None, .. }
+        )
+    )
 }
 
 #[cfg(test)]
@@ -178,15 +180,15 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn input(v: serde_json::Value, at_ms: i64) -> HookInput {
+    fn input(v: &serde_json::Value, at_ms: i64) -> HookInput {
         HookInput {
-            event: HookEvent::from_claude(&v, at_ms).unwrap(),
+            event: HookEvent::from_claude(v, at_ms).unwrap(),
             window_task: None,
             claude_alive: true,
         }
     }
 
-    fn apply(book: &mut NeedsYouBook, v: serde_json::Value, at_ms: i64) -> Vec<Change> {
+    fn apply(book: &mut NeedsYouBook, v: &serde_json::Value, at_ms: i64) -> Vec<Change> {
         book.apply(&input(v, at_ms), |t| t.starts_with("task-"), |_| None)
     }
 
@@ -196,19 +198,19 @@ mod tests {
         assert!(
             apply(
                 &mut book,
-                json!({"session_id": "s3", "hook_event_name": "SessionStart"}),
+                &json!({"session_id": "s3", "hook_event_name": "SessionStart"}),
                 0
             )
             .is_empty()
         );
         apply(
             &mut book,
-            json!({"session_id": "s3", "hook_event_name": "UserPromptSubmit", "prompt": "/musician task-03"}),
+            &json!({"session_id": "s3", "hook_event_name": "UserPromptSubmit", "prompt": "/musician task-03"}),
             1_000,
         );
         let got = apply(
             &mut book,
-            json!({"session_id": "s3", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo publish"}}),
+            &json!({"session_id": "s3", "hook_event_name": "PermissionRequest", "tool_name": "Bash", "tool_input": {"command": "cargo publish"}}),
             2_000,
         );
         let [Change::Needs(w)] = got.as_slice() else {
@@ -219,10 +221,10 @@ mod tests {
             ("task-03", "permission for Bash `cargo publish`".into())
         );
         // The notification of the same prompt says less: nothing new.
-        assert!(apply(&mut book, json!({"session_id": "s3", "hook_event_name": "Notification", "notification_type": "permission_prompt", "message": "Claude needs your permission to use Bash"}), 2_100).is_empty());
+        assert!(apply(&mut book, &json!({"session_id": "s3", "hook_event_name": "Notification", "notification_type": "permission_prompt", "message": "Claude needs your permission to use Bash"}), 2_100).is_empty());
         let got = apply(
             &mut book,
-            json!({"session_id": "s3", "hook_event_name": "PostToolUse", "tool_name": "Bash"}),
+            &json!({"session_id": "s3", "hook_event_name": "PostToolUse", "tool_name": "Bash"}),
             47_500,
         );
         assert_eq!(
@@ -241,10 +243,10 @@ mod tests {
         let mut book = NeedsYouBook::default();
         let idle = json!({"session_id": "x", "hook_event_name": "Notification", "notification_type": "idle_prompt"});
         assert!(
-            apply(&mut book, idle.clone(), 0).is_empty(),
+            apply(&mut book, &idle, 0).is_empty(),
             "no task for the session"
         );
-        let mut dead = input(idle, 0);
+        let mut dead = input(&idle, 0);
         dead.window_task = Some("task-05".into());
         dead.claude_alive = false;
         assert!(book.apply(&dead, |_| true, |_| None).is_empty());
@@ -252,7 +254,7 @@ mod tests {
         live.claude_alive = true;
         assert_eq!(book.apply(&live, |_| true, |_| None).len(), 1);
         // Another session of the task stopping does not clear this one's wait.
-        let other = input(json!({"session_id": "y", "hook_event_name": "Stop"}), 5);
+        let other = input(&json!({"session_id": "y", "hook_event_name": "Stop"}), 5);
         assert!(
             book.apply(&other, |_| true, |s| (s == "y").then(|| "task-05".into()))
                 .is_empty()
@@ -272,7 +274,7 @@ mod tests {
         ] {
             let sid = format!("s-{prompt}");
             book.apply(
-                &input(json!({"session_id": sid, "hook_event_name": "UserPromptSubmit", "prompt": prompt}), 0),
+                &input(&json!({"session_id": sid, "hook_event_name": "UserPromptSubmit", "prompt": prompt}), 0),
                 |t| t != "task-99",
                 |_| None,
             );

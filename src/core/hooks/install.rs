@@ -15,7 +15,7 @@ use crate::core::safe_fs;
 pub fn hook_command(exe: &Path, project: Option<&Path>) -> String {
     let quote = |p: &Path| {
         shlex::try_quote(&p.to_string_lossy())
-            .map_or_else(|_| "maestro".to_owned(), |q| q.into_owned())
+            .map_or_else(|_| "maestro".to_owned(), std::borrow::Cow::into_owned)
     };
     match project {
         Some(dir) => format!("{} hook --project {}", quote(exe), quote(dir)),

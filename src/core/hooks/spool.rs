@@ -112,6 +112,7 @@ mod tests {
 
     #[test]
     fn appended_events_are_read_once_in_order_and_a_restart_is_followed() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("hooks/k.jsonl");
         let mut reader = SpoolReader::new(path.clone());
@@ -121,7 +122,6 @@ mod tests {
         let got: Vec<i64> = reader.read_new().iter().map(|e| e.at_ms).collect();
         assert_eq!(got, [1, 2]);
         assert!(reader.read_new().is_empty());
-        use std::os::unix::fs::PermissionsExt;
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
         // Garbage and a half-written line: skipped, and the half waits for its end.

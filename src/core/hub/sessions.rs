@@ -27,6 +27,9 @@ pub struct Budgets {
     pub context_percent: Option<f64>,
 }
 
+/// What the session source is told of a task: id, session id, state, hook sessions.
+type Facts = (String, Option<String>, Option<String>, Vec<String>);
+
 struct Told {
     at: Instant,
     key: ActivityKey,
@@ -45,7 +48,7 @@ pub(super) struct SessionBook {
     /// (task or none, budget, level) already told.
     budgets_told: HashSet<(Option<String>, &'static str, u8)>,
     /// What the session source was last told about the tasks.
-    facts_sent: Vec<(String, Option<String>, Option<String>, Vec<String>)>,
+    facts_sent: Vec<Facts>,
 }
 
 impl SessionBook {
@@ -230,30 +233,29 @@ impl Hub {
         let Some(tx) = &self.session_facts else {
             return;
         };
-        let mut facts: Vec<(String, Option<String>, Option<String>, Vec<String>)> =
-            if self.settings.with_database {
-                self.tasks
-                    .values()
-                    .filter(|e| e.id.is_some())
-                    .map(|e| {
-                        (
-                            e.row.task_id.clone(),
-                            e.row.session_id.clone(),
-                            Some(e.row.state.clone()),
-                            self.hook_sessions(&e.row.task_id),
-                        )
-                    })
-                    .collect()
-            } else {
-                // Tasks known by their log files, as working.
-                self.sentinel
-                    .active_tasks()
-                    .map(|t| {
-                        let hooks = self.hook_sessions(t.as_str());
-                        (t.to_string(), None, Some("working".to_owned()), hooks)
-                    })
-                    .collect()
-            };
+        let mut facts: Vec<Facts> = if self.settings.with_database {
+            self.tasks
+                .values()
+                .filter(|e| e.id.is_some())
+                .map(|e| {
+                    (
+                        e.row.task_id.clone(),
+                        e.row.session_id.clone(),
+                        Some(e.row.state.clone()),
+                        self.hook_sessions(&e.row.task_id),
+                    )
+                })
+                .collect()
+        } else {
+            // Tasks known by their log files, as working.
+            self.sentinel
+                .active_tasks()
+                .map(|t| {
+                    let hooks = self.hook_sessions(t.as_str());
+                    (t.to_string(), None, Some("working".to_owned()), hooks)
+                })
+                .collect()
+        };
         facts.sort();
         if facts == self.sessions.facts_sent {
             return;

@@ -49,7 +49,10 @@ pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -
             "-o".to_owned(),
             "allow_remote_control=socket-only".to_owned(),
         ];
-        argv.splice(1..1, listen);
+        // After the template's own options (scripts read `--directory`, `--title` where
+        // the template puts them), before the `--` that starts the command.
+        let at = argv.iter().rposition(|a| a == "--").unwrap_or(argv.len());
+        argv.splice(at..at, listen);
     }
     argv
 }

@@ -93,13 +93,11 @@ impl UiState {
                         .nth(self.selected_task)
                         .map(|t| t.id().to_owned())
                 };
-                return match waiting.or_else(selected) {
-                    Some(task) => vec![Effect::Focus(task)],
-                    None => {
-                        self.note = Some("no task needs you and none is selected".into());
-                        vec![]
-                    }
-                };
+                if let Some(task) = waiting.or_else(selected) {
+                    return vec![Effect::Focus(task)];
+                }
+                self.note = Some("no task needs you and none is selected".into());
+                return vec![];
             }
             Action::Session => {
                 match musicians(snap).nth(self.selected_task) {
