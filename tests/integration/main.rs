@@ -11,6 +11,7 @@ mod demo;
 mod faults;
 mod headless;
 mod hooks;
+mod kitty;
 mod limits;
 mod many;
 mod metrics;

@@ -7,14 +7,14 @@ use std::time::{Duration, Instant};
 
 /// One tmux session on a private server socket, so the test neither sees nor disturbs
 /// the user's sessions. Killed on drop.
-struct Tmux {
+pub(crate) struct Tmux {
     socket: String,
     name: String,
     _dir: tempfile::TempDir,
 }
 
 impl Tmux {
-    fn start(command: &str, width: u16, height: u16) -> Self {
+    pub(crate) fn start(command: &str, width: u16, height: u16) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let socket = dir.path().join("tmux.sock").to_str().unwrap().to_owned();
         let name = "maestro-e2e".to_owned();
@@ -41,7 +41,7 @@ impl Tmux {
         }
     }
 
-    fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let out = Command::new("tmux")
             .args(["-S", &self.socket])
             .args(args)
@@ -50,12 +50,12 @@ impl Tmux {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
-    fn keys(&self, keys: &str) {
+    pub(crate) fn keys(&self, keys: &str) {
         self.run(&["send-keys", "-t", &self.name, keys]);
     }
 
     /// Polls the screen until `pred` holds; fails with the screen after 30 s.
-    fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    pub(crate) fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
             let screen = self.run(&["capture-pane", "-p", "-t", &self.name]);

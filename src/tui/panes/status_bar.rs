@@ -39,19 +39,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             format!(" maestro · {} · ", printable(ctx.project)),
             ctx.theme.title(false),
         ),
-        if ctx.snap.needs_you > 0 {
-            let key = key(Action::GoToWindow);
-            Span::styled(
-                format!(
-                    "⚑ {} need{} you ({key}: go) · ",
-                    ctx.snap.needs_you,
-                    if ctx.snap.needs_you == 1 { "s" } else { "" }
-                ),
-                ctx.theme.error,
-            )
-        } else {
-            Span::raw("")
-        },
+        needs_you(ctx, &key(Action::GoToWindow)),
         match &ctx.ui.replay {
             Some(replay) => Span::styled(format!("{replay} · "), ctx.theme.accent),
             None => Span::raw(""),
@@ -126,4 +114,37 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), left);
     frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
+}
+
+/// "⚑ task-03 needs you: permission for Bash `cargo publish` (w: go)", or with several
+/// "⚑ 2 need you: task-03, task-05 (w: go)", longest waiting first; nothing when none.
+fn needs_you<'a>(ctx: &DrawCtx<'a>, key: &str) -> Span<'a> {
+    let mut waiting: Vec<_> = ctx
+        .snap
+        .tasks
+        .iter()
+        .filter_map(|t| {
+            t.needs_you
+                .as_ref()
+                .map(|(text, since)| (*since, t.id(), text))
+        })
+        .collect();
+    waiting.sort();
+    let text = match waiting.as_slice() {
+        [] => return Span::raw(""),
+        [(_, id, what)] => format!(
+            "⚑ {} needs you: {} ({key}: go) · ",
+            printable(id),
+            printable(what)
+        ),
+        many => format!(
+            "⚑ {} need you: {} ({key}: go) · ",
+            many.len(),
+            many.iter()
+                .map(|(_, id, _)| printable(id))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    };
+    Span::styled(text, ctx.theme.error)
 }
