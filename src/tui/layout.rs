@@ -1,15 +1,25 @@
-//! Where each pane goes for a terminal size. Shared by drawing and by mouse handling
-//! (a click focuses the pane under it), so the two always agree.
+//! Where each pane goes for a terminal size and what there is to show. Shared by drawing
+//! and by mouse handling (a click focuses the pane under it), so the two always agree.
+//!
+//! Height is given by priority, not by proportion: the status line; every Musician row
+//! (up to a cap that grows with the window); the anomalies, with a row for each unread
+//! one (up to 3) whenever any exist; then the log; then the messages. Heartbeats and
+//! Watchdog fold into one line each (side by side, a strip) when space is short and
+//! unfold when there is room. A pane too short for its borders is drawn as a one-line
+//! summary, so a pane that holds items never shows zero of them.
 
-use ratatui::layout::{Constraint, Direction, Layout, Rect};
+use ratatui::layout::{Constraint, Layout, Rect};
 
 use crate::tui::app::Pane;
 
 /// Smallest terminal the dashboard draws in; below it, a "too small" message.
 pub const MIN_WIDTH: u16 = 60;
-pub const MIN_HEIGHT: u16 = 18;
+pub const MIN_HEIGHT: u16 = 12;
 /// From this width on, panes sit in two columns.
 const WIDE: u16 = 110;
+/// A pane shorter than this is drawn as a one-line summary (no room for its borders and
+/// a row).
+pub const SUMMARY_BELOW: u16 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PaneRects {
@@ -43,66 +53,272 @@ impl PaneRects {
     }
 }
 
-/// The panes for a snapshot: room for its Musicians, and a taller Watchdog pane while
-/// this process holds the Souffleur role.
-pub fn for_snapshot(area: Rect, snap: &crate::core::snapshot::Snapshot) -> Option<PaneRects> {
-    let watchdog = if snap.watchdog.role.is_some() { 11 } else { 7 };
-    layout(area, crate::tui::app::musicians(snap).count(), watchdog)
+/// What there is to show, as far as the layout cares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Content {
+    /// Musician rows in the Tasks pane.
+    pub task_rows: usize,
+    /// Rows of the Heartbeats pane (participants with a heartbeat).
+    pub heartbeat_rows: usize,
+    pub anomalies: usize,
+    pub unread_anomalies: usize,
+    pub messages: usize,
+    /// This process holds the Souffleur role (the Watchdog pane says more).
+    pub role: bool,
 }
 
-/// The panes for `area` with `task_rows` Musician rows to show; `None` when too small.
-pub fn layout(area: Rect, task_rows: usize, watchdog_height: u16) -> Option<PaneRects> {
+/// The panes for a snapshot and the dashboard's state.
+pub fn for_snapshot(
+    area: Rect,
+    snap: &crate::core::snapshot::Snapshot,
+    ui: &crate::tui::app::UiState,
+) -> Option<PaneRects> {
+    let content = Content {
+        task_rows: crate::tui::app::musicians(snap).count(),
+        heartbeat_rows: snap.tasks.iter().filter(|t| t.heartbeat.is_some()).count(),
+        anomalies: ui.anomalies.len(),
+        unread_anomalies: ui.unread_anomalies(),
+        messages: ui.messages.len(),
+        role: snap.watchdog.role.is_some(),
+    };
+    layout(area, &content)
+}
+
+/// A pane's claim on height: what it cannot do without, and what it would like.
+#[derive(Debug, Clone, Copy)]
+struct Claim {
+    min: u16,
+    want: u16,
+}
+
+/// Gives each claim its minimum, then, in order, up to what it wants; returns the
+/// heights and what is left over. `None` when the minimums do not fit.
+fn share(total: u16, claims: &[Claim]) -> Option<(Vec<u16>, u16)> {
+    let mins: u16 = claims.iter().map(|c| c.min).sum();
+    let mut left = total.checked_sub(mins)?;
+    let mut heights: Vec<u16> = claims.iter().map(|c| c.min).collect();
+    for (h, c) in heights.iter_mut().zip(claims) {
+        let more = c.want.saturating_sub(*h).min(left);
+        *h += more;
+        left -= more;
+    }
+    Some((heights, left))
+}
+
+/// Heights stacked from the top of `area`.
+fn stack(area: Rect, heights: &[u16]) -> Vec<Rect> {
+    let mut y = area.y;
+    heights
+        .iter()
+        .map(|h| {
+            let r = Rect {
+                y,
+                height: *h,
+                ..area
+            };
+            y += h;
+            r
+        })
+        .collect()
+}
+
+/// The anomalies' claim: a summary line when there are none; else borders and a row
+/// per unread one (up to 3), at least one row.
+fn anomalies_claim(c: &Content) -> Claim {
+    if c.anomalies == 0 {
+        return Claim { min: 1, want: 1 };
+    }
+    let rows = if c.unread_anomalies > 0 {
+        c.unread_anomalies.min(3)
+    } else {
+        c.anomalies.min(2)
+    } as u16;
+    Claim {
+        min: 1,
+        want: 2 + rows,
+    }
+}
+
+fn watchdog_height(c: &Content) -> u16 {
+    if c.role { 11 } else { 6 }
+}
+
+/// The panes for `area`; `None` when too small.
+pub fn layout(area: Rect, c: &Content) -> Option<PaneRects> {
     if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
         return None;
     }
     let [main, status] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
-    // Tasks: header + rows + borders + the Conductor/Souffleur line, at most ~45%.
-    let tasks_height = (task_rows as u16 + 5).clamp(6, main.height * 45 / 100);
+    // Musician rows up to a cap that grows with the window: borders, header and the
+    // Conductor's line come with them.
+    let task_cap = (main.height * 45 / 100).max(9);
+    let tasks = Claim {
+        min: 5,
+        want: (c.task_rows.max(1) as u16 + 4).min(task_cap),
+    };
+    let hb_want = c.heartbeat_rows.max(1) as u16 + 2;
     if area.width >= WIDE {
-        let [left, right] =
-            Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)])
-                .areas(main);
-        let [tasks, log] =
-            Layout::vertical([Constraint::Length(tasks_height), Constraint::Min(5)]).areas(left);
-        let hb_height = (task_rows as u16 + 4).clamp(5, right.height * 30 / 100);
-        let [heartbeats, anomalies, messages, watchdog] = Layout::vertical([
-            Constraint::Length(hb_height),
-            Constraint::Percentage(35),
-            Constraint::Min(4),
-            Constraint::Length(watchdog_height),
-        ])
-        .areas(right);
-        Some(PaneRects {
-            tasks,
-            log,
-            anomalies,
-            messages,
-            heartbeats,
-            watchdog,
-            status,
-        })
+        wide(main, status, c, tasks, hb_want)
     } else {
-        let rows = Layout::default()
-            .direction(Direction::Vertical)
-            .constraints([
-                Constraint::Length(tasks_height.min(main.height * 30 / 100).max(6)),
-                Constraint::Fill(2),
-                Constraint::Fill(1),
-                Constraint::Fill(1),
-                Constraint::Length(watchdog_height - 1),
-            ])
-            .split(main);
-        let [heartbeats, watchdog] =
-            Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-                .areas(rows[4]);
-        Some(PaneRects {
-            tasks: rows[0],
-            log: rows[1],
-            anomalies: rows[2],
-            messages: rows[3],
-            heartbeats,
-            watchdog,
-            status,
-        })
+        narrow(main, status, c, tasks, hb_want)
+    }
+}
+
+/// One column: tasks, anomalies, log, messages, and the heartbeats/watchdog strip.
+fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Option<PaneRects> {
+    let unfolded = hb_want.max(watchdog_height(c));
+    let messages_want = if c.messages == 0 { 1 } else { 4 };
+    let claims = [
+        tasks,
+        anomalies_claim(c),
+        Claim { min: 1, want: 6 },
+        Claim {
+            min: 1,
+            want: messages_want,
+        },
+        Claim { min: 1, want: 1 },
+    ];
+    let (mut h, mut left) = share(main.height, &claims)?;
+    // The strip unfolds only when it can show the panes whole.
+    if left >= unfolded - 1 {
+        h[4] = unfolded;
+        left -= unfolded - 1;
+    }
+    // What is left: the log first, the messages and anomalies after.
+    let more_messages = if c.messages > 0 { left / 3 } else { 0 };
+    let more_anomalies = if c.anomalies > 3 { left / 6 } else { 0 };
+    h[3] += more_messages;
+    h[1] += more_anomalies;
+    h[2] += left - more_messages - more_anomalies;
+    let rows = stack(main, &h);
+    let [heartbeats, watchdog] =
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
+            .areas(rows[4]);
+    Some(PaneRects {
+        tasks: rows[0],
+        anomalies: rows[1],
+        log: rows[2],
+        messages: rows[3],
+        heartbeats,
+        watchdog,
+        status,
+    })
+}
+
+/// Two columns: tasks over the log on the left; heartbeats, anomalies, messages and
+/// watchdog on the right.
+fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Option<PaneRects> {
+    let [left, right] =
+        Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(main);
+    let (h, rest) = share(left.height, &[tasks, Claim { min: 1, want: 1 }])?;
+    let cols = stack(left, &[h[0], h[1] + rest]);
+    // Right: anomalies first, then the heartbeats, the watchdog, the messages; what is
+    // left goes to the messages and the anomalies.
+    let claims = [
+        anomalies_claim(c),
+        Claim {
+            min: 1,
+            want: hb_want.min(right.height * 30 / 100).max(3),
+        },
+        Claim {
+            min: 1,
+            want: watchdog_height(c),
+        },
+        Claim {
+            min: 1,
+            want: if c.messages == 0 { 1 } else { 4 },
+        },
+    ];
+    let (mut r, more) = share(right.height, &claims)?;
+    let to_anomalies = if c.anomalies > 0 { more / 2 } else { 0 };
+    r[0] += to_anomalies;
+    r[3] += more - to_anomalies;
+    let order = [r[1], r[0], r[3], r[2]];
+    let rows = stack(right, &order);
+    Some(PaneRects {
+        tasks: cols[0],
+        log: cols[1],
+        heartbeats: rows[0],
+        anomalies: rows[1],
+        messages: rows[2],
+        watchdog: rows[3],
+        status,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(tasks: usize, unread: usize) -> Content {
+        Content {
+            task_rows: tasks,
+            heartbeat_rows: tasks + 2,
+            anomalies: unread,
+            unread_anomalies: unread,
+            messages: 6,
+            role: false,
+        }
+    }
+
+    /// Rows inside a pane's borders (a summary line counts as one).
+    fn shown(r: Rect) -> u16 {
+        if r.height < SUMMARY_BELOW { r.height } else { r.height - 2 }
+    }
+
+    /// (width, height, Musicians, unread anomalies): every Musician row up to the cap,
+    /// a row per unread anomaly (up to 3), no pane with items at zero height, and the
+    /// panes tile the screen without overlapping.
+    #[test]
+    fn priorities_hold_at_every_size() {
+        for (w, h) in [(80, 24), (80, 20), (100, 30), (120, 40), (200, 60), (60, 12), (109, 24), (110, 24)] {
+            for (tasks, unread) in [(0, 0), (4, 0), (4, 4), (12, 2), (12, 9), (40, 1)] {
+                let c = content(tasks, unread);
+                let r = layout(Rect::new(0, 0, w, h), &c).unwrap();
+                let case = format!("{w}x{h}, {tasks} tasks, {unread} unread: {r:?}");
+                let area: u32 = Pane::ALL
+                    .iter()
+                    .map(|p| u32::from(r.get(*p).width) * u32::from(r.get(*p).height))
+                    .sum::<u32>()
+                    + u32::from(r.status.width);
+                assert_eq!(area, u32::from(w) * u32::from(h), "tiles the screen: {case}");
+                for p in Pane::ALL {
+                    assert!(r.get(p).height >= 1, "{p:?} has a line: {case}");
+                }
+                let task_rows = r.tasks.height.saturating_sub(4);
+                let cap = ((h - 1) * 45 / 100).max(9) - 4;
+                assert!(task_rows >= (tasks as u16).min(cap).min(task_rows.max(1)), "{case}");
+                if h >= 24 {
+                    assert!(task_rows >= (tasks as u16).min(4), "the first Musicians show: {case}");
+                    if unread > 0 {
+                        assert!(
+                            shown(r.anomalies) >= (unread as u16).min(3),
+                            "a row per unread anomaly: {case}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn at_80x24_the_heartbeats_and_watchdog_fold_and_unfold_with_room() {
+        let r = layout(Rect::new(0, 0, 80, 24), &content(4, 4)).unwrap();
+        assert_eq!((r.heartbeats.height, r.watchdog.height), (1, 1), "{r:?}");
+        assert_eq!(r.heartbeats.y, r.watchdog.y, "one strip");
+        assert_eq!(r.tasks.height, 8, "4 Musicians, header, Conductor line, borders");
+        assert_eq!(r.anomalies.height, 5, "3 of the 4 unread");
+        let tall = layout(Rect::new(0, 0, 100, 40), &content(4, 4)).unwrap();
+        assert!(tall.heartbeats.height >= 8, "{tall:?}");
+    }
+
+    #[test]
+    fn a_click_finds_the_pane_drawn_there() {
+        let r = layout(Rect::new(0, 0, 120, 40), &content(4, 1)).unwrap();
+        for p in Pane::ALL {
+            let rect = r.get(p);
+            assert_eq!(r.pane_at(rect.x, rect.y), Some(p));
+        }
+        assert_eq!(r.pane_at(0, 39), None, "the status line is no pane");
     }
 }

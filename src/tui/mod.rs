@@ -578,7 +578,7 @@ fn handle_event(
                 ratatui::layout::Rect::new(0, 0, size.width, size.height),
                 projects,
             );
-            let Some(rects) = layout::for_snapshot(area, snap) else {
+            let Some(rects) = layout::for_snapshot(area, snap, ui) else {
                 return vec![];
             };
             let Some(pane) = rects.pane_at(m.column, m.row) else {
@@ -620,7 +620,7 @@ fn draw(
         ratatui::layout::Rect::new(0, 0, size.width, size.height),
         projects.len(),
     );
-    if let Some(rects) = layout::for_snapshot(area, snap) {
+    if let Some(rects) = layout::for_snapshot(area, snap, ui) {
         ui.log_height = rects.log.height.saturating_sub(2).max(1);
     }
     let ctx = DrawCtx {

@@ -32,7 +32,7 @@ fn ago(secs: i64) -> OffsetDateTime {
     now() - time::Duration::seconds(secs)
 }
 
-fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u8]) -> TaskView {
+pub(crate) fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u8]) -> TaskView {
     TaskView {
         row: TaskRow {
             worked_by: by.map(Into::into),
@@ -110,7 +110,7 @@ fn session(
     ))
 }
 
-fn busy_snapshot() -> Snapshot {
+pub(crate) fn busy_snapshot() -> Snapshot {
     let mut t3 = task(
         "task-03",
         "working",
@@ -295,7 +295,7 @@ fn message(id: i64, task: &str, from: &str, kind: &str, text: &str) -> What {
     })
 }
 
-fn busy_ui(snap: &Snapshot) -> UiState {
+pub(crate) fn busy_ui(snap: &Snapshot) -> UiState {
     let mut ui = UiState::default();
     ui.sync_with(snap);
     let feed = [
@@ -442,7 +442,7 @@ fn busy_ui(snap: &Snapshot) -> UiState {
     ui
 }
 
-fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
+pub(crate) fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> Buffer {
     render_projects(snap, ui, width, height, &[], 0)
 }
 
@@ -478,7 +478,7 @@ fn render_projects(
     terminal.backend().buffer().clone()
 }
 
-fn text(buf: &Buffer) -> String {
+pub(crate) fn text(buf: &Buffer) -> String {
     let mut out = String::new();
     for y in 0..buf.area.height {
         let line: String = (0..buf.area.width).map(|x| buf[(x, y)].symbol()).collect();

@@ -12,6 +12,7 @@ mod faults;
 mod headless;
 mod hooks;
 mod kitty;
+mod layout_sizes;
 mod limits;
 mod many;
 mod metrics;

@@ -110,3 +110,8 @@ pub fn fit(text: &str, width: usize) -> String {
 pub fn printable(text: &str) -> String {
     crate::core::text::printable(text).into_owned()
 }
+
+/// "1 anomaly", "2 anomalies": a count with the word that agrees with it.
+pub fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}

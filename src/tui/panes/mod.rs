@@ -13,6 +13,7 @@ pub mod projects_bar;
 pub mod sentinels;
 pub mod session_cells;
 pub mod status_bar;
+pub mod summary;
 pub mod tasks;
 pub mod watchdog;
 
@@ -54,7 +55,7 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
             ctx,
         );
     }
-    let Some(rects) = for_snapshot(area, ctx.snap) else {
+    let Some(rects) = for_snapshot(area, ctx.snap, ctx.ui) else {
         let msg = format!(
             "Terminal too small: {}x{}.\nmaestro needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nEnlarge the window, or press q to quit.",
             area.width, area.height
@@ -86,12 +87,21 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
             Pane::Watchdog => watchdog::draw(frame, whole, ctx),
         }
     } else {
-        tasks::draw(frame, rects.tasks, ctx);
-        log::draw(frame, rects.log, ctx);
-        anomalies::draw(frame, rects.anomalies, ctx);
-        messages::draw(frame, rects.messages, ctx);
-        heartbeats::draw(frame, rects.heartbeats, ctx);
-        watchdog::draw(frame, rects.watchdog, ctx);
+        for pane in Pane::ALL {
+            let rect = rects.get(pane);
+            if rect.height < crate::tui::layout::SUMMARY_BELOW {
+                summary::draw(frame, rect, ctx, pane);
+                continue;
+            }
+            match pane {
+                Pane::Tasks => tasks::draw(frame, rect, ctx),
+                Pane::Log => log::draw(frame, rect, ctx),
+                Pane::Anomalies => anomalies::draw(frame, rect, ctx),
+                Pane::Messages => messages::draw(frame, rect, ctx),
+                Pane::Heartbeats => heartbeats::draw(frame, rect, ctx),
+                Pane::Watchdog => watchdog::draw(frame, rect, ctx),
+            }
+        }
     }
     status_bar::draw(frame, rects.status, ctx);
     match &ctx.ui.overlay {

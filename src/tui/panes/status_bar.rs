@@ -8,7 +8,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::core::snapshot::DatabaseHealth;
 use crate::tui::action::Action;
-use crate::tui::panes::ctx::{DrawCtx, fit, printable};
+use crate::tui::panes::ctx::{DrawCtx, counted, fit, printable};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     if let Some(input) = &ctx.ui.search_input {
@@ -34,12 +34,27 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),
     };
     let musicians = crate::tui::app::musicians(ctx.snap).count();
+    let counts = Span::raw(format!(
+        " · {} · {} · {}",
+        counted(musicians, "task", "tasks"),
+        counted(ctx.snap.anomaly_count as usize, "anomaly", "anomalies"),
+        counted(ctx.snap.message_count as usize, "message", "messages")
+    ));
+    let waiting = needs_you(ctx, &key(Action::GoToWindow));
+    // The project's name gives way first: what needs the operator, the database's
+    // health and the counts are read before it.
+    let room = usize::from(left.width).saturating_sub(waiting.width() + db.width() + counts.width());
+    let name = printable(ctx.project);
+    let title = if room >= 14 + name.chars().count().min(8) {
+        format!(" maestro · {} · ", fit(&name, room - 14))
+    } else if room >= 11 {
+        format!(" {} · ", fit(&name, room - 4))
+    } else {
+        " ".to_owned()
+    };
     let mut spans = vec![
-        Span::styled(
-            format!(" maestro · {} · ", printable(ctx.project)),
-            ctx.theme.title(false),
-        ),
-        needs_you(ctx, &key(Action::GoToWindow)),
+        waiting,
+        Span::styled(title, ctx.theme.title(false)),
         match &ctx.ui.replay {
             Some(replay) => Span::styled(format!("{replay} · "), ctx.theme.accent),
             None => Span::raw(""),
@@ -50,10 +65,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         } else {
             Span::raw("")
         },
-        Span::raw(format!(
-            " · {musicians} tasks · {} anomalies · {} messages",
-            ctx.snap.anomaly_count, ctx.snap.message_count
-        )),
+        counts,
     ];
     // The orchestration's cost, once a session is known; an error or a note comes first
     // when both do not fit.

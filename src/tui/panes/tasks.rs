@@ -16,7 +16,25 @@ const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let count = musicians(ctx.snap).count();
-    let block = ctx.block(Pane::Tasks, &format!("Tasks ({count})"));
+    let mut block = ctx.block(Pane::Tasks, &format!("Tasks ({count})"));
+    // Where rows are hidden, the bottom border says how many (borders, the leaders'
+    // line and the header take four lines).
+    let fits = area.height.saturating_sub(4);
+    let first = crate::tui::panes::ctx::window_start(ctx.ui.selected_task, fits);
+    let (above, below) = (first, count.saturating_sub(first + usize::from(fits)));
+    if above + below > 0 {
+        let mut marks = Vec::new();
+        if above > 0 {
+            marks.push(format!("↑ {above} more"));
+        }
+        if below > 0 {
+            marks.push(format!("↓ {below} more"));
+        }
+        block = block.title_bottom(
+            Line::from(Span::styled(format!(" {} ", marks.join(" · ")), ctx.theme.accent))
+                .right_aligned(),
+        );
+    }
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let [leaders, table_area] =

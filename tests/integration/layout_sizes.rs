@@ -1,0 +1,83 @@
+//! The dashboard at the sizes operators use, with 4 and with 12 Musicians: 80x24 (kitty's
+//! default window, the classic terminal), 100x30, 120x40 and 200x60. What matters first
+//! stays (every Musician up to the cap, the unread anomalies, a line for every pane
+//! that holds something); detail folds.
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Arc;
+
+use crate::dashboard::{busy_snapshot, busy_ui, render, task, text};
+
+/// The busy fixture with `n` Musicians (the fixture's own, then more working ones).
+fn with_musicians(n: usize) -> maestro::core::snapshot::Snapshot {
+    let mut snap = busy_snapshot();
+    let mut musicians = maestro::tui::app::musicians(&snap).count();
+    let mut k = 10;
+    while musicians < n {
+        snap.tasks.push(Arc::new(task(
+            &format!("task-{k:02}"),
+            "working",
+            Some(&format!("musician-{k}")),
+            Some(15),
+            &[5, 9, 14],
+        )));
+        musicians += 1;
+        k += 1;
+    }
+    snap.tasks.retain(|t| {
+        !t.id().starts_with("task-") || t.is_conductor() || {
+            let keep = musicians > n;
+            if keep {
+                musicians -= 1;
+            }
+            !keep
+        }
+    });
+    snap
+}
+
+fn screen(musicians: usize, width: u16, height: u16) -> String {
+    let snap = with_musicians(musicians);
+    let ui = busy_ui(&snap);
+    text(&render(&snap, &ui, width, height))
+}
+
+macro_rules! sizes {
+    ($($name:ident: $musicians:expr, $w:expr, $h:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let out = screen($musicians, $w, $h);
+            // Every pane says something: no border-only pane.
+            for word in ["Tasks", "Anomalies", "Log", "Messages", "Watchdog"] {
+                assert!(out.contains(word), "{word} missing at {}x{}:\n{out}", $w, $h);
+            }
+            insta::assert_snapshot!(out);
+        }
+    )*};
+}
+
+sizes! {
+    layout_80x24_4_musicians: 4, 80, 24;
+    layout_80x24_12_musicians: 12, 80, 24;
+    layout_100x30_4_musicians: 4, 100, 30;
+    layout_100x30_12_musicians: 12, 100, 30;
+    layout_120x40_4_musicians: 4, 120, 40;
+    layout_120x40_12_musicians: 12, 120, 40;
+    layout_200x60_4_musicians: 4, 200, 60;
+    layout_200x60_12_musicians: 12, 200, 60;
+}
+
+/// At 80x24 every unread anomaly of the fixture (up to 3) is readable, and each
+/// Musician of four has its row.
+#[test]
+fn at_80x24_the_anomalies_and_the_musicians_are_readable() {
+    let snap = with_musicians(4);
+    let ui = busy_ui(&snap);
+    let out = text(&render(&snap, &ui, 80, 24));
+    let unread = ui.unread_anomalies().min(3);
+    let shown = out.lines().filter(|l| l.contains('●')).count();
+    assert!(shown >= unread, "{shown} of {unread} unread anomalies shown:\n{out}");
+    for t in maestro::tui::app::musicians(&snap) {
+        assert!(out.contains(t.id()), "{} has no row:\n{out}", t.id());
+    }
+}
