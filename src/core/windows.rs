@@ -179,6 +179,8 @@ mod tests {
             musician_prompt: String::new(),
             kitty_remote_control: true,
             kitty_socket: None,
+            window_columns: 0,
+            window_lines: 0,
         };
         assert_eq!(
             window_programs(&launch),

@@ -109,6 +109,8 @@ pub struct LaunchSection {
     pub musician_prompt: Option<String>,
     pub kitty_remote_control: Option<bool>,
     pub kitty_socket: Option<String>,
+    pub window_columns: Option<u16>,
+    pub window_lines: Option<u16>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -228,6 +230,9 @@ pub struct LaunchTemplates {
     /// The remote-control socket of a kitty maestro did not open (`unix:/tmp/kitty`),
     /// when its windows do not say it themselves (`KITTY_LISTEN_ON`).
     pub kitty_socket: Option<String>,
+    /// The size, in cells, of the kitty windows maestro opens (0: kitty's own default).
+    pub window_columns: u16,
+    pub window_lines: u16,
 }
 
 /// Flag values that override the files (each `None` when not given).
@@ -402,6 +407,8 @@ impl Settings {
                     .unwrap_or_else(|| "/musician {task}".into()),
                 kitty_remote_control: pick!(launch.kitty_remote_control).unwrap_or(true),
                 kitty_socket: pick!(launch.kitty_socket).filter(|s| !s.trim().is_empty()),
+                window_columns: pick!(launch.window_columns).unwrap_or(120),
+                window_lines: pick!(launch.window_lines).unwrap_or(36),
             },
             max_line: pick!(logs.max_line).unwrap_or(65536).max(80),
             fallback_poll: dur(pick!(logs.fallback_poll), "logs.fallback_poll")?,

@@ -192,8 +192,7 @@ fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> 
     h[2] += left - more_messages - more_anomalies;
     let rows = stack(main, &h);
     let [heartbeats, watchdog] =
-        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)])
-            .areas(rows[4]);
+        Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(rows[4]);
     Some(PaneRects {
         tasks: rows[0],
         anomalies: rows[1],
@@ -263,7 +262,11 @@ mod tests {
 
     /// Rows inside a pane's borders (a summary line counts as one).
     fn shown(r: Rect) -> u16 {
-        if r.height < SUMMARY_BELOW { r.height } else { r.height - 2 }
+        if r.height < SUMMARY_BELOW {
+            r.height
+        } else {
+            r.height - 2
+        }
     }
 
     /// (width, height, Musicians, unread anomalies): every Musician row up to the cap,
@@ -271,7 +274,16 @@ mod tests {
     /// panes tile the screen without overlapping.
     #[test]
     fn priorities_hold_at_every_size() {
-        for (w, h) in [(80, 24), (80, 20), (100, 30), (120, 40), (200, 60), (60, 12), (109, 24), (110, 24)] {
+        for (w, h) in [
+            (80, 24),
+            (80, 20),
+            (100, 30),
+            (120, 40),
+            (200, 60),
+            (60, 12),
+            (109, 24),
+            (110, 24),
+        ] {
             for (tasks, unread) in [(0, 0), (4, 0), (4, 4), (12, 2), (12, 9), (40, 1)] {
                 let c = content(tasks, unread);
                 let r = layout(Rect::new(0, 0, w, h), &c).unwrap();
@@ -281,15 +293,25 @@ mod tests {
                     .map(|p| u32::from(r.get(*p).width) * u32::from(r.get(*p).height))
                     .sum::<u32>()
                     + u32::from(r.status.width);
-                assert_eq!(area, u32::from(w) * u32::from(h), "tiles the screen: {case}");
+                assert_eq!(
+                    area,
+                    u32::from(w) * u32::from(h),
+                    "tiles the screen: {case}"
+                );
                 for p in Pane::ALL {
                     assert!(r.get(p).height >= 1, "{p:?} has a line: {case}");
                 }
                 let task_rows = r.tasks.height.saturating_sub(4);
                 let cap = ((h - 1) * 45 / 100).max(9) - 4;
-                assert!(task_rows >= (tasks as u16).min(cap).min(task_rows.max(1)), "{case}");
+                assert!(
+                    task_rows >= (tasks as u16).min(cap).min(task_rows.max(1)),
+                    "{case}"
+                );
                 if h >= 24 {
-                    assert!(task_rows >= (tasks as u16).min(4), "the first Musicians show: {case}");
+                    assert!(
+                        task_rows >= (tasks as u16).min(4),
+                        "the first Musicians show: {case}"
+                    );
                     if unread > 0 {
                         assert!(
                             shown(r.anomalies) >= (unread as u16).min(3),
@@ -306,7 +328,10 @@ mod tests {
         let r = layout(Rect::new(0, 0, 80, 24), &content(4, 4)).unwrap();
         assert_eq!((r.heartbeats.height, r.watchdog.height), (1, 1), "{r:?}");
         assert_eq!(r.heartbeats.y, r.watchdog.y, "one strip");
-        assert_eq!(r.tasks.height, 8, "4 Musicians, header, Conductor line, borders");
+        assert_eq!(
+            r.tasks.height, 8,
+            "4 Musicians, header, Conductor line, borders"
+        );
         assert_eq!(r.anomalies.height, 5, "3 of the 4 unread");
         let tall = layout(Rect::new(0, 0, 100, 40), &content(4, 4)).unwrap();
         assert!(tall.heartbeats.height >= 8, "{tall:?}");

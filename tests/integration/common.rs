@@ -510,9 +510,10 @@ pub fn claude_window(s: &Scratch, task: &str) -> (Child, u32) {
     }
 }
 
-/// A kitty argv without the remote-control options maestro adds to windows it opens
-/// (`--listen-on <socket> -o allow_remote_control=socket-only`, before `--`), checked
-/// to be there and well formed, so tests can read the template's own positions.
+/// A kitty argv without the options maestro adds to the windows it opens, right
+/// before `--` (`--listen-on <socket>`, `-o allow_remote_control=socket-only` and the
+/// window size), checked to be there and well formed, so tests can read the template's
+/// own positions.
 pub fn without_remote_control(argv: &[String]) -> Vec<String> {
     let Some(at) = argv.iter().position(|a| a == "--listen-on") else {
         return argv.to_vec();
@@ -521,16 +522,26 @@ pub fn without_remote_control(argv: &[String]) -> Vec<String> {
         argv[at + 1].starts_with("unix:/") && argv[at + 1].ends_with("-{kitty_pid}"),
         "{argv:?}"
     );
+    let mut end = at + 2;
+    let ours = [
+        "allow_remote_control=socket-only",
+        "remember_window_size=no",
+        "initial_window_width=",
+        "initial_window_height=",
+    ];
+    while argv.get(end).is_some_and(|a| a == "-o")
+        && argv
+            .get(end + 1)
+            .is_some_and(|v| ours.iter().any(|o| v.starts_with(o)))
+    {
+        end += 2;
+    }
+    assert_eq!(argv[at + 3], "allow_remote_control=socket-only", "{argv:?}");
     assert_eq!(
-        argv[at + 2..at + 4],
-        ["-o", "allow_remote_control=socket-only"]
-    );
-    assert_eq!(
-        argv[at + 4],
-        "--",
+        argv[end], "--",
         "the options come right before the command: {argv:?}"
     );
     let mut out = argv[..at].to_vec();
-    out.extend_from_slice(&argv[at + 4..]);
+    out.extend_from_slice(&argv[end..]);
     out
 }

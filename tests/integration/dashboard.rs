@@ -32,7 +32,13 @@ fn ago(secs: i64) -> OffsetDateTime {
     now() - time::Duration::seconds(secs)
 }
 
-pub(crate) fn task(id: &str, state: &str, by: Option<&str>, beat_ago: Option<i64>, ctx: &[u8]) -> TaskView {
+pub(crate) fn task(
+    id: &str,
+    state: &str,
+    by: Option<&str>,
+    beat_ago: Option<i64>,
+    ctx: &[u8],
+) -> TaskView {
     TaskView {
         row: TaskRow {
             worked_by: by.map(Into::into),
@@ -590,16 +596,21 @@ fn log_jump_to_anomaly_and_search() {
 fn readme_picture_is_current() {
     let snap = busy_snapshot();
     let ui = busy_ui(&snap);
-    let svg = maestro::tui::svg::render(&render(&snap, &ui, 140, 40));
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/dashboard.svg");
-    if std::env::var_os("MAESTRO_UPDATE_ASSETS").is_some() {
-        std::fs::write(&path, &svg).unwrap();
+    // The wide picture, and kitty's default window (80x24).
+    for (file, width, height) in [("dashboard.svg", 140, 40), ("dashboard-80x24.svg", 80, 24)] {
+        let svg = maestro::tui::svg::render(&render(&snap, &ui, width, height));
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("assets")
+            .join(file);
+        if std::env::var_os("MAESTRO_UPDATE_ASSETS").is_some() {
+            std::fs::write(&path, &svg).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert!(
+            on_disk == svg,
+            "assets/{file} is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test integration readme_picture"
+        );
     }
-    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-    assert!(
-        on_disk == svg,
-        "assets/dashboard.svg is stale: run MAESTRO_UPDATE_ASSETS=1 cargo test --test integration readme_picture"
-    );
 }
 
 #[test]

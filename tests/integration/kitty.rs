@@ -168,6 +168,22 @@ fn launch_opens_a_real_kitty_window_titled_for_the_project() {
         String::from_utf8_lossy(&out.stderr)
     );
     let id = x.window(&format!("maestro: {name}"));
+    // Opened at [launch] window_columns x window_lines (120x36 cells), not kitty's
+    // default 640x400 pixels (about 80x24).
+    let geometry = x.xdotool(&["getwindowgeometry", "--shell", &id]);
+    let size = |key: &str| -> u32 {
+        geometry
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let (w, h) = (size("WIDTH="), size("HEIGHT="));
+    assert!(w > 640 && h > 400, "window {w}x{h} pixels: {geometry}");
+    assert!(
+        w * 10 > h * 12,
+        "wider than tall, as 120x36 cells are: {w}x{h}"
+    );
     x.close(&id);
 }
 

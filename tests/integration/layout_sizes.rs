@@ -76,7 +76,10 @@ fn at_80x24_the_anomalies_and_the_musicians_are_readable() {
     let out = text(&render(&snap, &ui, 80, 24));
     let unread = ui.unread_anomalies().min(3);
     let shown = out.lines().filter(|l| l.contains('●')).count();
-    assert!(shown >= unread, "{shown} of {unread} unread anomalies shown:\n{out}");
+    assert!(
+        shown >= unread,
+        "{shown} of {unread} unread anomalies shown:\n{out}"
+    );
     for t in maestro::tui::app::musicians(&snap) {
         assert!(out.contains(t.id()), "{} has no row:\n{out}", t.id());
     }

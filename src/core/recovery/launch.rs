@@ -33,27 +33,42 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 
 /// A terminal template filled for one window. A kitty window maestro opens listens for
 /// remote control on an owner-only socket (one per kitty process), so `w` and
-/// `maestro task focus` can bring it to the front without any kitty.conf setting.
+/// `maestro task focus` can bring it to the front without any kitty.conf setting, and
+/// opens at `[launch] window_columns` x `window_lines` cells (kitty's default, 640x400
+/// pixels, is about 80x24: too small for the dashboard's detail).
 pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -> Vec<String> {
     let mut argv = fill(&templates.terminal, project, title);
     let is_kitty = argv
         .first()
         .is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "kitty"));
-    if is_kitty
-        && templates.kitty_remote_control
+    if !is_kitty {
+        return argv;
+    }
+    let mut extra = Vec::new();
+    if templates.kitty_remote_control
         && let Some(socket) = kitty_socket_base(project)
     {
-        let listen = [
+        extra.extend([
             "--listen-on".to_owned(),
             format!("unix:{}-{{kitty_pid}}", socket.display()),
             "-o".to_owned(),
             "allow_remote_control=socket-only".to_owned(),
-        ];
-        // After the template's own options (scripts read `--directory`, `--title` where
-        // the template puts them), before the `--` that starts the command.
-        let at = argv.iter().rposition(|a| a == "--").unwrap_or(argv.len());
-        argv.splice(at..at, listen);
+        ]);
     }
+    if templates.window_columns > 0 && templates.window_lines > 0 {
+        extra.extend([
+            "-o".to_owned(),
+            "remember_window_size=no".to_owned(),
+            "-o".to_owned(),
+            format!("initial_window_width={}c", templates.window_columns),
+            "-o".to_owned(),
+            format!("initial_window_height={}c", templates.window_lines),
+        ]);
+    }
+    // After the template's own options (scripts read `--directory`, `--title` where the
+    // template puts them), before the `--` that starts the command.
+    let at = argv.iter().rposition(|a| a == "--").unwrap_or(argv.len());
+    argv.splice(at..at, extra);
     argv
 }
 

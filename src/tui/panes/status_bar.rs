@@ -43,7 +43,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let waiting = needs_you(ctx, &key(Action::GoToWindow));
     // The project's name gives way first: what needs the operator, the database's
     // health and the counts are read before it.
-    let room = usize::from(left.width).saturating_sub(waiting.width() + db.width() + counts.width());
+    let room =
+        usize::from(left.width).saturating_sub(waiting.width() + db.width() + counts.width());
     let name = printable(ctx.project);
     let title = if room >= 14 + name.chars().count().min(8) {
         format!(" maestro · {} · ", fit(&name, room - 14))

@@ -14,21 +14,35 @@ use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, pane: Pane) {
-    let title_style = ctx.theme.title(ctx.ui.focus == pane).add_modifier(Modifier::BOLD);
+    let title_style = ctx
+        .theme
+        .title(ctx.ui.focus == pane)
+        .add_modifier(Modifier::BOLD);
     let (title, body) = match pane {
-        Pane::Tasks => ("Tasks", vec![Span::raw(format!(
-            "{} Musicians",
-            crate::tui::app::musicians(ctx.snap).count()
-        ))]),
+        Pane::Tasks => (
+            "Tasks",
+            vec![Span::raw(format!(
+                "{} Musicians",
+                crate::tui::app::musicians(ctx.snap).count()
+            ))],
+        ),
         Pane::Log => ("Log", log(ctx)),
         Pane::Anomalies => ("Anomalies", anomalies(ctx)),
         Pane::Messages => ("Messages", messages(ctx)),
         Pane::Heartbeats => ("♥", heartbeats(ctx)),
         Pane::Watchdog => ("Watchdog", watchdog(ctx)),
     };
-    let mut spans = vec![Span::styled(format!("{title} "), title_style)];
+    // Side by side (the heartbeats/watchdog strip), the right one starts with a bar.
+    let lead = if area.x > 0 { "│ " } else { "" };
+    let mut spans = vec![
+        Span::styled(lead, ctx.theme.muted),
+        Span::styled(format!("{title} "), title_style),
+    ];
     spans.extend(body);
-    frame.render_widget(Paragraph::new(Line::from(spans)), Rect { height: 1, ..area });
+    frame.render_widget(
+        Paragraph::new(Line::from(spans)),
+        Rect { height: 1, ..area },
+    );
 }
 
 fn log<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
@@ -66,7 +80,11 @@ fn anomalies<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
             } else {
                 format!("{count} · ")
             },
-            if unread > 0 { ctx.theme.error } else { ctx.theme.muted },
+            if unread > 0 {
+                ctx.theme.error
+            } else {
+                ctx.theme.muted
+            },
         ),
         Span::styled(
             format!("{} {}: ", newest.task, newest.kind.as_str()),
@@ -118,7 +136,8 @@ fn heartbeats<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
         spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
         spans.push(Span::styled(
             format!("{}/{}  ", short_age(age), short_age(limit)),
-            ctx.theme.age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
+            ctx.theme
+                .age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
         ));
     }
     if spans.is_empty() {

@@ -31,8 +31,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             marks.push(format!("↓ {below} more"));
         }
         block = block.title_bottom(
-            Line::from(Span::styled(format!(" {} ", marks.join(" · ")), ctx.theme.accent))
-                .right_aligned(),
+            Line::from(Span::styled(
+                format!(" {} ", marks.join(" · ")),
+                ctx.theme.accent,
+            ))
+            .right_aligned(),
         );
     }
     let inner = block.inner(area);
