@@ -71,6 +71,14 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
     })
 }
 
+/// Connections served at once: a scrape takes one; more than this many open at a time
+/// is someone holding them, and they must not take the descriptors the sources need.
+pub const MAX_CONNECTIONS: usize = 32;
+/// A request whose headers have not all come after this is dropped.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
+/// The longest one connection may stay open.
+const CONNECTION_LIFETIME: Duration = Duration::from_secs(60);
+
 /// Binds `addr` and serves `/metrics` until `cancel`. Binding errors come back at once.
 pub async fn serve(
     addr: SocketAddr,
@@ -83,15 +91,33 @@ pub async fn serve(
     })?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let feeds = Arc::new(feeds);
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
                 () = cancel.cancelled() => return,
                 a = listener.accept() => a,
             };
-            let Ok((stream, _)) = accepted else { continue };
+            let stream = match accepted {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    // Out of descriptors (or another passing failure): wait instead of
+                    // spinning on a queue that cannot be emptied now.
+                    tokio::select! {
+                        () = cancel.cancelled() => return,
+                        () = tokio::time::sleep(Duration::from_millis(100)) => continue,
+                    }
+                }
+            };
+            // Past the cap, a connection is closed at once: its descriptor is given
+            // back and the sources keep theirs.
+            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+                drop(stream);
+                continue;
+            };
             let feeds = Arc::clone(&feeds);
             tokio::spawn(async move {
+                let _slot = slot;
                 let service = hyper::service::service_fn(
                     move |req: Request<hyper::body::Incoming>| {
                         let feeds = Arc::clone(&feeds);
@@ -99,9 +125,11 @@ pub async fn serve(
                     },
                 );
                 let io = hyper_util::rt::TokioIo::new(stream);
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(io, service)
-                    .await;
+                let served = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(HEADER_TIMEOUT)
+                    .serve_connection(io, service);
+                let _ = tokio::time::timeout(CONNECTION_LIFETIME, served).await;
             });
         }
     });

@@ -43,6 +43,7 @@ pub fn main() -> ExitCode {
         hooks::hook_main(&argv[2..]);
         return ExitCode::SUCCESS;
     }
+    raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
     let cli = match Cli::try_parse() {
@@ -62,6 +63,18 @@ pub fn main() -> ExitCode {
         Err(e) => {
             eprintln!("maestro: {}", crate::core::text::printable(&e.to_string()));
             ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+/// The soft limit of open files raised to the hard one, as Go programs and many servers
+/// do: followed logs, transcripts and scrapes must not run out at a desktop's 1,024.
+fn raise_open_files_limit() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) {
+        let target = hard.min(1 << 20);
+        if soft < target {
+            let _ = setrlimit(Resource::RLIMIT_NOFILE, target, hard);
         }
     }
 }

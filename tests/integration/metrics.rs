@@ -16,19 +16,24 @@ pub fn free_port() -> u16 {
 }
 
 fn scrape(port: u16) -> prometheus_parse::Scrape {
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    try_scrape(port).expect("the scrape was answered")
+}
+
+/// One scrape; `None` when the connection was closed before an answer.
+fn try_scrape(port: u16) -> Option<prometheus_parse::Scrape> {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
     s.write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .unwrap();
+        .ok()?;
     let mut text = String::new();
-    s.read_to_string(&mut text).unwrap();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap();
+    s.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
         head.to_lowercase()
             .contains("content-type: text/plain; version=0.0.4"),
         "{head}"
     );
-    prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap()
+    Some(prometheus_parse::Scrape::parse(body.lines().map(|l| Ok(l.to_owned()))).unwrap())
 }
 
 pub fn value(
@@ -302,4 +307,111 @@ fn hostile_label_values_are_escaped_and_forge_nothing() {
             "the task id comes back whole: {samples}"
         );
     }
+}
+
+/// Any local process can connect to `--metrics`. Hundreds of connections that send half
+/// a request and wait, under a limit of 256 open files, neither blind the sources (a
+/// new task and its anomaly are reported) nor stop the scrapes for good.
+#[test]
+fn idle_connections_do_not_blind_the_monitor() {
+    let s = Scratch::new();
+    let port = free_port();
+    let mut cmd = std::process::Command::new("sh");
+    cmd.arg("-c")
+        .arg(r#"ulimit -n 256 && exec "$0" "$@""#)
+        .arg(env!("CARGO_BIN_EXE_maestro"))
+        .args([
+            "--no-tui",
+            "--json",
+            "--metrics",
+            &port.to_string(),
+            "--project",
+        ])
+        .arg(s.root())
+        .env("XDG_DATA_HOME", crate::common::data_home());
+    let mut m = crate::common::Running::spawn(cmd);
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-00"
+    });
+    let _ = scrape(port);
+    let mut held = Vec::new();
+    for _ in 0..350 {
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = c.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n");
+            held.push(c);
+        }
+    }
+    assert!(held.len() >= 300, "only {} connections", held.len());
+    // Meanwhile a Musician starts and trips the Sentinel.
+    s.set_task("task-05", "working");
+    m.wait_json("the new task", |v| {
+        event(v) == "task" && v["task_id"] == "task-05"
+    });
+    s.append(
+        "task-05-status",
+        "step 1 self-correction: retried the build [ctx: 20%]\n",
+    );
+    m.wait_json("the new task's anomaly", |v| {
+        event(v) == "anomaly" && v["task_id"] == "task-05"
+    });
+    // A scrape gets through once the idle ones time out (until then a new connection
+    // may be closed at once: the cap at work).
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    loop {
+        if let Some(sc) = try_scrape(port)
+            && value(
+                &sc,
+                "maestro_task_state",
+                &[("task", "task-05"), ("state", "working")],
+            ) == Some(1.0)
+        {
+            break;
+        }
+        assert!(std::time::Instant::now() < end, "no scrape got through");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    drop(held);
+}
+
+/// A configured budget is a series from the start, at 0, so its rule can be checked.
+#[test]
+fn configured_budgets_are_series_before_any_money_is_spent() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let cfg = s.root().join("budget.toml");
+    std::fs::write(&cfg, "[budget]\norchestration_usd = 20\ntask_usd = 5\n").unwrap();
+    let port = free_port();
+    let mut m = s.headless(&[
+        "--metrics",
+        &port.to_string(),
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    m.wait_json("the task", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    let sc = scrape_until(port, "the budgets", |sc| {
+        value(
+            sc,
+            "maestro_budget_used_ratio",
+            &[("budget", "task_usd"), ("task", "task-01")],
+        )
+        .is_some()
+    });
+    assert_eq!(
+        value(
+            &sc,
+            "maestro_budget_used_ratio",
+            &[("budget", "orchestration_usd")]
+        ),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(
+            &sc,
+            "maestro_budget_used_ratio",
+            &[("budget", "task_usd"), ("task", "task-01")]
+        ),
+        Some(0.0)
+    );
 }

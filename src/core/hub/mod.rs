@@ -162,7 +162,7 @@ impl Hub {
             },
             ..Snapshot::default()
         };
-        Self {
+        let mut hub = Self {
             sentinel: Sentinel::new(settings.sentinel),
             settings,
             clock,
@@ -189,7 +189,9 @@ impl Hub {
             session_facts: None,
             gap_seen: 0,
             needs_you: crate::core::hooks::book::NeedsYouBook::default(),
-        }
+        };
+        hub.budgets_at_zero(None);
+        hub
     }
 
     /// Runs until the sources are gone or `cancel` fires.

@@ -323,6 +323,31 @@ impl Hub {
         .await;
     }
 
+    /// Each configured budget is a series from the start, at 0 until money is spent
+    /// (an alert rule on a metric that does not exist cannot be checked).
+    pub(super) fn budgets_at_zero(&mut self, task: Option<&str>) {
+        let b = self.settings.budgets;
+        let mut add = |key: (Option<String>, &'static str)| {
+            self.snapshot.budgets.entry(key).or_insert(0.0);
+        };
+        match task {
+            None => {
+                if b.orchestration_usd.is_some_and(|l| l > 0.0) {
+                    add((None, "orchestration_usd"));
+                }
+            }
+            Some(t) => {
+                if b.task_usd.is_some_and(|l| l > 0.0) {
+                    add((Some(t.to_owned()), "task_usd"));
+                }
+                if b.context_percent.is_some_and(|l| l > 0.0) {
+                    add((Some(t.to_owned()), "context_percent"));
+                }
+            }
+        }
+        self.dirty = true;
+    }
+
     /// Tells each budget of this task (and the orchestration's) reaching 80 % and
     /// 100 % of its limit, once each.
     async fn check_budgets(&mut self, task: &str) {

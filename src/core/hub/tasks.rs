@@ -74,6 +74,9 @@ impl Hub {
             {
                 self.sentinel
                     .set_active(id, !TaskState(row.state.clone()).is_terminal());
+                if prev.is_none() {
+                    self.budgets_at_zero(Some(id.as_str()));
+                }
             }
             let mut entry = TaskEntry {
                 row: row.clone(),
