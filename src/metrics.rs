@@ -98,15 +98,12 @@ pub async fn serve(
                 () = cancel.cancelled() => return,
                 a = listener.accept() => a,
             };
-            let stream = match accepted {
-                Ok((stream, _)) => stream,
-                Err(_) => {
-                    // Out of descriptors (or another passing failure): wait instead of
-                    // spinning on a queue that cannot be emptied now.
-                    tokio::select! {
-                        () = cancel.cancelled() => return,
-                        () = tokio::time::sleep(Duration::from_millis(100)) => continue,
-                    }
+            let Ok((stream, _)) = accepted else {
+                // Out of descriptors (or another passing failure): wait instead of
+                // spinning on a queue that cannot be emptied now.
+                tokio::select! {
+                    () = cancel.cancelled() => return,
+                    () = tokio::time::sleep(Duration::from_millis(100)) => continue,
                 }
             };
             // Past the cap, a connection is closed at once: its descriptor is given
