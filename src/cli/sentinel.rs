@@ -88,7 +88,7 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
                 Some(n) if !*all => vec![n.clone()],
                 _ => folder_names(&dir).into_iter().map(|(n, _)| n).collect(),
             };
-            trust(project, &dir, &names, as_json, &ask)
+            trust(project, &dir, &names, *all, as_json, &ask)
         }
         SentinelAction::Untrust { name } => {
             file_of(&dir, name)?;
@@ -111,34 +111,53 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
 }
 
 /// Trusts each named definition as it is now (a valid definition only: trusting a
-/// file that cannot run helps nobody), then has the host take the change.
+/// file that cannot run helps nobody), then has the host take the change. With `all`,
+/// every valid one is trusted and each one left out is named with why (exit 1 says
+/// that something was left out).
 fn trust(
     project: &Project,
     dir: &Path,
     names: &[String],
+    all: bool,
     as_json: bool,
     ask: &dyn Fn(Value) -> Option<Value>,
 ) -> Result<(), CliError> {
     let mut store = TrustStore::load(&ProjectKey::of(&project.root));
     let mut trusted = Vec::new();
+    let mut refused: Vec<(String, String)> = Vec::new();
     for name in names {
-        let path = file_of(dir, name)?;
-        let bytes = read_definition_bytes(&path).map_err(Runtime)?;
-        let def = serde_json::from_slice::<Value>(&bytes)
-            .map_err(|e| format!("{} is not JSON ({e})", path.display()))
-            .and_then(|raw| parse_definition(&raw, name, ""))
-            .map_err(|e| Runtime(format!("{e}; fix it before trusting it.")))?;
-        let hash = content_hash(&bytes);
-        store.trust(name, &hash);
-        trusted.push(json!({"name": name, "sha256": hash, "steps": def.steps.len()}));
+        let checked = file_of(dir, name).and_then(|path| {
+            let bytes = read_definition_bytes(&path).map_err(Runtime)?;
+            let def = serde_json::from_slice::<Value>(&bytes)
+                .map_err(|e| format!("{} is not JSON ({e})", path.display()))
+                .and_then(|raw| parse_definition(&raw, name, ""))
+                .map_err(|e| Runtime(format!("{e}; fix it before trusting it.")))?;
+            Ok((bytes, def))
+        });
+        match checked {
+            Ok((bytes, def)) => {
+                let hash = content_hash(&bytes);
+                store.trust(name, &hash);
+                trusted.push(json!({"name": name, "sha256": hash, "steps": def.steps.len()}));
+            }
+            Err(e) if all => refused.push((name.clone(), e.to_string())),
+            Err(e) => return Err(e),
+        }
     }
     store.save().map_err(Runtime)?;
-    for name in names {
-        let _ = ask(json!({"op": "reload", "name": name}));
+    for t in &trusted {
+        let _ = ask(json!({"op": "reload", "name": t["name"]}));
     }
     if as_json {
-        println!("{}", json!({"ok": true, "trusted": trusted}));
-    } else if trusted.is_empty() {
+        let refused: Vec<Value> = refused
+            .iter()
+            .map(|(name, why)| json!({"name": name, "reason": why}))
+            .collect();
+        println!(
+            "{}",
+            json!({"ok": refused.is_empty(), "trusted": trusted, "refused": refused})
+        );
+    } else if trusted.is_empty() && refused.is_empty() {
         println!(
             "no definitions in {}",
             printable(&dir.display().to_string())
@@ -152,8 +171,24 @@ fn trust(
                 &t["sha256"].as_str().unwrap_or_default()[..12]
             );
         }
+        for (name, why) in &refused {
+            println!("not trusted {name}: {}", printable(why));
+        }
     }
-    Ok(())
+    if refused.is_empty() {
+        Ok(())
+    } else {
+        Err(Runtime(format!(
+            "{} of {} definitions not trusted ({}); the others are",
+            refused.len(),
+            names.len(),
+            refused
+                .iter()
+                .map(|(n, _)| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )))
+    }
 }
 
 fn edit(

@@ -212,3 +212,44 @@ fn a_definitions_folder_made_after_start_is_followed() {
         untrusted_notice(v, "late")
     });
 }
+
+/// `trust --all` with one broken definition beside a valid one trusts the valid one,
+/// names the broken one and why, and exits 1 only to say something was left out.
+#[test]
+fn trust_all_trusts_every_valid_definition_and_names_the_rest() {
+    let rig = Rig::new();
+    rig.write(
+        "good",
+        &json!({"trigger": {"type": "manual"}, "steps": [{"type": "command", "command": "true"}], "safety": {"maxIterations": 1}}),
+    );
+    std::fs::write(
+        rig.s.root().join(".maestro/sentinels/broken.json"),
+        "{\"steps\": [",
+    )
+    .unwrap();
+    let (code, out, err) = rig.sentinel(&["trust", "--all", "--json"]);
+    assert_eq!(code, 1, "{out} {err}");
+    let out: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(out["ok"], false);
+    assert_eq!(out["trusted"].as_array().unwrap().len(), 1, "{out}");
+    assert_eq!(out["trusted"][0]["name"], "good");
+    assert_eq!(out["refused"][0]["name"], "broken");
+    assert!(
+        out["refused"][0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("not JSON"),
+        "{out}"
+    );
+    assert!(
+        err.contains("1 of 2 definitions not trusted (broken)"),
+        "{err}"
+    );
+    // The trust was recorded: the valid one starts.
+    let (code, text, _) = rig.sentinel(&["trust", "--all"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.contains("trusted good") && text.contains("not trusted broken"),
+        "{text}"
+    );
+}
