@@ -127,6 +127,13 @@ pub enum Command {
     /// Configuration helpers
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Print a shell completion script: bash, zsh, fish, elvish or powershell
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), generated from the command line's definitions
+    Man,
     /// What a Musician runs in place of its LLM watcher agents
     #[command(subcommand)]
     Musician(MusicianCommand),

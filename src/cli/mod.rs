@@ -67,6 +67,18 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// Writes generated text to stdout; a reader that went away (`| head`) is no error.
+fn print_all(bytes: &[u8]) -> Result<ExitCode, CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(CliError::Runtime(format!("cannot write to stdout: {e}")))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
+}
+
 /// The soft limit of open files raised to the hard one, as Go programs and many servers
 /// do: followed logs, transcripts and scrapes must not run out at a desktop's 1,024.
 fn raise_open_files_limit() {
@@ -138,6 +150,20 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             musician::watch(&project, watch, global.json)
         }
         Some(Command::Hook) => Ok(ExitCode::SUCCESS),
+        Some(Command::Completions { shell }) => {
+            use clap::CommandFactory;
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut args::Cli::command(), "maestro", &mut script);
+            print_all(&script)
+        }
+        Some(Command::Man) => {
+            use clap::CommandFactory;
+            let mut page = Vec::new();
+            clap_mangen::Man::new(args::Cli::command())
+                .render(&mut page)
+                .map_err(|e| CliError::Runtime(format!("cannot write the manual page: {e}")))?;
+            print_all(&page)
+        }
         Some(Command::Hooks(h)) => {
             let project = Project::from_args(global)?;
             hooks::run(&project.root, &h.action, h.user, global.json)?;

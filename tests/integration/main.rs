@@ -8,6 +8,7 @@ mod bad_input;
 mod clock_gaps;
 mod dashboard;
 mod demo;
+mod docs;
 mod faults;
 mod headless;
 mod hooks;
