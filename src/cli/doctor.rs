@@ -427,7 +427,8 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
 
 /// The pipeline definitions, and which of them wait for the operator's trust.
 fn definitions(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
-    use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+    use crate::core::pipeline::files::read_definition_bytes;
+    use crate::core::pipeline::trust::{TrustStore, content_hash};
     let dir = crate::core::paths::definitions_dir(&project.root);
     let names = crate::cli::sentinel::folder_names(&dir);
     if names.is_empty() {

@@ -12,10 +12,11 @@ use crate::cli::CliError;
 use crate::cli::args::{SentinelAction, StepAction};
 use crate::cli::project::Project;
 use crate::core::paths::{ProjectKey, definitions_dir};
-use crate::core::pipeline::edit::{definition_file, read_definition, write_definition};
-use crate::core::pipeline::host::{request, valid_name};
+use crate::core::pipeline::edit::{read_definition, write_definition};
+use crate::core::pipeline::files::{definition_file, read_definition_bytes, valid_name};
+use crate::core::pipeline::host::request;
 use crate::core::pipeline::spec::{parse_definition, parse_step};
-use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+use crate::core::pipeline::trust::{TrustStore, content_hash};
 use crate::core::store;
 use crate::core::text::printable;
 

@@ -88,7 +88,7 @@ pub enum CoreEvent {
     /// The pipeline definitions the host has loaded: names and step counts.
     PipelineCatalog(Vec<(String, usize, bool)>),
     /// From the session source: a task's Claude Code session found, grown, lost.
-    Session(crate::core::sources::sessions::SessionReport),
+    Session(crate::core::sessions::figures::SessionReport),
     /// Claude Code hook events, in the order they came (see `core::hooks`).
     Hooks(Vec<crate::core::hooks::book::HookInput>),
 }

@@ -313,10 +313,7 @@ impl Play {
                 store::put_task(&tx, id, state)?;
                 // The Conductor's session id, as the Souffleur is given it (rule 3).
                 if id == crate::core::domain::CONDUCTOR_ID {
-                    tx.execute(
-                        "UPDATE orchestration_tasks SET session_id = ?1 WHERE task_id = ?2 AND session_id IS NULL",
-                        [transcripts::session_id(&step.task).as_str(), id],
-                    )?;
+                    store::set_session_id_once(&tx, id, &transcripts::session_id(&step.task))?;
                 }
             }
             if let Some(who) = &step.worked_by {

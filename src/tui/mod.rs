@@ -11,6 +11,7 @@ pub mod keymap;
 pub mod layout;
 pub mod notify;
 pub mod panes;
+pub mod project_tab;
 mod screens;
 pub mod svg;
 mod terminal;
@@ -209,7 +210,7 @@ async fn pipeline_effect(effect: Effect, ui: &mut UiState, access: Option<&Pipel
             ui.note = Some(format!("{name} {op}: {answer}"));
         }
         Effect::EditSteps(name) => {
-            let steps = edit::definition_file(&access.dir, &name)
+            let steps = crate::core::pipeline::files::definition_file(&access.dir, &name)
                 .and_then(|p| edit::read_definition(&p))
                 .map(|d| serde_json::to_string_pretty(&d["steps"]).unwrap_or_default());
             match steps {
@@ -612,7 +613,7 @@ fn draw(
     snap: &Snapshot,
     ui: &mut UiState,
     cfg: &TuiConfig,
-    projects: &[panes::projects_bar::ProjectTab],
+    projects: &[project_tab::ProjectTab],
     project_index: usize,
 ) -> Result<(), String> {
     let size = terminal.size().map_err(|e| e.to_string())?;

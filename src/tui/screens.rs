@@ -14,7 +14,7 @@ use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
 use crate::tui::app::{Notification, UiState};
 use crate::tui::keymap::{Keymap, Mode};
-use crate::tui::panes::projects_bar::ProjectTab;
+use crate::tui::project_tab::ProjectTab;
 use crate::tui::{ActionAccess, PipelineAccess};
 
 /// One project as the dashboard holds it.

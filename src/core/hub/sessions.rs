@@ -12,9 +12,9 @@ use tokio::time::Instant;
 
 use super::Hub;
 use crate::core::event::What;
+use crate::core::sessions::figures::SessionReport;
 use crate::core::sessions::figures::{ActivityKey, SessionFigures};
 use crate::core::sessions::find::TaskFacts;
-use crate::core::sources::sessions::SessionReport;
 
 /// A session's `usage` event comes at most this often.
 pub const USAGE_EVERY: Duration = Duration::from_secs(10);

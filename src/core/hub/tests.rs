@@ -425,7 +425,7 @@ fn budget_events(got: &[What]) -> Vec<(&'static str, u8)> {
 /// over), a change of activity at once, and each budget level once.
 #[tokio::test(start_paused = true)]
 async fn session_usage_is_told_at_most_every_ten_seconds_and_budgets_once_each() {
-    use crate::core::sources::sessions::SessionReport;
+    use crate::core::sessions::figures::SessionReport;
     let mut hub_settings = settings(false);
     hub_settings.budgets.task_usd = Some(1.0);
     let mut r = rig_with(
@@ -481,7 +481,7 @@ fn context_response(n: u32, context: u64) -> String {
 /// the Musician's own `[ctx]` lines.
 #[tokio::test(start_paused = true)]
 async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
-    use crate::core::sources::sessions::SessionReport;
+    use crate::core::sessions::figures::SessionReport;
     let mut r = rig(
         vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
         false,

@@ -2,32 +2,15 @@
 //! whole definition is checked before anything is written, and the file is replaced
 //! atomically (a temporary file in the same folder, then a rename).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::core::paths::ProjectKey;
-use crate::core::pipeline::host::valid_name;
+use crate::core::pipeline::files::{definition_file, read_definition_bytes};
 use crate::core::pipeline::spec::parse_definition;
-use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+use crate::core::pipeline::trust::{TrustStore, content_hash};
 use crate::core::safe_fs;
-
-/// The file of pipeline `name`, which must exist.
-pub fn definition_file(dir: &Path, name: &str) -> Result<PathBuf, String> {
-    if !valid_name(name) {
-        return Err(format!(
-            "{name:?} is not a pipeline name (letters, digits, - and _)."
-        ));
-    }
-    let path = dir.join(format!("{name}.json"));
-    if !path.is_file() {
-        return Err(format!(
-            "there is no {}; `maestro sentinel list` shows the pipelines.",
-            path.display()
-        ));
-    }
-    Ok(path)
-}
 
 pub fn read_definition(path: &Path) -> Result<Value, String> {
     let bytes = read_definition_bytes(path)?;

@@ -20,20 +20,12 @@ use crate::core::event::{CoreEvent, PipelineBus};
 use crate::core::ipc;
 use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::pipeline::expr;
+use crate::core::pipeline::files::{read_definition_bytes, valid_name};
 use crate::core::pipeline::output::ProcessSlots;
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
-use crate::core::pipeline::trust::{TrustStore, content_hash, read_definition_bytes};
+use crate::core::pipeline::trust::{TrustStore, content_hash};
 use crate::settings::PipelineLimits;
-
-/// Pipeline names become file names: letters, digits, `-` and `_` only.
-pub fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 100
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
 
 /// Keeps the host running (and its lock held) while alive.
 pub struct HostHandle {

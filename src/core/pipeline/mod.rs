@@ -4,6 +4,7 @@
 
 pub mod edit;
 pub mod expr;
+pub mod files;
 pub mod host;
 pub mod interpolate;
 pub mod output;

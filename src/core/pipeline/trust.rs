@@ -15,10 +15,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::core::paths::{self, ProjectKey};
+use crate::core::pipeline::files;
 use crate::core::safe_fs;
-
-/// The largest definition file maestro reads.
-pub const MAX_DEFINITION_BYTES: u64 = 1024 * 1024;
 
 /// The SHA-256 of a definition's bytes, in hex.
 pub fn content_hash(bytes: &[u8]) -> String {
@@ -53,7 +51,7 @@ impl TrustStore {
         let path = paths::trust_file(project).ok();
         let file = path
             .as_deref()
-            .and_then(|p| safe_fs::read_regular(p, MAX_DEFINITION_BYTES).ok())
+            .and_then(|p| safe_fs::read_regular(p, files::MAX_DEFINITION_BYTES).ok())
             .and_then(|bytes| serde_json::from_slice::<TrustFile>(&bytes).ok())
             .unwrap_or_default();
         Self {
@@ -118,8 +116,8 @@ impl TrustStore {
 /// What trusting `name` would trust: the content's hash, and a question that shows
 /// every step (type, program and arguments, trigger), for the dashboard's dialog.
 pub fn describe_for_trust(dir: &Path, name: &str) -> Result<(String, String), String> {
-    let path = crate::core::pipeline::edit::definition_file(dir, name)?;
-    let bytes = read_definition_bytes(&path)?;
+    let path = files::definition_file(dir, name)?;
+    let bytes = files::read_definition_bytes(&path)?;
     let raw: serde_json::Value = serde_json::from_slice(&bytes)
         .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))?;
     crate::core::pipeline::spec::parse_definition(&raw, name, "")?;
@@ -151,20 +149,6 @@ pub fn trust_content(project: &ProjectKey, name: &str, hash: &str) -> Result<(),
     let mut store = TrustStore::load(project);
     store.trust(name, hash);
     store.save()
-}
-
-/// A definition file's bytes, read the careful way (regular, no symlink, no FIFO, at
-/// most [`MAX_DEFINITION_BYTES`]), with a message that says the fix.
-pub fn read_definition_bytes(path: &Path) -> Result<Vec<u8>, String> {
-    safe_fs::read_regular(path, MAX_DEFINITION_BYTES).map_err(|e| match e {
-        safe_fs::Refused::TooLarge { .. } => {
-            format!("{e}: a definition may hold at most 1 MiB; make it smaller")
-        }
-        safe_fs::Refused::Symlink(_) | safe_fs::Refused::NotRegular(_) => {
-            format!("{e}; put the definition itself in .maestro/sentinels/")
-        }
-        other => other.to_string(),
-    })
 }
 
 #[cfg(test)]

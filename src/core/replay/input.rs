@@ -107,7 +107,7 @@ pub enum Input {
     },
     /// What the session source read from a transcript.
     Session {
-        report: crate::core::sources::sessions::SessionReport,
+        report: crate::core::sessions::figures::SessionReport,
     },
     /// The recorder could not keep up and left this many inputs out.
     Gap {
@@ -375,12 +375,12 @@ mod tests {
             },
             CoreEvent::Database(DbStatus::Replaced { tasks: 2 }),
             CoreEvent::Tasks(vec![row]),
-            CoreEvent::Session(crate::core::sources::sessions::SessionReport::Lost {
+            CoreEvent::Session(crate::core::sessions::figures::SessionReport::Lost {
                 task_id: "task-03".into(),
                 session_id: "s1".into(),
                 detail: "gone".into(),
             }),
-            CoreEvent::Session(crate::core::sources::sessions::SessionReport::Found(
+            CoreEvent::Session(crate::core::sessions::figures::SessionReport::Found(
                 Box::new(crate::core::sessions::figures::SessionFigures::of(
                     crate::core::sessions::figures::Whose {
                         task_id: "task-03",

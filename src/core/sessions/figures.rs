@@ -178,3 +178,23 @@ pub fn short_tokens(n: u64) -> String {
         _ => format!("{:.2}M", n as f64 / 1e6),
     }
 }
+
+/// What the session source tells the hub.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum SessionReport {
+    /// A session of a task was found (or its transcript is back), with its figures.
+    Found(Box<SessionFigures>),
+    /// Its transcript grew (or was counted again after a truncation or replacement).
+    Update(Box<SessionFigures>),
+    /// Its transcript can no longer be read.
+    Lost {
+        task_id: String,
+        session_id: String,
+        detail: String,
+    },
+    /// No session could be found for a task that has started: why (said once).
+    Missing { task_id: String, detail: String },
+    /// Claude Code's projects folder is (`watching`) or is not (`waiting`) there.
+    Folder { seeing: bool, detail: String },
+}

@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::core::event::CoreEvent;
-use crate::core::sessions::figures::{SessionFigures, Whose};
+use crate::core::sessions::figures::{SessionFigures, SessionReport, Whose};
 use crate::core::sessions::find::{self, TaskFacts, Transcript};
 use crate::core::sessions::follow::{Follower, Outcome};
 use crate::core::sessions::prices::PriceTable;
@@ -27,26 +27,6 @@ use crate::core::sessions::prices::PriceTable;
 const WAKE_QUEUE: usize = 4096;
 /// A transcript whose first this-many bytes name no prompt is not looked at again.
 const SETTLED_AFTER: u64 = 256 * 1024;
-
-/// What the session source tells the hub.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(tag = "status", rename_all = "snake_case")]
-pub enum SessionReport {
-    /// A session of a task was found (or its transcript is back), with its figures.
-    Found(Box<SessionFigures>),
-    /// Its transcript grew (or was counted again after a truncation or replacement).
-    Update(Box<SessionFigures>),
-    /// Its transcript can no longer be read.
-    Lost {
-        task_id: String,
-        session_id: String,
-        detail: String,
-    },
-    /// No session could be found for a task that has started: why (said once).
-    Missing { task_id: String, detail: String },
-    /// Claude Code's projects folder is (`watching`) or is not (`waiting`) there.
-    Folder { seeing: bool, detail: String },
-}
 
 #[derive(Debug, Clone)]
 pub struct SessionSettings {

@@ -203,6 +203,15 @@ pub fn put_task(conn: &Connection, task: &str, state: &str) -> rusqlite::Result<
     Ok(())
 }
 
+/// Records a task's Claude Code session id, unless one is recorded already.
+pub fn set_session_id_once(conn: &Connection, task: &str, session: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET session_id = ?1 WHERE task_id = ?2 AND session_id IS NULL",
+        [session, task],
+    )?;
+    Ok(())
+}
+
 /// Records which session works a task (`musician-task-03-S2`).
 pub fn set_worked_by(conn: &Connection, task: &str, who: &str) -> rusqlite::Result<()> {
     conn.execute(

@@ -36,7 +36,7 @@ pub struct DrawCtx<'a> {
     /// Formats stamps in the operator's time zone (never read for the time).
     pub clock: &'a Clock,
     /// The projects shown, when there are several (a bar above the panes).
-    pub projects: &'a [crate::tui::panes::projects_bar::ProjectTab],
+    pub projects: &'a [crate::tui::project_tab::ProjectTab],
     /// Which of them this frame shows.
     pub project_index: usize,
 }

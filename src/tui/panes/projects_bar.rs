@@ -8,49 +8,7 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::core::snapshot::Snapshot;
 use crate::tui::panes::ctx::{DrawCtx, printable};
-
-/// One project's tab.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProjectTab {
-    pub name: String,
-    pub working: usize,
-    pub review: usize,
-    pub done: usize,
-    pub trouble: usize,
-    pub unread: usize,
-    /// Tasks whose session waits for the operator.
-    pub needs_you: u64,
-    pub conductor: Option<String>,
-    pub cost: Option<f64>,
-}
-
-impl ProjectTab {
-    /// What a project's snapshot and unread count say.
-    pub fn of(name: &str, snap: &Snapshot, unread: usize) -> Self {
-        let mut tab = Self {
-            name: name.to_owned(),
-            working: 0,
-            review: 0,
-            done: 0,
-            trouble: 0,
-            unread,
-            needs_you: snap.needs_you,
-            conductor: snap.watchdog.conductor_state.clone(),
-            cost: snap.session_cost_usd,
-        };
-        for t in crate::tui::app::musicians(snap) {
-            match t.row.state.as_str() {
-                "needs_review" | "review_approved" | "review_failed" => tab.review += 1,
-                "complete" => tab.done += 1,
-                "error" | "fix_proposed" | "exited" => tab.trouble += 1,
-                _ => tab.working += 1,
-            }
-        }
-        tab
-    }
-}
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // Every figure when they fit; else each tab's number, name and unread count.

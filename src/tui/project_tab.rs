@@ -1,0 +1,44 @@
+//! What one project's tab on the projects bar says: its tasks by state, unread
+//! anomalies, tasks waiting for the operator, the Conductor's state, the sessions' cost.
+
+use crate::core::snapshot::Snapshot;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProjectTab {
+    pub name: String,
+    pub working: usize,
+    pub review: usize,
+    pub done: usize,
+    pub trouble: usize,
+    pub unread: usize,
+    /// Tasks whose session waits for the operator.
+    pub needs_you: u64,
+    pub conductor: Option<String>,
+    pub cost: Option<f64>,
+}
+
+impl ProjectTab {
+    /// What a project's snapshot and unread count say.
+    pub fn of(name: &str, snap: &Snapshot, unread: usize) -> Self {
+        let mut tab = Self {
+            name: name.to_owned(),
+            working: 0,
+            review: 0,
+            done: 0,
+            trouble: 0,
+            unread,
+            needs_you: snap.needs_you,
+            conductor: snap.watchdog.conductor_state.clone(),
+            cost: snap.session_cost_usd,
+        };
+        for t in crate::tui::app::musicians(snap) {
+            match t.row.state.as_str() {
+                "needs_review" | "review_approved" | "review_failed" => tab.review += 1,
+                "complete" => tab.done += 1,
+                "error" | "fix_proposed" | "exited" => tab.trouble += 1,
+                _ => tab.working += 1,
+            }
+        }
+        tab
+    }
+}
