@@ -7,8 +7,11 @@
 //! - `core::hub` owns all state: it applies events, runs the Sentinel
 //!   (`core::sentinel`) and the heartbeat/watchdog rules, and publishes every
 //!   [`core::event::Happening`] plus the latest [`core::snapshot::Snapshot`];
-//! - presenters read those: `cli::headless` prints them, `tui` draws them, and the
-//!   pipelines (`core::pipeline`) hear them on the bus;
+//! - presenters read those: `cli::headless` prints them, `tui` draws them, `metrics`
+//!   serves them to Prometheus, and the pipelines (`core::pipeline`) hear them on the
+//!   bus;
+//! - Claude Code's hooks reach the core through a spool (`core::hooks`); gaps in
+//!   maestro's own running are noticed by `core::clock::gaps`;
 //! - every write to `comms.db` goes through `core::store`, every name maestro gives a
 //!   file through `core::paths`; the operator's task actions are `core::actions`;
 //! - `cli` parses the command line and runs one verb family per file;
