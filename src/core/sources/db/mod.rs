@@ -11,11 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
-use notify::{RecursiveMode, Watcher};
 use rusqlite::{Connection, ErrorCode, params};
 use tokio::sync::mpsc;
 
-use crate::core::domain::{AnomalyKind, TaskId, dedupe_detail};
+use crate::core::domain::{AnomalyKind, TaskId};
 use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, DbStatus, MessageRow, TaskRow};
 use crate::core::schema;
@@ -370,76 +369,6 @@ impl DbSource {
     }
 }
 
-/// A task row from `SELECT task_id, state, worked_by, session_id, last_heartbeat,
-/// retry_count, last_error …` (the first seven columns).
-pub fn task_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRow> {
-    Ok(TaskRow {
-        task_id: r.get::<_, Option<String>>(0)?.unwrap_or_default(),
-        state: r.get::<_, Option<String>>(1)?.unwrap_or_default(),
-        worked_by: r.get(2)?,
-        session_id: r.get(3)?,
-        last_heartbeat: r.get(4)?,
-        retry_count: r.get::<_, Option<i64>>(5)?.unwrap_or(0),
-        last_error: r.get(6)?,
-    })
-}
-
-/// A message row from `SELECT id, task_id, from_session, message_type, message,
-/// timestamp …`, every text column taken whatever its storage class.
-pub fn message_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<MessageRow> {
-    Ok(MessageRow {
-        id: r.get(0)?,
-        task_id: text(r, 1)?,
-        from_session: text(r, 2)?,
-        message_type: text(r, 3)?,
-        message: text(r, 4)?,
-        timestamp: text(r, 5)?,
-    })
-}
-
-/// Whether a row of `SELECT task_id, state, worked_by, session_id, last_heartbeat,
-/// retry_count, last_error` holds what `prev` holds (anything unusual reads as changed).
-fn same_row(r: &rusqlite::Row<'_>, prev: &TaskRow) -> bool {
-    use rusqlite::types::ValueRef;
-    let text = |i: usize, want: Option<&str>| match r.get_ref(i) {
-        Ok(ValueRef::Null) => want.is_none(),
-        Ok(ValueRef::Text(t)) => want.is_some_and(|w| w.as_bytes() == t),
-        _ => false,
-    };
-    text(0, Some(&prev.task_id))
-        && text(1, Some(&prev.state))
-        && text(2, prev.worked_by.as_deref())
-        && text(3, prev.session_id.as_deref())
-        && text(4, prev.last_heartbeat.as_deref())
-        && match r.get_ref(5) {
-            Ok(ValueRef::Integer(n)) => n == prev.retry_count,
-            Ok(ValueRef::Null) => prev.retry_count == 0,
-            _ => false,
-        }
-        && text(6, prev.last_error.as_deref())
-}
-
-/// A text column that may hold any storage class (a writer may have put a number there).
-pub fn text(r: &rusqlite::Row<'_>, i: usize) -> rusqlite::Result<Option<String>> {
-    use rusqlite::types::ValueRef;
-    Ok(match r.get_ref(i)? {
-        ValueRef::Null => None,
-        ValueRef::Integer(n) => Some(n.to_string()),
-        ValueRef::Real(f) => Some(f.to_string()),
-        ValueRef::Text(t) | ValueRef::Blob(t) => Some(String::from_utf8_lossy(t).into_owned()),
-    })
-}
-
-/// Reads back a report in the Conductor's format into its dedupe key.
-pub fn parse_report(text: &str) -> Option<(TaskId, AnomalyKind, String)> {
-    let mut lines = text.lines();
-    let head = lines.next()?.strip_prefix("SENTINEL: ")?;
-    let task = head.rsplit(' ').next().and_then(TaskId::parse)?;
-    let kind = AnomalyKind::parse(lines.next()?.strip_prefix("Anomaly: ")?.trim())?;
-    let detail = lines.next()?.strip_prefix("Detail: ")?;
-    Some((task, kind, dedupe_detail(kind, detail)))
-}
-
 /// How following one open database ended.
 enum Followed {
     Stop,
@@ -481,182 +410,6 @@ fn file_identity(path: &Path) -> Option<(u64, u64)> {
     std::fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
 }
 
-/// Handle to the running source: commands in, and a clean stop when dropped.
-pub struct DbHandle {
-    tx: std_mpsc::Sender<Input>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl DbHandle {
-    pub fn send(&self, cmd: DbCmd) {
-        let _ = self.tx.send(Input::Cmd(cmd));
-    }
-}
-
-impl Drop for DbHandle {
-    fn drop(&mut self) {
-        let _ = self.tx.send(Input::Stop);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-/// Runs the database source on its own thread: follows `opened` (or waits for the
-/// database to appear), and re-arms itself when the file is removed, replaced or
-/// recreated, announcing each change.
-pub fn spawn(
-    settings: DbSettings,
-    opened: Option<DbSource>,
-    events: mpsc::Sender<CoreEvent>,
-) -> DbHandle {
-    let (tx, rx) = std_mpsc::channel();
-    let watch_tx = tx.clone();
-    let thread = std::thread::Builder::new()
-        .name("maestro-db".into())
-        .spawn(move || supervise(&settings, opened, &rx, watch_tx, &events))
-        .ok();
-    DbHandle { tx, thread }
-}
-
-fn supervise(
-    settings: &DbSettings,
-    mut current: Option<DbSource>,
-    rx: &std_mpsc::Receiver<Input>,
-    watch_tx: std_mpsc::Sender<Input>,
-    events: &mpsc::Sender<CoreEvent>,
-) {
-    let send = |e: CoreEvent| {
-        let _ = events.blocking_send(e);
-    };
-    let path = settings.path.clone();
-    let watcher = match watch_database(&path, move || {
-        let _ = watch_tx.send(Input::FileEvent);
-    }) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            send(CoreEvent::SourceFailed {
-                source: SOURCE,
-                task: None,
-                detail: format!(
-                    "cannot watch {} ({e}); checking every {:?} instead",
-                    path.display(),
-                    settings.fallback_poll
-                ),
-            });
-            None
-        }
-    };
-    let idle_wait = watcher.is_none().then_some(settings.fallback_poll);
-    let mut pending = VecDeque::new();
-    let mut replaced = false;
-    if current.is_none() {
-        send(CoreEvent::Database(DbStatus::Waiting(format!(
-            "no database at {} yet; waiting for it",
-            path.display()
-        ))));
-    }
-    // What the last failed attempt to open said, so it is said once.
-    let mut last_problem: Option<String> = None;
-    loop {
-        if let Some(mut source) = current.take() {
-            match source.follow(rx, events, idle_wait, &mut pending) {
-                Followed::Stop => return,
-                Followed::Gone(status) => {
-                    replaced = true;
-                    if !pending.is_empty() {
-                        send(CoreEvent::SourceFailed {
-                            source: SOURCE,
-                            task: None,
-                            detail: format!(
-                                "{} Sentinel report(s) could not be written to the old database and are dropped",
-                                pending.len()
-                            ),
-                        });
-                        pending.clear();
-                    }
-                    if status == DbStatus::Removed {
-                        send(CoreEvent::Database(DbStatus::Removed));
-                        send(CoreEvent::Database(DbStatus::Waiting(format!(
-                            "{} was removed; waiting for a new one",
-                            path.display()
-                        ))));
-                    }
-                    // A replacement is opened right below, and announced with its tasks.
-                }
-            }
-        }
-        // No database (or a replacement to open): try now, then on every file event,
-        // with the re-check schedule after each (a new file's schema commits later).
-        let mut attempt = 0;
-        loop {
-            if file_identity(&path).is_some() {
-                match open_with_events(settings) {
-                    Ok((source, initial)) => {
-                        let tasks = initial
-                            .iter()
-                            .find_map(|e| match e {
-                                CoreEvent::Tasks(rows) => Some(rows.len()),
-                                _ => None,
-                            })
-                            .unwrap_or(0);
-                        send(CoreEvent::Database(if replaced {
-                            DbStatus::Replaced { tasks }
-                        } else {
-                            DbStatus::Appeared { tasks }
-                        }));
-                        for e in initial {
-                            send(e);
-                        }
-                        current = Some(source);
-                        last_problem = None;
-                        break;
-                    }
-                    Err(problem) => {
-                        if last_problem.as_ref() != Some(&problem) {
-                            send(CoreEvent::Database(DbStatus::Waiting(format!(
-                                "{problem}; waiting for a usable database"
-                            ))));
-                            last_problem = Some(problem);
-                        }
-                    }
-                }
-            }
-            // After the re-checks, look twice a second while there is no database: a
-            // file behind a symlink can appear without an event in this folder.
-            let wait = RECHECKS.get(attempt).copied().or(Some(MISSING_RECHECK));
-            attempt += 1;
-            let input = match wait {
-                Some(d) => match rx.recv_timeout(d) {
-                    Ok(i) => Some(i),
-                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-                },
-                None => rx.recv().ok(),
-            };
-            for input in input.into_iter().chain(rx.try_iter()) {
-                match input {
-                    Input::Stop => return,
-                    Input::FileEvent => attempt = 0,
-                    Input::Cmd(cmd) => queue_write(&mut pending, cmd, &send),
-                }
-            }
-        }
-    }
-}
-
-fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>), String> {
-    let mut source = DbSource::open(DbSettings {
-        path: settings.path.clone(),
-        report_to_db: settings.report_to_db,
-        fallback_poll: settings.fallback_poll,
-        history_runs: settings.history_runs,
-    })
-    .map_err(|e| e.to_string())?;
-    let initial = source.initial_events().map_err(|e| e.to_string())?;
-    Ok((source, initial))
-}
-
 /// A read failure with what to do about it.
 fn describe(e: &rusqlite::Error) -> String {
     match e.sqlite_error_code() {
@@ -679,59 +432,11 @@ fn db_error(e: &rusqlite::Error) -> CoreError {
     CoreError::Database(describe(e))
 }
 
-/// Watches the database's folder and calls `wake` on every change to the database, its
-/// `-wal` or its `-journal` (and when the kernel's queue overflowed).
-pub fn watch_database(
-    path: &Path,
-    wake: impl Fn() + Send + 'static,
-) -> notify::Result<notify::RecommendedWatcher> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let names = [
-        name.clone(),
-        format!("{name}-wal"),
-        format!("{name}-journal"),
-    ];
-    let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        let Ok(event) = res else {
-            wake();
-            return;
-        };
-        if super::is_read_access(&event.kind) {
-            return;
-        }
-        let ours = event.need_rescan()
-            || event.paths.iter().any(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| names.iter().any(|m| m == n))
-            });
-        if ours {
-            wake();
-        }
-    })?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    watcher.watch(dir, RecursiveMode::NonRecursive)?;
-    Ok(watcher)
-}
-
+mod rows;
+mod supervisor;
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    #[test]
-    fn reports_parse_back_into_keys() {
-        let text = "SENTINEL: [14:41:03] task-04\nAnomaly: stalled\nDetail: No new entries in temp/task-04-status for 7 minutes. Last entry: \"x\"";
-        let (task, kind, detail) = parse_report(text).unwrap();
-        assert_eq!(task.as_str(), "task-04");
-        assert_eq!(kind, AnomalyKind::Stalled);
-        assert_eq!(detail, "Last entry: \"x\"");
-        assert!(parse_report("SENTINEL: [x] ../etc\nAnomaly: stalled\nDetail: y").is_none());
-        assert!(parse_report("hello").is_none());
-    }
-}
+use rows::same_row;
+pub use rows::{message_row, parse_report, task_row, text};
+pub use supervisor::{DbHandle, spawn, watch_database};

@@ -1,0 +1,318 @@
+//! Running one step: a command (waited for or left running), a watch on a running
+//! command's output, an LLM prompt, a condition, a child pipeline, an emitted event.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::{Ended, Execution, Run, STEP_KILL_GRACE, run, tail};
+use crate::core::children::GroupChild;
+use crate::core::pipeline::expr;
+use crate::core::pipeline::interpolate::{command_args, interpolate, interpolate_value};
+use crate::core::pipeline::output::{
+    captured_text, forward_lines, line_queue, read_tail, take_slots,
+};
+use crate::core::pipeline::spec::{OnError, StepKind, Until};
+
+impl Run<'_> {
+    pub(super) async fn execute(
+        &mut self,
+        kind: &StepKind,
+    ) -> Result<(Option<Value>, String), String> {
+        match kind {
+            StepKind::Command {
+                program,
+                args,
+                cwd,
+                env,
+                timeout,
+                wait,
+            } => {
+                let args = command_args(program, args, &self.vars)?;
+                let dir = match cwd {
+                    Some(c) => inside_project(&self.env.project, &interpolate(c, &self.vars)?)?,
+                    None => self.env.project.clone(),
+                };
+                let mut cmd = tokio::process::Command::new(program);
+                cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
+                for (k, v) in env {
+                    cmd.env(k, interpolate(v, &self.vars)?);
+                }
+                if *wait {
+                    let started = Instant::now();
+                    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                    let _slots = take_slots(&self.slots, &self.env.all_slots)?;
+                    let mut child = GroupChild::spawn(&mut cmd)
+                        .map_err(|e| format!("cannot run {program}: {e}"))?;
+                    let output = collect_output(&mut child, self.env.limits.output_bytes);
+                    let limit = async {
+                        match timeout {
+                            Some(t) => tokio::time::sleep(*t).await,
+                            None => std::future::pending().await,
+                        }
+                    };
+                    let status = tokio::select! {
+                        status = child.wait() => status.map_err(|e| format!("cannot run {program}: {e}"))?,
+                        () = limit => {
+                            child.terminate(STEP_KILL_GRACE).await;
+                            return Err(format!(
+                                "{program} timed out after {:?}; its processes were ended",
+                                timeout.unwrap_or_default()
+                            ));
+                        }
+                        () = self.stop.cancelled() => {
+                            child.terminate(STEP_KILL_GRACE).await;
+                            return Err("stopped; the step's processes were ended".into());
+                        }
+                    };
+                    // What the command left running in its group does not outlive it.
+                    child.end_leftovers(STEP_KILL_GRACE).await;
+                    let (stdout, stderr) = output.await.unwrap_or_default();
+                    let stdout = captured_text(&stdout.0, stdout.1);
+                    let stderr = captured_text(&stderr.0, stderr.1);
+                    self.last_excerpt = tail(&format!("{stdout}{stderr}"));
+                    let code = status.code();
+                    let value = json!({
+                        "exitCode": code,
+                        "lines": stdout.lines().collect::<Vec<_>>(),
+                        "stdout": stdout,
+                        "stderr": stderr,
+                        "durationMs": started.elapsed().as_millis() as u64,
+                    });
+                    Ok((
+                        Some(value),
+                        format!(
+                            "exit {}",
+                            code.map_or_else(|| "signal".into(), |c| c.to_string())
+                        ),
+                    ))
+                } else {
+                    let id = self.start_execution(cmd, program)?;
+                    Ok((Some(json!({"executionId": id})), format!("started {id}")))
+                }
+            }
+            StepKind::Watch {
+                execution_id,
+                rules,
+                until,
+            } => {
+                let id = interpolate(execution_id, &self.vars)?;
+                let exec = self
+                    .executions
+                    .get_mut(&id)
+                    .ok_or_else(|| format!("no running execution {id:?}"))?;
+                let mut lines = Vec::new();
+                while let Some(Some(line)) = exec.lines.recv().await {
+                    let class = rules
+                        .iter()
+                        .find(|(re, _)| re.is_match(&line))
+                        .map(|(_, c)| c.clone());
+                    let stop = match until {
+                        Until::Finished => false,
+                        Until::Error => class.as_deref() == Some("error"),
+                        Until::Match => class.is_some(),
+                    };
+                    lines.push(json!({"text": line, "classification": class}));
+                    if stop {
+                        break;
+                    }
+                }
+                if !exec.finished && *until == Until::Finished {
+                    exec.exit_code = (&mut exec.exit).await.ok().flatten();
+                    exec.finished = true;
+                }
+                let code = exec.exit_code;
+                Ok((
+                    Some(json!({"exitCode": code, "lines": lines})),
+                    format!("{} lines", lines.len()),
+                ))
+            }
+            StepKind::Llm { prompt, .. } => {
+                let argv = self.env.llm.clone().ok_or(
+                    "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
+                )?;
+                let prompt = interpolate(prompt, &self.vars)?;
+                let mut cmd = tokio::process::Command::new(&argv[0]);
+                cmd.args(&argv[1..])
+                    .current_dir(&self.env.project)
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::null());
+                let _slots = take_slots(&self.slots, &self.env.all_slots)?;
+                let mut child = GroupChild::spawn(&mut cmd)
+                    .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+                if let Some(mut stdin) = child.child_mut().stdin.take() {
+                    stdin
+                        .write_all(prompt.as_bytes())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                let output = collect_output(&mut child, self.env.limits.output_bytes);
+                let status = tokio::select! {
+                    status = child.wait() => status.map_err(|e| e.to_string())?,
+                    () = self.stop.cancelled() => {
+                        child.terminate(STEP_KILL_GRACE).await;
+                        return Err("stopped; the provider's processes were ended".into());
+                    }
+                };
+                child.end_leftovers(STEP_KILL_GRACE).await;
+                let ((stdout, cut), _) = output.await.unwrap_or_default();
+                if !status.success() {
+                    return Err(format!("{} exited with {status}", argv[0]));
+                }
+                let text = captured_text(&stdout, cut);
+                self.last_excerpt = tail(&text);
+                let n = text.len();
+                Ok((Some(Value::String(text)), format!("{n} bytes")))
+            }
+            StepKind::Condition {
+                check,
+                then,
+                otherwise,
+            } => {
+                let yes = expr::eval_bool(check, &self.vars)?;
+                for s in if yes { then } else { otherwise } {
+                    match self.step(s).await {
+                        Ok(_) => {}
+                        Err(e) if s.on_error == OnError::Skip => {
+                            if let Some(name) = &s.output_to {
+                                self.vars.insert(name.clone(), json!({"error": e}));
+                            }
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok((None, if yes { "then".into() } else { "else".into() }))
+            }
+            StepKind::Sentinel { definition, wait } => {
+                let child = (**definition).clone();
+                let env = self.env.clone();
+                let stop = self.stop.child_token();
+                let event = self.vars.get("event").cloned();
+                if *wait {
+                    let (_tx, mut rx) = mpsc::channel(1);
+                    let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+                    let value = Value::Object(vars.into_iter().collect());
+                    match ended {
+                        Ended::Failed(why) => Err(format!("nested pipeline failed: {why}")),
+                        _ => Ok((Some(value), "nested pipeline completed".into())),
+                    }
+                } else {
+                    tokio::spawn(async move {
+                        let (_tx, mut rx) = mpsc::channel(1);
+                        let _ = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+                    });
+                    Ok((
+                        Some(json!({"started": true})),
+                        "nested pipeline started".into(),
+                    ))
+                }
+            }
+            StepKind::Emit { event, data } => {
+                let payload = match data {
+                    Some(d) => interpolate_value(d, &self.vars)?,
+                    None => Value::Null,
+                };
+                let _ = self.env.bus.send((event.clone(), payload));
+                Ok((None, format!("emitted {event}")))
+            }
+        }
+    }
+
+    fn start_execution(
+        &mut self,
+        mut cmd: tokio::process::Command,
+        program: &str,
+    ) -> Result<String, String> {
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let slots = take_slots(&self.slots, &self.env.all_slots)?;
+        let mut child =
+            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
+        self.next_execution += 1;
+        let id = format!("exec-{}", self.next_execution);
+        let (line_tx, lines) = line_queue();
+        let (exit_tx, exit) = tokio::sync::oneshot::channel();
+        let stdout = child.child_mut().stdout.take();
+        let stderr = child.child_mut().stderr.take();
+        let end = self.end.clone();
+        let owner = tokio::spawn(async move {
+            let forward = async {
+                tokio::join!(
+                    forward_lines(stdout, &line_tx),
+                    forward_lines(stderr, &line_tx)
+                );
+                child.wait().await.ok().and_then(|s| s.code())
+            };
+            let code = tokio::select! {
+                code = forward => {
+                    child.end_leftovers(STEP_KILL_GRACE).await;
+                    code
+                }
+                () = end.cancelled() => {
+                    child.terminate(STEP_KILL_GRACE).await;
+                    None
+                }
+            };
+            // Its slots are free once the group is gone.
+            drop(slots);
+            let _ = line_tx.try_send(None);
+            let _ = exit_tx.send(code);
+        });
+        self.executions.insert(
+            id.clone(),
+            Execution {
+                lines,
+                exit,
+                finished: false,
+                exit_code: None,
+                owner,
+            },
+        );
+        Ok(id)
+    }
+}
+
+/// A step's working folder: `dir` under the project, which it may not leave (through
+/// `..`, an absolute path or a symlink).
+fn inside_project(project: &std::path::Path, dir: &str) -> Result<PathBuf, String> {
+    let refused = || format!("params.cwd {dir:?} is not a folder inside the project");
+    if !crate::core::pipeline::spec::stays_inside(dir) {
+        return Err(refused());
+    }
+    let root = std::fs::canonicalize(project).map_err(|_| refused())?;
+    let resolved = std::fs::canonicalize(root.join(dir)).map_err(|_| refused())?;
+    if resolved.starts_with(&root) {
+        Ok(resolved)
+    } else {
+        Err(refused())
+    }
+}
+
+/// The last bytes of a stream and how many were cut before them.
+type Tail = (Vec<u8>, u64);
+
+/// Reads a child's stdout and stderr to their ends, concurrently with its run, each
+/// kept to its last `max` bytes (with the count of bytes cut).
+fn collect_output(child: &mut GroupChild, max: usize) -> tokio::task::JoinHandle<(Tail, Tail)> {
+    let stdout = child.child_mut().stdout.take();
+    let stderr = child.child_mut().stderr.take();
+    tokio::spawn(async move {
+        let read_out = async {
+            match stdout {
+                Some(s) => read_tail(s, max).await,
+                None => (Vec::new(), 0),
+            }
+        };
+        let read_err = async {
+            match stderr {
+                Some(s) => read_tail(s, max).await,
+                None => (Vec::new(), 0),
+            }
+        };
+        tokio::join!(read_out, read_err)
+    })
+}
