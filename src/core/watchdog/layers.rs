@@ -13,7 +13,18 @@ use crate::core::domain::souffleur::{ConductorView, WatchdogReason, WatcherMode}
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{watcher_check, watcher_is_dead};
-use crate::core::watchdog::role::RoleTimings;
+
+/// The role's timings (PROTOCOL.md §4, `[souffleur]`).
+#[derive(Debug, Clone)]
+pub struct RoleTimings {
+    pub conductor_stale_after: Duration,
+    pub initial_wait: Duration,
+    pub poll: Duration,
+    pub teammate_initial_wait: Duration,
+    pub teammate_poll: Duration,
+    pub watcher_stale_after: Duration,
+    pub max_no_progress: u32,
+}
 
 pub(super) enum WatcherMsg {
     NextCheck(time::OffsetDateTime),

@@ -25,6 +25,7 @@ use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{parse_invocation, watcher_is_dead};
 use crate::core::watchdog::control::{WatchdogCmd, WatchdogRequest};
 use crate::core::watchdog::hold;
+pub use crate::core::watchdog::layers::RoleTimings;
 use crate::core::watchdog::layers::{Layers, WatcherArgs, WatcherMsg, teammate, watcher};
 use crate::core::watchdog::machine::{Effect, Input, Phase, Router};
 
@@ -45,17 +46,6 @@ fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, String> {
             alert.ok_or_else(|| "the Souffleur role has ended".into())
         }
     }
-}
-
-#[derive(Debug, Clone)]
-pub struct RoleTimings {
-    pub conductor_stale_after: Duration,
-    pub initial_wait: Duration,
-    pub poll: Duration,
-    pub teammate_initial_wait: Duration,
-    pub teammate_poll: Duration,
-    pub watcher_stale_after: Duration,
-    pub max_no_progress: u32,
 }
 
 pub struct RoleConfig {

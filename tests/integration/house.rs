@@ -1,0 +1,146 @@
+//! The house rules a newcomer relies on to find things: only `main.rs` and `lib.rs` at
+//! the top of `src/`, no two modules that import each other (a pair that does is one
+//! subject split in two, or a type living in the wrong home), no file past the
+//! 700-line ceiling, and SQL written only by `core/store` and the sources that own a
+//! connection.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn src() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
+}
+
+/// `core::pipeline::host` for `src/core/pipeline/host.rs` (and for `…/host/mod.rs`).
+fn module_of(file: &Path) -> String {
+    let rel = file.strip_prefix(src()).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts.join("::")
+}
+
+#[test]
+fn only_main_and_lib_sit_at_the_top_of_src() {
+    let loose: Vec<String> = std::fs::read_dir(src())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.path().is_file())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n != "main.rs" && n != "lib.rs")
+        .collect();
+    assert!(loose.is_empty(), "files loose beside main.rs: {loose:?}");
+}
+
+#[test]
+fn no_two_modules_import_each_other() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
+    let path = regex::Regex::new(r"crate::([a-z_]+(?:::[a-z_]+)*)").unwrap();
+    let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for f in &files {
+        let me = module_of(f);
+        let text = std::fs::read_to_string(f).unwrap();
+        // Paths inside a braced `use crate::a::{b, c::d}` are read as `a::b`, `a::c::d`.
+        let text = regex::Regex::new(r"crate::((?:[a-z_]+::)+)\{([^}]*)\}")
+            .unwrap()
+            .replace_all(&text, |c: &regex::Captures| {
+                c[2].split(',')
+                    .map(|item| format!("crate::{}{} ", &c[1], item.trim()))
+                    .collect::<String>()
+            })
+            .into_owned();
+        for c in path.captures_iter(&text) {
+            let mut target = c[1].to_owned();
+            // The longest prefix that is a module file.
+            while !modules.contains(&target) {
+                match target.rfind("::") {
+                    Some(i) => target.truncate(i),
+                    None => break,
+                }
+            }
+            let related =
+                me.starts_with(&format!("{target}::")) || target.starts_with(&format!("{me}::"));
+            if modules.contains(&target) && target != me && !related {
+                uses.entry(me.clone()).or_default().insert(target);
+            }
+        }
+    }
+    let mut pairs = Vec::new();
+    for (a, targets) in &uses {
+        for b in targets {
+            if a < b && uses.get(b).is_some_and(|t| t.contains(a)) {
+                pairs.push(format!("{a} <-> {b}"));
+            }
+        }
+    }
+    assert!(
+        pairs.is_empty(),
+        "modules that import each other: {pairs:#?}"
+    );
+}
+
+#[test]
+fn no_file_passes_the_ceiling() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    rust_files(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests"),
+        &mut files,
+    );
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            let n = std::fs::read_to_string(f).unwrap().lines().count();
+            (n > 700).then(|| format!("{} ({n} lines)", f.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "split these by subject: {long:?}");
+}
+
+#[test]
+fn sql_is_written_only_by_the_store_and_the_sources() {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let writes = regex::Regex::new(r#""\s*(INSERT|UPDATE|DELETE)\s"#).unwrap();
+    let allowed = [
+        "core/store/",
+        "core/sources/",
+        "core/schema.rs",
+        "core/replay/",
+    ];
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let rel = f
+                .strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            !allowed.iter().any(|a| rel.starts_with(a))
+                && writes.is_match(&std::fs::read_to_string(f).unwrap())
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "SQL writes outside core/store: {offenders:?}"
+    );
+}
