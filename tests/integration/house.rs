@@ -54,17 +54,18 @@ fn no_two_modules_import_each_other() {
     rust_files(&src(), &mut files);
     let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
     let path = regex::Regex::new(r"crate::([a-z_]+(?:::[a-z_]+)*)").unwrap();
+    let braced = regex::Regex::new(r"crate::((?:[a-z_]+::)+)\{([^}]*)\}").unwrap();
     let mut uses: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for f in &files {
         let me = module_of(f);
         let text = std::fs::read_to_string(f).unwrap();
         // Paths inside a braced `use crate::a::{b, c::d}` are read as `a::b`, `a::c::d`.
-        let text = regex::Regex::new(r"crate::((?:[a-z_]+::)+)\{([^}]*)\}")
-            .unwrap()
+        let text = braced
             .replace_all(&text, |c: &regex::Captures| {
-                c[2].split(',')
-                    .map(|item| format!("crate::{}{} ", &c[1], item.trim()))
-                    .collect::<String>()
+                c[2].split(',').fold(String::new(), |mut out, item| {
+                    out.push_str(&format!("crate::{}{} ", &c[1], item.trim()));
+                    out
+                })
             })
             .into_owned();
         for c in path.captures_iter(&text) {
