@@ -1,5 +1,5 @@
 //! maestro: a terminal dashboard and deterministic supervisor for a Conductor/Musician
-//! orchestration of Claude Code sessions (see PROTOCOL.md and CONTRACT.md).
+//! orchestration of Claude Code sessions (see docs/orchestration.md and docs/cli.md).
 //!
 //! Data flow:
 //! - `core::sources` are actors that own a resource (the `SQLite` connection, the notify

@@ -1,4 +1,4 @@
-//! The command line of CONTRACT.md. Field doc comments are the `--help` text.
+//! The command line of docs/cli.md. Field doc comments are the `--help` text.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -109,7 +109,7 @@ pub enum Command {
     /// Sentinel pipelines in .maestro/sentinels/: list, show, start, stop, pause, resume, step edits
     #[command(subcommand)]
     Sentinel(SentinelAction),
-    /// Take the Souffleur role: watch the Conductor and recover it (PROTOCOL.md §4)
+    /// Take the Souffleur role: watch the Conductor and recover it (docs/orchestration.md §4)
     Souffleur(SouffleurArgs),
     /// Check the project, database, logs and configuration; never writes
     Doctor,

@@ -1,4 +1,4 @@
-//! The one error every command returns, and the exit status it maps to (CONTRACT.md):
+//! The one error every command returns, and the exit status it maps to (docs/cli.md):
 //! 2 for a usage or configuration problem, 1 for a failure while running.
 
 use std::fmt;

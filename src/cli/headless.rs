@@ -1,5 +1,5 @@
 //! Headless presenter: every happening printed to stdout, as text or JSON lines
-//! (CONTRACT.md "Headless text output" and "Headless JSON output").
+//! (docs/cli.md "Headless text output" and "Headless JSON output").
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;

@@ -1,7 +1,7 @@
 //! The command line: argument definitions (`args`), the one error type and its exit
 //! codes (`error`), and one file per verb family. [`main`] is what `main.rs` calls.
 //!
-//! Exit status: 0 ok, 1 runtime failure, 2 usage/config (CONTRACT.md).
+//! Exit status: 0 ok, 1 runtime failure, 2 usage/config (docs/cli.md).
 
 pub mod args;
 pub mod conductor;

@@ -3,7 +3,7 @@
 //! queue fills and [`OutputQueue::push`] waits: the presenter stops taking happenings,
 //! the hub stops taking events, and the sources stop reading (their offsets wait; the
 //! files and the database are the buffer). Memory stays bounded and nothing is lost
-//! (CONTRACT.md: each message exactly once). Timed checks (staleness, stalls) are made
+//! (docs/cli.md: each message exactly once). Timed checks (staleness, stalls) are made
 //! when the hub moves again, each once.
 
 use std::io::Write;

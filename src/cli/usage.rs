@@ -1,5 +1,5 @@
 //! `maestro usage`: every task's Claude Code sessions with their tokens, list-price
-//! cost, context and activity, read from Claude Code's own files (SESSIONS.md), like
+//! cost, context and activity, read from Claude Code's own files (docs/sessions.md), like
 //! `ccusage session` but by task. Reads only; works on a finished orchestration.
 
 use std::process::ExitCode;
@@ -14,6 +14,21 @@ use crate::core::sessions::prices::{PriceTable, Tokens};
 use crate::core::sessions::{ContextWindows, tally_session};
 use crate::core::text::printable;
 
+/// Claude Code's folder: `$CLAUDE_CONFIG_DIR`, else the demo's own when the project is a
+/// kept demo (its sessions are there, never in the real `~/.claude`), else `~/.claude`.
+fn claude_dir_for(project: &Project) -> Result<std::path::PathBuf, CliError> {
+    let env_set = std::env::var_os("CLAUDE_CONFIG_DIR").is_some_and(|d| !d.is_empty());
+    let demo = project.root.join(".demo-claude");
+    let is_demo = std::fs::symlink_metadata(demo.join("projects")).is_ok_and(|m| m.is_dir())
+        && std::fs::symlink_metadata(&demo).is_ok_and(|m| m.is_dir());
+    if !env_set && is_demo {
+        return Ok(demo);
+    }
+    find::claude_dir().ok_or_else(|| {
+        CliError::Usage("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
+    })
+}
+
 pub fn run(
     project: &Project,
     windows: &ContextWindows,
@@ -21,9 +36,7 @@ pub fn run(
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
     let tasks = read_tasks(project)?;
-    let claude = find::claude_dir().ok_or_else(|| {
-        CliError::Usage("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
-    })?;
+    let claude = claude_dir_for(project)?;
     let (found, missing) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
     let mut rows = Vec::new();
     let mut total = Tokens::default();
@@ -137,8 +150,19 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
         v.as_f64()
             .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.2}"))
     };
+    // The MODEL column is as wide as the longest model name: never a cut name.
+    let model_names = |r: &Value| -> String {
+        let models: Vec<&str> = r["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        printable(&models.join(",")).into_owned()
+    };
+    let mw = rows.iter().map(|r| model_names(r).chars().count()).max().unwrap_or(0).max(5);
     println!(
-        "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6} {:<20} {:<20} {:>4}",
+        "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6} {:<20} {:<20} {:>4}",
         "TASK",
         "SESSION",
         "MODEL",
@@ -160,20 +184,11 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
                 .take(w)
                 .collect()
         };
-        let models: Vec<&str> = r["models"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
         println!(
-            "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6.1} {:<20} {:<20} {:>4}",
+            "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6.1} {:<20} {:<20} {:>4}",
             short("task_id", 12),
             short("session_id", 8),
-            printable(&models.join(","))
-                .chars()
-                .take(20)
-                .collect::<String>(),
+            model_names(r),
             n(&r["input_tokens"]),
             n(&r["output_tokens"]),
             n(&r["cache_write_tokens"]),
@@ -187,7 +202,7 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
         );
     }
     println!(
-        "{:<12} {:<10} {:<20} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9}",
+        "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9}",
         "TOTAL",
         format!("{} sessions", n(&total["sessions"])),
         "",

@@ -2,7 +2,7 @@
 //! …`) and the dashboard's keys: review answers, instructions, freeze/thaw/kill of the
 //! recorded window, and the relaunch by the Conductor's handoff procedure.
 //!
-//! Review answers move the task through the state machine of PROTOCOL.md §1 (and
+//! Review answers move the task through the state machine of docs/orchestration.md §1 (and
 //! refresh its heartbeat, as every writer must) and leave a message for the Musician, in
 //! one transaction: a task that is no longer in the expected state is left alone. Process
 //! actions act on the PID in `temp/musician-<task>.pid`, only if that process is alive.

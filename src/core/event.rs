@@ -147,7 +147,7 @@ pub struct RecoveryStep {
     pub pid: Option<i32>,
 }
 
-/// A pipeline's transition (CONTRACT.md `pipeline` event).
+/// A pipeline's transition (docs/cli.md `pipeline` event).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PipelineReport {
     pub name: String,
@@ -263,7 +263,7 @@ pub enum What {
     },
     Recovery(RecoveryStep),
     Error {
-        /// The task the problem is about, when there is one (CONTRACT.md's shape).
+        /// The task the problem is about, when there is one (docs/cli.md's shape).
         task_id: Option<String>,
         detail: String,
     },

@@ -1,4 +1,4 @@
-//! The JSON form of each happening (CONTRACT.md "Headless JSON output"), shared by the
+//! The JSON form of each happening (docs/cli.md "Headless JSON output"), shared by the
 //! headless presenter and the pipeline bus, where the same fields are `$event`.
 
 use serde_json::{Value, json};
@@ -152,7 +152,7 @@ pub fn json_line(h: &Happening) -> Option<Value> {
     })
 }
 
-/// CONTRACT.md names two providers; `standard_compact` is `claude_export`'s escalation,
+/// docs/cli.md names two providers; `standard_compact` is `claude_export`'s escalation,
 /// reported under it (with a `step` field in JSON).
 pub fn contract_provider(p: Provider) -> &'static str {
     match p {

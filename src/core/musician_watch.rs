@@ -1,4 +1,4 @@
-//! A Musician's watcher without an LLM (PROTOCOL.md §5, the Musician skill's watcher
+//! A Musician's watcher without an LLM (docs/orchestration.md §5, the Musician skill's watcher
 //! protocol): waits, event-driven like the database source, for what the Musician is
 //! waiting for, and keeps the task's heartbeat fresh meanwhile.
 //!

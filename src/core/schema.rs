@@ -1,4 +1,4 @@
-//! The orchestration schema of PROTOCOL.md §1: creating it (`maestro init`), checking an
+//! The orchestration schema of docs/orchestration.md §1: creating it (`maestro init`), checking an
 //! existing database against it, and reading what its CHECK constraints admit.
 
 use std::path::Path;
@@ -8,7 +8,7 @@ use rusqlite::{Connection, OpenFlags};
 use crate::core::error::CoreError;
 
 /// The message types of the table's CHECK list (newer databases also allow
-/// `warning`, see PROTOCOL.md).
+/// `warning`, see docs/orchestration.md).
 pub const MESSAGE_TYPES: [&str; 13] = [
     "review_request",
     "error",
@@ -341,7 +341,7 @@ mod tests {
         init_database(&path).unwrap();
         let conn = open(&path).unwrap();
         verify(&conn, &path).unwrap();
-        // The schema of PROTOCOL.md, word for word: `warning` is not in its list.
+        // The schema of docs/orchestration.md, word for word: `warning` is not in its list.
         assert!(!message_type_allowed(&conn, "warning").unwrap());
         assert!(message_type_allowed(&conn, "system").unwrap());
         let rows: i64 = conn

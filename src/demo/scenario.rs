@@ -134,7 +134,7 @@ impl Scenario {
                 && !STATES.contains(&state.as_str())
             {
                 return Err(format!(
-                    "{origin}: step[{i}].state = {state:?} is not a state of PROTOCOL.md"
+                    "{origin}: step[{i}].state = {state:?} is not a state of docs/orchestration.md"
                 ));
             }
             if let Some(m) = &s.message

@@ -1,5 +1,5 @@
 //! The demo's Claude Code transcripts: each Musician and the Conductor get a session
-//! file shaped like Claude Code's own (SESSIONS.md), written as the script plays, so
+//! file shaped like Claude Code's own (docs/sessions.md), written as the script plays, so
 //! the session columns and the Session overlay move. Each status line becomes a tool
 //! call and its result, with the context growing to what the line's `[ctx: NN%]` says;
 //! a drop in context, or a written handoff, is a compaction; a line naming an agent a

@@ -38,3 +38,64 @@ fn completions_and_the_manual_page_come_from_the_command_line() {
         "an unknown shell is a usage error"
     );
 }
+
+fn root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
+}
+
+fn files_under(dir: &std::path::Path, ext: &str, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            files_under(&p, ext, out);
+        } else if p.extension().is_some_and(|x| x == ext) {
+            out.push(p);
+        }
+    }
+}
+
+/// Every document the README, the docs, the source (its messages and `--help` included)
+/// and the default configuration name is in the repository.
+#[test]
+fn every_document_named_exists() {
+    let mut files = vec![root().join("README.md"), root().join("config/default.toml")];
+    files_under(&root().join("docs"), "md", &mut files);
+    files_under(&root().join("src"), "rs", &mut files);
+    let named = regex::Regex::new(r"([A-Za-z0-9_./-]+\.md)\b").unwrap();
+    let mut missing = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for c in named.captures_iter(&text) {
+            let doc = c[1].trim_start_matches("./");
+            // A link inside docs/ is relative to it; a name elsewhere to the root.
+            let here = f.parent().unwrap().join(doc);
+            if !root().join(doc).is_file() && !here.is_file() {
+                missing.push(format!("{} names {doc}", f.strip_prefix(root()).unwrap().display()));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(missing.is_empty(), "documents named but not in the repository: {missing:#?}");
+}
+
+/// The headless JSON events docs/cli.md lists are exactly those the code prints.
+#[test]
+fn the_documented_events_are_the_events() {
+    let doc = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    let section = doc
+        .split("## Headless JSON")
+        .nth(1)
+        .unwrap()
+        .split("\n## ")
+        .next()
+        .unwrap();
+    let row = regex::Regex::new(r"(?m)^\| `([a-z_]+)` \|").unwrap();
+    let documented: std::collections::BTreeSet<String> =
+        row.captures_iter(section).map(|c| c[1].to_owned()).collect();
+    let code = std::fs::read_to_string(root().join("src/core/event_json.rs")).unwrap();
+    let printed = regex::Regex::new(r#""event": "([a-z_]+)""#).unwrap();
+    let emitted: std::collections::BTreeSet<String> =
+        printed.captures_iter(&code).map(|c| c[1].to_owned()).collect();
+    assert_eq!(documented, emitted, "docs/cli.md and src/core/event_json.rs disagree");
+}

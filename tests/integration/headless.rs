@@ -1,4 +1,4 @@
-//! The headless contract (CONTRACT.md), checked on the real binary with a real `SQLite`
+//! The headless contract (docs/cli.md), checked on the real binary with a real `SQLite`
 #![allow(clippy::unwrap_used, clippy::many_single_char_names)]
 //! database and real files. Every wait has a deadline; nothing sleeps and hopes.
 
@@ -167,7 +167,7 @@ fn report_to_db_records_once_and_a_restart_repeats_nothing() {
         event(v) == "message" && v["from_session"] == "sentinel"
     });
     assert_eq!(msg["task_id"], "task-00");
-    // The schema of PROTOCOL.md does not admit 'warning'.
+    // The schema of docs/orchestration.md does not admit 'warning'.
     assert_eq!(msg["message_type"], "system");
     assert!(msg["message"].as_str().unwrap().starts_with("SENTINEL: ["));
     m.signal(Signal::SIGTERM);

@@ -95,7 +95,7 @@ impl LogKind {
 }
 
 /// The `state` column of `orchestration_tasks`, kept as text so a value added by a newer
-/// orchestration still shows; the helpers know the states PROTOCOL.md names.
+/// orchestration still shows; the helpers know the states docs/orchestration.md names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 #[serde(transparent)]
 pub struct TaskState(pub String);
@@ -125,7 +125,7 @@ impl fmt::Display for TaskState {
     }
 }
 
-/// The four anomalies of PROTOCOL.md §3, and nothing else.
+/// The four anomalies of docs/orchestration.md §3, and nothing else.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum AnomalyKind {
@@ -186,7 +186,7 @@ pub struct SourceLine {
 }
 
 impl Anomaly {
-    /// The report text of PROTOCOL.md §3, the form the Conductor parses; `hms` is the
+    /// The report text of docs/orchestration.md §3, the form the Conductor parses; `hms` is the
     /// moment in the operator's time zone.
     pub fn report(&self, hms: &str) -> String {
         format!(

@@ -9,7 +9,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde::Serialize;
 
-/// A watchdog exit reason (PROTOCOL.md §4), as the observe-only watchdog sees it.
+/// A watchdog exit reason (docs/orchestration.md §4), as the observe-only watchdog sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum WatchdogReason {
     ConductorDeadPid,

@@ -1,4 +1,4 @@
-//! The condition language of pipelines (CONTRACT.md): `==`/`===`, `!=`/`!==`, `<`,
+//! The condition language of pipelines (docs/cli.md): `==`/`===`, `!=`/`!==`, `<`,
 //! `<=`, `>`, `>=`, `&&`, `||`, `!`, parentheses, numbers, strings, `true`/`false`,
 //! `$name.field`, `$name[0]`, `.length`. Nothing else is evaluated: an expression is
 //! parsed into a tree once, then evaluated against the pipeline's variables.

@@ -1,4 +1,4 @@
-//! Sentinel pipelines (PROTOCOL.md §6, CONTRACT.md "Pipeline definition files"):
+//! Sentinel pipelines (docs/orchestration.md §6, docs/cli.md "Pipeline definition files"):
 //! definitions as data, a condition language, a runner, and the host that loads the
 //! definitions folder and takes commands.
 

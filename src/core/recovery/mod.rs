@@ -1,4 +1,4 @@
-//! Conductor recovery (PROTOCOL.md §4): the Lethe provider, the `claude_export` provider
+//! Conductor recovery (docs/orchestration.md §4): the Lethe provider, the `claude_export` provider
 //! and its `standard_compact` escalation. A recovery cycle runs at most one relaunch:
 //! once a provider has started a Conductor generation, no other provider runs.
 
@@ -230,7 +230,7 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
 }
 
 /// Guarded kill, export, trim, size gate, relaunch; escalates to `standard_compact` when
-/// the trimmed export is still too large (PROTOCOL.md §4). Without an export, the
+/// the trimmed export is still too large (docs/orchestration.md §4). Without an export, the
 /// Conductor is relaunched with the resume prompt alone.
 async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let generation = req.generation;
@@ -262,7 +262,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                 Some(save_trimmed(env, &req.session_id, generation, &trimmed))
             }
         }
-        // PROTOCOL.md escalates only on size: without an export the Conductor is
+        // docs/orchestration.md escalates only on size: without an export the Conductor is
         // relaunched with the resume prompt alone.
         Err(e) => Some(Err(format!("claude_export failed: {e}"))),
     };

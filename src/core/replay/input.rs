@@ -133,7 +133,7 @@ pub struct RecordedSettings {
 }
 
 impl Default for RecordedSettings {
-    /// PROTOCOL.md's thresholds, with a database, observing the watchdog.
+    /// docs/orchestration.md's thresholds, with a database, observing the watchdog.
     fn default() -> Self {
         Self {
             stall_after_ms: 300_000,

@@ -1,4 +1,4 @@
-//! The Sentinel: the four anomalies of PROTOCOL.md §3 as a pure state machine.
+//! The Sentinel: the four anomalies of docs/orchestration.md §3 as a pure state machine.
 //!
 //! Input: complete log lines per task (from `sources::temp_logs`) and the passing of
 //! time (`tick`). Output: [`Anomaly`] values. No I/O and no clock of its own, so tests

@@ -1,4 +1,4 @@
-//! From a task to its Claude Code sessions (SESSIONS.md "From a task to its session"),
+//! From a task to its Claude Code sessions (docs/sessions.md "From a task to its session"),
 //! in order of trust:
 //! 1. the running-session file of a `claude` process below the task's window PID;
 //! 2. a transcript whose `cwd` is the project and whose first prompt names the task;

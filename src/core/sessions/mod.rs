@@ -1,4 +1,4 @@
-//! Claude Code's own files about each session (SESSIONS.md): which transcripts belong
+//! Claude Code's own files about each session (docs/sessions.md): which transcripts belong
 //! to which task (`find`), what a transcript adds up to by the usage tools' counting
 //! rules (`tally`), and the list prices a cost is estimated at (`prices`).
 //!

@@ -1,4 +1,4 @@
-//! Counting one session's transcript the way the usage tools do (SESSIONS.md):
+//! Counting one session's transcript the way the usage tools do (docs/sessions.md):
 //! each response counted once by (`message.id`, `requestId`), sidechain responses
 //! billed too, `<synthetic>` lines carrying nothing, the context in use taken from the
 //! latest main-chain response and started over by a `compact_boundary`. Lines arrive

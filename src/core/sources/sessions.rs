@@ -1,4 +1,4 @@
-//! The session source: finds each task's Claude Code sessions (SESSIONS.md, mapping
+//! The session source: finds each task's Claude Code sessions (docs/sessions.md, mapping
 //! rules 1-3) and follows their transcripts as they grow.
 //!
 //! One OS thread owns a kernel watch on `<claude dir>/projects` (and `sessions/`),

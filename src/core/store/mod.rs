@@ -1,6 +1,6 @@
 //! Every write maestro makes to the orchestration database goes through here: send a
 //! message, move a task from one state to another, refresh a heartbeat, record a retry.
-//! Each follows PROTOCOL.md §1 once for everyone: a state change refreshes
+//! Each follows docs/orchestration.md §1 once for everyone: a state change refreshes
 //! `last_heartbeat`, a message always names its type, and [`warning_type`] says whether
 //! the table's CHECK admits `warning` (else `system`). [`write`] runs a group of them as one
 //! `BEGIN IMMEDIATE` transaction, which waits for a busy database instead of failing.
@@ -74,7 +74,7 @@ pub fn write<T>(
     Ok(value)
 }
 
-/// `warning` where the table's CHECK admits it, else `system` (PROTOCOL.md §1).
+/// `warning` where the table's CHECK admits it, else `system` (docs/orchestration.md §1).
 pub fn warning_type(conn: &Connection) -> &'static str {
     if schema::message_type_allowed(conn, "warning").unwrap_or(false) {
         "warning"

@@ -11,7 +11,7 @@ use crate::core::domain::souffleur::{
     ConductorView, WatchdogReason, WatcherMode, valid_session_id,
 };
 
-/// One watcher cycle: the first exit reason that holds, in PROTOCOL.md's order.
+/// One watcher cycle: the first exit reason that holds, in docs/orchestration.md's order.
 pub fn watcher_check(
     view: &ConductorView,
     mode: WatcherMode,

@@ -1,4 +1,4 @@
-//! The role's two layers (PROTOCOL.md §4): the watcher, which checks the Conductor every
+//! The role's two layers (docs/orchestration.md §4): the watcher, which checks the Conductor every
 //! poll and exits with the first reason found, and the teammate, which watches the
 //! watcher through the Souffleur heartbeat. [`Layers`] replaces them in the safe order.
 
@@ -14,7 +14,7 @@ use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{watcher_check, watcher_is_dead};
 
-/// The role's timings (PROTOCOL.md §4, `[souffleur]`).
+/// The role's timings (docs/orchestration.md §4, `[souffleur]`).
 #[derive(Debug, Clone)]
 pub struct RoleTimings {
     pub conductor_stale_after: Duration,

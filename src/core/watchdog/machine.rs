@@ -1,4 +1,4 @@
-//! The Souffleur's router (PROTOCOL.md §4) as a pure state machine: inputs are watcher
+//! The Souffleur's router (docs/orchestration.md §4) as a pure state machine: inputs are watcher
 //! exits, teammate alarms, recovery outcomes and operator commands; outputs are
 //! [`Effect`]s for the role to carry out. No I/O, no clock: tested with tables.
 
