@@ -22,8 +22,8 @@ pub struct Cli {
 
 #[derive(Debug, Clone, Args)]
 pub struct GlobalArgs {
-    /// Project root (holds comms.db and temp/); with --no-tui, repeat it to watch
-    /// several projects in one process
+    /// Project root (holds comms.db and temp/); the dashboard and --no-tui take it more
+    /// than once to watch several projects
     #[arg(long = "project", global = true, value_name = "DIR")]
     pub projects: Vec<PathBuf>,
     /// The database [default: <project>/comms.db]
@@ -38,7 +38,7 @@ pub struct GlobalArgs {
     /// Headless: run the same actors and print events to stdout
     #[arg(long, global = true)]
     pub no_tui: bool,
-    /// With --no-tui: one JSON object per line instead of text
+    /// JSON: with --no-tui one object per event line; for a verb, its result as one object
     #[arg(long, global = true)]
     pub json: bool,
     /// Headless: exit 0 once task-00 reaches `complete`
@@ -354,6 +354,111 @@ pub enum ReplaySource {
     Auto,
     Log,
     Files,
+}
+
+/// The options every verb takes; the others are shown only where they act.
+const EVERYWHERE: [&str; 5] = ["projects", "db", "temp", "config", "json"];
+/// What the watching verbs (the dashboard, headless, the Souffleur role) take.
+const WATCHING: [&str; 9] = [
+    "no_tui",
+    "until_complete",
+    "stall_after",
+    "spike_threshold",
+    "task_stale_after",
+    "conductor_stale_after",
+    "report_to_db",
+    "metrics",
+    "theme",
+];
+
+/// The global options each verb's `--help` shows (the rest act elsewhere and are hidden
+/// there; they are still accepted, as before).
+fn options_of(verb: &str) -> Vec<&'static str> {
+    let mut shown: Vec<&'static str> = match verb {
+        "completions" | "man" | "config" | "hook" => vec![],
+        "launch" | "hooks" => vec!["projects", "config", "json"],
+        "conductor" => vec!["projects", "config", "json", "yes"],
+        "sentinel" => vec!["projects", "config", "json"],
+        _ => EVERYWHERE.to_vec(),
+    };
+    match verb {
+        "souffleur" => shown.extend(WATCHING),
+        "demo" => shown.extend(["no_tui", "theme", "metrics"]),
+        "replay" => shown.extend([
+            "no_tui",
+            "theme",
+            "stall_after",
+            "spike_threshold",
+            "task_stale_after",
+            "conductor_stale_after",
+        ]),
+        "task" => shown.push("yes"),
+        _ => {}
+    }
+    shown
+}
+
+/// The `--help` of the verb named in `argv` showing only the options that act on it
+/// (the others are still accepted there, as before); `None` for the top level, whose
+/// help shows everything.
+pub fn focused_help(argv: &[std::ffi::OsString]) -> Option<String> {
+    use clap::CommandFactory;
+    let mut cmd = Cli::command();
+    cmd.build();
+    let globals: Vec<String> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .map(|a| a.get_id().to_string())
+        .collect();
+    // The verb path: the words that name subcommands, in order (`task approve`; `help
+    // task approve` asks for the same).
+    let words: Vec<String> = argv
+        .iter()
+        .skip(1)
+        .filter_map(|a| a.to_str())
+        .filter(|a| !a.starts_with('-'))
+        .map(str::to_owned)
+        .collect();
+    let words: Vec<&str> = match words.first().map(String::as_str) {
+        Some("help") => words[1..].iter().map(String::as_str).collect(),
+        _ => words.iter().map(String::as_str).collect(),
+    };
+    let verb = (*words.first()?).to_owned();
+    let shown = options_of(&verb);
+    // How many of the words name nested verbs.
+    let mut depth = 0;
+    let mut probe = &cmd;
+    for w in &words {
+        match probe.find_subcommand(w) {
+            Some(next) => {
+                probe = next;
+                depth += 1;
+            }
+            None => break,
+        }
+    }
+    if depth == 0 {
+        return None;
+    }
+    let mut sub = &mut cmd;
+    for w in &words[..depth] {
+        sub = sub.find_subcommand_mut(w)?;
+    }
+    let mut owned = std::mem::replace(sub, clap::Command::new("maestro"));
+    for id in globals.iter().filter(|g| !shown.contains(&g.as_str())) {
+        if owned.get_arguments().any(|a| a.get_id() == id.as_str()) {
+            owned = owned.mut_arg(id, |a| a.hide(true));
+        }
+    }
+    let short = argv.iter().any(|a| a == "-h");
+    Some(
+        if short {
+            owned.render_help()
+        } else {
+            owned.render_long_help()
+        }
+        .to_string(),
+    )
 }
 
 fn duration(text: &str) -> Result<Duration, String> {

@@ -48,6 +48,15 @@ pub fn main() -> ExitCode {
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
+            match args::focused_help(&argv) {
+                Some(help) => print!("{help}"),
+                None => {
+                    let _ = e.print();
+                }
+            }
+            return ExitCode::SUCCESS;
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {

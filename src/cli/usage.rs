@@ -160,7 +160,12 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
             .collect();
         printable(&models.join(",")).into_owned()
     };
-    let mw = rows.iter().map(|r| model_names(r).chars().count()).max().unwrap_or(0).max(5);
+    let mw = rows
+        .iter()
+        .map(|r| model_names(r).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(5);
     println!(
         "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6} {:<20} {:<20} {:>4}",
         "TASK",

@@ -39,6 +39,59 @@ fn completions_and_the_manual_page_come_from_the_command_line() {
     );
 }
 
+/// Each verb's `--help` shows the options that act on it; the top level shows them all.
+#[test]
+fn each_verb_helps_with_its_own_options() {
+    let help = |args: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = maestro()
+            .args(args)
+            .current_dir(dir.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{args:?}");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "{args:?} wrote nothing"
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let init = help(&["init", "--help"]);
+    for absent in [
+        "--theme",
+        "--metrics",
+        "--until-complete",
+        "--spike-threshold",
+        "--yes",
+    ] {
+        assert!(
+            !init.contains(absent),
+            "init --help shows {absent}:\n{init}"
+        );
+    }
+    assert!(init.contains("--project"));
+    assert!(help(&["task", "approve", "--help"]).contains("--yes"));
+    assert!(help(&["help", "souffleur"]).contains("--stall-after"));
+    let top = help(&["--help"]);
+    for all in [
+        "--theme",
+        "--metrics",
+        "--until-complete",
+        "--spike-threshold",
+    ] {
+        assert!(top.contains(all), "maestro --help shows {all}");
+    }
+    // Hidden is not refused: a global option still works after any verb.
+    let dir = tempfile::tempdir().unwrap();
+    let out = maestro()
+        .args(["init", "--theme", "light", "--project"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+}
+
 fn root() -> std::path::PathBuf {
     std::path::Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
 }
@@ -70,13 +123,19 @@ fn every_document_named_exists() {
             // A link inside docs/ is relative to it; a name elsewhere to the root.
             let here = f.parent().unwrap().join(doc);
             if !root().join(doc).is_file() && !here.is_file() {
-                missing.push(format!("{} names {doc}", f.strip_prefix(root()).unwrap().display()));
+                missing.push(format!(
+                    "{} names {doc}",
+                    f.strip_prefix(root()).unwrap().display()
+                ));
             }
         }
     }
     missing.sort();
     missing.dedup();
-    assert!(missing.is_empty(), "documents named but not in the repository: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "documents named but not in the repository: {missing:#?}"
+    );
 }
 
 /// The headless JSON events docs/cli.md lists are exactly those the code prints.
@@ -91,11 +150,18 @@ fn the_documented_events_are_the_events() {
         .next()
         .unwrap();
     let row = regex::Regex::new(r"(?m)^\| `([a-z_]+)` \|").unwrap();
-    let documented: std::collections::BTreeSet<String> =
-        row.captures_iter(section).map(|c| c[1].to_owned()).collect();
+    let documented: std::collections::BTreeSet<String> = row
+        .captures_iter(section)
+        .map(|c| c[1].to_owned())
+        .collect();
     let code = std::fs::read_to_string(root().join("src/core/event_json.rs")).unwrap();
     let printed = regex::Regex::new(r#""event": "([a-z_]+)""#).unwrap();
-    let emitted: std::collections::BTreeSet<String> =
-        printed.captures_iter(&code).map(|c| c[1].to_owned()).collect();
-    assert_eq!(documented, emitted, "docs/cli.md and src/core/event_json.rs disagree");
+    let emitted: std::collections::BTreeSet<String> = printed
+        .captures_iter(&code)
+        .map(|c| c[1].to_owned())
+        .collect();
+    assert_eq!(
+        documented, emitted,
+        "docs/cli.md and src/core/event_json.rs disagree"
+    );
 }

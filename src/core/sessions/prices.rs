@@ -60,7 +60,8 @@ impl Default for PriceTable {
             cache_read,
         };
         Self {
-            name: "Anthropic API list prices, USD per million tokens (docs/sessions.md, 2026-11)".into(),
+            name: "Anthropic API list prices, USD per million tokens (docs/sessions.md, 2026-11)"
+                .into(),
             prices: vec![
                 p("claude-opus-4-5", 5.0, 25.0, 6.25, 0.50),
                 p("claude-opus-4", 15.0, 75.0, 18.75, 1.50),
