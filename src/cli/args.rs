@@ -376,9 +376,8 @@ const WATCHING: [&str; 9] = [
 fn options_of(verb: &str) -> Vec<&'static str> {
     let mut shown: Vec<&'static str> = match verb {
         "completions" | "man" | "config" | "hook" => vec![],
-        "launch" | "hooks" => vec!["projects", "config", "json"],
+        "launch" | "hooks" | "sentinel" => vec!["projects", "config", "json"],
         "conductor" => vec!["projects", "config", "json", "yes"],
-        "sentinel" => vec!["projects", "config", "json"],
         _ => EVERYWHERE.to_vec(),
     };
     match verb {
