@@ -84,3 +84,19 @@ fn at_80x24_the_anomalies_and_the_musicians_are_readable() {
         assert!(out.contains(t.id()), "{} has no row:\n{out}", t.id());
     }
 }
+
+/// Counts agree with their words: "1 anomaly", "2 anomalies", "1 message".
+#[test]
+fn the_status_line_says_one_and_many() {
+    let mut lines = Vec::new();
+    for (anomalies, messages) in [(1, 1), (2, 0)] {
+        let mut snap = with_musicians(1);
+        snap.anomaly_count = anomalies;
+        snap.message_count = messages;
+        snap.session_cost_usd = None;
+        let ui = busy_ui(&snap);
+        let out = text(&render(&snap, &ui, 120, 30));
+        lines.push(out.lines().last().unwrap_or_default().to_owned());
+    }
+    insta::assert_snapshot!(lines.join("\n"));
+}

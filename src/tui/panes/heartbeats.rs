@@ -36,6 +36,14 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             )
         };
         let Some(hb) = t.heartbeat else { continue };
+        if t.is_conductor() && t.row.state == "complete" {
+            // Done, not overdue: no deadline is left to meet.
+            lines.push(Line::from(vec![
+                Span::raw(format!("{:<10} ", fit(&printable(t.id()), 10))),
+                Span::styled("complete", ctx.theme.ok),
+            ]));
+            continue;
+        }
         let age = ctx.age(hb);
         let ratio = age.as_secs_f64() / limit.as_secs_f64().max(1.0);
         let filled = ((ratio.min(1.0)) * bar_width as f64).round() as usize;

@@ -11,19 +11,36 @@ use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    let popup = centered(area, 78, area.height.saturating_sub(4));
+    // As wide as the screen allows (up to 110), every line folded to fit.
+    let popup = centered(
+        area,
+        area.width.saturating_sub(4).clamp(40, 110),
+        area.height.saturating_sub(4),
+    );
     clear(frame, popup);
-    let mut lines = vec![
-        Line::from(Span::styled(
-            "Panes: 1 Tasks · 2 Log · 3 Anomalies · 4 Messages · 5 Heartbeats · 6 Watchdog",
-            ctx.theme.accent,
-        )),
-        Line::from(Span::styled(
-            "Mouse: wheel scrolls the pane under it, a click focuses it.",
-            ctx.theme.muted,
-        )),
-    ];
-    for (mode, rows) in ctx.keymap.help() {
+    let text_width = usize::from(popup.width.saturating_sub(2)).max(20);
+    let help = ctx.keymap.help();
+    let key_width = help
+        .iter()
+        .flat_map(|(_, rows)| rows.iter().map(|(keys, _)| keys.chars().count()))
+        .max()
+        .unwrap_or(8)
+        .min(text_width / 3)
+        + 2;
+    let mut lines: Vec<Line> = Vec::new();
+    for part in wrap(
+        "Panes: 1 Tasks · 2 Log · 3 Anomalies · 4 Messages · 5 Heartbeats · 6 Watchdog",
+        text_width,
+    ) {
+        lines.push(Line::from(Span::styled(part, ctx.theme.accent)));
+    }
+    for part in wrap(
+        "Mouse: wheel scrolls the pane under it, a click focuses it.",
+        text_width,
+    ) {
+        lines.push(Line::from(Span::styled(part, ctx.theme.muted)));
+    }
+    for (mode, rows) in help {
         lines.push(Line::raw(""));
         let heading = match mode {
             Mode::Global => "Everywhere".to_owned(),
@@ -31,10 +48,17 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         };
         lines.push(Line::from(Span::styled(heading, ctx.theme.title(true))));
         for (keys, action) in rows {
-            lines.push(Line::from(vec![
-                Span::styled(format!("  {keys:<24}"), ctx.theme.accent),
-                Span::raw(action.describe()),
-            ]));
+            let described = wrap(
+                action.describe(),
+                text_width.saturating_sub(key_width + 2).max(10),
+            );
+            for (i, part) in described.into_iter().enumerate() {
+                let key = if i == 0 { keys.as_str() } else { "" };
+                lines.push(Line::from(vec![
+                    Span::styled(format!("  {key:<key_width$}"), ctx.theme.accent),
+                    Span::raw(part),
+                ]));
+            }
         }
     }
     let block = ctx.block(Pane::Tasks, "Help · ? or Esc to close · j/k scroll");
@@ -58,4 +82,24 @@ fn title_of(mode: Mode) -> &'static str {
         Mode::Editor => "the step editor (any other key edits)",
         Mode::Replay => "a replay (`maestro replay`)",
     }
+}
+
+/// Words folded into lines of at most `width` characters (a longer word is cut).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if needed > width && !line.is_empty() {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.extend(word.chars().take(width));
+    }
+    if !line.is_empty() || out.is_empty() {
+        out.push(line);
+    }
+    out
 }

@@ -125,6 +125,11 @@ fn heartbeats<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     let mut spans = Vec::new();
     for t in rows {
         let Some(hb) = t.heartbeat else { continue };
+        if t.is_conductor() && t.row.state == "complete" {
+            spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
+            spans.push(Span::styled("complete  ", ctx.theme.ok));
+            continue;
+        }
         let limit = if t.is_conductor() {
             ctx.limits.conductor_stale
         } else if t.is_souffleur() {

@@ -46,7 +46,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
 
     if count == 0 {
         let hint = if ctx.snap.tasks.is_empty() {
-            "No tasks yet: waiting for comms.db rows or temp/ logs."
+            "No tasks yet. No project here? `maestro init` starts one, `maestro demo` shows one."
         } else {
             "No Musicians yet."
         };

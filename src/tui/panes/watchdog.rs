@@ -18,6 +18,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let label = |k: &str| Span::styled(format!("{k:<10}"), ctx.theme.muted);
     let state = w.conductor_state.clone().unwrap_or_else(|| "—".into());
     let beat = match w.conductor_heartbeat {
+        // A finished Conductor has no deadline: its last beat is history.
+        Some(hb) if w.conductor_state.as_deref() == Some("complete") => Span::styled(
+            format!("stopped at {} (complete)", ctx.clock.hms(hb)),
+            ctx.theme.muted,
+        ),
         Some(hb) => {
             let age = ctx.age(hb);
             let limit = ctx.limits.conductor_stale;
@@ -106,7 +111,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ]),
         Line::from(vec![label("heartbeat"), beat]),
         Line::from(vec![label("last"), last]),
-        Line::from(vec![label("tasks"), Span::raw(w.task_count.to_string())]),
+        // The Souffleur's "task count": every row of orchestration_tasks, the Conductor's
+        // and its own included (the Tasks pane counts Musicians).
+        Line::from(vec![
+            label("rows"),
+            Span::raw(format!("{} in orchestration_tasks", w.task_count)),
+        ]),
     ]);
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), inner);
 }

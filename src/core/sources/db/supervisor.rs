@@ -86,7 +86,7 @@ fn supervise(
     let mut replaced = false;
     if current.is_none() {
         send(CoreEvent::Database(DbStatus::Waiting(format!(
-            "no database at {} yet; waiting for it",
+            "no database at {} yet; waiting for it (start a project there with `maestro init`, or see one with `maestro demo`)",
             path.display()
         ))));
     }
