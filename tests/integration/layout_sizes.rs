@@ -100,3 +100,25 @@ fn the_status_line_says_one_and_many() {
     }
     insta::assert_snapshot!(lines.join("\n"));
 }
+
+/// The selected anomaly, when its line is cut, is read in full in the focused pane.
+#[test]
+fn the_selected_anomaly_shows_its_full_text_when_focused() {
+    let snap = with_musicians(4);
+    let mut ui = busy_ui(&snap);
+    let detail = ui.anomalies[0].detail.clone();
+    ui.update(maestro::tui::action::Action::FocusAnomalies, &snap);
+    let out = text(&render(&snap, &ui, 80, 30));
+    let tail: String = detail
+        .chars()
+        .rev()
+        .take(12)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    assert!(
+        out.replace('\n', " ").contains(tail.trim()),
+        "the end of {detail:?} is not on screen:\n{out}"
+    );
+}

@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{DrawCtx, printable, window_start};
+use crate::tui::panes::ctx::{DrawCtx, more_marks, printable, window_start, wrap};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
@@ -27,29 +27,50 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         );
         return;
     }
-    let rows = block.inner(area).height;
+    let inner = block.inner(area);
+    let rows = inner.height;
     let start = window_start(ui.selected_anomaly, rows);
+    let below = ui.anomalies.len().saturating_sub(start + usize::from(rows));
+    let block = match more_marks(start, below) {
+        Some(marks) => {
+            block.title_bottom(Line::from(Span::styled(marks, ctx.theme.accent)).right_aligned())
+        }
+        None => block,
+    };
+    let focused = ui.focus == Pane::Anomalies;
+    let width = usize::from(inner.width);
     let items: Vec<ListItem> = ui
         .anomalies
         .iter()
+        .enumerate()
         .skip(start)
         .take(usize::from(rows))
-        .map(|a| {
+        .map(|(i, a)| {
             let dot = if a.unread {
                 Span::styled("● ", ctx.theme.warn)
             } else {
                 Span::raw("  ")
             };
-            ListItem::new(Line::from(vec![
+            let head = Line::from(vec![
                 dot,
                 Span::styled(format!("{} ", ctx.clock.hms(a.at)), ctx.theme.muted),
                 Span::raw(format!("{} ", a.task)),
                 Span::styled(format!("{:<15} ", a.kind.as_str()), ctx.theme.error),
                 Span::raw(printable(&a.detail)),
-            ]))
+            ]);
+            // The selected one, when cut, is read in full below its line.
+            let detail = printable(&a.detail);
+            if focused && i == ui.selected_anomaly && head.width() > width {
+                let mut lines = vec![head];
+                for part in wrap(&detail, width.saturating_sub(4)).into_iter().take(4) {
+                    lines.push(Line::from(format!("    {part}")));
+                }
+                ListItem::new(lines)
+            } else {
+                ListItem::new(head)
+            }
         })
         .collect();
-    let focused = ui.focus == Pane::Anomalies;
     let list = List::new(items).block(block).highlight_style(if focused {
         ctx.theme.selection
     } else {

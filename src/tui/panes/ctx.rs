@@ -115,3 +115,35 @@ pub fn printable(text: &str) -> String {
 pub fn counted(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
+
+/// Words folded into lines of at most `width` characters (a longer word is cut).
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
+        if needed > width && !line.is_empty() {
+            out.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.extend(word.chars().take(width));
+    }
+    if !line.is_empty() || out.is_empty() {
+        out.push(line);
+    }
+    out
+}
+
+/// "↑ 2 more · ↓ 3 more" for a list with rows hidden above and below; `None` when all show.
+pub fn more_marks(above: usize, below: usize) -> Option<String> {
+    let mut marks = Vec::new();
+    if above > 0 {
+        marks.push(format!("↑ {above} more"));
+    }
+    if below > 0 {
+        marks.push(format!("↓ {below} more"));
+    }
+    (!marks.is_empty()).then(|| format!(" {} ", marks.join(" · ")))
+}

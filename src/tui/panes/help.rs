@@ -8,7 +8,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::tui::app::Pane;
 use crate::tui::keymap::Mode;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear};
+use crate::tui::panes::ctx::{DrawCtx, centered, clear, wrap};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // As wide as the screen allows (up to 110), every line folded to fit.
@@ -82,24 +82,4 @@ fn title_of(mode: Mode) -> &'static str {
         Mode::Editor => "the step editor (any other key edits)",
         Mode::Replay => "a replay (`maestro replay`)",
     }
-}
-
-/// Words folded into lines of at most `width` characters (a longer word is cut).
-fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
-        if needed > width && !line.is_empty() {
-            out.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.extend(word.chars().take(width));
-    }
-    if !line.is_empty() || out.is_empty() {
-        out.push(line);
-    }
-    out
 }

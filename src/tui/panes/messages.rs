@@ -8,7 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 
 use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear, printable, window_start};
+use crate::tui::panes::ctx::{DrawCtx, centered, clear, more_marks, printable, window_start, wrap};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
@@ -20,19 +20,33 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         title.push_str(&format!(" · type {}", printable(t)));
     }
     let block = ctx.block(Pane::Messages, &title);
-    let rows = block.inner(area).height;
+    let inner = block.inner(area);
+    let rows = inner.height;
     let start = window_start(ui.selected_message, rows);
+    let below = ui
+        .filtered_messages()
+        .count()
+        .saturating_sub(start + usize::from(rows));
+    let block = match more_marks(start, below) {
+        Some(marks) => {
+            block.title_bottom(Line::from(Span::styled(marks, ctx.theme.accent)).right_aligned())
+        }
+        None => block,
+    };
+    let focused = ui.focus == Pane::Messages;
+    let width = usize::from(inner.width);
     let items: Vec<ListItem> = ui
         .filtered_messages()
+        .enumerate()
         .skip(start)
         .take(usize::from(rows))
-        .map(|m| {
+        .map(|(i, m)| {
             let time = m
                 .timestamp
                 .as_deref()
                 .and_then(|t| t.get(11..19))
                 .unwrap_or("--:--:--");
-            ListItem::new(Line::from(vec![
+            let head = Line::from(vec![
                 Span::styled(format!("#{:<4} {time} ", m.id), ctx.theme.muted),
                 Span::raw(format!(
                     "{} ",
@@ -47,7 +61,18 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
                     ctx.theme.muted,
                 ),
                 Span::raw(printable(m.message.as_deref().unwrap_or_default())),
-            ]))
+            ]);
+            // The selected one, when cut, is read in full below its line (Enter opens it).
+            if focused && i == ui.selected_message && head.width() > width {
+                let text = printable(m.message.as_deref().unwrap_or_default());
+                let mut lines = vec![head];
+                for part in wrap(&text, width.saturating_sub(4)).into_iter().take(4) {
+                    lines.push(Line::from(format!("    {part}")));
+                }
+                ListItem::new(lines)
+            } else {
+                ListItem::new(head)
+            }
         })
         .collect();
     if items.is_empty() {
@@ -56,7 +81,6 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         frame.render_widget(Paragraph::new("No messages.").style(ctx.theme.muted), inner);
         return;
     }
-    let focused = ui.focus == Pane::Messages;
     let list = List::new(items).block(block).highlight_style(if focused {
         ctx.theme.selection
     } else {
