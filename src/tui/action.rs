@@ -67,6 +67,8 @@ pub enum Action {
     PrevProject,
     /// The selected task's Claude Code session.
     Session,
+    /// Cycle the Tasks pane's order: id, state, context, cost.
+    SortTasks,
     /// Bring the kitty window of the task that needs you (else the selected one) to
     /// the front.
     GoToWindow,
@@ -84,6 +86,30 @@ pub enum Action {
 
 impl Action {
     /// The one-line description shown in help.
+    /// A word or two for the footer's key hints (the pane keys an operator reaches for
+    /// first); `None` for the rest, which `?` lists.
+    pub fn hint(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Approve => "approve",
+            Self::Reject => "reject",
+            Self::Instruct => "instruct",
+            Self::Relaunch => "relaunch",
+            Self::Session => "session",
+            Self::SortTasks => "sort",
+            Self::ToggleFollow => "follow",
+            Self::CycleLogView => "view",
+            Self::Copy => "copy",
+            Self::NextAnomaly => "next anomaly",
+            Self::MarkAllRead => "all read",
+            Self::FilterTask => "by task",
+            Self::FilterType => "by type",
+            Self::Open => "open",
+            Self::Search => "filter/search",
+            Self::GoToWindow => "go to window",
+            _ => return None,
+        })
+    }
+
     pub fn describe(self) -> &'static str {
         match self {
             Self::Quit => "quit",
@@ -138,6 +164,7 @@ impl Action {
             Self::Thaw => "thaw its window (SIGCONT)",
             Self::Headroom => "its context headroom report",
             Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
+            Self::SortTasks => "sort the tasks by id / state / context / cost",
             Self::GoToWindow => "go to the kitty window of a task that needs you",
             Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
             Self::PrevProject => "show the previous project",

@@ -211,6 +211,7 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Tasks, "u", Action::Thaw),
     (Mode::Tasks, "c", Action::Headroom),
     (Mode::Tasks, "s", Action::Session),
+    (Mode::Tasks, "o", Action::SortTasks),
     (Mode::Log, "n", Action::SearchNext),
     (Mode::Log, "N", Action::SearchPrev),
     (Mode::Log, "[", Action::PrevAnomaly),

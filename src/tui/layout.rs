@@ -74,7 +74,7 @@ pub fn for_snapshot(
     ui: &crate::tui::app::UiState,
 ) -> Option<PaneRects> {
     let content = Content {
-        task_rows: crate::tui::app::musicians(snap).count(),
+        task_rows: ui.shown_tasks(snap).len(),
         heartbeat_rows: snap.tasks.iter().filter(|t| t.heartbeat.is_some()).count(),
         anomalies: ui.anomalies.len(),
         unread_anomalies: ui.unread_anomalies(),

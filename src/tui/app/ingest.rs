@@ -7,9 +7,7 @@ use crate::core::domain::{LogKind, SourceLine, TaskId};
 use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::scrollback::{AnomalyEntry, LogEntry, LogView, Scrollback};
-use crate::tui::app::state::{
-    ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overlay, UiState, musicians,
-};
+use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overlay, UiState};
 
 impl UiState {
     /// Takes one happening in; returns a notification to raise, if it deserves one.
@@ -184,12 +182,13 @@ impl UiState {
     /// Keeps the selection valid against a new snapshot and points the Log pane at the
     /// selected task.
     pub fn sync_with(&mut self, snap: &Snapshot) {
-        let n = musicians(snap).count();
+        let shown = self.shown_tasks(snap);
+        let n = shown.len();
         if n > 0 && self.selected_task >= n {
             self.selected_task = n - 1;
         }
         if self.log_task.is_none()
-            && let Some(t) = musicians(snap).nth(self.selected_task)
+            && let Some(t) = shown.get(self.selected_task)
         {
             self.log_task = TaskId::parse(t.id());
         }

@@ -25,4 +25,4 @@ mod tests;
 pub use scrollback::{
     AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TaskLog,
 };
-pub use state::{Confirm, Effect, Notification, Overlay, Pane, UiState, musicians};
+pub use state::{Confirm, Effect, Notification, Overlay, Pane, TaskSort, UiState, musicians};

@@ -4,7 +4,7 @@
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::scrollback::{LogEntry, LogView, Scrollback};
-use crate::tui::app::state::{Effect, Overlay, Pane, UiState, musicians};
+use crate::tui::app::state::{Effect, Overlay, Pane, UiState};
 
 impl UiState {
     /// Typing into the search prompt: `Some(c)` adds a character, `None` is backspace.
@@ -16,6 +16,10 @@ impl UiState {
                     input.pop();
                 }
             }
+            if self.filtering_tasks {
+                self.task_filter = Some(input.clone()).filter(|f| !f.is_empty());
+                self.selected_task = 0;
+            }
         }
     }
 
@@ -24,6 +28,12 @@ impl UiState {
         let Some(input) = self.search_input.take() else {
             return;
         };
+        if std::mem::take(&mut self.filtering_tasks) {
+            // Enter keeps the filter, Esc drops it.
+            self.task_filter = Some(input).filter(|f| accept && !f.is_empty());
+            self.selected_task = 0;
+            return;
+        }
         if !accept || input.is_empty() {
             return;
         }
@@ -49,15 +59,12 @@ impl UiState {
         };
         match self.focus {
             Pane::Tasks | Pane::Heartbeats => {
-                let n = musicians(snap).count();
-                let next = clamp(self.selected_task, n);
+                let shown = self.shown_tasks(snap);
+                let next = clamp(self.selected_task, shown.len());
                 if next != self.selected_task || self.log_task.is_none() {
                     self.selected_task = next;
-                    self.show_task(
-                        musicians(snap)
-                            .nth(next)
-                            .and_then(|t| TaskId::parse(t.id())),
-                    );
+                    let task = shown.get(next).and_then(|t| TaskId::parse(t.id()));
+                    self.show_task(task);
                 }
             }
             Pane::Anomalies => {
@@ -104,11 +111,11 @@ impl UiState {
     pub(crate) fn open(&mut self, snap: &Snapshot) {
         match self.focus {
             Pane::Tasks | Pane::Heartbeats => {
-                self.show_task(
-                    musicians(snap)
-                        .nth(self.selected_task)
-                        .and_then(|t| TaskId::parse(t.id())),
-                );
+                let task = self
+                    .shown_tasks(snap)
+                    .get(self.selected_task)
+                    .and_then(|t| TaskId::parse(t.id()));
+                self.show_task(task);
                 self.focus = Pane::Log;
             }
             Pane::Anomalies => {
@@ -117,7 +124,11 @@ impl UiState {
                 };
                 a.unread = false;
                 let (task, line) = (a.task.clone(), a.line);
-                if let Some(i) = musicians(snap).position(|t| t.id() == task.as_str()) {
+                if let Some(i) = self
+                    .shown_tasks(snap)
+                    .iter()
+                    .position(|t| t.id() == task.as_str())
+                {
                     self.selected_task = i;
                 }
                 self.log_task = Some(task);

@@ -5,7 +5,7 @@ use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::state::{Compose, ComposeKind, Confirm, Effect, Overlay, UiState, musicians};
+use crate::tui::app::state::{Compose, ComposeKind, Confirm, Effect, Overlay, UiState};
 
 impl UiState {
     /// An action in the pipelines overlay: move, start, stop, pause or resume, edit
@@ -128,8 +128,9 @@ impl UiState {
     /// A task action key on the selected Musician: a message action opens the editor,
     /// the others first find out what they will do (then a confirmation opens).
     pub(crate) fn task_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
-        let Some(task) = musicians(snap)
-            .nth(self.selected_task)
+        let Some(task) = self
+            .shown_tasks(snap)
+            .get(self.selected_task)
             .and_then(|t| TaskId::parse(t.id()))
             .filter(TaskId::is_musician)
         else {

@@ -138,6 +138,42 @@ pub struct UiState {
     pub actions_in_flight: usize,
     /// The replay clock and its state, while replaying.
     pub replay: Option<String>,
+    /// Only the tasks whose id, state, worker or activity holds this (`/` in Tasks).
+    pub task_filter: Option<String>,
+    /// The prompt being typed filters the tasks, not the log.
+    pub filtering_tasks: bool,
+    /// The Tasks pane's order (`o` cycles it).
+    pub task_sort: TaskSort,
+}
+
+/// How the Tasks pane orders its rows.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum TaskSort {
+    #[default]
+    Id,
+    State,
+    Context,
+    Cost,
+}
+
+impl TaskSort {
+    pub fn next(self) -> Self {
+        match self {
+            Self::Id => Self::State,
+            Self::State => Self::Context,
+            Self::Context => Self::Cost,
+            Self::Cost => Self::Id,
+        }
+    }
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Id => "id",
+            Self::State => "state",
+            Self::Context => "context",
+            Self::Cost => "cost",
+        }
+    }
 }
 
 impl Default for UiState {
@@ -171,7 +207,50 @@ impl Default for UiState {
             zoomed: None,
             actions_in_flight: 0,
             replay: None,
+            task_filter: None,
+            filtering_tasks: false,
+            task_sort: TaskSort::Id,
         }
+    }
+}
+
+impl UiState {
+    /// The Musicians the Tasks pane shows, filtered and in its order: what the
+    /// selection indexes.
+    pub fn shown_tasks<'s>(&self, snap: &'s Snapshot) -> Vec<&'s crate::core::snapshot::TaskView> {
+        let filter = self.task_filter.as_deref().map(str::to_lowercase);
+        let mut shown: Vec<_> = musicians(snap)
+            .filter(|t| {
+                filter.as_deref().is_none_or(|f| {
+                    let activity = t.session().map(|s| s.activity.as_str()).unwrap_or_default();
+                    [
+                        t.id(),
+                        t.row.state.as_str(),
+                        t.row.worked_by.as_deref().unwrap_or_default(),
+                        activity,
+                    ]
+                    .iter()
+                    .any(|field| field.to_lowercase().contains(f))
+                })
+            })
+            .collect();
+        let context = |t: &crate::core::snapshot::TaskView| {
+            t.session()
+                .map(|s| s.context_percent)
+                .or_else(|| t.context().map(f64::from))
+                .unwrap_or(-1.0)
+        };
+        match self.task_sort {
+            TaskSort::Id => {}
+            TaskSort::State => shown.sort_by(|a, b| a.row.state.cmp(&b.row.state)),
+            TaskSort::Context => shown.sort_by(|a, b| context(b).total_cmp(&context(a))),
+            TaskSort::Cost => shown.sort_by(|a, b| {
+                b.cost_usd()
+                    .unwrap_or(-1.0)
+                    .total_cmp(&a.cost_usd().unwrap_or(-1.0))
+            }),
+        }
+        shown
     }
 }
 

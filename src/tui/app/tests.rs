@@ -493,3 +493,52 @@ fn zoom_shows_the_focused_pane_alone_and_comes_back() {
     ui.update(Action::Zoom, &s);
     assert_eq!(ui.zoomed, None);
 }
+
+/// `/` in the Tasks pane filters the tasks as one types, Enter keeps the filter, Esc
+/// drops it; `o` cycles the order; task actions act on the row shown selected.
+#[test]
+fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
+    let mut s = snap(&["task-01", "task-02", "task-12"]);
+    let mut rows: Vec<TaskView> = s.tasks.iter().map(|t| (**t).clone()).collect();
+    rows[0].row.state = "needs_review".into();
+    rows[0].ctx = VecDeque::from([10]);
+    rows[1].ctx = VecDeque::from([70]);
+    rows[2].ctx = VecDeque::from([40]);
+    s.tasks = rows.into_iter().map(std::sync::Arc::new).collect();
+    let mut ui = UiState::default();
+    ui.update(Action::Search, &s);
+    assert!(ui.filtering_tasks);
+    for c in "ask-1".chars() {
+        ui.search_type(Some(c));
+    }
+    let ids = |ui: &UiState| {
+        ui.shown_tasks(&s)
+            .iter()
+            .map(|t| t.id().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&ui), ["task-12"], "live, while typing");
+    ui.search_finish(true);
+    assert_eq!(ui.task_filter.as_deref(), Some("ask-1"));
+    assert_eq!(ui.search, None, "the log search is untouched");
+    // The selection is the shown row: the session overlay opens for task-12.
+    ui.update(Action::Session, &s);
+    assert_eq!(ui.overlay, Some(Overlay::Session("task-12".into())));
+    ui.overlay = None;
+    ui.update(Action::Search, &s);
+    ui.search_finish(false);
+    assert_eq!(
+        ids(&ui),
+        ["task-01", "task-02", "task-12"],
+        "Esc drops the filter"
+    );
+    ui.update(Action::SortTasks, &s);
+    assert_eq!(ui.task_sort, TaskSort::State);
+    assert_eq!(ids(&ui)[0], "task-01", "needs_review before working");
+    ui.update(Action::SortTasks, &s);
+    assert_eq!(
+        ids(&ui),
+        ["task-02", "task-12", "task-01"],
+        "by context, highest first"
+    );
+}

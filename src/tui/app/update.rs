@@ -4,7 +4,7 @@ use crate::core::snapshot::Snapshot;
 use crate::core::watchdog::control::WatchdogCmd;
 use crate::tui::action::Action;
 use crate::tui::app::scrollback::LogView;
-use crate::tui::app::state::{Confirm, Effect, Overlay, Pane, UiState, musicians};
+use crate::tui::app::state::{Confirm, Effect, Overlay, Pane, UiState};
 
 impl UiState {
     /// Applies one action.
@@ -89,8 +89,8 @@ impl UiState {
                     .min()
                     .map(|(_, id)| id.to_owned());
                 let selected = || {
-                    musicians(snap)
-                        .nth(self.selected_task)
+                    self.shown_tasks(snap)
+                        .get(self.selected_task)
                         .map(|t| t.id().to_owned())
                 };
                 if let Some(task) = waiting.or_else(selected) {
@@ -100,7 +100,7 @@ impl UiState {
                 return vec![];
             }
             Action::Session => {
-                match musicians(snap).nth(self.selected_task) {
+                match self.shown_tasks(snap).get(self.selected_task) {
                     Some(t) => self.overlay = Some(Overlay::Session(t.id().to_owned())),
                     None => self.note = Some("no task selected".into()),
                 }
@@ -185,7 +185,18 @@ impl UiState {
             }
             Action::Open => self.open(snap),
             Action::Search => {
-                self.search_input = Some(String::new());
+                // In the Tasks pane, `/` filters the tasks (live, as one types).
+                self.filtering_tasks = self.focus == Pane::Tasks;
+                self.search_input = Some(if self.filtering_tasks {
+                    self.task_filter.clone().unwrap_or_default()
+                } else {
+                    String::new()
+                });
+            }
+            Action::SortTasks => {
+                self.task_sort = self.task_sort.next();
+                self.selected_task = 0;
+                self.note = Some(format!("tasks sorted by {}", self.task_sort.label()));
             }
             Action::SearchNext => self.search_step(true),
             Action::SearchPrev => self.search_step(false),
@@ -221,8 +232,9 @@ impl UiState {
             Action::FilterTask => {
                 self.message_task_filter = match self.message_task_filter {
                     Some(_) => None,
-                    None => musicians(snap)
-                        .nth(self.selected_task)
+                    None => self
+                        .shown_tasks(snap)
+                        .get(self.selected_task)
                         .map(|t| t.id().to_owned()),
                 };
                 self.selected_message = 0;

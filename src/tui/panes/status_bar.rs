@@ -12,22 +12,21 @@ use crate::tui::panes::ctx::{DrawCtx, counted, fit, printable};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     if let Some(input) = &ctx.ui.search_input {
+        let (lead, keys) = if ctx.ui.filtering_tasks {
+            ("filter tasks: ", "   Enter keep · Esc clear")
+        } else {
+            ("/", "   Enter search · Esc cancel")
+        };
         let prompt = Line::from(vec![
-            Span::styled("/", ctx.theme.accent),
+            Span::styled(lead, ctx.theme.accent),
             Span::raw(printable(input)),
             Span::styled("█", ctx.theme.accent),
-            Span::styled("   Enter search · Esc cancel", ctx.theme.muted),
+            Span::styled(keys, ctx.theme.muted),
         ]);
         frame.render_widget(Paragraph::new(prompt), area);
         return;
     }
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
-    let hints = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
-    let [left, right] = Layout::horizontal([
-        Constraint::Min(0),
-        Constraint::Length(hints.chars().count() as u16),
-    ])
-    .areas(area);
     let db = match &ctx.snap.database {
         DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
         DatabaseHealth::Absent => Span::styled("no db yet (waiting; temp only)", ctx.theme.warn),
@@ -41,6 +40,34 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         counted(ctx.snap.message_count as usize, "message", "messages")
     ));
     let waiting = needs_you(ctx, &key(Action::GoToWindow));
+    // The pane's key hints take only what the facts leave (the name, a note, an error
+    // and the cost come first).
+    let replay_len = ctx.ui.replay.as_ref().map_or(0, |r| r.chars().count() + 3);
+    let note_len = ctx
+        .ui
+        .note
+        .as_ref()
+        .map(|n| n.chars().count() + 3)
+        .or_else(|| {
+            ctx.snap
+                .last_error
+                .as_ref()
+                .map(|(_, e)| e.chars().count().min(60) + 12)
+        })
+        .unwrap_or(0);
+    let cost_len = if ctx.snap.session_cost_usd.is_some() {
+        28
+    } else {
+        0
+    };
+    let essential =
+        waiting.width() + db.width() + counts.width() + replay_len + note_len + cost_len + 30;
+    let hints = hints(ctx, usize::from(area.width).saturating_sub(essential), &key);
+    let [left, right] = Layout::horizontal([
+        Constraint::Min(0),
+        Constraint::Length(hints.chars().count() as u16),
+    ])
+    .areas(area);
     // The project's name gives way first: what needs the operator, the database's
     // health and the counts are read before it.
     let room =
@@ -160,4 +187,30 @@ fn needs_you<'a>(ctx: &DrawCtx<'a>, key: &str) -> Span<'a> {
         ),
     };
     Span::styled(text, ctx.theme.error)
+}
+
+/// The focused pane's main keys, from the effective keymap, then help and quit; only as
+/// many as leave the left part of the line room (80 columns keep help and quit alone).
+fn hints(ctx: &DrawCtx, room: usize, key: &dyn Fn(Action) -> String) -> String {
+    let tail = format!("{} help · {} quit ", key(Action::Help), key(Action::Quit));
+    let room = room.saturating_sub(tail.chars().count() + 1);
+    let mode = ctx.ui.focus.mode();
+    let mut parts: Vec<String> = Vec::new();
+    for (keys, action) in ctx
+        .keymap
+        .help()
+        .into_iter()
+        .filter(|(m, _)| *m == mode)
+        .flat_map(|(_, rows)| rows)
+    {
+        let Some(word) = action.hint() else { continue };
+        let part = format!("{} {word}", keys.split(' ').next().unwrap_or_default());
+        let used: usize = parts.iter().map(|p| p.chars().count() + 3).sum();
+        if used + part.chars().count() + 3 > room {
+            break;
+        }
+        parts.push(part);
+    }
+    parts.push(tail);
+    format!(" {}", parts.join(" · "))
 }

@@ -15,8 +15,21 @@ use crate::tui::panes::session_cells;
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    let count = musicians(ctx.snap).count();
-    let mut block = ctx.block(Pane::Tasks, &format!("Tasks ({count})"));
+    let shown = ctx.ui.shown_tasks(ctx.snap);
+    let count = shown.len();
+    let total = musicians(ctx.snap).count();
+    let mut title = if count == total {
+        format!("Tasks ({count})")
+    } else {
+        format!("Tasks ({count} of {total})")
+    };
+    if let Some(f) = &ctx.ui.task_filter {
+        title.push_str(&format!(" · /{}", printable(f)));
+    }
+    if ctx.ui.task_sort != crate::tui::app::TaskSort::Id {
+        title.push_str(&format!(" · by {}", ctx.ui.task_sort.label()));
+    }
+    let mut block = ctx.block(Pane::Tasks, &title);
     // Where rows are hidden, the bottom border says how many (borders, the leaders'
     // line and the header take four lines).
     let fits = area.height.saturating_sub(4);
@@ -64,7 +77,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ctx.ui.selected_task,
         table_area.height.saturating_sub(1),
     );
-    let rows = musicians(ctx.snap)
+    let rows = shown
+        .iter()
+        .copied()
         .skip(start)
         .take(visible)
         .map(|t| row(t, ctx, &columns));
