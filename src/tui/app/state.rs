@@ -157,6 +157,7 @@ pub enum TaskSort {
 }
 
 impl TaskSort {
+    #[must_use]
     pub fn next(self) -> Self {
         match self {
             Self::Id => Self::State,
