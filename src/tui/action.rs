@@ -69,6 +69,8 @@ pub enum Action {
     Session,
     /// Cycle the Tasks pane's order: id, state, context, cost.
     SortTasks,
+    /// Pick a project from a list of all of them, with their figures.
+    ProjectPicker,
     /// Bring the kitty window of the task that needs you (else the selected one) to
     /// the front.
     GoToWindow,
@@ -165,6 +167,7 @@ impl Action {
             Self::Headroom => "its context headroom report",
             Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
             Self::SortTasks => "sort the tasks by id / state / context / cost",
+            Self::ProjectPicker => "pick a project from the list of all of them",
             Self::GoToWindow => "go to the kitty window of a task that needs you",
             Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
             Self::PrevProject => "show the previous project",

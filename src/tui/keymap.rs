@@ -201,6 +201,8 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Global, "w", Action::GoToWindow),
     (Mode::Global, "P", Action::NextProject),
     (Mode::Global, "O", Action::PrevProject),
+    (Mode::Global, "ctrl-p", Action::ProjectPicker),
+    (Mode::Global, ":", Action::ProjectPicker),
     (Mode::Tasks, "a", Action::Approve),
     (Mode::Tasks, "x", Action::Reject),
     (Mode::Tasks, "f", Action::ProposeFix),

@@ -372,6 +372,16 @@ pub async fn run_screens(
             Some(ev) = input.recv() => {
                 let mut quit = false;
                 for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
+                    let count = shown.len();
+                    match screens::picker_key(&ev, &mut shown[current].ui, &cfg.keymap, current, count) {
+                        Some(screens::Picked::Switch(n)) => {
+                            current = n;
+                            shown[current].ui.note = Some(format!("project {}: {}", n + 1, shown[current].name));
+                            continue;
+                        }
+                        Some(screens::Picked::Handled) => continue,
+                        None => {}
+                    }
                     if let Some(n) = screens::switch_key(&ev, &shown[current].ui, &cfg.keymap, current, shown.len()) {
                         current = n;
                         shown[current].ui.note = Some(format!("project {}: {}", n + 1, shown[current].name));

@@ -97,6 +97,58 @@ pub fn tabs(shown: &[Shown]) -> Vec<ProjectTab> {
         .collect()
 }
 
+/// What a key did in the project picker.
+pub enum Picked {
+    /// Moved, opened or closed the picker.
+    Handled,
+    /// Show this project.
+    Switch(usize),
+}
+
+/// The project picker's keys (`ctrl-p` or `:` opens it with several projects): `j`/`k`
+/// or the arrows move, Enter shows the project, Esc closes.
+pub fn picker_key(
+    ev: &Event,
+    ui: &mut UiState,
+    keymap: &Keymap,
+    current: usize,
+    count: usize,
+) -> Option<Picked> {
+    let Event::Key(key) = ev else { return None };
+    if count < 2 || key.kind == KeyEventKind::Release || ui.search_input.is_some() {
+        return None;
+    }
+    if let Some(crate::tui::app::Overlay::Projects(sel)) = &mut ui.overlay {
+        match key.code {
+            KeyCode::Up | KeyCode::Char('k') => *sel = sel.saturating_sub(1),
+            KeyCode::Down | KeyCode::Char('j') => *sel = (*sel + 1).min(count - 1),
+            KeyCode::Enter => {
+                let n = *sel;
+                ui.overlay = None;
+                return Some(Picked::Switch(n));
+            }
+            KeyCode::Esc | KeyCode::Char('q') => ui.overlay = None,
+            KeyCode::Char(c) if c.is_ascii_digit() => {
+                if let Some(n) = c
+                    .to_digit(10)
+                    .map(|n| n as usize)
+                    .filter(|n| (1..=count).contains(n))
+                {
+                    ui.overlay = None;
+                    return Some(Picked::Switch(n - 1));
+                }
+            }
+            _ => {}
+        }
+        return Some(Picked::Handled);
+    }
+    if ui.overlay.is_none() && keymap.only(Mode::Global, key) == Some(Action::ProjectPicker) {
+        ui.overlay = Some(crate::tui::app::Overlay::Projects(current));
+        return Some(Picked::Handled);
+    }
+    None
+}
+
 /// The project a key switches to: `alt-N`, or the keymap's next / previous project.
 /// Keys typed into a prompt or an overlay stay there.
 pub fn switch_key(
@@ -145,4 +197,49 @@ pub fn announce(
         shown[current].ui.note = Some(format!("{} (alt-{} to show {name})", n.title, from + 1));
     }
     n
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crossterm::event::KeyEvent;
+
+    fn key(code: KeyCode, modifiers: KeyModifiers) -> Event {
+        Event::Key(KeyEvent::new(code, modifiers))
+    }
+
+    #[test]
+    fn the_picker_opens_moves_and_shows_a_project() {
+        let keymap = Keymap::defaults();
+        let mut ui = UiState::default();
+        let none = KeyModifiers::NONE;
+        assert!(
+            picker_key(&key(KeyCode::Char(':'), none), &mut ui, &keymap, 0, 1).is_none(),
+            "one project: no picker"
+        );
+        assert!(matches!(
+            picker_key(
+                &key(KeyCode::Char('p'), KeyModifiers::CONTROL),
+                &mut ui,
+                &keymap,
+                0,
+                3
+            ),
+            Some(Picked::Handled)
+        ));
+        assert_eq!(ui.overlay, Some(crate::tui::app::Overlay::Projects(0)));
+        picker_key(&key(KeyCode::Char('j'), none), &mut ui, &keymap, 0, 3);
+        picker_key(&key(KeyCode::Down, none), &mut ui, &keymap, 0, 3);
+        picker_key(&key(KeyCode::Down, none), &mut ui, &keymap, 0, 3);
+        assert_eq!(
+            ui.overlay,
+            Some(crate::tui::app::Overlay::Projects(2)),
+            "stops at the last"
+        );
+        assert!(matches!(
+            picker_key(&key(KeyCode::Enter, none), &mut ui, &keymap, 0, 3),
+            Some(Picked::Switch(2))
+        ));
+        assert_eq!(ui.overlay, None);
+    }
 }

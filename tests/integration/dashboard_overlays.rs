@@ -192,3 +192,24 @@ fn the_projects_bar() {
     );
     insta::assert_snapshot!(wide);
 }
+
+/// `ctrl-p` or `:` lists every project with its figures; the highlighted one is marked.
+#[test]
+fn the_project_picker() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    let tabs = vec![
+        ProjectTab::of("parser-rewrite", &snap, ui.unread_anomalies()),
+        ProjectTab::of("api", &Snapshot::default(), 2),
+        ProjectTab::of("billing", &Snapshot::default(), 0),
+    ];
+    ui.overlay = Some(maestro::tui::app::Overlay::Projects(1));
+    let out = text(&render_projects(&snap, &ui, 120, 30, &tabs, 0));
+    assert!(out.contains("Projects · j/k move · Enter show"), "{out}");
+    assert!(
+        out.contains("1 parser-rewrite") && out.contains("(shown)"),
+        "{out}"
+    );
+    assert!(out.contains("2 api") && out.contains("●2 unread"), "{out}");
+    insta::assert_snapshot!(out);
+}

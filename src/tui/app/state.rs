@@ -280,6 +280,8 @@ pub enum Overlay {
     Headroom(String),
     /// A task's Claude Code session: tokens, cost, context, tool calls.
     Session(String),
+    /// The project picker (several projects): the highlighted one.
+    Projects(usize),
 }
 
 /// A task action that needs a message, waiting for it in the editor.

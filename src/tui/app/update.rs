@@ -110,7 +110,7 @@ impl UiState {
             // to the replay by the dashboard's loop before keys get here.
             // The loop switches projects before keys get here; with one project there
             // is nothing to switch to.
-            Action::NextProject | Action::PrevProject => {
+            Action::NextProject | Action::PrevProject | Action::ProjectPicker => {
                 self.note =
                     Some("one project is shown; pass --project more than once for several".into());
             }

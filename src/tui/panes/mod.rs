@@ -115,6 +115,9 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
         Some(crate::tui::app::Overlay::Headroom(task)) => {
             compose::draw_panel(frame, area, ctx, task);
         }
+        Some(crate::tui::app::Overlay::Projects(selected)) => {
+            projects_bar::draw_picker(frame, area, ctx, *selected);
+        }
         Some(crate::tui::app::Overlay::Session(task)) => {
             session_cells::draw_overlay(frame, area, ctx, task);
         }

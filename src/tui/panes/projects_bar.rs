@@ -67,3 +67,67 @@ fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
     }
     spans
 }
+
+/// The project picker: every project with its figures, the highlighted one marked.
+pub fn draw_picker(frame: &mut Frame, area: Rect, ctx: &DrawCtx, selected: usize) {
+    let height = (ctx.projects.len() as u16 + 2).min(area.height.saturating_sub(2));
+    let popup =
+        crate::tui::panes::ctx::centered(area, area.width.saturating_sub(8).min(100), height);
+    crate::tui::panes::ctx::clear(frame, popup);
+    let block = ctx.block(
+        crate::tui::app::Pane::Tasks,
+        "Projects · j/k move · Enter show · Esc close",
+    );
+    let lines: Vec<Line> = ctx
+        .projects
+        .iter()
+        .enumerate()
+        .map(|(i, tab)| {
+            let mut spans = vec![Span::styled(
+                format!(
+                    " {} {:<24}",
+                    i + 1,
+                    crate::tui::panes::ctx::fit(&printable(&tab.name), 24)
+                ),
+                if i == selected {
+                    ctx.theme.selection
+                } else {
+                    ctx.theme.title(false)
+                },
+            )];
+            spans.push(Span::styled(
+                format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
+                ctx.theme.muted,
+            ));
+            if tab.trouble > 0 {
+                spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
+            }
+            if tab.needs_you > 0 {
+                spans.push(Span::styled(
+                    format!(" ⚑{} need you", tab.needs_you),
+                    ctx.theme.error,
+                ));
+            }
+            if tab.unread > 0 {
+                spans.push(Span::styled(
+                    format!(" ●{} unread", tab.unread),
+                    ctx.theme.error,
+                ));
+            }
+            if let Some(c) = &tab.conductor {
+                spans.push(Span::styled(
+                    format!(" C:{}", printable(c)),
+                    ctx.theme.state(c),
+                ));
+            }
+            if let Some(cost) = tab.cost {
+                spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
+            }
+            if i == ctx.project_index {
+                spans.push(Span::styled("  (shown)", ctx.theme.muted));
+            }
+            Line::from(spans)
+        })
+        .collect();
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}
