@@ -145,7 +145,8 @@ async fn show(
     clock: Clock,
 ) -> Result<(), String> {
     let claude = demo_claude_dir(project);
-    let player = Player::spawn(project.clone(), scenario.clone(), args.speed, &claude)?;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    let player = Player::spawn(project.clone(), scenario.clone(), args.speed, &claude, done)?;
     let kept = args.keep || !global.projects.is_empty();
     let config = runtime::CoreConfig {
         // The demo's sessions are its own, never the user's.
@@ -167,6 +168,17 @@ async fn show(
             clock,
         )?;
         let mut tui = tui;
+        tui.finished = Some((
+            finished,
+            if kept {
+                format!(
+                    "the demo is over: q quits; its folder stays at {}",
+                    project.root.display()
+                )
+            } else {
+                "the demo is over: q quits (maestro demo --keep keeps its folder)".to_owned()
+            },
+        ));
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
         let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
@@ -203,6 +215,7 @@ impl Player {
         scenario: Scenario,
         speed: f64,
         claude: &Path,
+        done: tokio::sync::oneshot::Sender<()>,
     ) -> Result<Self, String> {
         let transcripts = transcripts::Transcripts::new(claude, &project.root);
         let conn = Connection::open(&project.db)
@@ -219,7 +232,7 @@ impl Player {
                     silent: HashSet::new(),
                     transcripts,
                 };
-                play.run(&scenario, speed, &stopped);
+                play.run(&scenario, speed, &stopped, done);
             })
             .map_err(|e| format!("cannot start the demo player: {e}"))?;
         Ok(Self {
@@ -247,7 +260,16 @@ struct Play {
 }
 
 impl Play {
-    fn run(&mut self, scenario: &Scenario, speed: f64, stopped: &std_mpsc::Receiver<()>) {
+    /// Plays the scenario until stopped; `done` fires once its last step is played (the
+    /// heartbeats go on after it).
+    fn run(
+        &mut self,
+        scenario: &Scenario,
+        speed: f64,
+        stopped: &std_mpsc::Receiver<()>,
+        done: tokio::sync::oneshot::Sender<()>,
+    ) {
+        let mut done = Some(done);
         let start = Instant::now();
         let beat = scenario.heartbeat_every.div_f64(speed);
         let mut next_beat = start + beat;
@@ -270,6 +292,11 @@ impl Play {
                 if let Err(e) = self.apply(step) {
                     eprintln!("maestro demo: step at {:?} failed: {e}", step.at);
                 }
+            }
+            if steps.peek().is_none()
+                && let Some(done) = done.take()
+            {
+                let _ = done.send(());
             }
         }
     }

@@ -60,6 +60,9 @@ pub struct TuiConfig {
         Option<tokio::sync::mpsc::Sender<crate::core::watchdog::control::WatchdogRequest>>,
     /// Where the task actions act (the project), when the dashboard may act.
     pub actions: Option<ActionAccess>,
+    /// Fires when what is shown has run its course (the demo's scenario), with the note
+    /// the status line says then.
+    pub finished: Option<(tokio::sync::oneshot::Receiver<()>, String)>,
 }
 
 /// What the dashboard's task actions need: the project and the launch settings.
@@ -152,6 +155,7 @@ impl TuiConfig {
             pipelines: None,
             watchdog: None,
             actions: None,
+            finished: None,
         })
     }
 }
@@ -313,9 +317,10 @@ pub struct Screen<'a> {
 /// `[keys.global]` `next_project` to switch when several).
 pub async fn run_screens(
     screens: Vec<Screen<'_>>,
-    cfg: TuiConfig,
+    mut cfg: TuiConfig,
     stop: CancellationToken,
 ) -> Result<(), String> {
+    let mut finished = cfg.finished.take();
     let mut guard = TerminalGuard::enter(&cfg.project)?;
     let (input_tx, mut input) = mpsc::channel(256);
     spawn_input(input_tx);
@@ -465,6 +470,15 @@ pub async fn run_screens(
                 dirty = true;
             }
             _ = tick.tick(), if shows_ages => dirty = true,
+            ended = async { match &mut finished { Some((rx, _)) => rx.await, None => std::future::pending().await } } => {
+                // Told once either way (a oneshot is not polled again).
+                if let Some((_, note)) = finished.take()
+                    && ended.is_ok()
+                {
+                    shown[current].ui.note = Some(note);
+                }
+                dirty = true;
+            }
         }
     }
     drop(guard);

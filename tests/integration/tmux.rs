@@ -350,3 +350,24 @@ fn two_projects_in_one_dashboard_switch_and_announce() {
     );
     assert!(!back.contains("task-07"), "{back}");
 }
+
+/// The demo says on screen when its scenario is over and how to leave.
+#[test]
+fn the_demo_says_when_it_is_over() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!("{exe} demo --speed 25; echo MAESTRO-EXITED $?; sleep 600"),
+        160,
+        40,
+    );
+    t.wait("the end of the scenario", |s| {
+        s.contains("the demo is over: q quits")
+    });
+    t.keys("q");
+    let after = t.wait("exit", |s| s.contains("MAESTRO-EXITED"));
+    assert!(after.contains("MAESTRO-EXITED 0"), "{after}");
+}
