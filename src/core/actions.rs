@@ -116,8 +116,15 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
         if now != from {
             return Err(format!("{task} is {now}, not {from}; nothing to answer."));
         }
+        // "an approval message", "a rejection message": the article agrees with the word.
+        let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
+            "an"
+        } else {
+            "a"
+        };
+        let kind = kind.replace('_', " ");
         Ok(format!(
-            "{task}: {from} -> {to}, heartbeat refreshed, and a `{kind}` message from the Conductor (marked as yours): {}.",
+            "{task}: {from} -> {to}, heartbeat refreshed, and {article} {kind} message from the Conductor, marked as yours, saying {}",
             quote(m)
         ))
     };

@@ -132,7 +132,7 @@ impl Action {
             Self::Top => "go to the first line",
             Self::Bottom => "go to the last line (Log: follow again)",
             Self::Open => "open: task → its log, anomaly → its line, message → full text",
-            Self::Search => "search the log",
+            Self::Search => "search the log (in Tasks: filter the tasks)",
             Self::SearchNext => "next search match",
             Self::SearchPrev => "previous search match",
             Self::PrevAnomaly => "previous anomaly line in the log",

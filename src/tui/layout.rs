@@ -149,12 +149,12 @@ pub fn layout(area: Rect, c: &Content) -> Option<PaneRects> {
         return None;
     }
     let [main, status] = Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(area);
-    // Musician rows up to a cap that grows with the window: borders, header and the
-    // Conductor's line come with them.
+    // Musician rows up to a cap that grows with the window: borders, header, the
+    // Conductor's line and the selected task's detail line come with them.
     let task_cap = (main.height * 45 / 100).max(9);
     let tasks = Claim {
         min: 5,
-        want: (c.task_rows.max(1) as u16 + 4).min(task_cap),
+        want: (c.task_rows.max(1) as u16 + 5).min(task_cap),
     };
     let hb_want = c.heartbeat_rows.max(1) as u16 + 2;
     if area.width >= WIDE {
@@ -190,6 +190,13 @@ fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> 
     h[3] += more_messages;
     h[1] += more_anomalies;
     h[2] += left - more_messages - more_anomalies;
+    // Two lines are no more than one for a summary: the log takes the second.
+    for i in [1, 3] {
+        if h[i] == SUMMARY_BELOW - 1 {
+            h[i] -= 1;
+            h[2] += 1;
+        }
+    }
     let rows = stack(main, &h);
     let [heartbeats, watchdog] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(rows[4]);
@@ -329,8 +336,8 @@ mod tests {
         assert_eq!((r.heartbeats.height, r.watchdog.height), (1, 1), "{r:?}");
         assert_eq!(r.heartbeats.y, r.watchdog.y, "one strip");
         assert_eq!(
-            r.tasks.height, 8,
-            "4 Musicians, header, Conductor line, borders"
+            r.tasks.height, 9,
+            "4 Musicians, header, Conductor line, detail line, borders"
         );
         assert_eq!(r.anomalies.height, 5, "3 of the 4 unread");
         let tall = layout(Rect::new(0, 0, 100, 40), &content(4, 4)).unwrap();

@@ -174,6 +174,8 @@ fn search_finds_newest_first_then_steps() {
         LogKind::Status,
         &["alpha", "needle 1", "beta", "needle 2", "gamma"],
     );
+    // From the Tasks pane `/` filters the tasks; from the others it searches the log.
+    ui.update(Action::FocusLog, &s);
     ui.update(Action::Search, &s);
     for c in "needle".chars() {
         ui.search_type(Some(c));

@@ -35,21 +35,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let fits = area.height.saturating_sub(4);
     let first = crate::tui::panes::ctx::window_start(ctx.ui.selected_task, fits);
     let (above, below) = (first, count.saturating_sub(first + usize::from(fits)));
-    if above + below > 0 {
-        let mut marks = Vec::new();
-        if above > 0 {
-            marks.push(format!("↑ {above} more"));
-        }
-        if below > 0 {
-            marks.push(format!("↓ {below} more"));
-        }
-        block = block.title_bottom(
-            Line::from(Span::styled(
-                format!(" {} ", marks.join(" · ")),
-                ctx.theme.accent,
-            ))
-            .right_aligned(),
-        );
+    if let Some(marks) = crate::tui::panes::ctx::more_marks(above, below) {
+        block =
+            block.title_bottom(Line::from(Span::styled(marks, ctx.theme.accent)).right_aligned());
     }
     let inner = block.inner(area);
     frame.render_widget(block, area);
@@ -66,6 +54,17 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         frame.render_widget(Paragraph::new(hint).style(ctx.theme.muted), table_area);
         return;
     }
+    // With room to spare under the rows, the selected task said in full.
+    let table_area = if usize::from(table_area.height) > count + 1 && ctx.ui.focus == Pane::Tasks {
+        let [table, detail] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(table_area);
+        if let Some(t) = shown.get(ctx.ui.selected_task) {
+            frame.render_widget(Paragraph::new(detail_line(t, ctx)), detail);
+        }
+        table
+    } else {
+        table_area
+    };
     // The columns that fit, by priority; the session's only once one is known.
     let sessions = ctx.snap.tasks.iter().any(|t| !t.sessions.is_empty());
     let columns = Column::fitting(table_area.width.saturating_sub(2), sessions);
@@ -253,7 +252,8 @@ impl Column {
     fn width(self) -> u16 {
         match self {
             Column::Id | Column::WorkedBy => 11,
-            Column::State | Column::Anomaly => 12,
+            Column::State => 15,
+            Column::Anomaly => 12,
             Column::Context => 13,
             Column::Beat | Column::Forecast => 6,
             Column::Watch | Column::Retry | Column::TrueContext => 5,
@@ -345,7 +345,7 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
             Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
         ]),
         Column::Id => Line::from(fit(&printable(t.id()), 11)),
-        Column::State => Line::from(Span::styled(fit(state, 12), ctx.theme.state(state))),
+        Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
         Column::WorkedBy => Line::from(fit(
             &printable(t.row.worked_by.as_deref().unwrap_or("—")),
             12,
@@ -367,4 +367,47 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
         },
         Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
     }))
+}
+
+/// `▸ task-03 review_approved · musician-3 · ctx 35% · waits 40s Bash cargo test · …`:
+/// everything the row may have cut.
+fn detail_line<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
+    let mut parts = vec![format!("{} {}", printable(t.id()), printable(&t.row.state))];
+    if let Some(w) = &t.row.worked_by {
+        parts.push(printable(w));
+    }
+    if let Some(c) = t.context() {
+        parts.push(format!("ctx {c}%"));
+    }
+    if let Some(s) = t.session() {
+        let tool = s
+            .tool
+            .as_ref()
+            .map(|tool| {
+                let arg = tool
+                    .argument
+                    .as_deref()
+                    .map(|a| format!(" {}", printable(a)));
+                format!(" {}{}", printable(&tool.name), arg.unwrap_or_default())
+            })
+            .unwrap_or_default();
+        parts.push(format!("{}{tool}", printable(&s.activity)));
+    }
+    if let Some(a) = t.last_anomaly {
+        parts.push(format!("last anomaly {}", a.as_str()));
+    }
+    if let Some(e) = &t.row.last_error {
+        parts.push(format!("error {}", printable(e)));
+    }
+    let mut spans = vec![
+        Span::styled("▸ ", ctx.theme.accent),
+        Span::raw(parts.join(" · ")),
+    ];
+    if let Some((text, _)) = &t.needs_you {
+        spans.push(Span::styled(
+            format!(" · needs you: {}", printable(text)),
+            ctx.theme.error,
+        ));
+    }
+    Line::from(spans)
 }
