@@ -71,8 +71,10 @@ fn demo_shows_all_four_anomalies_and_the_watchdog() {
         })
     };
     assert!(found("task-00", "database"), "the Conductor's session");
+    let sessions: Vec<&serde_json::Value> =
+        events.iter().filter(|v| v["event"] == "session").collect();
     for task in ["task-01", "task-02", "task-03", "task-04"] {
-        assert!(found(task, "transcript"), "{task}'s session");
+        assert!(found(task, "transcript"), "{task}'s session: {sessions:#?}");
     }
     assert!(
         events
