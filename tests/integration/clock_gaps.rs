@@ -268,3 +268,41 @@ fn a_suspend_that_moves_the_wall_clock_does_not_kill_a_live_conductor() {
     marker(&mut m, &rig.scratch, "needs_review");
     assert_eq!(judgements(&m.seen), Vec::<String>::new());
 }
+
+/// A schedule runs once after a pause, not once per interval it missed.
+#[test]
+fn a_schedule_runs_once_after_a_pause_not_once_per_missed_interval() {
+    let rig = crate::common::PipelineRig::new();
+    rig.define(
+        "tick",
+        &serde_json::json!({
+            "trigger": {"type": "schedule", "intervalMs": 1000},
+            "steps": [{"type": "command", "command": "true"}],
+            "loop": {"type": "once"},
+            "safety": {"maxIterations": 1}
+        }),
+    );
+    let mut m = rig.host();
+    let started =
+        |v: &Value| event(v) == "pipeline" && v["name"] == "tick" && v["status"] == "started";
+    m.wait_json("a first run", started);
+    // About seven intervals missed.
+    m.signal(Signal::SIGSTOP);
+    std::thread::sleep(Duration::from_secs(8));
+    m.signal(Signal::SIGCONT);
+    // Everything said from the resume on (none of it read yet).
+    let before = m.seen.len();
+    m.wait_json("the gap", |v| event(v) == "clock");
+    m.wait_json("the run after the gap", started);
+    m.wait_json("the next run", started);
+    let runs = m.seen[before..]
+        .iter()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok_and(|v| started(&v)))
+        .count();
+    assert_eq!(
+        runs,
+        2,
+        "one run for the gap, then the schedule: {:?}",
+        &m.seen[before..]
+    );
+}
