@@ -184,6 +184,15 @@ impl UiState {
     pub fn sync_with(&mut self, snap: &Snapshot) {
         let shown = self.shown_tasks(snap);
         let n = shown.len();
+        // The selection stays on its task when the order changes (a task that starts
+        // waiting for the operator moves to the top).
+        if let Some(i) = self
+            .log_task
+            .as_ref()
+            .and_then(|lt| shown.iter().position(|t| t.id() == lt.as_str()))
+        {
+            self.selected_task = i;
+        }
         if n > 0 && self.selected_task >= n {
             self.selected_task = n - 1;
         }

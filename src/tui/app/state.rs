@@ -251,6 +251,12 @@ impl UiState {
                     .total_cmp(&a.cost_usd().unwrap_or(-1.0))
             }),
         }
+        // Tasks that wait for the operator come first, longest waiting first.
+        shown.sort_by_key(|t| {
+            t.needs_you
+                .as_ref()
+                .map_or((1, None), |(_, since)| (0, Some(*since)))
+        });
         shown
     }
 }

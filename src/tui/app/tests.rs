@@ -544,3 +544,28 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
         "by context, highest first"
     );
 }
+
+/// A task that starts waiting for the operator moves to the top of the Tasks pane; the
+/// selection stays on the task it was on.
+#[test]
+fn a_task_that_needs_you_comes_first_and_the_selection_stays_put() {
+    let s = snap(&["task-01", "task-02", "task-03"]);
+    let mut ui = UiState::default();
+    ui.sync_with(&s);
+    ui.update(Action::Down, &s);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    let mut rows: Vec<TaskView> = s.tasks.iter().map(|t| (**t).clone()).collect();
+    rows[2].needs_you = Some(("permission for Bash `cargo publish`".into(), at()));
+    let s2 = Snapshot {
+        tasks: rows.into_iter().map(std::sync::Arc::new).collect(),
+        ..Snapshot::default()
+    };
+    ui.sync_with(&s2);
+    let order: Vec<String> = ui
+        .shown_tasks(&s2)
+        .iter()
+        .map(|t| t.id().to_owned())
+        .collect();
+    assert_eq!(order, ["task-03", "task-01", "task-02"]);
+    assert_eq!(ui.shown_tasks(&s2)[ui.selected_task].id(), "task-02");
+}
