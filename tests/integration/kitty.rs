@@ -36,26 +36,40 @@ impl Display {
             );
             return None;
         }
-        for n in 80..200 {
-            if Path::new(&format!("/tmp/.X11-unix/X{n}")).exists()
-                || Path::new(&format!("/tmp/.X{n}-lock")).exists()
-            {
-                continue;
-            }
-            let name = format!(":{n}");
-            let server = Command::new("Xvfb")
-                .args([&name, "-screen", "0", "1280x800x24", "-nolisten", "tcp"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .ok()?;
-            let mut display = Self { name, server };
+        // Xvfb picks a free display itself and says which (two tests starting at once
+        // never share one).
+        let mut server = Command::new("Xvfb")
+            .args([
+                "-displayfd",
+                "1",
+                "-screen",
+                "0",
+                "1280x800x24",
+                "-nolisten",
+                "tcp",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .ok()?;
+        let mut line = String::new();
+        let stdout = server.stdout.take()?;
+        let read = std::io::BufRead::read_line(&mut std::io::BufReader::new(stdout), &mut line);
+        if read.is_ok()
+            && let Ok(n) = line.trim().parse::<u32>()
+        {
+            let mut display = Self {
+                name: format!(":{n}"),
+                server,
+            };
             if display.ready() {
                 return Some(display);
             }
-            let _ = display.server.kill();
-            let _ = display.server.wait();
+            eprintln!("skipped: Xvfb on :{n} did not answer");
+            return None;
         }
+        let _ = server.kill();
+        let _ = server.wait();
         eprintln!("skipped: no free X display for Xvfb");
         None
     }
