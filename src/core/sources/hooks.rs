@@ -56,10 +56,13 @@ pub async fn run(
     });
     let mut reader = SpoolReader::new(path);
     loop {
+        // One look at the process table per `claude` process of a batch (the spool read
+        // at start may hold thousands of events of a few sessions).
+        let mut seen = std::collections::HashMap::new();
         let batch: Vec<HookInput> = reader
             .read_new()
             .into_iter()
-            .map(|e| with_context(e, &temp))
+            .map(|e| with_context(e, &temp, &mut seen))
             .collect();
         if !batch.is_empty() && events.send(CoreEvent::Hooks(batch)).await.is_err() {
             return;
@@ -76,19 +79,29 @@ pub async fn run(
     }
 }
 
+/// What the process table says of one `claude` process: alive, and in which window.
+type ProcessFacts = (bool, Option<String>);
+
 /// The event with what the process table says about its `claude` process.
-fn with_context(event: HookEvent, temp: &Path) -> HookInput {
+fn with_context(
+    event: HookEvent,
+    temp: &Path,
+    seen: &mut std::collections::HashMap<(i32, Option<u64>), ProcessFacts>,
+) -> HookInput {
     let claude = event.claude_pid.map(|pid| ProcessId {
         pid,
         start_time: event.claude_start,
     });
-    let claude_alive = claude.is_some_and(|c| c.is_same_alive());
-    let window_task = match (claude, event.event.as_str()) {
-        (Some(c), "SessionStart" | "UserPromptSubmit" | "Notification" | "PermissionRequest")
-            if claude_alive =>
-        {
-            window_task(c.pid, temp)
-        }
+    let (claude_alive, window) = claude.map_or((false, None), |c| {
+        seen.entry((c.pid, c.start_time))
+            .or_insert_with(|| {
+                let alive = c.is_same_alive();
+                (alive, alive.then(|| window_task(c.pid, temp)).flatten())
+            })
+            .clone()
+    });
+    let window_task = match event.event.as_str() {
+        "SessionStart" | "UserPromptSubmit" | "Notification" | "PermissionRequest" => window,
         _ => None,
     };
     HookInput {
