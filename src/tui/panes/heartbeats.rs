@@ -9,22 +9,29 @@ use crate::core::domain::TaskState;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
+/// Who has a heartbeat to keep: the Conductor and the Souffleur first, then the
+/// Musicians (a finished one has no deadline left to meet).
+pub fn beating(snap: &crate::core::snapshot::Snapshot) -> Vec<&crate::core::snapshot::TaskView> {
+    let mut rows: Vec<_> = snap
+        .tasks
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|t| t.heartbeat.is_some() && !TaskState(t.row.state.clone()).is_terminal())
+        .collect();
+    rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
+    rows
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let block = ctx.block(Pane::Heartbeats, "Heartbeats");
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let bar_width = usize::from(inner.width.saturating_sub(26)).clamp(4, 30);
     let mut lines = Vec::new();
-    // Conductor and Souffleur first, then Musicians whose state needs a heartbeat.
-    let mut rows: Vec<_> = ctx
-        .snap
-        .tasks
-        .iter()
-        // A finished Musician has no deadline left to meet.
-        .filter(|t| t.heartbeat.is_some() && !TaskState(t.row.state.clone()).is_terminal())
-        .collect();
-    rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
-    for t in rows.into_iter().take(usize::from(inner.height)) {
+    for t in beating(ctx.snap)
+        .into_iter()
+        .take(usize::from(inner.height))
+    {
         let (limit, live) = if t.is_conductor() {
             (ctx.limits.conductor_stale, t.row.state != "complete")
         } else if t.is_souffleur() {

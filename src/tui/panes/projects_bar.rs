@@ -9,6 +9,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::tui::panes::ctx::{DrawCtx, printable};
+use crate::tui::project_tab::ProjectTab;
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // Every figure when they fit; else each tab's number, name and unread count.
@@ -34,35 +35,7 @@ fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
             format!(" {} {} ", i + 1, printable(&tab.name)),
             name_style,
         ));
-        if full {
-            spans.push(Span::styled(
-                format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
-                ctx.theme.muted,
-            ));
-            if tab.trouble > 0 {
-                spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
-            }
-        }
-        if tab.needs_you > 0 {
-            spans.push(Span::styled(
-                format!(" ⚑{}", tab.needs_you),
-                ctx.theme.error,
-            ));
-        }
-        if tab.unread > 0 {
-            spans.push(Span::styled(format!(" ●{}", tab.unread), ctx.theme.error));
-        }
-        if full {
-            if let Some(c) = &tab.conductor {
-                spans.push(Span::styled(
-                    format!(" C:{}", printable(c)),
-                    ctx.theme.state(c),
-                ));
-            }
-            if let Some(cost) = tab.cost {
-                spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
-            }
-        }
+        spans.extend(figures(ctx, tab, full, false));
         spans.push(Span::raw(if full { "  " } else { " " }));
     }
     spans
@@ -95,34 +68,7 @@ pub fn draw_picker(frame: &mut Frame, area: Rect, ctx: &DrawCtx, selected: usize
                     ctx.theme.title(false)
                 },
             )];
-            spans.push(Span::styled(
-                format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
-                ctx.theme.muted,
-            ));
-            if tab.trouble > 0 {
-                spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
-            }
-            if tab.needs_you > 0 {
-                spans.push(Span::styled(
-                    format!(" ⚑{} need you", tab.needs_you),
-                    ctx.theme.error,
-                ));
-            }
-            if tab.unread > 0 {
-                spans.push(Span::styled(
-                    format!(" ●{} unread", tab.unread),
-                    ctx.theme.error,
-                ));
-            }
-            if let Some(c) = &tab.conductor {
-                spans.push(Span::styled(
-                    format!(" C:{}", printable(c)),
-                    ctx.theme.state(c),
-                ));
-            }
-            if let Some(cost) = tab.cost {
-                spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
-            }
+            spans.extend(figures(ctx, tab, true, true));
             if i == ctx.project_index {
                 spans.push(Span::styled("  (shown)", ctx.theme.muted));
             }
@@ -130,4 +76,49 @@ pub fn draw_picker(frame: &mut Frame, area: Rect, ctx: &DrawCtx, selected: usize
         })
         .collect();
     frame.render_widget(Paragraph::new(lines).block(block), popup);
+}
+
+/// A tab's figures: tasks by state, trouble, tasks that need the operator, unread
+/// anomalies, the Conductor's state and the cost (`full`: all of them; `words`: with
+/// their names, for the picker).
+fn figures<'a>(ctx: &DrawCtx<'a>, tab: &ProjectTab, full: bool, words: bool) -> Vec<Span<'a>> {
+    let mut spans = Vec::new();
+    if full {
+        spans.push(Span::styled(
+            format!(" {}w {}r {}d", tab.working, tab.review, tab.done),
+            ctx.theme.muted,
+        ));
+        if tab.trouble > 0 {
+            spans.push(Span::styled(format!(" {}!", tab.trouble), ctx.theme.error));
+        }
+    }
+    let (need, unread) = if words {
+        (" need you", " unread")
+    } else {
+        ("", "")
+    };
+    if tab.needs_you > 0 {
+        spans.push(Span::styled(
+            format!(" ⚑{}{need}", tab.needs_you),
+            ctx.theme.error,
+        ));
+    }
+    if tab.unread > 0 {
+        spans.push(Span::styled(
+            format!(" ●{}{unread}", tab.unread),
+            ctx.theme.error,
+        ));
+    }
+    if full {
+        if let Some(c) = &tab.conductor {
+            spans.push(Span::styled(
+                format!(" C:{}", printable(c)),
+                ctx.theme.state(c),
+            ));
+        }
+        if let Some(cost) = tab.cost {
+            spans.push(Span::styled(format!(" ${cost:.2}"), ctx.theme.accent));
+        }
+    }
+    spans
 }

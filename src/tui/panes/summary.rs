@@ -9,7 +9,6 @@ use ratatui::style::Modifier;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
-use crate::core::domain::TaskState;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
@@ -115,15 +114,8 @@ fn messages<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
 
 /// Each live participant's heartbeat age against its own limit.
 fn heartbeats<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
-    let mut rows: Vec<_> = ctx
-        .snap
-        .tasks
-        .iter()
-        .filter(|t| t.heartbeat.is_some() && !TaskState(t.row.state.clone()).is_terminal())
-        .collect();
-    rows.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
     let mut spans = Vec::new();
-    for t in rows {
+    for t in crate::tui::panes::heartbeats::beating(ctx.snap) {
         let Some(hb) = t.heartbeat else { continue };
         if t.is_conductor() && t.row.state == "complete" {
             spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
