@@ -122,3 +122,35 @@ fn the_selected_anomaly_shows_its_full_text_when_focused() {
         "the end of {detail:?} is not on screen:\n{out}"
     );
 }
+
+/// After a gap in maestro's running the status line says why ages restarted, for ten
+/// minutes.
+#[test]
+fn the_status_line_tells_a_clock_gap_for_a_while() {
+    let mut snap = with_musicians(4);
+    snap.session_cost_usd = None;
+    let ui = busy_ui(&snap);
+    let status = |snap: &maestro::core::snapshot::Snapshot| {
+        text(&render(snap, &ui, 160, 30))
+            .lines()
+            .last()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    snap.last_gap = Some((
+        crate::dashboard::now() - time::Duration::seconds(30),
+        "suspend",
+        600,
+    ));
+    let line = status(&snap);
+    assert!(
+        line.contains("after a suspend (10 minutes): ages restarted"),
+        "{line}"
+    );
+    snap.last_gap = Some((
+        crate::dashboard::now() - time::Duration::minutes(20),
+        "suspend",
+        600,
+    ));
+    assert!(!status(&snap).contains("ages restarted"));
+}

@@ -40,6 +40,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         counted(ctx.snap.message_count as usize, "message", "messages")
     ));
     let waiting = needs_you(ctx, &key(Action::GoToWindow));
+    // A gap in maestro's running is told for ten minutes, unless a newer error takes
+    // the place (by then every age it restarted has been judged afresh).
+    let gap = ctx
+        .snap
+        .last_gap
+        .filter(|(at, ..)| ctx.snap.last_error.as_ref().is_none_or(|(e, _)| at >= e))
+        .filter(|(at, ..)| ctx.now - *at < time::Duration::minutes(10))
+        .map(|(at, kind, secs)| {
+            format!(
+                "resumed {} after a {} ({}): ages restarted",
+                ctx.clock.hms(at),
+                kind,
+                crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
+            )
+        });
     // The pane's key hints take only what the facts leave (the name, a note, an error
     // and the cost come first).
     let replay_len = ctx.ui.replay.as_ref().map_or(0, |r| r.chars().count() + 3);
@@ -48,6 +63,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .note
         .as_ref()
         .map(|n| n.chars().count() + 3)
+        .or_else(|| gap.as_ref().map(|g| g.chars().count() + 3))
         .or_else(|| {
             ctx.snap
                 .last_error
@@ -111,19 +127,6 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         )
     });
     let used: usize = spans.iter().map(Span::width).sum();
-    // A gap in maestro's running is told until a newer error takes the place.
-    let gap = ctx
-        .snap
-        .last_gap
-        .filter(|(at, ..)| ctx.snap.last_error.as_ref().is_none_or(|(e, _)| at >= e))
-        .map(|(at, kind, secs)| {
-            format!(
-                "resumed {} after a {} ({}): ages restarted",
-                ctx.clock.hms(at),
-                kind,
-                crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
-            )
-        });
     let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
         (Some(note), ..) => note.chars().count() + 3,
         (None, Some(gap), _) => gap.chars().count() + 3,
