@@ -491,6 +491,7 @@ fn start_watch(
     overflow: Arc<AtomicBool>,
 ) -> Option<notify::RecommendedWatcher> {
     use notify::{RecursiveMode, Watcher};
+    let again = wake.clone();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
         let message = match res {
             Ok(e) if super::is_read_access(&e.kind) => return,
@@ -505,21 +506,30 @@ fn start_watch(
     .ok()?;
     let projects = claude.join("projects");
     let sessions = claude.join("sessions");
-    if projects.is_dir() {
+    // The Claude folder, or the nearest folder above it that exists, first: a folder
+    // made below it from now on is announced by an event.
+    let mut above = Some(claude);
+    let mut watched = None;
+    while let Some(dir) = above {
+        if dir.is_dir() {
+            let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
+            watched = Some(dir);
+            break;
+        }
+        above = dir.parent();
+    }
+    let projects_there = projects.is_dir();
+    if projects_there {
         let _ = watcher.watch(&projects, RecursiveMode::Recursive);
     }
     if sessions.is_dir() {
         let _ = watcher.watch(&sessions, RecursiveMode::NonRecursive);
     }
-    // The Claude folder, or the nearest folder above it that exists, to see the rest
-    // appear.
-    let mut above = Some(claude);
-    while let Some(dir) = above {
-        if dir.is_dir() {
-            let _ = watcher.watch(dir, RecursiveMode::NonRecursive);
-            break;
-        }
-        above = dir.parent();
+    // A folder made while the watches were being set up (between a look and the watch
+    // above it) has no event: it is looked for again, as if one had come.
+    let claude_came = watched != Some(claude) && claude.is_dir();
+    if claude_came || (!projects_there && projects.is_dir()) {
+        let _ = again.try_send(Wake::Rescan);
     }
     Some(watcher)
 }
