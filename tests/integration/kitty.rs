@@ -36,6 +36,12 @@ impl Display {
             );
             return None;
         }
+        // kitty opens no window without a monospace font.
+        let fonts = Command::new("fc-list").arg(":spacing=mono").output();
+        if !fonts.is_ok_and(|o| !o.stdout.is_empty()) {
+            eprintln!("skipped: no monospace font for kitty (apt-get install fonts-dejavu-core)");
+            return None;
+        }
         // Xvfb picks a free display itself and says which (two tests starting at once
         // never share one).
         let mut server = Command::new("Xvfb")
