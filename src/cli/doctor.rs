@@ -190,10 +190,7 @@ fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
         if !is_pid_file {
             continue;
         }
-        let pid = crate::core::safe_fs::read_regular(&e.path(), 64)
-            .ok()
-            .and_then(|t| String::from_utf8_lossy(&t).trim().parse::<i32>().ok())
-            .filter(|p| *p > 1);
+        let pid = crate::core::windows::pid_in(&e.path());
         match pid {
             Some(p) if crate::core::sources::procs::is_alive(p) => {
                 live.push(format!("{name} ({p})"));

@@ -23,12 +23,6 @@ pub const REMOTE_CONTROL_HELP: &str = "turn on kitty's remote control for window
 /// How long `kitty @` may take.
 const KITTY_WAIT: Duration = Duration::from_secs(5);
 
-fn comm(pid: i32) -> Option<String> {
-    std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .ok()
-        .map(|s| s.trim().to_owned())
-}
-
 fn owned_by_me(pid: i32) -> bool {
     use std::os::unix::fs::MetadataExt;
     std::fs::metadata(format!("/proc/{pid}"))
@@ -76,38 +70,15 @@ pub fn claude_of(
     } else {
         format!("musician-{task}.pid")
     };
-    let bytes = safe_fs::read_regular(&temp.join(&pid_file), 64).ok()?;
-    let window: i32 = String::from_utf8_lossy(&bytes).trim().parse().ok()?;
+    let window = crate::core::windows::pid_in(&temp.join(&pid_file))?;
     let programs = crate::core::windows::window_programs(launch);
     let window = crate::core::windows::verify(temp, &pid_file, window, &programs).ok()?;
-    below(window.pid)
+    procs::descendants(window.pid)
         .into_iter()
         .chain([window.pid])
-        .find(|p| comm(*p).is_some_and(|c| c == "claude"))
+        .find(|p| procs::comm(*p).is_some_and(|c| c == "claude"))
         .map(ProcessId::observe)
         .filter(usable)
-}
-
-/// Every process below `pid` (one scan of `/proc`).
-fn below(pid: i32) -> Vec<i32> {
-    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| Some((p, procs::parent_of(p)?)))
-        .collect();
-    let mut out = vec![];
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for (child, _) in parents.iter().filter(|(_, parent)| *parent == p) {
-            if out.len() < 4096 && !out.contains(child) {
-                out.push(*child);
-                frontier.push(*child);
-            }
-        }
-    }
-    out
 }
 
 /// Where to send `focus-window`: the kitty socket and the window's process.
@@ -124,7 +95,7 @@ pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Resul
     for _ in 0..16 {
         let parent = procs::parent_of(window).filter(|p| *p > 1);
         match parent {
-            Some(p) if comm(p).is_some_and(|c| c == "kitty") => {
+            Some(p) if procs::comm(p).is_some_and(|c| c == "kitty") => {
                 kitty = Some(p);
                 break;
             }

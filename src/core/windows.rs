@@ -34,6 +34,17 @@ fn record_path(temp: &Path, pid_file: &str) -> Option<PathBuf> {
     Some(dir.join(format!("{pid_file}.json")))
 }
 
+/// The PID a window PID file holds: a regular file (never a link or a FIFO) of at most
+/// 64 bytes holding a number above 1. Whose process it is, is [`verify`]'s question.
+pub fn pid_in(path: &Path) -> Option<i32> {
+    let bytes = safe_fs::read_regular(path, 64).ok()?;
+    String::from_utf8_lossy(&bytes)
+        .trim()
+        .parse::<i32>()
+        .ok()
+        .filter(|p| *p > 1)
+}
+
 /// Remembers the process maestro just launched for `temp/<pid_file>`.
 pub fn record_launch(temp: &Path, pid_file: &str, process: ProcessId) {
     let Some(path) = record_path(temp, pid_file) else {
@@ -100,7 +111,7 @@ pub fn verify(
     };
     let live = ProcessId::observe(pid);
     let me = std::process::id() as i32;
-    if pid == me || ancestors(me).contains(&pid) {
+    if pid == me || procs::ancestors(me).contains(&pid) {
         return refuse("it is maestro itself or a process maestro runs under".into());
     }
     let uid = rustix::process::getuid().as_raw();
@@ -147,19 +158,6 @@ pub fn verify(
 }
 
 /// The PIDs above `pid`: its parent, the parent's parent, … up to init.
-fn ancestors(pid: i32) -> Vec<i32> {
-    let mut out = Vec::new();
-    let mut at = pid;
-    while let Some(parent) = procs::parent_of(at) {
-        if parent <= 1 || out.contains(&parent) {
-            break;
-        }
-        out.push(parent);
-        at = parent;
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,8 +24,8 @@ const SHELLS: [&str; 6] = ["sh", "bash", "dash", "zsh", "fish", "ksh"];
 pub fn claude_process() -> Option<ProcessId> {
     let mut pid = nix::unistd::getppid().as_raw();
     for _ in 0..2 {
-        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-        if !SHELLS.contains(&name.trim()) {
+        let name = procs::comm(pid)?;
+        if !SHELLS.contains(&name.as_str()) {
             break;
         }
         pid = procs::parent_of(pid)?;

@@ -233,14 +233,12 @@ pub fn match_tasks(
 
 /// Rule 1: the session ids of `claude` processes below the task's window.
 fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
-    let Ok(bytes) = safe_fs::read_regular(&temp.join(format!("musician-{task}.pid")), 64) else {
-        return Vec::new();
-    };
-    let Some(window) = String::from_utf8_lossy(&bytes).trim().parse::<i32>().ok() else {
+    let Some(window) = crate::core::windows::pid_in(&temp.join(format!("musician-{task}.pid")))
+    else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for pid in descendants(window) {
+    for pid in crate::core::sources::procs::descendants(window) {
         let Ok(bytes) = safe_fs::read_regular(
             &claude.join("sessions").join(format!("{pid}.json")),
             64 * 1024,
@@ -252,28 +250,6 @@ fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
             .and_then(|v| v["sessionId"].as_str().map(str::to_owned))
         {
             out.push(sid);
-        }
-    }
-    out
-}
-
-/// The processes below `pid` (one scan of `/proc`).
-fn descendants(pid: i32) -> Vec<i32> {
-    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
-        .filter_map(|p| Some((p, crate::core::sources::procs::parent_of(p)?)))
-        .collect();
-    let mut out = Vec::new();
-    let mut frontier = vec![pid];
-    while let Some(p) = frontier.pop() {
-        for (child, _) in parents.iter().filter(|(_, parent)| *parent == p) {
-            if !out.contains(child) {
-                out.push(*child);
-                frontier.push(*child);
-            }
         }
     }
     out

@@ -16,7 +16,6 @@ use crate::core::hooks::event::HookEvent;
 use crate::core::hooks::spool::{self, SpoolReader};
 use crate::core::paths::ProjectKey;
 use crate::core::recovery::CONDUCTOR_PID_FILE;
-use crate::core::safe_fs;
 use crate::core::sources::procs::{self, ProcessId};
 
 /// Runs until `cancel`, sending `CoreEvent::Hooks` for each batch of new events.
@@ -114,19 +113,8 @@ fn with_context(
 
 /// The task whose window PID file names the process or one of its ancestors.
 pub fn window_task(pid: i32, temp: &Path) -> Option<String> {
-    let mut line = vec![pid];
-    let mut p = pid;
-    for _ in 0..12 {
-        match procs::parent_of(p) {
-            Some(parent) if parent > 1 => {
-                line.push(parent);
-                p = parent;
-            }
-            _ => break,
-        }
-    }
-    let files = std::fs::read_dir(temp).ok()?;
-    for f in files.flatten() {
+    let line: Vec<i32> = std::iter::once(pid).chain(procs::ancestors(pid)).collect();
+    for f in std::fs::read_dir(temp).ok()?.flatten() {
         let name = f.file_name().to_string_lossy().into_owned();
         let task = if name == CONDUCTOR_PID_FILE {
             crate::core::domain::CONDUCTOR_ID.to_owned()
@@ -139,14 +127,7 @@ pub fn window_task(pid: i32, temp: &Path) -> Option<String> {
         } else {
             continue;
         };
-        let Ok(bytes) = safe_fs::read_regular(&f.path(), 64) else {
-            continue;
-        };
-        if String::from_utf8_lossy(&bytes)
-            .trim()
-            .parse::<i32>()
-            .is_ok_and(|window| window > 1 && line.contains(&window))
-        {
+        if crate::core::windows::pid_in(&f.path()).is_some_and(|window| line.contains(&window)) {
             return Some(task);
         }
     }
