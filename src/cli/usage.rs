@@ -18,7 +18,7 @@ use crate::core::text::printable;
 /// kept demo (its sessions are there, never in the real `~/.claude`), else `~/.claude`.
 fn claude_dir_for(project: &Project) -> Result<std::path::PathBuf, CliError> {
     let env_set = std::env::var_os("CLAUDE_CONFIG_DIR").is_some_and(|d| !d.is_empty());
-    let demo = project.root.join(".demo-claude");
+    let demo = crate::demo::demo_claude_dir(project);
     let is_demo = std::fs::symlink_metadata(demo.join("projects")).is_ok_and(|m| m.is_dir())
         && std::fs::symlink_metadata(&demo).is_ok_and(|m| m.is_dir());
     if !env_set && is_demo {

@@ -143,7 +143,7 @@ fn kitty_program(launch: &LaunchTemplates) -> String {
     launch
         .terminal
         .first()
-        .filter(|p| Path::new(p).file_name().is_some_and(|n| n == "kitty"))
+        .filter(|p| crate::core::recovery::launch::is_kitty(p))
         .cloned()
         .unwrap_or_else(|| "kitty".into())
 }

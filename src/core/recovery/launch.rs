@@ -38,10 +38,7 @@ pub fn find_program(name: &str) -> Option<PathBuf> {
 /// pixels, is about 80x24: too small for the dashboard's detail).
 pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -> Vec<String> {
     let mut argv = fill(&templates.terminal, project, title);
-    let is_kitty = argv
-        .first()
-        .is_some_and(|p| Path::new(p).file_name().is_some_and(|n| n == "kitty"));
-    if !is_kitty {
+    if !argv.first().is_some_and(|p| is_kitty(p)) {
         return argv;
     }
     let mut extra = Vec::new();
@@ -70,6 +67,11 @@ pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -
     let at = argv.iter().rposition(|a| a == "--").unwrap_or(argv.len());
     argv.splice(at..at, extra);
     argv
+}
+
+/// Whether a terminal program is kitty (by its file name: `kitty`, `/usr/bin/kitty`).
+pub fn is_kitty(program: &str) -> bool {
+    Path::new(program).file_name().is_some_and(|n| n == "kitty")
 }
 
 /// Where the kitty windows of a project listen, without the `-<kitty pid>` kitty adds:
