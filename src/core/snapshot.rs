@@ -25,10 +25,6 @@ pub struct Snapshot {
     /// The last gap in maestro's running (when it resumed, the kind, seconds unseen):
     /// ages restarted from then.
     pub last_gap: Option<(OffsetDateTime, &'static str, u64)>,
-    /// Tasks whose session waits for the operator now.
-    pub needs_you: u64,
-    /// Claude Code hook events received (0: the hooks are not installed, or idle).
-    pub hooks_received: u64,
     pub watchdog: WatchdogView,
     pub anomaly_count: u64,
     pub message_count: u64,

@@ -12,7 +12,7 @@ pub struct ProjectTab {
     pub trouble: usize,
     pub unread: usize,
     /// Tasks whose session waits for the operator.
-    pub needs_you: u64,
+    pub needs_you: usize,
     pub conductor: Option<String>,
     pub cost: Option<f64>,
 }
@@ -27,7 +27,7 @@ impl ProjectTab {
             done: 0,
             trouble: 0,
             unread,
-            needs_you: snap.needs_you,
+            needs_you: snap.tasks.iter().filter(|t| t.needs_you.is_some()).count(),
             conductor: snap.watchdog.conductor_state.clone(),
             cost: snap.session_cost_usd,
         };

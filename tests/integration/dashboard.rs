@@ -227,8 +227,6 @@ pub(crate) fn busy_snapshot() -> Snapshot {
         database: DatabaseHealth::Ok,
         last_error: None,
         last_gap: None,
-        needs_you: 0,
-        hooks_received: 0,
         watchdog: WatchdogView {
             conductor_heartbeat: Some(ago(35)),
             conductor_state: Some("reviewing".into()),

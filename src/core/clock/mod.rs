@@ -106,11 +106,6 @@ impl Clock {
         self.evidence(self.age(at))
     }
 
-    /// The moment from which ages count as evidence: the last resume, if any.
-    pub fn evidence_floor(&self) -> Option<Instant> {
-        self.latest_gap().map(|g| g.resumed_at)
-    }
-
     pub fn now_utc(&self) -> OffsetDateTime {
         if let Some(cell) = self.replayed {
             let nanos = i128::from(cell.load(Ordering::Relaxed));

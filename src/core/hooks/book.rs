@@ -43,9 +43,6 @@ pub struct NeedsYouBook {
     waiting: BTreeMap<String, Waiting>,
     /// The last live `claude` process seen for each task (where `w` takes the operator).
     claude: HashMap<String, ProcessId>,
-    /// Hook events received, and the last one's time (for `doctor` and the status bar).
-    pub received: u64,
-    pub last_at_ms: Option<i64>,
 }
 
 /// `/musician task-03` (the Conductor starts every Musician so).
@@ -63,8 +60,6 @@ impl NeedsYouBook {
         by_session: impl Fn(&str) -> Option<String>,
     ) -> Vec<Change> {
         let e = &input.event;
-        self.received += 1;
-        self.last_at_ms = Some(self.last_at_ms.map_or(e.at_ms, |t| t.max(e.at_ms)));
         let from_prompt = e
             .prompt
             .as_deref()
@@ -139,10 +134,6 @@ impl NeedsYouBook {
     /// What a task waits for, if it waits.
     pub fn waiting(&self, task: &str) -> Option<&Waiting> {
         self.waiting.get(task)
-    }
-
-    pub fn all_waiting(&self) -> impl Iterator<Item = &Waiting> {
-        self.waiting.values()
     }
 
     /// The `claude` process last seen for a task.

@@ -61,10 +61,6 @@ impl SpoolReader {
         }
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     /// The complete lines appended since the last call, as events (a line that is not
     /// one is skipped). A file that shrank was started over: it is read from the top.
     pub fn read_new(&mut self) -> Vec<HookEvent> {

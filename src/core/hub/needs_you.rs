@@ -27,13 +27,10 @@ impl Hub {
                 },
             );
             mapped |= before.as_deref() != self.needs_you.task_of(&input.event.session_id);
-            self.snapshot.hooks_received = self.needs_you.received;
             for change in changes {
                 self.on_needs_you(change).await;
             }
         }
-        self.snapshot.needs_you = self.needs_you.all_waiting().count() as u64;
-        self.dirty = true;
         if mapped {
             self.send_task_facts();
         }
