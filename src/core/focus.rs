@@ -9,7 +9,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::core::hooks::book::{HookInput, NeedsYouBook};
+use crate::core::hooks::book::NeedsYouBook;
 use crate::core::hooks::spool::SpoolReader;
 use crate::core::paths::ProjectKey;
 use crate::core::recovery::CONDUCTOR_PID_FILE;
@@ -44,20 +44,8 @@ pub fn claude_of(
     // The hook spool, read the way the hub reads it.
     if let Some(path) = crate::core::hooks::spool::spool_path(&ProjectKey::of(project)) {
         let mut book = NeedsYouBook::default();
-        for event in SpoolReader::new(path).read_new() {
-            let claude = event.claude_pid.map(|pid| ProcessId {
-                pid,
-                start_time: event.claude_start,
-            });
-            let alive = claude.is_some_and(|c| c.is_same_alive());
-            let window_task = claude
-                .filter(|_| alive)
-                .and_then(|c| crate::core::sources::hooks::window_task(c.pid, temp));
-            let input = HookInput {
-                event,
-                window_task,
-                claude_alive: alive,
-            };
+        let events = SpoolReader::new(path).read_new();
+        for input in crate::core::sources::hooks::in_context(events, temp) {
             book.apply(&input, |_| true, |_| None);
         }
         if let Some(p) = book.claude_of(task).filter(usable) {

@@ -55,14 +55,7 @@ pub async fn run(
     });
     let mut reader = SpoolReader::new(path);
     loop {
-        // One look at the process table per `claude` process of a batch (the spool read
-        // at start may hold thousands of events of a few sessions).
-        let mut seen = std::collections::HashMap::new();
-        let batch: Vec<HookInput> = reader
-            .read_new()
-            .into_iter()
-            .map(|e| with_context(e, &temp, &mut seen))
-            .collect();
+        let batch = in_context(reader.read_new(), &temp);
         if !batch.is_empty() && events.send(CoreEvent::Hooks(batch)).await.is_err() {
             return;
         }
@@ -76,6 +69,17 @@ pub async fn run(
             }
         }
     }
+}
+
+/// Events with what the process table says about their `claude` processes, as the hub
+/// takes them: one look per process of the batch (the spool read at start may hold
+/// thousands of events of a few sessions).
+pub fn in_context(events: Vec<HookEvent>, temp: &Path) -> Vec<HookInput> {
+    let mut seen = std::collections::HashMap::new();
+    events
+        .into_iter()
+        .map(|e| with_context(e, temp, &mut seen))
+        .collect()
 }
 
 /// What the process table says of one `claude` process: alive, and in which window.
@@ -112,7 +116,7 @@ fn with_context(
 }
 
 /// The task whose window PID file names the process or one of its ancestors.
-pub fn window_task(pid: i32, temp: &Path) -> Option<String> {
+fn window_task(pid: i32, temp: &Path) -> Option<String> {
     let line: Vec<i32> = std::iter::once(pid).chain(procs::ancestors(pid)).collect();
     for f in std::fs::read_dir(temp).ok()?.flatten() {
         let name = f.file_name().to_string_lossy().into_owned();
