@@ -80,7 +80,7 @@ fn a_log_line_in_a_shell_script_is_data_and_cwd_cannot_leave_the_project() {
         &json!({
             "trigger": {"type": "event", "event": "anomaly"},
             "steps": [{"type": "command", "command": "sh",
-                       "params": {"args": ["-c", "printf '%s' $event.detail > seen"]}}],
+                       "params": {"args": ["-c", "printf '%s' \"$1\" > seen", "_", "$event.detail"]}}],
             "safety": {"maxIterations": 1}
         }),
     );

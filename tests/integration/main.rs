@@ -14,6 +14,7 @@ mod faults;
 mod headless;
 mod hooks;
 mod house;
+mod injection;
 mod kitty;
 mod layout_sizes;
 mod limits;

@@ -8,6 +8,7 @@ pub mod files;
 pub mod host;
 pub mod interpolate;
 pub mod output;
+pub mod program_text;
 pub mod runner;
 pub mod spec;
 pub mod trust;

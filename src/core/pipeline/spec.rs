@@ -8,6 +8,7 @@ use regex::Regex;
 use serde_json::Value;
 
 use crate::core::pipeline::expr::{self, Expr};
+use crate::core::pipeline::program_text;
 
 #[derive(Debug, Clone)]
 pub struct Definition {
@@ -189,6 +190,9 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         ));
     }
     let steps = steps(m.get("steps"), &p("steps"))?;
+    let mut outputs = Vec::new();
+    output_names(&steps, &mut outputs);
+    check_program_text(&steps, &p("steps"), &outputs)?;
     let looping = match m.get("loop") {
         None => Loop::Once,
         Some(l) => {
@@ -303,6 +307,40 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
     })
 }
 
+/// Every `outputTo` name of these steps and the steps under their conditions.
+fn output_names(steps: &[Step], out: &mut Vec<String>) {
+    for step in steps {
+        out.extend(step.output_to.iter().cloned());
+        if let StepKind::Condition {
+            then, otherwise, ..
+        } = &step.kind
+        {
+            output_names(then, out);
+            output_names(otherwise, out);
+        }
+    }
+}
+
+/// Refuses a variable (an event field or another step's output) in program text
+/// (docs/cli.md, "Values are data").
+fn check_program_text(steps: &[Step], path: &str, outputs: &[String]) -> Res<()> {
+    for (i, step) in steps.iter().enumerate() {
+        let here = format!("{path}[{i}]");
+        match &step.kind {
+            StepKind::Command { program, args, .. } => program_text::check(program, args, outputs)
+                .map_err(|(j, why)| at(&format!("{here}.params.args[{j}]"), why))?,
+            StepKind::Condition {
+                then, otherwise, ..
+            } => {
+                check_program_text(then, &format!("{here}.then"), outputs)?;
+                check_program_text(otherwise, &format!("{here}.else"), outputs)?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn steps(v: Option<&Value>, path: &str) -> Res<Vec<Step>> {
     let Some(v) = v else { return Ok(Vec::new()) };
     let items = v
@@ -376,8 +414,19 @@ pub fn parse_step(v: &Value, path: &str) -> Res<Step> {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err(at(&format!("{pp}.wait"), "must be true or false")),
             };
-            crate::core::pipeline::interpolate::check_code_arguments(&program, &args)
-                .map_err(|e| at(&format!("{pp}.args"), e))?;
+            if let Some((name, _)) = env.iter().find(|(k, v)| {
+                program_text::is_code_environment(k)
+                    && program_text::pipeline_reference(v, &[]).is_some()
+            }) {
+                return Err(at(
+                    &format!("{pp}.env.{name}"),
+                    format!(
+                        "a variable may not fill {name}: programs read it as code or as where to find code; set it to a constant"
+                    ),
+                ));
+            }
+            program_text::check(&program, &args, &[])
+                .map_err(|(i, why)| at(&format!("{pp}.args[{i}]"), why))?;
             let cwd = string(&params, "cwd", &pp)?;
             if let Some(dir) = &cwd
                 && !stays_inside(dir)

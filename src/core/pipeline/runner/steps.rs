@@ -18,6 +18,35 @@ use crate::core::pipeline::output::{
 };
 use crate::core::pipeline::spec::{OnError, StepKind, Until};
 
+/// The event that started the run, for a script to read as data: `MAESTRO_EVENT` (the
+/// whole event as JSON) and `MAESTRO_EVENT_<FIELD>` for each field (`MAESTRO_EVENT_DETAIL`,
+/// `MAESTRO_EVENT_TASK_ID`; strings as they are, other values as JSON). A value holding
+/// a NUL byte cannot be an environment value and is left out.
+pub(super) fn event_environment(event: Option<&Value>) -> Vec<(String, String)> {
+    let Some(Value::Object(fields)) = event else {
+        return Vec::new();
+    };
+    let text = |v: &Value| match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    std::iter::once((
+        "MAESTRO_EVENT".to_owned(),
+        Value::Object(fields.clone()).to_string(),
+    ))
+    .chain(fields.iter().map(|(k, v)| {
+        (
+            format!(
+                "MAESTRO_EVENT_{}",
+                crate::core::pipeline::program_text::env_name(k)
+            ),
+            text(v),
+        )
+    }))
+    .filter(|(_, v)| !v.contains('\0'))
+    .collect()
+}
+
 impl Run<'_> {
     pub(super) async fn execute(
         &mut self,
@@ -39,6 +68,9 @@ impl Run<'_> {
                 };
                 let mut cmd = tokio::process::Command::new(program);
                 cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
+                for (k, v) in event_environment(self.vars.get("event")) {
+                    cmd.env(k, v);
+                }
                 for (k, v) in env {
                     cmd.env(k, interpolate(v, &self.vars)?);
                 }
@@ -137,6 +169,7 @@ impl Run<'_> {
                 )?;
                 let prompt = interpolate(prompt, &self.vars)?;
                 let mut cmd = tokio::process::Command::new(&argv[0]);
+                cmd.envs(event_environment(self.vars.get("event")));
                 cmd.args(&argv[1..])
                     .current_dir(&self.env.project)
                     .stdin(Stdio::piped())
