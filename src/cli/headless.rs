@@ -13,7 +13,7 @@ use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
 use crate::core::event_json::{contract_provider, json_line};
 use crate::core::runtime;
-use crate::core::text::printable;
+use crate::core::text::{one_line, printable};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +94,7 @@ async fn write_one(
 ) -> Option<Ended> {
     let line = match format {
         Format::Text => text(clock, h),
-        Format::Json => json_line(h).map(|v| format!("{v}\n")),
+        Format::Json => json_line(h).map(|v| format!("{}\n", crate::core::text::json_line(&v))),
     };
     if let Some(line) = line
         && !out.push(line).await
@@ -113,10 +113,29 @@ async fn write_one(
 }
 
 /// One happening as text (with its newline), or `None` for what headless does not show.
+/// Whatever a line kind puts in it, the whole line goes through the one sanitizer
+/// ([`printable`]) here, so a new kind cannot skip it.
 pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
+    let raw = raw_text(clock, h)?;
+    Some(match &h.what {
+        // The report's own lines stay lines; what it quotes cannot add any.
+        What::Anomaly(_) => {
+            let lines: Vec<_> = raw.trim_end_matches('\n').lines().map(printable).collect();
+            format!("{}\n\n", lines.join("\n"))
+        }
+        _ => format!("{}\n", one_line(raw.trim_end_matches('\n'))),
+    })
+}
+
+fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
     Some(match &h.what {
         // The report's own lines stay; what it quotes from a log cannot reach the terminal.
         What::Anomaly(a) => {
+            // A newline in the quoted text would forge a line of its own.
+            let a = crate::core::domain::Anomaly {
+                detail: a.detail.replace('\r', "").replace('\n', "\\n"),
+                ..a.clone()
+            };
             let report = a.report(&clock.hms(h.at));
             let lines: Vec<_> = report.lines().map(printable).collect();
             format!("{}\n\n", lines.join("\n"))
@@ -283,13 +302,6 @@ fn session_text(
     line + "\n"
 }
 
-/// Newlines inside a message would break "one event per line", and escape codes from
-/// a log or the database would act on the reader's terminal: `\n` is spelled out, other
-/// control characters become `·`.
-fn one_line(s: &str) -> String {
-    printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
-}
-
 /// Says on stderr (not in the event stream) that this run is not recorded.
 pub fn say_unrecorded(core: &runtime::RunningCore) {
     if let Some(why) = &core.unrecorded {
@@ -430,5 +442,203 @@ mod tests {
             v,
             serde_json::json!({"ts": "1970-01-01T00:00:00Z", "event": "clock", "kind": "suspend", "seconds": 600})
         );
+    }
+
+    /// Every kind of happening, each carrying `id` as its task id (where it has one) and
+    /// `text` wherever it carries text from outside.
+    fn every_kind(id: &str, text: &str) -> Vec<What> {
+        use crate::core::domain::souffleur::Provider;
+        use crate::core::event::{PipelineReport, RecoveryStatus, RecoveryStep, SouffleurSettings};
+        let at = time::OffsetDateTime::UNIX_EPOCH;
+        vec![
+            What::Anomaly(Anomaly {
+                task_id: TaskId::parse("task-03").expect("id"),
+                kind: AnomalyKind::SelfCorrection,
+                detail: text.into(),
+                spike: None,
+                line: None,
+            }),
+            What::Task {
+                task_id: id.into(),
+                state: text.into(),
+                prev_state: Some(text.into()),
+            },
+            What::Task {
+                task_id: id.into(),
+                state: text.into(),
+                prev_state: None,
+            },
+            What::Stale {
+                task_id: id.into(),
+                age_s: 9,
+            },
+            What::Message(MessageRow {
+                id: 1,
+                task_id: Some(id.into()),
+                from_session: Some(text.into()),
+                message_type: Some(text.into()),
+                message: Some(text.into()),
+                timestamp: Some(text.into()),
+            }),
+            What::Watchdog {
+                reason: WatchdogReason::SessionIdFound(text.into()),
+                task_count: 1,
+            },
+            What::Recovery(RecoveryStep {
+                provider: Provider::ClaudeExport,
+                status: RecoveryStatus::Started,
+                generation: 2,
+                pid: None,
+            }),
+            What::Error {
+                task_id: Some(id.into()),
+                detail: text.into(),
+            },
+            What::Settings(SouffleurSettings {
+                force_compact: 1,
+                force_compact_from: text.into(),
+                max_permission: text.into(),
+                max_permission_from: text.into(),
+                source: Some(text.into()),
+                warnings: vec![text.into()],
+            }),
+            What::Source {
+                source: "temp",
+                status: "appeared",
+                detail: text.into(),
+            },
+            What::Source {
+                source: "replay",
+                status: "appeared",
+                detail: text.into(),
+            },
+            What::Forecast {
+                task_id: id.into(),
+                threshold: 65,
+                at,
+            },
+            What::Watcher {
+                task_id: id.into(),
+                mode: "pause",
+                status: "attached",
+                pid: 7,
+            },
+            What::RoleEnded,
+            What::Pipeline(PipelineReport {
+                name: text.into(),
+                status: "step",
+                iteration: 1,
+                step: Some(0),
+                outcome: Some(text.into()),
+                trace: None,
+            }),
+            What::Session {
+                status: "missing",
+                task_id: id.into(),
+                session_id: Some(text.into()),
+                figures: None,
+                detail: Some(text.into()),
+            },
+            What::Budget {
+                task_id: Some(id.into()),
+                budget: "task_usd",
+                level: 80,
+                value: 1.0,
+                limit: 2.0,
+            },
+            What::NeedsYou {
+                task_id: id.into(),
+                session_id: text.into(),
+                reason: "permission",
+                tool: Some(text.into()),
+                detail: Some(text.into()),
+                text: text.into(),
+            },
+            What::NeedsYouCleared {
+                task_id: id.into(),
+                waited_s: 3,
+            },
+            What::Clock {
+                kind: "suspend",
+                seconds: 60,
+            },
+            What::Log {
+                task: TaskId::parse("task-03").expect("id"),
+                kind: crate::core::domain::LogKind::Status,
+                lines: vec![text.to_owned()].into(),
+                reset: false,
+            },
+        ]
+    }
+
+    /// Which kind a happening is: no wildcard, so a new kind fails to build here until
+    /// [`every_kind`] holds one of it.
+    fn kind_index(w: &What) -> usize {
+        match w {
+            What::Anomaly(_) => 0,
+            What::Task { .. } => 1,
+            What::Stale { .. } => 2,
+            What::Message(_) => 3,
+            What::Watchdog { .. } => 4,
+            What::Recovery(_) => 5,
+            What::Error { .. } => 6,
+            What::Settings(_) => 7,
+            What::Source { .. } => 8,
+            What::Forecast { .. } => 9,
+            What::Watcher { .. } => 10,
+            What::RoleEnded => 11,
+            What::Pipeline(_) => 12,
+            What::Session { .. } => 13,
+            What::Budget { .. } => 14,
+            What::NeedsYou { .. } => 15,
+            What::NeedsYouCleared { .. } => 16,
+            What::Clock { .. } => 17,
+            What::Log { .. } => 18,
+        }
+    }
+
+    #[test]
+    fn no_line_kind_lets_hostile_text_reach_the_terminal() {
+        let clock = Clock::system(time::UtcOffset::UTC);
+        let id = "task-1\u{1b}]0;owned\u{7}\u{202e}\u{2066}\u{200b}\u{feff}\n";
+        let hostile =
+            "x\u{1b}[2J\u{9b}31m\u{7}\u{202e}gnp.exe\u{2066}\u{200b}\u{feff}\r\nFAKE: line";
+        let kinds = every_kind(id, hostile);
+        let mut covered: Vec<usize> = kinds.iter().map(kind_index).collect();
+        covered.sort_unstable();
+        covered.dedup();
+        assert_eq!(
+            covered,
+            (0..=18).collect::<Vec<_>>(),
+            "every kind is walked"
+        );
+        for what in kinds {
+            let h = Happening {
+                at: time::OffsetDateTime::UNIX_EPOCH,
+                what,
+            };
+            if let Some(line) = text(&clock, &h) {
+                let body = line.trim_end_matches('\n');
+                assert!(
+                    !body.chars().any(|c| (c.is_control() && c != '\n')
+                        || crate::core::text::is_invisible_format(c)),
+                    "{:?}: {line:?}",
+                    h.what
+                );
+                if !matches!(h.what, What::Anomaly(_)) {
+                    assert!(!body.contains('\n'), "one line: {line:?}");
+                }
+                assert!(!line.contains("\nFAKE:"), "a forged line: {line:?}");
+            }
+            if let Some(v) = json_line(&h) {
+                let line = crate::core::text::json_line(&v);
+                assert!(
+                    !line
+                        .chars()
+                        .any(|c| c.is_control() || crate::core::text::is_invisible_format(c)),
+                    "{line}"
+                );
+            }
+        }
     }
 }

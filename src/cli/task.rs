@@ -41,7 +41,7 @@ pub fn run(
         let said = crate::core::focus::focus_task(
             &project.root,
             &project.temp,
-            task.as_str(),
+            &task,
             None,
             &settings.launch,
         )

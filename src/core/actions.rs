@@ -276,7 +276,7 @@ pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, Str
 
 /// The Musician window's process, from its PID file, if it is running.
 pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
-    let name = format!("musician-{task}.pid");
+    let name = task.window_pid_file();
     let file = project.temp.join(&name);
     let text = crate::core::safe_fs::read_regular(&file, 64)
         .map_err(|e| format!("{e}; maestro only signals windows it can identify."))?;
@@ -451,7 +451,7 @@ pub fn relaunch(
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
         rt.block_on(procs::guarded_kill(p, kill_grace));
     }
-    let pid_file = project.temp.join(format!("musician-{task}.pid"));
+    let pid_file = project.temp.join(task.window_pid_file());
     if let Err(e) = std::fs::remove_file(&pid_file)
         && e.kind() != std::io::ErrorKind::NotFound
     {
@@ -500,7 +500,7 @@ pub fn relaunch(
             "{e}. The task is fix_proposed with its handoff message; open the window by hand or fix `[launch] terminal` and relaunch."
         )
     })?;
-    write_pid_file(&project.temp, &format!("musician-{task}.pid"), new.pid)?;
+    write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
     let done = Done {
         json: json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
                 "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,

@@ -9,10 +9,10 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::core::domain::TaskId;
 use crate::core::hooks::book::NeedsYouBook;
 use crate::core::hooks::spool::SpoolReader;
 use crate::core::paths::ProjectKey;
-use crate::core::recovery::CONDUCTOR_PID_FILE;
 use crate::core::safe_fs;
 use crate::core::sources::procs::{self, ProcessId};
 use crate::settings::LaunchTemplates;
@@ -33,7 +33,7 @@ fn owned_by_me(pid: i32) -> bool {
 pub fn claude_of(
     project: &Path,
     temp: &Path,
-    task: &str,
+    task: &TaskId,
     hint: Option<ProcessId>,
     launch: &LaunchTemplates,
 ) -> Option<ProcessId> {
@@ -48,16 +48,12 @@ pub fn claude_of(
         for input in crate::core::sources::hooks::in_context(events, temp) {
             book.apply(&input, |_| true, |_| None);
         }
-        if let Some(p) = book.claude_of(task).filter(usable) {
+        if let Some(p) = book.claude_of(task.as_str()).filter(usable) {
             return Some(p);
         }
     }
     // The window PID file, verified, and the `claude` process below it.
-    let pid_file = if task == crate::core::domain::CONDUCTOR_ID {
-        CONDUCTOR_PID_FILE.to_owned()
-    } else {
-        format!("musician-{task}.pid")
-    };
+    let pid_file = task.window_pid_file();
     let window = crate::core::windows::pid_in(&temp.join(&pid_file))?;
     let programs = crate::core::windows::window_programs(launch);
     let window = crate::core::windows::verify(temp, &pid_file, window, &programs).ok()?;
@@ -140,13 +136,14 @@ fn kitty_program(launch: &LaunchTemplates) -> String {
 pub fn focus_task(
     project: &Path,
     temp: &Path,
-    task: &str,
+    task: &TaskId,
     hint: Option<ProcessId>,
     launch: &LaunchTemplates,
 ) -> Result<String, String> {
     let claude = claude_of(project, temp, task, hint, launch).ok_or_else(|| {
         format!(
-            "no running claude process is known for {task}: install the hooks (`maestro hooks install`) or check temp/musician-{task}.pid"
+            "no running claude process is known for {task}: install the hooks (`maestro hooks install`) or check temp/{}",
+            task.window_pid_file()
         )
     })?;
     let target = target_of(claude.pid, project, launch).map_err(|e| format!("{task}: {e}"))?;

@@ -48,6 +48,17 @@ impl TaskId {
         !self.is_conductor() && !self.is_souffleur()
     }
 
+    /// The window PID file maestro writes under `temp/` when it opens this task's
+    /// window: `musician-task-03.pid`, the Conductor's `souffleur-conductor.pid`. Built
+    /// only from a checked id, so it can never name a file outside `temp/`.
+    pub fn window_pid_file(&self) -> String {
+        if self.is_conductor() {
+            crate::core::recovery::CONDUCTOR_PID_FILE.to_owned()
+        } else {
+            format!("musician-{}.pid", self.0)
+        }
+    }
+
     /// The file name of one of this task's logs (`task-03-status`). Only valid ids exist,
     /// so the name can never climb out of `temp/`.
     pub fn log_file_name(&self, kind: LogKind) -> Option<String> {

@@ -233,8 +233,12 @@ pub fn match_tasks(
 
 /// Rule 1: the session ids of `claude` processes below the task's window.
 fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
-    let Some(window) = crate::core::windows::pid_in(&temp.join(format!("musician-{task}.pid")))
+    // A path only from a checked id: the task id comes from the database.
+    let Some(pid_file) = crate::core::domain::TaskId::parse(task).map(|t| t.window_pid_file())
     else {
+        return Vec::new();
+    };
+    let Some(window) = crate::core::windows::pid_in(&temp.join(pid_file)) else {
         return Vec::new();
     };
     let mut out = Vec::new();

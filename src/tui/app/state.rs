@@ -90,7 +90,7 @@ pub enum Effect {
     /// Read a task's context headroom for its panel.
     Headroom(TaskId),
     /// Bring a task's kitty window to the front.
-    Focus(String),
+    Focus(TaskId),
 }
 
 /// A desktop notification to raise.

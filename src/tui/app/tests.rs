@@ -569,3 +569,23 @@ fn a_task_that_needs_you_comes_first_and_the_selection_stays_put() {
     assert_eq!(order, ["task-03", "task-01", "task-02"]);
     assert_eq!(ui.shown_tasks(&s2)[ui.selected_task].id(), "task-02");
 }
+
+/// `w` builds a window PID file's path from the task id: an id from the database that is
+/// not a task id (`task-1/../../x`) reaches no path; the operator is told why.
+#[test]
+fn go_to_window_on_a_task_id_that_climbs_out_of_temp_builds_no_path() {
+    let s = snap(&["task-1/../../../etc/passwd"]);
+    let mut ui = UiState::default();
+    ui.sync_with(&s);
+    let effects = ui.update(Action::GoToWindow, &s);
+    assert!(effects.is_empty(), "{effects:?}");
+    let note = ui.note.clone().unwrap_or_default();
+    assert!(note.contains("not a task id"), "{note}");
+    let s = snap(&["task-03"]);
+    ui.sync_with(&s);
+    let effects = ui.update(Action::GoToWindow, &s);
+    assert!(
+        matches!(effects.as_slice(), [Effect::Focus(t)] if t.window_pid_file() == "musician-task-03.pid"),
+        "{effects:?}"
+    );
+}

@@ -1,5 +1,6 @@
 //! One [`Action`] in, the [`Effect`]s the loop must carry out out.
 
+use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::core::watchdog::control::WatchdogCmd;
 use crate::tui::action::Action;
@@ -93,7 +94,16 @@ impl UiState {
                         .get(self.selected_task)
                         .map(|t| t.id().to_owned())
                 };
-                if let Some(task) = waiting.or_else(selected) {
+                if let Some(raw) = waiting.or_else(selected) {
+                    // A path is built from a checked id only (the database is written
+                    // by others).
+                    let Some(task) = TaskId::parse(&raw) else {
+                        self.note = Some(format!(
+                            "{} is not a task id maestro acts on (task-NN); its window cannot be looked up",
+                            crate::core::text::printable(&raw)
+                        ));
+                        return vec![];
+                    };
                     return vec![Effect::Focus(task)];
                 }
                 self.note = Some("no task needs you and none is selected".into());
