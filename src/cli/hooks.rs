@@ -2,7 +2,8 @@
 //! install | uninstall`.
 //!
 //! The hook command never gets in Claude Code's way: it prints nothing, decides
-//! nothing, reads at most 1 MiB of stdin for at most [`STDIN_WAIT`], and exits 0 whatever
+//! nothing, reads stdin to its end (at most 1 MiB, for at most [`STDIN_WAIT`]: Claude
+//! Code closes it at once, and the limit holds when it never does), and exits 0 whatever
 //! happens (no maestro running, garbage, an unwritable data dir, a full disk).
 
 use std::io::Read;
@@ -18,16 +19,27 @@ use crate::core::paths::ProjectKey;
 
 /// The most of stdin a hook event may take.
 const MAX_INPUT: usize = 1024 * 1024;
-/// How long the hook waits for its stdin to end (Claude Code writes it at once).
-const STDIN_WAIT: Duration = Duration::from_millis(30);
+/// How long the hook waits for its stdin to end: well inside the 5 s timeout maestro
+/// installs its hooks with, and far longer than Claude Code takes to write an event.
+const STDIN_WAIT: Duration = Duration::from_secs(1);
 
 /// `maestro hook [--project DIR]`: spools the event on stdin. Always exit 0.
 pub fn hook_main(args: &[std::ffi::OsString]) {
-    let project = args
-        .iter()
-        .position(|a| a == "--project")
-        .and_then(|i| args.get(i + 1))
-        .map(PathBuf::from);
+    let flag = |name: &str| {
+        args.iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+    };
+    // `--project-hex`: a folder whose name is not UTF-8, as its bytes (see
+    // `install::hook_command`).
+    let project = flag("--project").map(PathBuf::from).or_else(|| {
+        flag("--project-hex")
+            .and_then(|h| h.to_str())
+            .and_then(from_hex)
+            .map(|b| {
+                PathBuf::from(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(&b))
+            })
+    });
     let input = read_stdin();
     let json =
         serde_json::from_slice::<serde_json::Value>(&input).unwrap_or_else(|_| cut_short(&input));
@@ -40,9 +52,12 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
         event.claude_start = claude.start_time;
     }
     let root = project.unwrap_or_else(|| {
+        // A cwd that is not UTF-8 reaches JSON with U+FFFD in it: the process's own
+        // working folder (Claude Code runs hooks there) has the real bytes.
         let cwd = event
             .cwd
             .as_deref()
+            .filter(|c| !c.contains('\u{FFFD}'))
             .map(PathBuf::from)
             .filter(|p| p.is_absolute())
             .or_else(|| std::env::current_dir().ok())
@@ -52,6 +67,17 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
     if let Some(path) = spool::spool_path(&ProjectKey::of(&root)) {
         let _ = spool::append(&path, &event);
     }
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    (text.len() % 2 == 0)
+        .then(|| {
+            (0..text.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+                .collect()
+        })
+        .flatten()
 }
 
 /// An event cut at [`MAX_INPUT`] (a tool's huge output) is not valid JSON, but its
@@ -104,6 +130,7 @@ pub fn run(project_root: &Path, action: &str, user: bool, json: bool) -> Result<
     let path = install::settings_path((!user).then_some(root.as_path())).ok_or_else(|| {
         CliError::Runtime("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
     })?;
+    install::refuse_unwritable(&path).map_err(CliError::Runtime)?;
     let (settings, mode) = install::read(&path).map_err(CliError::Runtime)?;
     let changed = match action {
         "install" => {

@@ -189,6 +189,7 @@ fn the_hook_command_is_silent_and_succeeds_whatever_it_is_given() {
     let text = std::fs::read_to_string(files[0].path()).unwrap();
     let events: Vec<Value> = text
         .lines()
+        .filter(|l| !l.is_empty())
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     assert_eq!(events.len(), 2, "{text}");

@@ -1,7 +1,10 @@
 //! `maestro hooks install | uninstall`: maestro's entries merged into (or taken out of) a
 //! Claude Code settings file, every other key and every other tool's hook kept as it
-//! was. An entry is maestro's when its command runs a program named `maestro` with the
-//! argument `hook`; an install from another path replaces the old entry in place.
+//! was, in the order it was (Claude Code keeps key order, so does maestro). An entry is
+//! maestro's only when its command is exactly what [`hook_command`] writes (a program
+//! named `maestro`, `hook`, and `--project DIR` or nothing): a user's own command that
+//! mentions maestro (`maestro hook && ~/bin/backup.sh`) is theirs and is never touched.
+//! An install from another path replaces the old entry in place.
 
 use std::path::{Path, PathBuf};
 
@@ -11,24 +14,58 @@ use crate::core::hooks::event::EVENTS;
 use crate::core::safe_fs;
 
 /// The hook command for this maestro: `'<exe>' hook [--project '<dir>']`, quoted for the
-/// shell Claude Code runs it with.
+/// shell Claude Code runs it with. A project folder whose name is not UTF-8 cannot be
+/// written in a JSON string; it travels as `--project-hex` (its bytes in hex), so its
+/// events reach the same spool as the folder's own bytes name.
 pub fn hook_command(exe: &Path, project: Option<&Path>) -> String {
-    let quote = |p: &Path| {
-        shlex::try_quote(&p.to_string_lossy())
-            .map_or_else(|_| "maestro".to_owned(), std::borrow::Cow::into_owned)
+    let quote = |p: &str| {
+        shlex::try_quote(p).map_or_else(|_| "maestro".to_owned(), std::borrow::Cow::into_owned)
     };
+    let exe = quote(&exe.to_string_lossy());
     match project {
-        Some(dir) => format!("{} hook --project {}", quote(exe), quote(dir)),
-        None => format!("{} hook", quote(exe)),
+        Some(dir) => match dir.to_str() {
+            Some(text) => format!("{exe} hook --project {}", quote(text)),
+            None => format!(
+                "{exe} hook --project-hex {}",
+                hex(dir.as_os_str().as_encoded_bytes())
+            ),
+        },
+        None => format!("{exe} hook"),
     }
 }
 
-/// Whether a hook command is maestro's.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Whether a hook command is one maestro wrote: exactly `<maestro> hook`, `<maestro> hook
+/// --project DIR` or `<maestro> hook --project-hex HEX`, quoted as [`hook_command`]
+/// quotes it. Anything more (`&& backup.sh`, a pipe, other words) is the user's.
 pub fn is_ours(command: &str) -> bool {
-    let words = shlex::split(command).unwrap_or_default();
-    matches!(words.as_slice(), [program, verb, ..]
-        if verb == "hook"
-            && Path::new(program).file_name().is_some_and(|n| n == "maestro"))
+    let Some(words) = shlex::split(command) else {
+        return false;
+    };
+    let is_maestro = |p: &str| Path::new(p).file_name().is_some_and(|n| n == "maestro");
+    let rebuilt = match words.as_slice() {
+        [program, verb] if verb == "hook" && is_maestro(program) => {
+            hook_command(Path::new(program), None)
+        }
+        [program, verb, flag, dir]
+            if verb == "hook" && flag == "--project" && is_maestro(program) =>
+        {
+            hook_command(Path::new(program), Some(Path::new(dir)))
+        }
+        [program, verb, flag, hex]
+            if verb == "hook" && flag == "--project-hex" && is_maestro(program) =>
+        {
+            format!(
+                "{} hook --project-hex {hex}",
+                shlex::try_quote(program).unwrap_or_default()
+            )
+        }
+        _ => return false,
+    };
+    rebuilt == command
 }
 
 fn entries_of<'a>(settings: &'a Value, event: &str) -> impl Iterator<Item = &'a Value> {
@@ -137,15 +174,36 @@ pub fn removed(mut settings: Value) -> Option<Value> {
                 .is_none_or(|h| !h.is_empty())
         });
         if list.is_empty() {
-            hooks.remove(event);
+            hooks.shift_remove(event);
         }
     }
     if hooks.is_empty()
         && let Some(root) = settings.as_object_mut()
     {
-        root.remove("hooks");
+        root.shift_remove("hooks");
     }
     changed.then_some(settings)
+}
+
+/// Refuses, before anything changes, a settings file maestro could not replace as it
+/// was: another user's (the new file would be the caller's), or one without write
+/// permission (the user made it read-only; maestro does not override that).
+pub fn refuse_unwritable(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    match std::fs::symlink_metadata(path) {
+        Ok(m) if m.uid() != rustix::process::geteuid().as_raw() => Err(format!(
+            "{} belongs to uid {}, not to you (uid {}); maestro edits only your own settings, keeping their owner. Run this as that user; the file was left untouched",
+            path.display(),
+            m.uid(),
+            rustix::process::geteuid().as_raw()
+        )),
+        Ok(m) if m.permissions().mode() & 0o200 == 0 => Err(format!(
+            "{} is read-only (mode {:o}); maestro does not override that. Make it writable (chmod u+w) and run this again; it was left untouched",
+            path.display(),
+            m.permissions().mode() & 0o777
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// A settings file read for a change: its JSON (an empty object when absent) and mode.
@@ -183,8 +241,11 @@ pub fn read(path: &Path) -> Result<(Value, Option<u32>), String> {
     })
 }
 
-/// Writes settings atomically (a new file is owner-only; an existing one keeps its mode).
+/// Writes settings atomically (a new file is owner-only; an existing one keeps its mode
+/// and group, and its owner: [`read`] refused another user's).
 pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let group = std::fs::symlink_metadata(path).ok().map(|m| m.gid());
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
@@ -192,7 +253,11 @@ pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), Str
     let mut text = serde_json::to_string_pretty(settings).map_err(|e| e.to_string())?;
     text.push('\n');
     safe_fs::write_atomic(path, text.as_bytes(), mode.unwrap_or(0o600))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))
+        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    if let Some(gid) = group {
+        let _ = std::os::unix::fs::chown(path, None, Some(gid));
+    }
+    Ok(())
 }
 
 /// The settings file of a project (`.claude/settings.local.json`, not committed) or of
@@ -208,7 +273,7 @@ pub fn settings_path(project: Option<&Path>) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    const CMD: &str = "'/opt/bin/maestro' hook --project /w/p";
+    const CMD: &str = "/opt/bin/maestro hook --project /w/p";
 
     #[test]
     fn an_install_keeps_everything_else_and_a_second_changes_nothing() {
@@ -243,6 +308,30 @@ mod tests {
     }
 
     #[test]
+    fn a_users_own_maestro_command_is_left_as_it_is_and_key_order_kept() {
+        let before: Value = serde_json::from_str(
+            r#"{"zeta": 1, "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "maestro hook && ~/bin/backup.sh"}]}]}, "alpha": {"b": 1, "a": 2}}"#,
+        )
+        .unwrap();
+        let after = merged(before.clone(), CMD).unwrap().unwrap();
+        let stop = after["hooks"]["Stop"].as_array().unwrap();
+        assert_eq!(stop.len(), 2, "the user's entry kept, ours added: {stop:?}");
+        assert_eq!(
+            stop[0]["hooks"][0]["command"],
+            "maestro hook && ~/bin/backup.sh"
+        );
+        let keys: Vec<&String> = after.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["zeta", "hooks", "alpha"]);
+        let again = merged(after.clone(), CMD).unwrap();
+        assert_eq!(again, None, "not doubled");
+        let back = removed(after).unwrap();
+        assert_eq!(
+            serde_json::to_string(&back).unwrap(),
+            serde_json::to_string(&before).unwrap()
+        );
+    }
+
+    #[test]
     fn files_not_shaped_like_claude_codes_are_refused() {
         assert!(merged(json!([1]), CMD).is_err());
         assert!(merged(json!({"hooks": 3}), CMD).is_err());
@@ -264,6 +353,16 @@ mod tests {
         assert!(!is_ours("maestro-other hook"));
         assert!(!is_ours("/bin/echo maestro hook"));
         assert!(!is_ours("maestro doctor"));
+        // A user's own command that runs maestro's hook among other things is theirs.
+        assert!(!is_ours("maestro hook && ~/bin/backup.sh"));
+        assert!(!is_ours("maestro hook | tee -a log"));
+        assert!(!is_ours("maestro hook --project /p extra"));
+        assert!(!is_ours("maestro  hook"), "not as maestro writes it");
+        let odd = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"/p/\xff");
+        assert!(is_ours(&hook_command(
+            Path::new("/bin/maestro"),
+            Some(Path::new(odd))
+        )));
     }
 
     #[test]

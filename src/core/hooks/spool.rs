@@ -26,7 +26,10 @@ pub fn spool_path(project: &ProjectKey) -> Option<PathBuf> {
     spool_dir().map(|d| d.join(format!("{}.jsonl", project.key)))
 }
 
-/// Appends one event (one `write`, so concurrent hooks never interleave their lines).
+/// Appends one event as one `write` of a whole line (`O_APPEND`, so concurrent hooks never
+/// interleave). The line starts with a newline of its own: a line a failed write left
+/// half-written (a full disk) is ended there and skipped by the reader, instead of
+/// swallowing this event. A short write is not retried, so it never splits an event.
 pub fn append(path: &Path, event: &HookEvent) -> std::io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     if let Some(dir) = path.parent() {
@@ -35,13 +38,21 @@ pub fn append(path: &Path, event: &HookEvent) -> std::io::Result<()> {
             .mode(0o700)
             .create(dir)?;
     }
-    let mut line = serde_json::to_vec(event).map_err(std::io::Error::other)?;
+    let mut line = vec![b'\n'];
+    line.extend(serde_json::to_vec(event).map_err(std::io::Error::other)?);
     line.push(b'\n');
     let file = safe_fs::open_append(path, 0o600)?;
     if file.metadata()?.len() > MAX_SPOOL {
         file.set_len(0)?;
     }
-    (&file).write_all(&line)
+    let written = (&file).write(&line)?;
+    if written < line.len() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::WriteZero,
+            "the event was cut short (is the disk full?)",
+        ));
+    }
+    Ok(())
 }
 
 /// Follows one spool: each call returns the events appended since the last.
