@@ -42,6 +42,9 @@ pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
 
 /// Connections served at once: a scrape takes one; more than this many open at a time
 /// is someone holding them, and they must not take the descriptors the sources need.
+/// At the cap, a new connection takes the place of the oldest one that is not being
+/// answered: one who holds idle connections cannot keep a real scrape out, however many
+/// they open or renew.
 pub const MAX_CONNECTIONS: usize = 32;
 /// A request whose headers have not all come after this is dropped.
 pub const HEADER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -60,7 +63,7 @@ pub async fn serve(
     })?;
     let bound = listener.local_addr().map_err(|e| e.to_string())?;
     let feeds = Arc::new(feeds);
-    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let open = Arc::new(std::sync::Mutex::new(OpenConnections::default()));
     tokio::spawn(async move {
         loop {
             let accepted = tokio::select! {
@@ -75,31 +78,91 @@ pub async fn serve(
                     () = tokio::time::sleep(Duration::from_millis(100)) => continue,
                 }
             };
-            // Past the cap, a connection is closed at once: its descriptor is given
-            // back and the sources keep theirs.
-            let Ok(slot) = Arc::clone(&slots).try_acquire_owned() else {
+            // Past the cap, the oldest idle connection is closed for this one; when
+            // every one is being answered, this one is closed at once. Either way
+            // the descriptors stay bounded and the sources keep theirs.
+            let Some(conn) = open.lock().map_or(None, |mut o| o.admit()) else {
                 drop(stream);
                 continue;
             };
             let feeds = Arc::clone(&feeds);
+            let open = Arc::clone(&open);
             tokio::spawn(async move {
-                let _slot = slot;
-                let service = hyper::service::service_fn(
-                    move |req: Request<hyper::body::Incoming>| {
+                let answering = Arc::clone(&conn.answering);
+                let service =
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                         let feeds = Arc::clone(&feeds);
-                        async move { Ok::<_, std::convert::Infallible>(answer(&req, &feeds, clock)) }
-                    },
-                );
+                        let answering = Arc::clone(&answering);
+                        async move {
+                            answering.store(true, std::sync::atomic::Ordering::SeqCst);
+                            let reply = answer(&req, &feeds, clock);
+                            Ok::<_, std::convert::Infallible>(reply)
+                        }
+                    });
                 let io = hyper_util::rt::TokioIo::new(stream);
                 let served = hyper::server::conn::http1::Builder::new()
                     .timer(hyper_util::rt::TokioTimer::new())
                     .header_read_timeout(HEADER_TIMEOUT)
+                    .keep_alive(false)
                     .serve_connection(io, service);
-                let _ = tokio::time::timeout(CONNECTION_LIFETIME, served).await;
+                tokio::select! {
+                    _ = tokio::time::timeout(CONNECTION_LIFETIME, served) => {}
+                    () = conn.evicted.cancelled() => {}
+                }
+                if let Ok(mut o) = open.lock() {
+                    o.forget(conn.id);
+                }
             });
         }
     });
     Ok(bound)
+}
+
+/// One open connection: whether a whole request came (it is being answered, and then
+/// closed), and the token that closes it early.
+struct Connection {
+    id: u64,
+    answering: Arc<std::sync::atomic::AtomicBool>,
+    evicted: CancellationToken,
+}
+
+/// The open connections, oldest first.
+#[derive(Default)]
+struct OpenConnections {
+    next_id: u64,
+    open: std::collections::VecDeque<Connection>,
+}
+
+impl OpenConnections {
+    /// Room for a new connection: below the cap, or by closing the oldest one that has
+    /// not sent a whole request. `None`: every connection is being answered.
+    fn admit(&mut self) -> Option<Connection> {
+        if self.open.len() >= MAX_CONNECTIONS {
+            let idle = self
+                .open
+                .iter()
+                .position(|c| !c.answering.load(std::sync::atomic::Ordering::SeqCst))?;
+            if let Some(old) = self.open.remove(idle) {
+                old.evicted.cancel();
+            }
+        }
+        self.next_id += 1;
+        let conn = Connection {
+            id: self.next_id,
+            answering: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            evicted: CancellationToken::new(),
+        };
+        self.open.push_back(Connection {
+            id: conn.id,
+            answering: Arc::clone(&conn.answering),
+            evicted: conn.evicted.clone(),
+        });
+        Some(conn)
+    }
+
+    fn forget(&mut self, id: u64) {
+        self.open.retain(|c| c.id != id);
+    }
 }
 
 fn answer(
@@ -138,6 +201,29 @@ fn answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_the_cap_the_oldest_idle_connection_makes_room_never_the_newest() {
+        let mut open = OpenConnections::default();
+        let first: Vec<Connection> = (0..MAX_CONNECTIONS)
+            .map(|_| open.admit().expect("room"))
+            .collect();
+        first[0]
+            .answering
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let newest = open.admit().expect("an idle one makes room");
+        assert!(!first[0].evicted.is_cancelled(), "being answered");
+        assert!(first[1].evicted.is_cancelled(), "the oldest idle one goes");
+        assert!(!newest.evicted.is_cancelled());
+        assert_eq!(open.open.len(), MAX_CONNECTIONS);
+        for c in open.open.iter() {
+            c.answering.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        assert!(
+            open.admit().is_none(),
+            "all being answered: the new one waits its turn"
+        );
+    }
 
     #[test]
     fn a_port_alone_listens_on_loopback() {
