@@ -397,6 +397,9 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     event_log(project, settings.ok(), &mut add);
     definitions(project, &mut add);
     hooks(project, &mut add);
+    for problem in crate::core::paths::socket_dir_problems() {
+        add(Level::Warning, "sockets", problem);
+    }
 
     let worst = checks.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
     let word = |l: Level| match l {

@@ -15,6 +15,16 @@ pub fn open_dashboard(
 ) -> Result<(), CliError> {
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let title = format!("maestro: {}", project.name());
+    // Said before the window opens: a squatted socket folder turns focus off.
+    let problems = crate::core::paths::socket_dir_problems().into_iter().chain(
+        crate::core::recovery::launch::kitty_focus_problem(&settings.launch, &root),
+    );
+    for problem in problems {
+        eprintln!(
+            "maestro: warning: {}",
+            crate::core::text::printable(&problem)
+        );
+    }
     let mut argv = terminal_argv(&settings.launch, &root, &title);
     let program = argv.remove(0);
     if find_program(&program).is_none() {

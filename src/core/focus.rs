@@ -92,16 +92,20 @@ pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Resul
             "its claude process (PID {claude}) does not run in a kitty window"
         ));
     };
-    let from_env = listen_on_of(claude).or_else(|| listen_on_of(window));
+    // The operator's configured socket, then the one of a window maestro opened, and
+    // only then what the window's environment says (a process could set it to point
+    // elsewhere): a Unix socket owned by this user, never TCP or an abstract name.
     let ours = crate::core::recovery::launch::kitty_socket_base(project)
+        .ok()
         .map(|base| format!("{}-{kitty}", base.display()))
-        .filter(|p| Path::new(p).exists())
+        .filter(|p| is_own_socket(Path::new(p)))
         .map(|p| format!("unix:{p}"));
+    let from_env = || listen_on_of(claude).or_else(|| listen_on_of(window));
     let socket = launch
         .kitty_socket
         .clone()
-        .or(from_env)
         .or(ours)
+        .or_else(from_env)
         .ok_or_else(|| {
             format!("kitty (PID {kitty}) does not listen for remote control; {REMOTE_CONTROL_HELP}")
         })?;
@@ -111,7 +115,8 @@ pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Resul
     })
 }
 
-/// `KITTY_LISTEN_ON` in a process's environment (kitty sets it in its windows).
+/// `KITTY_LISTEN_ON` in a process's environment (kitty sets it in its windows), when it
+/// names a Unix socket on disk that this user owns.
 fn listen_on_of(pid: i32) -> Option<String> {
     let bytes =
         safe_fs::read_regular(Path::new(&format!("/proc/{pid}/environ")), 1024 * 1024).ok()?;
@@ -119,7 +124,22 @@ fn listen_on_of(pid: i32) -> Option<String> {
         .split(|b| *b == 0)
         .find_map(|kv| kv.strip_prefix(b"KITTY_LISTEN_ON="))
         .map(|v| String::from_utf8_lossy(v).into_owned())
-        .filter(|v| (v.starts_with("unix:") || v.starts_with("tcp:")) && v.len() < 4096)
+        .filter(|v| is_own_unix_address(v))
+}
+
+/// `unix:/path` to a socket this user owns: not `tcp:`, not an abstract `unix:@name`
+/// (anyone on the machine can bind one), not another user's.
+pub fn is_own_unix_address(address: &str) -> bool {
+    address.len() < 4096
+        && address
+            .strip_prefix("unix:")
+            .is_some_and(|p| p.starts_with('/') && is_own_socket(Path::new(p)))
+}
+
+fn is_own_socket(path: &Path) -> bool {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    std::fs::symlink_metadata(path)
+        .is_ok_and(|m| m.file_type().is_socket() && m.uid() == rustix::process::geteuid().as_raw())
 }
 
 /// The kitty program: the terminal template's, when it is kitty, else `kitty`.
@@ -181,5 +201,40 @@ pub fn focus_task(
         Err(format!(
             "kitty @ focus-window failed for {task}: {err}; {REMOTE_CONTROL_HELP}"
         ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_own_unix_socket_on_disk_is_a_kitty_address() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("kitty-1");
+        let _listener = std::os::unix::net::UnixListener::bind(&path).expect("bind");
+        assert!(is_own_unix_address(&format!("unix:{}", path.display())));
+        assert!(!is_own_unix_address("tcp:127.0.0.1:5000"));
+        assert!(
+            !is_own_unix_address("unix:@mykitty"),
+            "abstract: anyone can bind it"
+        );
+        assert!(!is_own_unix_address(&format!(
+            "unix:{}",
+            dir.path().join("none").display()
+        )));
+        let file = dir.path().join("plain");
+        std::fs::write(&file, "").expect("write");
+        assert!(
+            !is_own_unix_address(&format!("unix:{}", file.display())),
+            "not a socket"
+        );
+        if rustix::process::geteuid().is_root() {
+            std::os::unix::fs::chown(&path, Some(65534), None).expect("chown");
+            assert!(
+                !is_own_unix_address(&format!("unix:{}", path.display())),
+                "another user's"
+            );
+        }
     }
 }

@@ -185,6 +185,44 @@ pub fn socket_path_in(
     }))
 }
 
+/// What is wrong with the socket folders maestro would use, looked at without creating
+/// or changing anything (for `doctor`): one another user owns, one others may enter, a
+/// file in a folder's place.
+pub fn socket_dir_problems() -> Vec<String> {
+    let uid = rustix::process::getuid().as_raw();
+    let mut dirs = Vec::new();
+    if let Some(run) = std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from)
+        && run.is_absolute()
+    {
+        dirs.push(run.join("maestro"));
+    }
+    dirs.push(std::env::temp_dir().join(format!("maestro-{uid}")));
+    dirs.push(PathBuf::from(format!("/tmp/maestro-{uid}")));
+    dirs.dedup();
+    dirs.iter()
+        .filter_map(|dir| {
+            let meta = std::fs::symlink_metadata(dir).ok()?;
+            if !meta.is_dir() {
+                Some(format!("{} is not a folder; remove it so maestro can keep its sockets there", dir.display()))
+            } else if meta.uid() != uid {
+                Some(format!(
+                    "{} belongs to uid {}, not to you (uid {uid}): maestro will not keep sockets there, so kitty windows it opens cannot be focused; remove it or set XDG_RUNTIME_DIR",
+                    dir.display(),
+                    meta.uid()
+                ))
+            } else if meta.mode() & 0o077 != 0 {
+                Some(format!(
+                    "{} is mode {:o}; maestro makes it 0700 when it next opens a socket there",
+                    dir.display(),
+                    meta.mode() & 0o777
+                ))
+            } else {
+                None
+            }
+        })
+        .collect()
+}
+
 /// Creates `dir` with mode 0700 if missing; refuses one another user owns or can enter.
 fn private_dir(dir: &Path, uid: u32) -> Result<(), String> {
     if let Err(e) = std::fs::create_dir(dir)

@@ -397,3 +397,53 @@ fn a_project_whose_path_is_not_utf8_gets_its_own_spool() {
         "sent to a look-alike folder's spool"
     );
 }
+
+// ---- kitty sockets ----
+
+/// A socket folder another user made where maestro keeps kitty's sockets is said at
+/// `launch` and by `doctor`, never silently turning focus off.
+#[test]
+fn a_squatted_socket_folder_is_a_warning_at_launch_and_in_doctor() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: making a folder another user's needs root");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    let run = tempfile::tempdir().unwrap();
+    let squatted = run.path().join("maestro");
+    std::fs::create_dir(&squatted).unwrap();
+    std::os::unix::fs::chown(&squatted, Some(65534), Some(65534)).unwrap();
+    // A stand-in terminal named kitty that opens nothing.
+    let bin = tempfile::tempdir().unwrap();
+    let kitty = bin.path().join("kitty");
+    std::fs::write(&kitty, "#!/bin/sh\nexit 0\n").unwrap();
+    std::fs::set_permissions(&kitty, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run_maestro = |args: &[&str]| {
+        crate::common::maestro()
+            .args(args)
+            .arg("--project")
+            .arg(s.root())
+            .env("XDG_RUNTIME_DIR", run.path())
+            .env("PATH", &path)
+            .env("DISPLAY", ":99")
+            .output()
+            .unwrap()
+    };
+    let out = run_maestro(&["launch"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("warning")
+            && err.contains(&format!("{} belongs to uid 65534", squatted.display())),
+        "{err}"
+    );
+    let out = run_maestro(&["doctor"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("belongs to uid 65534"), "{said}");
+    assert_eq!(out.status.code(), Some(1), "a warning: {said}");
+}

@@ -43,7 +43,7 @@ pub fn terminal_argv(templates: &LaunchTemplates, project: &Path, title: &str) -
     }
     let mut extra = Vec::new();
     if templates.kitty_remote_control
-        && let Some(socket) = kitty_socket_base(project)
+        && let Ok(socket) = kitty_socket_base(project)
     {
         extra.extend([
             "--listen-on".to_owned(),
@@ -75,13 +75,34 @@ pub fn is_kitty(program: &str) -> bool {
 }
 
 /// Where the kitty windows of a project listen, without the `-<kitty pid>` kitty adds:
-/// in maestro's private socket folder, short enough for `sun_path` with the pid.
-pub fn kitty_socket_base(project: &Path) -> Option<PathBuf> {
+/// in maestro's private socket folder, short enough for `sun_path` with the pid. An
+/// error says why windows cannot listen (a socket folder another user owns, a path too
+/// long), for a warning: focus is then off for the windows maestro opens.
+pub fn kitty_socket_base(project: &Path) -> Result<PathBuf, String> {
     let key = crate::core::paths::ProjectKey::of(project);
-    let path = crate::core::paths::socket_path(crate::core::paths::Service::Kitty, &key).ok()?;
+    let path = crate::core::paths::socket_path(crate::core::paths::Service::Kitty, &key)?;
     let base = path.with_extension("");
     // Room for "-" and a pid of up to 7 digits.
-    (base.as_os_str().len() + 8 <= 107).then_some(base)
+    if base.as_os_str().len() + 8 <= 107 {
+        Ok(base)
+    } else {
+        Err(format!(
+            "{} leaves no room for kitty's pid in a socket path; set XDG_RUNTIME_DIR to a short folder",
+            base.display()
+        ))
+    }
+}
+
+/// Why a kitty window maestro opens with these templates will not listen for remote
+/// control (so `w` cannot focus it), when it will not: for `launch` and `doctor`.
+pub fn kitty_focus_problem(templates: &LaunchTemplates, project: &Path) -> Option<String> {
+    let kitty = templates.terminal.first().is_some_and(|p| is_kitty(p));
+    if !kitty || !templates.kitty_remote_control {
+        return None;
+    }
+    kitty_socket_base(project).err().map(|why| {
+        format!("kitty windows maestro opens cannot listen for remote control, so `w` and `maestro task focus` cannot bring them to the front: {why}")
+    })
 }
 
 #[derive(Debug, Clone)]
