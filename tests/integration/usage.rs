@@ -125,6 +125,23 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
             &serde_json::json!({"input_tokens": 7, "output_tokens": 3}),
         ),
     );
+    // And one in Claude Code 2.1's layout, `<session id>/subagents/`, with its meta file.
+    write(
+        &projects.join("s-one/subagents/agent-b2.jsonl"),
+        &assistant(
+            "s-one",
+            "2026-11-20T14:03:40.000Z",
+            "m10",
+            "r10",
+            sonnet,
+            true,
+            &serde_json::json!({"input_tokens": 11, "output_tokens": 2}),
+        ),
+    );
+    write(
+        &projects.join("s-one/subagents/agent-b2.meta.json"),
+        r#"{"agentType":"general-purpose","description":"look","toolUseId":"toolu_9","spawnDepth":1}"#,
+    );
     // task-01-fix is another task: its prompt does not name task-01.
     write(
         &projects.join("s-fix.jsonl"),
@@ -207,17 +224,22 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
     let one = row("task-01");
     assert_eq!(one["session_id"], "s-one");
     assert_eq!(one["found_by"], "transcript");
-    // 19,365 (one response) + 150 (sidechain) + 40,005 (after the compaction) + 10 (subagent file).
-    assert_eq!(one["total_tokens"], 19_365 + 150 + 40_005 + 10, "{one}");
-    assert_eq!(one["input_tokens"], 3 + 100 + 10 + 7);
-    assert_eq!(one["output_tokens"], 210 + 50 + 5 + 3);
+    // 19,365 (one response) + 150 (sidechain) + 40,005 (after the compaction) + 10 (subagent
+    // file beside it) + 13 (subagent file in 2.1's layout).
+    assert_eq!(
+        one["total_tokens"],
+        19_365 + 150 + 40_005 + 10 + 13,
+        "{one}"
+    );
+    assert_eq!(one["input_tokens"], 3 + 100 + 10 + 7 + 11);
+    assert_eq!(one["output_tokens"], 210 + 50 + 5 + 3 + 2);
     assert_eq!(one["cache_write_tokens"], 5120);
     assert_eq!(one["cache_read_tokens"], 14_032 + 39_990);
     assert_eq!(one["compactions"], 1);
     assert_eq!(one["activity"], "working", "{one}");
     assert_eq!(one["context_tokens"], 40_000);
     assert_eq!(one["context_percent"], 20.0);
-    let expected = (120.0 * 3.0 + 268.0 * 15.0 + 5120.0 * 3.75 + 54_022.0 * 0.30) / 1e6;
+    let expected = (131.0 * 3.0 + 270.0 * 15.0 + 5120.0 * 3.75 + 54_022.0 * 0.30) / 1e6;
     assert!(
         (one["cost_usd"].as_f64().unwrap() - expected).abs() < 1e-9,
         "{one}"
@@ -252,7 +274,7 @@ fn usage_maps_every_rule_and_counts_by_the_usage_tools_rules() {
             .any(|r| r["session_id"] == "s-fix")
     );
     assert_eq!(v["total"]["sessions"], 3);
-    assert_eq!(v["total"]["total_tokens"], 59_530 + 1100 + 3000);
+    assert_eq!(v["total"]["total_tokens"], 59_543 + 1100 + 3000);
     assert!(v["prices"].as_str().unwrap().contains("list prices"));
 }
 

@@ -121,6 +121,38 @@ pub fn in_project(cwd: &str, project: &Path) -> bool {
     Path::new(cwd).starts_with(project)
 }
 
+/// The subagents' files that may belong to the session of `transcript`, in both layouts
+/// (docs/sessions.md): Claude Code 2.1's `<slug>/<session id>/subagents/agent-*.jsonl`
+/// and the older `agent-*.jsonl` beside the session's file (that folder holds every
+/// session of the project: a reader keeps only the files whose lines name this session).
+/// Sorted, so totals are added in one order.
+pub fn subagent_files(transcript: &Path, session_id: &str) -> Vec<PathBuf> {
+    let agents_in = |dir: &Path| -> Vec<PathBuf> {
+        std::fs::read_dir(dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| {
+                is_jsonl(p)
+                    && p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("agent-"))
+            })
+            .collect()
+    };
+    let Some(dir) = transcript.parent() else {
+        return Vec::new();
+    };
+    let mut files = agents_in(dir);
+    // A session id names a folder only when it is one plain name.
+    if !session_id.is_empty() && !session_id.contains(['/', '\\']) && session_id != ".." {
+        files.extend(agents_in(&dir.join(session_id).join("subagents")));
+    }
+    files.sort();
+    files
+}
+
 /// A transcript's extension (Claude Code writes `.jsonl`).
 pub fn is_jsonl(path: &Path) -> bool {
     path.extension()

@@ -57,8 +57,8 @@ impl ContextWindows {
     }
 }
 
-/// A session's whole transcript and its subagents' `agent-*.jsonl` files of the same
-/// session beside it, each read once through a [`follow::Follower`] (streamed: a 100 MB
+/// A session's whole transcript and its subagents' files ([`find::subagent_files`]: in
+/// `<session id>/subagents/` and beside it), each read once through a [`follow::Follower`] (streamed: a 100 MB
 /// file is never held whole; a half-written last line is not counted yet).
 pub fn tally_session(
     transcript: &Path,
@@ -71,22 +71,7 @@ pub fn tally_session(
         (!f.is_foreign()).then_some(f.tally)
     };
     let main = read(transcript, None).unwrap_or_else(Tally::new);
-    let mut agents: Vec<_> = transcript
-        .parent()
-        .and_then(|dir| std::fs::read_dir(dir).ok())
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| {
-            find::is_jsonl(p)
-                && p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("agent-"))
-        })
-        .collect();
-    agents.sort();
-    let agents = agents
+    let agents = find::subagent_files(transcript, session_id)
         .iter()
         .filter_map(|a| read(a, Some(session_id.to_owned())))
         .collect();

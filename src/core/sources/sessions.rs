@@ -327,14 +327,32 @@ impl Sessions {
             return false;
         }
         if path.is_dir() {
-            // A new project folder: what it already holds.
-            let mut changed = false;
-            for file in std::fs::read_dir(path).into_iter().flatten().flatten() {
-                changed |= self.look_at(&file.path());
-            }
-            return changed;
+            // A new folder (a project's, a session's, its `subagents/`): what it already
+            // holds, since files made before the watch reached it send no event.
+            return self.look_into(path, touched, 2);
         }
         self.look_at(path)
+    }
+
+    /// The transcripts and subagents' files already in a new folder, `depth` levels down.
+    fn look_into(&mut self, dir: &Path, touched: &mut HashSet<String>, depth: u8) -> bool {
+        let mut changed = false;
+        for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = file.path();
+            let name = file.file_name().to_string_lossy().into_owned();
+            if file.file_type().is_ok_and(|t| t.is_dir()) {
+                if depth > 0 {
+                    changed |= self.look_into(&path, touched, depth - 1);
+                }
+            } else if name.starts_with("agent-") && find::is_jsonl(&path) {
+                if let Some(sid) = self.agent_owner(&path) {
+                    self.read_agent(&sid, &path, touched);
+                }
+            } else {
+                changed |= self.look_at(&path);
+            }
+        }
+        changed
     }
 
     /// The followed session a subagent's file belongs to, by its first line.
@@ -390,21 +408,14 @@ impl Sessions {
                 agents: BTreeMap::new(),
                 lost: false,
             };
-            // Subagents' files already there, of this session (a folder holds every
-            // session of its project, relaunches included).
-            if let Some(dir) = f.transcript.path.parent() {
-                for file in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-                    let path = file.path();
-                    let name = file.file_name().to_string_lossy().into_owned();
-                    if name.starts_with("agent-")
-                        && find::is_jsonl(&path)
-                        && find::head(&path).is_some_and(|h| h.session_id == sid)
-                    {
-                        let mut a = Follower::new(&path, Some(sid.clone()));
-                        a.read(&self.prices);
-                        self.agent_files.insert(path.clone(), sid.clone());
-                        live.agents.insert(path, a);
-                    }
+            // Subagents' files already there, of this session, in either layout (a
+            // folder holds every session of its project, relaunches included).
+            for path in find::subagent_files(&f.transcript.path, &sid) {
+                if find::head(&path).is_some_and(|h| h.session_id == sid) {
+                    let mut a = Follower::new(&path, Some(sid.clone()));
+                    a.read(&self.prices);
+                    self.agent_files.insert(path.clone(), sid.clone());
+                    live.agents.insert(path, a);
                 }
             }
             let figures = self.figures(&sid, &live);
