@@ -336,4 +336,23 @@ fn a_running_claude_process_and_the_database_session_id_map_live() {
         event(v) == "session" && v["total_tokens"] == 500
     });
     assert_eq!(billed["task_id"], "task-02", "{billed}");
+    // Claude Code 2.1 makes `<session id>/subagents/` while the session runs, with the
+    // subagent's file (and its meta file) in it: followed, and billed to the session.
+    let agents = folder.join("s-proc/subagents");
+    std::fs::create_dir_all(&agents).unwrap();
+    std::fs::write(agents.join("agent-b7.meta.json"), r#"{"agentType":"general-purpose"}"#).unwrap();
+    std::fs::write(
+        agents.join("agent-b7.jsonl"),
+        format!(
+            "{}\n",
+            json!({"type": "assistant", "sessionId": "s-proc", "agentId": "b7", "isSidechain": true, "requestId": "rb",
+                   "message": {"id": "mb", "model": "claude-sonnet-4-5", "content": [],
+                               "usage": {"input_tokens": 20, "output_tokens": 30}}})
+        ),
+    )
+    .unwrap();
+    let billed = m.wait_json("the 2.1 subagent's bill", |v| {
+        event(v) == "session" && v["total_tokens"] == 550
+    });
+    assert_eq!(billed["task_id"], "task-02", "{billed}");
 }
