@@ -3,6 +3,12 @@
 //! entries, extrapolated to 65 % (prepare the handoff) and 75 % (the mandatory exit).
 //! Values read at start share the file's mtime and give no rate; a falling or flat
 //! context gives no forecast.
+//!
+//! A trend needs time and points: at least [`MIN_POINTS`] values over at least
+//! [`MIN_SPAN`]. A session's first response jumps from nothing to the size of its system
+//! prompt and tools (tens of thousands of tokens in seconds, seen with the real Claude
+//! Code): that is where the trajectory starts, not a rate, so values of 0 before it are
+//! dropped and the first value above 0 is the baseline.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet, VecDeque};
 use std::time::Duration;
@@ -17,6 +23,10 @@ pub const HANDOFF_AT: u8 = 65;
 pub const EXIT_AT: u8 = 75;
 /// Entries the rate is computed over.
 pub const WINDOW: usize = 8;
+/// The fewest values a rate is computed from.
+pub const MIN_POINTS: usize = 3;
+/// The shortest time the values must span.
+pub const MIN_SPAN: Duration = Duration::from_secs(60);
 
 /// The expected crossing moments (UTC), when the trajectory gives one.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -31,6 +41,9 @@ pub struct Forecast {
 pub fn forecast(points: &[(OffsetDateTime, u8)]) -> Option<Forecast> {
     let window = &points[points.len().saturating_sub(WINDOW)..];
     let (&(t0, _), &(t_last, last)) = (window.first()?, window.last()?);
+    if window.len() < MIN_POINTS || (t_last - t0) < MIN_SPAN {
+        return None;
+    }
     let xs: Vec<f64> = window
         .iter()
         .map(|(t, _)| (*t - t0).as_seconds_f64())
@@ -98,6 +111,14 @@ impl ForecastBook {
         }
         let points = self.points.entry(task.clone()).or_default();
         for v in values {
+            // Until the context is above 0, the session has not answered: the first
+            // value above 0 starts the trajectory (the first jump is no trend).
+            if points.back().is_none_or(|(_, last)| *last == 0) {
+                points.clear();
+                if *v == 0 {
+                    continue;
+                }
+            }
             if points.len() == WINDOW {
                 points.pop_front();
             }
@@ -208,12 +229,12 @@ mod tests {
 
     #[test]
     fn a_steady_rise_is_extrapolated_by_hand() {
-        // 2 points a minute apart: 30 % then 40 %: 10 %/min. 65 % is 2.5 min after
-        // the last entry, 75 % 3.5 min after it.
-        let f = forecast(&[(at(0), 30), (at(60), 40)]).expect("a forecast");
+        // 3 points a minute apart: 30, 40, 50 %: 10 %/min. 65 % is 1.5 min after
+        // the last entry, 75 % 2.5 min after it.
+        let f = forecast(&[(at(0), 30), (at(60), 40), (at(120), 50)]).expect("a forecast");
         assert!((f.rate_per_min - 10.0).abs() < 1e-9);
-        assert_eq!(f.handoff_at, Some(at(60 + 150)));
-        assert_eq!(f.exit_at, Some(at(60 + 210)));
+        assert_eq!(f.handoff_at, Some(at(120 + 90)));
+        assert_eq!(f.exit_at, Some(at(120 + 150)));
         // Least squares over noisy entries: 20, 24, 29, 32 at 0, 60, 120, 180 s:
         // slope = 4.1 %/min; 75 % is (75-32)/4.1 = 10.49 min after the last.
         let f = forecast(&[(at(0), 20), (at(60), 24), (at(120), 29), (at(180), 32)]).expect("f");
@@ -230,35 +251,76 @@ mod tests {
             None,
             "one moment: no rate"
         );
-        assert_eq!(forecast(&[(at(0), 50), (at(60), 40)]), None, "falling");
-        let f = forecast(&[(at(0), 60), (at(60), 70)]).expect("f");
+        assert_eq!(
+            forecast(&[(at(0), 50), (at(30), 45), (at(60), 40)]),
+            None,
+            "falling"
+        );
+        let f = forecast(&[(at(0), 60), (at(30), 65), (at(60), 70)]).expect("f");
         assert_eq!(f.handoff_at, Some(at(60)), "already past 65 %");
+    }
+
+    #[test]
+    fn a_trend_needs_three_points_over_a_minute() {
+        assert_eq!(forecast(&[(at(0), 30), (at(600), 60)]), None, "two points");
+        assert_eq!(
+            forecast(&[(at(0), 1), (at(1), 5), (at(2), 9)]),
+            None,
+            "seconds apart"
+        );
+        assert!(forecast(&[(at(0), 30), (at(30), 35), (at(60), 40)]).is_some());
+    }
+
+    /// A fresh session: 0 %, then its first response (the system prompt and tools) in
+    /// seconds, then a slow climb. The first jump predicts nothing.
+    #[test]
+    fn a_fresh_sessions_first_jump_is_no_forecast() {
+        let task = TaskId::parse("task-03").expect("id");
+        let mut book = ForecastBook::new(Duration::from_secs(600));
+        book.on_values(&task, at(0), &[0]);
+        book.on_values(&task, at(4), &[18]);
+        book.on_values(&task, at(5), &[19]);
+        assert!(book.forecasts().is_empty());
+        assert!(book.due(at(5), |_| true).is_empty());
+        assert_eq!(book.next_due(), None);
+        // From the first response on, a real trend over minutes does forecast, at the
+        // climb's own rate (1 %/min), not the jump's.
+        book.on_values(&task, at(64), &[20]);
+        book.on_values(&task, at(124), &[21]);
+        let f = book.of("task-03").expect("a trend");
+        assert!(f.rate_per_min < 2.0, "{}", f.rate_per_min);
+        assert!(
+            book.due(at(124), |_| true).is_empty(),
+            "65 % is over 40 min away"
+        );
     }
 
     #[test]
     fn a_warning_is_raised_once_when_the_crossing_is_within_the_lead() {
         let task = TaskId::parse("task-03").expect("id");
         let mut book = ForecastBook::new(Duration::from_secs(600));
-        // 10 %/min from 30 %: 65 % at +3.5 min... after the entry at 60 s.
+        // 10 %/min from 30 %: 65 % 1.5 min after the entry at 120 s.
         book.on_values(&task, at(0), &[30]);
         book.on_values(&task, at(60), &[40]);
+        book.on_values(&task, at(120), &[50]);
         // Both crossings are within 10 minutes: both warned, once.
-        let due = book.due(at(60), |_| true);
+        let due = book.due(at(120), |_| true);
         assert_eq!(
             due.iter()
                 .map(|(_, th, when)| (*th, *when))
                 .collect::<Vec<_>>(),
             [(HANDOFF_AT, at(210)), (EXIT_AT, at(270))]
         );
-        assert!(book.due(at(61), |_| true).is_empty(), "once");
+        assert!(book.due(at(121), |_| true).is_empty(), "once");
         assert_eq!(book.next_due(), None);
         // A new session starts the trajectory over.
         book.reset(&task);
         assert!(book.forecasts().is_empty());
         let mut slow = ForecastBook::new(Duration::from_secs(60));
         slow.on_values(&task, at(0), &[30]);
+        slow.on_values(&task, at(300), &[35]);
         slow.on_values(&task, at(600), &[40]);
-        // 1 %/min: 75 % at 600 + 35 min; due 1 min before.
+        // 1 %/min: 65 % at 600 + 25 min; due 1 min before.
         assert!(slow.due(at(600), |_| true).is_empty());
         assert_eq!(slow.next_due(), Some(at(600 + 25 * 60 - 60)));
     }
@@ -271,7 +333,8 @@ mod tests {
         let mut book = ForecastBook::new(Duration::from_secs(600));
         book.on_values(&task, at(0), &[30]);
         book.on_values(&task, at(60), &[40]);
-        assert!(book.due(at(60), |_| false).is_empty());
+        book.on_values(&task, at(120), &[50]);
+        assert!(book.due(at(120), |_| false).is_empty());
         assert_eq!(book.next_due(), None);
         assert!(
             book.due(at(61), |_| true).is_empty(),

@@ -340,7 +340,11 @@ fn a_running_claude_process_and_the_database_session_id_map_live() {
     // subagent's file (and its meta file) in it: followed, and billed to the session.
     let agents = folder.join("s-proc/subagents");
     std::fs::create_dir_all(&agents).unwrap();
-    std::fs::write(agents.join("agent-b7.meta.json"), r#"{"agentType":"general-purpose"}"#).unwrap();
+    std::fs::write(
+        agents.join("agent-b7.meta.json"),
+        r#"{"agentType":"general-purpose"}"#,
+    )
+    .unwrap();
     std::fs::write(
         agents.join("agent-b7.jsonl"),
         format!(

@@ -125,7 +125,12 @@ async fn a_distant_forecast_is_raised_when_it_falls_due() {
         .send(lines("task-01", LogKind::Status, &["step 2 [ctx: 12%]"]))
         .await
         .unwrap();
-    // 2 points a minute from 12 % at +60 s: 65 % at +1650 s, warned 600 s before.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step 3 [ctx: 14%]"]))
+        .await
+        .unwrap();
+    // 2 points a minute from 14 % at +120 s: 65 % at +1650 s, warned 600 s before.
     let (raised, crossing) = loop {
         if let (
             raised,
@@ -503,11 +508,20 @@ async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
         .send(lines("task-01", LogKind::Status, &["step [ctx: 5%]"]))
         .await
         .unwrap();
-    // The transcript: 20 % -> 40 % in a minute: 65 % is 75 s away.
+    // The transcript: 20 % -> 40 % -> 50 % a minute apart: 65 % is soon.
     r.events
         .send(CoreEvent::Session(SessionReport::Update(session(&[
             context_response(1, 40_000),
             context_response(2, 80_000),
+        ]))))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&[
+            context_response(1, 40_000),
+            context_response(2, 80_000),
+            context_response(3, 100_000),
         ]))))
         .await
         .unwrap();
