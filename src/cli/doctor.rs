@@ -397,6 +397,20 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     event_log(project, settings.ok(), &mut add);
     definitions(project, &mut add);
     hooks(project, &mut add);
+    if let Ok(s) = settings {
+        for (model, tasks) in crate::cli::usage::unpriced_models(project, &s.prices) {
+            add(
+                Level::Warning,
+                "prices",
+                format!(
+                    "{} (sessions of {}) has no list price, so their cost is unknown; add {}",
+                    crate::core::text::printable(&model),
+                    tasks.join(", "),
+                    crate::core::sessions::prices::price_line(&model)
+                ),
+            );
+        }
+    }
     for problem in crate::core::paths::socket_dir_problems() {
         add(Level::Warning, "sockets", problem);
     }

@@ -42,6 +42,7 @@ pub fn run(
     let mut total = Tokens::default();
     let mut total_cost = 0.0;
     let mut unpriced = 0;
+    let mut unpriced_models = std::collections::BTreeSet::new();
     let now_ms = crate::core::sessions::now_ms();
     for f in &found {
         let (main, agents) = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
@@ -67,7 +68,10 @@ pub fn run(
         });
         match figures.cost_usd {
             Some(c) => total_cost += c,
-            None => unpriced += 1,
+            None => {
+                unpriced += 1;
+                unpriced_models.extend(figures.unpriced_models.iter().cloned());
+            }
         }
         let mut row = serde_json::to_value(&figures).unwrap_or_default();
         if let Some(fields) = row.as_object_mut() {
@@ -84,8 +88,11 @@ pub fn run(
         "cache_write_tokens": total.cache_write,
         "cache_read_tokens": total.cache_read,
         "total_tokens": total.total(),
-        "cost_usd": (total_cost * 1e6).round() / 1e6,
+        // Nothing priced: unknown, never 0. Otherwise the priced part, with the
+        // sessions and models left out named beside it.
+        "cost_usd": (unpriced == 0 || unpriced < rows.len()).then(|| (total_cost * 1e6).round() / 1e6),
         "sessions_without_price": unpriced,
+        "unpriced_models": unpriced_models,
     });
     let missing: Vec<Value> = missing
         .iter()
@@ -100,6 +107,33 @@ pub fn run(
         print_table(&rows, &total, &missing, &prices.name);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The models without a price among the project's sessions, each with the tasks whose
+/// sessions use it (for `doctor`). Empty when the sessions cannot be read.
+pub fn unpriced_models(
+    project: &Project,
+    prices: &PriceTable,
+) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let (Ok(tasks), Ok(claude)) = (read_tasks(project), claude_dir_for(project)) else {
+        return out;
+    };
+    let (found, _) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
+    for f in &found {
+        let (main, agents) = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
+        for model in main
+            .unpriced_models
+            .iter()
+            .chain(agents.iter().flat_map(|a| &a.unpriced_models))
+        {
+            let tasks = out.entry(model.clone()).or_default();
+            if !tasks.contains(&f.task_id) {
+                tasks.push(f.task_id.clone());
+            }
+        }
+    }
+    out
 }
 
 /// The tasks, with the session id and start the database holds for each.
@@ -149,6 +183,12 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
     let cost = |v: &Value| {
         v.as_f64()
             .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.2}"))
+    };
+    let unpriced = n(&total["sessions_without_price"]);
+    let total_cost = if unpriced > 0 && total["cost_usd"].is_f64() {
+        format!("{}+?", cost(&total["cost_usd"]))
+    } else {
+        cost(&total["cost_usd"])
     };
     // The MODEL column is as wide as the longest model name: never a cut name.
     let model_names = |r: &Value| -> String {
@@ -216,8 +256,29 @@ fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
         n(&total["cache_write_tokens"]),
         n(&total["cache_read_tokens"]),
         n(&total["total_tokens"]),
-        cost(&total["cost_usd"]),
+        total_cost,
     );
+    if unpriced > 0 {
+        let models: Vec<&str> = total["unpriced_models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        println!(
+            "{unpriced} session{} without a price{}: maestro has no list price for {}. Add one to the configuration, for example:",
+            if unpriced == 1 { "" } else { "s" },
+            if total["cost_usd"].is_f64() {
+                " (not in the total)"
+            } else {
+                ""
+            },
+            printable(&models.join(", "))
+        );
+        for m in models {
+            println!("  {}", crate::core::sessions::prices::price_line(m));
+        }
+    }
     for m in missing {
         println!(
             "{}: no session found ({})",

@@ -42,6 +42,8 @@ pub struct Snapshot {
     /// whether a session's model has no price (then the sum leaves it out).
     pub session_cost_usd: Option<f64>,
     pub session_cost_unknown: bool,
+    /// The models of the sessions whose cost is unknown (no price), sorted.
+    pub unpriced_models: Vec<String>,
     /// What the session source waits for, while Claude Code's folder is missing.
     pub sessions_waiting: Option<String>,
     /// Each configured budget's use, value / limit: (task or none, budget) → ratio.

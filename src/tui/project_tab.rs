@@ -29,7 +29,10 @@ impl ProjectTab {
             unread,
             needs_you: snap.tasks.iter().filter(|t| t.needs_you.is_some()).count(),
             conductor: snap.watchdog.conductor_state.clone(),
-            cost: snap.session_cost_usd,
+            // Nothing priced is no figure at all, never $0.00.
+            cost: snap
+                .session_cost_usd
+                .filter(|c| *c > 0.0 || !snap.session_cost_unknown),
         };
         for t in crate::tui::app::musicians(snap) {
             match t.row.state.as_str() {

@@ -242,6 +242,7 @@ pub(crate) fn busy_snapshot() -> Snapshot {
         counts: maestro::core::snapshot::Counts::default(),
         session_cost_usd: Some(cost),
         session_cost_unknown: false,
+        unpriced_models: Vec::new(),
         sessions_waiting: None,
         budgets: std::collections::BTreeMap::new(),
     }

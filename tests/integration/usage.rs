@@ -329,3 +329,69 @@ fn configured_prices_replace_the_list_prices_and_are_named() {
         "{v}"
     );
 }
+
+/// Claude Code's default model here (`claude-opus-5-5`) has no list price: its cost is
+/// unknown and said so, with the configuration line that fixes it, never `$0.00`.
+#[test]
+fn a_model_without_a_price_is_unknown_and_named_with_its_fix() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let mut t = user(
+        "s1",
+        root.to_str().unwrap(),
+        "2026-11-20T14:00:00.000Z",
+        "/musician task-01",
+    );
+    t += &assistant(
+        "s1",
+        "2026-11-20T14:00:01.000Z",
+        "m1",
+        "r1",
+        "claude-opus-5-5",
+        false,
+        &serde_json::json!({"input_tokens": 1200, "output_tokens": 30}),
+    );
+    write(&projects.join("s1.jsonl"), &t);
+    s.set_task("task-01", "working");
+    let run = |args: &[&str]| {
+        maestro()
+            .env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .args(args)
+            .arg("--project")
+            .arg(s.root())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["usage"]);
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("$0.00"), "{text}");
+    let total = text.lines().find(|l| l.starts_with("TOTAL")).unwrap();
+    assert!(total.contains("unknown"), "{total}");
+    assert!(
+        text.contains("no list price for claude-opus-5-5")
+            && text.contains("[sessions.prices] \"claude-opus-5-5\" = { input ="),
+        "{text}"
+    );
+    let out = run(&["usage", "--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["total"]["cost_usd"], Value::Null, "{v}");
+    assert_eq!(v["total"]["total_tokens"], 1230);
+    assert_eq!(
+        v["total"]["unpriced_models"],
+        serde_json::json!(["claude-opus-5-5"])
+    );
+    assert_eq!(
+        v["sessions"][0]["unpriced_models"],
+        serde_json::json!(["claude-opus-5-5"])
+    );
+    let out = run(&["doctor"]);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        said.contains("claude-opus-5-5 (sessions of task-01) has no list price"),
+        "{said}"
+    );
+}

@@ -104,6 +104,17 @@ impl SessionBook {
     }
 
     /// The cost of every session of a task (or of all), and whether one has no price.
+    /// Every model of a known session that has no price.
+    fn unpriced_models(&self) -> Vec<String> {
+        let models: std::collections::BTreeSet<&String> = self
+            .by_task
+            .values()
+            .flatten()
+            .flat_map(|f| f.unpriced_models.iter())
+            .collect();
+        models.into_iter().cloned().collect()
+    }
+
     fn cost(&self, task: Option<&str>) -> (f64, bool) {
         let lists: Vec<&Vec<Arc<SessionFigures>>> = match task {
             Some(t) => self.by_task.get(t).into_iter().collect(),
@@ -304,6 +315,7 @@ impl Hub {
         let (total, unknown) = self.sessions.cost(None);
         self.snapshot.session_cost_usd = Some(total);
         self.snapshot.session_cost_unknown = unknown;
+        self.snapshot.unpriced_models = self.sessions.unpriced_models();
         self.view_changed(task);
     }
 

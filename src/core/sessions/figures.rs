@@ -34,6 +34,9 @@ pub struct SessionFigures {
     pub total_tokens: u64,
     /// At list prices; `None` when a model has no price.
     pub cost_usd: Option<f64>,
+    /// The models without a price (the reason `cost_usd` is `None`).
+    #[serde(default)]
+    pub unpriced_models: Vec<String>,
     pub context_tokens: u64,
     pub context_window: u64,
     /// One decimal.
@@ -81,12 +84,14 @@ impl SessionFigures {
         let t = main;
         let mut tokens = main.tokens;
         let mut models = main.models.clone();
+        let mut unpriced = main.unpriced_models.clone();
         let (mut burn_tokens, mut burn_cost) = main.burn(now_ms);
         let mut cost = main.cost_usd;
         let mut last_activity = main.last_activity.clone();
         for a in agents {
             tokens.add(&a.tokens);
             models.extend(a.models.iter().cloned());
+            unpriced.extend(a.unpriced_models.iter().cloned());
             let (bt, bc) = a.burn(now_ms);
             burn_tokens += bt;
             burn_cost = burn_cost.zip(bc).map(|(x, y)| x + y);
@@ -109,6 +114,7 @@ impl SessionFigures {
             cache_read_tokens: tokens.cache_read,
             total_tokens: tokens.total(),
             cost_usd: cost,
+            unpriced_models: unpriced.into_iter().collect(),
             context_tokens: t.context_tokens,
             context_window: window,
             context_percent: (t.context_percent(default_window) * 10.0).round() / 10.0,

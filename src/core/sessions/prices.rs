@@ -118,6 +118,15 @@ impl PriceTable {
     }
 }
 
+/// The configuration that gives `model` a price, for a message that says how to fix an
+/// unknown cost (docs/sessions.md, "Prices").
+pub fn price_line(model: &str) -> String {
+    format!(
+        "[sessions.prices] \"{}\" = {{ input = …, output = …, cache_write = …, cache_read = … }}",
+        crate::core::text::printable(model).replace('"', "'")
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

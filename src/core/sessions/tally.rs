@@ -80,6 +80,8 @@ pub struct Tally {
     pub tokens: Tokens,
     /// USD at list prices; `None` once a response of a model without a price counted.
     pub cost_usd: Option<f64>,
+    /// The models of counted responses that have no price (say which, and how to add one).
+    pub unpriced_models: BTreeSet<String>,
     /// Input + cache write + cache read of the latest main-chain response since the
     /// last compaction.
     pub context_tokens: u64,
@@ -238,9 +240,13 @@ impl Tally {
             Some(c) if self.cost_known => {
                 self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + c);
             }
-            _ => {
+            Some(_) => {}
+            None => {
                 self.cost_known = false;
                 self.cost_usd = None;
+                if !self.unpriced_models.contains(model) {
+                    self.unpriced_models.insert(model.to_owned());
+                }
             }
         }
     }

@@ -114,17 +114,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // The orchestration's cost, once a session is known; an error or a note comes first
     // when both do not fit.
     let cost = ctx.snap.session_cost_usd.map(|cost| {
-        Span::styled(
-            format!(
-                " · ${cost:.2}{} at list prices",
-                if ctx.snap.session_cost_unknown {
-                    "+?"
-                } else {
-                    ""
-                }
+        let unpriced =
+            || crate::core::text::printable(&ctx.snap.unpriced_models.join(", ")).into_owned();
+        let text = match (ctx.snap.session_cost_unknown, cost > 0.0) {
+            (false, _) => format!(" · ${cost:.2} at list prices"),
+            (true, true) => format!(
+                " · ${cost:.2}+? at list prices (no price for {})",
+                unpriced()
             ),
-            ctx.theme.accent,
-        )
+            // Nothing priced: a figure of $0.00 would be wrong, not unknown.
+            (true, false) => format!(
+                " · cost unknown: no price for {} (add it under [sessions.prices])",
+                unpriced()
+            ),
+        };
+        Span::styled(text, ctx.theme.accent)
     });
     let used: usize = spans.iter().map(Span::width).sum();
     let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
