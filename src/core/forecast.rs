@@ -25,8 +25,9 @@ pub const EXIT_AT: u8 = 75;
 pub const WINDOW: usize = 8;
 /// The fewest values a rate is computed from.
 pub const MIN_POINTS: usize = 3;
-/// The shortest time the values must span.
-pub const MIN_SPAN: Duration = Duration::from_secs(60);
+/// The shortest time the values must span: longer than a burst of responses (a session
+/// answers every few seconds), short enough for the demo's compressed minutes.
+pub const MIN_SPAN: Duration = Duration::from_secs(20);
 
 /// The expected crossing moments (UTC), when the trajectory gives one.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -261,7 +262,7 @@ mod tests {
     }
 
     #[test]
-    fn a_trend_needs_three_points_over_a_minute() {
+    fn a_trend_needs_three_points_over_twenty_seconds() {
         assert_eq!(forecast(&[(at(0), 30), (at(600), 60)]), None, "two points");
         assert_eq!(
             forecast(&[(at(0), 1), (at(1), 5), (at(2), 9)]),

@@ -335,41 +335,35 @@ fn a_temp_path_that_is_a_file_is_reported() {
     );
 }
 
-/// A context rising fast: a `forecast` event for 65 % and one for 75 %, each once.
+/// Values seconds apart (a burst of responses) are no trend: no `forecast` event.
 #[test]
-fn a_fast_rising_context_is_forecast_once_per_threshold() {
+fn values_seconds_apart_make_no_forecast() {
+    // A session's first responses come seconds apart and jump (the system prompt and
+    // tools): no trend. The forecast itself, over minutes, is tested on virtual time
+    // (core::hub::tests, core::forecast::tests).
     let s = Scratch::new();
     s.set_task("task-03", "working");
     let mut m = s.headless(&[]);
     m.wait_json("started", |v| {
         event(v) == "task" && v["task_id"] == "task-03"
     });
-    // The first value is seen (its anomaly says so) before the second comes.
-    s.append(
-        "task-03-status",
-        "step 1 self-correction: redo [ctx: 20%]\n",
-    );
-    m.wait_json("the first value", |v| event(v) == "anomaly");
-    s.append("task-03-status", "step 2 started [ctx: 40%]\n");
-    let first = m.wait_json("a forecast", |v| event(v) == "forecast");
-    let second = m.wait_json("another", |v| event(v) == "forecast");
-    let mut thresholds = [first["threshold"].as_u64(), second["threshold"].as_u64()];
-    thresholds.sort_unstable();
-    assert_eq!(thresholds, [Some(65), Some(75)]);
-    assert_eq!(first["task_id"], "task-03");
-    // More values: no repeat.
-    s.append(
-        "task-03-status",
-        "step 2 self-correction: again [ctx: 45%]\n",
-    );
-    m.wait_json("the next anomaly", |v| {
-        event(v) == "anomaly" && v["detail"].as_str().unwrap_or_default().contains("again")
-    });
+    for (i, ctx) in [1, 20, 40, 60].into_iter().enumerate() {
+        s.append(
+            "task-03-status",
+            &format!("step {i} self-correction: redo {i} [ctx: {ctx}%]\n"),
+        );
+        m.wait_json("its value was seen", |v| {
+            event(v) == "anomaly"
+                && v["detail"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains(&format!("redo {i}"))
+        });
+    }
     m.signal(nix::sys::signal::Signal::SIGTERM);
     m.wait_exit();
-    assert_eq!(
-        m.seen.iter().filter(|l| l.contains("\"forecast\"")).count(),
-        2,
+    assert!(
+        !m.seen.iter().any(|l| l.contains("\"forecast\"")),
         "{:?}",
         m.seen
     );

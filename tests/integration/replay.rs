@@ -117,8 +117,9 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
     assert!(count(&events, "message") >= 10);
     assert!(recorded > 20, "{recorded} inputs recorded");
 
-    // The headroom check gets the time forecast from the recording (the file has no
-    // times); a task that was never recorded gets none.
+    // The headroom check reads the time forecast from the recording (the file has no
+    // times). At 20x, task-01's values span a few seconds: a burst, no trend (a trend
+    // needs 20 s, core::forecast), so none is made. A task never recorded gets none.
     let out = data
         .maestro()
         .args(["task", "headroom", "task-01", "--json", "--project"])
@@ -126,13 +127,7 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
         .output()
         .unwrap();
     let h: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let f = &h["forecast"];
-    assert!(f["rate_per_min"].as_f64().unwrap() > 0.0, "{h}");
-    assert!(
-        f["handoff_at"].as_str().unwrap() < f["exit_at"].as_str().unwrap(),
-        "{h}"
-    );
-    assert!(f["as_of"].is_string(), "{h}");
+    assert!(h["forecast"].is_null(), "{h}");
     let other = Scratch::new();
     other.append("task-01-status", "step 1 [ctx: 10%]\nstep 2 [ctx: 30%]\n");
     let out = data
