@@ -5,6 +5,7 @@
 mod common;
 
 mod bad_input;
+mod claude;
 mod clock_gaps;
 mod dashboard;
 mod dashboard_overlays;

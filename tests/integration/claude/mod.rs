@@ -1,0 +1,140 @@
+//! The real Claude Code in the loop: the `claude` binary from npm
+//! (`@anthropic-ai/claude-code@2.1.328`), run offline against [`model_server`], writes
+//! the transcripts, subagents and hook events maestro reads. `.ci/run` installs it (and
+//! ccusage, the usage tool maestro must agree with) into a cache folder; the tests find
+//! them through `MAESTRO_TEST_CLAUDE` / `MAESTRO_TEST_CCUSAGE` or that folder, and skip
+//! with the reason when neither has them.
+#![allow(clippy::unwrap_used)]
+
+mod model_server;
+mod usage;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+pub use model_server::{ModelServer, Reply, Usage};
+
+/// The version the tests and the recorded fixtures are of.
+pub const CLAUDE_VERSION: &str = "2.1.328";
+/// The API key the scripted server accepts (any); `.claude.json` approves its last 20.
+const API_KEY: &str = "sk-ant-api03-maestro-test-key-0123456789";
+
+/// `${XDG_CACHE_HOME:-$HOME/.cache}/maestro-test-tools`, where `.ci/run` installs them.
+fn cache_dir() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .map(|d| d.join("maestro-test-tools"))
+}
+
+fn tool(env: &str, bin: &str) -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os(env).filter(|p| !p.is_empty()) {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(format!("{env}={} is not a file", p.display()))
+        };
+    }
+    let p = cache_dir()
+        .map(|d| d.join("node_modules/.bin").join(bin))
+        .filter(|p| p.is_file());
+    p.ok_or_else(|| {
+        format!(
+            "{bin} is not installed: set {env}, or run .ci/run (it installs it with npm into {})",
+            cache_dir().map_or_else(
+                || "~/.cache/maestro-test-tools".into(),
+                |d| d.display().to_string()
+            )
+        )
+    })
+}
+
+/// The real `claude`, or `None` after printing why the test is skipped.
+pub fn claude_or_skip(test: &str) -> Option<PathBuf> {
+    match tool("MAESTRO_TEST_CLAUDE", "claude") {
+        Ok(p) => Some(p),
+        Err(why) => {
+            eprintln!("skipped {test}: {why}");
+            None
+        }
+    }
+}
+
+/// ccusage, when installed (comparisons with it are skipped otherwise, with the reason).
+pub fn ccusage() -> Result<PathBuf, String> {
+    tool("MAESTRO_TEST_CCUSAGE", "ccusage")
+}
+
+/// A home of its own for one test: `.claude.json` answers every first-run question
+/// (onboarding done, the key approved, `project` trusted).
+pub fn home_for(project: &Path) -> tempfile::TempDir {
+    let home = tempfile::tempdir().unwrap();
+    let project = std::fs::canonicalize(project).unwrap();
+    let key_tail: String = API_KEY
+        .chars()
+        .rev()
+        .take(20)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    let config = serde_json::json!({
+        "hasCompletedOnboarding": true,
+        "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
+        "projects": {project.display().to_string(): {"hasTrustDialogAccepted": true}},
+    });
+    std::fs::write(home.path().join(".claude.json"), config.to_string()).unwrap();
+    home
+}
+
+/// The environment every run of `claude` gets: its home, the scripted server, nothing
+/// sent anywhere else.
+pub fn claude_command(exe: &Path, home: &Path, server: &ModelServer, cwd: &Path) -> Command {
+    let mut c = Command::new(exe);
+    c.current_dir(cwd)
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env_remove("CLAUDECODE")
+        .env("ANTHROPIC_BASE_URL", server.url())
+        .env("ANTHROPIC_API_KEY", API_KEY)
+        .env("DISABLE_TELEMETRY", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .stdin(Stdio::null());
+    c
+}
+
+/// Runs `claude -p PROMPT` to its end (at most a minute).
+pub fn print(
+    exe: &Path,
+    home: &Path,
+    server: &ModelServer,
+    cwd: &Path,
+    prompt: &str,
+    extra: &[&str],
+) -> Output {
+    let mut c = claude_command(exe, home, server, cwd);
+    c.args(["-p", prompt, "--model", "claude-sonnet-4-5"])
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let child = c.spawn().unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+            panic!("claude -p did not finish within a minute");
+        }
+    }
+}

@@ -1,0 +1,189 @@
+//! Usage, sessions and subagents through the real program: every figure is the script's.
+
+use serde_json::{Value, json};
+
+use super::{ModelServer, Reply, Usage};
+use crate::common::{Scratch, assert_success, event, maestro};
+
+const PARENT: Usage = Usage {
+    input: 1000,
+    output: 20,
+    cache_write: 500,
+    cache_read: 3000,
+};
+const SUBAGENT: Usage = Usage {
+    input: 200,
+    output: 7,
+    cache_write: 100,
+    cache_read: 0,
+};
+
+/// Sonnet's list prices (docs/sessions.md), USD.
+fn sonnet_cost(u: Usage) -> f64 {
+    (u.input as f64 * 3.0
+        + u.output as f64 * 15.0
+        + u.cache_write as f64 * 3.75
+        + u.cache_read as f64 * 0.30)
+        / 1e6
+}
+
+fn usage_json(home: &std::path::Path, project: &std::path::Path) -> Value {
+    let out = maestro()
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--project"])
+        .arg(project)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn ccusage_totals(home: &std::path::Path) -> Result<Value, String> {
+    let exe = super::ccusage()?;
+    let out = std::process::Command::new(exe)
+        .args(["session", "--json", "--offline"])
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("HOME", home)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("ccusage: {e}"))?;
+    Ok(v["totals"].clone())
+}
+
+/// A Musician's session whose model calls the Agent tool: Claude Code 2.1 writes the
+/// subagent to `<session>/subagents/`; `usage`, the live figures and ccusage bill both.
+#[test]
+fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
+    let Some(claude) =
+        super::claude_or_skip("a_session_with_a_subagent_is_billed_whole_in_both_layouts")
+    else {
+        return;
+    };
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = super::home_for(&root);
+    let server = ModelServer::start(vec![
+        (
+            "PARENT-7Q",
+            vec![Reply::tool(
+                "Agent",
+                json!({"description": "look around", "prompt": "SUB-4K: list the files", "subagent_type": "general-purpose"}),
+                PARENT,
+            )],
+        ),
+        ("SUB-4K", vec![Reply::text("found three files", SUBAGENT)]),
+    ]);
+    // maestro is watching before the session starts: it follows the session, and the
+    // subagents folder that appears while it runs.
+    let mut m = crate::common::Running::spawn({
+        let mut c = maestro();
+        c.env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_DATA_HOME", crate::common::data_home())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(&root);
+        c
+    });
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-01"
+    });
+    let out = super::print(
+        &claude,
+        home.path(),
+        &server,
+        &root,
+        "PARENT-7Q: /musician task-01",
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let total = PARENT.total() + SUBAGENT.total();
+    let live = m.wait_json("the live figures with the subagent", |v| {
+        event(v) == "session" && v["task_id"] == "task-01" && v["total_tokens"] == total
+    });
+    assert_eq!(live["found_by"], "transcript", "{live}");
+
+    // The 2.1 layout, as the real program wrote it.
+    let projects = home.path().join(".claude/projects");
+    let subagents: Vec<_> = walk(&projects)
+        .into_iter()
+        .filter(|p| {
+            p.to_string_lossy().contains("/subagents/agent-")
+                && p.extension().is_some_and(|e| e == "jsonl")
+        })
+        .collect();
+    assert_eq!(subagents.len(), 1, "{subagents:?}");
+
+    let check = |v: &Value| {
+        let row = &v["sessions"][0];
+        assert_eq!(row["task_id"], "task-01", "{v}");
+        assert_eq!(row["input_tokens"], PARENT.input + SUBAGENT.input, "{v}");
+        assert_eq!(row["output_tokens"], PARENT.output + SUBAGENT.output);
+        assert_eq!(
+            row["cache_write_tokens"],
+            PARENT.cache_write + SUBAGENT.cache_write
+        );
+        assert_eq!(
+            row["cache_read_tokens"],
+            PARENT.cache_read + SUBAGENT.cache_read
+        );
+        assert_eq!(v["total"]["total_tokens"], total);
+        let cost = v["total"]["cost_usd"].as_f64().unwrap();
+        assert!(
+            (cost - sonnet_cost(PARENT) - sonnet_cost(SUBAGENT)).abs() < 1e-9,
+            "{v}"
+        );
+    };
+    let v = usage_json(home.path(), &root);
+    check(&v);
+    match ccusage_totals(home.path()) {
+        Ok(t) => {
+            assert_eq!(t["inputTokens"], v["total"]["input_tokens"], "{t}");
+            assert_eq!(t["outputTokens"], v["total"]["output_tokens"], "{t}");
+            assert_eq!(
+                t["cacheCreationTokens"], v["total"]["cache_write_tokens"],
+                "{t}"
+            );
+            assert_eq!(t["cacheReadTokens"], v["total"]["cache_read_tokens"], "{t}");
+            let cents = |x: &Value| (x.as_f64().unwrap() * 100.0).round() as i64;
+            assert_eq!(
+                cents(&t["totalCost"]),
+                cents(&v["total"]["cost_usd"]),
+                "{t}"
+            );
+        }
+        Err(why) => eprintln!("not compared with ccusage: {why}"),
+    }
+
+    // The older layout (the subagent's file beside the session's): the same bill.
+    let beside = subagents[0]
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join(subagents[0].file_name().unwrap());
+    std::fs::rename(&subagents[0], &beside).unwrap();
+    check(&usage_json(home.path(), &root));
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
