@@ -77,3 +77,50 @@ pub fn tally_session(
         .collect();
     (main, agents)
 }
+
+#[cfg(test)]
+mod fixtures {
+    //! What the real Claude Code 2.1.328 wrote (tests/fixtures/claude-2.1.328), read
+    //! without npm: the figures are the scripted ones.
+    use super::*;
+
+    #[test]
+    fn a_real_session_with_a_subagent_in_the_2_1_layout_is_billed_whole() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/claude-2.1.328/subagent/project");
+        let main = std::fs::read_dir(&dir)
+            .expect("fixture")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| find::is_jsonl(p))
+            .expect("the session's file");
+        let head = find::head(&main).expect("its first lines");
+        let (tally, agents) = tally_session(&main, &head.session_id, &PriceTable::default());
+        assert_eq!(agents.len(), 1, "the subagent in <session>/subagents/");
+        let t = &tally.tokens;
+        assert_eq!(
+            (t.input, t.output, t.cache_write, t.cache_read),
+            (1000, 20, 500, 3000)
+        );
+        let a = &agents[0].tokens;
+        assert_eq!(
+            (a.input, a.output, a.cache_write, a.cache_read),
+            (200, 7, 100, 0)
+        );
+        assert_eq!(
+            tally.models.iter().collect::<Vec<_>>(),
+            ["claude-sonnet-4-5"]
+        );
+        assert_eq!(
+            tally.skipped_lines, 0,
+            "every line of 2.1.328 reads as JSON"
+        );
+        assert_eq!(
+            head.first_prompt.as_deref(),
+            Some("PARENT-7Q: /musician task-01")
+        );
+        // The context is the parent's latest main-chain response: the zero-usage turns
+        // after the subagent (the script's `done`).
+        assert_eq!(tally.context_tokens, 0);
+    }
+}

@@ -162,6 +162,12 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         Err(why) => eprintln!("not compared with ccusage: {why}"),
     }
 
+    // `MAESTRO_RECORD_FIXTURES=DIR` keeps what the real program wrote as the fixtures the
+    // fast tests read (src/core/sessions/fixtures.rs), without the system prompt's text.
+    if let Some(dir) = std::env::var_os("MAESTRO_RECORD_FIXTURES") {
+        record(&projects, std::path::Path::new(&dir));
+    }
+
     // The older layout (the subagent's file beside the session's): the same bill.
     let beside = subagents[0]
         .parent()
@@ -186,4 +192,35 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
         }
     }
     out
+}
+
+/// Copies every transcript under `projects` into `dir` (same relative paths), leaving
+/// out the lines that only carry Claude Code's own prompt text and request bodies.
+fn record(projects: &std::path::Path, dir: &std::path::Path) {
+    let bulky = |v: &Value| {
+        matches!(
+            v["type"].as_str(),
+            Some("api-request-blob" | "api-request-shape")
+        ) || matches!(
+            v["attachment"]["type"].as_str(),
+            Some(
+                "prompt_snapshot"
+                    | "skill_listing"
+                    | "deferred_tools_delta"
+                    | "agent_listing_delta"
+            )
+        )
+    };
+    for file in walk(projects) {
+        let rel = file.strip_prefix(projects).unwrap();
+        let to = dir.join(rel);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        let kept: String = text
+            .lines()
+            .filter(|l| serde_json::from_str::<Value>(l).map_or(true, |v| !bulky(&v)))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(to, kept).unwrap();
+    }
 }
