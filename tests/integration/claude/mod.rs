@@ -6,6 +6,8 @@
 //! with the reason when neither has them.
 #![allow(clippy::unwrap_used)]
 
+mod compaction;
+mod hooks;
 mod model_server;
 mod usage;
 

@@ -1,0 +1,95 @@
+//! Compaction and resume through the real program.
+
+use serde_json::Value;
+
+use super::{ModelServer, Reply, Usage};
+use crate::common::{Scratch, assert_success, maestro};
+
+fn usage_row(home: &std::path::Path, project: &std::path::Path) -> Value {
+    let out = maestro()
+        .env("HOME", home)
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--project"])
+        .arg(project)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["sessions"].as_array().map(Vec::len), Some(1), "{v}");
+    v["sessions"][0].clone()
+}
+
+/// `claude --resume ID /compact` is one compaction: the context starts over, the bill
+/// keeps everything, and the resumed session is still its task's.
+#[test]
+fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
+    let Some(claude) = super::claude_or_skip(
+        "a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task",
+    ) else {
+        return;
+    };
+    let s = Scratch::new();
+    s.set_task("task-02", "working");
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = super::home_for(&root);
+    let big = Usage {
+        input: 10,
+        output: 5,
+        cache_write: 0,
+        cache_read: 150_000,
+    };
+    let server = ModelServer::start(vec![(
+        "PARENT-C1",
+        vec![Reply::text("read the whole crate", big)],
+    )]);
+    let out = super::print(
+        &claude,
+        home.path(),
+        &server,
+        &root,
+        "PARENT-C1: /musician task-02",
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let before = usage_row(home.path(), &root);
+    assert_eq!(before["task_id"], "task-02");
+    assert_eq!(before["context_tokens"], 150_010, "{before}");
+    assert_eq!(before["context_percent"], 75.0);
+    assert_eq!(before["compactions"], 0);
+    let session = before["session_id"].as_str().unwrap().to_owned();
+
+    let out = super::print(
+        &claude,
+        home.path(),
+        &server,
+        &root,
+        "/compact",
+        &["--resume", &session],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = usage_row(home.path(), &root);
+    assert_eq!(
+        after["session_id"],
+        session.as_str(),
+        "the same session, resumed"
+    );
+    assert_eq!(after["task_id"], "task-02", "{after}");
+    assert_eq!(after["compactions"], 1, "{after}");
+    assert_eq!(
+        after["context_tokens"], 0,
+        "the context starts over: {after}"
+    );
+    assert_eq!(
+        after["total_tokens"],
+        big.total(),
+        "the bill keeps everything: {after}"
+    );
+}

@@ -1,0 +1,96 @@
+//! Claude Code's hooks, run by the real program.
+
+use serde_json::json;
+
+use super::{ModelServer, Reply, Usage};
+use crate::common::{Scratch, event, maestro};
+
+/// With maestro's hooks installed, the real `claude` reports its session through them:
+/// the session is tied to its task by the hook (`found_by: hook`), and its tool calls
+/// arrive as activity.
+#[test]
+fn the_real_programs_hooks_tie_its_session_to_the_task() {
+    let Some(claude) = super::claude_or_skip("the_real_programs_hooks_tie_its_session_to_the_task")
+    else {
+        return;
+    };
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = super::home_for(&root);
+    let data = tempfile::tempdir().unwrap();
+    let installed = maestro()
+        .args(["hooks", "install", "--project"])
+        .arg(&root)
+        .env("XDG_DATA_HOME", data.path())
+        .output()
+        .unwrap();
+    assert!(
+        installed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&installed.stderr)
+    );
+    let mut m = crate::common::Running::spawn({
+        let mut c = maestro();
+        c.env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_DATA_HOME", data.path())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(&root);
+        c
+    });
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
+    let server = ModelServer::start(vec![(
+        "HOOKED-3",
+        vec![
+            Reply::tool(
+                "Write",
+                json!({"file_path": root.join("notes.txt"), "content": "hello\n"}),
+                Usage {
+                    input: 50,
+                    output: 5,
+                    cache_write: 0,
+                    cache_read: 0,
+                },
+            ),
+            Reply::text(
+                "wrote it",
+                Usage {
+                    input: 60,
+                    output: 3,
+                    cache_write: 0,
+                    cache_read: 0,
+                },
+            ),
+        ],
+    )]);
+    let mut cmd = super::claude_command(&claude, home.path(), &server, &root);
+    cmd.env("XDG_DATA_HOME", data.path()).args([
+        "-p",
+        "/musician task-03 HOOKED-3",
+        "--model",
+        "claude-sonnet-4-5",
+        "--permission-mode",
+        "acceptEdits",
+    ]);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("notes.txt")).unwrap(),
+        "hello\n"
+    );
+    let found = m.wait_json("the session, tied by its hooks", |v| {
+        event(v) == "session" && v["task_id"] == "task-03" && v["found_by"] == "hook"
+    });
+    assert!(found["session_id"].is_string(), "{found}");
+    m.wait_json("its whole bill", |v| {
+        event(v) == "session" && v["task_id"] == "task-03" && v["total_tokens"] == 118
+    });
+}
