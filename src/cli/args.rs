@@ -95,8 +95,9 @@ impl GlobalArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Create comms.db with the orchestration schema (refuses to touch an existing one)
-    Init,
+    /// Start a project: the folder, comms.db with the orchestration schema and temp/
+    /// (an existing comms.db is never touched)
+    Init(InitArgs),
     /// Play a built-in simulated orchestration in a scratch project, shown live
     Demo(DemoArgs),
     /// Replay a run: maestro's event log of the project (or what comms.db and temp/ still
@@ -147,6 +148,14 @@ pub struct HooksArgs {
     /// The user's Claude Code settings (every project) instead of the project's
     #[arg(long)]
     pub user: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct InitArgs {
+    /// A damaged comms.db (not a database, the wrong schema, failing its integrity
+    /// check) is renamed to comms.db.damaged-<time>, kept, and a fresh one created
+    #[arg(long)]
+    pub replace_damaged: bool,
 }
 
 #[derive(Debug, Clone, Args)]

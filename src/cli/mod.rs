@@ -10,6 +10,7 @@ pub mod doctor;
 pub mod error;
 pub mod headless;
 pub mod hooks;
+pub mod init;
 pub mod launch;
 pub mod many;
 pub mod metrics;
@@ -28,7 +29,6 @@ use clap::Parser;
 use time::UtcOffset;
 
 use crate::core::clock::Clock;
-use crate::core::schema;
 use crate::settings::DEFAULT_TOML;
 use crate::tui::TuiConfig;
 use args::{Cli, Command, ConfigCommand};
@@ -107,16 +107,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             print!("{DEFAULT_TOML}");
             Ok(ExitCode::SUCCESS)
         }
-        Some(Command::Init) => {
-            let project = Project::from_args(global)?;
-            schema::init_database(&project.db).map_err(error::runtime)?;
-            if global.json {
-                println!("{}", serde_json::json!({"ok": true, "db": project.db}));
-            } else {
-                println!("created {}", project.db.display());
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        Some(Command::Init(init)) => init::run(global, init),
         Some(Command::Usage) => {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;

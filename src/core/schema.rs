@@ -1,7 +1,7 @@
 //! The orchestration schema of docs/orchestration.md §1: creating it (`maestro init`), checking an
 //! existing database against it, and reading what its CHECK constraints admit.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -111,7 +111,7 @@ pub const PIPELINE_HISTORY_DDL: &str = "CREATE TABLE IF NOT EXISTS maestro_pipel
 );
 CREATE INDEX IF NOT EXISTS maestro_pipeline_steps_run ON maestro_pipeline_steps (pipeline, run_started);";
 
-const FIX: &str = "Point --db (or --project) at the orchestration's comms.db, or create a fresh one with `maestro init`.";
+const FIX: &str = "Point --db (or --project) at the orchestration's comms.db; if this one is damaged, `maestro init --replace-damaged` keeps it beside a fresh one.";
 
 /// Creates `path` with the orchestration schema; refuses if anything exists there.
 /// The file is built under a temporary name and renamed into place, so a failure never
@@ -119,7 +119,7 @@ const FIX: &str = "Point --db (or --project) at the orchestration's comms.db, or
 pub fn init_database(path: &Path) -> Result<(), CoreError> {
     if path.exists() || path.symlink_metadata().is_ok() {
         return Err(CoreError::Refused(format!(
-            "{} already exists; `maestro init` never touches an existing database. Remove it first if you really want a new one.",
+            "{} already exists; `maestro init` never touches an existing database. If it is damaged, `maestro init --replace-damaged` keeps it (renamed) beside a fresh one.",
             path.display()
         )));
     }
@@ -157,6 +157,46 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
     let placed = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
     placed.map_err(|e| CoreError::io(path, &e))
+}
+
+/// Renames a damaged database (and its `-wal`/`-shm`) to `<name>.damaged-<UTC time>`
+/// beside it, keeping everything it held, so `init` can start a fresh one. A database
+/// that reads well (the schema and `quick_check`) is refused: nothing is moved.
+pub fn set_aside_damaged(path: &Path) -> Result<PathBuf, CoreError> {
+    let healthy = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .ok()
+        .filter(|c| verify(c, path).is_ok())
+        .and_then(|c| {
+            c.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0))
+                .ok()
+        })
+        .is_some_and(|r| r == "ok");
+    if healthy {
+        return Err(CoreError::Refused(format!(
+            "{} is not damaged (its schema and integrity check are fine); nothing was replaced.",
+            path.display()
+        )));
+    }
+    let stamp = time::OffsetDateTime::now_utc()
+        .format(time::macros::format_description!(
+            "[year][month][day]T[hour][minute][second]Z"
+        ))
+        .unwrap_or_default();
+    let kept = PathBuf::from(format!("{}.damaged-{stamp}", path.display()));
+    if kept.symlink_metadata().is_ok() {
+        return Err(CoreError::Refused(format!(
+            "{} already exists; try again in a second.",
+            kept.display()
+        )));
+    }
+    std::fs::rename(path, &kept).map_err(|e| CoreError::io(path, &e))?;
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", path.display()));
+        if side.exists() {
+            let _ = std::fs::rename(&side, format!("{}{suffix}", kept.display()));
+        }
+    }
+    Ok(kept)
 }
 
 /// Opens an existing database for maestro's use: never creates it, never writes on open.

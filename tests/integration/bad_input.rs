@@ -300,3 +300,94 @@ fn doctor_finds_a_damaged_page() {
     assert!(text.contains("quick_check found damage"), "{text}");
     assert_eq!(std::fs::read(s.db()).unwrap(), bytes, "untouched");
 }
+
+/// `maestro init` makes the project: a folder that does not exist yet, comms.db and
+/// temp/, and says what comes next.
+#[test]
+fn init_makes_the_folder_the_database_and_temp() {
+    let base = tempfile::tempdir().unwrap();
+    let dir = base.path().join("work/demo-by-hand");
+    let out = crate::common::maestro()
+        .args(["init", "--project"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        dir.join("comms.db").is_file() && dir.join("temp").is_dir(),
+        "{said}"
+    );
+    assert!(said.contains("created") && said.contains("temp"), "{said}");
+    assert!(
+        said.contains("maestro hooks install") && said.contains("maestro demo"),
+        "{said}"
+    );
+    // Again: the database is never touched, and the advice names the way out.
+    let before = std::fs::read(dir.join("comms.db")).unwrap();
+    let out = crate::common::maestro()
+        .args(["init", "--project"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--replace-damaged"));
+    // A healthy database is not "replaced" either.
+    let out = crate::common::maestro()
+        .args(["init", "--replace-damaged", "--project"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not damaged"));
+    assert_eq!(std::fs::read(dir.join("comms.db")).unwrap(), before);
+}
+
+/// A damaged comms.db leads out of the circle: one command keeps it beside a fresh one.
+#[test]
+fn a_damaged_database_is_kept_beside_a_fresh_one() {
+    let s = tempfile::tempdir().unwrap();
+    let db = s.path().join("comms.db");
+    std::fs::write(&db, b"this was a database once\0\0").unwrap();
+    let out = crate::common::maestro()
+        .args(["init", "--replace-damaged", "--project"])
+        .arg(s.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kept: Vec<_> = std::fs::read_dir(s.path())
+        .unwrap()
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("comms.db.damaged-")
+        })
+        .collect();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(
+        std::fs::read(kept[0].path()).unwrap(),
+        b"this was a database once\0\0"
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("kept the damaged database as"), "{said}");
+    let doctor = crate::common::maestro()
+        .args(["doctor", "--project"])
+        .arg(s.path())
+        .output()
+        .unwrap();
+    assert_ne!(
+        doctor.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&doctor.stdout)
+    );
+}
