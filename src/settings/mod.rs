@@ -435,10 +435,26 @@ impl Settings {
                     .saturating_mul(1024),
             },
         };
-        if settings.stall_after.is_zero() || settings.fallback_poll.is_zero() {
+        // Each value's own origin goes with the message: the flag, the file, or the
+        // built-in default.
+        let origin = |flag: Option<&str>, set_in_file: bool| match flag {
+            Some(f) => format!("the command line: {f}"),
+            None if set_in_file => file.display().to_string(),
+            None => "<embedded default.toml>".to_owned(),
+        };
+        if settings.stall_after.is_zero() {
+            let from = origin(
+                flags.stall_after.map(|_| "`--stall-after`"),
+                u.is_some_and(|c| c.sentinel.stall_after.is_some()),
+            );
             return Err(ConfigError(format!(
-                "{}: `sentinel.stall_after` and `logs.fallback_poll` must be longer than zero.",
-                file.display()
+                "{from}: the stall threshold (`--stall-after`, `sentinel.stall_after`) must be longer than zero; write it like \"5m\"."
+            )));
+        }
+        if settings.fallback_poll.is_zero() {
+            let from = origin(None, u.is_some_and(|c| c.logs.fallback_poll.is_some()));
+            return Err(ConfigError(format!(
+                "{from}: `logs.fallback_poll` must be longer than zero; write it like \"2s\"."
             )));
         }
         if !matches!(settings.notifications.as_str(), "on" | "off" | "command") {

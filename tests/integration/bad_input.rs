@@ -391,3 +391,33 @@ fn a_damaged_database_is_kept_beside_a_fresh_one() {
         String::from_utf8_lossy(&doctor.stdout)
     );
 }
+
+/// A value's error names where the value came from: the flag, or the file.
+#[test]
+fn a_zero_stall_threshold_names_its_source() {
+    let s = crate::common::Scratch::new();
+    let out = crate::common::maestro()
+        .args(["--no-tui", "--stall-after", "0", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("command line") && err.contains("--stall-after"),
+        "{err}"
+    );
+    assert!(!err.contains("embedded"), "{err}");
+    let config = s.root().join("maestro.toml");
+    std::fs::write(&config, "[sentinel]\nstall_after = \"0s\"\n").unwrap();
+    let out = crate::common::maestro()
+        .args(["--no-tui", "--config"])
+        .arg(&config)
+        .arg("--project")
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("maestro.toml"), "{err}");
+}
