@@ -421,3 +421,53 @@ fn a_zero_stall_threshold_names_its_source() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("maestro.toml"), "{err}");
 }
+
+/// `maestro launch` fails loudly: no display, or a terminal that exits at once.
+#[test]
+fn launch_says_when_no_window_opened() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = crate::common::Scratch::new();
+    let bin = tempfile::tempdir().unwrap();
+    let kitty = bin.path().join("kitty");
+    std::fs::write(
+        &kitty,
+        "#!/bin/sh\necho 'X11: The DISPLAY environment variable is missing' >&2\nexit 1\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&kitty, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let launch = |display: Option<&str>| {
+        let mut c = crate::common::maestro();
+        c.args(["launch", "--project"])
+            .arg(s.root())
+            .env("PATH", &path)
+            .env_remove("WAYLAND_DISPLAY");
+        match display {
+            Some(d) => c.env("DISPLAY", d),
+            None => c.env_remove("DISPLAY"),
+        };
+        c.output().unwrap()
+    };
+    let out = launch(None);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("DISPLAY and WAYLAND_DISPLAY are both unset"),
+        "{err}"
+    );
+    let out = launch(Some(":99"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("exited at once") && err.contains("X11: The DISPLAY"),
+        "{err}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&out.stdout).contains("opened"),
+        "claimed a window"
+    );
+}
