@@ -70,7 +70,8 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
 }
 
 fn from_hex(text: &str) -> Option<Vec<u8>> {
-    (text.len() % 2 == 0)
+    text.len()
+        .is_multiple_of(2)
         .then(|| {
             (0..text.len())
                 .step_by(2)

@@ -71,28 +71,21 @@ pub fn open_dashboard(
         let status = child.wait();
         let _ = tx.send(status);
     });
-    match rx.recv_timeout(LAUNCH_GRACE) {
-        Ok(status) => {
-            let _ = waiter.join();
-            let mut said = String::new();
-            let mut errors = errors;
-            let _ = std::io::Seek::rewind(&mut errors);
-            let _ = std::io::Read::read_to_string(
-                &mut std::io::Read::take(&mut errors, 4096),
-                &mut said,
-            );
-            let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-            Err(CliError::Runtime(format!(
-                "{program} exited at once ({status}) and opened no window: {}. Fix that (a display, kitty's configuration), or run `maestro` in this terminal.",
-                crate::core::text::one_line(said.trim())
-            )))
-        }
-        Err(_) => {
-            // The window belongs to the user now; the thread reaps it if it ends.
-            println!("opened {title} in a new {program} window");
-            Ok(())
-        }
-    }
+    let Ok(status) = rx.recv_timeout(LAUNCH_GRACE) else {
+        // The window belongs to the user now; the thread reaps it if it ends.
+        println!("opened {title} in a new {program} window");
+        return Ok(());
+    };
+    let _ = waiter.join();
+    let mut said = String::new();
+    let mut errors = errors;
+    let _ = std::io::Seek::rewind(&mut errors);
+    let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut errors, 4096), &mut said);
+    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+    Err(CliError::Runtime(format!(
+        "{program} exited at once ({status}) and opened no window: {}. Fix that (a display, kitty's configuration), or run `maestro` in this terminal.",
+        crate::core::text::one_line(said.trim())
+    )))
 }
 
 /// How long a terminal that failed to open a window takes to say so.

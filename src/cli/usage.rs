@@ -66,12 +66,11 @@ pub fn run(
             cache_read: figures.cache_read_tokens,
             cache_write_1h: 0,
         });
-        match figures.cost_usd {
-            Some(c) => total_cost += c,
-            None => {
-                unpriced += 1;
-                unpriced_models.extend(figures.unpriced_models.iter().cloned());
-            }
+        if let Some(c) = figures.cost_usd {
+            total_cost += c;
+        } else {
+            unpriced += 1;
+            unpriced_models.extend(figures.unpriced_models.iter().cloned());
         }
         let mut row = serde_json::to_value(&figures).unwrap_or_default();
         if let Some(fields) = row.as_object_mut() {
@@ -115,7 +114,7 @@ pub fn unpriced_models(
     project: &Project,
     prices: &PriceTable,
 ) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
     let (Ok(tasks), Ok(claude)) = (read_tasks(project), claude_dir_for(project)) else {
         return out;
     };

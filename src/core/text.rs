@@ -41,7 +41,7 @@ pub fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
-/// A JSON value as one line whose strings carry no terminal control: serde_json already
+/// A JSON value as one line whose strings carry no terminal control: `serde_json` already
 /// escapes C0 controls; C1 controls, DEL, bidi and zero-width characters are escaped as
 /// `\uXXXX` too. The same data for a JSON reader, nothing active for a terminal.
 pub fn json_line(value: &serde_json::Value) -> String {

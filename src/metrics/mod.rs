@@ -216,7 +216,7 @@ mod tests {
         assert!(first[1].evicted.is_cancelled(), "the oldest idle one goes");
         assert!(!newest.evicted.is_cancelled());
         assert_eq!(open.open.len(), MAX_CONNECTIONS);
-        for c in open.open.iter() {
+        for c in &open.open {
             c.answering.store(true, std::sync::atomic::Ordering::SeqCst);
         }
         assert!(

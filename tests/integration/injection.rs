@@ -258,7 +258,7 @@ fn a_read_only_or_foreign_settings_file_is_refused_and_left_as_it_was() {
 fn late_hook(
     project: &std::path::Path,
     data: &std::path::Path,
-    input: String,
+    input: &str,
     delay: std::time::Duration,
 ) {
     use std::io::Write;
@@ -296,7 +296,7 @@ fn an_event_written_late_to_the_hooks_stdin_is_still_spooled() {
         late_hook(
             project.path(),
             data.path(),
-            event,
+            &event,
             std::time::Duration::from_millis(ms),
         );
     }
@@ -317,7 +317,7 @@ fn a_write_cut_short_by_a_full_disk_does_not_swallow_the_next_event() {
     late_hook(
         project.path(),
         data.path(),
-        event("first"),
+        &event("first"),
         std::time::Duration::ZERO,
     );
     // The disk fills: a file-size limit (512 bytes: one block of the shell's `ulimit -f`)
@@ -348,7 +348,7 @@ fn a_write_cut_short_by_a_full_disk_does_not_swallow_the_next_event() {
     late_hook(
         project.path(),
         data.path(),
-        event("after"),
+        &event("after"),
         std::time::Duration::ZERO,
     );
     assert_eq!(spooled(project.path(), data.path()), ["first", "after"]);

@@ -35,7 +35,11 @@ pub fn hook_command(exe: &Path, project: Option<&Path>) -> String {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 /// Whether a hook command is one maestro wrote: exactly `<maestro> hook`, `<maestro> hook

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod compaction;
+mod errors;
 mod hooks;
 mod model_server;
 mod usage;
@@ -129,14 +130,12 @@ pub fn print(
     std::thread::spawn(move || {
         let _ = tx.send(child.wait_with_output());
     });
-    match rx.recv_timeout(Duration::from_secs(60)) {
-        Ok(out) => out.unwrap(),
-        Err(_) => {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid as i32),
-                nix::sys::signal::Signal::SIGKILL,
-            );
-            panic!("claude -p did not finish within a minute");
-        }
-    }
+    let Ok(out) = rx.recv_timeout(Duration::from_secs(60)) else {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("claude -p did not finish within a minute");
+    };
+    out.unwrap()
 }

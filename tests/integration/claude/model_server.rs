@@ -179,7 +179,7 @@ async fn answer(
         .into_body()
         .collect()
         .await
-        .map(|b| b.to_bytes())
+        .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
     let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
     if path.ends_with("/count_tokens") {
@@ -269,10 +269,10 @@ async fn answer(
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
-    let sse: String = events
-        .iter()
-        .map(|(name, data)| format!("event: {name}\ndata: {data}\n\n"))
-        .collect();
+    let sse = events.iter().fold(String::new(), |mut out, (name, data)| {
+        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+        out
+    });
     let mut r = Response::new(Full::new(Bytes::from(sse)));
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

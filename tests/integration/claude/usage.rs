@@ -120,6 +120,11 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         })
         .collect();
     assert_eq!(subagents.len(), 1, "{subagents:?}");
+    let first_line = std::fs::read_to_string(&subagents[0]).unwrap();
+    assert!(
+        first_line.contains(&format!("\"version\":\"{}\"", super::CLAUDE_VERSION)),
+        "written by another version"
+    );
 
     let check = |v: &Value| {
         let row = &v["sessions"][0];
@@ -216,11 +221,14 @@ fn record(projects: &std::path::Path, dir: &std::path::Path) {
         let to = dir.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         let text = std::fs::read_to_string(&file).unwrap();
-        let kept: String = text
+        let kept = text
             .lines()
             .filter(|l| serde_json::from_str::<Value>(l).map_or(true, |v| !bulky(&v)))
-            .map(|l| format!("{l}\n"))
-            .collect();
+            .fold(String::new(), |mut out, l| {
+                out.push_str(l);
+                out.push('\n');
+                out
+            });
         std::fs::write(to, kept).unwrap();
     }
 }

@@ -216,15 +216,12 @@ fn interpreter(lang: &Interpreter, words: &[&str], mut i: usize, roles: &mut [Ro
                 roles[i] = Role::Control;
             }
             i = (i + 2).min(words.len());
-        } else if lang.names.contains(&"jq")
-            && matches!(w, "--slurpfile" | "--rawfile" | "--args" | "--jsonargs")
-        {
-            if w.ends_with("file") {
-                for _ in 0..2 {
-                    if i < words.len() {
-                        roles[i] = Role::Control;
-                        i += 1;
-                    }
+        } else if lang.names.contains(&"jq") && matches!(w, "--slurpfile" | "--rawfile") {
+            // `jq --rawfile NAME FILE`: both decide what the filter reads.
+            for _ in 0..2 {
+                if i < words.len() {
+                    roles[i] = Role::Control;
+                    i += 1;
                 }
             }
         }

@@ -1,0 +1,75 @@
+//! What the real program writes when the API fails, a tool fails, or it is killed.
+
+use serde_json::{Value, json};
+
+use super::model_server::Say;
+use super::{ModelServer, Reply, Usage};
+use crate::common::{Scratch, assert_success, maestro};
+
+/// An overloaded API answer is retried by Claude Code and bills nothing; a failing tool
+/// call is the session's last error; the bill is the answered responses only.
+#[test]
+fn api_errors_bill_nothing_and_a_failed_tool_is_the_last_error() {
+    let Some(claude) =
+        super::claude_or_skip("api_errors_bill_nothing_and_a_failed_tool_is_the_last_error")
+    else {
+        return;
+    };
+    let s = Scratch::new();
+    s.set_task("task-04", "working");
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = super::home_for(&root);
+    let one = Usage {
+        input: 40,
+        output: 4,
+        cache_write: 0,
+        cache_read: 0,
+    };
+    let server = ModelServer::start(vec![(
+        "ERRS-9",
+        vec![
+            Reply {
+                say: Say::Error {
+                    status: 529,
+                    kind: "overloaded_error".into(),
+                },
+                usage: Usage::default(),
+            },
+            Reply::tool(
+                "Read",
+                json!({"file_path": root.join("no-such-file.txt")}),
+                one,
+            ),
+            Reply::text("that file is missing", one),
+        ],
+    )]);
+    let out = super::print(
+        &claude,
+        home.path(),
+        &server,
+        &root,
+        "ERRS-9: /musician task-04",
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The overloaded answer was retried: one more request than replies billed.
+    assert!(server.requests().len() >= 3, "{}", server.requests().len());
+    let out = maestro()
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--project"])
+        .arg(&root)
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = &v["sessions"][0];
+    assert_eq!(row["task_id"], "task-04", "{v}");
+    assert_eq!(row["total_tokens"], 2 * one.total(), "{row}");
+    assert!(row["last_error"].is_string(), "the failed Read: {row}");
+}
