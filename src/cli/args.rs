@@ -116,7 +116,7 @@ pub enum Command {
     Doctor,
     /// Tokens, list-price cost, context and activity of every task's Claude Code
     /// sessions, from Claude Code's own files (works on a finished orchestration)
-    Usage,
+    Usage(UsageArgs),
     /// Open maestro for the project in a new kitty window
     Launch,
     /// Claude Code hooks: install (into the project's .claude/settings.local.json, or
@@ -148,6 +148,13 @@ pub struct HooksArgs {
     /// The user's Claude Code settings (every project) instead of the project's
     #[arg(long)]
     pub user: bool,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct UsageArgs {
+    /// Every column on one line per session, whatever the terminal's width
+    #[arg(long)]
+    pub wide: bool,
 }
 
 #[derive(Debug, Clone, Args)]

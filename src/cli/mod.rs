@@ -108,7 +108,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Init(init)) => init::run(global, init),
-        Some(Command::Usage) => {
+        Some(Command::Usage(args)) => {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;
             usage::run(
@@ -116,6 +116,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
                 &settings.context_windows,
                 &settings.prices,
                 global.json,
+                args.wide,
             )
         }
         Some(Command::Doctor) => {

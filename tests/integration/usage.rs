@@ -357,6 +357,7 @@ fn a_model_without_a_price_is_unknown_and_named_with_its_fix() {
     s.set_task("task-01", "working");
     let run = |args: &[&str]| {
         maestro()
+            .env("COLUMNS", "200")
             .env("HOME", home.path())
             .env_remove("CLAUDE_CONFIG_DIR")
             .args(args)
@@ -393,5 +394,67 @@ fn a_model_without_a_price_is_unknown_and_named_with_its_fix() {
     assert!(
         said.contains("claude-opus-5-5 (sessions of task-01) has no list price"),
         "{said}"
+    );
+}
+
+/// On an 80-column terminal every line of `maestro usage` fits, two lines per session;
+/// `--wide` prints the one-line table whatever the width.
+#[test]
+fn usage_fits_80_columns_and_wide_prints_everything() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let mut t = user(
+        "s-long-session-id",
+        root.to_str().unwrap(),
+        "2026-11-20T14:00:00.000Z",
+        "/musician task-01",
+    );
+    t += &assistant(
+        "s-long-session-id",
+        "2026-11-20T14:00:01.000Z",
+        "m1",
+        "r1",
+        "claude-sonnet-4-5-20250929",
+        false,
+        &serde_json::json!({"input_tokens": 123_456, "output_tokens": 7_890, "cache_creation_input_tokens": 45_678, "cache_read_input_tokens": 9_876_543}),
+    );
+    write(&projects.join("s-long-session-id.jsonl"), &t);
+    s.set_task("task-01", "working");
+    s.set_task("task-02", "working");
+    let run = |columns: &str, extra: &[&str]| {
+        let out = maestro()
+            .env("COLUMNS", columns)
+            .env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .arg("usage")
+            .args(extra)
+            .arg("--project")
+            .arg(s.root())
+            .output()
+            .unwrap();
+        assert_success(&out);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let narrow = run("80", &[]);
+    for line in narrow.lines() {
+        assert!(
+            line.chars().count() <= 80,
+            "{} columns: {line:?}",
+            line.chars().count()
+        );
+    }
+    assert!(narrow.contains("claude-sonnet-4-5-20250929"), "{narrow}");
+    assert!(
+        narrow.contains("9876543"),
+        "the breakdown is there: {narrow}"
+    );
+    assert!(narrow.contains("task-02: no session found"), "{narrow}");
+    let wide = run("80", &["--wide"]);
+    assert!(
+        wide.lines()
+            .any(|l| l.contains("CACHE WRITE") && l.contains("LAST ACTIVITY")),
+        "{wide}"
     );
 }

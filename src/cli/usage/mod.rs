@@ -2,6 +2,8 @@
 //! cost, context and activity, read from Claude Code's own files (docs/sessions.md), like
 //! `ccusage session` but by task. Reads only; works on a finished orchestration.
 
+mod table;
+
 use std::process::ExitCode;
 
 use serde_json::{Value, json};
@@ -12,7 +14,6 @@ use crate::core::sessions::figures::{SessionFigures, Whose};
 use crate::core::sessions::find::{self, TaskFacts};
 use crate::core::sessions::prices::{PriceTable, Tokens};
 use crate::core::sessions::{ContextWindows, tally_session};
-use crate::core::text::printable;
 
 /// Claude Code's folder: `$CLAUDE_CONFIG_DIR`, else the demo's own when the project is a
 /// kept demo (its sessions are there, never in the real `~/.claude`), else `~/.claude`.
@@ -34,6 +35,7 @@ pub fn run(
     windows: &ContextWindows,
     prices: &PriceTable,
     as_json: bool,
+    wide: bool,
 ) -> Result<ExitCode, CliError> {
     let tasks = read_tasks(project)?;
     let claude = claude_dir_for(project)?;
@@ -103,7 +105,7 @@ pub fn run(
             json!({"sessions": rows, "total": total, "prices": prices.name, "missing": missing})
         );
     } else {
-        print_table(&rows, &total, &missing, &prices.name);
+        table::print(&rows, &total, &missing, &prices.name, table::width(wide));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -175,115 +177,4 @@ fn read_tasks(project: &Project) -> Result<Vec<TaskFacts>, CliError> {
         .into_iter()
         .filter(|t| crate::core::domain::TaskId::parse(&t.task_id).is_some())
         .collect())
-}
-
-fn print_table(rows: &[Value], total: &Value, missing: &[Value], prices: &str) {
-    let n = |v: &Value| v.as_u64().unwrap_or(0);
-    let cost = |v: &Value| {
-        v.as_f64()
-            .map_or_else(|| "unknown".to_owned(), |c| format!("${c:.2}"))
-    };
-    let unpriced = n(&total["sessions_without_price"]);
-    let total_cost = if unpriced > 0 && total["cost_usd"].is_f64() {
-        format!("{}+?", cost(&total["cost_usd"]))
-    } else {
-        cost(&total["cost_usd"])
-    };
-    // The MODEL column is as wide as the longest model name: never a cut name.
-    let model_names = |r: &Value| -> String {
-        let models: Vec<&str> = r["models"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        printable(&models.join(",")).into_owned()
-    };
-    let mw = rows
-        .iter()
-        .map(|r| model_names(r).chars().count())
-        .max()
-        .unwrap_or(0)
-        .max(5);
-    println!(
-        "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6} {:<20} {:<20} {:>4}",
-        "TASK",
-        "SESSION",
-        "MODEL",
-        "INPUT",
-        "OUTPUT",
-        "CACHE WRITE",
-        "CACHE READ",
-        "TOTAL",
-        "COST",
-        "CTX%",
-        "STARTED",
-        "LAST ACTIVITY",
-        "COMP"
-    );
-    for r in rows {
-        let short = |k: &str, w: usize| -> String {
-            printable(r[k].as_str().unwrap_or("—"))
-                .chars()
-                .take(w)
-                .collect()
-        };
-        println!(
-            "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6.1} {:<20} {:<20} {:>4}",
-            short("task_id", 12),
-            short("session_id", 8),
-            model_names(r),
-            n(&r["input_tokens"]),
-            n(&r["output_tokens"]),
-            n(&r["cache_write_tokens"]),
-            n(&r["cache_read_tokens"]),
-            n(&r["total_tokens"]),
-            cost(&r["cost_usd"]),
-            r["context_percent"].as_f64().unwrap_or(0.0),
-            short("started", 19),
-            short("last_activity", 19),
-            n(&r["compactions"]),
-        );
-    }
-    println!(
-        "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9}",
-        "TOTAL",
-        format!("{} sessions", n(&total["sessions"])),
-        "",
-        n(&total["input_tokens"]),
-        n(&total["output_tokens"]),
-        n(&total["cache_write_tokens"]),
-        n(&total["cache_read_tokens"]),
-        n(&total["total_tokens"]),
-        total_cost,
-    );
-    if unpriced > 0 {
-        let models: Vec<&str> = total["unpriced_models"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        println!(
-            "{unpriced} session{} without a price{}: maestro has no list price for {}. Add one to the configuration, for example:",
-            if unpriced == 1 { "" } else { "s" },
-            if total["cost_usd"].is_f64() {
-                " (not in the total)"
-            } else {
-                ""
-            },
-            printable(&models.join(", "))
-        );
-        for m in models {
-            println!("  {}", crate::core::sessions::prices::price_line(m));
-        }
-    }
-    for m in missing {
-        println!(
-            "{}: no session found ({})",
-            m["task_id"].as_str().unwrap_or_default(),
-            printable(m["why"].as_str().unwrap_or_default())
-        );
-    }
-    println!("Costs are estimates at {prices}; subscription users do not pay them.");
 }
