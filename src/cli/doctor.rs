@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 use serde_json::json;
 
 use std::path::Path;
@@ -28,32 +28,6 @@ struct Check {
     level: Level,
     name: &'static str,
     detail: String,
-}
-
-/// Opens the database without writing anything: with no `-wal`/`-shm` beside it, as
-/// immutable (so `SQLite` creates neither); otherwise read-only.
-fn open_read_only(db: &Path) -> rusqlite::Result<Connection> {
-    let side = |suffix: &str| {
-        let mut p = db.as_os_str().to_owned();
-        p.push(suffix);
-        std::path::PathBuf::from(p).exists()
-    };
-    if side("-wal") || side("-shm") {
-        Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
-    } else {
-        let uri = format!(
-            "file:{}?immutable=1",
-            db.display()
-                .to_string()
-                .replace('%', "%25")
-                .replace('?', "%3f")
-                .replace('#', "%23")
-        );
-        Connection::open_with_flags(
-            uri,
-            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
-        )
-    }
 }
 
 /// The journal mode from the file header (bytes 18 and 19 are 2 in WAL mode), read
@@ -255,7 +229,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         },
     );
     if project.db.exists() {
-        match open_read_only(&project.db) {
+        match crate::core::schema::open_without_writing(&project.db) {
             Err(e) => add(
                 Level::Error,
                 "database",

@@ -199,6 +199,32 @@ pub fn set_aside_damaged(path: &Path) -> Result<PathBuf, CoreError> {
     Ok(kept)
 }
 
+/// Opens the database without writing anything: with no `-wal`/`-shm` beside it, as
+/// immutable (so `SQLite` creates neither); otherwise read-only.
+pub fn open_without_writing(db: &Path) -> rusqlite::Result<Connection> {
+    let side = |suffix: &str| {
+        let mut p = db.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p).exists()
+    };
+    if side("-wal") || side("-shm") {
+        Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
+    } else {
+        let uri = format!(
+            "file:{}?immutable=1",
+            db.display()
+                .to_string()
+                .replace('%', "%25")
+                .replace('?', "%3f")
+                .replace('#', "%23")
+        );
+        Connection::open_with_flags(
+            uri,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+        )
+    }
+}
+
 /// Opens an existing database for maestro's use: never creates it, never writes on open.
 pub fn open(path: &Path) -> Result<Connection, CoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE

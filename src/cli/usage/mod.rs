@@ -145,11 +145,9 @@ fn read_tasks(project: &Project) -> Result<Vec<TaskFacts>, CliError> {
             project.db.display()
         )));
     }
-    let conn = rusqlite::Connection::open_with_flags(
-        &project.db,
-        rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-    )
-    .map_err(|e| CliError::Runtime(format!("cannot open {}: {e}", project.db.display())))?;
+    // Nothing written beside it (no `-wal`/`-shm` made by a reader), as `doctor`.
+    let conn = crate::core::schema::open_without_writing(&project.db)
+        .map_err(|e| CliError::Runtime(format!("cannot open {}: {e}", project.db.display())))?;
     let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
     let read = || -> rusqlite::Result<Vec<TaskFacts>> {
         let mut stmt = conn.prepare(
