@@ -22,7 +22,7 @@ use crate::core::recovery::launch::{Launcher, write_pid_file};
 use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::{self, Author, Moved};
 use crate::core::text::printable;
-use crate::settings::LaunchTemplates;
+use crate::core::windows::LaunchTemplates;
 
 /// Where the orchestration lives.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use crate::core::hooks::spool::SpoolReader;
 use crate::core::paths::ProjectKey;
 use crate::core::safe_fs;
 use crate::core::sources::procs::{self, ProcessId};
-use crate::settings::LaunchTemplates;
+use crate::core::windows::LaunchTemplates;
 
 /// What is told when nothing says where kitty listens.
 pub const REMOTE_CONTROL_HELP: &str = "turn on kitty's remote control for windows maestro did not open: add `allow_remote_control socket-only` and `listen_on unix:/tmp/kitty` to kitty.conf (or set [launch] kitty_socket)";

@@ -54,7 +54,7 @@ pub struct CoreConfig {
     /// Runs kept per pipeline in the run history.
     pub history_runs: usize,
     /// `[budget]`.
-    pub budgets: crate::core::hub::sessions::Budgets,
+    pub budgets: crate::core::sessions::Budgets,
     /// `[sessions]` context windows.
     pub context_windows: crate::core::sessions::ContextWindows,
     /// The prices session costs are estimated at.

@@ -17,7 +17,25 @@ use serde::{Deserialize, Serialize};
 use crate::core::paths::ProjectKey;
 use crate::core::safe_fs;
 use crate::core::sources::procs::{self, ProcessId};
-use crate::settings::LaunchTemplates;
+
+/// How maestro opens windows (`[launch]`): argv templates, never shell strings.
+#[derive(Debug, Clone)]
+pub struct LaunchTemplates {
+    pub terminal: Vec<String>,
+    pub claude: Vec<String>,
+    pub claude_export: Vec<String>,
+    pub lethe: Vec<String>,
+    /// The prompt a relaunched Musician starts with; `{task}` is its task id.
+    pub musician_prompt: String,
+    /// kitty windows maestro opens listen for remote control (`w` focuses them).
+    pub kitty_remote_control: bool,
+    /// The remote-control socket of a kitty maestro did not open (`unix:/tmp/kitty`),
+    /// when its windows do not say it themselves (`KITTY_LISTEN_ON`).
+    pub kitty_socket: Option<String>,
+    /// The size, in cells, of the kitty windows maestro opens (0: kitty's own default).
+    pub window_columns: u16,
+    pub window_lines: u16,
+}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Recorded {

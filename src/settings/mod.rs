@@ -151,6 +151,9 @@ pub struct PipelinesSection {
 pub struct ConfigError(pub String);
 
 /// Resolved configuration: every value present and checked.
+pub use crate::core::pipeline::PipelineLimits;
+pub use crate::core::windows::LaunchTemplates;
+
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub stall_after: Duration,
@@ -174,32 +177,12 @@ pub struct Settings {
     pub pipeline_limits: PipelineLimits,
     /// Where `/metrics` is served (`[metrics] listen`; `--metrics` wins), if anywhere.
     pub metrics_listen: Option<String>,
-    pub budgets: crate::core::hub::sessions::Budgets,
+    pub budgets: crate::core::sessions::Budgets,
     pub context_windows: crate::core::sessions::ContextWindows,
     /// `[projects]`: (name, folder), in name order.
     pub projects: Vec<(String, PathBuf)>,
     /// The list prices, with `[sessions.prices]` over them.
     pub prices: crate::core::sessions::prices::PriceTable,
-}
-
-/// What pipelines may take: processes, captured output, history.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PipelineLimits {
-    pub history_runs: usize,
-    pub max_processes: usize,
-    pub max_processes_per_run: usize,
-    pub output_bytes: usize,
-}
-
-impl Default for PipelineLimits {
-    fn default() -> Self {
-        Self {
-            history_runs: 1000,
-            max_processes: 32,
-            max_processes_per_run: 8,
-            output_bytes: 1024 * 1024,
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -215,24 +198,6 @@ pub struct SouffleurTimings {
     pub export_dir: PathBuf,
     /// How long `standard_compact` waits for the `compact_boundary` line.
     pub compact_timeout: Duration,
-}
-
-#[derive(Debug, Clone)]
-pub struct LaunchTemplates {
-    pub terminal: Vec<String>,
-    pub claude: Vec<String>,
-    pub claude_export: Vec<String>,
-    pub lethe: Vec<String>,
-    /// The prompt a relaunched Musician starts with; `{task}` is its task id.
-    pub musician_prompt: String,
-    /// kitty windows maestro opens listen for remote control (`w` focuses them).
-    pub kitty_remote_control: bool,
-    /// The remote-control socket of a kitty maestro did not open (`unix:/tmp/kitty`),
-    /// when its windows do not say it themselves (`KITTY_LISTEN_ON`).
-    pub kitty_socket: Option<String>,
-    /// The size, in cells, of the kitty windows maestro opens (0: kitty's own default).
-    pub window_columns: u16,
-    pub window_lines: u16,
 }
 
 /// Flag values that override the files (each `None` when not given).
@@ -304,7 +269,7 @@ impl Settings {
                 v => Ok(v),
             }
         };
-        let budgets = crate::core::hub::sessions::Budgets {
+        let budgets = crate::core::sessions::Budgets {
             task_usd: budget(u.and_then(|c| c.budget.task_usd), "task_usd")?,
             orchestration_usd: budget(
                 u.and_then(|c| c.budget.orchestration_usd),

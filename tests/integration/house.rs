@@ -1,5 +1,5 @@
 //! The house rules a newcomer relies on to find things: only `main.rs` and `lib.rs` at
-//! the top of `src/`, no two modules that import each other (a pair that does is one
+//! the top of `src/`, no circle of modules that import each other, of any length (one
 //! subject split in two, or a type living in the wrong home), no file past the
 //! 700-line ceiling, and SQL written only by `core/store` and the sources that own a
 //! connection.
@@ -48,8 +48,9 @@ fn only_main_and_lib_sit_at_the_top_of_src() {
     assert!(loose.is_empty(), "files loose beside main.rs: {loose:?}");
 }
 
-#[test]
-fn no_two_modules_import_each_other() {
+/// Which modules each module imports (`use crate::…` and paths in the code), leaving
+/// out a module's own parents and children.
+fn use_graph() -> BTreeMap<String, BTreeSet<String>> {
     let mut files = Vec::new();
     rust_files(&src(), &mut files);
     let modules: BTreeSet<String> = files.iter().map(|f| module_of(f)).collect();
@@ -84,17 +85,97 @@ fn no_two_modules_import_each_other() {
             }
         }
     }
-    let mut pairs = Vec::new();
-    for (a, targets) in &uses {
-        for b in targets {
-            if a < b && uses.get(b).is_some_and(|t| t.contains(a)) {
-                pairs.push(format!("{a} <-> {b}"));
+    uses
+}
+
+/// The strongly connected components of more than one module (Tarjan's algorithm):
+/// every circle of imports, whatever its length.
+fn circles(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<Vec<String>> {
+    struct Walk<'g> {
+        graph: &'g BTreeMap<String, BTreeSet<String>>,
+        index: BTreeMap<&'g str, usize>,
+        low: BTreeMap<&'g str, usize>,
+        stack: Vec<&'g str>,
+        on_stack: BTreeSet<&'g str>,
+        next: usize,
+        found: Vec<Vec<String>>,
+    }
+    impl<'g> Walk<'g> {
+        fn visit(&mut self, v: &'g str) {
+            self.index.insert(v, self.next);
+            self.low.insert(v, self.next);
+            self.next += 1;
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for w in self.graph.get(v).into_iter().flatten() {
+                let w = w.as_str();
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let lw = self.low[w];
+                    let lv = self.low[v];
+                    self.low.insert(v, lv.min(lw));
+                } else if self.on_stack.contains(w) {
+                    let iw = self.index[w];
+                    let lv = self.low[v];
+                    self.low.insert(v, lv.min(iw));
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    component.push(w.to_owned());
+                    if w == v {
+                        break;
+                    }
+                }
+                if component.len() > 1 {
+                    component.sort();
+                    self.found.push(component);
+                }
             }
         }
     }
+    let mut walk = Walk {
+        graph,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        next: 0,
+        found: Vec::new(),
+    };
+    for v in graph.keys() {
+        if !walk.index.contains_key(v.as_str()) {
+            walk.visit(v);
+        }
+    }
+    walk.found
+}
+
+#[test]
+fn the_circle_finder_finds_circles_of_any_length() {
+    let graph: BTreeMap<String, BTreeSet<String>> = [
+        ("a", vec!["b"]),
+        ("b", vec!["c"]),
+        ("c", vec!["d"]),
+        ("d", vec!["e"]),
+        ("e", vec!["a"]),
+        ("x", vec!["y", "a"]),
+        ("y", vec![]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(circles(&graph), [["a", "b", "c", "d", "e"]]);
+}
+
+#[test]
+fn no_circle_of_modules() {
+    let found = circles(&use_graph());
     assert!(
-        pairs.is_empty(),
-        "modules that import each other: {pairs:#?}"
+        found.is_empty(),
+        "modules that import each other, around a circle (one subject split in two, or a type living in the wrong home): {found:#?}"
     );
 }
 

@@ -22,6 +22,8 @@ static TASK_ID: LazyLock<Regex> =
 
 /// The Conductor's task id.
 pub const CONDUCTOR_ID: &str = "task-00";
+/// The Conductor's window PID file under `temp/`.
+pub const CONDUCTOR_PID_FILE: &str = "souffleur-conductor.pid";
 /// The Souffleur's row id.
 pub const SOUFFLEUR_ID: &str = "souffleur";
 
@@ -53,7 +55,7 @@ impl TaskId {
     /// only from a checked id, so it can never name a file outside `temp/`.
     pub fn window_pid_file(&self) -> String {
         if self.is_conductor() {
-            crate::core::recovery::CONDUCTOR_PID_FILE.to_owned()
+            CONDUCTOR_PID_FILE.to_owned()
         } else {
             format!("musician-{}.pid", self.0)
         }

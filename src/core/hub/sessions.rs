@@ -19,13 +19,7 @@ use crate::core::sessions::find::TaskFacts;
 /// A session's `usage` event comes at most this often.
 pub const USAGE_EVERY: Duration = Duration::from_secs(10);
 
-/// The budgets (`[budget]`); each off when `None`.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Budgets {
-    pub task_usd: Option<f64>,
-    pub orchestration_usd: Option<f64>,
-    pub context_percent: Option<f64>,
-}
+pub use crate::core::sessions::Budgets;
 
 /// What the session source is told of a task: id, session id, state, hook sessions.
 type Facts = (String, Option<String>, Option<String>, Vec<String>);

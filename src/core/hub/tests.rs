@@ -32,7 +32,7 @@ fn settings(report_to_db: bool) -> HubSettings {
         with_database: true,
         db_name: "comms.db".into(),
         forecast_lead: Duration::from_secs(600),
-        budgets: crate::core::hub::sessions::Budgets::default(),
+        budgets: crate::core::sessions::Budgets::default(),
         observe_watchdog: true,
         forward_logs: true,
     }

@@ -19,13 +19,13 @@ use tokio_util::sync::CancellationToken;
 use crate::core::event::{CoreEvent, PipelineBus};
 use crate::core::ipc;
 use crate::core::paths::{self, ProjectKey, Service};
+use crate::core::pipeline::PipelineLimits;
 use crate::core::pipeline::expr;
 use crate::core::pipeline::files::{read_definition_bytes, valid_name};
 use crate::core::pipeline::output::ProcessSlots;
 use crate::core::pipeline::runner::{self, Ended, RunCmd, RunnerEnv};
 use crate::core::pipeline::spec::{Definition, Trigger, parse_definition};
 use crate::core::pipeline::trust::{TrustStore, content_hash};
-use crate::settings::PipelineLimits;
 
 /// Keeps the host running (and its lock held) while alive.
 pub struct HostHandle {

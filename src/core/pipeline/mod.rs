@@ -14,6 +14,26 @@ pub mod spec;
 pub mod trust;
 pub mod views;
 
+/// What pipelines may take: processes, captured output, history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PipelineLimits {
+    pub history_runs: usize,
+    pub max_processes: usize,
+    pub max_processes_per_run: usize,
+    pub output_bytes: usize,
+}
+
+impl Default for PipelineLimits {
+    fn default() -> Self {
+        Self {
+            history_runs: 1000,
+            max_processes: 32,
+            max_processes_per_run: 8,
+            output_bytes: 1024 * 1024,
+        }
+    }
+}
+
 /// The example pipelines shipped in `assets/sentinels/` (the demo installs them):
 /// an anomaly-triggered check, a scheduled health check, a build-fix loop.
 pub const EXAMPLES: [(&str, &str); 3] = [

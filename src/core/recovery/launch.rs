@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use crate::core::sources::procs::ProcessId;
-use crate::settings::LaunchTemplates;
+use crate::core::windows::LaunchTemplates;
 
 /// Fills `{project}` and `{title}` in a template.
 pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {

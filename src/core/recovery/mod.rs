@@ -23,7 +23,7 @@ use launch::{Launcher, find_program, write_pid_file};
 use payload::Resolved;
 use transcript::find_transcript;
 
-pub const CONDUCTOR_PID_FILE: &str = "souffleur-conductor.pid";
+pub use crate::core::domain::CONDUCTOR_PID_FILE;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(120);
 const LETHE_TIMEOUT: Duration = Duration::from_secs(600);
 

@@ -46,6 +46,6 @@ pub fn for_replay(r: &RecordedSettings, forward_logs: bool) -> HubSettings {
         forward_logs,
         db_name: r.db_name.clone(),
         forecast_lead: Duration::from_millis(r.forecast_lead_ms),
-        budgets: crate::core::hub::sessions::Budgets::default(),
+        budgets: crate::core::sessions::Budgets::default(),
     }
 }

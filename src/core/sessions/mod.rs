@@ -57,6 +57,14 @@ impl ContextWindows {
     }
 }
 
+/// The budgets (`[budget]`); each off when `None`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Budgets {
+    pub task_usd: Option<f64>,
+    pub orchestration_usd: Option<f64>,
+    pub context_percent: Option<f64>,
+}
+
 /// A session's whole transcript and its subagents' files ([`find::subagent_files`]: in
 /// `<session id>/subagents/` and beside it), each read once through a [`follow::Follower`] (streamed: a 100 MB
 /// file is never held whole; a half-written last line is not counted yet).

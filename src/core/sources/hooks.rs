@@ -10,12 +10,12 @@ use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::domain::CONDUCTOR_PID_FILE;
 use crate::core::event::CoreEvent;
 use crate::core::hooks::book::HookInput;
 use crate::core::hooks::event::HookEvent;
 use crate::core::hooks::spool::{self, SpoolReader};
 use crate::core::paths::ProjectKey;
-use crate::core::recovery::CONDUCTOR_PID_FILE;
 use crate::core::sources::procs::{self, ProcessId};
 
 /// Runs until `cancel`, sending `CoreEvent::Hooks` for each batch of new events.

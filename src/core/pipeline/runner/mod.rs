@@ -15,10 +15,10 @@ use tokio_util::sync::CancellationToken;
 use std::time::Duration;
 
 use crate::core::event::{CoreEvent, PipelineReport, StepTrace};
+use crate::core::pipeline::PipelineLimits;
 use crate::core::pipeline::expr;
 use crate::core::pipeline::output::ProcessSlots;
 use crate::core::pipeline::spec::{Definition, Loop, OnError, Step, StepKind};
-use crate::settings::PipelineLimits;
 
 /// Commands to a running pipeline.
 #[derive(Debug)]
