@@ -226,3 +226,17 @@ fn sql_is_written_only_by_the_store_and_the_sources() {
         "SQL writes outside core/store: {offenders:?}"
     );
 }
+
+/// Settings sit above the core: they read TOML into the core's own types, and no core
+/// module imports them back.
+#[test]
+fn the_core_never_imports_the_settings() {
+    let mut files = Vec::new();
+    rust_files(&src().join("core"), &mut files);
+    let back: Vec<String> = files
+        .iter()
+        .filter(|f| std::fs::read_to_string(f).unwrap().contains("crate::settings"))
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(back.is_empty(), "core modules importing settings: {back:?}");
+}
