@@ -541,11 +541,11 @@ mod tests {
     /// The README's example configuration must stay a valid file.
     #[test]
     fn readme_example_config_is_valid() {
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/guide.md");
         let start = readme.find("```toml\n").expect("README has a toml example") + 8;
         let end = start + readme[start..].find("```").expect("closed");
         Settings::resolve(
-            Some((Path::new("README.md"), &readme[start..end])),
+            Some((Path::new("docs/guide.md"), &readme[start..end])),
             &Overrides::default(),
         )
         .unwrap();

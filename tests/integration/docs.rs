@@ -165,3 +165,108 @@ fn the_documented_events_are_the_events() {
         "docs/cli.md and src/core/event_json.rs disagree"
     );
 }
+
+/// Every source path the documents name (in backticks, or as a link) is in the
+/// repository: a file that became a folder is named as the folder.
+#[test]
+fn every_source_path_named_exists() {
+    let mut files = vec![root().join("README.md")];
+    files_under(&root().join("docs"), "md", &mut files);
+    let quoted =
+        regex::Regex::new(r"`((?:src|tests|benches|assets|config|themes)/[^`\s]*)`").unwrap();
+    let linked =
+        regex::Regex::new(r"\]\(((?:\.\./)?(?:src|tests|benches|assets|config|themes)/[^)#\s]*)")
+            .unwrap();
+    let mut missing = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for c in quoted
+            .captures_iter(&text)
+            .chain(linked.captures_iter(&text))
+        {
+            let path = c[1].trim_end_matches([',', '.', ':']);
+            let here = f.parent().unwrap().join(path);
+            let from_root = root().join(path.trim_start_matches("../"));
+            if !here.exists() && !from_root.exists() {
+                missing.push(format!(
+                    "{} names {path}",
+                    f.strip_prefix(root()).unwrap().display()
+                ));
+            }
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    assert!(
+        missing.is_empty(),
+        "paths named but not in the repository: {missing:#?}"
+    );
+}
+
+/// The README's quick start runs as written: `init` on a folder that does not exist, a
+/// row with sqlite3, log lines, then the dashboard, here in its headless form (the same
+/// actors), which must show the task and both anomalies.
+#[test]
+fn the_readmes_quick_start_runs_as_written() {
+    if std::process::Command::new("sqlite3")
+        .arg("-version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: sqlite3 is not installed (.ci/run installs it)");
+        return;
+    }
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let block = readme
+        .split("**2. A project by hand.**")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .unwrap()
+        .to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_maestro"))
+        .parent()
+        .unwrap()
+        .to_owned();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let sh = |line: &str| {
+        let out = std::process::Command::new("sh")
+            .args(["-c", line])
+            .current_dir(dir.path())
+            .env("PATH", &path)
+            .env("XDG_DATA_HOME", crate::common::data_home())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{line}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let mut dashboard = None;
+    for line in block.lines().filter(|l| !l.trim().is_empty()) {
+        if line.starts_with("maestro --project") {
+            // The dashboard: the same project, headless, reading what the lines wrote.
+            let mut c = crate::common::maestro();
+            c.current_dir(dir.path())
+                .args(["--no-tui", "--json", "--project", "demo-by-hand"]);
+            let mut m = crate::common::Running::spawn(c);
+            m.wait_json("task-01 working", |v| {
+                v["event"] == "task" && v["task_id"] == "task-01" && v["state"] == "working"
+            });
+            dashboard = Some(m);
+        } else {
+            sh(line);
+        }
+    }
+    let mut m = dashboard.expect("the quick start opens the dashboard");
+    let self_correction =
+        |v: &serde_json::Value| v["event"] == "anomaly" && v["anomaly"] == "self-correction";
+    let spike = |v: &serde_json::Value| v["event"] == "anomaly" && v["anomaly"] == "context-spike";
+    m.wait_all("the two anomalies", &[&self_correction, &spike]);
+}

@@ -235,7 +235,11 @@ fn the_core_never_imports_the_settings() {
     rust_files(&src().join("core"), &mut files);
     let back: Vec<String> = files
         .iter()
-        .filter(|f| std::fs::read_to_string(f).unwrap().contains("crate::settings"))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .contains("crate::settings")
+        })
         .map(|f| f.display().to_string())
         .collect();
     assert!(back.is_empty(), "core modules importing settings: {back:?}");
