@@ -385,6 +385,14 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             );
         }
     }
+    // As the dashboard: a database this user may only read is watched, read-only.
+    if project.db.is_file() && !crate::core::schema::writable(&project.db) {
+        add(
+            Level::Warning,
+            "access",
+            crate::core::schema::read_only_note(&project.db),
+        );
+    }
     for problem in crate::core::paths::socket_dir_problems() {
         add(Level::Warning, "sockets", problem);
     }

@@ -225,6 +225,67 @@ pub fn open_without_writing(db: &Path) -> rusqlite::Result<Connection> {
     }
 }
 
+/// Whether this user may write the database (the file, and its folder for the journal).
+/// A project another user owns is watched read-only: actions are disabled.
+pub fn writable(path: &Path) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    access(path, AccessFlags::W_OK).is_ok() && access(dir, AccessFlags::W_OK).is_ok()
+}
+
+/// What a user who may only read the project gets told wherever an action is refused.
+pub fn read_only_note(path: &Path) -> String {
+    format!(
+        "read-only: you cannot write {}, so actions are disabled (maestro watches it all the same)",
+        path.display()
+    )
+}
+
+/// Opens a database this user may only read, for watching: read-only beside a live
+/// writer's `-wal`/`-shm` (`SQLite` reads them without writing), else as immutable (a
+/// quiet database whose folder it cannot write a `-shm` in); `immutable` says which, as
+/// an immutable connection sees no later change and must be opened anew to read one.
+pub fn open_read_only(path: &Path) -> Result<(Connection, bool), CoreError> {
+    let side = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p).exists()
+    };
+    if side("-shm") {
+        let conn =
+            Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
+                CoreError::Database(format!("could not open {} read-only: {e}", path.display()))
+            })?;
+        if conn
+            .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+            .is_ok()
+            && verify(&conn, path).is_ok()
+        {
+            let _ = conn.busy_timeout(std::time::Duration::from_secs(2));
+            return Ok((conn, false));
+        }
+    }
+    let uri = format!(
+        "file:{}?immutable=1",
+        path.display()
+            .to_string()
+            .replace('%', "%25")
+            .replace('?', "%3f")
+            .replace('#', "%23")
+    );
+    let conn = Connection::open_with_flags(
+        uri,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
+    )
+    .map_err(|e| {
+        CoreError::Database(format!("could not open {} read-only: {e}", path.display()))
+    })?;
+    Ok((conn, true))
+}
+
 /// Opens an existing database for maestro's use: never creates it, never writes on open.
 pub fn open(path: &Path) -> Result<Connection, CoreError> {
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE

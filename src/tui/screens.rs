@@ -37,6 +37,11 @@ impl Shown {
         let snap = snapshots.borrow_and_update().clone();
         let mut ui = UiState::default();
         ui.sync_with(&snap);
+        ui.read_only = actions
+            .as_ref()
+            .map(|a| &a.target.db)
+            .filter(|db| db.exists() && !crate::core::schema::writable(db))
+            .map(|db| crate::core::schema::read_only_note(db));
         Self {
             name,
             ui,

@@ -471,3 +471,70 @@ fn launch_says_when_no_window_opened() {
         "claimed a window"
     );
 }
+
+/// A project the user may only read (another user's) is watched, read-only: headless
+/// sees its tasks and anomalies, `doctor` and the action verbs say actions are disabled.
+#[test]
+fn a_project_the_user_may_only_read_is_watched() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root()
+        || std::process::Command::new("runuser")
+            .arg("--help")
+            .output()
+            .is_err()
+    {
+        eprintln!("skipped: running maestro as another user needs root and runuser");
+        return;
+    }
+    let exe = std::path::Path::new(env!("CARGO_BIN_EXE_maestro"));
+    // nobody must reach the binary: every folder above it must let others in.
+    let reachable = exe
+        .ancestors()
+        .skip(1)
+        .all(|d| std::fs::metadata(d).is_ok_and(|m| m.permissions().mode() & 0o001 != 0));
+    if !reachable {
+        eprintln!(
+            "skipped: {} is not reachable by another user",
+            exe.display()
+        );
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-01", "working");
+    for dir in [s.root(), &s.temp()] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let data = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let as_nobody = |args: &[&str]| {
+        let mut c = std::process::Command::new("runuser");
+        c.args(["-u", "nobody", "--", "env"])
+            .arg(format!("XDG_DATA_HOME={}", data.path().display()))
+            .arg(format!("HOME={}", data.path().display()))
+            .arg(exe)
+            .args(args)
+            .arg("--project")
+            .arg(s.root());
+        c
+    };
+    let mut m = crate::common::Running::spawn(as_nobody(&["--no-tui", "--json"]));
+    m.wait_json("its tasks", |v| {
+        v["event"] == "task" && v["task_id"] == "task-01"
+    });
+    s.append("task-01-status", "step 1 self-correction: retried\n");
+    m.wait_json("an anomaly", |v| {
+        v["event"] == "anomaly" && v["task_id"] == "task-01"
+    });
+    s.set_task("task-02", "working");
+    m.wait_json("a new task, written by its owner", |v| {
+        v["event"] == "task" && v["task_id"] == "task-02"
+    });
+    let doctor = as_nobody(&["doctor"]).output().unwrap();
+    let said = String::from_utf8_lossy(&doctor.stdout);
+    assert!(said.contains("read-only: you cannot write"), "{said}");
+    let approve = as_nobody(&["task", "approve", "task-01", "--yes"])
+        .output()
+        .unwrap();
+    assert_eq!(approve.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&approve.stderr).contains("actions are disabled"));
+}

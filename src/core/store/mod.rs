@@ -55,6 +55,12 @@ pub fn open_existing(db: &std::path::Path) -> Result<Connection, String> {
             db.display()
         ));
     }
+    if !schema::writable(db) {
+        return Err(format!(
+            "{}. Ask the project's owner, or run this as the user who owns it.",
+            schema::read_only_note(db)
+        ));
+    }
     let conn = schema::open(db).map_err(|e| e.to_string())?;
     schema::verify(&conn, db).map_err(|e| e.to_string())?;
     Ok(conn)

@@ -128,6 +128,12 @@ impl UiState {
     /// A task action key on the selected Musician: a message action opens the editor,
     /// the others first find out what they will do (then a confirmation opens).
     pub(crate) fn task_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        if let Some(why) = &self.read_only
+            && action != Action::Headroom
+        {
+            self.note = Some(why.clone());
+            return vec![];
+        }
         let Some(task) = self
             .shown_tasks(snap)
             .get(self.selected_task)

@@ -102,6 +102,9 @@ pub struct Notification {
 
 #[derive(Debug, Clone)]
 pub struct UiState {
+    /// Set when this user cannot write the project's database: actions are disabled and
+    /// the status line says so.
+    pub read_only: Option<String>,
     pub focus: Pane,
     pub overlay: Option<Overlay>,
     pub help_scroll: u16,
@@ -180,6 +183,7 @@ impl TaskSort {
 impl Default for UiState {
     fn default() -> Self {
         Self {
+            read_only: None,
             focus: Pane::Tasks,
             overlay: None,
             help_scroll: 0,

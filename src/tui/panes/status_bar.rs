@@ -28,6 +28,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
     let db = match &ctx.snap.database {
+        DatabaseHealth::Ok if ctx.ui.read_only.is_some() => {
+            Span::styled("db read-only: actions disabled", ctx.theme.warn)
+        }
         DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
         DatabaseHealth::Absent => Span::styled("no db yet (waiting; temp only)", ctx.theme.warn),
         DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),

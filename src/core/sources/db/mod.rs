@@ -96,6 +96,9 @@ pub struct DbSource {
     /// database was replaced (a new orchestration), none means it was removed.
     identity: (u64, u64),
     data_version: Option<i64>,
+    /// Opened read-only as immutable (this user cannot write the project): reopened on
+    /// every wake-up, since such a connection sees no change.
+    immutable: bool,
     last_message_id: i64,
     tasks: Vec<TaskRow>,
     /// `warning` if the table's CHECK admits it, else `system`.
@@ -108,7 +111,11 @@ impl DbSource {
         let identity = file_identity(&settings.path).ok_or_else(|| {
             CoreError::Database(format!("{} does not exist", settings.path.display()))
         })?;
-        let conn = schema::open(&settings.path)?;
+        let (conn, immutable) = if schema::writable(&settings.path) {
+            (schema::open(&settings.path)?, false)
+        } else {
+            schema::open_read_only(&settings.path)?
+        };
         schema::verify(&conn, &settings.path)?;
         let report_type = crate::core::store::warning_type(&conn);
         Ok(Self {
@@ -116,6 +123,7 @@ impl DbSource {
             settings,
             identity,
             data_version: None,
+            immutable,
             last_message_id: 0,
             tasks: Vec::new(),
             report_type,
@@ -276,6 +284,16 @@ impl DbSource {
 
     /// Reads what changed since the last call. Returns whether anything did.
     fn refresh(&mut self, force: bool, emit: &mut dyn FnMut(CoreEvent)) -> rusqlite::Result<bool> {
+        let force = if self.immutable {
+            // A wake-up means the file changed: read it anew.
+            if let Ok((conn, immutable)) = schema::open_read_only(&self.settings.path) {
+                self.conn = conn;
+                self.immutable = immutable;
+            }
+            true
+        } else {
+            force
+        };
         let version: i64 = self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get(0))?;
