@@ -154,7 +154,10 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         hub = hub.with_session_facts(s.facts.clone());
     }
     let mut unrecorded = None;
-    if config.event_log_bytes > 0 {
+    // Only an orchestration is recorded: a folder with neither comms.db nor temp/ (maestro
+    // started anywhere) leaves no event log behind.
+    let orchestration = database_exists(&config.db) || config.temp.is_dir();
+    if config.event_log_bytes > 0 && orchestration {
         match start_recorder(config, recorded, clock) {
             Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
             Ok(None) => {}

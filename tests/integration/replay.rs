@@ -329,3 +329,25 @@ fn a_run_that_cannot_be_recorded_says_so_and_goes_on() {
     );
     assert!(err.contains("event_log_mib = 0"), "{err}");
 }
+
+/// maestro started in a folder with no orchestration (no comms.db, no temp/) records
+/// nothing: no event log is left behind for it.
+#[test]
+fn a_folder_without_an_orchestration_is_not_recorded() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut c = maestro();
+    c.env("XDG_DATA_HOME", data.path())
+        .args(["--no-tui", "--json", "--project"])
+        .arg(dir.path());
+    let mut m = crate::common::Running::spawn(c);
+    m.wait_json("it runs", |v| {
+        v["event"] == "source" && v["source"] == "database"
+    });
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    m.wait_exit();
+    assert!(
+        !data.path().join("maestro/events").exists(),
+        "an event log was started for an empty folder"
+    );
+}
