@@ -392,6 +392,8 @@ const WATCHING: [&str; 9] = [
 fn options_of(verb: &str) -> Vec<&'static str> {
     let mut shown: Vec<&'static str> = match verb {
         "completions" | "man" | "config" | "hook" => vec![],
+        // init reads no configuration: it makes the folder, the database and temp/.
+        "init" => vec!["projects", "db", "temp", "json"],
         "launch" | "hooks" | "sentinel" => vec!["projects", "config", "json"],
         "conductor" => vec!["projects", "config", "json", "yes"],
         _ => EVERYWHERE.to_vec(),
@@ -464,6 +466,27 @@ pub fn focused_help(argv: &[std::ffi::OsString]) -> Option<String> {
         if owned.get_arguments().any(|a| a.get_id() == id.as_str()) {
             owned = owned.mut_arg(id, |a| a.hide(true));
         }
+    }
+    // The shared options' words as they are true for one verb (the top level's speak of
+    // the dashboard watching several projects, and of headless output).
+    let watches = matches!(verb.as_str(), "souffleur" | "demo" | "replay");
+    if !watches && owned.get_arguments().any(|a| a.get_id() == "projects") {
+        owned = owned.mut_arg("projects", |a| {
+            a.help("Project root (holds comms.db and temp/)")
+                .long_help("Project root (holds comms.db and temp/): the folder this verb acts on")
+        });
+    }
+    if !watches && owned.get_arguments().any(|a| a.get_id() == "json") {
+        owned = owned.mut_arg("json", |a| {
+            a.help("Print the result as one JSON object")
+                .long_help("Print the result as one JSON object")
+        });
+    }
+    if verb == "init" {
+        owned = owned.mut_arg("temp", |a| {
+            a.help("The log folder to make [default: <project>/temp]")
+                .long_help("The log folder to make [default: <project>/temp]")
+        });
     }
     let short = argv.iter().any(|a| a == "-h");
     Some(

@@ -64,6 +64,9 @@ fn each_verb_helps_with_its_own_options() {
         "--until-complete",
         "--spike-threshold",
         "--yes",
+        "--config",
+        "more than once",
+        "--no-tui",
     ] {
         assert!(
             !init.contains(absent),
