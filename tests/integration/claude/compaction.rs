@@ -3,18 +3,10 @@
 use serde_json::Value;
 
 use super::{ModelServer, Reply, Usage};
-use crate::common::{Scratch, assert_success, maestro};
 
-fn usage_row(home: &std::path::Path, project: &std::path::Path) -> Value {
-    let out = maestro()
-        .env("HOME", home)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .args(["usage", "--json", "--project"])
-        .arg(project)
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+/// The one session's row of `maestro usage`.
+fn usage_row(rig: &super::Rig) -> Value {
+    let v = rig.usage();
     assert_eq!(v["sessions"].as_array().map(Vec::len), Some(1), "{v}");
     v["sessions"][0].clone()
 }
@@ -28,10 +20,8 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
     ) else {
         return;
     };
-    let s = Scratch::new();
-    s.set_task("task-02", "working");
-    let root = std::fs::canonicalize(s.root()).unwrap();
-    let home = super::home_for(&root);
+    let rig = super::Rig::new("task-02");
+    let (root, home) = (&rig.root, &rig.home);
     let big = Usage {
         input: 10,
         output: 5,
@@ -46,7 +36,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         &claude,
         home.path(),
         &server,
-        &root,
+        root,
         "PARENT-C1: /musician task-02",
         &[],
     );
@@ -55,7 +45,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let before = usage_row(home.path(), &root);
+    let before = usage_row(&rig);
     assert_eq!(before["task_id"], "task-02");
     assert_eq!(before["context_tokens"], 150_010, "{before}");
     assert_eq!(before["context_percent"], 75.0);
@@ -66,7 +56,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         &claude,
         home.path(),
         &server,
-        &root,
+        root,
         "/compact",
         &["--resume", &session],
     );
@@ -75,7 +65,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let after = usage_row(home.path(), &root);
+    let after = usage_row(&rig);
     assert_eq!(
         after["session_id"],
         session.as_str(),

@@ -1,10 +1,9 @@
 //! What the real program writes when the API fails, a tool fails, or it is killed.
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::model_server::Say;
 use super::{ModelServer, Reply, Usage};
-use crate::common::{Scratch, assert_success, maestro};
 
 /// An overloaded API answer is retried by Claude Code and bills nothing; a failing tool
 /// call is the session's last error; the bill is the answered responses only.
@@ -15,10 +14,8 @@ fn api_errors_bill_nothing_and_a_failed_tool_is_the_last_error() {
     else {
         return;
     };
-    let s = Scratch::new();
-    s.set_task("task-04", "working");
-    let root = std::fs::canonicalize(s.root()).unwrap();
-    let home = super::home_for(&root);
+    let rig = super::Rig::new("task-04");
+    let (root, home) = (&rig.root, &rig.home);
     let one = Usage {
         input: 40,
         output: 4,
@@ -47,7 +44,7 @@ fn api_errors_bill_nothing_and_a_failed_tool_is_the_last_error() {
         &claude,
         home.path(),
         &server,
-        &root,
+        root,
         "ERRS-9: /musician task-04",
         &[],
     );
@@ -59,15 +56,7 @@ fn api_errors_bill_nothing_and_a_failed_tool_is_the_last_error() {
     );
     // The overloaded answer was retried: one more request than replies billed.
     assert!(server.requests().len() >= 3, "{}", server.requests().len());
-    let out = maestro()
-        .env("HOME", home.path())
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .args(["usage", "--json", "--project"])
-        .arg(&root)
-        .output()
-        .unwrap();
-    assert_success(&out);
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let v = rig.usage();
     let row = &v["sessions"][0];
     assert_eq!(row["task_id"], "task-04", "{v}");
     assert_eq!(row["total_tokens"], 2 * one.total(), "{row}");

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{ModelServer, Reply, Usage};
-use crate::common::{Scratch, event, maestro};
+use crate::common::{event, maestro};
 
 /// With maestro's hooks installed, the real `claude` reports its session through them:
 /// the session is tied to its task by the hook (`found_by: hook`), and its tool calls
@@ -14,14 +14,12 @@ fn the_real_programs_hooks_tie_its_session_to_the_task() {
     else {
         return;
     };
-    let s = Scratch::new();
-    s.set_task("task-03", "working");
-    let root = std::fs::canonicalize(s.root()).unwrap();
-    let home = super::home_for(&root);
+    let rig = super::Rig::new("task-03");
+    let (root, home) = (&rig.root, &rig.home);
     let data = tempfile::tempdir().unwrap();
     let installed = maestro()
         .args(["hooks", "install", "--project"])
-        .arg(&root)
+        .arg(root)
         .env("XDG_DATA_HOME", data.path())
         .output()
         .unwrap();
@@ -36,7 +34,7 @@ fn the_real_programs_hooks_tie_its_session_to_the_task() {
             .env_remove("CLAUDE_CONFIG_DIR")
             .env("XDG_DATA_HOME", data.path())
             .args(["--no-tui", "--json", "--project"])
-            .arg(&root);
+            .arg(root);
         c
     });
     m.wait_json("started", |v| {
@@ -66,7 +64,7 @@ fn the_real_programs_hooks_tie_its_session_to_the_task() {
             ),
         ],
     )]);
-    let mut cmd = super::claude_command(&claude, home.path(), &server, &root);
+    let mut cmd = super::claude_command(&claude, home.path(), &server, root);
     cmd.env("XDG_DATA_HOME", data.path()).args([
         "-p",
         "/musician task-03 HOOKED-3",

@@ -139,3 +139,39 @@ pub fn print(
     };
     out.unwrap()
 }
+
+/// A project with one working task, and a home for `claude` that trusts it.
+pub struct Rig {
+    /// Kept for its folder's lifetime (it removes the project when dropped).
+    _scratch: crate::common::Scratch,
+    /// The project's canonical path (what Claude Code writes as `cwd`).
+    pub root: PathBuf,
+    pub home: tempfile::TempDir,
+}
+
+impl Rig {
+    pub fn new(task: &str) -> Self {
+        let scratch = crate::common::Scratch::new();
+        scratch.set_task(task, "working");
+        let root = std::fs::canonicalize(scratch.root()).unwrap();
+        let home = home_for(&root);
+        Self {
+            _scratch: scratch,
+            root,
+            home,
+        }
+    }
+
+    /// `maestro usage --json` as this home's user sees it.
+    pub fn usage(&self) -> serde_json::Value {
+        let out = crate::common::maestro()
+            .env("HOME", self.home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .args(["usage", "--json", "--project"])
+            .arg(&self.root)
+            .output()
+            .unwrap();
+        crate::common::assert_success(&out);
+        serde_json::from_slice(&out.stdout).unwrap()
+    }
+}

@@ -3,7 +3,7 @@
 use serde_json::{Value, json};
 
 use super::{ModelServer, Reply, Usage};
-use crate::common::{Scratch, assert_success, event, maestro};
+use crate::common::{event, maestro};
 
 const PARENT: Usage = Usage {
     input: 1000,
@@ -27,18 +27,6 @@ fn sonnet_cost(u: Usage) -> f64 {
         / 1e6
 }
 
-fn usage_json(home: &std::path::Path, project: &std::path::Path) -> Value {
-    let out = maestro()
-        .env("HOME", home)
-        .env_remove("CLAUDE_CONFIG_DIR")
-        .args(["usage", "--json", "--project"])
-        .arg(project)
-        .output()
-        .unwrap();
-    assert_success(&out);
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn ccusage_totals(home: &std::path::Path) -> Result<Value, String> {
     let exe = super::ccusage()?;
     let out = std::process::Command::new(exe)
@@ -60,10 +48,8 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
     else {
         return;
     };
-    let s = Scratch::new();
-    s.set_task("task-01", "working");
-    let root = std::fs::canonicalize(s.root()).unwrap();
-    let home = super::home_for(&root);
+    let rig = super::Rig::new("task-01");
+    let (root, home) = (&rig.root, &rig.home);
     let server = ModelServer::start(vec![
         (
             "PARENT-7Q",
@@ -83,7 +69,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
             .env_remove("CLAUDE_CONFIG_DIR")
             .env("XDG_DATA_HOME", crate::common::data_home())
             .args(["--no-tui", "--json", "--project"])
-            .arg(&root);
+            .arg(root);
         c
     });
     m.wait_json("started", |v| {
@@ -93,7 +79,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         &claude,
         home.path(),
         &server,
-        &root,
+        root,
         "PARENT-7Q: /musician task-01",
         &[],
     );
@@ -112,7 +98,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
 
     // The 2.1 layout, as the real program wrote it.
     let projects = home.path().join(".claude/projects");
-    let subagents: Vec<_> = walk(&projects)
+    let subagents: Vec<_> = crate::common::walk(&projects)
         .into_iter()
         .filter(|p| {
             p.to_string_lossy().contains("/subagents/agent-")
@@ -146,7 +132,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
             "{v}"
         );
     };
-    let v = usage_json(home.path(), &root);
+    let v = rig.usage();
     check(&v);
     match ccusage_totals(home.path()) {
         Ok(t) => {
@@ -183,22 +169,8 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         .unwrap()
         .join(subagents[0].file_name().unwrap());
     std::fs::rename(&subagents[0], &beside).unwrap();
-    check(&usage_json(home.path(), &root));
+    check(&rig.usage());
 }
-
-fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
-}
-
 /// Copies every transcript under `projects` into `dir` (same relative paths), leaving
 /// out the lines that only carry Claude Code's own prompt text and request bodies.
 fn record(projects: &std::path::Path, dir: &std::path::Path) {
@@ -216,7 +188,7 @@ fn record(projects: &std::path::Path, dir: &std::path::Path) {
             )
         )
     };
-    for file in walk(projects) {
+    for file in crate::common::walk(projects) {
         let rel = file.strip_prefix(projects).unwrap();
         let to = dir.join(rel);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
