@@ -146,9 +146,11 @@ pub fn analyze(text: Option<&str>) -> Headroom {
     let agents_left = per_agent_x10.filter(|a| *a > 0).map(|a| headroom * 10 / a);
     let started = count(&STEP_STARTED, text);
     let self_correction = SELF_CORRECTION.is_match(text);
+    // The words agree with the numbers: no agent fitting in what is left is no health.
+    let no_agent_fits = agents_left == Some(0);
     let level = if last >= CRITICAL_AT {
         Level::Critical
-    } else if last >= CAUTION_AT || self_correction {
+    } else if last >= CAUTION_AT || self_correction || no_agent_fits {
         Level::Caution
     } else {
         Level::Healthy
@@ -262,7 +264,10 @@ impl Headroom {
         let result = match self.level {
             Level::Critical => format!("CRITICAL (context at {current}%)"),
             Level::Caution if current >= CAUTION_AT => format!("CAUTION (context at {current}%)"),
-            Level::Caution => "CAUTION (self-correction detected)".to_owned(),
+            Level::Caution if self.self_correction => {
+                "CAUTION (self-correction detected)".to_owned()
+            }
+            Level::Caution => "CAUTION (no further agent fits in the remaining budget)".to_owned(),
             _ => "HEALTHY".to_owned(),
         };
         out.push_str(&format!("=== RESULT: {result} ===\n"));
@@ -386,6 +391,24 @@ mod tests {
         assert!(
             h.render("t", "f")
                 .contains("Trajectory:  -3.0% per entry avg")
+        );
+    }
+
+    #[test]
+    fn healthy_is_never_said_beside_no_agent_left() {
+        // The agents took 26.5 points each; at 58 % the 22 points left to the ceiling hold
+        // none, though the context is under the caution line.
+        let text = "step 1 started [ctx: 5%]\nstep 1 agent 1 launched [ctx: 5%]\nstep 1 agent 1 returned [ctx: 30%]\nstep 1 agent 2 launched [ctx: 30%]\nstep 1 agent 2 returned [ctx: 58%]\n";
+        let h = analyze(Some(text));
+        assert_eq!(h.agents_left, Some(0), "{h:?}");
+        let report = h.render("task-01", "temp/task-01-status");
+        assert!(report.contains("Est. Agents Left: ~0"), "{report}");
+        assert!(!report.contains("HEALTHY"), "{report}");
+        assert!(
+            report.ends_with(
+                "=== RESULT: CAUTION (no further agent fits in the remaining budget) ===\n"
+            ),
+            "{report}"
         );
     }
 }

@@ -120,7 +120,17 @@ pub fn picker_key(
     count: usize,
 ) -> Option<Picked> {
     let Event::Key(key) = ev else { return None };
-    if count < 2 || key.kind == KeyEventKind::Release || ui.search_input.is_some() {
+    if key.kind == KeyEventKind::Release || ui.search_input.is_some() {
+        return None;
+    }
+    if count < 2 {
+        // One project: the picker has nothing to offer, and says so.
+        if ui.overlay.is_none() && keymap.only(Mode::Global, key) == Some(Action::ProjectPicker) {
+            ui.note = Some(
+                "one project only: watch several with `maestro --project A --project B`".into(),
+            );
+            return Some(Picked::Handled);
+        }
         return None;
     }
     if let Some(crate::tui::app::Overlay::Projects(sel)) = &mut ui.overlay {
@@ -219,9 +229,21 @@ mod tests {
         let mut ui = UiState::default();
         let none = KeyModifiers::NONE;
         assert!(
-            picker_key(&key(KeyCode::Char(':'), none), &mut ui, &keymap, 0, 1).is_none(),
-            "one project: no picker"
+            matches!(
+                picker_key(&key(KeyCode::Char(':'), none), &mut ui, &keymap, 0, 1),
+                Some(Picked::Handled)
+            ),
+            "one project: no picker, but a word"
         );
+        assert!(ui.overlay.is_none());
+        assert!(
+            ui.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("one project only")),
+            "{:?}",
+            ui.note
+        );
+        ui.note = None;
         assert!(matches!(
             picker_key(
                 &key(KeyCode::Char('p'), KeyModifiers::CONTROL),

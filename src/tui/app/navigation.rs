@@ -215,13 +215,22 @@ impl UiState {
         let Some(log) = self.current_log() else {
             return;
         };
-        let found = if forward {
+        let ahead = if forward {
             (cur.saturating_add(1)..end).find(|&a| log.get(a).is_some_and(&hit))
         } else {
             (start..cur.min(end))
                 .rev()
                 .find(|&a| log.get(a).is_some_and(&hit))
         };
+        // Past the last match, the search goes round to the first (and says so).
+        let wrapped = ahead.is_none();
+        let found = ahead.or_else(|| {
+            if forward {
+                (start..end).find(|&a| log.get(a).is_some_and(&hit))
+            } else {
+                (start..end).rev().find(|&a| log.get(a).is_some_and(&hit))
+            }
+        });
         match found {
             Some(at) => {
                 if self.log_pos.follow {
@@ -229,8 +238,14 @@ impl UiState {
                 }
                 self.log_pos.cursor = at;
                 self.keep_cursor_visible();
+                if wrapped {
+                    self.note = Some(format!(
+                        "{none} · wrapping to the {}",
+                        if forward { "first" } else { "last" }
+                    ));
+                }
             }
-            None => self.note = Some(none.to_owned()),
+            None => self.note = Some(none.replace("no more", "no")),
         }
     }
 

@@ -186,10 +186,17 @@ fn search_finds_newest_first_then_steps() {
     ui.update(Action::SearchPrev, &s);
     assert_eq!(ui.log_pos.cursor, 1);
     ui.update(Action::SearchPrev, &s);
-    assert_eq!(ui.log_pos.cursor, 1);
-    assert_eq!(ui.note.as_deref(), Some("no more matches"));
+    assert_eq!(ui.log_pos.cursor, 3, "wraps round to the last match");
+    assert_eq!(
+        ui.note.as_deref(),
+        Some("no more matches · wrapping to the last")
+    );
     ui.update(Action::SearchNext, &s);
-    assert_eq!(ui.log_pos.cursor, 3);
+    assert_eq!(ui.log_pos.cursor, 1, "and forward to the first");
+    assert_eq!(
+        ui.note.as_deref(),
+        Some("no more matches · wrapping to the first")
+    );
 }
 
 #[test]
