@@ -44,6 +44,23 @@ impl PaneRects {
         }
     }
 
+    /// The panes on screen in reading order: top to bottom, then left to right (Tab's
+    /// order).
+    pub fn reading_order(&self) -> Vec<Pane> {
+        let mut shown: Vec<Pane> = Pane::ALL
+            .into_iter()
+            .filter(|p| {
+                let r = self.get(*p);
+                r.width > 0 && r.height > 0
+            })
+            .collect();
+        shown.sort_by_key(|p| {
+            let r = self.get(*p);
+            (r.y, r.x)
+        });
+        shown
+    }
+
     /// The pane under a cell, if any.
     pub fn pane_at(&self, column: u16, row: u16) -> Option<Pane> {
         Pane::ALL.into_iter().find(|p| {
@@ -352,5 +369,25 @@ mod tests {
             assert_eq!(r.pane_at(rect.x, rect.y), Some(p));
         }
         assert_eq!(r.pane_at(0, 39), None, "the status line is no pane");
+    }
+
+    /// Tab visits the panes as they sit on screen: top to bottom, then left to right,
+    /// at every size (at 80x24 Anomalies sit above the Log, and come first).
+    #[test]
+    fn tab_follows_the_screen() {
+        for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60)] {
+            let rects = layout(Rect::new(0, 0, w, h), &content(4, 2)).expect("room");
+            let order = rects.reading_order();
+            assert_eq!(order.first(), Some(&Pane::Tasks), "{w}x{h}");
+            let at = |p: Pane| order.iter().position(|q| *q == p);
+            let (a, l) = (rects.get(Pane::Anomalies), rects.get(Pane::Log));
+            if a.y < l.y {
+                assert!(at(Pane::Anomalies) < at(Pane::Log), "{w}x{h}: {order:?}");
+            }
+            for pair in order.windows(2) {
+                let (r0, r1) = (rects.get(pair[0]), rects.get(pair[1]));
+                assert!((r0.y, r0.x) <= (r1.y, r1.x), "{w}x{h}: {order:?}");
+            }
+        }
     }
 }

@@ -591,9 +591,20 @@ fn handle_event(
                 }
                 return vec![];
             }
-            cfg.keymap
-                .action(ui.focus.mode(), key)
-                .map_or_else(Vec::new, |a| ui.update(a, snap))
+            let action = cfg.keymap.action(ui.focus.mode(), key);
+            if matches!(action, Some(Action::FocusNext | Action::FocusPrev))
+                && let Ok(size) = guard.terminal.size()
+            {
+                // Tab follows the screen as it is laid out now.
+                let area = panes::panes_area(
+                    ratatui::layout::Rect::new(0, 0, size.width, size.height),
+                    projects,
+                );
+                ui.tab_order = layout::for_snapshot(area, snap, ui)
+                    .map(|rects| rects.reading_order())
+                    .unwrap_or_default();
+            }
+            action.map_or_else(Vec::new, |a| ui.update(a, snap))
         }
         Event::Mouse(m) => {
             let Ok(size) = guard.terminal.size() else {

@@ -102,6 +102,9 @@ pub struct Notification {
 
 #[derive(Debug, Clone)]
 pub struct UiState {
+    /// The panes in the order Tab visits them: as laid out on screen (empty: the
+    /// default order).
+    pub tab_order: Vec<Pane>,
     /// Set when this user cannot write the project's database: actions are disabled and
     /// the status line says so.
     pub read_only: Option<String>,
@@ -183,6 +186,7 @@ impl TaskSort {
 impl Default for UiState {
     fn default() -> Self {
         Self {
+            tab_order: Vec::new(),
             read_only: None,
             focus: Pane::Tasks,
             overlay: None,

@@ -166,14 +166,19 @@ impl UiState {
                 self.log_pos.mark = None;
             }
             Action::FocusNext | Action::FocusPrev => {
-                let i = Pane::ALL.iter().position(|p| *p == self.focus).unwrap_or(0);
-                let n = Pane::ALL.len();
+                let order: Vec<Pane> = if self.tab_order.is_empty() {
+                    Pane::ALL.to_vec()
+                } else {
+                    self.tab_order.clone()
+                };
+                let i = order.iter().position(|p| *p == self.focus).unwrap_or(0);
+                let n = order.len();
                 let next = if action == Action::FocusNext {
                     (i + 1) % n
                 } else {
                     (i + n - 1) % n
                 };
-                self.focus = Pane::ALL[next];
+                self.focus = order[next];
             }
             Action::FocusTasks => self.focus = Pane::Tasks,
             Action::FocusHeartbeats => self.focus = Pane::Heartbeats,
