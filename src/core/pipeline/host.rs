@@ -566,11 +566,13 @@ impl FolderWatch {
     /// once that is there (to see the definitions folder appear in it).
     fn follow_dir(&mut self) {
         use notify::{RecursiveMode, Watcher};
-        let exists = self.dir.is_dir();
         if let Some(w) = self.watcher.as_mut() {
             if let Some(parent) = self.dir.parent().filter(|p| p.is_dir()) {
                 let _ = w.watch(parent, RecursiveMode::NonRecursive);
             }
+            // Looked at only once its parent is watched: a folder made in between sends
+            // no event, and is seen here instead.
+            let exists = self.dir.is_dir();
             if exists && !self.watching_dir {
                 self.watching_dir = w.watch(&self.dir, RecursiveMode::NonRecursive).is_ok();
             } else if !exists {
