@@ -67,6 +67,7 @@ pub fn main() -> ExitCode {
         }
     };
     let _ = color_eyre::install();
+    quiet_on_closed_stdout();
     match dispatch(&cli, Clock::system(local_offset)) {
         Ok(code) => code,
         Err(e) => {
@@ -74,6 +75,20 @@ pub fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `maestro usage | head`: a reader that went away ends a command quietly with 141
+/// (128 + SIGPIPE, what the shell shows for `cat`), not with a panic report from
+/// `println!`. The long-running modes write through `output_queue`, which stops on it.
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info.payload_as_str().unwrap_or_default();
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(141);
+        }
+        report(info);
+    }));
 }
 
 /// Writes generated text to stdout; a reader that went away (`| head`) is no error.

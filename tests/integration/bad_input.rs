@@ -132,6 +132,40 @@ fn config_default_prints_a_valid_file() {
     assert!(text.contains("[sentinel]") && text.contains("stall_after = \"5m\""));
 }
 
+/// `maestro … | head`: a reader gone before the first line ends the command quietly
+/// (141, as the shell shows for `cat`), never with a panic report.
+#[test]
+fn a_reader_that_went_away_is_no_crash() {
+    let s = Scratch::new();
+    for args in [
+        vec!["config", "default"],
+        vec!["doctor"],
+        vec!["usage"],
+        vec!["sentinel", "list"],
+    ] {
+        // The pipe's reading end is closed before the command starts: every write fails.
+        let (read, write) = nix::unistd::pipe().unwrap();
+        drop(read);
+        let out = maestro()
+            .args(&args)
+            .arg("--project")
+            .arg(s.root())
+            .stdout(std::process::Stdio::from(write))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("BACKTRACE"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            matches!(out.status.code(), Some(0 | 1 | 141)),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+    }
+}
+
 #[test]
 fn doctor_never_writes_and_reports_status() {
     let s = Scratch::new();

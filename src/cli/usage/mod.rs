@@ -13,7 +13,8 @@ use crate::cli::project::Project;
 use crate::core::sessions::figures::{SessionFigures, Whose};
 use crate::core::sessions::find::{self, TaskFacts};
 use crate::core::sessions::prices::{PriceTable, Tokens};
-use crate::core::sessions::{ContextWindows, tally_session};
+use crate::core::sessions::tally::Tally;
+use crate::core::sessions::{ContextWindows, tally_sessions};
 
 /// Claude Code's folder: `$CLAUDE_CONFIG_DIR`, else the demo's own when the project is a
 /// kept demo (its sessions are there, never in the real `~/.claude`), else `~/.claude`.
@@ -46,8 +47,7 @@ pub fn run(
     let mut unpriced = 0;
     let mut unpriced_models = std::collections::BTreeSet::new();
     let now_ms = crate::core::sessions::now_ms();
-    for f in &found {
-        let (main, agents) = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
+    for (f, (main, agents)) in found.iter().zip(tally_all(&found, prices)) {
         let agents: Vec<_> = agents.iter().collect();
         let figures = SessionFigures::of(
             Whose {
@@ -121,8 +121,7 @@ pub fn unpriced_models(
         return out;
     };
     let (found, _) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
-    for f in &found {
-        let (main, agents) = tally_session(&f.transcript.path, &f.transcript.session_id, prices);
+    for (f, (main, agents)) in found.iter().zip(tally_all(&found, prices)) {
         for model in main
             .unpriced_models
             .iter()
@@ -135,6 +134,20 @@ pub fn unpriced_models(
         }
     }
     out
+}
+
+/// Every session found, its files read in parallel.
+fn tally_all(found: &[find::Found], prices: &PriceTable) -> Vec<(Tally, Vec<Tally>)> {
+    let list: Vec<(&std::path::Path, &str)> = found
+        .iter()
+        .map(|f| {
+            (
+                f.transcript.path.as_path(),
+                f.transcript.session_id.as_str(),
+            )
+        })
+        .collect();
+    tally_sessions(&list, prices)
 }
 
 /// The tasks, with the session id and start the database holds for each.

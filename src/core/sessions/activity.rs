@@ -109,12 +109,8 @@ impl Activity {
             let Some(id) = b.tool_use_id.as_deref() else {
                 continue;
             };
-            self.pending.remove(id);
             let error = b.is_error.unwrap_or(false);
-            if let Some(i) = self.ids.iter().position(|x| x == id) {
-                self.recent[i].1 = Some(error);
-                self.recent[i].0.waiting = false;
-            }
+            self.result(id, error);
             if error {
                 self.last_error = Some(
                     b.content
@@ -129,6 +125,28 @@ impl Activity {
                 );
             }
         }
+        self.settle();
+    }
+
+    /// Tool results that are not errors, read without parsing their line
+    /// (`sessions::skim`): the same as [`Activity::user`] on them.
+    pub fn results<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
+        for id in ids {
+            self.result(id, false);
+        }
+        self.settle();
+    }
+
+    fn result(&mut self, id: &str, error: bool) {
+        self.pending.remove(id);
+        if let Some(i) = self.ids.iter().position(|x| x == id) {
+            self.recent[i].1 = Some(error);
+            self.recent[i].0.waiting = false;
+        }
+    }
+
+    /// Whether the last call still waits, and the state, once results are in.
+    fn settle(&mut self) {
         if let Some(t) = &mut self.tool {
             t.waiting = self
                 .pending

@@ -166,6 +166,41 @@ impl Follower {
     }
 }
 
+/// Reads every follower on a pool of threads sized to the cores, one file a job, the
+/// largest files taken first so one big transcript does not finish last alone.
+pub fn read_all(followers: &mut [Follower], prices: &PriceTable) {
+    let workers = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(followers.len());
+    if workers <= 1 {
+        for f in followers.iter_mut() {
+            f.read(prices);
+        }
+        return;
+    }
+    let mut jobs: Vec<(u64, &mut Follower)> = followers
+        .iter_mut()
+        .map(|f| (std::fs::metadata(&f.path).map_or(0, |m| m.len()), f))
+        .collect();
+    jobs.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
+    let queue = std::sync::Mutex::new(jobs.into_iter().map(|(_, f)| f));
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            scope.spawn(|| {
+                loop {
+                    // The lock is held only to take the next file, never while reading.
+                    let next = queue
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .next();
+                    let Some(f) = next else { break };
+                    f.read(prices);
+                }
+            });
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@ pub mod figures;
 pub mod find;
 pub mod follow;
 pub mod prices;
+pub mod skim;
 pub mod tally;
 
 use std::path::Path;
@@ -73,17 +74,47 @@ pub fn tally_session(
     session_id: &str,
     prices: &PriceTable,
 ) -> (Tally, Vec<Tally>) {
-    let read = |path: &Path, only: Option<String>| {
-        let mut f = follow::Follower::new(path, only);
-        f.read(prices);
-        (!f.is_foreign()).then_some(f.tally)
-    };
-    let main = read(transcript, None).unwrap_or_else(Tally::new);
-    let agents = find::subagent_files(transcript, session_id)
-        .iter()
-        .filter_map(|a| read(a, Some(session_id.to_owned())))
-        .collect();
-    (main, agents)
+    tally_sessions(&[(transcript, session_id)], prices)
+        .pop()
+        .unwrap_or_else(|| (Tally::new(), Vec::new()))
+}
+
+/// [`tally_session`] for many sessions at once, their files read in parallel
+/// ([`follow::read_all`]); one result per session, in the order given.
+pub fn tally_sessions(sessions: &[(&Path, &str)], prices: &PriceTable) -> Vec<(Tally, Vec<Tally>)> {
+    // Every file of every session, each tagged with its session's place in `sessions`.
+    let mut owners = Vec::new();
+    let mut followers = Vec::new();
+    for (i, (transcript, session_id)) in sessions.iter().enumerate() {
+        owners.push(i);
+        followers.push(follow::Follower::new(transcript, None));
+        for agent in find::subagent_files(transcript, session_id) {
+            owners.push(i);
+            followers.push(follow::Follower::new(
+                &agent,
+                Some((*session_id).to_owned()),
+            ));
+        }
+    }
+    follow::read_all(&mut followers, prices);
+    let mut out: Vec<(Option<Tally>, Vec<Tally>)> =
+        sessions.iter().map(|_| (None, Vec::new())).collect();
+    for (i, f) in owners.into_iter().zip(followers) {
+        let (main, agents) = &mut out[i];
+        if main.is_none() {
+            // The first file of each session is its own transcript.
+            *main = Some(if f.is_foreign() {
+                Tally::new()
+            } else {
+                f.tally
+            });
+        } else if !f.is_foreign() {
+            agents.push(f.tally);
+        }
+    }
+    out.into_iter()
+        .map(|(main, agents)| (main.unwrap_or_else(Tally::new), agents))
+        .collect()
 }
 
 #[cfg(test)]

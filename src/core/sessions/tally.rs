@@ -120,8 +120,27 @@ impl Tally {
 
     /// Adds one line of the transcript, as read (the parser checks the text it reads).
     pub fn feed_bytes(&mut self, line: &[u8], prices: &PriceTable) {
+        self.feed_line(line, prices, true);
+    }
+
+    /// `skim`: a line of tool results is read without parsing it (`sessions::skim`)
+    /// once the session and its folder are known; the tests turn it off to compare.
+    fn feed_line(&mut self, line: &[u8], prices: &PriceTable, skim: bool) {
         let line = line.trim_ascii();
         if line.is_empty() {
+            return;
+        }
+        if skim
+            && self.session_id.is_some()
+            && self.cwd.is_some()
+            && let Some(results) = super::skim::tool_results(line)
+        {
+            if let Some(ts) = results.timestamp {
+                self.seen_at(ts);
+            }
+            if !results.sidechain {
+                self.activity.results(results.ids);
+            }
             return;
         }
         // Only the fields counted are read; the rest (a response's text, a tool's
@@ -137,10 +156,7 @@ impl Tally {
             self.cwd = v.cwd.map(Cow::into_owned);
         }
         if let Some(ts) = v.timestamp.as_deref() {
-            if self.started.is_none() {
-                self.started = Some(ts.to_owned());
-            }
-            self.last_activity = Some(ts.to_owned());
+            self.seen_at(ts);
         }
         let sidechain = v.is_sidechain.unwrap_or(false);
         match v.kind.as_deref() {
@@ -173,6 +189,26 @@ impl Tally {
             }
             _ => {}
         }
+    }
+
+    fn seen_at(&mut self, timestamp: &str) {
+        if self.started.is_none() {
+            self.started = Some(timestamp.to_owned());
+        }
+        // The line's own buffer is reused: this runs for every line.
+        match &mut self.last_activity {
+            Some(last) => {
+                last.clear();
+                last.push_str(timestamp);
+            }
+            None => self.last_activity = Some(timestamp.to_owned()),
+        }
+    }
+
+    /// The full parse only, never the skim: what the skim must agree with.
+    #[cfg(test)]
+    pub(crate) fn feed_parsed(&mut self, line: &[u8], prices: &PriceTable) {
+        self.feed_line(line, prices, false);
     }
 
     fn response(

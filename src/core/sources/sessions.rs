@@ -394,13 +394,34 @@ impl Sessions {
             claude,
             &by_id,
         );
-        for f in found {
-            let sid = f.transcript.session_id.clone();
-            if self.live.contains_key(&sid) {
-                continue;
+        // Every file of every new session is read at once, on all cores (a day of
+        // transcripts at start), then each session is announced.
+        let new: Vec<_> = found
+            .into_iter()
+            .filter(|f| !self.live.contains_key(&f.transcript.session_id))
+            .collect();
+        let mut followers = Vec::new();
+        let mut owners = Vec::new();
+        for (i, f) in new.iter().enumerate() {
+            let sid = &f.transcript.session_id;
+            owners.push(i);
+            followers.push(Follower::new(&f.transcript.path, None));
+            // Subagents' files already there, of this session, in either layout (a
+            // folder holds every session of its project, relaunches included).
+            for path in find::subagent_files(&f.transcript.path, sid) {
+                if find::head(&path).is_some_and(|h| &h.session_id == sid) {
+                    owners.push(i);
+                    followers.push(Follower::new(&path, Some(sid.clone())));
+                }
             }
-            let mut main = Follower::new(&f.transcript.path, None);
-            main.read(&self.prices);
+        }
+        crate::core::sessions::follow::read_all(&mut followers, &self.prices);
+        let mut files = owners.into_iter().zip(followers).peekable();
+        for (i, f) in new.into_iter().enumerate() {
+            let sid = f.transcript.session_id.clone();
+            let Some((_, main)) = files.next_if(|(owner, _)| *owner == i) else {
+                continue;
+            };
             let mut live = Live {
                 task_id: f.task_id.clone(),
                 found_by: f.rule,
@@ -408,15 +429,9 @@ impl Sessions {
                 agents: BTreeMap::new(),
                 lost: false,
             };
-            // Subagents' files already there, of this session, in either layout (a
-            // folder holds every session of its project, relaunches included).
-            for path in find::subagent_files(&f.transcript.path, &sid) {
-                if find::head(&path).is_some_and(|h| h.session_id == sid) {
-                    let mut a = Follower::new(&path, Some(sid.clone()));
-                    a.read(&self.prices);
-                    self.agent_files.insert(path.clone(), sid.clone());
-                    live.agents.insert(path, a);
-                }
+            while let Some((_, a)) = files.next_if(|(owner, _)| *owner == i) {
+                self.agent_files.insert(a.path.clone(), sid.clone());
+                live.agents.insert(a.path.clone(), a);
             }
             let figures = self.figures(&sid, &live);
             self.main_files.insert(live.main.path.clone(), sid.clone());

@@ -1,0 +1,195 @@
+use proptest::prelude::*;
+use serde_json::{Map, Value, json};
+
+use super::*;
+use crate::core::sessions::prices::PriceTable;
+use crate::core::sessions::tally::Tally;
+
+/// A tool-results line of the real Claude Code 2.1.328 (its fixture), and the same
+/// with an error result.
+#[test]
+fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "tests/fixtures/claude-2.1.328/subagent/project/304bb5cb-3950-4dfe-a395-ea7fe3afe9fb.jsonl",
+    );
+    let text = std::fs::read_to_string(fixture).expect("fixture");
+    let line = text
+        .lines()
+        .find(|l| l.contains(r#""type":"tool_result""#) && l.contains("toolUseResult"))
+        .expect("a tool result line");
+    let got = tool_results(line.as_bytes()).expect("skimmed");
+    assert_eq!(got.ids, ["toolu_0001"]);
+    assert!(!got.sidechain);
+    assert_eq!(got.timestamp, Some("2026-11-25T09:13:15.895Z"));
+    let error = line.replacen(
+        r#""type":"tool_result","#,
+        r#""type":"tool_result","is_error":true,"#,
+        1,
+    );
+    assert_eq!(tool_results(error.as_bytes()), None);
+}
+
+/// Text a tool returns may hold every marker; serialized, their quotes are escaped.
+fn hostile_text() -> impl Strategy<Value = String> {
+    let piece = prop_oneof![
+        "[ -~]{0,12}",
+        "\\PC{0,6}",
+        prop::sample::select(vec![
+            r#""tool_use_id":"t1""#,
+            r#""isSidechain":true"#,
+            r#""timestamp":"2026-01-01T00:00:00Z""#,
+            r#""type":"user""#,
+            r#""type":"tool_result""#,
+            r#""toolUseResult":"#,
+            r#""is_error":true"#,
+            r#""assistant""#,
+            "compact_boundary",
+            "\\",
+            "\"",
+            "\n",
+        ])
+        .prop_map(str::to_owned),
+    ];
+    prop::collection::vec(piece, 0..5).prop_map(|v| v.concat())
+}
+
+/// Any JSON, its keys often the ones the skim looks for (a tool's own output).
+fn nested() -> impl Strategy<Value = Value> {
+    let key = prop::sample::select(vec![
+        "tool_use_id",
+        "timestamp",
+        "type",
+        "isSidechain",
+        "is_error",
+        "content",
+        "toolUseResult",
+        "file",
+    ]);
+    let leaf = prop_oneof![
+        hostile_text().prop_map(Value::from),
+        any::<bool>().prop_map(Value::from),
+        prop::sample::select(vec!["user", "tool_result", "assistant", "t1", "t2"])
+            .prop_map(Value::from),
+        Just(Value::Null),
+    ];
+    leaf.prop_recursive(3, 16, 4, move |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..3).prop_map(Value::from),
+            prop::collection::vec((key.clone(), inner), 0..4).prop_map(|kv| Value::Object(
+                kv.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+            )),
+        ]
+    })
+}
+
+const IDS: [&str; 4] = ["t1", "t2", "t3", "t4"];
+
+fn result_block() -> impl Strategy<Value = Value> {
+    (
+        prop_oneof![
+            4 => prop::sample::select(IDS.to_vec()).prop_map(Value::from),
+            1 => nested(),
+        ],
+        prop_oneof![8 => Just("tool_result"), 1 => Just("text")],
+        prop_oneof![
+            hostile_text().prop_map(Value::from),
+            hostile_text().prop_map(|t| json!([{"type": "text", "text": t}])),
+            nested(),
+        ],
+        prop::option::of(any::<bool>()),
+        any::<bool>(),
+    )
+        .prop_map(|(id, kind, content, error, id_first)| {
+            let mut b = Map::new();
+            if id_first {
+                b.insert("tool_use_id".into(), id.clone());
+            }
+            b.insert("type".into(), kind.into());
+            b.insert("content".into(), content);
+            if let Some(e) = error {
+                b.insert("is_error".into(), e.into());
+            }
+            if !id_first {
+                b.insert("tool_use_id".into(), id);
+            }
+            Value::Object(b)
+        })
+}
+
+/// A `user` line of tool results as Claude Code writes it, or with its keys in
+/// another order, some missing, another type, a tool's copy holding the markers.
+fn results_line() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(
+            prop_oneof![
+                8 => result_block(),
+                1 => hostile_text().prop_map(Value::from),
+                1 => result_block().prop_map(|b| json!([b])),
+            ],
+            1..4,
+        ),
+        prop::option::of(any::<bool>()),
+        prop::option::of(prop::sample::select(vec![
+            "2026-11-25T09:13:15.895Z",
+            "2026-11-25T09:14:00.000Z",
+        ])),
+        prop::option::of(nested()),
+        prop_oneof![6 => Just("user"), 1 => Just("assistant"), 1 => Just("system")],
+        any::<bool>(),
+    )
+        .prop_map(|(blocks, side, ts, copy, kind, shuffled)| {
+            let mut fields: Vec<(&str, Value)> = vec![("parentUuid", json!("p1"))];
+            if let Some(s) = side {
+                fields.push(("isSidechain", s.into()));
+            }
+            fields.push(("type", kind.into()));
+            fields.push(("message", json!({"role": "user", "content": blocks})));
+            if let Some(t) = ts {
+                fields.push(("timestamp", t.into()));
+            }
+            if let Some(c) = copy {
+                fields.push(("toolUseResult", c));
+            }
+            fields.push(("cwd", json!("/p")));
+            fields.push(("sessionId", json!("s1")));
+            if shuffled {
+                fields.reverse();
+            }
+            let map: Map<String, Value> = fields.into_iter().map(|(k, v)| (k.into(), v)).collect();
+            Value::Object(map).to_string()
+        })
+}
+
+/// A response calling tools (so that results have calls to answer).
+fn calls_line() -> impl Strategy<Value = String> {
+    (prop::sample::subsequence(IDS.to_vec(), 1..3), any::<u16>()).prop_map(|(ids, n)| {
+        let calls: Vec<Value> = ids
+            .iter()
+            .map(|id| json!({"type": "tool_use", "id": id, "name": "Bash", "input": {"command": "ls"}}))
+            .collect();
+        json!({"type": "assistant", "isSidechain": false, "timestamp": "2026-11-25T09:13:15.000Z",
+               "requestId": format!("r{n}"), "sessionId": "s1", "cwd": "/p",
+               "message": {"id": format!("m{n}"), "model": "claude-sonnet-4-5", "content": calls,
+                           "stop_reason": "tool_use", "usage": {"input_tokens": 3, "output_tokens": 1}}})
+        .to_string()
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// The skim and the full parse leave the same tally, line after line.
+    #[test]
+    fn the_skim_and_the_full_parse_agree(
+        lines in prop::collection::vec(prop_oneof![2 => results_line(), 1 => calls_line()], 1..10)
+    ) {
+        let prices = PriceTable::default();
+        let (mut skimmed, mut parsed) = (Tally::new(), Tally::new());
+        let first = r#"{"type":"user","sessionId":"s1","cwd":"/p","timestamp":"2026-11-25T09:13:00.000Z","isSidechain":false,"message":{"role":"user","content":"/musician task-01"}}"#;
+        for line in std::iter::once(first.to_owned()).chain(lines) {
+            skimmed.feed_bytes(line.as_bytes(), &prices);
+            parsed.feed_parsed(line.as_bytes(), &prices);
+            prop_assert_eq!(&skimmed, &parsed, "after {}", line);
+        }
+    }
+}
