@@ -79,7 +79,7 @@ pub async fn present_on_stdout(
     stop: CancellationToken,
 ) -> Ended {
     let format = if json { Format::Json } else { Format::Text };
-    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())));
+    let out = OutputQueue::on_stdout();
     let ended = present(happenings, format, clock, until_complete, stop, &out).await;
     out.finish(std::time::Duration::from_secs(2));
     ended

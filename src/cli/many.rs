@@ -98,7 +98,7 @@ pub async fn run(
     }
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-    let out = OutputQueue::start(Box::new(std::io::BufWriter::new(std::io::stdout())));
+    let out = OutputQueue::on_stdout();
     let mut complete = vec![false; chosen.len()];
     loop {
         let next = tokio::select! {

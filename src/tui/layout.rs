@@ -1,7 +1,9 @@
 //! Where each pane goes for a terminal size and what there is to show. Shared by drawing
 //! and by mouse handling (a click focuses the pane under it), so the two always agree.
 //!
-//! Height is given by priority, not by proportion: the status line; every Musician row
+//! Width is given by need from 110 columns on ([`wide`]): the anomalies get the whole
+//! width, the messages the column they need. Height is given by priority, not by
+//! proportion: the status line; every Musician row
 //! (up to a cap that grows with the window); the anomalies, with a row for each unread
 //! one (up to 3) whenever any exist; then the log; then the messages. Heartbeats and
 //! Watchdog fold into one line each (side by side, a strip) when space is short and
@@ -82,7 +84,15 @@ pub struct Content {
     pub messages: usize,
     /// This process holds the Souffleur role (the Watchdog pane says more).
     pub role: bool,
+    /// Columns the widest of the first messages needs (its first line whole).
+    pub message_width: u16,
+    /// Of the first anomalies, how many are wider than the screen (each folds onto a
+    /// second line when the band has room).
+    pub wide_anomalies: usize,
 }
+
+/// Rows looked at for a width: the ones a screen can show, never the whole history.
+const MEASURED_ROWS: usize = 40;
 
 /// The panes for a snapshot and the dashboard's state.
 pub fn for_snapshot(
@@ -97,6 +107,19 @@ pub fn for_snapshot(
         unread_anomalies: ui.unread_anomalies(),
         messages: ui.messages.len(),
         role: snap.watchdog.role.is_some(),
+        message_width: ui
+            .messages
+            .iter()
+            .take(MEASURED_ROWS)
+            .map(crate::tui::panes::messages::row_width)
+            .max()
+            .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX)),
+        wide_anomalies: ui
+            .anomalies
+            .iter()
+            .take(6)
+            .filter(|a| crate::tui::panes::anomalies::row_width(a) + 2 > usize::from(area.width))
+            .count(),
     };
     layout(area, &content)
 }
@@ -228,17 +251,30 @@ fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> 
     })
 }
 
-/// Two columns: tasks over the log on the left; heartbeats, anomalies, messages and
-/// watchdog on the right.
+/// From [`WIDE`] on, width by need: Tasks across the top (every column it has), the
+/// anomalies in a band under them as wide as the screen (a report is read whole, not
+/// cut at a column's edge), then the Log beside a column of heartbeats, watchdog and
+/// messages, the column as wide as the messages need (between 38 % and half).
 fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Option<PaneRects> {
-    let [left, right] =
-        Layout::horizontal([Constraint::Percentage(62), Constraint::Percentage(38)]).areas(main);
-    let (h, rest) = share(left.height, &[tasks, Claim { min: 1, want: 1 }])?;
-    let cols = stack(left, &[h[0], h[1] + rest]);
-    // Right: anomalies first, then the heartbeats, the watchdog, the messages; what is
-    // left goes to the messages and the anomalies.
+    let band = if c.anomalies == 0 {
+        Claim { min: 1, want: 1 }
+    } else {
+        let rows = c.anomalies.min(6).max(c.unread_anomalies.min(3)) + c.wide_anomalies.min(3);
+        Claim {
+            min: 1,
+            want: 2 + rows as u16,
+        }
+    };
+    let (h, rest) = share(main.height, &[tasks, band, Claim { min: 3, want: 3 }])?;
+    let rows = stack(main, &[h[0], h[1], h[2] + rest]);
+    let bottom = rows[2];
+    let column = c
+        .message_width
+        .saturating_add(2)
+        .clamp(bottom.width * 38 / 100, bottom.width / 2);
+    let [log, right] =
+        Layout::horizontal([Constraint::Min(0), Constraint::Length(column)]).areas(bottom);
     let claims = [
-        anomalies_claim(c),
         Claim {
             min: 1,
             want: hb_want.min(right.height * 30 / 100).max(3),
@@ -253,18 +289,15 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
         },
     ];
     let (mut r, more) = share(right.height, &claims)?;
-    let to_anomalies = if c.anomalies > 0 { more / 2 } else { 0 };
-    r[0] += to_anomalies;
-    r[3] += more - to_anomalies;
-    let order = [r[1], r[0], r[3], r[2]];
-    let rows = stack(right, &order);
+    r[2] += more;
+    let col = stack(right, &r);
     Some(PaneRects {
-        tasks: cols[0],
-        log: cols[1],
-        heartbeats: rows[0],
+        tasks: rows[0],
         anomalies: rows[1],
-        messages: rows[2],
-        watchdog: rows[3],
+        log,
+        heartbeats: col[0],
+        watchdog: col[1],
+        messages: col[2],
         status,
     })
 }
@@ -281,6 +314,8 @@ mod tests {
             unread_anomalies: unread,
             messages: 6,
             role: false,
+            message_width: 70,
+            wide_anomalies: 0,
         }
     }
 

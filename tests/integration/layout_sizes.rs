@@ -63,8 +63,84 @@ sizes! {
     layout_100x30_12_musicians: 12, 100, 30;
     layout_120x40_4_musicians: 4, 120, 40;
     layout_120x40_12_musicians: 12, 120, 40;
+    layout_160x48_4_musicians: 4, 160, 48;
     layout_200x60_4_musicians: 4, 200, 60;
     layout_200x60_12_musicians: 12, 200, 60;
+}
+
+/// Where a known text (an anomaly's detail, a message) is on screen, it is whole, folded
+/// onto the next line, or ends in `…`: never cut without a mark.
+fn cut_without_a_mark(out: &str, known: &str) -> Option<String> {
+    let known = maestro::core::text::printable(known).into_owned();
+    let lines: Vec<&str> = out.lines().collect();
+    let head: String = known.chars().take(20).collect();
+    let (row, line) = lines.iter().enumerate().find(|(_, l)| l.contains(&head))?;
+    let trim = |s: &str| s.trim_end_matches(['│', '┃', '┘', '┐']).trim().to_owned();
+    let rest = trim(&line[line.find(&head)?..]);
+    // The next line of the same pane: from the pane's left border on.
+    let at: Vec<char> = line[..line.find(&head)?].chars().collect();
+    let pane_start = at
+        .iter()
+        .rposition(|c| matches!(c, '│' | '┃'))
+        .map_or(0, |i| i + 1);
+    let continued = lines
+        .get(row + 1)
+        .map(|next| {
+            let next: String = next.chars().skip(pane_start).collect();
+            format!("{rest} {}", trim(&next))
+        })
+        .unwrap_or_default();
+    let fine = |shown: &str| {
+        shown == known
+            || shown
+                .strip_suffix('…')
+                .is_some_and(|s| known.starts_with(s.trim_end()))
+    };
+    (!fine(&rest) && !fine(&continued) && !continued.starts_with(&known))
+        .then(|| format!("{rest:?} (then {continued:?}) for {known:?}"))
+}
+
+/// At every size, the anomalies and messages on screen are read whole, folded, or end
+/// in `…`; at 120x40 and wider, all four of the fixture's anomalies are whole at once.
+#[test]
+fn no_text_is_cut_without_a_mark() {
+    for (w, h) in [(80, 24), (100, 30), (120, 40), (160, 48), (200, 60)] {
+        let snap = with_musicians(4);
+        let ui = busy_ui(&snap);
+        let out = text(&render(&snap, &ui, w, h));
+        let known: Vec<String> = ui
+            .anomalies
+            .iter()
+            .map(|a| a.detail.clone())
+            .chain(ui.messages.iter().filter_map(|m| m.message.clone()))
+            .collect();
+        for k in &known {
+            if let Some(bad) = cut_without_a_mark(&out, k) {
+                panic!("{w}x{h}: cut without a mark: {bad}\n{out}");
+            }
+        }
+        if w >= 120 {
+            for a in &ui.anomalies {
+                let head: String = a.detail.chars().take(20).collect();
+                let row = out.lines().position(|l| l.contains(&head));
+                assert!(
+                    row.is_some(),
+                    "{w}x{h}: {:?} not on screen\n{out}",
+                    a.detail
+                );
+                let shown = cut_without_a_mark(&out, &a.detail);
+                assert!(shown.is_none(), "{w}x{h}: {shown:?}");
+                let joined = out.replace(['│', '┃'], " ");
+                let words: Vec<&str> = a.detail.split_whitespace().collect();
+                let last = words.last().copied().unwrap_or_default();
+                assert!(
+                    joined.contains(last),
+                    "{w}x{h}: the end of {:?} is not on screen\n{out}",
+                    a.detail
+                );
+            }
+        }
+    }
 }
 
 /// At 80x24 every unread anomaly of the fixture (up to 3) is readable, and each

@@ -6,8 +6,21 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
-use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{DrawCtx, more_marks, printable, window_start, wrap};
+use crate::tui::app::{AnomalyEntry, Pane};
+use crate::tui::panes::ctx::{
+    DrawCtx, fit_line, fold_or_cut, more_marks, printable, window_start, wrap,
+};
+
+/// Columns one anomaly's line needs whole: the mark, the time, the task, the kind (padded
+/// to 15) and the detail. The layout gives the pane this width when it can.
+pub fn row_width(a: &AnomalyEntry) -> usize {
+    2 + 9
+        + a.task.as_str().chars().count()
+        + 1
+        + a.kind.as_str().len().max(15)
+        + 1
+        + printable(&a.detail).chars().count()
+}
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
@@ -39,35 +52,45 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     };
     let focused = ui.focus == Pane::Anomalies;
     let width = usize::from(inner.width);
-    let items: Vec<ListItem> = ui
+    let shown: Vec<(usize, &AnomalyEntry)> = ui
         .anomalies
         .iter()
         .enumerate()
         .skip(start)
         .take(usize::from(rows))
+        .collect();
+    // Lines the pane has beyond one a row: a row too long folds into one of them.
+    let mut spare = usize::from(rows).saturating_sub(shown.len());
+    let items: Vec<ListItem> = shown
+        .into_iter()
         .map(|(i, a)| {
             let dot = if a.unread {
                 Span::styled("● ", ctx.theme.warn)
             } else {
                 Span::raw("  ")
             };
-            let head = Line::from(vec![
+            let prefix = vec![
                 dot,
                 Span::styled(format!("{} ", ctx.clock.hms(a.at)), ctx.theme.muted),
                 Span::raw(format!("{} ", a.task)),
                 Span::styled(format!("{:<15} ", a.kind.as_str()), ctx.theme.error),
-                Span::raw(printable(&a.detail)),
-            ]);
-            // The selected one, when cut, is read in full below its line.
+            ];
             let detail = printable(&a.detail);
-            if focused && i == ui.selected_anomaly && head.width() > width {
-                let mut lines = vec![head];
+            let cut = row_width(a) > width;
+            // The selected one, when cut, is read in full below its line.
+            if focused && i == ui.selected_anomaly && cut {
+                let mut prefix = prefix;
+                prefix.push(Span::raw(detail.clone()));
+                let mut lines = vec![fit_line(Line::from(prefix), width)];
                 for part in wrap(&detail, width.saturating_sub(4)).into_iter().take(4) {
                     lines.push(Line::from(format!("    {part}")));
                 }
                 ListItem::new(lines)
             } else {
-                ListItem::new(head)
+                let fold = cut && spare > 0;
+                let lines = fold_or_cut(prefix, &detail, width, fold);
+                spare -= lines.len() - 1;
+                ListItem::new(lines)
             }
         })
         .collect();

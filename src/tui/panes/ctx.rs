@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::text::Span;
+use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Clear};
 use time::OffsetDateTime;
 
@@ -114,6 +114,68 @@ pub fn printable(text: &str) -> String {
 /// "1 anomaly", "2 anomalies": a count with the word that agrees with it.
 pub fn counted(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A line cut to `width` columns, ending in `…` where it was cut (never cut without a
+/// mark).
+pub fn fit_line(line: Line<'_>, width: usize) -> Line<'_> {
+    if line.width() <= width {
+        return line;
+    }
+    let mut left = width.saturating_sub(1);
+    let mut spans = Vec::new();
+    for span in line.spans {
+        if left == 0 {
+            break;
+        }
+        let mut kept = String::new();
+        for ch in span.content.chars() {
+            let w = Span::raw(ch.to_string()).width();
+            if w > left {
+                left = 0;
+                break;
+            }
+            left -= w;
+            kept.push(ch);
+        }
+        spans.push(Span::styled(kept, span.style));
+    }
+    spans.push(Span::raw("…"));
+    Line::from(spans).style(line.style)
+}
+
+/// One row of a list: whole when it fits; else its text folded under itself onto a
+/// second line when `fold` (the pane has a line to spare), the rest cut with `…`.
+pub fn fold_or_cut<'a>(
+    prefix: Vec<Span<'a>>,
+    text: &str,
+    width: usize,
+    fold: bool,
+) -> Vec<Line<'a>> {
+    let indent: usize = prefix.iter().map(Span::width).sum();
+    let whole = Line::from(
+        prefix
+            .iter()
+            .cloned()
+            .chain([Span::raw(text.to_owned())])
+            .collect::<Vec<_>>(),
+    );
+    if whole.width() <= width || !fold || indent + 8 > width {
+        return vec![fit_line(whole, width)];
+    }
+    let parts = wrap(text, width - indent);
+    let first = parts.first().cloned().unwrap_or_default();
+    let rest = parts.get(1..).unwrap_or_default().join(" ");
+    let head = Line::from(
+        prefix
+            .into_iter()
+            .chain([Span::raw(first)])
+            .collect::<Vec<_>>(),
+    );
+    // Under the text where that leaves room to read; else a short indent.
+    let under = if indent <= width / 2 { indent } else { 4 };
+    let tail = Line::from(format!("{:under$}{rest}", ""));
+    vec![fit_line(head, width), fit_line(tail, width)]
 }
 
 /// Words folded into lines of at most `width` characters (a longer word is cut).

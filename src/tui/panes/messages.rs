@@ -7,8 +7,32 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 
+use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear, more_marks, printable, window_start, wrap};
+use crate::tui::panes::ctx::{
+    DrawCtx, centered, clear, fit_line, fold_or_cut, more_marks, printable, window_start, wrap,
+};
+
+/// Columns one message's line needs whole (its first line of text).
+pub fn row_width(m: &MessageRow) -> usize {
+    let field = |v: &Option<String>| printable(v.as_deref().unwrap_or("-")).chars().count();
+    let first = m
+        .message
+        .as_deref()
+        .unwrap_or_default()
+        .lines()
+        .next()
+        .unwrap_or_default();
+    6.max(m.id.to_string().len() + 2)
+        + 9
+        + field(&m.task_id)
+        + 1
+        + field(&m.message_type)
+        + 1
+        + field(&m.from_session)
+        + 2
+        + printable(first).chars().count()
+}
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
@@ -35,18 +59,22 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     };
     let focused = ui.focus == Pane::Messages;
     let width = usize::from(inner.width);
-    let items: Vec<ListItem> = ui
+    let shown: Vec<(usize, &MessageRow)> = ui
         .filtered_messages()
         .enumerate()
         .skip(start)
         .take(usize::from(rows))
+        .collect();
+    let mut spare = usize::from(rows).saturating_sub(shown.len());
+    let items: Vec<ListItem> = shown
+        .into_iter()
         .map(|(i, m)| {
             let time = m
                 .timestamp
                 .as_deref()
                 .and_then(|t| t.get(11..19))
                 .unwrap_or("--:--:--");
-            let head = Line::from(vec![
+            let prefix = vec![
                 Span::styled(format!("#{:<4} {time} ", m.id), ctx.theme.muted),
                 Span::raw(format!(
                     "{} ",
@@ -60,18 +88,22 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
                     format!("{}: ", printable(m.from_session.as_deref().unwrap_or("-"))),
                     ctx.theme.muted,
                 ),
-                Span::raw(printable(m.message.as_deref().unwrap_or_default())),
-            ]);
+            ];
+            let text = printable(m.message.as_deref().unwrap_or_default());
+            let cut = row_width(m) > width;
             // The selected one, when cut, is read in full below its line (Enter opens it).
-            if focused && i == ui.selected_message && head.width() > width {
-                let text = printable(m.message.as_deref().unwrap_or_default());
-                let mut lines = vec![head];
+            if focused && i == ui.selected_message && cut {
+                let mut head = prefix;
+                head.push(Span::raw(text.clone()));
+                let mut lines = vec![fit_line(Line::from(head), width)];
                 for part in wrap(&text, width.saturating_sub(4)).into_iter().take(4) {
                     lines.push(Line::from(format!("    {part}")));
                 }
                 ListItem::new(lines)
             } else {
-                ListItem::new(head)
+                let lines = fold_or_cut(prefix, &text, width, cut && spare > 0);
+                spare -= lines.len() - 1;
+                ListItem::new(lines)
             }
         })
         .collect();

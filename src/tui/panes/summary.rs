@@ -39,7 +39,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, pane: Pane) {
     ];
     spans.extend(body);
     frame.render_widget(
-        Paragraph::new(Line::from(spans)),
+        Paragraph::new(crate::tui::panes::ctx::fit_line(
+            Line::from(spans),
+            usize::from(area.width),
+        )),
         Rect { height: 1, ..area },
     );
 }

@@ -9,7 +9,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
 use crate::core::snapshot::TaskView;
 use crate::tui::app::{Pane, musicians};
-use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
+use crate::tui::panes::ctx::{DrawCtx, fit, fit_line, printable, short_age};
 use crate::tui::panes::session_cells;
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
@@ -76,24 +76,31 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ctx.ui.selected_task,
         table_area.height.saturating_sub(1),
     );
-    let rows = shown
+    let table_cells: Vec<Vec<Line>> = shown
         .iter()
         .copied()
         .skip(start)
         .take(visible)
-        .map(|t| row(t, ctx, &columns));
-    let flexible = columns
-        .iter()
-        .rev()
-        .find(|c| matches!(c, Column::Activity | Column::Anomaly))
-        .copied();
-    let widths = columns.iter().map(|c| {
-        if Some(*c) == flexible {
-            Constraint::Fill(1)
-        } else {
-            Constraint::Length(c.width())
-        }
+        .map(|t| cells(t, ctx, &columns))
+        .collect();
+    let activity = columns.iter().position(|c| *c == Column::Activity);
+    let activity_need = activity.map_or(0, |i| {
+        table_cells.iter().map(|r| r[i].width()).max().unwrap_or(0)
     });
+    let widths = widths(
+        &columns,
+        table_area.width.saturating_sub(2),
+        u16::try_from(activity_need).unwrap_or(u16::MAX),
+    );
+    // A cell longer than its column ends in `…`, never cut without a mark.
+    let rows = table_cells.into_iter().map(|r| {
+        Row::new(
+            r.into_iter()
+                .zip(&widths)
+                .map(|(cell, w)| fit_line(cell, usize::from(*w))),
+        )
+    });
+    let widths = widths.iter().map(|w| Constraint::Length(*w));
     let focused = ctx.ui.focus == Pane::Tasks;
     let table = Table::new(rows, widths)
         .header(header)
@@ -252,8 +259,9 @@ impl Column {
     fn width(self) -> u16 {
         match self {
             Column::Id | Column::WorkedBy => 11,
-            Column::State => 15,
-            Column::Anomaly => 12,
+            // The longest state and the longest anomaly kind (`self-correction`): shown
+            // whole or not at all.
+            Column::State | Column::Anomaly => 15,
             Column::Context => 13,
             Column::Beat | Column::Forecast => 6,
             Column::Watch | Column::Retry | Column::TrueContext => 5,
@@ -287,7 +295,8 @@ impl Column {
     }
 }
 
-fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
+/// One task's cells, in the order of `columns`, not yet fitted to their widths.
+fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a>> {
     let state = t.row.state.as_str();
     let beat = match t.heartbeat {
         Some(hb) if crate::core::domain::TaskState(state.to_owned()).is_heartbeat_active() => {
@@ -339,34 +348,57 @@ fn row<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Row<'a> {
     let mut beat = Some(beat);
     let mut retry = Some(retry);
     let mut anomaly = Some(anomaly);
-    Row::new(columns.iter().map(|c| match c {
-        Column::Id if t.needs_you.is_some() => Line::from(vec![
-            Span::styled("⚑", ctx.theme.error),
-            Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
-        ]),
-        Column::Id => Line::from(fit(&printable(t.id()), 11)),
-        Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
-        Column::WorkedBy => Line::from(fit(
-            &printable(t.row.worked_by.as_deref().unwrap_or("—")),
-            12,
-        )),
-        Column::Beat => Line::from(beat.take().unwrap_or_default()),
-        Column::Watch => watch_cell(t, ctx),
-        Column::Context => ctx_cell.take().unwrap_or_default(),
-        Column::TrueContext => session_cells::context_cell(t, ctx),
-        Column::Forecast => forecast_cell(t, ctx),
-        Column::Retry => Line::from(retry.take().unwrap_or_default()),
-        Column::Tokens => session_cells::tokens_cell(t, ctx),
-        Column::Cost => session_cells::cost_cell(t, ctx),
-        Column::Activity => match &t.needs_you {
-            Some((text, _)) => Line::from(Span::styled(
-                format!("needs you: {}", printable(text)),
-                ctx.theme.error,
+    columns
+        .iter()
+        .map(|c| match c {
+            Column::Id if t.needs_you.is_some() => Line::from(vec![
+                Span::styled("⚑", ctx.theme.error),
+                Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
+            ]),
+            Column::Id => Line::from(fit(&printable(t.id()), 11)),
+            Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
+            Column::WorkedBy => Line::from(fit(
+                &printable(t.row.worked_by.as_deref().unwrap_or("—")),
+                12,
             )),
-            None => session_cells::activity_cell(t, ctx),
-        },
-        Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
-    }))
+            Column::Beat => Line::from(beat.take().unwrap_or_default()),
+            Column::Watch => watch_cell(t, ctx),
+            Column::Context => ctx_cell.take().unwrap_or_default(),
+            Column::TrueContext => session_cells::context_cell(t, ctx),
+            Column::Forecast => forecast_cell(t, ctx),
+            Column::Retry => Line::from(retry.take().unwrap_or_default()),
+            Column::Tokens => session_cells::tokens_cell(t, ctx),
+            Column::Cost => session_cells::cost_cell(t, ctx),
+            Column::Activity => match &t.needs_you {
+                Some((text, _)) => Line::from(Span::styled(
+                    format!("needs you: {}", printable(text)),
+                    ctx.theme.error,
+                )),
+                None => session_cells::activity_cell(t, ctx),
+            },
+            Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
+        })
+        .collect()
+}
+
+/// Each column's width: its own, and what is left to the text columns, ACTIVITY first
+/// up to what its longest cell needs, the last text column the rest.
+fn widths(columns: &[Column], width: u16, activity_need: u16) -> Vec<u16> {
+    let mut out: Vec<u16> = columns.iter().map(|c| c.width()).collect();
+    let spacing = u16::try_from(columns.len().saturating_sub(1)).unwrap_or(u16::MAX);
+    let mut left = width.saturating_sub(out.iter().sum::<u16>() + spacing);
+    if let Some(i) = columns.iter().position(|c| *c == Column::Activity) {
+        let more = activity_need.saturating_sub(out[i]).min(left);
+        out[i] += more;
+        left -= more;
+    }
+    if let Some(i) = columns
+        .iter()
+        .rposition(|c| matches!(c, Column::Activity | Column::Anomaly))
+    {
+        out[i] += left;
+    }
+    out
 }
 
 /// `▸ task-03 review_approved · musician-3 · ctx 35% · waits 40s Bash cargo test · …`:
