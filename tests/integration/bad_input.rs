@@ -512,12 +512,12 @@ fn launch_says_when_no_window_opened() {
 fn a_project_the_user_may_only_read_is_watched() {
     use std::os::unix::fs::PermissionsExt;
     if !rustix::process::geteuid().is_root()
-        || std::process::Command::new("runuser")
+        || std::process::Command::new("setpriv")
             .arg("--help")
             .output()
             .is_err()
     {
-        eprintln!("skipped: running maestro as another user needs root and runuser");
+        eprintln!("skipped: running maestro as another user needs root and setpriv");
         return;
     }
     let exe = std::path::Path::new(env!("CARGO_BIN_EXE_maestro"));
@@ -541,14 +541,22 @@ fn a_project_the_user_may_only_read_is_watched() {
     let data = tempfile::tempdir().unwrap();
     std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
     let as_nobody = |args: &[&str]| {
-        let mut c = std::process::Command::new("runuser");
-        c.args(["-u", "nobody", "--", "env"])
-            .arg(format!("XDG_DATA_HOME={}", data.path().display()))
-            .arg(format!("HOME={}", data.path().display()))
-            .arg(exe)
-            .args(args)
-            .arg("--project")
-            .arg(s.root());
+        // setpriv runs the command in its own place (runuser would wait in a parent
+        // of its own, and a kill of that parent would leave maestro running).
+        let mut c = std::process::Command::new("setpriv");
+        c.args([
+            "--reuid=nobody",
+            "--regid=nogroup",
+            "--clear-groups",
+            "--",
+            "env",
+        ])
+        .arg(format!("XDG_DATA_HOME={}", data.path().display()))
+        .arg(format!("HOME={}", data.path().display()))
+        .arg(exe)
+        .args(args)
+        .arg("--project")
+        .arg(s.root());
         c
     };
     let mut m = crate::common::Running::spawn(as_nobody(&["--no-tui", "--json"]));

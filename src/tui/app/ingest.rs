@@ -196,10 +196,18 @@ impl UiState {
         if n > 0 && self.selected_task >= n {
             self.selected_task = n - 1;
         }
-        if self.log_task.is_none()
+        // One selection: the Log shows the selected row's task, unless it shows a task
+        // the table does not list by nature (the Conductor's, from its anomaly). A task
+        // hidden by a filter, or gone, gives way to the selected row.
+        let hidden = self.log_task.as_ref().is_some_and(|lt| {
+            !shown.iter().any(|t| t.id() == lt.as_str())
+                && (self.task_filter.is_some() || !snap.tasks.iter().any(|t| t.id() == lt.as_str()))
+        });
+        if (self.log_task.is_none() || hidden)
             && let Some(t) = shown.get(self.selected_task)
         {
-            self.log_task = TaskId::parse(t.id());
+            let task = TaskId::parse(t.id());
+            self.show_task(task);
         }
     }
 

@@ -124,6 +124,17 @@ impl UiState {
                 };
                 a.unread = false;
                 let (task, line) = (a.task.clone(), a.line);
+                // A filter that hides the anomaly's task is dropped: the table shows
+                // the task the Log jumps to, selected.
+                if self.task_filter.is_some()
+                    && snap.tasks.iter().any(|t| t.id() == task.as_str())
+                    && !self
+                        .shown_tasks(snap)
+                        .iter()
+                        .any(|t| t.id() == task.as_str())
+                {
+                    self.task_filter = None;
+                }
                 if let Some(i) = self
                     .shown_tasks(snap)
                     .iter()

@@ -596,3 +596,95 @@ fn go_to_window_on_a_task_id_that_climbs_out_of_temp_builds_no_path() {
         "{effects:?}"
     );
 }
+
+/// One selection, as a state machine over what moves it: j/k, Enter on an anomaly, a
+/// filter typed and kept or dropped, Enter on a row, a task disappearing. After every
+/// input the selected row, the Log's task and what the action keys act on are the same
+/// task (the case: an anomaly jump to task-03, then a filter to task-02).
+#[test]
+fn one_selection_whatever_moves_it() {
+    let full = snap(&["task-01", "task-02", "task-03"]);
+    let mut ui = UiState::default();
+    ui.sync_with(&full);
+    for t in ["task-01", "task-02", "task-03"] {
+        log(
+            &mut ui,
+            t,
+            LogKind::Status,
+            &["a", "step 2 self-correction: x"],
+        );
+    }
+    anomaly(
+        &mut ui,
+        "task-03",
+        AnomalyKind::SelfCorrection,
+        (LogKind::Status, 1, "step 2 self-correction: x"),
+    );
+    let selected = |ui: &UiState, s: &Snapshot| {
+        ui.shown_tasks(s)
+            .get(ui.selected_task)
+            .map(|t| t.id().to_owned())
+    };
+    let check = |ui: &UiState, s: &Snapshot, want: &str, after: &str| {
+        assert_eq!(selected(ui, s).as_deref(), Some(want), "row, after {after}");
+        assert_eq!(
+            ui.log_task.as_ref().map(TaskId::as_str),
+            Some(want),
+            "Log, after {after}"
+        );
+    };
+    let step = |ui: &mut UiState, s: &Snapshot, action: Action| {
+        ui.update(action, s);
+        ui.sync_with(s);
+    };
+    // Enter on the anomaly: the Log and the row go to task-03.
+    step(&mut ui, &full, Action::FocusAnomalies);
+    step(&mut ui, &full, Action::Open);
+    check(&ui, &full, "task-03", "Enter on an anomaly");
+    // A filter to task-02: the only row, and the Log follows it.
+    step(&mut ui, &full, Action::FocusTasks);
+    step(&mut ui, &full, Action::Search);
+    for c in "task-02".chars() {
+        ui.search_type(Some(c));
+        ui.sync_with(&full);
+    }
+    ui.search_finish(true);
+    ui.sync_with(&full);
+    check(&ui, &full, "task-02", "a filter");
+    step(&mut ui, &full, Action::Open);
+    check(&ui, &full, "task-02", "Enter on the row");
+    step(&mut ui, &full, Action::FocusTasks);
+    // Esc drops the filter: the selection stays on task-02.
+    step(&mut ui, &full, Action::Search);
+    ui.search_finish(false);
+    ui.sync_with(&full);
+    check(&ui, &full, "task-02", "Esc");
+    // j and k move both.
+    step(&mut ui, &full, Action::Down);
+    check(&ui, &full, "task-03", "j");
+    step(&mut ui, &full, Action::Up);
+    step(&mut ui, &full, Action::Up);
+    check(&ui, &full, "task-01", "k");
+    // The selected task disappears: the selection and the Log land on a listed task.
+    let fewer = snap(&["task-02", "task-03"]);
+    ui.sync_with(&fewer);
+    let now = selected(&ui, &fewer).expect("a row");
+    check(&ui, &fewer, &now, "the task disappearing");
+    // Enter on an anomaly of a task the filter hides: the filter goes, the row is it.
+    step(&mut ui, &full, Action::Search);
+    for c in "task-01".chars() {
+        ui.search_type(Some(c));
+    }
+    ui.search_finish(true);
+    ui.sync_with(&full);
+    check(&ui, &full, "task-01", "a filter again");
+    step(&mut ui, &full, Action::FocusAnomalies);
+    step(&mut ui, &full, Action::Open);
+    check(
+        &ui,
+        &full,
+        "task-03",
+        "Enter on an anomaly of a hidden task",
+    );
+    assert_eq!(ui.task_filter, None);
+}
