@@ -63,7 +63,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let lines: Vec<Line> = (top..log.end().min(top + height))
         .filter_map(|abs| log.get(abs).map(|e| (abs, e)))
         .map(|(abs, e)| {
-            let mut l = render_line(e, ui.search.as_deref(), ctx.theme);
+            // A line wider than the pane ends in `…`, never cut without a mark.
+            let mut l = crate::tui::panes::ctx::fit_line(
+                render_line(e, ui.search.as_deref(), ctx.theme),
+                usize::from(inner.width),
+            );
             if Some(abs) == cursor {
                 l = l.patch_style(ctx.theme.selection);
             } else if marked.is_some_and(|(a, b)| (a..=b).contains(&abs)) {
