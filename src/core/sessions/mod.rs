@@ -80,9 +80,23 @@ pub fn tally_session(
 }
 
 /// [`tally_session`] for many sessions at once, their files read in parallel
-/// ([`follow::read_all`]); one result per session, in the order given.
+/// ([`read_sessions`]); one result per session, in the order given.
 pub fn tally_sessions(sessions: &[(&Path, &str)], prices: &PriceTable) -> Vec<(Tally, Vec<Tally>)> {
-    // Every file of every session, each tagged with its session's place in `sessions`.
+    read_sessions(sessions, prices)
+        .into_iter()
+        .map(|(main, agents)| (main.tally, agents.into_iter().map(|a| a.tally).collect()))
+        .collect()
+}
+
+/// Each session's transcript and its subagents' files, every file read once on all
+/// cores ([`follow::read_all`]); a subagent file of another session is left out. One
+/// result per session, in the order given.
+pub fn read_sessions(
+    sessions: &[(&Path, &str)],
+    prices: &PriceTable,
+) -> Vec<(follow::Follower, Vec<follow::Follower>)> {
+    // Every file of every session, each tagged with its session's place in `sessions`;
+    // a session's own transcript comes first.
     let mut owners = Vec::new();
     let mut followers = Vec::new();
     for (i, (transcript, session_id)) in sessions.iter().enumerate() {
@@ -97,24 +111,21 @@ pub fn tally_sessions(sessions: &[(&Path, &str)], prices: &PriceTable) -> Vec<(T
         }
     }
     follow::read_all(&mut followers, prices);
-    let mut out: Vec<(Option<Tally>, Vec<Tally>)> =
-        sessions.iter().map(|_| (None, Vec::new())).collect();
-    for (i, f) in owners.into_iter().zip(followers) {
-        let (main, agents) = &mut out[i];
-        if main.is_none() {
-            // The first file of each session is its own transcript.
-            *main = Some(if f.is_foreign() {
-                Tally::new()
-            } else {
-                f.tally
-            });
-        } else if !f.is_foreign() {
-            agents.push(f.tally);
+    let mut files = owners.into_iter().zip(followers).peekable();
+    let mut out = Vec::with_capacity(sessions.len());
+    for i in 0..sessions.len() {
+        let Some((_, main)) = files.next_if(|(owner, _)| *owner == i) else {
+            continue;
+        };
+        let mut agents = Vec::new();
+        while let Some((_, agent)) = files.next_if(|(owner, _)| *owner == i) {
+            if !agent.is_foreign() {
+                agents.push(agent);
+            }
         }
+        out.push((main, agents));
     }
-    out.into_iter()
-        .map(|(main, agents)| (main.unwrap_or_else(Tally::new), agents))
-        .collect()
+    out
 }
 
 #[cfg(test)]

@@ -400,28 +400,18 @@ impl Sessions {
             .into_iter()
             .filter(|f| !self.live.contains_key(&f.transcript.session_id))
             .collect();
-        let mut followers = Vec::new();
-        let mut owners = Vec::new();
-        for (i, f) in new.iter().enumerate() {
-            let sid = &f.transcript.session_id;
-            owners.push(i);
-            followers.push(Follower::new(&f.transcript.path, None));
-            // Subagents' files already there, of this session, in either layout (a
-            // folder holds every session of its project, relaunches included).
-            for path in find::subagent_files(&f.transcript.path, sid) {
-                if find::head(&path).is_some_and(|h| &h.session_id == sid) {
-                    owners.push(i);
-                    followers.push(Follower::new(&path, Some(sid.clone())));
-                }
-            }
-        }
-        crate::core::sessions::follow::read_all(&mut followers, &self.prices);
-        let mut files = owners.into_iter().zip(followers).peekable();
-        for (i, f) in new.into_iter().enumerate() {
+        let list: Vec<(&Path, &str)> = new
+            .iter()
+            .map(|f| {
+                (
+                    f.transcript.path.as_path(),
+                    f.transcript.session_id.as_str(),
+                )
+            })
+            .collect();
+        let read = crate::core::sessions::read_sessions(&list, &self.prices);
+        for (f, (main, agents)) in new.iter().zip(read) {
             let sid = f.transcript.session_id.clone();
-            let Some((_, main)) = files.next_if(|(owner, _)| *owner == i) else {
-                continue;
-            };
             let mut live = Live {
                 task_id: f.task_id.clone(),
                 found_by: f.rule,
@@ -429,7 +419,9 @@ impl Sessions {
                 agents: BTreeMap::new(),
                 lost: false,
             };
-            while let Some((_, a)) = files.next_if(|(owner, _)| *owner == i) {
+            // Subagents' files already there, of this session, in either layout (a
+            // folder holds every session of its project, relaunches included).
+            for a in agents {
                 self.agent_files.insert(a.path.clone(), sid.clone());
                 live.agents.insert(a.path.clone(), a);
             }
