@@ -8,7 +8,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::tui::app::{AnomalyEntry, Pane};
 use crate::tui::panes::ctx::{
-    DrawCtx, fit_line, fold_or_cut, more_marks, printable, window_start, wrap,
+    DrawCtx, fold_or_cut, more_marks, printable, read_in_full, window_start,
 };
 
 /// Columns one anomaly's line needs whole: the mark, the time, the task, the kind (padded
@@ -79,13 +79,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let cut = row_width(a) > width;
             // The selected one, when cut, is read in full below its line.
             if focused && i == ui.selected_anomaly && cut {
-                let mut prefix = prefix;
-                prefix.push(Span::raw(detail.clone()));
-                let mut lines = vec![fit_line(Line::from(prefix), width)];
-                for part in wrap(&detail, width.saturating_sub(4)).into_iter().take(4) {
-                    lines.push(Line::from(format!("    {part}")));
-                }
-                ListItem::new(lines)
+                ListItem::new(read_in_full(prefix, &detail, width))
             } else {
                 let fold = cut && spare > 0;
                 let lines = fold_or_cut(prefix, &detail, width, fold);

@@ -144,6 +144,17 @@ pub fn fit_line(line: Line<'_>, width: usize) -> Line<'_> {
     Line::from(spans).style(line.style)
 }
 
+/// The selected row of a list, when cut: its line ending in `…`, then its text in full
+/// below it (up to four lines).
+pub fn read_in_full<'a>(mut prefix: Vec<Span<'a>>, text: &str, width: usize) -> Vec<Line<'a>> {
+    prefix.push(Span::raw(text.to_owned()));
+    let mut lines = vec![fit_line(Line::from(prefix), width)];
+    for part in wrap(text, width.saturating_sub(4)).into_iter().take(4) {
+        lines.push(Line::from(format!("    {part}")));
+    }
+    lines
+}
+
 /// One row of a list: whole when it fits; else its text folded under itself onto a
 /// second line when `fold` (the pane has a line to spare), the rest cut with `…`.
 pub fn fold_or_cut<'a>(

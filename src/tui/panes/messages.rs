@@ -10,7 +10,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{
-    DrawCtx, centered, clear, fit_line, fold_or_cut, more_marks, printable, window_start, wrap,
+    DrawCtx, centered, clear, fold_or_cut, more_marks, printable, read_in_full, window_start,
 };
 
 /// Columns one message's line needs whole (its first line of text).
@@ -93,13 +93,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let cut = row_width(m) > width;
             // The selected one, when cut, is read in full below its line (Enter opens it).
             if focused && i == ui.selected_message && cut {
-                let mut head = prefix;
-                head.push(Span::raw(text.clone()));
-                let mut lines = vec![fit_line(Line::from(head), width)];
-                for part in wrap(&text, width.saturating_sub(4)).into_iter().take(4) {
-                    lines.push(Line::from(format!("    {part}")));
-                }
-                ListItem::new(lines)
+                ListItem::new(read_in_full(prefix, &text, width))
             } else {
                 let lines = fold_or_cut(prefix, &text, width, cut && spare > 0);
                 spare -= lines.len() - 1;
