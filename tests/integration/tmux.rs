@@ -54,11 +54,16 @@ impl Tmux {
         self.run(&["send-keys", "-t", &self.name, keys]);
     }
 
+    /// What the terminal shows now.
+    pub(crate) fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", &self.name])
+    }
+
     /// Polls the screen until `pred` holds; fails with the screen after 30 s.
     pub(crate) fn wait(&self, what: &str, pred: impl Fn(&str) -> bool) -> String {
         let end = Instant::now() + Duration::from_secs(30);
         loop {
-            let screen = self.run(&["capture-pane", "-p", "-t", &self.name]);
+            let screen = self.screen();
             if pred(&screen) {
                 return screen;
             }

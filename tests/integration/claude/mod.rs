@@ -9,6 +9,7 @@
 mod compaction;
 mod errors;
 mod hooks;
+mod interactive;
 mod model_server;
 mod usage;
 
@@ -74,6 +75,11 @@ pub fn ccusage() -> Result<PathBuf, String> {
 /// A home of its own for one test: `.claude.json` answers every first-run question
 /// (onboarding done, the key approved, `project` trusted).
 pub fn home_for(project: &Path) -> tempfile::TempDir {
+    home_with(project, serde_json::json!({}))
+}
+
+/// [`home_for`] with more global settings (`messageIdleNotifThresholdMs`, …).
+pub fn home_with(project: &Path, extra: serde_json::Value) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(project).unwrap();
     let key_tail: String = API_KEY
@@ -84,11 +90,14 @@ pub fn home_for(project: &Path) -> tempfile::TempDir {
         .into_iter()
         .rev()
         .collect();
-    let config = serde_json::json!({
+    let mut config = serde_json::json!({
         "hasCompletedOnboarding": true,
         "customApiKeyResponses": {"approved": [key_tail], "rejected": []},
         "projects": {project.display().to_string(): {"hasTrustDialogAccepted": true}},
     });
+    if let (Some(config), Some(extra)) = (config.as_object_mut(), extra.as_object()) {
+        config.extend(extra.clone());
+    }
     std::fs::write(home.path().join(".claude.json"), config.to_string()).unwrap();
     home
 }

@@ -1,0 +1,176 @@
+//! The real `claude` as a person runs it: interactive, in a terminal (tmux), answered
+//! with keys. What maestro learns from its hooks is checked against what is on screen.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+
+use super::{ModelServer, Reply, Usage};
+use crate::common::{event, maestro};
+use crate::tmux::Tmux;
+
+/// A shell script that records its own PID as task `task`'s window (as `kitty` does for a
+/// Musician's window), then becomes `claude` in the test's environment.
+fn launcher(
+    dir: &Path,
+    claude: &Path,
+    home: &Path,
+    data: &Path,
+    server: &ModelServer,
+    root: &Path,
+    task: &str,
+) -> std::path::PathBuf {
+    let q = |p: &Path| format!("'{}'", p.display());
+    let script = format!(
+        "#!/bin/sh\n\
+         echo $$ > {pid}\n\
+         cd {root} || exit 1\n\
+         unset CLAUDE_CONFIG_DIR CLAUDECODE\n\
+         export HOME={home} XDG_DATA_HOME={data} ANTHROPIC_BASE_URL={url} \
+         ANTHROPIC_API_KEY={key} DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
+         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n\
+         exec {claude} --model claude-sonnet-4-5\n",
+        pid = q(&root.join("temp").join(format!("musician-{task}.pid"))),
+        root = q(root),
+        home = q(home),
+        data = q(data),
+        url = server.url(),
+        key = super::API_KEY,
+        claude = q(claude),
+    );
+    let path = dir.join("launch.sh");
+    std::fs::write(&path, script).unwrap();
+    Command::new("chmod")
+        .arg("+x")
+        .arg(&path)
+        .status()
+        .unwrap();
+    path
+}
+
+/// Answers the permission dialog with `1` (Yes). The dialog ignores keys for a moment
+/// after it opens (against approving by accident), so the key is pressed again until
+/// the dialog is gone, for at most 30 s.
+fn answer_yes(tmux: &Tmux) {
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let open = |tmux: &Tmux| tmux.screen().contains("Do you want to proceed");
+    while open(tmux) {
+        assert!(
+            std::time::Instant::now() < end,
+            "the dialog took no answer:\n{}",
+            tmux.screen()
+        );
+        tmux.keys("1");
+        let pressed = std::time::Instant::now();
+        while open(tmux) && pressed.elapsed() < std::time::Duration::from_millis(500) {
+            std::thread::sleep(std::time::Duration::from_millis(25));
+        }
+    }
+}
+
+/// One interactive session, from start to idle:
+/// - its window ties it to its task from its first report on (the prompt names none);
+/// - the real permission dialog for a Bash call is `needs_you` (permission, Bash), and
+///   answering it on the keyboard clears it;
+/// - waiting at the prompt afterwards (`idle_prompt`, its threshold set to one second)
+///   is `needs_you` with the reason `input`.
+#[test]
+fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
+    let name = "an_interactive_session_needs_you_for_a_permission_and_for_input";
+    let Some(claude) = super::claude_or_skip(name) else {
+        return;
+    };
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let scratch = crate::common::Scratch::new();
+    scratch.set_task("task-05", "working");
+    let root = std::fs::canonicalize(scratch.root()).unwrap();
+    let home = super::home_with(&root, json!({"messageIdleNotifThresholdMs": 1000}));
+    let data = tempfile::tempdir().unwrap();
+    let installed = maestro()
+        .args(["hooks", "install", "--project"])
+        .arg(&root)
+        .env("XDG_DATA_HOME", data.path())
+        .output()
+        .unwrap();
+    crate::common::assert_success(&installed);
+    let mut m = crate::common::Running::spawn({
+        let mut c = maestro();
+        c.env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_DATA_HOME", data.path())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(&root);
+        c
+    });
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-05"
+    });
+    let marker = root.join("approved.txt");
+    let one = Usage {
+        input: 70,
+        output: 7,
+        cache_write: 0,
+        cache_read: 0,
+    };
+    let server = ModelServer::start(vec![(
+        "PERM-7",
+        vec![
+            Reply::tool(
+                "Bash",
+                json!({"command": format!("touch '{}'", marker.display()), "description": "Mark it approved"}),
+                one,
+            ),
+            Reply::text("marked", one),
+        ],
+    )]);
+    let scripts = tempfile::tempdir().unwrap();
+    let launch = launcher(
+        scripts.path(),
+        &claude,
+        home.path(),
+        data.path(),
+        &server,
+        &root,
+        "task-05",
+    );
+    let tmux = Tmux::start(launch.to_str().unwrap(), 120, 40);
+
+    tmux.wait("the prompt", |s| s.contains('❯'));
+    // The prompt does not name the task: only the window (known from `SessionStart`
+    // on) ties the session to it.
+    tmux.keys("PERM-7: mark it approved");
+    tmux.keys("Enter");
+    let asked = m.wait_json("the permission, as needs_you", |v| {
+        event(v) == "needs_you" && v["task_id"] == "task-05" && v["reason"] == "permission"
+    });
+    assert_eq!(asked["tool"], "Bash", "{asked}");
+    let session = asked["session_id"].as_str().unwrap().to_owned();
+    assert!(!marker.exists(), "nothing ran before the answer");
+    tmux.wait("the real dialog", |s| s.contains("Do you want to proceed"));
+    answer_yes(&tmux);
+    m.wait_json("answered", |v| {
+        event(v) == "needs_you_cleared" && v["task_id"] == "task-05"
+    });
+    tmux.wait("the answer", |s| s.contains("marked"));
+    assert!(marker.exists(), "the approved command ran");
+    m.wait_json("waiting at the prompt, as input", |v| {
+        event(v) == "needs_you" && v["task_id"] == "task-05" && v["reason"] == "input"
+    });
+    m.wait_json("its whole bill", |v| {
+        event(v) == "session" && v["task_id"] == "task-05" && v["total_tokens"] == 2 * one.total()
+    });
+    // From its first report on, the session was the task's, found by its hooks.
+    let first: serde_json::Value = m
+        .seen
+        .iter()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| event(v) == "session" && v["session_id"] == session.as_str())
+        .unwrap();
+    assert_eq!(first["task_id"], "task-05", "{first}");
+    assert_eq!(first["found_by"], "hook", "{first}");
+    drop(tmux);
+}
