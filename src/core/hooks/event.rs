@@ -20,6 +20,10 @@ pub const EVENTS: [&str; 9] = [
     "PreCompact",
 ];
 
+/// Not a Claude Code hook: maestro's own note that the `claude` process that last ran a
+/// session's hooks has ended (its pidfd said so). Never taken from a hook's input.
+pub const PROCESS_ENDED: &str = "maestro:process-ended";
+
 /// The longest prompt kept (enough to see `/musician task-03 …`).
 const PROMPT_CHARS: usize = 300;
 /// The longest tool argument or notification text kept.
@@ -100,7 +104,7 @@ impl HookEvent {
     pub fn from_claude(v: &Value, at_ms: i64) -> Option<Self> {
         let tool_input = v.get("tool_input").unwrap_or(&Value::Null);
         Some(Self {
-            event: field(v, "hook_event_name", 64)?,
+            event: field(v, "hook_event_name", 64).filter(|e| !e.starts_with("maestro:"))?,
             session_id: field(v, "session_id", 128)?,
             transcript_path: field(v, "transcript_path", FIELD_CHARS),
             cwd: field(v, "cwd", FIELD_CHARS),
@@ -113,6 +117,24 @@ impl HookEvent {
             claude_start: None,
             at_ms,
         })
+    }
+
+    /// [`PROCESS_ENDED`] for `session`, whose `claude` process was `claude`.
+    pub fn process_ended(session: &str, claude: (i32, Option<u64>), at_ms: i64) -> Self {
+        Self {
+            event: PROCESS_ENDED.to_owned(),
+            session_id: session.to_owned(),
+            transcript_path: None,
+            cwd: None,
+            prompt: None,
+            notification_type: None,
+            message: None,
+            tool: None,
+            detail: None,
+            claude_pid: Some(claude.0),
+            claude_start: claude.1,
+            at_ms,
+        }
     }
 
     /// What this event says about the session waiting for the operator.
@@ -130,9 +152,9 @@ impl HookEvent {
                 Some("idle_prompt") => WaitChange::Needs(Wait::Input),
                 _ => WaitChange::None,
             },
-            "PreToolUse" | "PostToolUse" | "UserPromptSubmit" | "Stop" | "SessionEnd" => {
-                WaitChange::Clears
-            }
+            // A session whose process is gone waits for nobody.
+            "PreToolUse" | "PostToolUse" | "UserPromptSubmit" | "Stop" | "SessionEnd"
+            | PROCESS_ENDED => WaitChange::Clears,
             _ => WaitChange::None,
         }
     }

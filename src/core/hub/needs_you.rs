@@ -30,6 +30,12 @@ impl Hub {
             for change in changes {
                 self.on_needs_you(change).await;
             }
+            if input.event.event == crate::core::hooks::event::PROCESS_ENDED {
+                self.session_process_ended(&input.event.session_id).await;
+            } else if input.claude_alive && input.event.claude_pid.is_some() {
+                // A live process speaks for the session again (`--resume`).
+                self.sessions.ended.remove(&input.event.session_id);
+            }
         }
         if mapped {
             self.send_task_facts();

@@ -16,6 +16,9 @@ use crate::core::sessions::figures::SessionReport;
 use crate::core::sessions::figures::{ActivityKey, SessionFigures};
 use crate::core::sessions::find::TaskFacts;
 
+/// The activity of a session whose `claude` process has ended.
+pub const ENDED: &str = "ended";
+
 /// A session's `usage` event comes at most this often.
 pub const USAGE_EVERY: Duration = Duration::from_secs(10);
 
@@ -43,6 +46,9 @@ pub(super) struct SessionBook {
     budgets_told: HashSet<(Option<String>, &'static str, u8)>,
     /// What the session source was last told about the tasks.
     facts_sent: Vec<Facts>,
+    /// Sessions whose `claude` process ended, with their last activity's time then: shown
+    /// `ended` until their transcript moves on.
+    pub(super) ended: HashMap<String, Option<String>>,
 }
 
 impl SessionBook {
@@ -127,11 +133,40 @@ impl SessionBook {
 }
 
 impl Hub {
+    /// The `claude` process of a session ended (killed, or `/exit`): whatever its
+    /// transcript's last line says, it is no longer working, waiting or idle.
+    pub(super) async fn session_process_ended(&mut self, session: &str) {
+        let Some(f) = self.sessions.find(session) else {
+            return;
+        };
+        self.sessions
+            .ended
+            .insert(session.to_owned(), f.last_activity.clone());
+        let f = self.as_known(Box::new((*f).clone()));
+        self.sessions.keep(f.clone());
+        self.session_changed(&f.task_id);
+        self.told(&f.session_id, Instant::now(), f.activity_key());
+        self.emit_session("activity", &f, None).await;
+    }
+
+    /// The figures as maestro knows them: `ended` while the process that wrote them is
+    /// gone and the transcript has not moved on since.
+    fn as_known(&mut self, mut f: Box<SessionFigures>) -> Arc<SessionFigures> {
+        if let Some(at) = self.sessions.ended.get(&f.session_id) {
+            if *at == f.last_activity {
+                f.activity = ENDED.to_owned();
+            } else {
+                self.sessions.ended.remove(&f.session_id);
+            }
+        }
+        Arc::from(f)
+    }
+
     pub(super) async fn on_session(&mut self, report: SessionReport) {
         let now = Instant::now();
         match report {
             SessionReport::Found(f) => {
-                let f: Arc<SessionFigures> = Arc::from(f);
+                let f = self.as_known(f);
                 self.sessions.lost.remove(&f.session_id);
                 self.sessions.keep(f.clone());
                 // A new current session's context starts over: so does the forecast, from
@@ -148,7 +183,7 @@ impl Hub {
                 self.check_budgets(&f.task_id).await;
             }
             SessionReport::Update(f) => {
-                let f: Arc<SessionFigures> = Arc::from(f);
+                let f = self.as_known(f);
                 let before = self
                     .sessions
                     .find(&f.session_id)

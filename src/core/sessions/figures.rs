@@ -44,7 +44,8 @@ pub struct SessionFigures {
     pub compactions: u32,
     pub started: Option<String>,
     pub last_activity: Option<String>,
-    /// `working`, `waiting` (on a tool), `idle` (end of turn) or `unknown`.
+    /// `working`, `waiting` (on a tool), `idle` (end of turn), `unknown`, or `ended`
+    /// (the hub's word when the session's `claude` process is gone).
     pub activity: String,
     pub tool: Option<ToolCall>,
     pub last_error: Option<String>,

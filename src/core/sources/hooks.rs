@@ -54,8 +54,10 @@ pub async fn run(
         Some(w)
     });
     let mut reader = SpoolReader::new(path);
+    let mut ends = ProcessEnds::default();
     loop {
         let batch = in_context(reader.read_new(), &temp);
+        ends.follow(&batch, &cancel);
         if !batch.is_empty() && events.send(CoreEvent::Hooks(batch)).await.is_err() {
             return;
         }
@@ -67,7 +69,78 @@ pub async fn run(
                 }
                 while wake.try_recv().is_ok() {}
             }
+            Some(process) = ends.ended.recv() => {
+                if let Some(ended) = ends.input(process)
+                    && events.send(CoreEvent::Hooks(vec![ended])).await.is_err()
+                {
+                    return;
+                }
+            }
         }
+    }
+}
+
+/// The live `claude` processes that ran hooks, each with the last session it ran them
+/// for, and a waiter on each one's pidfd: when one ends (killed in the middle of a
+/// response, say), its session is told ended, with no poll.
+struct ProcessEnds {
+    sessions: std::collections::HashMap<(i32, Option<u64>), String>,
+    ended_tx: mpsc::UnboundedSender<(i32, Option<u64>)>,
+    ended: mpsc::UnboundedReceiver<(i32, Option<u64>)>,
+}
+
+impl Default for ProcessEnds {
+    fn default() -> Self {
+        let (ended_tx, ended) = mpsc::unbounded_channel();
+        Self {
+            sessions: std::collections::HashMap::new(),
+            ended_tx,
+            ended,
+        }
+    }
+}
+
+/// Where no pidfd can be had (a kernel before 5.3): how often `kill -0` looks.
+const EXIT_FALLBACK_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl ProcessEnds {
+    fn follow(&mut self, batch: &[HookInput], cancel: &CancellationToken) {
+        for input in batch.iter().filter(|i| i.claude_alive) {
+            let Some(pid) = input.event.claude_pid else {
+                continue;
+            };
+            let key = (pid, input.event.claude_start);
+            let fresh = self
+                .sessions
+                .insert(key, input.event.session_id.clone())
+                .is_none();
+            if fresh {
+                let (tx, cancel) = (self.ended_tx.clone(), cancel.clone());
+                let process = ProcessId {
+                    pid,
+                    start_time: key.1,
+                };
+                tokio::spawn(async move {
+                    tokio::select! {
+                        () = cancel.cancelled() => {}
+                        () = procs::wait_for_exit(process, EXIT_FALLBACK_POLL) => {
+                            let _ = tx.send(key);
+                        }
+                    }
+                });
+            }
+        }
+    }
+
+    /// The note that this process's last session ended.
+    fn input(&mut self, process: (i32, Option<u64>)) -> Option<HookInput> {
+        let session = self.sessions.remove(&process)?;
+        let at_ms = (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64;
+        Some(HookInput {
+            event: HookEvent::process_ended(&session, process, at_ms),
+            window_task: None,
+            claude_alive: false,
+        })
     }
 }
 

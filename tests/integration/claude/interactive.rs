@@ -20,6 +20,7 @@ fn launcher(
     server: &ModelServer,
     root: &Path,
     task: &str,
+    args: &str,
 ) -> std::path::PathBuf {
     let q = |p: &Path| format!("'{}'", p.display());
     let script = format!(
@@ -30,7 +31,7 @@ fn launcher(
          export HOME={home} XDG_DATA_HOME={data} ANTHROPIC_BASE_URL={url} \
          ANTHROPIC_API_KEY={key} DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n\
-         exec {claude} --model claude-sonnet-4-5\n",
+         exec {claude} --model claude-sonnet-4-5 {args}\n",
         pid = q(&root.join("temp").join(format!("musician-{task}.pid"))),
         root = q(root),
         home = q(home),
@@ -41,11 +42,7 @@ fn launcher(
     );
     let path = dir.join("launch.sh");
     std::fs::write(&path, script).unwrap();
-    Command::new("chmod")
-        .arg("+x")
-        .arg(&path)
-        .status()
-        .unwrap();
+    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
     path
 }
 
@@ -116,17 +113,26 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
         cache_write: 0,
         cache_read: 0,
     };
-    let server = ModelServer::start(vec![(
-        "PERM-7",
-        vec![
-            Reply::tool(
-                "Bash",
-                json!({"command": format!("touch '{}'", marker.display()), "description": "Mark it approved"}),
-                one,
-            ),
-            Reply::text("marked", one),
-        ],
-    )]);
+    let two = Usage {
+        input: 200,
+        output: 20,
+        cache_write: 0,
+        cache_read: 0,
+    };
+    let server = ModelServer::start(vec![
+        (
+            "PERM-7",
+            vec![
+                Reply::tool(
+                    "Bash",
+                    json!({"command": format!("touch '{}'", marker.display()), "description": "Mark it approved"}),
+                    one,
+                ),
+                Reply::text("marked", one),
+            ],
+        ),
+        ("CLEAR-2", vec![Reply::text("a fresh start", two)]),
+    ]);
     let scripts = tempfile::tempdir().unwrap();
     let launch = launcher(
         scripts.path(),
@@ -136,6 +142,7 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
         &server,
         &root,
         "task-05",
+        "",
     );
     let tmux = Tmux::start(launch.to_str().unwrap(), 120, 40);
 
@@ -172,5 +179,134 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
         .unwrap();
     assert_eq!(first["task_id"], "task-05", "{first}");
     assert_eq!(first["found_by"], "hook", "{first}");
+    // `/clear` starts a new session in the same window: the task follows it, and its
+    // figures start over.
+    tmux.keys("/clear");
+    tmux.keys("Enter");
+    tmux.wait("cleared", |s| !s.contains("PERM-7"));
+    tmux.keys("CLEAR-2: again");
+    tmux.keys("Enter");
+    let fresh = m.wait_json("the session after /clear", |v| {
+        event(v) == "session"
+            && v["task_id"] == "task-05"
+            && v["session_id"] != session.as_str()
+            && v["total_tokens"] == two.total()
+    });
+    assert_eq!(fresh["found_by"], "hook", "{fresh}");
+    assert_eq!(fresh["context_tokens"], two.input, "{fresh}");
     drop(tmux);
+}
+
+/// A session killed while a response streams in (`kill -9` of its window's `claude`):
+/// the session is `ended` at once (its process's pidfd), no longer `working`; what it
+/// wrote before is billed as ccusage bills it (the cut response is in no file).
+#[test]
+fn a_session_killed_mid_response() {
+    let name = "a_session_killed_mid_response";
+    let Some(claude) = super::claude_or_skip(name) else {
+        return;
+    };
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let scratch = crate::common::Scratch::new();
+    scratch.set_task("task-06", "working");
+    let root = std::fs::canonicalize(scratch.root()).unwrap();
+    let home = super::home_for(&root);
+    let data = tempfile::tempdir().unwrap();
+    crate::common::assert_success(
+        &maestro()
+            .args(["hooks", "install", "--project"])
+            .arg(&root)
+            .env("XDG_DATA_HOME", data.path())
+            .output()
+            .unwrap(),
+    );
+    let mut m = crate::common::Running::spawn({
+        let mut c = maestro();
+        c.env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_DATA_HOME", data.path())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(&root);
+        c
+    });
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-06"
+    });
+    let first = Usage {
+        input: 90,
+        output: 9,
+        cache_write: 0,
+        cache_read: 0,
+    };
+    let server = ModelServer::start(vec![(
+        "KILL-4",
+        vec![
+            Reply::tool("Bash", json!({"command": "true"}), first),
+            Reply {
+                say: super::model_server::Say::Cut("half an answ".into()),
+                usage: Usage {
+                    input: 300,
+                    output: 1,
+                    cache_write: 0,
+                    cache_read: 0,
+                },
+            },
+        ],
+    )]);
+    let scripts = tempfile::tempdir().unwrap();
+    let launch = launcher(
+        scripts.path(),
+        &claude,
+        home.path(),
+        data.path(),
+        &server,
+        &root,
+        "task-06",
+        "--allowedTools 'Bash(true)'",
+    );
+    let tmux = Tmux::start(launch.to_str().unwrap(), 120, 40);
+    tmux.wait("the prompt", |s| s.contains('❯'));
+    tmux.keys("KILL-4: /musician task-06");
+    tmux.keys("Enter");
+    m.wait_json("working on it", |v| {
+        event(v) == "session" && v["task_id"] == "task-06" && v["total_tokens"] == first.total()
+    });
+    // The second request is the one whose answer never ends.
+    let asked = || {
+        server
+            .requests()
+            .iter()
+            .filter(|r| r["messages"].to_string().contains("KILL-4"))
+            .count()
+    };
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while asked() < 2 {
+        assert!(std::time::Instant::now() < end, "claude never asked twice");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid_file = root.join("temp/musician-task-06.pid");
+    let pid: i32 = std::fs::read_to_string(pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let gone = m.wait_json("the session, no longer working", |v| {
+        event(v) == "session"
+            && v["task_id"] == "task-06"
+            && v["activity"] != "working"
+            && v["activity"] != "waiting"
+    });
+    eprintln!("{gone}");
+    drop(tmux);
+    let v = super::Rig::usage_of(home.path(), &root);
+    assert_eq!(v["total"]["total_tokens"], first.total(), "{v}");
+    super::assert_same_as_ccusage(home.path(), &v);
 }

@@ -173,14 +173,53 @@ impl Rig {
 
     /// `maestro usage --json` as this home's user sees it.
     pub fn usage(&self) -> serde_json::Value {
+        Self::usage_of(self.home.path(), &self.root)
+    }
+
+    /// `maestro usage --json --project ROOT` as the user of `home` sees it.
+    pub fn usage_of(home: &Path, root: &Path) -> serde_json::Value {
         let out = crate::common::maestro()
-            .env("HOME", self.home.path())
+            .env("HOME", home)
             .env_remove("CLAUDE_CONFIG_DIR")
             .args(["usage", "--json", "--project"])
-            .arg(&self.root)
+            .arg(root)
             .output()
             .unwrap();
         crate::common::assert_success(&out);
         serde_json::from_slice(&out.stdout).unwrap()
     }
+}
+
+/// `maestro usage --json`'s totals equal ccusage's on the same home, token for token and
+/// cent for cent (said and skipped when ccusage is not installed).
+pub fn assert_same_as_ccusage(home: &Path, usage: &serde_json::Value) {
+    let exe = match ccusage() {
+        Ok(exe) => exe,
+        Err(why) => {
+            eprintln!("not compared with ccusage: {why}");
+            return;
+        }
+    };
+    let out = Command::new(exe)
+        .args(["session", "--json", "--offline"])
+        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // With no session at all, ccusage's totals are `null`.
+    let zero = serde_json::json!({"inputTokens": 0, "outputTokens": 0,
+        "cacheCreationTokens": 0, "cacheReadTokens": 0, "totalCost": 0.0});
+    let t = if v["totals"].is_null() {
+        &zero
+    } else {
+        &v["totals"]
+    };
+    let m = &usage["total"];
+    assert_eq!(t["inputTokens"], m["input_tokens"], "{t} {m}");
+    assert_eq!(t["outputTokens"], m["output_tokens"], "{t} {m}");
+    assert_eq!(t["cacheCreationTokens"], m["cache_write_tokens"], "{t} {m}");
+    assert_eq!(t["cacheReadTokens"], m["cache_read_tokens"], "{t} {m}");
+    let cents = |x: &serde_json::Value| (x.as_f64().unwrap_or(0.0) * 100.0).round() as i64;
+    assert_eq!(cents(&t["totalCost"]), cents(&m["cost_usd"]), "{t} {m}");
 }

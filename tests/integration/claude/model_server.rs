@@ -12,8 +12,12 @@ use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
 use http_body_util::{BodyExt, Full};
-use hyper::body::Bytes;
+use hyper::body::{Body, Bytes, Frame};
 use hyper::{Request, Response, StatusCode};
 use serde_json::{Value, json};
 
@@ -46,6 +50,9 @@ pub enum Say {
         status: u16,
         kind: String,
     },
+    /// A text response streamed up to its first block's end, and then nothing more: the
+    /// stream stays open (the way a response is when its session is killed).
+    Cut(String),
 }
 
 #[derive(Debug, Clone)]
@@ -83,6 +90,27 @@ struct State {
     /// Every request body, in arrival order.
     requests: Vec<Value>,
     next_id: u64,
+}
+
+type BoxBody = http_body_util::combinators::BoxBody<Bytes, Infallible>;
+
+/// A body that sends its head and then never ends.
+struct CutBody(Option<Bytes>);
+
+impl Body for CutBody {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut().0.take() {
+            Some(head) => Poll::Ready(Some(Ok(Frame::data(head)))),
+            // Never woken: the stream stays open until the connection goes.
+            None => Poll::Pending,
+        }
+    }
 }
 
 /// The running server; dropping it stops it.
@@ -128,9 +156,7 @@ impl ModelServer {
                         let service = hyper::service::service_fn(
                             move |req: Request<hyper::body::Incoming>| {
                                 let state = Arc::clone(&state);
-                                async move {
-                                    Ok::<_, std::convert::Infallible>(answer(req, &state).await)
-                                }
+                                async move { Ok::<_, Infallible>(answer(req, &state).await) }
                             },
                         );
                         let _ = hyper::server::conn::http1::Builder::new()
@@ -170,10 +196,7 @@ impl Drop for ModelServer {
     }
 }
 
-async fn answer(
-    req: Request<hyper::body::Incoming>,
-    state: &Mutex<State>,
-) -> Response<Full<Bytes>> {
+async fn answer(req: Request<hyper::body::Incoming>, state: &Mutex<State>) -> Response<BoxBody> {
     let path = req.uri().path().to_owned();
     let body = req
         .into_body()
@@ -214,7 +237,7 @@ async fn answer(
         );
     }
     let (block, stop) = match &reply.say {
-        Say::Text(t) => (json!({"type": "text", "text": t}), "end_turn"),
+        Say::Text(t) | Say::Cut(t) => (json!({"type": "text", "text": t}), "end_turn"),
         Say::Tool { name, input } => (
             json!({"type": "tool_use", "id": format!("toolu_{id:04}"), "name": name, "input": input}),
             "tool_use",
@@ -243,7 +266,7 @@ async fn answer(
         Say::Tool { input, .. } => {
             json!({"type": "input_json_delta", "partial_json": input.to_string()})
         }
-        Say::Text(t) => json!({"type": "text_delta", "text": t}),
+        Say::Text(t) | Say::Cut(t) => json!({"type": "text_delta", "text": t}),
         Say::Error { .. } => unreachable!(),
     };
     let events = [
@@ -269,11 +292,19 @@ async fn answer(
         ),
         ("message_stop", json!({"type": "message_stop"})),
     ];
-    let sse = events.iter().fold(String::new(), |mut out, (name, data)| {
-        out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
-        out
-    });
-    let mut r = Response::new(Full::new(Bytes::from(sse)));
+    let sse = |events: &[(&str, Value)]| {
+        events.iter().fold(String::new(), |mut out, (name, data)| {
+            out.push_str(&format!("event: {name}\ndata: {data}\n\n"));
+            out
+        })
+    };
+    let body: BoxBody = if matches!(reply.say, Say::Cut(_)) {
+        let head = Bytes::from(sse(&events[..4]));
+        CutBody(Some(head)).boxed()
+    } else {
+        Full::new(Bytes::from(sse(&events))).boxed()
+    };
+    let mut r = Response::new(body);
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,
         hyper::header::HeaderValue::from_static("text/event-stream"),
@@ -281,8 +312,8 @@ async fn answer(
     r
 }
 
-fn json_response(status: u16, v: &Value) -> Response<Full<Bytes>> {
-    let mut r = Response::new(Full::new(Bytes::from(v.to_string())));
+fn json_response(status: u16, v: &Value) -> Response<BoxBody> {
+    let mut r = Response::new(Full::new(Bytes::from(v.to_string())).boxed());
     *r.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::OK);
     r.headers_mut().insert(
         hyper::header::CONTENT_TYPE,

@@ -27,18 +27,6 @@ fn sonnet_cost(u: Usage) -> f64 {
         / 1e6
 }
 
-fn ccusage_totals(home: &std::path::Path) -> Result<Value, String> {
-    let exe = super::ccusage()?;
-    let out = std::process::Command::new(exe)
-        .args(["session", "--json", "--offline"])
-        .env("CLAUDE_CONFIG_DIR", home.join(".claude"))
-        .env("HOME", home)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let v: Value = serde_json::from_slice(&out.stdout).map_err(|e| format!("ccusage: {e}"))?;
-    Ok(v["totals"].clone())
-}
-
 /// A Musician's session whose model calls the Agent tool: Claude Code 2.1 writes the
 /// subagent to `<session>/subagents/`; `usage`, the live figures and ccusage bill both.
 #[test]
@@ -134,24 +122,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
     };
     let v = rig.usage();
     check(&v);
-    match ccusage_totals(home.path()) {
-        Ok(t) => {
-            assert_eq!(t["inputTokens"], v["total"]["input_tokens"], "{t}");
-            assert_eq!(t["outputTokens"], v["total"]["output_tokens"], "{t}");
-            assert_eq!(
-                t["cacheCreationTokens"], v["total"]["cache_write_tokens"],
-                "{t}"
-            );
-            assert_eq!(t["cacheReadTokens"], v["total"]["cache_read_tokens"], "{t}");
-            let cents = |x: &Value| (x.as_f64().unwrap() * 100.0).round() as i64;
-            assert_eq!(
-                cents(&t["totalCost"]),
-                cents(&v["total"]["cost_usd"]),
-                "{t}"
-            );
-        }
-        Err(why) => eprintln!("not compared with ccusage: {why}"),
-    }
+    super::assert_same_as_ccusage(home.path(), &v);
 
     // `MAESTRO_RECORD_FIXTURES=DIR` keeps what the real program wrote as the fixtures the
     // fast tests read (src/core/sessions/fixtures.rs), without the system prompt's text.
