@@ -10,6 +10,7 @@ mod compaction;
 mod errors;
 mod hooks;
 mod interactive;
+mod kitty;
 mod model_server;
 mod usage;
 
