@@ -121,7 +121,14 @@ impl Display {
             if let Some(id) = found.lines().next() {
                 return id.to_owned();
             }
-            assert!(Instant::now() < end, "no window named {title:?} appeared");
+            assert!(
+                Instant::now() < end,
+                "no window named {title:?} appeared; windows: {:?}",
+                self.xdotool(&["search", "--onlyvisible", "--name", "."])
+                    .lines()
+                    .map(|id| self.xdotool(&["getwindowname", id]).trim().to_owned())
+                    .collect::<Vec<_>>()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }

@@ -154,7 +154,7 @@ impl Hub {
     fn as_known(&mut self, mut f: Box<SessionFigures>) -> Arc<SessionFigures> {
         if let Some(at) = self.sessions.ended.get(&f.session_id) {
             if *at == f.last_activity {
-                f.activity = ENDED.to_owned();
+                ENDED.clone_into(&mut f.activity);
             } else {
                 self.sessions.ended.remove(&f.session_id);
             }

@@ -11,9 +11,9 @@ use crate::common::{event, maestro};
 use crate::tmux::Tmux;
 
 /// A shell script that records its own PID as task `task`'s window (as `kitty` does for a
-/// Musician's window), then becomes `claude` in the test's environment.
+/// Musician's window), then becomes `claude` in the test's environment. Written into
+/// the test's data folder.
 fn launcher(
-    dir: &Path,
     claude: &Path,
     home: &Path,
     data: &Path,
@@ -40,7 +40,7 @@ fn launcher(
         key = super::API_KEY,
         claude = q(claude),
     );
-    let path = dir.join("launch.sh");
+    let path = data.join("launch.sh");
     std::fs::write(&path, script).unwrap();
     Command::new("chmod").arg("+x").arg(&path).status().unwrap();
     path
@@ -85,7 +85,7 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
     let scratch = crate::common::Scratch::new();
     scratch.set_task("task-05", "working");
     let root = std::fs::canonicalize(scratch.root()).unwrap();
-    let home = super::home_with(&root, json!({"messageIdleNotifThresholdMs": 1000}));
+    let home = super::home_with(&root, &json!({"messageIdleNotifThresholdMs": 1000}));
     let data = tempfile::tempdir().unwrap();
     let installed = maestro()
         .args(["hooks", "install", "--project"])
@@ -133,9 +133,7 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
         ),
         ("CLEAR-2", vec![Reply::text("a fresh start", two)]),
     ]);
-    let scripts = tempfile::tempdir().unwrap();
     let launch = launcher(
-        scripts.path(),
         &claude,
         home.path(),
         data.path(),
@@ -256,9 +254,7 @@ fn a_session_killed_mid_response() {
             },
         ],
     )]);
-    let scripts = tempfile::tempdir().unwrap();
     let launch = launcher(
-        scripts.path(),
         &claude,
         home.path(),
         data.path(),

@@ -12,6 +12,7 @@ mod hooks;
 mod interactive;
 mod kitty;
 mod model_server;
+mod souffleur;
 mod usage;
 
 use std::path::{Path, PathBuf};
@@ -76,11 +77,11 @@ pub fn ccusage() -> Result<PathBuf, String> {
 /// A home of its own for one test: `.claude.json` answers every first-run question
 /// (onboarding done, the key approved, `project` trusted).
 pub fn home_for(project: &Path) -> tempfile::TempDir {
-    home_with(project, serde_json::json!({}))
+    home_with(project, &serde_json::json!({}))
 }
 
 /// [`home_for`] with more global settings (`messageIdleNotifThresholdMs`, …).
-pub fn home_with(project: &Path, extra: serde_json::Value) -> tempfile::TempDir {
+pub fn home_with(project: &Path, extra: &serde_json::Value) -> tempfile::TempDir {
     let home = tempfile::tempdir().unwrap();
     let project = std::fs::canonicalize(project).unwrap();
     let key_tail: String = API_KEY
