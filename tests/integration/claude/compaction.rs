@@ -12,7 +12,8 @@ fn usage_row(rig: &super::Rig) -> Value {
 }
 
 /// `claude --resume ID /compact` is one compaction: the context starts over, the bill
-/// keeps everything, and the resumed session is still its task's.
+/// keeps everything, and the resumed session is still its task's; so is the session
+/// `--continue` goes on with.
 #[test]
 fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
     let Some(claude) = super::claude_or_skip(
@@ -28,10 +29,22 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         cache_write: 0,
         cache_read: 150_000,
     };
-    let server = ModelServer::start(vec![(
-        "PARENT-C1",
-        vec![Reply::text("read the whole crate", big)],
-    )]);
+    let more = Usage {
+        input: 40,
+        output: 4,
+        cache_write: 0,
+        cache_read: 0,
+    };
+    let server = ModelServer::start(vec![
+        (
+            "PARENT-C1",
+            vec![
+                Reply::text("read the whole crate", big),
+                Reply::text("Summary: the crate was read.", Usage::default()),
+            ],
+        ),
+        ("CONT-9", vec![Reply::text("carrying on", more)]),
+    ]);
     let out = super::print(
         &claude,
         home.path(),
@@ -81,5 +94,29 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         after["total_tokens"],
         big.total(),
         "the bill keeps everything: {after}"
+    );
+
+    // `--continue` (the newest session of the folder) goes on in the same session, still
+    // the task's, with the context of what came after the compaction.
+    let out = super::print(
+        &claude,
+        home.path(),
+        &server,
+        root,
+        "CONT-9: carry on",
+        &["--continue"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let continued = usage_row(&rig);
+    assert_eq!(continued["task_id"], "task-02", "{continued}");
+    assert_eq!(continued["compactions"], 1, "{continued}");
+    assert_eq!(
+        continued["total_tokens"],
+        big.total() + more.total(),
+        "{continued}"
     );
 }
