@@ -215,6 +215,14 @@ mod tests {
     use serde_json::json;
 
     #[test]
+    fn a_hook_cannot_pass_for_maestros_own_note_that_a_process_ended() {
+        let v = json!({"session_id": "7f3c", "hook_event_name": PROCESS_ENDED});
+        assert_eq!(HookEvent::from_claude(&v, 5), None);
+        let ended = HookEvent::process_ended("7f3c", (42, Some(1)), 5);
+        assert_eq!(ended.wait(), WaitChange::Clears);
+    }
+
+    #[test]
     fn claude_codes_json_is_cut_to_what_maestro_needs() {
         let v = json!({
             "session_id": "7f3c", "hook_event_name": "PermissionRequest",

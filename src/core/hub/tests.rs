@@ -625,3 +625,67 @@ async fn after_a_pause_nothing_is_stale_or_stalled_until_a_full_interval_passes(
     );
     assert!(Instant::now() >= t0 + Duration::from_secs(9 + 4));
 }
+
+fn activities(got: &[What]) -> Vec<String> {
+    got.iter()
+        .filter_map(|w| match w {
+            What::Session {
+                status: "activity",
+                figures: Some(f),
+                ..
+            } => Some(f.activity.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The process of a session ends (killed in the middle of a tool call): the session is
+/// `ended`, whatever its transcript's last line says, until a live process speaks for
+/// it again.
+#[tokio::test(start_paused = true)]
+async fn a_session_whose_process_ended_is_ended_until_a_live_one_speaks_for_it() {
+    use crate::core::hooks::book::HookInput;
+    use crate::core::hooks::event::HookEvent;
+    use crate::core::sessions::figures::SessionReport;
+    let mut r = rig(
+        vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
+        false,
+    );
+    drain(&mut r.out).await;
+    let lines = vec![response(1, 100, true)];
+    r.events
+        .send(CoreEvent::Session(SessionReport::Found(session(&lines))))
+        .await
+        .unwrap();
+    drain(&mut r.out).await;
+    let hook = |event: HookEvent, alive: bool| {
+        CoreEvent::Hooks(vec![HookInput {
+            event,
+            window_task: None,
+            claude_alive: alive,
+        }])
+    };
+    r.events
+        .send(hook(
+            HookEvent::process_ended("s1", (4242, Some(7)), 0),
+            false,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(activities(&drain(&mut r.out).await), ["ended"]);
+    // The transcript read again says nothing new: still ended.
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&lines))))
+        .await
+        .unwrap();
+    assert!(activities(&drain(&mut r.out).await).is_empty());
+    // A live process runs the session's hooks again (`claude --resume`).
+    let mut resumed = HookEvent::process_ended("s1", (4343, Some(9)), 0);
+    resumed.event = "UserPromptSubmit".into();
+    r.events.send(hook(resumed, true)).await.unwrap();
+    r.events
+        .send(CoreEvent::Session(SessionReport::Update(session(&lines))))
+        .await
+        .unwrap();
+    assert_eq!(activities(&drain(&mut r.out).await), ["waiting"]);
+}
