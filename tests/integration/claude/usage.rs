@@ -123,6 +123,35 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
     let v = rig.usage();
     check(&v);
     super::assert_same_as_ccusage(home.path(), &v);
+    // The text table's TOTAL row: the same figures.
+    let table = maestro()
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--wide", "--project"])
+        .arg(root)
+        .output()
+        .unwrap();
+    crate::common::assert_success(&table);
+    let table = String::from_utf8_lossy(&table.stdout).into_owned();
+    let total_row: Vec<&str> = table
+        .lines()
+        .find(|l| l.starts_with("TOTAL"))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    let want = [
+        PARENT.input + SUBAGENT.input,
+        PARENT.output + SUBAGENT.output,
+        PARENT.cache_write + SUBAGENT.cache_write,
+        PARENT.cache_read + SUBAGENT.cache_read,
+        total,
+    ]
+    .map(|n| n.to_string());
+    assert!(
+        total_row.windows(5).any(|w| w == want),
+        "{want:?} in {total_row:?}"
+    );
+    assert!(total_row.contains(&"$0.01"), "{total_row:?}");
 
     // `MAESTRO_RECORD_FIXTURES=DIR` keeps what the real program wrote as the fixtures the
     // fast tests read (src/core/sessions/fixtures.rs), without the system prompt's text.
