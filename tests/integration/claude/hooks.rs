@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{ModelServer, Reply, Usage};
-use crate::common::{event, maestro};
+use crate::common::event;
 
 /// With maestro's hooks installed, the real `claude` reports its session through them:
 /// the session is tied to its task by the hook (`found_by: hook`), and its tool calls
@@ -17,29 +17,7 @@ fn the_real_programs_hooks_tie_its_session_to_the_task() {
     let rig = super::Rig::new("task-03");
     let (root, home) = (&rig.root, &rig.home);
     let data = tempfile::tempdir().unwrap();
-    let installed = maestro()
-        .args(["hooks", "install", "--project"])
-        .arg(root)
-        .env("XDG_DATA_HOME", data.path())
-        .output()
-        .unwrap();
-    assert!(
-        installed.status.success(),
-        "{}",
-        String::from_utf8_lossy(&installed.stderr)
-    );
-    let mut m = crate::common::Running::spawn({
-        let mut c = maestro();
-        c.env("HOME", home.path())
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_DATA_HOME", data.path())
-            .args(["--no-tui", "--json", "--project"])
-            .arg(root);
-        c
-    });
-    m.wait_json("started", |v| {
-        event(v) == "task" && v["task_id"] == "task-03"
-    });
+    let mut m = super::watch_with_hooks(root, home.path(), data.path(), "task-03");
     let server = ModelServer::start(vec![(
         "HOOKED-3",
         vec![

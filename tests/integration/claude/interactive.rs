@@ -7,7 +7,7 @@ use std::process::Command;
 use serde_json::json;
 
 use super::{ModelServer, Reply, Usage};
-use crate::common::{event, maestro};
+use crate::common::event;
 use crate::tmux::Tmux;
 
 /// A shell script that records its own PID as task `task`'s window (as `kitty` does for a
@@ -87,25 +87,7 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
     let root = std::fs::canonicalize(scratch.root()).unwrap();
     let home = super::home_with(&root, &json!({"messageIdleNotifThresholdMs": 1000}));
     let data = tempfile::tempdir().unwrap();
-    let installed = maestro()
-        .args(["hooks", "install", "--project"])
-        .arg(&root)
-        .env("XDG_DATA_HOME", data.path())
-        .output()
-        .unwrap();
-    crate::common::assert_success(&installed);
-    let mut m = crate::common::Running::spawn({
-        let mut c = maestro();
-        c.env("HOME", home.path())
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_DATA_HOME", data.path())
-            .args(["--no-tui", "--json", "--project"])
-            .arg(&root);
-        c
-    });
-    m.wait_json("started", |v| {
-        event(v) == "task" && v["task_id"] == "task-05"
-    });
+    let mut m = super::watch_with_hooks(&root, home.path(), data.path(), "task-05");
     let marker = root.join("approved.txt");
     let one = Usage {
         input: 70,
@@ -162,12 +144,20 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
     });
     tmux.wait("the answer", |s| s.contains("marked"));
     assert!(marker.exists(), "the approved command ran");
-    m.wait_json("waiting at the prompt, as input", |v| {
-        event(v) == "needs_you" && v["task_id"] == "task-05" && v["reason"] == "input"
-    });
-    m.wait_json("its whole bill", |v| {
-        event(v) == "session" && v["task_id"] == "task-05" && v["total_tokens"] == 2 * one.total()
-    });
+    // Either may come first: the bill with the answer, the idle notice a second later.
+    m.wait_all(
+        "waiting at the prompt, as input, and the whole bill",
+        &[
+            &|v: &serde_json::Value| {
+                event(v) == "needs_you" && v["task_id"] == "task-05" && v["reason"] == "input"
+            },
+            &|v: &serde_json::Value| {
+                event(v) == "session"
+                    && v["task_id"] == "task-05"
+                    && v["total_tokens"] == 2 * one.total()
+            },
+        ],
+    );
     // From its first report on, the session was the task's, found by its hooks.
     let first: serde_json::Value = m
         .seen
@@ -213,26 +203,7 @@ fn a_session_killed_mid_response() {
     let root = std::fs::canonicalize(scratch.root()).unwrap();
     let home = super::home_for(&root);
     let data = tempfile::tempdir().unwrap();
-    crate::common::assert_success(
-        &maestro()
-            .args(["hooks", "install", "--project"])
-            .arg(&root)
-            .env("XDG_DATA_HOME", data.path())
-            .output()
-            .unwrap(),
-    );
-    let mut m = crate::common::Running::spawn({
-        let mut c = maestro();
-        c.env("HOME", home.path())
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .env("XDG_DATA_HOME", data.path())
-            .args(["--no-tui", "--json", "--project"])
-            .arg(&root);
-        c
-    });
-    m.wait_json("started", |v| {
-        event(v) == "task" && v["task_id"] == "task-06"
-    });
+    let mut m = super::watch_with_hooks(&root, home.path(), data.path(), "task-06");
     let first = Usage {
         input: 90,
         output: 9,

@@ -225,3 +225,34 @@ pub fn assert_same_as_ccusage(home: &Path, usage: &serde_json::Value) {
     let cents = |x: &serde_json::Value| (x.as_f64().unwrap_or(0.0) * 100.0).round() as i64;
     assert_eq!(cents(&t["totalCost"]), cents(&m["cost_usd"]), "{t} {m}");
 }
+
+/// maestro's hooks installed in `root` (their spool in `data`), and maestro watching the
+/// project headless (`--json`) as the user of `home`, once it has told `task`.
+pub fn watch_with_hooks(
+    root: &Path,
+    home: &Path,
+    data: &Path,
+    task: &str,
+) -> crate::common::Running {
+    crate::common::assert_success(
+        &crate::common::maestro()
+            .args(["hooks", "install", "--project"])
+            .arg(root)
+            .env("XDG_DATA_HOME", data)
+            .output()
+            .unwrap(),
+    );
+    let mut m = crate::common::Running::spawn({
+        let mut c = crate::common::maestro();
+        c.env("HOME", home)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .env("XDG_DATA_HOME", data)
+            .args(["--no-tui", "--json", "--project"])
+            .arg(root);
+        c
+    });
+    m.wait_json("started", |v| {
+        crate::common::event(v) == "task" && v["task_id"] == task
+    });
+    m
+}
