@@ -155,6 +155,22 @@ impl Display {
     }
 
     /// Ends the kitty that shows window `id`.
+    /// Opens another kitty window, titled `elsewhere`, and gives it the focus: its
+    /// process and window id (close it with [`Display::close`]).
+    pub fn focus_elsewhere(&self) -> (Child, String) {
+        let other = self
+            .command("kitty")
+            .args(["--title", "elsewhere", "--", "sleep", "60"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let elsewhere = self.window("elsewhere");
+        self.xdotool(&["windowfocus", "--sync", &elsewhere]);
+        self.wait_focus("elsewhere");
+        (other, elsewhere)
+    }
+
     pub fn close(&self, id: &str) {
         if let Ok(pid) = self.xdotool(&["getwindowpid", id]).parse::<i32>() {
             let _ = nix::sys::signal::kill(
@@ -330,16 +346,7 @@ fn a_musician_at_a_permission_prompt_is_shown_and_w_brings_its_window_forward() 
     });
 
     // Another window takes the focus; `w` brings the Musician's back.
-    let other = x
-        .command("kitty")
-        .args(["--title", "elsewhere", "--", "sleep", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let elsewhere = x.window("elsewhere");
-    x.xdotool(&["windowfocus", "--sync", &elsewhere]);
-    x.wait_focus("elsewhere");
+    let (other, elsewhere) = x.focus_elsewhere();
     t.keys("w");
     x.wait_focus("Musician: task-03 (S2)");
 

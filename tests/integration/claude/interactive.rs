@@ -2,7 +2,6 @@
 //! with keys. What maestro learns from its hooks is checked against what is on screen.
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::json;
 
@@ -23,26 +22,23 @@ fn launcher(
     args: &str,
 ) -> std::path::PathBuf {
     let q = |p: &Path| format!("'{}'", p.display());
+    let mut env = super::claude_env(home, server);
+    env.push(("XDG_DATA_HOME", data.display().to_string()));
     let script = format!(
         "#!/bin/sh\n\
          echo $$ > {pid}\n\
          cd {root} || exit 1\n\
          unset CLAUDE_CONFIG_DIR CLAUDECODE\n\
-         export HOME={home} XDG_DATA_HOME={data} ANTHROPIC_BASE_URL={url} \
-         ANTHROPIC_API_KEY={key} DISABLE_TELEMETRY=1 DISABLE_AUTOUPDATER=1 \
-         CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1\n\
+         export {env}\n\
          exec {claude} --model claude-sonnet-4-5 {args}\n",
         pid = q(&root.join("temp").join(format!("musician-{task}.pid"))),
         root = q(root),
-        home = q(home),
-        data = q(data),
-        url = server.url(),
-        key = super::API_KEY,
+        env = super::assignments(&env),
         claude = q(claude),
     );
     let path = data.join("launch.sh");
     std::fs::write(&path, script).unwrap();
-    Command::new("chmod").arg("+x").arg(&path).status().unwrap();
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     path
 }
 
@@ -75,13 +71,9 @@ fn answer_yes(tmux: &Tmux) {
 #[test]
 fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
     let name = "an_interactive_session_needs_you_for_a_permission_and_for_input";
-    let Some(claude) = super::claude_or_skip(name) else {
+    let Some(claude) = super::claude_and_tmux_or_skip(name) else {
         return;
     };
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
-        return;
-    }
     let scratch = crate::common::Scratch::new();
     scratch.set_task("task-05", "working");
     let root = std::fs::canonicalize(scratch.root()).unwrap();
@@ -191,13 +183,9 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
 #[test]
 fn a_session_killed_mid_response() {
     let name = "a_session_killed_mid_response";
-    let Some(claude) = super::claude_or_skip(name) else {
+    let Some(claude) = super::claude_and_tmux_or_skip(name) else {
         return;
     };
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
-        return;
-    }
     let scratch = crate::common::Scratch::new();
     scratch.set_task("task-06", "working");
     let root = std::fs::canonicalize(scratch.root()).unwrap();

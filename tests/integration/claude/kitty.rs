@@ -2,8 +2,6 @@
 //! `claude` in a real kitty window (under Xvfb) with the handoff prompt; its real
 //! permission dialog shows on the dashboard (in tmux) and `w` brings its window forward.
 
-use std::process::{Command, Stdio};
-
 use serde_json::json;
 
 use super::{ModelServer, Reply, Usage};
@@ -14,14 +12,10 @@ use crate::tmux::Tmux;
 #[test]
 fn a_relaunched_real_claude_in_kitty_asks_on_the_dashboard_and_w_focuses_it() {
     let name = "a_relaunched_real_claude_in_kitty_asks_on_the_dashboard_and_w_focuses_it";
-    let Some(claude) = super::claude_or_skip(name) else {
+    let Some(claude) = super::claude_and_tmux_or_skip(name) else {
         return;
     };
     let Some(x) = Display::start() else { return };
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
-        return;
-    }
     let s = Scratch::new();
     s.set_task("task-03", "working");
     let root = std::fs::canonicalize(s.root()).unwrap();
@@ -62,35 +56,19 @@ fn a_relaunched_real_claude_in_kitty_asks_on_the_dashboard_and_w_focuses_it() {
         ],
     )]);
     // `claude` on the PATH is the real one.
-    let bin = root.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&claude, bin.join("claude")).unwrap();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let env: Vec<(&str, String)> = vec![
-        ("HOME", home.path().display().to_string()),
+    let (_, path) = super::real_claude_first(&root, &claude);
+    let mut env = super::claude_env(home.path(), &server);
+    env.extend([
         ("XDG_DATA_HOME", data.path().display().to_string()),
         ("PATH", path),
-        ("ANTHROPIC_BASE_URL", server.url()),
-        ("ANTHROPIC_API_KEY", super::API_KEY.to_owned()),
-        ("DISABLE_TELEMETRY", "1".into()),
-        ("DISABLE_AUTOUPDATER", "1".into()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-    ];
+    ]);
 
     // The dashboard, in a terminal of its own.
     let exe = env!("CARGO_BIN_EXE_maestro");
-    let assignments: Vec<String> = env
-        .iter()
-        .map(|(k, v)| format!("{k}={}", shlex::try_quote(v).unwrap()))
-        .collect();
     let t = Tmux::start(
         &format!(
             "env -u CLAUDE_CONFIG_DIR {} {exe} --project {}",
-            assignments.join(" "),
+            super::assignments(&env),
             shlex::try_quote(&root.to_string_lossy()).unwrap()
         ),
         160,
@@ -106,9 +84,7 @@ fn a_relaunched_real_claude_in_kitty_asks_on_the_dashboard_and_w_focuses_it() {
         .env_remove("CLAUDECODE")
         .args(["task", "relaunch", "task-03", "--yes", "--project"])
         .arg(&root);
-    for (k, v) in &env {
-        relaunch.env(k, v);
-    }
+    relaunch.envs(env.iter().map(|(k, v)| (k, v)));
     crate::common::assert_success(&relaunch.output().unwrap());
     let musician = x.window("Musician: task-03 (S2)");
     t.wait("the real dialog, as needs you", |screen| {
@@ -123,16 +99,7 @@ fn a_relaunched_real_claude_in_kitty_asks_on_the_dashboard_and_w_focuses_it() {
     );
 
     // Another window takes the focus; `w` brings the Musician's back.
-    let other = x
-        .command("kitty")
-        .args(["--title", "elsewhere", "--", "sleep", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let elsewhere = x.window("elsewhere");
-    x.xdotool(&["windowfocus", "--sync", &elsewhere]);
-    x.wait_focus("elsewhere");
+    let (other, elsewhere) = x.focus_elsewhere();
     t.keys("w");
     x.wait_focus("Musician: task-03 (S2)");
 

@@ -105,18 +105,57 @@ pub fn home_with(project: &Path, extra: &serde_json::Value) -> tempfile::TempDir
 }
 
 /// The environment every run of `claude` gets: its home, the scripted server, nothing
-/// sent anywhere else.
+/// sent anywhere else (remove `CLAUDE_CONFIG_DIR` and `CLAUDECODE` beside it).
+pub fn claude_env(home: &Path, server: &ModelServer) -> Vec<(&'static str, String)> {
+    vec![
+        ("HOME", home.display().to_string()),
+        ("ANTHROPIC_BASE_URL", server.url()),
+        ("ANTHROPIC_API_KEY", API_KEY.to_owned()),
+        ("DISABLE_TELEMETRY", "1".into()),
+        ("DISABLE_AUTOUPDATER", "1".into()),
+        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
+    ]
+}
+
+/// `K=V …`, each value quoted for a shell (for `env` and `export` in a command line).
+pub fn assignments(env: &[(&str, String)]) -> String {
+    env.iter()
+        .map(|(k, v)| format!("{k}={}", shlex::try_quote(v).unwrap()))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A folder in `root` holding a `claude` that is the real one, and a PATH that finds it
+/// first (for what maestro launches by name).
+pub fn real_claude_first(root: &Path, claude: &Path) -> (PathBuf, String) {
+    let bin = root.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(claude, bin.join("claude")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (bin, path)
+}
+
+/// The real `claude` for a test that also needs tmux; `None` after saying why not.
+pub fn claude_and_tmux_or_skip(test: &str) -> Option<PathBuf> {
+    let claude = claude_or_skip(test)?;
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipped {test}: tmux is not installed (.ci/run installs it)");
+        return None;
+    }
+    Some(claude)
+}
+
+/// `claude` run in `cwd` with [`claude_env`].
 pub fn claude_command(exe: &Path, home: &Path, server: &ModelServer, cwd: &Path) -> Command {
     let mut c = Command::new(exe);
     c.current_dir(cwd)
-        .env("HOME", home)
         .env_remove("CLAUDE_CONFIG_DIR")
         .env_remove("CLAUDECODE")
-        .env("ANTHROPIC_BASE_URL", server.url())
-        .env("ANTHROPIC_API_KEY", API_KEY)
-        .env("DISABLE_TELEMETRY", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .envs(claude_env(home, server))
         .stdin(Stdio::null());
     c
 }

@@ -4,7 +4,6 @@
 //! Claude Code's own compaction).
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Command;
 
 use super::{ModelServer, Reply, Usage};
 use crate::common::{Running, Scratch, event};
@@ -16,14 +15,10 @@ const SESSION: &str = "0d6f3c2a-5b7e-4c1d-9a8f-3e2b1c0d9f4a";
 #[test]
 fn standard_compact_compacts_and_resumes_a_real_conductor() {
     let name = "standard_compact_compacts_and_resumes_a_real_conductor";
-    let Some(claude) = super::claude_or_skip(name) else {
+    let Some(claude) = super::claude_and_tmux_or_skip(name) else {
         return;
     };
     let Some(x) = Display::start() else { return };
-    if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipped {name}: tmux is not installed (.ci/run installs it)");
-        return;
-    }
     let s = Scratch::new();
     s.set_task("task-00", "reviewing");
     s.conn()
@@ -72,9 +67,7 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
 
     // `claude` on the PATH is the real one; `claude_export` a stub whose export is far
     // above the budget.
-    let bin = root.join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::os::unix::fs::symlink(&claude, bin.join("claude")).unwrap();
+    let (bin, path) = super::real_claude_first(&root, &claude);
     let export = bin.join("claude_export");
     std::fs::write(
         &export,
@@ -105,37 +98,21 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
     )
     .unwrap();
     std::fs::create_dir_all(home.path().join("exports")).unwrap();
-    let env: Vec<(&str, String)> = vec![
-        ("HOME", home.path().display().to_string()),
+    let mut env = super::claude_env(home.path(), &server);
+    env.extend([
         (
             "XDG_DATA_HOME",
             home.path().join("data").display().to_string(),
         ),
-        (
-            "PATH",
-            format!(
-                "{}:{}",
-                bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            ),
-        ),
-        ("ANTHROPIC_BASE_URL", server.url()),
-        ("ANTHROPIC_API_KEY", super::API_KEY.to_owned()),
-        ("DISABLE_TELEMETRY", "1".into()),
-        ("DISABLE_AUTOUPDATER", "1".into()),
-        ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".into()),
-    ];
+        ("PATH", path),
+    ]);
 
     // The Conductor, live: the real `claude` resumed in a terminal.
-    let assignments: Vec<String> = env
-        .iter()
-        .map(|(k, v)| format!("{k}={}", shlex::try_quote(v).unwrap()))
-        .collect();
     let conductor_terminal = Tmux::start(
         &format!(
             "cd {} && exec env -u CLAUDE_CONFIG_DIR -u CLAUDECODE {} {} --resume {SESSION} --model claude-sonnet-4-5",
             shlex::try_quote(&root.to_string_lossy()).unwrap(),
-            assignments.join(" "),
+            super::assignments(&env),
             shlex::try_quote(&claude.to_string_lossy()).unwrap(),
         ),
         120,
@@ -162,9 +139,7 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
             "--no-tui",
             "--json",
         ]);
-    for (k, v) in &env {
-        souffleur.env(k, v);
-    }
+    souffleur.envs(env.iter().map(|(k, v)| (k, v)));
     let mut m = Running::spawn(souffleur);
     m.wait_json("confirmed", |v| {
         event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
