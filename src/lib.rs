@@ -25,5 +25,6 @@ pub mod cli;
 pub mod core;
 pub mod demo;
 pub mod metrics;
+pub mod remote;
 pub mod settings;
 pub mod tui;

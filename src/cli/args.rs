@@ -122,6 +122,10 @@ pub enum Command {
     /// Claude Code hooks: install (into the project's .claude/settings.local.json, or
     /// ~/.claude/settings.json with --user) or uninstall maestro's entries
     Hooks(HooksArgs),
+    /// The far end of a remote project (`--project ssh://host/path`): run over ssh by
+    /// the watching maestro, it streams the project's inputs on stdout and answers
+    /// requests on stdin
+    Serve,
     /// Run by Claude Code for each hook event (installed by `maestro hooks install`):
     /// hands the event on stdin to the running maestro; prints nothing, exits 0
     Hook,

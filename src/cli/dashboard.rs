@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::project::Project;
+use crate::cli::project::{Place, Project};
 use crate::cli::{CliError, headless};
 use crate::core::clock::Clock;
 use crate::core::runtime;
@@ -58,20 +58,23 @@ async fn present(
 /// The dashboard on several projects: each its own core and pipeline host in this
 /// process, a projects bar to switch between them.
 pub fn run_many(
-    chosen: Vec<(String, Project)>,
+    chosen: Vec<(String, Place)>,
     settings: &Settings,
     global: &crate::cli::args::GlobalArgs,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let tui = TuiConfig::from_settings(format!("{} projects", chosen.len()), settings, clock)
-        .map_err(CliError::Usage)?;
+    let title = match chosen.as_slice() {
+        [(name, _)] => name.clone(),
+        _ => format!("{} projects", chosen.len()),
+    };
+    let tui = TuiConfig::from_settings(title, settings, clock).map_err(CliError::Usage)?;
     require_terminal()?;
     crate::cli::runtime()?.block_on(present_many(chosen, settings, global, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn present_many(
-    chosen: Vec<(String, Project)>,
+    chosen: Vec<(String, Place)>,
     settings: &Settings,
     global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
@@ -84,11 +87,30 @@ async fn present_many(
         .cores
         .iter_mut()
         .zip(&chosen)
-        .map(|(core, (name, project))| crate::tui::Screen {
-            name: name.clone(),
-            feeds: crate::tui::Feeds::live(core),
-            pipelines: Some(PipelineAccess::for_project(&project.root)),
-            actions: Some(project.action_access(settings)),
+        .zip(&started.links)
+        .map(|((core, (name, place)), link)| match (place, link) {
+            (Place::Remote(remote), Some(link)) => crate::tui::Screen {
+                name: name.clone(),
+                feeds: crate::tui::Feeds::live(core),
+                // Pipelines run where the project is: on its host, by its maestro.
+                pipelines: None,
+                actions: Some(crate::tui::ActionAccess {
+                    remote: Some(link.clone()),
+                    ..Project::of_remote(remote).action_access(settings)
+                }),
+            },
+            (Place::Local(_), _) | (Place::Remote(_), None) => {
+                let project = match place {
+                    Place::Local(p) => p.clone(),
+                    Place::Remote(r) => Project::of_remote(r),
+                };
+                crate::tui::Screen {
+                    name: name.clone(),
+                    feeds: crate::tui::Feeds::live(core),
+                    pipelines: Some(PipelineAccess::for_project(&project.root)),
+                    actions: Some(project.action_access(settings)),
+                }
+            }
         })
         .collect();
     let result = crate::tui::run_screens(screens, tui, stop).await;

@@ -264,6 +264,16 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
             "CLOCK: maestro's time stopped ({kind}, {}); heartbeat and stall ages restart from now\n",
             crate::core::sentinel::human_duration(std::time::Duration::from_secs(*seconds))
         ),
+        What::Link(l) => format!(
+            "LINK: {} {}{}\n",
+            one_line(&l.project),
+            l.status,
+            if l.detail.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", one_line(&l.detail))
+            }
+        ),
         What::Log { .. } | What::RoleEnded => return None,
     })
 }
@@ -562,6 +572,11 @@ mod tests {
                 kind: "suspend",
                 seconds: 60,
             },
+            What::Link(crate::core::event::LinkReport {
+                project: text.into(),
+                status: "down",
+                detail: text.into(),
+            }),
             What::Log {
                 task: TaskId::parse("task-03").expect("id"),
                 kind: crate::core::domain::LogKind::Status,
@@ -594,6 +609,7 @@ mod tests {
             What::NeedsYouCleared { .. } => 16,
             What::Clock { .. } => 17,
             What::Log { .. } => 18,
+            What::Link(_) => 19,
         }
     }
 

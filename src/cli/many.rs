@@ -13,7 +13,7 @@ use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
 use crate::cli::headless::{self, stop_on_signals};
 use crate::cli::output_queue::OutputQueue;
-use crate::cli::project::Project;
+use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
@@ -24,10 +24,7 @@ use crate::settings::Settings;
 
 /// The projects to watch, named: `--project` given several times (named by their
 /// folders), else the configuration's `[projects]` (named there).
-pub fn chosen(
-    global: &GlobalArgs,
-    settings: &Settings,
-) -> Result<Vec<(String, Project)>, CliError> {
+pub fn chosen(global: &GlobalArgs, settings: &Settings) -> Result<Vec<(String, Place)>, CliError> {
     if global.db.is_some() || global.temp.is_some() {
         return Err(CliError::Usage(
             "--db and --temp name one project's files; with several projects, each uses its own comms.db and temp/.".into(),
@@ -38,7 +35,7 @@ pub fn chosen(
             .projects
             .iter()
             .map(|(name, dir)| {
-                Project::at(Some(dir), global)
+                Place::at(dir, global)
                     .map(|p| (name.clone(), p))
                     .map_err(|e| CliError::Usage(format!("[projects] {name}: {e}")))
             })
@@ -47,20 +44,21 @@ pub fn chosen(
     let projects = global
         .projects
         .iter()
-        .map(|dir| Project::at(Some(dir), global))
+        .map(|dir| Place::at(dir, global))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(names(&projects).into_iter().zip(projects).collect())
 }
 
-/// The projects' names: folder names, or the whole paths when two folders share one.
-fn names(projects: &[Project]) -> Vec<String> {
-    let short: Vec<String> = projects.iter().map(Project::name).collect();
+/// The projects' names: folder names (`host:folder` for a remote one), or the whole
+/// paths when two share one.
+fn names(projects: &[Place]) -> Vec<String> {
+    let short: Vec<String> = projects.iter().map(Place::name).collect();
     short
         .iter()
         .zip(projects)
         .map(|(n, p)| {
             if short.iter().filter(|m| *m == n).count() > 1 {
-                p.root.display().to_string()
+                p.full_name()
             } else {
                 n.clone()
             }
@@ -69,7 +67,7 @@ fn names(projects: &[Project]) -> Vec<String> {
 }
 
 pub async fn run(
-    chosen: Vec<(String, Project)>,
+    chosen: Vec<(String, Place)>,
     global: &GlobalArgs,
     settings: &Settings,
     clock: Clock,
@@ -107,7 +105,8 @@ pub async fn run(
             () = stop.cancelled() => None,
         };
         let Some((i, h)) = next else { break };
-        if let Some(line) = line(global.json, &chosen[i].0, &clock, &h)
+        let name = (chosen.len() > 1).then_some(chosen[i].0.as_str());
+        if let Some(line) = line(global.json, name, &chosen[i].0, &clock, &h)
             && !out.push(line).await
         {
             break;
@@ -130,16 +129,18 @@ pub async fn run(
 }
 
 /// Every project's core and pipeline host, started in this process (headless or the
-/// dashboard).
+/// dashboard); a remote project's core is fed by its link.
 pub struct Started {
     pub cores: Vec<runtime::RunningCore>,
     hosts: Vec<Option<crate::core::pipeline::host::HostHandle>>,
+    /// Each remote project's link, to ask its host (`None` for a local project).
+    pub links: Vec<Option<crate::remote::link::Requests>>,
 }
 
 impl Started {
     /// Starts each project; with the metrics feed of each.
     pub fn all(
-        chosen: &[(String, Project)],
+        chosen: &[(String, Place)],
         settings: &Settings,
         clock: Clock,
         forward_logs: bool,
@@ -147,9 +148,35 @@ impl Started {
         let mut started = Self {
             cores: Vec::new(),
             hosts: Vec::new(),
+            links: Vec::new(),
         };
         let mut feeds = Vec::new();
-        for (name, project) in chosen {
+        for (name, place) in chosen {
+            let project = match place {
+                Place::Local(p) => p,
+                Place::Remote(remote) => {
+                    let config = runtime::CoreConfig {
+                        forward_logs,
+                        ..Project::of_remote(remote).core_config(settings)
+                    };
+                    let core = runtime::start_fed(&config, clock);
+                    let link = crate::remote::link::spawn(
+                        remote.clone(),
+                        settings.remote.clone(),
+                        core.events.clone(),
+                        core.cancel.clone(),
+                    );
+                    feeds.push(ProjectFeed {
+                        name: name.clone(),
+                        snapshots: core.snapshots.clone(),
+                        conductor_stale_after: settings.conductor_stale_after,
+                    });
+                    started.hosts.push(None);
+                    started.links.push(Some(link));
+                    started.cores.push(core);
+                    continue;
+                }
+            };
             let config = runtime::CoreConfig {
                 forward_logs,
                 ..project.core_config(settings)
@@ -161,6 +188,7 @@ impl Started {
                 conductor_stale_after: settings.conductor_stale_after,
             });
             started.hosts.push(project.host_pipelines(settings, &core));
+            started.links.push(None);
             headless::say_unrecorded(&core);
             started.cores.push(core);
         }
@@ -181,15 +209,24 @@ impl Started {
     }
 }
 
-/// One happening of project `name`: JSON with a `project` field, or text with every
-/// line prefixed `[name] `.
-fn line(json: bool, name: &str, clock: &Clock, h: &Happening) -> Option<String> {
+/// One happening of project `project`: JSON with a `project` field, or text with every
+/// line prefixed `[name] ` (none when one project is watched: a lone remote one).
+fn line(
+    json: bool,
+    prefix: Option<&str>,
+    project: &str,
+    clock: &Clock,
+    h: &Happening,
+) -> Option<String> {
     if json {
         let mut v = json_line(h)?;
-        v["project"] = serde_json::Value::String(name.to_owned());
+        v["project"] = serde_json::Value::String(project.to_owned());
         return Some(format!("{v}\n"));
     }
     let text = headless::text(clock, h)?;
+    let Some(name) = prefix else {
+        return Some(text);
+    };
     let name = crate::core::text::printable(name);
     Some(
         text.split_inclusive('\n')

@@ -17,8 +17,10 @@ pub mod metrics;
 pub mod musician;
 pub mod output_queue;
 pub mod project;
+pub mod remote;
 pub mod replay;
 pub mod sentinel;
+pub mod serve;
 pub mod souffleur;
 pub mod task;
 pub mod usage;
@@ -117,6 +119,9 @@ fn raise_open_files_limit() {
 
 fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
     let global = &cli.global;
+    if let Some(code) = remote::forward_if_remote(cli)? {
+        return Ok(code);
+    }
     match &cli.command {
         Some(Command::Config(ConfigCommand::Default)) => {
             print!("{DEFAULT_TOML}");
@@ -166,6 +171,11 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             musician::watch(&project, watch, global.json)
         }
         Some(Command::Hook) => Ok(ExitCode::SUCCESS),
+        Some(Command::Serve) => {
+            let project = Project::from_args(global)?;
+            let settings = load_settings(global)?;
+            runtime()?.block_on(serve::run(&project, &settings, clock))
+        }
         Some(Command::Completions { shell }) => {
             use clap::CommandFactory;
             let mut script = Vec::new();
@@ -225,9 +235,16 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let invocation = format!("PID:{pid} SESSION_ID:{session}");
             souffleur::run(&project, &settings, global, invocation, clock)
         }
+        // Several projects, or a remote one: each its own hub, a link feeding a remote one.
         None if global.projects.len() > 1
+            || remote::remote_project(cli)?.is_some()
             || (global.projects.is_empty()
-                && load_settings(global).is_ok_and(|s| s.projects.len() > 1)) =>
+                && load_settings(global).is_ok_and(|s| {
+                    s.projects.len() > 1
+                        || s.projects.iter().any(|(_, dir)| {
+                            crate::remote::RemoteProject::is_remote(&dir.to_string_lossy())
+                        })
+                })) =>
         {
             let settings = load_settings(global)?;
             let chosen = many::chosen(global, &settings)?;

@@ -8,6 +8,43 @@ use crate::cli::args::GlobalArgs;
 use crate::core::runtime::CoreConfig;
 use crate::settings::{Overrides, Settings, config_path};
 
+/// Where a watched project is: a folder here, or one on another host.
+#[derive(Debug, Clone)]
+pub enum Place {
+    Local(Project),
+    Remote(crate::remote::RemoteProject),
+}
+
+impl Place {
+    /// The project `--project` or `[projects]` names: `ssh://…` is remote.
+    pub fn at(dir: &Path, args: &GlobalArgs) -> Result<Self, CliError> {
+        let text = dir.to_string_lossy();
+        if crate::remote::RemoteProject::is_remote(&text) {
+            return crate::remote::RemoteProject::parse(&text)
+                .map(Self::Remote)
+                .map_err(CliError::Usage);
+        }
+        Project::at(Some(&dir.to_path_buf()), args).map(Self::Local)
+    }
+
+    /// Its name in the projects bar and the `project` field: the folder's, or the
+    /// address as the operator wrote it.
+    pub fn name(&self) -> String {
+        match self {
+            Self::Local(p) => p.name(),
+            Self::Remote(r) => r.to_string(),
+        }
+    }
+
+    /// Its full name, when two short ones are the same.
+    pub fn full_name(&self) -> String {
+        match self {
+            Self::Local(p) => p.root.display().to_string(),
+            Self::Remote(r) => r.to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Project {
     pub root: PathBuf,
@@ -54,6 +91,16 @@ impl Project {
             None => root.join("temp"),
         };
         Ok(Self { root, db, temp })
+    }
+
+    /// A remote project's folder, as its local hub names it (nothing here is read).
+    pub fn of_remote(remote: &crate::remote::RemoteProject) -> Self {
+        let root = PathBuf::from(&remote.path);
+        Self {
+            db: root.join("comms.db"),
+            temp: root.join("temp"),
+            root,
+        }
     }
 
     /// The core's configuration for this project and these settings.
@@ -110,6 +157,7 @@ impl Project {
             },
             launch: settings.launch.clone(),
             kill_grace: settings.souffleur.kill_grace,
+            remote: None,
         }
     }
 

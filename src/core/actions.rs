@@ -41,8 +41,10 @@ pub struct Done {
     pub text: String,
 }
 
-/// An action on one task, as the dashboard asks for it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// An action on one task, as the dashboard asks for it (and a remote project's link
+/// carries it, as JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "action", rename_all = "snake_case")]
 pub enum TaskRequest {
     Approve {
         task: TaskId,

@@ -91,6 +91,18 @@ pub enum CoreEvent {
     Session(crate::core::sessions::figures::SessionReport),
     /// Claude Code hook events, in the order they came (see `core::hooks`).
     Hooks(Vec<crate::core::hooks::book::HookInput>),
+    /// A remote project's connection (`remote::link`): up, down, retrying.
+    Link(LinkReport),
+}
+
+/// The state of a remote project's connection, as its link reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkReport {
+    /// The project's `ssh://` address.
+    pub project: String,
+    /// `up`, `down` or `retrying`.
+    pub status: &'static str,
+    pub detail: String,
 }
 
 /// Named events with their JSON fields: maestro's happenings (see
@@ -247,6 +259,8 @@ pub struct Happening {
 #[derive(Debug, Clone)]
 pub enum What {
     Anomaly(Anomaly),
+    /// A remote project's connection changed (`link` in JSON).
+    Link(LinkReport),
     Task {
         task_id: String,
         state: String,

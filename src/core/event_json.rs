@@ -148,6 +148,9 @@ pub fn json_line(h: &Happening) -> Option<Value> {
         What::Clock { kind, seconds } => {
             json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
         }
+        What::Link(l) => {
+            json!({"ts": ts, "event": "link", "project": l.project, "status": l.status, "detail": l.detail})
+        }
         What::Log { .. } | What::RoleEnded => return None,
     })
 }

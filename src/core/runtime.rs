@@ -79,7 +79,7 @@ pub struct RunningCore {
     /// (for the presenter to say; the run itself is not affected).
     pub unrecorded: Option<String>,
     hub: Option<JoinHandle<()>>,
-    _logs: TempLogsHandle,
+    _logs: Option<TempLogsHandle>,
     _sessions: Option<crate::core::sources::sessions::SessionsHandle>,
 }
 
@@ -103,6 +103,15 @@ impl RunningCore {
 /// orchestration's is an error, reported before anything runs; a missing one means
 /// temp-only mode.
 pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError> {
+    start_tapped(config, clock, None)
+}
+
+/// [`start`], with every input the hub takes handed to `tap` too (`maestro serve`).
+pub fn start_tapped(
+    config: &CoreConfig,
+    clock: Clock,
+    tap: Option<mpsc::Sender<crate::core::replay::input::Line>>,
+) -> Result<RunningCore, CoreError> {
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let (out_tx, out_rx) = mpsc::channel(HAPPENING_QUEUE);
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
@@ -135,6 +144,9 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
     let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
     let mut hub = hub.with_bus(bus.clone());
+    if let Some(tap) = tap {
+        hub = hub.with_tap(tap);
+    }
     let sessions = config.follow_sessions.then(|| {
         crate::core::sources::sessions::spawn(
             crate::core::sources::sessions::SessionSettings {
@@ -194,9 +206,34 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
         bus,
         unrecorded,
         hub: Some(hub),
-        _logs: logs,
+        _logs: Some(logs),
         _sessions: sessions,
     })
+}
+
+/// A hub with no sources of its own: what it is told comes on the returned core's
+/// `events` (a remote project's link). Nothing is recorded: the host's maestro records.
+pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
+    let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
+    let (out_tx, out_rx) = mpsc::channel(HAPPENING_QUEUE);
+    let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
+    let settings = hub_settings(config, true);
+    let bus = broadcast::channel(BUS_QUEUE).0;
+    let hub = Hub::new(settings, clock, out_tx, snap_tx, None).with_bus(bus.clone());
+    let cancel = CancellationToken::new();
+    let hub = tokio::spawn(hub.run(Vec::new(), events_rx, cancel.clone()));
+    RunningCore {
+        happenings: out_rx,
+        events: events_tx,
+        snapshots: snap_rx,
+        cancel,
+        with_database: true,
+        bus,
+        unrecorded: None,
+        hub: Some(hub),
+        _logs: None,
+        _sessions: None,
+    }
 }
 
 /// The hub's settings for a configuration, with or without a database at start.

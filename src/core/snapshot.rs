@@ -48,6 +48,25 @@ pub struct Snapshot {
     pub sessions_waiting: Option<String>,
     /// Each configured budget's use, value / limit: (task or none, budget) → ratio.
     pub budgets: std::collections::BTreeMap<(Option<String>, &'static str), f64>,
+    /// A remote project's connection (`None`: a local project).
+    pub link: Option<LinkView>,
+}
+
+/// A remote project's connection as the screen shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkView {
+    /// `up`, `down` or `retrying`.
+    pub status: &'static str,
+    /// When it went down (still down while retrying), or came up.
+    pub since: OffsetDateTime,
+    pub detail: String,
+}
+
+impl LinkView {
+    /// Whether what the screen shows of the project is its last known state only.
+    pub fn is_down(&self) -> bool {
+        self.status != "up"
+    }
 }
 
 /// Counters since this process started.

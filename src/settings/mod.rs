@@ -40,6 +40,15 @@ pub struct ConfigFile {
     pub projects: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     pub sessions: SessionsSection,
+    #[serde(default)]
+    pub remote: RemoteSection,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RemoteSection {
+    pub ssh: Option<Vec<String>>,
+    pub maestro: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -183,6 +192,8 @@ pub struct Settings {
     pub projects: Vec<(String, PathBuf)>,
     /// The list prices, with `[sessions.prices]` over them.
     pub prices: crate::core::sessions::prices::PriceTable,
+    /// `[remote]`: how projects on other hosts are reached.
+    pub remote: crate::remote::RemoteSettings,
 }
 
 #[derive(Debug, Clone)]
@@ -390,6 +401,11 @@ impl Settings {
             keys: u.map(|c| c.keys.clone()).unwrap_or_default(),
             llm: u.and_then(|c| c.pipelines.llm.clone()),
             metrics_listen: u.and_then(|c| c.metrics.listen.clone()),
+            remote: remote_settings(
+                pick!(remote.ssh).unwrap_or_default(),
+                pick!(remote.maestro).unwrap_or_default(),
+                file,
+            )?,
             pipeline_limits: PipelineLimits {
                 history_runs: pick!(pipelines.history_runs).unwrap_or(1000).max(1),
                 max_processes: pick!(pipelines.max_processes).unwrap_or(32).max(1),
@@ -444,6 +460,27 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
 }
 
 /// Parses `250ms`, `2s`, `5m`, `1h` (and humantime's other forms, like `1m 30s`).
+/// `[remote]`, checked: an argv to run and a command to name.
+fn remote_settings(
+    ssh: Vec<String>,
+    maestro: String,
+    file: &Path,
+) -> Result<crate::remote::RemoteSettings, ConfigError> {
+    if ssh.first().is_none_or(|p| p.trim().is_empty()) {
+        return Err(ConfigError(format!(
+            "{}: [remote] ssh needs the ssh client's argv, e.g. ssh = [\"ssh\"] or [\"ssh\", \"-F\", \"/path/to/config\"].",
+            file.display()
+        )));
+    }
+    if maestro.trim().is_empty() || maestro.contains(['\n', '\r', '\0']) {
+        return Err(ConfigError(format!(
+            "{}: [remote] maestro needs the maestro command on the remote hosts on one line, e.g. maestro = \"maestro\" or \"~/.cargo/bin/maestro\".",
+            file.display()
+        )));
+    }
+    Ok(crate::remote::RemoteSettings { ssh, maestro })
+}
+
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
     humantime::parse_duration(text.trim()).map_err(|e| e.to_string())
 }

@@ -71,6 +71,8 @@ pub struct ActionAccess {
     pub target: crate::core::actions::Target,
     pub launch: crate::settings::LaunchTemplates,
     pub kill_grace: Duration,
+    /// A remote project: its host's maestro carries the actions out.
+    pub remote: Option<crate::remote::link::Requests>,
 }
 
 /// A task action's answer, back from the blocking pool.
@@ -96,6 +98,12 @@ fn task_effect(
     };
     let answers = answers.clone();
     tokio::task::spawn_blocking(move || {
+        if let Some(link) = &access.remote {
+            if let Some(answer) = remote_answer(link, effect) {
+                let _ = answers.send((project, answer));
+            }
+            return;
+        }
         let answer = match effect {
             Effect::DescribeTask(request) => {
                 let what = crate::core::actions::describe(&access.target, &request);
@@ -128,6 +136,31 @@ fn task_effect(
         };
         let _ = answers.send((project, answer));
     });
+}
+
+/// A task effect on a remote project: asked of its host's maestro over the link.
+fn remote_answer(link: &crate::remote::link::Requests, effect: Effect) -> Option<ActionAnswer> {
+    use crate::remote::wire::Ask;
+    Some(match effect {
+        Effect::DescribeTask(request) => {
+            let what = link.blocking_ask(Ask::Describe {
+                request: request.clone(),
+            });
+            ActionAnswer::Described(request, what)
+        }
+        Effect::Task(request) => ActionAnswer::Done(link.blocking_ask(Ask::Perform { request })),
+        Effect::Headroom(task) => {
+            let text = link
+                .blocking_ask(Ask::Headroom { task: task.clone() })
+                .unwrap_or_else(|e| e);
+            ActionAnswer::Headroom(task, text)
+        }
+        Effect::Focus(task) => ActionAnswer::Done(Err(format!(
+            "{task}'s window runs on {}: focusing a window on another host is not possible from here.",
+            link.host()
+        ))),
+        _ => return None,
+    })
 }
 
 impl TuiConfig {

@@ -17,6 +17,15 @@ use serde::Serialize;
 #[serde(transparent)]
 pub struct TaskId(String);
 
+/// Read back only through [`TaskId::parse`]: JSON from elsewhere is checked like a row.
+impl<'de> serde::Deserialize<'de> for TaskId {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        Self::parse(&raw)
+            .ok_or_else(|| serde::de::Error::custom(format!("{raw:?} is not a task id")))
+    }
+}
+
 static TASK_ID: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"^task-\d{1,6}(?:-fix|-S\d{1,6})?$").expect("static regex"));
 

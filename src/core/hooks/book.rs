@@ -10,7 +10,7 @@ use crate::core::hooks::event::{HookEvent, Wait, WaitChange};
 use crate::core::sources::procs::ProcessId;
 
 /// A hook event as the source hands it over, with what the source learned around it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct HookInput {
     pub event: HookEvent,
     /// The task whose window (`temp/musician-task-NN.pid`, the Conductor's PID file) the

@@ -119,6 +119,8 @@ pub struct Hub {
     gap_seen: u64,
     /// Which session is which task, and which tasks wait for the operator (hooks).
     needs_you: crate::core::hooks::book::NeedsYouBook,
+    /// A remote project's link, or the tap of `maestro serve`.
+    link: link::LinkState,
 }
 
 impl Hub {
@@ -189,6 +191,7 @@ impl Hub {
             session_facts: None,
             gap_seen: 0,
             needs_you: crate::core::hooks::book::NeedsYouBook::default(),
+            link: link::LinkState::default(),
         };
         hub.budgets_at_zero(None);
         hub
@@ -251,6 +254,7 @@ impl Hub {
             .recorder
             .as_mut()
             .map(|r| (clock.now_utc(), r.take(&event)));
+        self.tap(&event).await;
         self.apply(event).await;
         if let (Some(r), Some((at, input))) = (&mut self.recorder, input)
             && let Some(detail) = r.write(at, input)
@@ -296,6 +300,7 @@ impl Hub {
             }
             CoreEvent::Session(report) => self.on_session(report).await,
             CoreEvent::Hooks(inputs) => self.on_hooks(inputs).await,
+            CoreEvent::Link(report) => self.on_link(report).await,
             CoreEvent::Messages(rows) => {
                 self.snapshot.message_count += rows.len() as u64;
                 for row in &rows {
@@ -453,6 +458,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
 }
 
 mod lines;
+mod link;
 mod needs_you;
 pub mod sessions;
 mod sources;

@@ -133,6 +133,10 @@ impl Hub {
     /// Reports the stalls and stale heartbeats whose time has come.
     pub(super) async fn check_deadlines(&mut self) {
         self.notice_gap().await;
+        if self.link.blind {
+            // A remote project whose link is down: no news is not news of trouble.
+            return;
+        }
         for anomaly in self.sentinel.tick(Instant::now()) {
             self.report(anomaly).await;
         }
@@ -141,6 +145,10 @@ impl Hub {
         // Only the rows due are looked at; the wall clock has the last word (a row
         // whose heartbeat is not old enough yet goes back in line).
         let now = Instant::now();
+        let link_floor = self.link.evidence_floor;
+        let link_evidence = |seen: Duration| {
+            link_floor.map_or(seen, |floor| seen.min(now.saturating_duration_since(floor)))
+        };
         let mut newly_stale = Vec::new();
         while let Some((due, key)) = self.stale_order.first().cloned() {
             if due > now {
@@ -156,7 +164,7 @@ impl Hub {
             };
             // Judged on what maestro was there to see; reported as the stamp's real age.
             let age = self.clock.age(hb);
-            let seen = self.clock.evidence(age);
+            let seen = link_evidence(self.clock.evidence(age));
             if seen > threshold {
                 entry.stale_reported = true;
                 newly_stale.push((
@@ -203,6 +211,9 @@ impl Hub {
     }
 
     pub(super) fn next_deadline(&self) -> Option<Instant> {
+        if self.link.blind {
+            return None;
+        }
         let stale = self.stale_order.first().map(|(due, _)| *due);
         let forecast = self
             .forecasts

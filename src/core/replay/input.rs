@@ -109,6 +109,11 @@ pub enum Input {
     Session {
         report: crate::core::sessions::figures::SessionReport,
     },
+    /// Claude Code hook events (only on a remote project's link: the event log leaves
+    /// them in their own spool).
+    Hooks {
+        inputs: Vec<crate::core::hooks::book::HookInput>,
+    },
     /// The recorder could not keep up and left this many inputs out.
     Gap {
         dropped: u64,
@@ -216,6 +221,17 @@ impl TaskTable {
     }
 }
 
+/// What a remote project's link carries for an event: what the recorder keeps, and
+/// the hook events ("needs you" is the operator's wherever the session runs).
+pub fn wire_input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
+    match event {
+        CoreEvent::Hooks(inputs) => Some(Input::Hooks {
+            inputs: inputs.clone(),
+        }),
+        _ => input_of(event, table),
+    }
+}
+
 /// What the recorder writes for an event (`None`: not kept, or nothing changed).
 pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
     Some(match event {
@@ -284,6 +300,7 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
         // already in the database are not facts from the orchestration: not kept.
         // Hook events stay in their own spool (a replay shows no "needs you").
         CoreEvent::Hooks(_)
+        | CoreEvent::Link(_)
         | CoreEvent::RecordedReports(_)
         | CoreEvent::Role(_)
         | CoreEvent::Pipeline(_)
@@ -349,6 +366,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
                 .collect(),
         ),
         Input::Session { report } => CoreEvent::Session(report.clone()),
+        Input::Hooks { inputs } => CoreEvent::Hooks(inputs.clone()),
         Input::Start { .. } | Input::Gap { .. } | Input::Stop => return None,
     })
 }

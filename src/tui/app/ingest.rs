@@ -83,7 +83,12 @@ impl UiState {
                 self.selected_message = 0;
                 None
             }
+            What::Link(l) if l.status == "down" => Some(Notification {
+                title: format!("link down: {}", l.project),
+                body: format!("{} — its tasks show their last known state", l.detail),
+            }),
             What::Task { .. }
+            | What::Link(_)
             | What::Error { .. }
             | What::Settings(_)
             | What::Source { .. }

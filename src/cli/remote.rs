@@ -1,0 +1,70 @@
+//! A command given a remote project (`--project ssh://…`) is run by the maestro on
+//! that host (`remote::forward`); the dashboard and `--no-tui` watch it over a link
+//! (`cli::many`).
+
+use std::process::ExitCode;
+
+use crate::cli::CliError;
+use crate::cli::args::{Cli, Command};
+use crate::cli::project::load_settings;
+use crate::remote::{RemoteProject, forward};
+
+/// The one remote project of a command line, if `--project` names one.
+pub fn remote_project(cli: &Cli) -> Result<Option<RemoteProject>, CliError> {
+    let [one] = cli.global.projects.as_slice() else {
+        return Ok(None);
+    };
+    let text = one.to_string_lossy();
+    if !RemoteProject::is_remote(&text) {
+        return Ok(None);
+    }
+    RemoteProject::parse(&text).map(Some).map_err(CliError::Usage)
+}
+
+/// Runs the command on the remote project's host, when it is one that acts on a
+/// project and the project is remote; `None`: run it here.
+pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
+    let Some(command) = &cli.command else {
+        return Ok(None);
+    };
+    let acts_on_project = match command {
+        Command::Config(_)
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Hook
+        | Command::Demo(_) => false,
+        Command::Launch => {
+            if remote_project(cli)?.is_some() {
+                return Err(CliError::Usage(
+                    "maestro launch opens a kitty window here, on a folder of this machine. For a remote project, run `maestro --project ssh://…` in a terminal (or launch on its host).".into(),
+                ));
+            }
+            false
+        }
+        Command::Serve => {
+            if remote_project(cli)?.is_some() {
+                return Err(CliError::Usage(
+                    "maestro serve runs on the project's own host, with its local path: `ssh HOST maestro serve --project /path`.".into(),
+                ));
+            }
+            false
+        }
+        _ => true,
+    };
+    if !acts_on_project {
+        return Ok(None);
+    }
+    let Some(project) = remote_project(cli)? else {
+        return Ok(None);
+    };
+    if cli.global.db.is_some() || cli.global.temp.is_some() {
+        return Err(CliError::Usage(
+            "--db and --temp name files of this machine; a remote project uses the comms.db and temp/ of its folder on its host.".into(),
+        ));
+    }
+    let settings = load_settings(&cli.global)?;
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let args = forward::remote_args(&argv, &project).map_err(CliError::Usage)?;
+    let code = forward::run(&settings.remote, &project, &args).map_err(CliError::Runtime)?;
+    Ok(Some(ExitCode::from(code)))
+}

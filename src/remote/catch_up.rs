@@ -1,0 +1,207 @@
+//! After a reconnect, the new `maestro serve` tells everything again: its sources read
+//! the project from the start, as any maestro does. The link remembers what it already
+//! handed its hub (its cursor: per log file, how many lines and a hash of them; the last
+//! message id; the last report of each session; the hook events seen) and passes on
+//! only what is new, so nothing that happened while the link was down is lost and
+//! nothing is told twice.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::hash::{Hash, Hasher};
+
+use crate::core::domain::{LogKind, TaskId};
+use crate::core::event::CoreEvent;
+use crate::core::sessions::figures::SessionReport;
+
+/// Hook events remembered, to know one told again at a reconnect.
+const HOOKS_KEPT: usize = 4096;
+
+/// What the hub was handed of one log file since its last reset.
+#[derive(Debug, Default, Clone)]
+struct FileCursor {
+    lines: u64,
+    hash: u64,
+    /// After a reconnect, until the file's old lines have been told again: how many
+    /// of them have come back, their hash, and the lines held meanwhile.
+    retelling: Option<Retelling>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Retelling {
+    lines: u64,
+    hash: u64,
+    held: Vec<String>,
+}
+
+#[derive(Debug, Default)]
+pub struct CatchUp {
+    files: HashMap<(TaskId, LogKind), FileCursor>,
+    last_message: Option<i64>,
+    sessions: HashMap<String, u64>,
+    hooks: HashSet<u64>,
+    hooks_order: VecDeque<u64>,
+}
+
+fn chained(hash: u64, line: &str) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    hash.hash(&mut h);
+    line.hash(&mut h);
+    h.finish()
+}
+
+fn hash_of<T: serde::Serialize>(value: &T) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    serde_json::to_string(value).unwrap_or_default().hash(&mut h);
+    h.finish()
+}
+
+impl CatchUp {
+    /// A new connection: every file read so far will be told again from its start.
+    pub fn reconnected(&mut self) {
+        for cursor in self.files.values_mut() {
+            cursor.retelling = (cursor.lines > 0).then(Retelling::default);
+        }
+    }
+
+    /// What of `event` the hub has not been handed yet.
+    pub fn filter(&mut self, event: CoreEvent) -> Vec<CoreEvent> {
+        match event {
+            CoreEvent::LogLines {
+                task,
+                kind,
+                lines,
+                initial_mtime,
+            } => self.lines(task, kind, lines, initial_mtime),
+            CoreEvent::LogReset { task, kind } => {
+                self.files.remove(&(task.clone(), kind));
+                vec![CoreEvent::LogReset { task, kind }]
+            }
+            CoreEvent::Messages(rows) => {
+                let last = self.last_message;
+                let new: Vec<_> = rows
+                    .into_iter()
+                    .filter(|r| last.is_none_or(|l| r.id > l))
+                    .collect();
+                if let Some(max) = new.iter().map(|r| r.id).max() {
+                    self.last_message = Some(max);
+                }
+                if new.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![CoreEvent::Messages(new)]
+                }
+            }
+            CoreEvent::Session(report) => {
+                let (key, hash) = session_identity(&report);
+                if self.sessions.insert(key, hash) == Some(hash) {
+                    Vec::new()
+                } else {
+                    vec![CoreEvent::Session(report)]
+                }
+            }
+            CoreEvent::Hooks(inputs) => {
+                let new: Vec<_> = inputs
+                    .into_iter()
+                    .filter(|i| self.hook_is_new(hash_of(i)))
+                    .collect();
+                if new.is_empty() {
+                    Vec::new()
+                } else {
+                    vec![CoreEvent::Hooks(new)]
+                }
+            }
+            other => vec![other],
+        }
+    }
+
+    fn hook_is_new(&mut self, key: u64) -> bool {
+        if !self.hooks.insert(key) {
+            return false;
+        }
+        self.hooks_order.push_back(key);
+        if self.hooks_order.len() > HOOKS_KEPT
+            && let Some(old) = self.hooks_order.pop_front()
+        {
+            self.hooks.remove(&old);
+        }
+        true
+    }
+
+    fn lines(
+        &mut self,
+        task: TaskId,
+        kind: LogKind,
+        lines: Vec<String>,
+        initial_mtime: Option<std::time::SystemTime>,
+    ) -> Vec<CoreEvent> {
+        let cursor = self.files.entry((task.clone(), kind)).or_default();
+        let mut out = Vec::new();
+        let mut fresh = lines;
+        if let Some(mut r) = cursor.retelling.take() {
+            if initial_mtime.is_some() {
+                // The file told again from its start: hold its old lines until all are
+                // back, then compare.
+                let mut rest = fresh.into_iter();
+                for line in rest.by_ref() {
+                    r.hash = chained(r.hash, &line);
+                    r.lines += 1;
+                    r.held.push(line);
+                    if r.lines == cursor.lines {
+                        break;
+                    }
+                }
+                fresh = rest.collect();
+                if r.lines < cursor.lines {
+                    cursor.retelling = Some(r);
+                    return out;
+                }
+                if r.hash != cursor.hash {
+                    // Rewritten while the link was down: the file starts over.
+                    out.push(CoreEvent::LogReset {
+                        task: task.clone(),
+                        kind,
+                    });
+                    *cursor = FileCursor::default();
+                    fresh = r.held.into_iter().chain(fresh).collect();
+                }
+            } else {
+                // New lines while the old ones had not all come back: the file is
+                // shorter than it was, so it was rewritten.
+                out.push(CoreEvent::LogReset {
+                    task: task.clone(),
+                    kind,
+                });
+                *cursor = FileCursor::default();
+                fresh = r.held.into_iter().chain(fresh).collect();
+            }
+        }
+        if fresh.is_empty() {
+            return out;
+        }
+        for line in &fresh {
+            cursor.hash = chained(cursor.hash, line);
+        }
+        cursor.lines += fresh.len() as u64;
+        out.push(CoreEvent::LogLines {
+            task,
+            kind,
+            lines: fresh,
+            initial_mtime,
+        });
+        out
+    }
+}
+
+/// Which session a report is about, and what it says: a session found again at a
+/// reconnect with the figures last handed over says nothing new.
+fn session_identity(report: &SessionReport) -> (String, u64) {
+    match report {
+        SessionReport::Found(f) | SessionReport::Update(f) => {
+            (format!("{}/{}", f.task_id, f.session_id), hash_of(f))
+        }
+        SessionReport::Lost { task_id, session_id, .. } => {
+            (format!("{task_id}/{session_id}"), hash_of(report))
+        }
+        SessionReport::Missing { task_id, .. } => (format!("{task_id}/"), hash_of(report)),
+        SessionReport::Folder { .. } => (String::new(), hash_of(report)),
+    }
+}

@@ -1,0 +1,380 @@
+//! The local end of a remote project: one ssh connection to `maestro serve`, its
+//! inputs handed to a hub of our own, requests sent and answered on the same pipes.
+//! A connection that ends is reported `down` with why, tried again with backoff
+//! (`retrying`), and caught up once `up` ([`CatchUp`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, oneshot};
+use tokio_util::sync::CancellationToken;
+
+use crate::core::event::{CoreEvent, LinkReport};
+use crate::core::replay::input::{TaskTable, event_of};
+use crate::remote::catch_up::CatchUp;
+use crate::remote::wire::{self, Ask, Frame, Request};
+use crate::remote::{RemoteProject, RemoteSettings, ssh};
+
+/// The first wait before connecting again, and the longest.
+const BACKOFF_FIRST: Duration = Duration::from_secs(1);
+const BACKOFF_MAX: Duration = Duration::from_secs(30);
+/// How long ssh and the remote maestro have to say hello.
+const HELLO_WITHIN: Duration = Duration::from_secs(60);
+/// Lines of ssh's stderr kept to explain a failure.
+const STDERR_KEPT: usize = 20;
+
+type Answer = oneshot::Sender<Result<String, String>>;
+
+/// Asks the remote maestro something (an action, a question) over the link.
+#[derive(Debug, Clone)]
+pub struct Requests {
+    tx: mpsc::Sender<(Ask, Answer)>,
+    host: String,
+}
+
+impl Requests {
+    /// The host the link reaches.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Sends `ask` and waits for its answer, from a thread that may block (the
+    /// dashboard's action pool).
+    pub fn blocking_ask(&self, ask: Ask) -> Result<String, String> {
+        let (answer, reply) = oneshot::channel();
+        self.tx
+            .blocking_send((ask, answer))
+            .map_err(|_| format!("the link to {} is closed.", self.host))?;
+        reply
+            .blocking_recv()
+            .map_err(|_| format!("the link to {} closed before the answer.", self.host))?
+    }
+}
+
+/// Starts the link; it runs until `cancel`, sending its inputs to `events`.
+pub fn spawn(
+    project: RemoteProject,
+    settings: RemoteSettings,
+    events: mpsc::Sender<CoreEvent>,
+    cancel: CancellationToken,
+) -> Requests {
+    let (tx, asks) = mpsc::channel(16);
+    let host = project.host.clone();
+    tokio::spawn(run(project, settings, events, asks, cancel));
+    Requests { tx, host }
+}
+
+/// How one connection ended.
+enum Ended {
+    Cancelled,
+    /// Down, with why; whether it had been up (then the backoff starts over).
+    Down { detail: String, was_up: bool },
+}
+
+async fn run(
+    project: RemoteProject,
+    settings: RemoteSettings,
+    events: mpsc::Sender<CoreEvent>,
+    mut asks: mpsc::Receiver<(Ask, Answer)>,
+    cancel: CancellationToken,
+) {
+    let mut catch_up = CatchUp::default();
+    let mut backoff = BACKOFF_FIRST;
+    let mut attempts = 0u64;
+    let report = |status: &'static str, detail: String| {
+        let events = events.clone();
+        let project = project.to_string();
+        async move {
+            let _ = events
+                .send(CoreEvent::Link(LinkReport {
+                    project,
+                    status,
+                    detail,
+                }))
+                .await;
+        }
+    };
+    loop {
+        if attempts > 0 {
+            report("retrying", format!("connecting to {} (attempt {})", project.host, attempts + 1)).await;
+        }
+        attempts += 1;
+        let link = Link {
+            project: &project,
+            settings: &settings,
+            events: &events,
+            catch_up: &mut catch_up,
+        };
+        match link.follow(&mut asks, &cancel, &report).await {
+            Ended::Cancelled => return,
+            Ended::Down { detail, was_up } => {
+                if was_up {
+                    backoff = BACKOFF_FIRST;
+                }
+                report("down", detail).await;
+            }
+        }
+        // While waiting, a request is answered at once: nothing can carry it.
+        let wait = tokio::time::sleep(backoff);
+        tokio::pin!(wait);
+        loop {
+            tokio::select! {
+                () = cancel.cancelled() => return,
+                () = &mut wait => break,
+                Some((_, answer)) = asks.recv() => {
+                    let _ = answer.send(Err(format!(
+                        "the link to {} is down; nothing was done. Try again once it is back up.",
+                        project.host
+                    )));
+                }
+            }
+        }
+        backoff = (backoff * 2).min(BACKOFF_MAX);
+    }
+}
+
+struct Link<'a> {
+    project: &'a RemoteProject,
+    settings: &'a RemoteSettings,
+    events: &'a mpsc::Sender<CoreEvent>,
+    catch_up: &'a mut CatchUp,
+}
+
+impl Link<'_> {
+    /// One connection, from ssh's start to its end.
+    async fn follow<F, Fut>(
+        self,
+        asks: &mut mpsc::Receiver<(Ask, Answer)>,
+        cancel: &CancellationToken,
+        report: &F,
+    ) -> Ended
+    where
+        F: Fn(&'static str, String) -> Fut,
+        Fut: std::future::Future<Output = ()>,
+    {
+        let host = self.project.host.clone();
+        let args = ["serve".to_owned(), "--project".to_owned(), self.project.path.clone()];
+        let argv = match ssh::argv(self.settings, self.project, &ssh::LINK_OPTIONS, &args) {
+            Ok(a) => a,
+            Err(detail) => return down(detail, false),
+        };
+        let mut child = match Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Its own process group: the terminal's signals are the dashboard's.
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+        {
+            Ok(c) => c,
+            Err(e) => {
+                return down(
+                    format!("cannot run {} ({e}): fix [remote] ssh.", argv[0]),
+                    false,
+                );
+            }
+        };
+        let mut stderr = keep_stderr(&mut child);
+        let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return down("ssh started without its pipes.".into(), false);
+        };
+        let mut lines = BufReader::new(stdout).lines();
+        let hello = tokio::select! {
+            () = cancel.cancelled() => return Ended::Cancelled,
+            h = tokio::time::timeout(HELLO_WITHIN, lines.next_line()) => h,
+        };
+        let first = match hello {
+            Ok(Ok(Some(line))) => line,
+            Ok(_) => {
+                let detail = ended_why(self.settings, self.project, &mut child, &mut stderr).await;
+                return down(detail, false);
+            }
+            Err(_) => {
+                let _ = child.kill().await;
+                return down(
+                    format!("no answer from {host} within {}s.", HELLO_WITHIN.as_secs()),
+                    false,
+                );
+            }
+        };
+        if let Err(detail) = check_hello(&first, &host) {
+            let _ = child.kill().await;
+            return down(detail, false);
+        }
+        self.catch_up.reconnected();
+        let version = serde_json::from_str::<Frame>(&first)
+            .ok()
+            .and_then(|f| match f {
+                Frame::Hello { version, .. } => Some(version),
+                _ => None,
+            })
+            .unwrap_or_default();
+        report("up", format!("maestro {version} on {host}")).await;
+        let mut table = TaskTable::default();
+        let mut pending: HashMap<u64, Answer> = HashMap::new();
+        let mut next_id = 0u64;
+        let why = loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    let _ = child.kill().await;
+                    return Ended::Cancelled;
+                }
+                line = lines.next_line() => {
+                    let Ok(Some(line)) = line else { break None };
+                    match serde_json::from_str::<Frame>(&line) {
+                        Ok(Frame::Input { line }) => {
+                            let Some(event) = event_of(&line.input, &mut table) else { continue };
+                            for event in self.catch_up.filter(event) {
+                                if self.events.send(event).await.is_err() {
+                                    return Ended::Cancelled;
+                                }
+                            }
+                        }
+                        Ok(Frame::Reply { id, outcome }) => {
+                            if let Some(answer) = pending.remove(&id) {
+                                let _ = answer.send(outcome.into_result());
+                            }
+                        }
+                        // A second hello, or a line from a newer maestro: not ours to act on.
+                        Ok(Frame::Hello { .. }) | Err(_) => {}
+                    }
+                }
+                Some((ask, answer)) = asks.recv() => {
+                    next_id += 1;
+                    let mut text = wire::encode(&Request { id: next_id, ask });
+                    text.push('\n');
+                    if let Err(e) = stdin.write_all(text.as_bytes()).await {
+                        let _ = answer.send(Err(format!("the link to {host} went down; nothing was sent.")));
+                        break Some(format!("cannot write to ssh ({e})"));
+                    }
+                    pending.insert(next_id, answer);
+                }
+            }
+        };
+        for (_, answer) in pending.drain() {
+            let _ = answer.send(Err(format!(
+                "the link to {host} went down before the answer: check the task there before trying again."
+            )));
+        }
+        let _ = child.start_kill();
+        let detail = match why {
+            Some(w) => w,
+            None => ended_why(self.settings, self.project, &mut child, &mut stderr).await,
+        };
+        down(detail, true)
+    }
+}
+
+fn down(detail: String, was_up: bool) -> Ended {
+    Ended::Down { detail, was_up }
+}
+
+/// The hello line, checked: the same protocol, or both versions and which to update.
+fn check_hello(line: &str, host: &str) -> Result<(), String> {
+    let Ok(Frame::Hello {
+        protocol, version, ..
+    }) = serde_json::from_str::<Frame>(line)
+    else {
+        return Err(format!(
+            "the maestro on {host} did not say hello as `maestro serve` does (it said {:?}): update it to {}.",
+            crate::core::text::printable(&line.chars().take(120).collect::<String>()),
+            wire::VERSION
+        ));
+    };
+    let (ours, mine) = (wire::PROTOCOL, wire::VERSION);
+    let version = crate::core::text::printable(&version).into_owned();
+    if protocol > ours {
+        return Err(format!(
+            "the maestro on {host} ({version}, protocol {protocol}) is newer than this one ({mine}, protocol {ours}): update this maestro to {version}."
+        ));
+    }
+    if protocol < ours {
+        return Err(format!(
+            "the maestro on {host} ({version}, protocol {protocol}) is older than this one ({mine}, protocol {ours}): update the maestro on {host} to {mine}."
+        ));
+    }
+    Ok(())
+}
+
+/// The last lines ssh (and the remote side) wrote on stderr, read as they come until
+/// ssh closes it.
+struct Stderr {
+    kept: Arc<Mutex<VecDeque<String>>>,
+    reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn keep_stderr(child: &mut Child) -> Stderr {
+    let kept = Arc::new(Mutex::new(VecDeque::new()));
+    let mut reader = None;
+    if let Some(err) = child.stderr.take() {
+        let kept = kept.clone();
+        reader = Some(tokio::spawn(async move {
+            let mut lines = BufReader::new(err).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut k = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                if k.len() == STDERR_KEPT {
+                    k.pop_front();
+                }
+                k.push_back(line);
+            }
+        }));
+    }
+    Stderr { kept, reader }
+}
+
+/// Why the connection ended, from ssh's exit and its stderr.
+async fn ended_why(
+    settings: &RemoteSettings,
+    project: &RemoteProject,
+    child: &mut Child,
+    stderr: &mut Stderr,
+) -> String {
+    let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+    let status = match status {
+        Ok(Ok(s)) => s,
+        _ => {
+            let _ = child.kill().await;
+            return format!("the connection to {} stopped answering.", project.host);
+        }
+    };
+    // ssh has ended: its stderr ends too, once the reader has taken the last line.
+    if let Some(reader) = stderr.reader.take() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
+    }
+    let text = stderr
+        .kept
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .join("\n");
+    if let Some(why) = ssh::failure(settings, project, status.code(), &text) {
+        return why;
+    }
+    let said = text
+        .lines()
+        .map(str::trim)
+        .rfind(|l| !l.is_empty())
+        .map(|l| l.strip_prefix("maestro: ").unwrap_or(l))
+        .map(|l| crate::core::text::printable(l).into_owned());
+    match (said, status.code()) {
+        (Some(s), _) => format!("{}: {s}", project.host),
+        (None, Some(code)) => format!("the connection to {} ended (exit {code}).", project.host),
+        (None, None) => {
+            use std::os::unix::process::ExitStatusExt;
+            format!(
+                "the connection to {} ended (ssh killed by signal {}).",
+                project.host,
+                status.signal().unwrap_or_default()
+            )
+        }
+    }
+}
