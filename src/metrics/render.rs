@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use super::ProjectFeed;
 use crate::core::clock::Clock;
 use crate::core::sessions::figures::SessionFigures;
-use crate::core::snapshot::DatabaseHealth;
+use crate::core::snapshot::{DatabaseHealth, LinkView};
 
 type Labels = Vec<(String, LabelText)>;
 
@@ -61,6 +61,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let recoveries = counter();
     let pipeline_runs = counter();
     let build = gauge();
+    let remote_up = gauge();
     let l = |pairs: &[(&str, &str)]| -> Labels {
         pairs
             .iter()
@@ -73,12 +74,19 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     for feed in feeds {
         let snap = feed.snapshots.borrow().clone();
         let p = feed.name.as_str();
+        // A remote project whose link is down: its ages are unknown, not old.
+        let unseen = snap.link.as_ref().is_some_and(LinkView::is_down);
+        if let Some(link) = &snap.link {
+            remote_up
+                .get_or_create(&l(&[("project", p)]))
+                .set(if link.is_down() { 0.0 } else { 1.0 });
+        }
         for t in &snap.tasks {
             let id = t.id();
             task_state
                 .get_or_create(&l(&[("project", p), ("task", id), ("state", &t.row.state)]))
                 .set(1.0);
-            if let Some(hb) = t.heartbeat {
+            if let Some(hb) = t.heartbeat.filter(|_| !unseen) {
                 heartbeat_age
                     .get_or_create(&l(&[("project", p), ("task", id)]))
                     .set(clock.evidence_age(hb).as_secs_f64());
@@ -126,9 +134,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
             .find(|t| t.is_conductor())
             .and_then(|t| t.heartbeat)
             .is_some_and(|hb| clock.evidence_age(hb) <= feed.conductor_stale_after);
-        conductor_up
-            .get_or_create(&l(&[("project", p)]))
-            .set(if conductor { 1.0 } else { 0.0 });
+        if !unseen {
+            conductor_up
+                .get_or_create(&l(&[("project", p)]))
+                .set(if conductor { 1.0 } else { 0.0 });
+        }
         let phase = snap
             .watchdog
             .role
@@ -271,6 +281,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         "maestro_clock_gaps",
         "Gaps in maestro's own running (suspend, pause, clock step), after which ages restart",
         clock_gaps,
+    );
+    registry.register(
+        "maestro_remote_up",
+        "1 while a remote project's ssh link is up, 0 while it is down (its task ages and Conductor are then unknown, not reported)",
+        remote_up,
     );
     registry.register("maestro_build_info", "maestro's version (value 1)", build);
     let mut out = String::new();

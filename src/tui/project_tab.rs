@@ -15,6 +15,8 @@ pub struct ProjectTab {
     pub needs_you: usize,
     pub conductor: Option<String>,
     pub cost: Option<f64>,
+    /// A remote project whose link is down: what the tab shows is its last known state.
+    pub link_down: bool,
 }
 
 impl ProjectTab {
@@ -33,6 +35,7 @@ impl ProjectTab {
             cost: snap
                 .session_cost_usd
                 .filter(|c| *c > 0.0 || !snap.session_cost_unknown),
+            link_down: snap.link.as_ref().is_some_and(|l| l.is_down()),
         };
         for t in crate::tui::app::musicians(snap) {
             match t.row.state.as_str() {

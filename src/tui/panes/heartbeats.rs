@@ -51,6 +51,14 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             ]));
             continue;
         }
+        if ctx.snap.link.as_ref().is_some_and(|l| l.is_down()) {
+            // A remote project out of reach: no age to show, none to judge.
+            lines.push(Line::from(vec![
+                Span::raw(format!("{:<10} ", fit(&printable(t.id()), 10))),
+                Span::styled("? (link down)", ctx.theme.muted),
+            ]));
+            continue;
+        }
         let age = ctx.age(hb);
         let ratio = age.as_secs_f64() / limit.as_secs_f64().max(1.0);
         let filled = ((ratio.min(1.0)) * bar_width as f64).round() as usize;

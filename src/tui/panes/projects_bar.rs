@@ -35,6 +35,9 @@ fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
             format!(" {} {} ", i + 1, printable(&tab.name)),
             name_style,
         ));
+        if tab.link_down {
+            spans.push(Span::styled("link down ", ctx.theme.error));
+        }
         spans.extend(figures(ctx, tab, full, false));
         spans.push(Span::raw(if full { "  " } else { " " }));
     }

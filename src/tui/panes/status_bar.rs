@@ -79,8 +79,15 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         0
     };
-    let essential =
-        waiting.width() + db.width() + counts.width() + replay_len + note_len + cost_len + 30;
+    let link = link_span(ctx);
+    let essential = waiting.width()
+        + db.width()
+        + link.width()
+        + counts.width()
+        + replay_len
+        + note_len
+        + cost_len
+        + 30;
     let hints = hints(ctx, usize::from(area.width).saturating_sub(essential), &key);
     let [left, right] = Layout::horizontal([
         Constraint::Min(0),
@@ -89,8 +96,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     .areas(area);
     // The project's name gives way first: what needs the operator, the database's
     // health and the counts are read before it.
-    let room =
-        usize::from(left.width).saturating_sub(waiting.width() + db.width() + counts.width());
+    let room = usize::from(left.width)
+        .saturating_sub(waiting.width() + db.width() + link.width() + counts.width());
     let name = printable(ctx.project);
     let title = if room >= 14 + name.chars().count().min(8) {
         format!(" maestro · {} · ", fit(&name, room - 14))
@@ -112,6 +119,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         } else {
             Span::raw("")
         },
+        link,
         counts,
     ];
     // The orchestration's cost, once a session is known; an error or a note comes first
@@ -223,4 +231,19 @@ fn hints(ctx: &DrawCtx, room: usize, key: &dyn Fn(Action) -> String) -> String {
     }
     parts.push(tail);
     format!(" {}", parts.join(" · "))
+}
+
+/// A remote project whose link is down: since when, and that what shows is its last
+/// known state.
+fn link_span<'a>(ctx: &DrawCtx<'a>) -> Span<'a> {
+    match &ctx.snap.link {
+        Some(link) if link.is_down() => Span::styled(
+            format!(
+                " · link down since {}: last known state",
+                ctx.clock.hms(link.since)
+            ),
+            ctx.theme.error,
+        ),
+        _ => Span::raw(""),
+    }
 }
