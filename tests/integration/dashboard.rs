@@ -243,6 +243,7 @@ pub(crate) fn busy_snapshot() -> Snapshot {
         session_cost_usd: Some(cost),
         session_cost_unknown: false,
         unpriced_models: Vec::new(),
+        link: None,
         sessions_waiting: None,
         budgets: std::collections::BTreeMap::new(),
     }

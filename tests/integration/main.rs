@@ -25,6 +25,7 @@ mod musician;
 mod paths;
 mod pipelines;
 mod planted;
+mod remote;
 mod replay;
 mod sessions;
 mod souffleur;

@@ -1,0 +1,196 @@
+//! A remote project watched over its link: events as from a local one, actions on its
+//! host, a dropped connection caught up with nothing lost or doubled.
+#![allow(clippy::unwrap_used)]
+
+use std::time::Duration;
+
+use crate::common::{Scratch, event, maestro};
+use crate::remote::{Sshd, address, watch};
+
+fn linked(v: &serde_json::Value, status: &str) -> bool {
+    event(v) == "link" && v["status"] == status
+}
+
+#[test]
+fn an_anomaly_on_the_remote_host_is_reported_within_a_second() {
+    let Some(sshd) = Sshd::start("an_anomaly_on_the_remote_host_is_reported_within_a_second")
+    else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-01", "working");
+    project.append("task-01-status", "step 1 started [ctx: 10%]\n");
+    let mut m = watch(&sshd.config(None, "ssh_config"), &project);
+    let up = m.wait_json("the link up", |v| linked(v, "up"));
+    assert_eq!(up["project"], address(&project), "{up}");
+    m.wait_json("the remote task", |v| {
+        event(v) == "task" && v["task_id"] == "task-01" && v["state"] == "working"
+    });
+    // The first line is through the link: the next one is timed.
+    m.wait_json("a quiet start", |v| event(v) == "session" || event(v) == "source");
+    project.append("task-01-status", "step 2 self-correction: redo [ctx: 12%]\n");
+    let anomaly = m.wait_json_within("the remote anomaly", Duration::from_secs(1), |v| {
+        event(v) == "anomaly"
+    });
+    assert_eq!(anomaly["task_id"], "task-01", "{anomaly}");
+    assert_eq!(anomaly["anomaly"], "self-correction");
+    assert_eq!(anomaly["project"], address(&project));
+}
+
+/// The ssh process killed: the project is `down`, then `retrying`, then `up`; what
+/// happened meanwhile (an anomaly, a message, a state change) is told once, and what
+/// was told before is not told again.
+#[test]
+fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
+    let Some(sshd) = Sshd::start("a_killed_ssh_is_reconnected_and_caught_up") else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-01", "working");
+    project.append("task-01-status", "step 1 self-correction: before [ctx: 10%]\n");
+    project.append("task-01-deviations", "High: before the drop\n");
+    let mut m = watch(&sshd.config(None, "ssh_config"), &project);
+    m.wait_json("the link up", |v| linked(v, "up"));
+    m.wait_all(
+        "the anomalies already in the files",
+        &[
+            &|v| event(v) == "anomaly" && v["anomaly"] == "self-correction",
+            &|v| event(v) == "anomaly" && v["anomaly"] == "high-deviation",
+        ],
+    );
+    insert_message(&project, "before");
+    m.wait_json("the first message", |v| event(v) == "message");
+
+    // Kill the link's ssh (a child of maestro), not the remote maestro.
+    let ssh = children(m.child.id())
+        .into_iter()
+        .find(|pid| comm(*pid) == "ssh")
+        .expect("maestro runs ssh");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ssh as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let down = m.wait_json("the link down", |v| linked(v, "down"));
+    assert!(
+        down["detail"].as_str().unwrap().contains("signal 9"),
+        "{down}"
+    );
+    // While it is down: new trouble on the host.
+    project.append("task-01-status", "step 2 self-correction: during the drop [ctx: 12%]\n");
+    project.append("task-01-deviations", "High: during the drop\n");
+    insert_message(&project, "during");
+    project.set_task("task-01", "needs_review");
+
+    m.wait_json("retrying", |v| linked(v, "retrying"));
+    m.wait_json("the link up again", |v| linked(v, "up"));
+    m.wait_all(
+        "what happened while it was down",
+        &[
+            &|v| event(v) == "anomaly" && v["detail"].as_str().unwrap().contains("during the drop") && v["anomaly"] == "self-correction",
+            &|v| event(v) == "anomaly" && v["detail"].as_str().unwrap().contains("during the drop") && v["anomaly"] == "high-deviation",
+            &|v| event(v) == "message" && v["message"] == "during",
+            &|v| event(v) == "task" && v["state"] == "needs_review" && v["prev_state"] == "working",
+        ],
+    );
+    // A line after the catch-up marks the end: everything before it has been printed.
+    project.append("task-01-deviations", "High: the end marker\n");
+    m.wait_json("the marker", |v| {
+        event(v) == "anomaly" && v["detail"].as_str().unwrap().contains("end marker")
+    });
+    let count = |pred: &dyn Fn(&serde_json::Value) -> bool| {
+        m.seen
+            .iter()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| pred(v))
+            .count()
+    };
+    assert_eq!(count(&|v| event(v) == "anomaly"), 5, "{:#?}", m.seen);
+    assert_eq!(count(&|v| event(v) == "message"), 2, "{:#?}", m.seen);
+    assert_eq!(
+        count(&|v| event(v) == "task" && v["task_id"] == "task-01"),
+        2,
+        "first seen, then the change made while down: {:#?}",
+        m.seen
+    );
+    assert_eq!(count(&|v| event(v) == "stale"), 0);
+}
+
+/// `maestro task approve --project ssh://…` is carried out on the host, with the
+/// same result and refusal as locally; a dashboard's request over the link too.
+#[test]
+fn approve_on_a_remote_task_changes_the_remote_database() {
+    let Some(sshd) = Sshd::start("approve_on_a_remote_task_changes_the_remote_database") else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-02", "needs_review");
+    project.set_task("task-03", "working");
+    let config = sshd.config(None, "ssh_config");
+    let remote = address(&project);
+    let run = |args: &[&str]| {
+        maestro()
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .args(["--project", &remote])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["task", "approve", "task-02", "--message", "ship it; rm -rf ~ $(x)", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(done["state"], "review_approved", "{done}");
+    let (state, message): (String, String) = project
+        .conn()
+        .query_row(
+            "SELECT t.state, m.message FROM orchestration_tasks t JOIN orchestration_messages m ON m.task_id = t.task_id WHERE t.task_id = 'task-02'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(state, "review_approved");
+    // The message reached the database as written (as a local approve writes it): no
+    // shell read it on the way.
+    assert_eq!(message, "[operator via maestro] ship it; rm -rf ~ $(x)");
+    // The same refusal as locally, with its exit status.
+    let refused = run(&["task", "approve", "task-03"]);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("task-03"),
+        "{refused:?}"
+    );
+    // A destructive verb without a terminal needs --yes there as here.
+    let kill = run(&["task", "kill", "task-03"]);
+    assert_eq!(kill.status.code(), Some(2), "{kill:?}");
+    assert!(String::from_utf8_lossy(&kill.stderr).contains("--yes"), "{kill:?}");
+}
+
+fn insert_message(project: &Scratch, text: &str) {
+    project
+        .conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message_type, message) VALUES ('task-01', 'S1', 'instruction', ?1)",
+            [text],
+        )
+        .unwrap();
+}
+
+/// The child processes of `pid`, from /proc.
+fn children(pid: u32) -> Vec<u32> {
+    let dir = format!("/proc/{pid}/task");
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(dir).unwrap().flatten() {
+        let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
+        out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+    }
+    out
+}
+
+fn comm(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
