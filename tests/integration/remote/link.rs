@@ -161,10 +161,16 @@ fn approve_on_a_remote_task_changes_the_remote_database() {
         String::from_utf8_lossy(&refused.stderr).contains("task-03"),
         "{refused:?}"
     );
-    // A destructive verb without a terminal needs --yes there as here.
+    // A kill refused there as it is here: the same words, the same status.
     let kill = run(&["task", "kill", "task-03"]);
-    assert_eq!(kill.status.code(), Some(2), "{kill:?}");
-    assert!(String::from_utf8_lossy(&kill.stderr).contains("--yes"), "{kill:?}");
+    let here = maestro()
+        .args(["task", "kill", "task-03", "--project"])
+        .arg(project.root())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(kill.status.code(), here.status.code(), "{kill:?}");
+    assert_eq!(kill.stderr, here.stderr);
 }
 
 fn insert_message(project: &Scratch, text: &str) {
