@@ -155,8 +155,8 @@ fn remote_answer(link: &crate::remote::link::Requests, effect: Effect) -> Option
                 .unwrap_or_else(|e| e);
             ActionAnswer::Headroom(task, text)
         }
-        Effect::Focus(task) => ActionAnswer::Done(Err(format!(
-            "{task}'s window runs on {}: focusing a window on another host is not possible from here.",
+        Effect::Focus(_) => ActionAnswer::Done(Err(format!(
+            "focusing a window on another host ({}) is not possible from here",
             link.host()
         ))),
         _ => return None,

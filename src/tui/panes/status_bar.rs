@@ -95,9 +95,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     ])
     .areas(area);
     // The project's name gives way first: what needs the operator, the database's
-    // health and the counts are read before it.
-    let room = usize::from(left.width)
-        .saturating_sub(waiting.width() + db.width() + link.width() + counts.width());
+    // health, the counts and a note are read before it.
+    // A note (an action's answer) is read before the name too.
+    let room = usize::from(left.width).saturating_sub(
+        waiting.width() + db.width() + link.width() + counts.width() + note_len + replay_len,
+    );
     let name = printable(ctx.project);
     let title = if room >= 14 + name.chars().count().min(8) {
         format!(" maestro · {} · ", fit(&name, room - 14))

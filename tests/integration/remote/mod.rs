@@ -6,6 +6,7 @@
 
 mod failures;
 mod link;
+mod screen;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
