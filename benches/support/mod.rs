@@ -75,9 +75,9 @@ pub fn percentile(v: &[Duration], p: f64) -> Duration {
     s[idx]
 }
 
-/// CPU share of one core and RSS (kB) of `pid` over `period`.
-pub fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
-    let hz = Command::new("getconf")
+/// Clock ticks a second (`getconf CLK_TCK`), for [`cpu_ticks`].
+pub fn clock_ticks() -> f64 {
+    Command::new("getconf")
         .arg("CLK_TCK")
         .output()
         .ok()
@@ -87,7 +87,12 @@ pub fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
                 .parse::<f64>()
                 .ok()
         })
-        .unwrap_or(100.0);
+        .unwrap_or(100.0)
+}
+
+/// CPU share of one core and RSS (kB) of `pid` over `period`.
+pub fn idle_cost(pid: u32, period: Duration) -> (f64, u64) {
+    let hz = clock_ticks();
     let before = cpu_ticks(pid);
     std::thread::sleep(period);
     let used = (cpu_ticks(pid) - before) as f64 / hz;

@@ -625,7 +625,7 @@ mod tests {
         covered.dedup();
         assert_eq!(
             covered,
-            (0..=18).collect::<Vec<_>>(),
+            (0..=19).collect::<Vec<_>>(),
             "every kind is walked"
         );
         for what in kinds {

@@ -18,7 +18,9 @@ pub fn remote_project(cli: &Cli) -> Result<Option<RemoteProject>, CliError> {
     if !RemoteProject::is_remote(&text) {
         return Ok(None);
     }
-    RemoteProject::parse(&text).map(Some).map_err(CliError::Usage)
+    RemoteProject::parse(&text)
+        .map(Some)
+        .map_err(CliError::Usage)
 }
 
 /// Runs the command on the remote project's host, when it is one that acts on a

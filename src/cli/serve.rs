@@ -23,7 +23,11 @@ use crate::settings::Settings;
 /// Inputs waiting for the link before the hub waits too.
 const TAP_QUEUE: usize = 1024;
 
-pub async fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitCode, CliError> {
+pub async fn run(
+    project: &Project,
+    settings: &Settings,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
     let config = runtime::CoreConfig {
         report_to_db: false,
         ..project.core_config(settings)
@@ -38,7 +42,8 @@ pub async fn run(project: &Project, settings: &Settings, clock: Clock) -> Result
         database: runtime::database_exists(&project.db),
     };
     write_line(&mut out, &wire::encode(&hello)).await?;
-    let mut core = runtime::start_tapped(&config, clock, Some(tap)).map_err(super::error::runtime)?;
+    let mut core =
+        runtime::start_tapped(&config, clock, Some(tap)).map_err(super::error::runtime)?;
     // Nobody reads these here: the watching maestro's hub judges, from the inputs.
     core.without_snapshots();
     let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
@@ -90,10 +95,9 @@ async fn write_line(out: &mut tokio::io::Stdout, text: &str) -> Result<(), CliEr
 async fn requests(doer: Doer, replies: mpsc::Sender<String>, stop: CancellationToken) {
     let mut lines = BufReader::new(tokio::io::stdin()).lines();
     while let Ok(Some(line)) = lines.next_line().await {
-        let request = match serde_json::from_str::<Request>(&line) {
-            Ok(r) => r,
-            // Without an id there is no one to answer; a line not understood is left.
-            Err(_) => continue,
+        // Without an id there is no one to answer; a line not understood is left.
+        let Ok(request) = serde_json::from_str::<Request>(&line) else {
+            continue;
         };
         let (doer, replies) = (doer.clone(), replies.clone());
         tokio::task::spawn_blocking(move || {

@@ -62,6 +62,13 @@ pub struct LinkView {
     pub detail: String,
 }
 
+impl Snapshot {
+    /// A remote project whose link is down: what is shown is its last known state.
+    pub fn link_down(&self) -> bool {
+        self.link.as_ref().is_some_and(LinkView::is_down)
+    }
+}
+
 impl LinkView {
     /// Whether what the screen shows of the project is its last known state only.
     pub fn is_down(&self) -> bool {

@@ -12,7 +12,7 @@ use prometheus_client::registry::Registry;
 use super::ProjectFeed;
 use crate::core::clock::Clock;
 use crate::core::sessions::figures::SessionFigures;
-use crate::core::snapshot::{DatabaseHealth, LinkView};
+use crate::core::snapshot::DatabaseHealth;
 
 type Labels = Vec<(String, LabelText)>;
 
@@ -75,7 +75,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         let snap = feed.snapshots.borrow().clone();
         let p = feed.name.as_str();
         // A remote project whose link is down: its ages are unknown, not old.
-        let unseen = snap.link.as_ref().is_some_and(LinkView::is_down);
+        let unseen = snap.link_down();
         if let Some(link) = &snap.link {
             remote_up
                 .get_or_create(&l(&[("project", p)]))

@@ -69,12 +69,16 @@ impl RemoteProject {
                     .all(|c| c.is_ascii_alphanumeric() || "._-:%".contains(c))
         };
         if !name_ok(host) {
-            return Err(bad("the host is empty or holds characters a host name cannot"));
+            return Err(bad(
+                "the host is empty or holds characters a host name cannot",
+            ));
         }
         if let Some(u) = user
             && !name_ok(u)
         {
-            return Err(bad("the user is empty or holds characters a user name cannot"));
+            return Err(bad(
+                "the user is empty or holds characters a user name cannot",
+            ));
         }
         let path = percent_decoded(path).ok_or_else(|| bad("a bad %-escape in the path"))?;
         if path.chars().any(char::is_control) {
@@ -85,7 +89,11 @@ impl RemoteProject {
             user: user.map(str::to_owned),
             host: host.to_owned(),
             port,
-            path: if trimmed.is_empty() { "/".into() } else { trimmed.to_owned() },
+            path: if trimmed.is_empty() {
+                "/".into()
+            } else {
+                trimmed.to_owned()
+            },
         })
     }
 
@@ -147,7 +155,10 @@ mod tests {
         assert_eq!(p.destination(), "ann@devbox");
         assert_eq!(p.to_string(), "ssh://ann@devbox:2222/srv/orch");
         let v6 = RemoteProject::parse("ssh://[::1]:22/a%20b").unwrap();
-        assert_eq!((v6.host.as_str(), v6.port, v6.path.as_str()), ("::1", Some(22), "/a b"));
+        assert_eq!(
+            (v6.host.as_str(), v6.port, v6.path.as_str()),
+            ("::1", Some(22), "/a b")
+        );
         assert_eq!(RemoteProject::parse("ssh://h/").unwrap().path, "/");
     }
 
@@ -166,7 +177,10 @@ mod tests {
             "ssh://de;vbox/srv",
         ] {
             let e = RemoteProject::parse(bad).unwrap_err();
-            assert!(e.contains("ssh://[user@]host[:port]/absolute/path"), "{bad}: {e}");
+            assert!(
+                e.contains("ssh://[user@]host[:port]/absolute/path"),
+                "{bad}: {e}"
+            );
         }
     }
 }

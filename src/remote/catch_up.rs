@@ -50,7 +50,9 @@ fn chained(hash: u64, line: &str) -> u64 {
 
 fn hash_of<T: serde::Serialize>(value: &T) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    serde_json::to_string(value).unwrap_or_default().hash(&mut h);
+    serde_json::to_string(value)
+        .unwrap_or_default()
+        .hash(&mut h);
     h.finish()
 }
 
@@ -198,9 +200,11 @@ fn session_identity(report: &SessionReport) -> (String, u64) {
         SessionReport::Found(f) | SessionReport::Update(f) => {
             (format!("{}/{}", f.task_id, f.session_id), hash_of(f))
         }
-        SessionReport::Lost { task_id, session_id, .. } => {
-            (format!("{task_id}/{session_id}"), hash_of(report))
-        }
+        SessionReport::Lost {
+            task_id,
+            session_id,
+            ..
+        } => (format!("{task_id}/{session_id}"), hash_of(report)),
         SessionReport::Missing { task_id, .. } => (format!("{task_id}/"), hash_of(report)),
         SessionReport::Folder { .. } => (String::new(), hash_of(report)),
     }

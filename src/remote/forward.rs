@@ -19,9 +19,13 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Vec<Str
     let mut out = Vec::with_capacity(args.len());
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let arg = arg
-            .to_str()
-            .ok_or_else(|| format!("{arg:?} is not UTF-8 text: it cannot be sent to {}.", project.host))?;
+        let arg = arg.to_str().ok_or_else(|| {
+            format!(
+                "{} is not UTF-8 text: it cannot be sent to {}.",
+                arg.display(),
+                project.host
+            )
+        })?;
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
             _ => (arg, None),
@@ -60,7 +64,11 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Vec<Str
 
 /// Runs the command on the host and returns its exit status; ssh's own failures and a
 /// missing maestro are explained (exit 1).
-pub fn run(settings: &RemoteSettings, project: &RemoteProject, args: &[String]) -> Result<u8, String> {
+pub fn run(
+    settings: &RemoteSettings,
+    project: &RemoteProject,
+    args: &[String],
+) -> Result<u8, String> {
     // A terminal at both ends: the remote maestro gets one too (its prompts, its TUI).
     let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
     let extra: &[&str] = if tty { &["-t"] } else { &["-T"] };
@@ -105,18 +113,38 @@ mod tests {
     fn the_hosts_path_goes_and_local_files_stay() {
         let p = RemoteProject::parse("ssh://devbox/srv/orch").unwrap();
         let dir = tempfile::tempdir().unwrap();
-        let note = dir.path().join("note.md");
+        let note = dir.path().join("approval-note");
         std::fs::write(&note, "looks good\n").unwrap();
         let note = note.to_str().unwrap();
         let args = os(&[
-            "task", "approve", "task-02", "--project=ssh://devbox/srv/orch", "--config",
-            "/home/me/maestro.toml", "--message-file", note, "--yes",
+            "task",
+            "approve",
+            "task-02",
+            "--project=ssh://devbox/srv/orch",
+            "--config",
+            "/home/me/maestro.toml",
+            "--message-file",
+            note,
+            "--yes",
         ]);
         assert_eq!(
             remote_args(&args, &p).unwrap(),
-            ["task", "approve", "task-02", "--project", "/srv/orch", "--message", "looks good\n", "--yes"]
+            [
+                "task",
+                "approve",
+                "task-02",
+                "--project",
+                "/srv/orch",
+                "--message",
+                "looks good\n",
+                "--yes"
+            ]
         );
         let missing = remote_args(&os(&["task", "fix", "t", "--message-file", "/nope"]), &p);
-        assert!(missing.unwrap_err().starts_with("cannot read the message file /nope"));
+        assert!(
+            missing
+                .unwrap_err()
+                .starts_with("cannot read the message file /nope")
+        );
     }
 }

@@ -72,7 +72,10 @@ pub fn spawn(
 enum Ended {
     Cancelled,
     /// Down, with why; whether it had been up (then the backoff starts over).
-    Down { detail: String, was_up: bool },
+    Down {
+        detail: String,
+        was_up: bool,
+    },
 }
 
 async fn run(
@@ -100,7 +103,11 @@ async fn run(
     };
     loop {
         if attempts > 0 {
-            report("retrying", format!("connecting to {} (attempt {})", project.host, attempts + 1)).await;
+            report(
+                "retrying",
+                format!("connecting to {} (attempt {})", project.host, attempts + 1),
+            )
+            .await;
         }
         attempts += 1;
         let link = Link {
@@ -157,7 +164,11 @@ impl Link<'_> {
         Fut: std::future::Future<Output = ()>,
     {
         let host = self.project.host.clone();
-        let args = ["serve".to_owned(), "--project".to_owned(), self.project.path.clone()];
+        let args = [
+            "serve".to_owned(),
+            "--project".to_owned(),
+            self.project.path.clone(),
+        ];
         let argv = match ssh::argv(self.settings, self.project, &ssh::LINK_OPTIONS, &args) {
             Ok(a) => a,
             Err(detail) => return down(detail, false),
@@ -318,7 +329,9 @@ fn keep_stderr(child: &mut Child) -> Stderr {
         reader = Some(tokio::spawn(async move {
             let mut lines = BufReader::new(err).lines();
             while let Ok(Some(line)) = lines.next_line().await {
-                let mut k = kept.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut k = kept
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
                 if k.len() == STDERR_KEPT {
                     k.pop_front();
                 }
@@ -337,12 +350,9 @@ async fn ended_why(
     stderr: &mut Stderr,
 ) -> String {
     let status = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
-    let status = match status {
-        Ok(Ok(s)) => s,
-        _ => {
-            let _ = child.kill().await;
-            return format!("the connection to {} stopped answering.", project.host);
-        }
+    let Ok(Ok(status)) = status else {
+        let _ = child.kill().await;
+        return format!("the connection to {} stopped answering.", project.host);
     };
     // ssh has ended: its stderr ends too, once the reader has taken the last line.
     if let Some(reader) = stderr.reader.take() {

@@ -28,7 +28,9 @@ pub fn argv(
     args: &[String],
 ) -> Result<Vec<String>, String> {
     if settings.ssh.is_empty() {
-        return Err("[remote] ssh is empty: give the ssh client's argv, e.g. ssh = [\"ssh\"].".into());
+        return Err(
+            "[remote] ssh is empty: give the ssh client's argv, e.g. ssh = [\"ssh\"].".into(),
+        );
     }
     if settings.maestro.trim().is_empty() {
         return Err("[remote] maestro is empty: give the maestro command on the remote host, e.g. maestro = \"maestro\".".into());
@@ -44,8 +46,9 @@ pub fn argv(
     argv.push(project.destination());
     let mut command = settings.maestro.clone();
     for a in args {
-        let quoted = shlex::try_quote(a)
-            .map_err(|_| format!("{a:?} cannot be passed to the remote host (it holds a NUL byte)."))?;
+        let quoted = shlex::try_quote(a).map_err(|_| {
+            format!("{a:?} cannot be passed to the remote host (it holds a NUL byte).")
+        })?;
         command.push(' ');
         command.push_str(&quoted);
     }
@@ -66,8 +69,7 @@ pub fn failure(
     let said = stderr
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .last()
+        .rfind(|l| !l.is_empty())
         .map(crate::core::text::printable)
         .unwrap_or_default();
     let maestro = &settings.maestro;
@@ -100,10 +102,18 @@ mod tests {
             ssh: vec!["ssh".into(), "-F".into(), "/tmp/cfg".into()],
             maestro: "~/bin/maestro".into(),
         };
-        let args: Vec<String> = ["task", "approve", "task-02", "--message", "it's $(rm -rf ~); ok", "--project", &p.path]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+        let args: Vec<String> = [
+            "task",
+            "approve",
+            "task-02",
+            "--message",
+            "it's $(rm -rf ~); ok",
+            "--project",
+            &p.path,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
         let argv = argv(&settings, &p, &["-t"], &args).unwrap();
         assert_eq!(
             argv[..7],
@@ -121,15 +131,42 @@ mod tests {
     fn failures_are_told_in_the_operators_words() {
         let p = RemoteProject::parse("ssh://devbox/srv/orch").unwrap();
         let s = RemoteSettings::default();
-        let auth = failure(&s, &p, Some(255), "root@devbox: Permission denied (publickey).\n");
+        let auth = failure(
+            &s,
+            &p,
+            Some(255),
+            "root@devbox: Permission denied (publickey).\n",
+        );
         assert_eq!(
             auth.unwrap(),
             "ssh could not reach devbox: root@devbox: Permission denied (publickey)."
         );
-        let missing = failure(&s, &p, Some(127), "bash: line 1: maestro: command not found\n").unwrap();
-        assert!(missing.starts_with("maestro is not installed on devbox (ran `maestro`): install it there"), "{missing}");
+        let missing = failure(
+            &s,
+            &p,
+            Some(127),
+            "bash: line 1: maestro: command not found\n",
+        )
+        .unwrap();
+        assert!(
+            missing.starts_with(
+                "maestro is not installed on devbox (ran `maestro`): install it there"
+            ),
+            "{missing}"
+        );
         let old = failure(&s, &p, Some(2), "error: unrecognized subcommand 'serve'\n").unwrap();
-        assert!(old.contains("too old") && old.contains("update the maestro on devbox"), "{old}");
-        assert_eq!(failure(&s, &p, Some(2), "maestro: the project folder /x does not exist"), None);
+        assert!(
+            old.contains("too old") && old.contains("update the maestro on devbox"),
+            "{old}"
+        );
+        assert_eq!(
+            failure(
+                &s,
+                &p,
+                Some(2),
+                "maestro: the project folder /x does not exist"
+            ),
+            None
+        );
     }
 }

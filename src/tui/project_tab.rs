@@ -35,7 +35,7 @@ impl ProjectTab {
             cost: snap
                 .session_cost_usd
                 .filter(|c| *c > 0.0 || !snap.session_cost_unknown),
-            link_down: snap.link.as_ref().is_some_and(|l| l.is_down()),
+            link_down: snap.link_down(),
         };
         for t in crate::tui::app::musicians(snap) {
             match t.row.state.as_str() {

@@ -40,7 +40,11 @@ impl Hub {
         let Some(input) = wire_input_of(event, table) else {
             return;
         };
-        if tx.send(Line::new(self.clock.now_utc(), input)).await.is_err() {
+        if tx
+            .send(Line::new(self.clock.now_utc(), input))
+            .await
+            .is_err()
+        {
             self.link.tap = None;
         }
     }

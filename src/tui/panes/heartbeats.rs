@@ -51,7 +51,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             ]));
             continue;
         }
-        if ctx.snap.link.as_ref().is_some_and(|l| l.is_down()) {
+        if ctx.snap.link_down() {
             // A remote project out of reach: no age to show, none to judge.
             lines.push(Line::from(vec![
                 Span::raw(format!("{:<10} ", fit(&printable(t.id()), 10))),

@@ -95,11 +95,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     ])
     .areas(area);
     // The project's name gives way first: what needs the operator, the database's
-    // health, the counts and a note are read before it.
-    // A note (an action's answer) is read before the name too.
-    let room = usize::from(left.width).saturating_sub(
-        waiting.width() + db.width() + link.width() + counts.width() + note_len + replay_len,
-    );
+    // health, the counts and an action's answer are read before it.
+    // An action's answer is read before the name too.
+    let answer_len = ctx.ui.note.as_ref().map_or(0, |n| n.chars().count() + 3);
+    let room = usize::from(left.width)
+        .saturating_sub(waiting.width() + db.width() + link.width() + counts.width() + answer_len);
     let name = printable(ctx.project);
     let title = if room >= 14 + name.chars().count().min(8) {
         format!(" maestro · {} · ", fit(&name, room - 14))

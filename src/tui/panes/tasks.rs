@@ -299,6 +299,8 @@ impl Column {
 fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a>> {
     let state = t.row.state.as_str();
     let beat = match t.heartbeat {
+        // A remote project out of reach: the last state is known, the age is not.
+        Some(_) if ctx.snap.link_down() => Span::styled("?", ctx.theme.muted),
         Some(hb) if crate::core::domain::TaskState(state.to_owned()).is_heartbeat_active() => {
             let age = ctx.age(hb);
             Span::styled(

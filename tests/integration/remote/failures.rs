@@ -2,24 +2,28 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::common::{Scratch, event, maestro};
-use crate::remote::{Sshd, address, watch};
+use crate::remote::{address, sshd, watch};
 
 fn down_detail(config: &std::path::Path, project: &Scratch) -> String {
     let mut m = watch(config, project);
-    let down = m.wait_json("the link down", |v| event(v) == "link" && v["status"] == "down");
+    let down = m.wait_json("the link down", |v| {
+        event(v) == "link" && v["status"] == "down"
+    });
     down["detail"].as_str().unwrap().to_owned()
 }
 
 #[test]
 fn a_host_without_maestro() {
-    let Some(sshd) = Sshd::start("a_host_without_maestro") else {
+    let Some(sshd) = sshd("a_host_without_maestro") else {
         return;
     };
     let project = Scratch::new();
     let config = sshd.config(Some("/opt/nowhere/maestro"), "ssh_config");
     let detail = down_detail(&config, &project);
     assert!(
-        detail.starts_with("maestro is not installed on devbox (ran `/opt/nowhere/maestro`): install it there"),
+        detail.starts_with(
+            "maestro is not installed on devbox (ran `/opt/nowhere/maestro`): install it there"
+        ),
         "{detail}"
     );
     // A command says the same, and fails.
@@ -38,7 +42,7 @@ fn a_host_without_maestro() {
 
 #[test]
 fn a_version_mismatch_names_both_versions_and_which_to_update() {
-    let Some(sshd) = Sshd::start("a_version_mismatch") else {
+    let Some(sshd) = sshd("a_version_mismatch") else {
         return;
     };
     let project = Scratch::new();
@@ -62,7 +66,7 @@ fn a_version_mismatch_names_both_versions_and_which_to_update() {
 
 #[test]
 fn authentication_refused_is_told_in_sshs_words_and_a_path_that_is_no_project_as_locally() {
-    let Some(sshd) = Sshd::start("authentication_refused") else {
+    let Some(sshd) = sshd("authentication_refused") else {
         return;
     };
     let project = Scratch::new();
@@ -80,7 +84,9 @@ fn authentication_refused_is_told_in_sshs_words_and_a_path_that_is_no_project_as
             .args(["--project", "ssh://devbox/nonexistent/orch"]);
         cmd
     });
-    let down = m.wait_json("the link down", |v| event(v) == "link" && v["status"] == "down");
+    let down = m.wait_json("the link down", |v| {
+        event(v) == "link" && v["status"] == "down"
+    });
     let local = maestro()
         .args(["doctor", "--project", "/nonexistent/orch"])
         .output()

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::common::{Scratch, event, maestro};
-use crate::remote::{Sshd, address, watch};
+use crate::remote::{address, sshd, watch};
 
 fn linked(v: &serde_json::Value, status: &str) -> bool {
     event(v) == "link" && v["status"] == status
@@ -13,8 +13,7 @@ fn linked(v: &serde_json::Value, status: &str) -> bool {
 
 #[test]
 fn an_anomaly_on_the_remote_host_is_reported_within_a_second() {
-    let Some(sshd) = Sshd::start("an_anomaly_on_the_remote_host_is_reported_within_a_second")
-    else {
+    let Some(sshd) = sshd("an_anomaly_on_the_remote_host_is_reported_within_a_second") else {
         return;
     };
     let project = Scratch::new();
@@ -27,8 +26,13 @@ fn an_anomaly_on_the_remote_host_is_reported_within_a_second() {
         event(v) == "task" && v["task_id"] == "task-01" && v["state"] == "working"
     });
     // The first line is through the link: the next one is timed.
-    m.wait_json("a quiet start", |v| event(v) == "session" || event(v) == "source");
-    project.append("task-01-status", "step 2 self-correction: redo [ctx: 12%]\n");
+    m.wait_json("a quiet start", |v| {
+        event(v) == "session" || event(v) == "source"
+    });
+    project.append(
+        "task-01-status",
+        "step 2 self-correction: redo [ctx: 12%]\n",
+    );
     let anomaly = m.wait_json_within("the remote anomaly", Duration::from_secs(1), |v| {
         event(v) == "anomaly"
     });
@@ -42,12 +46,15 @@ fn an_anomaly_on_the_remote_host_is_reported_within_a_second() {
 /// was told before is not told again.
 #[test]
 fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
-    let Some(sshd) = Sshd::start("a_killed_ssh_is_reconnected_and_caught_up") else {
+    let Some(sshd) = sshd("a_killed_ssh_is_reconnected_and_caught_up") else {
         return;
     };
     let project = Scratch::new();
     project.set_task("task-01", "working");
-    project.append("task-01-status", "step 1 self-correction: before [ctx: 10%]\n");
+    project.append(
+        "task-01-status",
+        "step 1 self-correction: before [ctx: 10%]\n",
+    );
     project.append("task-01-deviations", "High: before the drop\n");
     let mut m = watch(&sshd.config(None, "ssh_config"), &project);
     m.wait_json("the link up", |v| linked(v, "up"));
@@ -77,7 +84,10 @@ fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
         "{down}"
     );
     // While it is down: new trouble on the host.
-    project.append("task-01-status", "step 2 self-correction: during the drop [ctx: 12%]\n");
+    project.append(
+        "task-01-status",
+        "step 2 self-correction: during the drop [ctx: 12%]\n",
+    );
     project.append("task-01-deviations", "High: during the drop\n");
     insert_message(&project, "during");
     project.set_task("task-01", "needs_review");
@@ -87,8 +97,16 @@ fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
     m.wait_all(
         "what happened while it was down",
         &[
-            &|v| event(v) == "anomaly" && v["detail"].as_str().unwrap().contains("during the drop") && v["anomaly"] == "self-correction",
-            &|v| event(v) == "anomaly" && v["detail"].as_str().unwrap().contains("during the drop") && v["anomaly"] == "high-deviation",
+            &|v| {
+                event(v) == "anomaly"
+                    && v["detail"].as_str().unwrap().contains("during the drop")
+                    && v["anomaly"] == "self-correction"
+            },
+            &|v| {
+                event(v) == "anomaly"
+                    && v["detail"].as_str().unwrap().contains("during the drop")
+                    && v["anomaly"] == "high-deviation"
+            },
             &|v| event(v) == "message" && v["message"] == "during",
             &|v| event(v) == "task" && v["state"] == "needs_review" && v["prev_state"] == "working",
         ],
@@ -120,7 +138,7 @@ fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
 /// same result and refusal as locally; a dashboard's request over the link too.
 #[test]
 fn approve_on_a_remote_task_changes_the_remote_database() {
-    let Some(sshd) = Sshd::start("approve_on_a_remote_task_changes_the_remote_database") else {
+    let Some(sshd) = sshd("approve_on_a_remote_task_changes_the_remote_database") else {
         return;
     };
     let project = Scratch::new();
@@ -138,7 +156,14 @@ fn approve_on_a_remote_task_changes_the_remote_database() {
             .output()
             .unwrap()
     };
-    let out = run(&["task", "approve", "task-02", "--message", "ship it; rm -rf ~ $(x)", "--json"]);
+    let out = run(&[
+        "task",
+        "approve",
+        "task-02",
+        "--message",
+        "ship it; rm -rf ~ $(x)",
+        "--json",
+    ]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
     let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(done["state"], "review_approved", "{done}");
@@ -189,7 +214,10 @@ fn children(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for task in std::fs::read_dir(dir).unwrap().flatten() {
         let text = std::fs::read_to_string(task.path().join("children")).unwrap_or_default();
-        out.extend(text.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        out.extend(
+            text.split_whitespace()
+                .filter_map(|p| p.parse::<u32>().ok()),
+        );
     }
     out
 }

@@ -7,16 +7,18 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::Scratch;
-use crate::remote::{Sshd, address};
+use crate::remote::{address, sshd};
 use crate::tmux::Tmux;
 
 #[test]
 fn a_remote_and_a_local_project_on_one_screen() {
     if Command::new("tmux").arg("-V").output().is_err() {
-        eprintln!("skipping a_remote_and_a_local_project_on_one_screen: tmux is not installed (.ci/run installs it)");
+        eprintln!(
+            "skipping a_remote_and_a_local_project_on_one_screen: tmux is not installed (.ci/run installs it)"
+        );
         return;
     }
-    let Some(sshd) = Sshd::start("a_remote_and_a_local_project_on_one_screen") else {
+    let Some(sshd) = sshd("a_remote_and_a_local_project_on_one_screen") else {
         return;
     };
     let parent = tempfile::tempdir().unwrap();
@@ -75,7 +77,11 @@ fn a_remote_and_a_local_project_on_one_screen() {
     t.wait("the new state on screen", |s| s.contains("review_approved"));
     // The link dropped: said on the bar and the status line, the last state kept.
     let killed = Command::new("pkill")
-        .args(["-KILL", "-f", &format!("ssh -F {}", sshd.dir().join("ssh_config").display())])
+        .args([
+            "-KILL",
+            "-f",
+            &format!("ssh -F {}", sshd.dir().join("ssh_config").display()),
+        ])
         .status()
         .unwrap();
     assert!(killed.success());

@@ -1,0 +1,215 @@
+//! The dashboard's effects carried out off its draw loop: task actions (here, or on a
+//! remote project's host over its link) and pipeline requests.
+
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+
+use crate::core::actions::TaskRequest;
+use crate::core::domain::TaskId;
+use crate::tui::app::{self, Effect, UiState};
+
+/// What the dashboard's task actions need: the project and the launch settings.
+#[derive(Debug, Clone)]
+pub struct ActionAccess {
+    pub target: crate::core::actions::Target,
+    pub launch: crate::settings::LaunchTemplates,
+    pub kill_grace: Duration,
+    /// A remote project: its host's maestro carries the actions out.
+    pub remote: Option<crate::remote::link::Requests>,
+}
+
+/// A task action's answer, back from the blocking pool.
+pub(super) enum ActionAnswer {
+    Described(TaskRequest, Result<String, String>),
+    Done(Result<String, String>),
+    Headroom(TaskId, String),
+}
+
+/// Runs a task effect off the draw loop; its answer comes back on `answers`.
+pub(super) fn task_effect(
+    effect: Effect,
+    access: Option<&ActionAccess>,
+    project: usize,
+    answers: &mpsc::UnboundedSender<(usize, ActionAnswer)>,
+) {
+    let Some(access) = access.cloned() else {
+        let _ = answers.send((
+            project,
+            ActionAnswer::Done(Err("task actions are not available in this view".into())),
+        ));
+        return;
+    };
+    let answers = answers.clone();
+    tokio::task::spawn_blocking(move || {
+        if let Some(link) = &access.remote {
+            if let Some(answer) = remote_answer(link, effect) {
+                let _ = answers.send((project, answer));
+            }
+            return;
+        }
+        let answer = match effect {
+            Effect::DescribeTask(request) => {
+                let what = crate::core::actions::describe(&access.target, &request);
+                ActionAnswer::Described(request, what)
+            }
+            Effect::Task(request) => ActionAnswer::Done(
+                crate::core::actions::perform(
+                    &access.target,
+                    &access.launch,
+                    access.kill_grace,
+                    &request,
+                )
+                .map(|d| d.text),
+            ),
+            Effect::Focus(task) => ActionAnswer::Done(crate::core::focus::focus_task(
+                &access.target.root,
+                &access.target.temp,
+                &task,
+                None,
+                &access.launch,
+            )),
+            Effect::Headroom(task) => {
+                let file = access.target.temp.join(format!("{task}-status"));
+                let text = crate::core::headroom::read_status(&file);
+                let report = crate::core::headroom::analyze(text.as_deref())
+                    .render(task.as_str(), &file.display().to_string());
+                ActionAnswer::Headroom(task, report)
+            }
+            _ => return,
+        };
+        let _ = answers.send((project, answer));
+    });
+}
+
+/// A task effect on a remote project: asked of its host's maestro over the link.
+fn remote_answer(link: &crate::remote::link::Requests, effect: Effect) -> Option<ActionAnswer> {
+    use crate::remote::wire::Ask;
+    Some(match effect {
+        Effect::DescribeTask(request) => {
+            let what = link.blocking_ask(Ask::Describe {
+                request: request.clone(),
+            });
+            ActionAnswer::Described(request, what)
+        }
+        Effect::Task(request) => ActionAnswer::Done(link.blocking_ask(Ask::Perform { request })),
+        Effect::Headroom(task) => {
+            let text = link
+                .blocking_ask(Ask::Headroom { task: task.clone() })
+                .unwrap_or_else(|e| e);
+            ActionAnswer::Headroom(task, text)
+        }
+        Effect::Focus(_) => ActionAnswer::Done(Err(format!(
+            "focusing a window on another host ({}) is not possible from here",
+            link.host()
+        ))),
+        _ => return None,
+    })
+}
+
+/// Where the dashboard finds a project's pipelines.
+#[derive(Debug, Clone)]
+pub struct PipelineAccess {
+    pub dir: std::path::PathBuf,
+    pub project: std::path::PathBuf,
+}
+
+impl PipelineAccess {
+    pub fn for_project(root: &std::path::Path) -> Self {
+        Self {
+            dir: crate::core::paths::definitions_dir(root),
+            project: root.to_path_buf(),
+        }
+    }
+
+    /// Asks the host; the answer's detail, or why there is none.
+    async fn ask(&self, req: serde_json::Value) -> String {
+        let project = self.project.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            crate::core::pipeline::host::request(&project, &req)
+        })
+        .await
+        .ok()
+        .flatten();
+        match answer {
+            Some(a) => format!(
+                "{}: {}",
+                if a["ok"] == true {
+                    "accepted"
+                } else {
+                    "refused"
+                },
+                a["detail"].as_str().unwrap_or_default()
+            ),
+            None => "no maestro hosts this project's pipelines".into(),
+        }
+    }
+}
+
+/// Carries out a pipeline effect; returns the note for the status bar.
+pub(super) async fn pipeline_effect(
+    effect: Effect,
+    ui: &mut UiState,
+    access: Option<&PipelineAccess>,
+) {
+    use crate::core::pipeline::edit;
+    let Some(access) = access else {
+        ui.note = Some("pipelines are not available here".into());
+        return;
+    };
+    match effect {
+        Effect::Pipeline { op, name } => {
+            let answer = access
+                .ask(serde_json::json!({"op": op, "name": name}))
+                .await;
+            ui.note = Some(format!("{name} {op}: {answer}"));
+        }
+        Effect::EditSteps(name) => {
+            let steps = crate::core::pipeline::files::definition_file(&access.dir, &name)
+                .and_then(|p| edit::read_definition(&p))
+                .map(|d| serde_json::to_string_pretty(&d["steps"]).unwrap_or_default());
+            match steps {
+                Ok(text) => ui.open_editor(name, &text),
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        Effect::DescribeTrust(name) => {
+            match crate::core::pipeline::trust::describe_for_trust(&access.dir, &name) {
+                Ok((hash, question)) => {
+                    ui.overlay = Some(app::Overlay::Confirm(app::Confirm::Trust {
+                        name,
+                        hash,
+                        question,
+                    }));
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        Effect::Trust { name, hash } => {
+            let key = crate::core::paths::ProjectKey::of(&access.project);
+            match crate::core::pipeline::trust::trust_content(&key, &name, &hash) {
+                Ok(()) => {
+                    let answer = access
+                        .ask(serde_json::json!({"op": "reload", "name": name}))
+                        .await;
+                    ui.note = Some(format!("{name}: trusted ({answer})"));
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        Effect::SaveSteps { name, steps } => {
+            match edit::replace_steps(&access.dir, &name, &steps) {
+                Ok(()) => {
+                    let answer = access
+                        .ask(serde_json::json!({"op": "reload", "name": name}))
+                        .await;
+                    ui.note = Some(format!("{name}: steps saved ({answer})"));
+                    ui.editor = None;
+                    ui.overlay = Some(app::Overlay::Sentinels);
+                }
+                Err(e) => ui.note = Some(e),
+            }
+        }
+        _ => {}
+    }
+}
