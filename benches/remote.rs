@@ -205,6 +205,8 @@ fn children(pid: u32) -> Vec<u32> {
     out
 }
 
+/// The maestro processes whose command line holds `pattern` (not the ssh clients that
+/// name them).
 fn pgrep(pattern: &str) -> Vec<u32> {
     let out = Command::new("pgrep")
         .args(["-f", pattern])
@@ -213,5 +215,8 @@ fn pgrep(pattern: &str) -> Vec<u32> {
     String::from_utf8_lossy(&out.stdout)
         .split_whitespace()
         .filter_map(|p| p.parse().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "maestro")
+        })
         .collect()
 }
