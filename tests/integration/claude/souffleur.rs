@@ -159,10 +159,15 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
         .filter(|l| l.contains("\"compact_boundary\""))
         .count();
     assert_eq!(boundaries, 1, "one real compaction:\n{text}");
-    assert!(
-        nix::sys::signal::kill(nix::unistd::Pid::from_raw(conductor as i32), None).is_err(),
-        "the old Conductor was ended"
-    );
+    // Ended: gone, or dead and not yet reaped by the tmux server that started it.
+    let ended = || {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(conductor as i32), None).is_err()
+            || std::fs::read_to_string(format!("/proc/{conductor}/stat")).is_ok_and(|s| {
+                s.rsplit_once(") ")
+                    .is_some_and(|(_, rest)| rest.starts_with('Z'))
+            })
+    };
+    assert!(ended(), "the old Conductor was ended");
     // The relaunched Conductor resumes the compacted session with the recovery prompt.
     let end = std::time::Instant::now() + crate::common::DEADLINE;
     while !server
