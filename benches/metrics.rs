@@ -28,23 +28,7 @@ fn main() {
         .map(|p| dir.path().join(format!("project-{p}")))
         .collect();
     for root in &roots {
-        std::fs::create_dir_all(root.join("temp")).unwrap();
-        support::init(root);
-        let mut conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-        let tx = conn.transaction().unwrap();
-        for i in 1..=PER_PROJECT {
-            tx.execute(
-                "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
-                [format!("task-{i:02}")],
-            )
-            .unwrap();
-            std::fs::write(
-                root.join(format!("temp/task-{i:02}-status")),
-                "step 1 started [ctx: 12%]\n",
-            )
-            .unwrap();
-        }
-        tx.commit().unwrap();
+        support::project_with_tasks(root, PER_PROJECT);
     }
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -111,41 +111,16 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// A project with `tasks` working tasks, each with a first status line.
+/// A project with `tasks` working tasks.
 fn project(parent: &Path, name: &str, tasks: usize) -> PathBuf {
     let root = parent.join(name);
-    std::fs::create_dir_all(root.join("temp")).unwrap();
-    support::init(&root);
-    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
-    for i in 1..=tasks {
-        conn.execute(
-            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
-            [format!("task-{i:02}")],
-        )
-        .unwrap();
-        std::fs::write(
-            root.join(format!("temp/task-{i:02}-status")),
-            "step 0 started [ctx: 12%]\n",
-        )
-        .unwrap();
-    }
+    support::project_with_tasks(&root, tasks);
     root
 }
 
 fn watch(config: &Path, places: &[String]) -> (std::process::Child, Receiver<(Instant, String)>) {
-    let mut cmd = Command::new(support::exe());
-    cmd.args([
-        "--no-tui",
-        "--json",
-        "--stall-after",
-        "1h",
-        "--task-stale-after",
-        "1h",
-        "--conductor-stale-after",
-        "1h",
-        "--config",
-    ])
-    .arg(config);
+    let mut cmd = support::quiet_headless();
+    cmd.arg("--config").arg(config);
     for p in places {
         cmd.args(["--project", p]);
     }

@@ -28,6 +28,37 @@ pub fn init(root: &Path) {
     );
 }
 
+/// A project at `root` with `tasks` working tasks (`task-01` …), each with one status
+/// line.
+pub fn project_with_tasks(root: &Path, tasks: usize) {
+    std::fs::create_dir_all(root.join("temp")).unwrap();
+    init(root);
+    let mut conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    let tx = conn.transaction().unwrap();
+    for i in 1..=tasks {
+        tx.execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+            [format!("task-{i:02}")],
+        )
+        .unwrap();
+        std::fs::write(
+            root.join(format!("temp/task-{i:02}-status")),
+            "step 1 started [ctx: 12%]\n",
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+}
+
+/// `maestro --no-tui --json` with every age threshold at an hour: only the appends a
+/// benchmark makes raise anything.
+pub fn quiet_headless() -> Command {
+    let mut cmd = Command::new(exe());
+    cmd.args(["--no-tui", "--json", "--stall-after", "1h"])
+        .args(["--task-stale-after", "1h", "--conductor-stale-after", "1h"]);
+    cmd
+}
+
 /// Starts `cmd` with stdout piped; its lines arrive with the moment each was read.
 pub fn spawn_stamped(mut cmd: Command) -> (Child, mpsc::Receiver<(Instant, String)>) {
     let mut child = cmd

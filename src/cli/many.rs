@@ -49,8 +49,8 @@ pub fn chosen(global: &GlobalArgs, settings: &Settings) -> Result<Vec<(String, P
     Ok(names(&projects).into_iter().zip(projects).collect())
 }
 
-/// The projects' names: folder names (`host:folder` for a remote one), or the whole
-/// paths when two share one.
+/// The projects' names: folder names (a remote one's address), or the whole paths when
+/// two share one.
 fn names(projects: &[Place]) -> Vec<String> {
     let short: Vec<String> = projects.iter().map(Place::name).collect();
     short

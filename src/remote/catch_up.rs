@@ -209,3 +209,80 @@ fn session_identity(report: &SessionReport) -> (String, u64) {
         SessionReport::Folder { .. } => (String::new(), hash_of(report)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::event::MessageRow;
+
+    fn lines(text: &[&str], initial: bool) -> CoreEvent {
+        CoreEvent::LogLines {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            lines: text.iter().map(|s| (*s).to_owned()).collect(),
+            initial_mtime: initial.then(std::time::SystemTime::now),
+        }
+    }
+
+    fn told(events: &[CoreEvent]) -> Vec<String> {
+        events
+            .iter()
+            .flat_map(|e| match e {
+                CoreEvent::LogLines { lines, .. } => lines.clone(),
+                CoreEvent::LogReset { .. } => vec!["<reset>".into()],
+                CoreEvent::Messages(rows) => rows.iter().map(|r| format!("#{}", r.id)).collect(),
+                _ => vec!["<other>".into()],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_file_told_again_passes_on_only_its_new_lines_even_in_pieces() {
+        let mut c = CatchUp::default();
+        assert_eq!(told(&c.filter(lines(&["a", "b"], true))), ["a", "b"]);
+        assert_eq!(told(&c.filter(lines(&["c"], false))), ["c"]);
+        c.reconnected();
+        // The new serve reads the file from its start, in two pieces.
+        assert!(c.filter(lines(&["a", "b"], true)).is_empty());
+        assert_eq!(told(&c.filter(lines(&["c", "d"], true))), ["d"]);
+        assert_eq!(told(&c.filter(lines(&["e"], false))), ["e"]);
+    }
+
+    #[test]
+    fn a_file_rewritten_while_down_starts_over() {
+        let mut c = CatchUp::default();
+        c.filter(lines(&["a", "b"], true));
+        c.reconnected();
+        assert_eq!(
+            told(&c.filter(lines(&["x", "y", "z"], true))),
+            ["<reset>", "x", "y", "z"]
+        );
+        // Shorter than before, then a live line: rewritten too.
+        c.reconnected();
+        assert!(c.filter(lines(&["x"], true)).is_empty());
+        assert_eq!(told(&c.filter(lines(&["w"], false))), ["<reset>", "x", "w"]);
+    }
+
+    #[test]
+    fn messages_are_passed_on_once() {
+        let mut c = CatchUp::default();
+        let rows = |ids: &[i64]| {
+            CoreEvent::Messages(
+                ids.iter()
+                    .map(|id| MessageRow {
+                        id: *id,
+                        task_id: None,
+                        from_session: None,
+                        message_type: None,
+                        message: None,
+                        timestamp: None,
+                    })
+                    .collect(),
+            )
+        };
+        assert_eq!(told(&c.filter(rows(&[1, 2]))), ["#1", "#2"]);
+        c.reconnected();
+        assert_eq!(told(&c.filter(rows(&[1, 2, 3]))), ["#3"]);
+        assert!(c.filter(rows(&[2])).is_empty());
+    }
+}

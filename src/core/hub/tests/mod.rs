@@ -689,3 +689,5 @@ async fn a_session_whose_process_ended_is_ended_until_a_live_one_speaks_for_it()
         .unwrap();
     assert_eq!(activities(&drain(&mut r.out).await), ["waiting"]);
 }
+
+mod link;

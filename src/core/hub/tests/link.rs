@@ -1,0 +1,69 @@
+//! A remote project's hub while its link is down and after it comes back.
+
+use super::*;
+use crate::core::event::LinkReport;
+
+fn link(status: &'static str) -> CoreEvent {
+    CoreEvent::Link(LinkReport {
+        project: "ssh://devbox/srv/orch".into(),
+        status,
+        detail: String::new(),
+    })
+}
+
+/// Ten minutes without news because the link was down: nothing is stale, stalled or
+/// dead, then or in the first interval after the link is back; a full interval of
+/// silence after it is.
+#[tokio::test(start_paused = true)]
+async fn a_link_down_is_no_evidence_and_ages_restart_when_it_is_up() {
+    let mut s = settings(false);
+    s.sentinel.stall_after = Duration::from_secs(60);
+    s.task_stale_after = Duration::from_secs(60);
+    s.conductor_stale_after = Duration::from_secs(60);
+    let rows = CoreEvent::Tasks(vec![
+        row("task-00", "reviewing", START),
+        row("task-01", "working", START),
+    ]);
+    let mut r = rig_with(vec![rows], s);
+    r.events
+        .send(lines("task-01", LogKind::Status, &["step 1 [ctx: 10%]"]))
+        .await
+        .unwrap();
+    r.events.send(link("up")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    drain(&mut r.out).await;
+    r.events.send(link("down")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(600)).await;
+    let while_down = drain(&mut r.out).await;
+    assert!(
+        while_down
+            .iter()
+            .all(|w| matches!(w, What::Link(l) if l.status == "down")),
+        "{while_down:?}"
+    );
+    r.events.send(link("up")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    let first_half = drain(&mut r.out).await;
+    assert!(
+        first_half
+            .iter()
+            .all(|w| matches!(w, What::Link(l) if l.status == "up")),
+        "within the interval after the link came back: {first_half:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(31)).await;
+    let after = drain(&mut r.out).await;
+    let stale: Vec<_> = after
+        .iter()
+        .filter_map(|w| match w {
+            What::Stale { task_id, .. } => Some(task_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(stale, ["task-00", "task-01"], "{after:?}");
+    assert!(
+        after
+            .iter()
+            .any(|w| matches!(w, What::Anomaly(a) if a.kind == AnomalyKind::Stalled)),
+        "{after:?}"
+    );
+}
