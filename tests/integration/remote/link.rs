@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use crate::common::{Scratch, event, maestro};
-use crate::remote::{address, sshd, watch};
+use crate::metrics::{free_port, scrape_until, value};
+use crate::remote::{address, sshd, watch, watch_with};
 
 fn linked(v: &serde_json::Value, status: &str) -> bool {
     event(v) == "link" && v["status"] == status
@@ -68,16 +69,7 @@ fn a_killed_ssh_is_reconnected_and_caught_up_without_loss_or_doubles() {
     insert_message(&project, "before");
     m.wait_json("the first message", |v| event(v) == "message");
 
-    // Kill the link's ssh (a child of maestro), not the remote maestro.
-    let ssh = children(m.child.id())
-        .into_iter()
-        .find(|pid| comm(*pid) == "ssh")
-        .expect("maestro runs ssh");
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(ssh as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
+    kill_ssh(&m);
     let down = m.wait_json("the link down", |v| linked(v, "down"));
     assert!(
         down["detail"].as_str().unwrap().contains("signal 9"),
@@ -196,6 +188,59 @@ fn approve_on_a_remote_task_changes_the_remote_database() {
         .unwrap();
     assert_eq!(kill.status.code(), here.status.code(), "{kill:?}");
     assert_eq!(kill.stderr, here.stderr);
+}
+
+/// `maestro_remote_up{project}` follows the link; while it is down the heartbeat ages
+/// are left out (unknown), not shown growing.
+#[test]
+fn the_link_is_a_metric() {
+    let Some(sshd) = sshd("the_link_is_a_metric") else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-01", "working");
+    let port = free_port();
+    let mut m = watch_with(
+        &sshd.config(None, "ssh_config"),
+        &project,
+        &["--metrics", &port.to_string()],
+    );
+    m.wait_json("the link up", |v| linked(v, "up"));
+    let remote = address(&project);
+    let labels = [("project", remote.as_str())];
+    scrape_until(port, "remote up", |s| {
+        value(s, "maestro_remote_up", &labels) == Some(1.0)
+            && value(
+                s,
+                "maestro_task_heartbeat_age_seconds",
+                &[("task", "task-01")],
+            )
+            .is_some()
+    });
+    kill_ssh(&m);
+    m.wait_json("the link down", |v| linked(v, "down"));
+    scrape_until(port, "remote down, ages unknown", |s| {
+        value(s, "maestro_remote_up", &labels) == Some(0.0)
+            && value(
+                s,
+                "maestro_task_heartbeat_age_seconds",
+                &[("task", "task-01")],
+            )
+            .is_none()
+    });
+}
+
+/// Kills the link's ssh (a child of maestro), not the remote maestro.
+fn kill_ssh(m: &crate::common::Running) {
+    let ssh = children(m.child.id())
+        .into_iter()
+        .find(|pid| comm(*pid) == "ssh")
+        .expect("maestro runs ssh");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(ssh as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
 }
 
 fn insert_message(project: &Scratch, text: &str) {

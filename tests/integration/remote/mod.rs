@@ -25,9 +25,15 @@ pub fn address(project: &Scratch) -> String {
 
 /// `maestro --no-tui --json` on the remote project, with the test's configuration.
 pub fn watch(config: &Path, project: &Scratch) -> Running {
+    watch_with(config, project, &[])
+}
+
+/// [`watch`] with more arguments.
+pub fn watch_with(config: &Path, project: &Scratch, extra: &[&str]) -> Running {
     let mut cmd = maestro();
     cmd.args(["--no-tui", "--json", "--config"])
         .arg(config)
-        .args(["--project", &address(project)]);
+        .args(["--project", &address(project)])
+        .args(extra);
     Running::spawn(cmd)
 }
