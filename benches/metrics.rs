@@ -122,21 +122,13 @@ fn appends(
         let root = &roots[n % roots.len()];
         let i = 1 + (n * 7) % PER_PROJECT;
         let marker = format!("{tag}{n}#");
-        let start = Instant::now();
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(root.join(format!("temp/task-{i:02}-status")))
-            .unwrap()
-            .write_all(format!("step {n} self-correction: {marker}\n").as_bytes())
-            .unwrap();
-        loop {
-            let (at, l) = lines.recv_timeout(Duration::from_secs(10)).unwrap();
-            if l.contains(&marker) {
-                lat.push(at - start);
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
+        lat.push(support::timed_append(
+            &root.join(format!("temp/task-{i:02}-status")),
+            &format!("step {n} self-correction: {marker}\n"),
+            &marker,
+            n,
+            lines,
+        ));
     }
     lat
 }

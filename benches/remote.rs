@@ -148,21 +148,14 @@ fn append(root: &Path, text: &str) {
 
 /// Isolated self-correction lines; the time until each one's anomaly is printed.
 fn appends(root: &Path, lines: &Receiver<(Instant, String)>, samples: usize) -> Vec<Duration> {
-    let mut lat = Vec::new();
-    for n in 0..samples {
-        let marker = format!("mark{n}#");
-        let start = Instant::now();
-        append(root, &format!("step {n} self-correction: {marker}\n"));
-        loop {
-            let (at, l) = lines.recv_timeout(Duration::from_secs(10)).unwrap();
-            if l.contains(&marker) {
-                lat.push(at - start);
-                break;
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
-    }
-    lat
+    let file = root.join("temp/task-01-status");
+    (0..samples)
+        .map(|n| {
+            let marker = format!("mark{n}#");
+            let line = format!("step {n} self-correction: {marker}\n");
+            support::timed_append(&file, &line, &marker, n, lines)
+        })
+        .collect()
 }
 
 fn children(pid: u32) -> Vec<u32> {

@@ -59,6 +59,33 @@ pub fn quiet_headless() -> Command {
     cmd
 }
 
+/// Appends `line` to `file` and waits for the output line holding `marker`: how long
+/// that took, then a pause that varies (appends never fall on one rhythm).
+pub fn timed_append(
+    file: &Path,
+    line: &str,
+    marker: &str,
+    n: usize,
+    lines: &mpsc::Receiver<(Instant, String)>,
+) -> Duration {
+    use std::io::Write;
+    let start = Instant::now();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(file)
+        .unwrap()
+        .write_all(line.as_bytes())
+        .unwrap();
+    let took = loop {
+        let (at, l) = lines.recv_timeout(Duration::from_secs(10)).unwrap();
+        if l.contains(marker) {
+            break at - start;
+        }
+    };
+    std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
+    took
+}
+
 /// Starts `cmd` with stdout piped; its lines arrive with the moment each was read.
 pub fn spawn_stamped(mut cmd: Command) -> (Child, mpsc::Receiver<(Instant, String)>) {
     let mut child = cmd
