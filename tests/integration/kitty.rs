@@ -115,7 +115,9 @@ impl Display {
     /// The window whose name is exactly `title`, once it is mapped.
     pub fn window(&self, title: &str) -> String {
         let pattern = format!("^{}$", regex::escape(title));
-        let end = Instant::now() + Duration::from_secs(30);
+        // kitty with software GL can take tens of seconds to map a window while the
+        // rest of the suite keeps both cores busy.
+        let end = Instant::now() + Duration::from_secs(90);
         loop {
             let found = self.xdotool(&["search", "--onlyvisible", "--name", &pattern]);
             if let Some(id) = found.lines().next() {
@@ -123,11 +125,16 @@ impl Display {
             }
             assert!(
                 Instant::now() < end,
-                "no window named {title:?} appeared; windows: {:?}",
+                "no window named {title:?} appeared; windows: {:?}; kitty processes: {:?}",
                 self.xdotool(&["search", "--onlyvisible", "--name", "."])
                     .lines()
                     .map(|id| self.xdotool(&["getwindowname", id]).trim().to_owned())
-                    .collect::<Vec<_>>()
+                    .collect::<Vec<_>>(),
+                Command::new("pgrep")
+                    .args(["-a", "kitty"])
+                    .output()
+                    .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                    .unwrap_or_default()
             );
             std::thread::sleep(Duration::from_millis(100));
         }
