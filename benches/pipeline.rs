@@ -3,10 +3,12 @@
 //! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for fewer samples).
 //!
 //! - append → anomaly: one line appended to one of N status files, isolated (10 to
-//!   40 ms apart), until maestro prints its report; the same against
+//!   40 ms apart, after 20 uncounted), until maestro prints its report; the same against
 //!   `tail -F -n0 FILES | grep --line-buffered` on the same files;
 //! - commit → event: a message committed by this (other) process, from the moment the
 //!   commit returns until maestro prints it;
+//! - the same appends to maestro's core run inside this process, stamped as the hub
+//!   hands each anomaly over: what the process boundary, JSON and stdout add;
 //! - at 100 tasks also: throughput (lines/s and MB/s through the log source and the
 //!   Sentinel), idle CPU and RSS, and a 10-second poller as the seed's baseline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -28,6 +30,8 @@ struct Row {
     tasks: usize,
     tail: Vec<Duration>,
     ours: Vec<Duration>,
+    /// The core in this process: no process boundary, JSON or stdout.
+    inside: Vec<Duration>,
     commits: Vec<Duration>,
 }
 
@@ -54,7 +58,7 @@ fn main() {
         }
         if tasks == DETAIL_SIZE {
             let idle = Duration::from_secs(if quick { 5 } else { 10 });
-            let (cpu, rss) = support::idle_cost(maestro.child.id(), idle);
+            let (cpu, rss) = support::idle_cost(maestro.pid(), idle);
             println!(
                 "idle ({}s, {tasks} quiet tasks): CPU {cpu:.3}% of a core, RSS {:.1} MB",
                 idle.as_secs(),
@@ -78,12 +82,21 @@ fn main() {
                 lines as f64 / secs,
                 bytes as f64 / 1e6 / secs
             );
-            let peak = support::vm_kb(maestro.child.id(), "VmHWM:");
+            let peak = support::vm_kb(maestro.pid(), "VmHWM:");
             println!(
                 "  peak RSS after the throughput run: {:.1} MB",
                 peak as f64 / 1024.0
             );
-            drop(maestro);
+        }
+        drop(maestro);
+        let mut core = Stream::in_process(&project);
+        let inside = append_latency(&project, &mut core, samples, "i");
+        drop(core);
+        report(
+            "  append -> anomaly handed over (maestro's core in this process)",
+            &inside,
+        );
+        if tasks == DETAIL_SIZE {
             let poll_samples = if quick { 10 } else { 30 };
             let polled = poller_latency(&project, poll_samples);
             report("  append -> detection (10 s poller)", &polled);
@@ -97,6 +110,7 @@ fn main() {
             tasks,
             tail: theirs,
             ours,
+            inside,
             commits,
         });
     }
@@ -108,19 +122,22 @@ fn table(rows: &[Row]) {
     let ms = |v: &[Duration], p: f64| support::percentile(v, p).as_secs_f64() * 1000.0;
     println!();
     println!(
-        "| tasks | tail \\| grep p50 | maestro p50 | maestro p99 | p50 ratio | p99 ratio | vs 10-task p50 | commit -> event p50 | p99 |"
+        "| tasks | tail \\| grep p50 / p99 | maestro p50 / p99 | ratio p50 / p99 | core in process p50 / p99 | vs 10-task p50 | commit -> event p50 / p99 |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|");
     let base = ms(&rows[0].ours, 50.0);
     for r in rows {
         println!(
-            "| {} | {:.2} ms | {:.2} ms | {:.2} ms | {:.1}x | {:.1}x | {:.2}x | {:.2} ms | {:.2} ms |",
+            "| {} | {:.2} / {:.2} ms | {:.2} / {:.2} ms | {:.1}x / {:.1}x | {:.2} / {:.2} ms | {:.2}x | {:.2} / {:.2} ms |",
             r.tasks,
             ms(&r.tail, 50.0),
+            ms(&r.tail, 99.0),
             ms(&r.ours, 50.0),
             ms(&r.ours, 99.0),
             ms(&r.ours, 50.0) / ms(&r.tail, 50.0),
             ms(&r.ours, 99.0) / ms(&r.tail, 99.0),
+            ms(&r.inside, 50.0),
+            ms(&r.inside, 99.0),
             ms(&r.ours, 50.0) / base,
             ms(&r.commits, 50.0),
             ms(&r.commits, 99.0),
@@ -179,14 +196,75 @@ fn task(i: usize) -> String {
 
 /// A child whose stdout lines arrive stamped with the moment they were read.
 struct Stream {
-    child: Child,
+    /// The process read, or `None` for the core run inside this bench.
+    child: Option<Child>,
     lines: mpsc::Receiver<(Instant, String)>,
+    /// Ends the in-process core's thread.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl Stream {
     fn spawn(cmd: Command) -> Self {
         let (child, lines) = support::spawn_stamped(cmd);
-        Self { child, lines }
+        Self {
+            child: Some(child),
+            lines,
+            stop: None,
+        }
+    }
+
+    /// maestro's core inside this process, with the flags `maestro` gets: each
+    /// happening is stamped as the hub hands it over, before any JSON or stdout.
+    fn in_process(p: &Project) -> Self {
+        use maestro::core::event::What;
+        let (tx, lines) = mpsc::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let overrides = maestro::settings::Overrides {
+            stall_after: Some(Duration::from_secs(3600)),
+            task_stale_after: Some(Duration::from_secs(3600)),
+            conductor_stale_after: Some(Duration::from_secs(3600)),
+            ..Default::default()
+        };
+        let settings = maestro::settings::Settings::resolve(None, &overrides).unwrap();
+        let project = maestro::cli::project::Project {
+            root: p.root.clone(),
+            db: p.root.join("comms.db"),
+            temp: p.root.join("temp"),
+        };
+        let config = project.core_config(&settings);
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                let clock = maestro::core::clock::Clock::system(time::UtcOffset::UTC);
+                let mut core = maestro::core::runtime::start(&config, clock).unwrap();
+                tokio::pin!(stopped);
+                loop {
+                    tokio::select! {
+                        _ = &mut stopped => break,
+                        h = core.happenings.recv() => {
+                            let Some(h) = h else { break };
+                            let at = Instant::now();
+                            let line = match &h.what {
+                                What::Task { .. } => "\"event\":\"task\"".to_owned(),
+                                What::Anomaly(a) => a.detail.clone(),
+                                _ => continue,
+                            };
+                            if tx.send((at, line)).is_err() {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        });
+        Self {
+            child: None,
+            lines,
+            stop: Some(stop),
+        }
     }
 
     fn maestro(p: &Project) -> Self {
@@ -228,6 +306,10 @@ impl Stream {
         s
     }
 
+    fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(std::process::id(), Child::id)
+    }
+
     fn next_matching(&mut self, pred: impl Fn(&str) -> bool, within: Duration) -> Instant {
         let end = Instant::now() + within;
         loop {
@@ -244,14 +326,23 @@ impl Stream {
 
 impl Drop for Stream {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(child) = &mut self.child {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }
 
+/// Appends not counted, for both readers alike: the first touch of code and files after
+/// start is not what a running orchestration sees.
+const WARM_UP: usize = 20;
+
 fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec<Duration> {
-    let mut out = Vec::with_capacity(samples);
-    for n in 0..samples {
+    let mut out = Vec::with_capacity(samples + WARM_UP);
+    for n in 0..samples + WARM_UP {
         let marker = format!("{tag}{n}#");
         // Spread over the files, in an order unrelated to their names.
         let i = 1 + (n * 7919) % p.tasks;
@@ -262,7 +353,7 @@ fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec
         // Isolated lines, 10 to 40 ms apart, as a real orchestration writes them.
         std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
     }
-    out
+    out.split_off(WARM_UP)
 }
 
 fn commit_latency(p: &Project, s: &mut Stream, samples: usize) -> Vec<Duration> {

@@ -158,9 +158,21 @@ impl Host {
         }
         let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();
         let mut folder = FolderWatch::start(&self.dir, wake_tx);
-        let mut bus = self.env.bus.subscribe();
+        // Subscribed only while a trusted definition waits for an event: without a
+        // receiver the hub builds no bus event at all, so a project without event
+        // triggers pays nothing per happening.
+        let mut bus = None;
         self.rescan().await;
         loop {
+            let wanted = self
+                .defs
+                .values()
+                .any(|e| e.trusted && matches!(e.def.trigger, Trigger::Event { .. }));
+            if !wanted {
+                bus = None;
+            } else if bus.is_none() {
+                bus = Some(self.env.bus.subscribe());
+            }
             let next = self.schedule.values().min().copied();
             tokio::select! {
                 Some(()) = wake.recv() => {
@@ -177,7 +189,7 @@ impl Host {
                         self.running.remove(&name);
                     }
                 }
-                Ok((event, payload)) = bus.recv() => {
+                Ok((event, payload)) = next_on_bus(&mut bus) => {
                     let vars = HashMap::from([("event".to_owned(), payload.clone())]);
                     let names: Vec<String> = self
                         .defs
@@ -614,4 +626,14 @@ pub fn request(project: &Path, req: &Value) -> Option<Value> {
     let socket = paths::socket_path(Service::Pipelines, &ProjectKey::of(project)).ok()?;
     let line = ipc::request_line(&socket, &req.to_string(), Duration::from_secs(35)).ok()?;
     serde_json::from_str(&line).ok()
+}
+
+/// The next event on the bus, or never while not subscribed.
+async fn next_on_bus(
+    bus: &mut Option<tokio::sync::broadcast::Receiver<(String, Value)>>,
+) -> Result<(String, Value), tokio::sync::broadcast::error::RecvError> {
+    match bus {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
 }

@@ -86,39 +86,46 @@ impl KernelWatch {
         }
     }
 
-    /// Reads every event queued now into `woken`.
+    /// Reads the events queued now (as many as the buffer holds, some thousands) into
+    /// `woken`. One read: what did not fit makes the next wait return at once, and an
+    /// isolated append costs no second read to learn the queue is empty.
     fn drain(&mut self, woken: &mut Woken) {
-        loop {
-            let events = match self.inotify.read_events(&mut self.buf) {
-                Ok(events) => events,
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    woken.rescan = true;
-                    return;
-                }
-            };
-            for event in events {
-                if event.mask.contains(EventMask::Q_OVERFLOW) {
-                    woken.rescan = true;
-                    continue;
-                }
-                if Some(&event.wd) == self.dir_wd.as_ref() {
-                    if event.mask.intersects(
-                        EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED,
-                    ) {
-                        woken.rescan = true;
-                    } else if let Some(name) = event.name.and_then(|n| n.to_str()) {
-                        woken.names.insert(name.to_owned());
-                    }
-                } else if Some(&event.wd) == self.parent_wd.as_ref()
-                    && event
-                        .name
-                        .is_some_and(|n| Some(n) == self.dir_name.as_deref())
+        let events = match self.inotify.read_events(&mut self.buf) {
+            Ok(events) => events,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) =>
+            {
+                return;
+            }
+            Err(_) => {
+                woken.rescan = true;
+                return;
+            }
+        };
+        for event in events {
+            if event.mask.contains(EventMask::Q_OVERFLOW) {
+                woken.rescan = true;
+                continue;
+            }
+            if Some(&event.wd) == self.dir_wd.as_ref() {
+                if event
+                    .mask
+                    .intersects(EventMask::DELETE_SELF | EventMask::MOVE_SELF | EventMask::IGNORED)
                 {
-                    // The log folder itself, seen from its parent.
                     woken.rescan = true;
+                } else if let Some(name) = event.name.and_then(|n| n.to_str()) {
+                    woken.names.insert(name.to_owned());
                 }
+            } else if Some(&event.wd) == self.parent_wd.as_ref()
+                && event
+                    .name
+                    .is_some_and(|n| Some(n) == self.dir_name.as_deref())
+            {
+                // The log folder itself, seen from its parent.
+                woken.rescan = true;
             }
         }
     }

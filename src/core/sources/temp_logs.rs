@@ -9,9 +9,8 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::fs::File;
-use std::io::{Read, Seek, SeekFrom};
 use std::os::fd::OwnedFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -248,7 +247,7 @@ impl TempLogs {
         // be one; a log linked to another file of the operator's is not read) and never
         // with a blocking open: a FIFO named like a log would otherwise stop this thread
         // (and every log with it) until a writer came.
-        let (mut file, meta) = match safe_fs::open_regular(&path) {
+        let (file, meta) = match safe_fs::open_regular(&path) {
             Ok(ok) => {
                 self.skipped.remove(name);
                 ok
@@ -286,7 +285,7 @@ impl TempLogs {
         });
         if tail.identity != identity
             || meta.len() < tail.offset
-            || !still_matches(&mut file, tail.offset, &tail.last_bytes)
+            || !still_matches(&file, tail.offset, &tail.last_bytes)
         {
             tail.identity = identity;
             tail.offset = 0;
@@ -324,46 +323,47 @@ impl TempLogs {
         let mut lines = Vec::new();
         let mut sent_lines = false;
         let mut read_error = None;
-        if meta.len() > tail.offset {
-            match file.seek(SeekFrom::Start(tail.offset)) {
-                Ok(_) => loop {
-                    match file.read(&mut self.buf) {
-                        Ok(0) => break,
-                        Ok(n) => {
-                            tail.offset += n as u64;
-                            remember_tail(&mut tail.last_bytes, &self.buf[..n]);
-                            let mut chunk = &self.buf[..n];
-                            if skip_partial {
-                                match memchr::memchr(b'\n', chunk) {
-                                    Some(i) => {
-                                        chunk = &chunk[i + 1..];
-                                        skip_partial = false;
-                                    }
-                                    None => continue,
-                                }
+        // Positioned reads up to the size seen at open: what is appended after that
+        // raises an event of its own, so an isolated line costs no read to learn the
+        // end was reached. A full buffer means a burst: it is read on to its end.
+        let size = meta.len();
+        let mut full = false;
+        while tail.offset < size || full {
+            match file.read_at(&mut self.buf, tail.offset) {
+                Ok(0) => break,
+                Ok(n) => {
+                    full = n == self.buf.len();
+                    tail.offset += n as u64;
+                    remember_tail(&mut tail.last_bytes, &self.buf[..n]);
+                    let mut chunk = &self.buf[..n];
+                    if skip_partial {
+                        match memchr::memchr(b'\n', chunk) {
+                            Some(i) => {
+                                chunk = &chunk[i + 1..];
+                                skip_partial = false;
                             }
-                            tail.assembler.feed(chunk, &mut lines);
-                            if lines.len() >= LINES_PER_EVENT {
-                                send_to(
-                                    &self.events,
-                                    CoreEvent::LogLines {
-                                        task: task.clone(),
-                                        kind,
-                                        lines: std::mem::take(&mut lines),
-                                        initial_mtime,
-                                    },
-                                );
-                                sent_lines = true;
-                            }
-                        }
-                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                        Err(e) => {
-                            read_error = Some(e);
-                            break;
+                            None => continue,
                         }
                     }
-                },
-                Err(e) => read_error = Some(e),
+                    tail.assembler.feed(chunk, &mut lines);
+                    if lines.len() >= LINES_PER_EVENT {
+                        send_to(
+                            &self.events,
+                            CoreEvent::LogLines {
+                                task: task.clone(),
+                                kind,
+                                lines: std::mem::take(&mut lines),
+                                initial_mtime,
+                            },
+                        );
+                        sent_lines = true;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    read_error = Some(e);
+                    break;
+                }
             }
         }
         if let Some(e) = read_error {
@@ -413,14 +413,13 @@ fn folder_identity(dir: &Path) -> Option<(u64, u64)> {
 }
 
 /// Whether the bytes just before `offset` are still the ones read there last time.
-fn still_matches(file: &mut File, offset: u64, last: &[u8]) -> bool {
+fn still_matches(file: &File, offset: u64, last: &[u8]) -> bool {
     if last.is_empty() {
         return true;
     }
     let mut now = [0u8; FINGERPRINT];
     let now = &mut now[..last.len()];
-    file.seek(SeekFrom::Start(offset - last.len() as u64))
-        .and_then(|_| file.read_exact(now))
+    file.read_exact_at(now, offset - last.len() as u64)
         .is_ok_and(|()| now == last)
 }
 
