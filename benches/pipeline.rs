@@ -37,7 +37,7 @@ struct Row {
 
 fn main() {
     let quick = std::env::var_os("MAESTRO_BENCH_QUICK").is_some();
-    let samples = if quick { 100 } else { 400 };
+    let samples = if quick { 100 } else { 1000 };
     println!("maestro pipeline benchmark: {samples} samples per latency and size");
     let mut rows = Vec::new();
     for tasks in SIZES {
@@ -240,6 +240,8 @@ impl Stream {
             rt.block_on(async move {
                 let clock = maestro::core::clock::Clock::system(time::UtcOffset::UTC);
                 let mut core = maestro::core::runtime::start(&config, clock).unwrap();
+                // As `--no-tui` without `--metrics`: nothing reads snapshots.
+                core.without_snapshots();
                 tokio::pin!(stopped);
                 loop {
                     tokio::select! {

@@ -213,6 +213,8 @@ impl Hub {
         }
         self.check_deadlines().await;
         let mut gap_news = self.clock.gap_news();
+        // When the inputs held for the event log go to its writer.
+        let mut record_due: Option<Instant> = None;
         loop {
             self.publish_snapshot();
             let deadline = self.next_deadline();
@@ -230,14 +232,19 @@ impl Hub {
                     }
                 }
                 () = sleep_until_opt(deadline) => {}
+                () = sleep_until_opt(record_due) => {
+                    record_due = None;
+                    if let Some(r) = &mut self.recorder {
+                        r.flush();
+                    }
+                }
             }
             self.check_deadlines().await;
-            // The presenters go first; the event log's writer is woken after them.
-            if self.recorder.as_ref().is_some_and(Recorder::holds) {
-                tokio::task::yield_now().await;
-                if let Some(r) = &mut self.recorder {
-                    r.flush();
-                }
+            // The event log's writer is woken a little later, never at the moment an
+            // event is on its way to the operator: on two cores its wake-up would
+            // compete with the reader's (and the inputs keep the time they came).
+            if record_due.is_none() && self.recorder.as_ref().is_some_and(Recorder::holds) {
+                record_due = Some(Instant::now() + RECORD_DELAY);
             }
         }
         self.publish_snapshot();
@@ -437,6 +444,10 @@ impl Hub {
         let _ = self.out.send(happening).await;
     }
 }
+
+/// How long the hub holds inputs for the event log before waking its writer (a burst
+/// of 64 goes at once; a stop flushes everything).
+const RECORD_DELAY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Resolves when the clock notices a new gap; never without a detector.
 async fn gap_changed(news: &mut Option<watch::Receiver<Option<crate::core::clock::gaps::Gap>>>) {
