@@ -199,8 +199,9 @@ struct Stream {
     /// The process read, or `None` for the core run inside this bench.
     child: Option<Child>,
     lines: mpsc::Receiver<(Instant, String)>,
-    /// Ends the in-process core's thread.
+    /// Ends the in-process core's thread, then waits for it.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Stream {
@@ -210,6 +211,7 @@ impl Stream {
             child: Some(child),
             lines,
             stop: None,
+            thread: None,
         }
     }
 
@@ -232,7 +234,7 @@ impl Stream {
             temp: p.root.join("temp"),
         };
         let config = project.core_config(&settings);
-        std::thread::spawn(move || {
+        let thread = std::thread::spawn(move || {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
@@ -266,6 +268,7 @@ impl Stream {
             child: None,
             lines,
             stop: Some(stop),
+            thread: Some(thread),
         }
     }
 
@@ -330,6 +333,9 @@ impl Drop for Stream {
     fn drop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
         if let Some(child) = &mut self.child {
             let _ = child.kill();
