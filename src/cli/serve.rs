@@ -132,12 +132,10 @@ impl Doer {
                 crate::core::actions::perform(&self.target, &self.launch, self.grace, &request)
                     .map(|d| d.text)
             }
-            Ask::Headroom { task } => {
-                let file = self.target.temp.join(format!("{task}-status"));
-                let text = crate::core::headroom::read_status(&file);
-                Ok(crate::core::headroom::analyze(text.as_deref())
-                    .render(task.as_str(), &file.display().to_string()))
-            }
+            Ask::Headroom { task } => Ok(crate::core::headroom::report(
+                &self.target.temp,
+                task.as_str(),
+            )),
         }
     }
 }

@@ -105,6 +105,13 @@ pub fn read_status(path: &std::path::Path) -> Option<String> {
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
+/// The script's text report for `task`, from its status file in `temp`: what the
+/// dashboard shows, here or on a remote project's host.
+pub fn report(temp: &std::path::Path, task: &str) -> String {
+    let file = temp.join(format!("{task}-status"));
+    analyze(read_status(&file).as_deref()).render(task, &file.display().to_string())
+}
+
 /// Reads a status file's text (`None`: the file is missing).
 pub fn analyze(text: Option<&str>) -> Headroom {
     let empty = Headroom {

@@ -214,18 +214,14 @@ impl Link<'_> {
                 );
             }
         };
-        if let Err(detail) = check_hello(&first, &host) {
-            let _ = child.kill().await;
-            return down(detail, false);
-        }
+        let version = match check_hello(&first, &host) {
+            Ok(version) => version,
+            Err(detail) => {
+                let _ = child.kill().await;
+                return down(detail, false);
+            }
+        };
         self.catch_up.reconnected();
-        let version = serde_json::from_str::<Frame>(&first)
-            .ok()
-            .and_then(|f| match f {
-                Frame::Hello { version, .. } => Some(version),
-                _ => None,
-            })
-            .unwrap_or_default();
         report("up", format!("maestro {version} on {host}")).await;
         let mut table = TaskTable::default();
         let mut pending: HashMap<u64, Answer> = HashMap::new();
@@ -287,8 +283,9 @@ fn down(detail: String, was_up: bool) -> Ended {
     Ended::Down { detail, was_up }
 }
 
-/// The hello line, checked: the same protocol, or both versions and which to update.
-fn check_hello(line: &str, host: &str) -> Result<(), String> {
+/// The hello line, checked: the remote maestro's version (printable) when it speaks
+/// the same protocol, or both versions and which to update.
+fn check_hello(line: &str, host: &str) -> Result<String, String> {
     let Ok(Frame::Hello {
         protocol, version, ..
     }) = serde_json::from_str::<Frame>(line)
@@ -311,7 +308,7 @@ fn check_hello(line: &str, host: &str) -> Result<(), String> {
             "the maestro on {host} ({version}, protocol {protocol}) is older than this one ({mine}, protocol {ours}): update the maestro on {host} to {mine}."
         ));
     }
-    Ok(())
+    Ok(version)
 }
 
 /// The last lines ssh (and the remote side) wrote on stderr, read as they come until

@@ -70,10 +70,7 @@ pub(super) fn task_effect(
                 &access.launch,
             )),
             Effect::Headroom(task) => {
-                let file = access.target.temp.join(format!("{task}-status"));
-                let text = crate::core::headroom::read_status(&file);
-                let report = crate::core::headroom::analyze(text.as_deref())
-                    .render(task.as_str(), &file.display().to_string());
+                let report = crate::core::headroom::report(&access.target.temp, task.as_str());
                 ActionAnswer::Headroom(task, report)
             }
             _ => return,
