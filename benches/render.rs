@@ -154,6 +154,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
         })
         .collect();
     ui.ingest(&Happening {
+        told: None,
         at: now,
         what: What::Log {
             task: task.clone(),
@@ -164,6 +165,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
     });
     for i in 0..1000 {
         ui.ingest(&Happening {
+            told: None,
             at: now,
             what: What::Anomaly(Anomaly {
                 task_id: task.clone(),
@@ -174,6 +176,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
             }),
         });
         ui.ingest(&Happening {
+            told: None,
             at: now,
             what: What::Message(MessageRow {
                 id: i,

@@ -44,6 +44,10 @@ pub struct GlobalArgs {
     /// Headless: exit 0 once task-00 reaches `complete`
     #[arg(long, global = true)]
     pub until_complete: bool,
+    /// Headless: print only what happened after the event that carried this `cursor`
+    /// (what happened while no maestro ran included)
+    #[arg(long, global = true, value_name = "CURSOR", value_parser = crate::core::told::Cursor::parse)]
+    pub after: Option<crate::core::told::Cursor>,
     /// Sentinel stall threshold (250ms, 2s, 5m, 1h) [default: 5m]
     #[arg(long, global = true, value_name = "DURATION", value_parser = duration)]
     pub stall_after: Option<Duration>,
@@ -379,9 +383,10 @@ pub enum ReplaySource {
 /// The options every verb takes; the others are shown only where they act.
 const EVERYWHERE: [&str; 5] = ["projects", "db", "temp", "config", "json"];
 /// What the watching verbs (the dashboard, headless, the Souffleur role) take.
-const WATCHING: [&str; 9] = [
+const WATCHING: [&str; 10] = [
     "no_tui",
     "until_complete",
+    "after",
     "stall_after",
     "spike_threshold",
     "task_stale_after",

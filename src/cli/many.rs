@@ -17,7 +17,7 @@ use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
-use crate::core::event_json::json_line;
+use crate::core::event_json::output_line;
 use crate::core::runtime;
 use crate::metrics::ProjectFeed;
 use crate::settings::Settings;
@@ -106,7 +106,9 @@ pub async fn run(
         };
         let Some((i, h)) = next else { break };
         let name = (chosen.len() > 1).then_some(chosen[i].0.as_str());
-        if let Some(line) = line(global.json, name, &chosen[i].0, &clock, &h)
+        let shown = headless::is_after(&h, global.after);
+        if shown
+            && let Some(line) = line(global.json, name, &chosen[i].0, &clock, &h)
             && !out.push(line).await
         {
             break;
@@ -219,9 +221,7 @@ fn line(
     h: &Happening,
 ) -> Option<String> {
     if json {
-        let mut v = json_line(h)?;
-        v["project"] = serde_json::Value::String(project.to_owned());
-        return Some(format!("{v}\n"));
+        return output_line(h, Some(project));
     }
     let text = headless::text(clock, h)?;
     let Some(name) = prefix else {

@@ -248,6 +248,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         {
             let settings = load_settings(global)?;
             let chosen = many::chosen(global, &settings)?;
+            refuse_after_on_a_dashboard(global)?;
             if global.no_tui {
                 runtime()?.block_on(many::run(chosen, global, &settings, clock))
             } else {
@@ -261,6 +262,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
                 (true, [(_, dir)]) => Project::at(Some(dir), global)?,
                 _ => Project::from_args(global)?,
             };
+            refuse_after_on_a_dashboard(global)?;
             if global.no_tui {
                 runtime()?.block_on(headless::run(&project, &settings, global, clock))
             } else {
@@ -268,6 +270,17 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             }
         }
     }
+}
+
+/// `--after` resumes a script's reading; the dashboard shows everything, old events
+/// with their own times.
+fn refuse_after_on_a_dashboard(global: &args::GlobalArgs) -> Result<(), CliError> {
+    if global.after.is_some() && !global.no_tui {
+        return Err(CliError::Usage(
+            "--after resumes headless output: add --no-tui (and --json to read each event's cursor). The dashboard always shows old events, with the times they happened.".into(),
+        ));
+    }
+    Ok(())
 }
 
 /// The single-threaded runtime every long-running mode uses.

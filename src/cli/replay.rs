@@ -73,6 +73,7 @@ pub fn run(
                 global.json,
                 clock,
                 global.until_complete,
+                None,
                 stop,
             )
             .await;

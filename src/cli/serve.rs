@@ -62,6 +62,10 @@ pub async fn run(
         grace: settings.souffleur.kill_grace,
     };
     tokio::spawn(requests(doer, frames_tx, stop.clone()));
+    // A beat when nothing else was sent for a beat's length.
+    let mut beat = tokio::time::interval(wire::BEAT);
+    beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    beat.reset();
     loop {
         let text = tokio::select! {
             biased;
@@ -71,7 +75,9 @@ pub async fn run(
                 Some(line) => wire::encode(&Frame::Input { line }),
                 None => break,
             },
+            _ = beat.tick() => wire::encode(&Frame::Beat {}),
         };
+        beat.reset();
         if write_line(&mut out, &text).await.is_err() {
             break;
         }

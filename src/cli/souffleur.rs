@@ -152,7 +152,15 @@ async fn run_role(
         tui.actions = Some(project.action_access(settings));
         crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await
     } else {
-        headless::present_on_stdout(&mut core.happenings, args.json, clock, false, stop).await;
+        headless::present_on_stdout(
+            &mut core.happenings,
+            args.json,
+            clock,
+            false,
+            args.after,
+            stop,
+        )
+        .await;
         drop(cmd_tx);
         Ok(())
     };

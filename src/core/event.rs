@@ -252,8 +252,12 @@ pub struct SouffleurSettings {
 /// A discrete thing that happened, for presenters that need every transition.
 #[derive(Debug, Clone)]
 pub struct Happening {
+    /// When it happened; for a restatement, when it was first told.
     pub at: OffsetDateTime,
     pub what: What,
+    /// Its cursor and whether an earlier run told it (set by the hub; none in replays
+    /// and tests).
+    pub told: Option<crate::core::told::Told>,
 }
 
 #[derive(Debug, Clone)]

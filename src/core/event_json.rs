@@ -3,14 +3,42 @@
 
 use serde_json::{Value, json};
 
-use crate::core::clock::rfc3339;
+use crate::core::clock::{parse_sqlite_utc, rfc3339};
 use crate::core::domain::souffleur::Provider;
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::domain::{AnomalyKind, CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::event::{Happening, What};
 
-/// One happening as a JSON object, or `None` for what headless does not show.
-pub fn json_line(h: &Happening) -> Option<Value> {
+/// One happening as the line a JSON presenter prints (with its newline), or `None` for
+/// what headless does not show: its fields, its `cursor` (and `replayed` when an earlier
+/// run told it), the `project` when several are watched, and every string escaped by
+/// the one sanitizer ([`crate::core::text::json_line`]). The only way out for an event's
+/// JSON: the fields themselves are private to this module.
+pub fn output_line(h: &Happening, project: Option<&str>) -> Option<String> {
+    let mut v = fields(h)?;
+    if let Some(told) = h.told {
+        v["cursor"] = json!(told.cursor.to_string());
+        if told.replayed {
+            v["replayed"] = json!(true);
+        }
+    }
+    if let Some(p) = project {
+        v["project"] = json!(p);
+    }
+    Some(format!("{}\n", crate::core::text::json_line(&v)))
+}
+
+/// A database time (`YYYY-MM-DD HH:MM:SS`, UTC) as RFC 3339; text that is no such time
+/// is kept as written.
+fn db_time(text: Option<&str>) -> Value {
+    match text {
+        Some(t) => parse_sqlite_utc(t).map_or_else(|| json!(t), |at| json!(rfc3339(at))),
+        None => Value::Null,
+    }
+}
+
+/// One happening's fields, or `None` for what headless does not show.
+fn fields(h: &Happening) -> Option<Value> {
     let ts = rfc3339(h.at);
     Some(match &h.what {
         What::Anomaly(a) => {
@@ -37,7 +65,7 @@ pub fn json_line(h: &Happening) -> Option<Value> {
         What::Message(m) => json!({
             "ts": ts, "event": "message", "id": m.id, "task_id": m.task_id,
             "from_session": m.from_session, "message_type": m.message_type, "message": m.message,
-            "timestamp": m.timestamp,
+            "timestamp": db_time(m.timestamp.as_deref()),
         }),
         // Both are about one task: the Conductor (or, for WATCHER_DEAD, the Souffleur).
         What::Watchdog { reason, task_count } => json!({
@@ -186,7 +214,7 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
     ) {
         return None;
     }
-    let mut v = json_line(h)?;
+    let mut v = fields(h)?;
     let name = v["event"].as_str()?.to_owned();
     if let What::Anomaly(a) = &h.what {
         v["kind"] = json!(a.kind.as_str());

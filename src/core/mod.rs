@@ -28,5 +28,6 @@ pub mod snapshot;
 pub mod sources;
 pub mod store;
 pub mod text;
+pub mod told;
 pub mod watchdog;
 pub mod windows;

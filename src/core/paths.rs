@@ -47,16 +47,23 @@ impl ProjectKey {
     /// versions and processes, so two maestros of one project meet at one lock.
     pub fn of(project: &Path) -> Self {
         let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-        for byte in root.as_os_str().as_encoded_bytes() {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0100_0000_01b3);
-        }
+        let hash = fnv1a(root.as_os_str().as_encoded_bytes());
         Self {
             root,
             key: format!("{hash:016x}"),
         }
     }
+}
+
+/// 64-bit FNV-1a: a hash whose value never changes with the Rust version (file names
+/// and the told ledger are read back by later maestros).
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash
 }
 
 /// maestro's own data directory (locks, trimmed exports, hold flags).
@@ -110,6 +117,8 @@ pub struct EventLogFiles {
     pub previous: PathBuf,
     /// Held by the one maestro that records the project.
     pub lock: PathBuf,
+    /// What every maestro of the project has told (the told ledger).
+    pub told: PathBuf,
 }
 
 /// `<data dir>/events/<project key>/`: where maestro records what a project told it.
@@ -119,6 +128,7 @@ pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
         current: dir.join("events.jsonl"),
         previous: dir.join("events.1.jsonl"),
         lock: dir.join("events.lock"),
+        told: dir.join("told.tsv"),
     })
 }
 

@@ -176,6 +176,17 @@ pub fn start_tapped(
             Err(detail) => unrecorded = Some(detail),
         }
     }
+    if orchestration {
+        let (ledger, problem) = open_told(config, clock);
+        hub = hub.with_told(ledger);
+        if let Some(p) = problem {
+            initial.push(CoreEvent::SourceFailed {
+                source: "told",
+                task: None,
+                detail: p,
+            });
+        }
+    }
     let cancel = CancellationToken::new();
     let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
     tokio::spawn(crate::core::sources::watchers::run(
@@ -219,9 +230,20 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let settings = hub_settings(config, true);
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let hub = Hub::new(settings, clock, out_tx, snap_tx, None).with_bus(bus.clone());
+    let (ledger, problem) = open_told(config, clock);
+    let hub = Hub::new(settings, clock, out_tx, snap_tx, None)
+        .with_bus(bus.clone())
+        .with_told(ledger);
+    let initial = problem
+        .map(|detail| CoreEvent::SourceFailed {
+            source: "told",
+            task: None,
+            detail,
+        })
+        .into_iter()
+        .collect();
     let cancel = CancellationToken::new();
-    let hub = tokio::spawn(hub.run(Vec::new(), events_rx, cancel.clone()));
+    let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
     RunningCore {
         happenings: out_rx,
         events: events_tx,
@@ -256,6 +278,16 @@ pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
             .db
             .file_name()
             .map_or_else(|| "comms.db".into(), |n| n.to_string_lossy().into_owned()),
+    }
+}
+
+/// What maestros told about this project before (beside its event log), so a restart
+/// marks restatements and `--after` resumes; without a data directory, this run only.
+fn open_told(config: &CoreConfig, clock: Clock) -> (crate::core::told::Ledger, Option<String>) {
+    let key = ProjectKey::of(&config.project);
+    match crate::core::paths::event_log(&key) {
+        Ok(files) => crate::core::told::Ledger::open(&files.told, clock.now_utc()),
+        Err(e) => (crate::core::told::Ledger::in_memory(), Some(e)),
     }
 }
 

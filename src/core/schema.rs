@@ -25,7 +25,9 @@ pub const MESSAGE_TYPES: [&str; 13] = [
     "system",
 ];
 
-/// The DDL `maestro init` runs, exactly the orchestration's schema.
+/// The DDL `maestro init` runs, exactly the orchestration's schema. No participant rows:
+/// a Conductor or Souffleur exists once it writes its own (a fresh heartbeat written here
+/// would read as a live Conductor, and later as a dead one).
 pub const SCHEMA_SQL: &str = "
 CREATE TABLE orchestration_tasks (
     task_id TEXT PRIMARY KEY,
@@ -55,9 +57,6 @@ CREATE TABLE repetiteur_conversation (
 CREATE INDEX idx_messages_task_time ON orchestration_messages(task_id, timestamp);
 CREATE INDEX idx_messages_type ON orchestration_messages(message_type);
 CREATE INDEX idx_tasks_state_heartbeat ON orchestration_tasks(state, last_heartbeat);
-
-INSERT INTO orchestration_tasks (task_id, state, last_heartbeat)
-    VALUES ('souffleur', 'watching', datetime('now')), ('task-00', 'watching', datetime('now'));
 ";
 
 const REQUIRED: &[(&str, &[&str])] = &[
@@ -471,10 +470,11 @@ mod tests {
         // The schema of docs/orchestration.md, word for word: `warning` is not in its list.
         assert!(!message_type_allowed(&conn, "warning").unwrap());
         assert!(message_type_allowed(&conn, "system").unwrap());
+        // Nobody's heartbeat before they start.
         let rows: i64 = conn
-            .query_row("SELECT count(*) FROM orchestration_tasks WHERE task_id IN ('souffleur','task-00') AND state='watching' AND last_heartbeat IS NOT NULL", [], |r| r.get(0))
+            .query_row("SELECT count(*) FROM orchestration_tasks", [], |r| r.get(0))
             .unwrap();
-        assert_eq!(rows, 2);
+        assert_eq!(rows, 0);
         let indexes: i64 = conn
             .query_row("SELECT count(*) FROM sqlite_master WHERE type='index' AND name IN ('idx_messages_task_time','idx_messages_type','idx_tasks_state_heartbeat')", [], |r| r.get(0))
             .unwrap();

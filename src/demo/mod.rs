@@ -189,7 +189,7 @@ async fn show(
         core.shutdown().await;
         return result;
     }
-    headless::present_on_stdout(&mut core.happenings, global.json, clock, true, stop).await;
+    headless::present_on_stdout(&mut core.happenings, global.json, clock, true, None, stop).await;
     drop(player);
     if let Some(p) = pipelines {
         p.shutdown().await;

@@ -226,6 +226,10 @@ impl Link<'_> {
         let mut table = TaskTable::default();
         let mut pending: HashMap<u64, Answer> = HashMap::new();
         let mut next_id = 0u64;
+        // A host that stops (SIGSTOP, a hung disk) keeps ssh open and sends nothing:
+        // three missed beats and it is down, not "nothing changed".
+        let silence = wire::BEAT * wire::SILENT_BEATS;
+        let mut heard = tokio::time::Instant::now();
         let why = loop {
             tokio::select! {
                 biased;
@@ -233,8 +237,16 @@ impl Link<'_> {
                     let _ = child.kill().await;
                     return Ended::Cancelled;
                 }
+                () = tokio::time::sleep_until(heard + silence) => {
+                    break Some(format!(
+                        "{host} sent nothing for {}s ({} beats): the host or its maestro stopped answering; connecting again.",
+                        silence.as_secs(),
+                        wire::SILENT_BEATS
+                    ));
+                }
                 line = lines.next_line() => {
                     let Ok(Some(line)) = line else { break None };
+                    heard = tokio::time::Instant::now();
                     match serde_json::from_str::<Frame>(&line) {
                         Ok(Frame::Input { line }) => {
                             let Some(event) = event_of(&line.input, &mut table) else { continue };
@@ -249,8 +261,8 @@ impl Link<'_> {
                                 let _ = answer.send(outcome.into_result());
                             }
                         }
-                        // A second hello, or a line from a newer maestro: not ours to act on.
-                        Ok(Frame::Hello { .. }) | Err(_) => {}
+                        // A beat, a second hello, or a line from a newer maestro: nothing to act on.
+                        Ok(Frame::Beat {} | Frame::Hello { .. }) | Err(_) => {}
                     }
                 }
                 Some((ask, answer)) = asks.recv() => {

@@ -2,7 +2,8 @@
 //!
 //! From `maestro serve` (stdout): a `hello` first (the protocol and maestro's
 //! version), then an `input` for everything its sources told its hub (the event log's
-//! [`Line`] form, plus hook events), and a `reply` to each request. To it (stdin):
+//! [`Line`] form, plus hook events), a `reply` to each request, and a `beat` every
+//! [`BEAT`] it is otherwise silent. To it (stdin):
 //! requests, each with an id its reply repeats.
 
 use serde::{Deserialize, Serialize};
@@ -11,8 +12,15 @@ use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::replay::input::Line;
 
-/// The wire's version: both ends must speak the same one.
-pub const PROTOCOL: u32 = 1;
+/// The wire's version: both ends must speak the same one (2: the host beats).
+pub const PROTOCOL: u32 = 2;
+
+/// How often `maestro serve` sends a beat when it has nothing else to say. The
+/// watching end that hears no frame for [`SILENT_BEATS`] of them takes the host for
+/// gone: a stopped or hung host sends nothing, and silence is not "nothing changed".
+pub const BEAT: std::time::Duration = std::time::Duration::from_secs(2);
+/// Beats missed before the link is down.
+pub const SILENT_BEATS: u32 = 3;
 
 /// This maestro's version, as `hello` states it.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
@@ -38,6 +46,8 @@ pub enum Frame {
         #[serde(flatten)]
         outcome: Outcome,
     },
+    /// "Still here", every [`BEAT`] without other frames.
+    Beat {},
 }
 
 /// A request's answer: the text the operator reads, or why it was refused.

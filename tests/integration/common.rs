@@ -28,7 +28,10 @@ pub fn data_home() -> &'static Path {
     DATA.get_or_init(|| tempfile::tempdir().unwrap()).path()
 }
 
-/// A scratch project with `comms.db` (made by `maestro init`) and `temp/`.
+/// A scratch project with `comms.db` (made by `maestro init`), `temp/`, and the rows an
+/// orchestration's setup writes when its Conductor starts (`task-00` and `souffleur`,
+/// `watching`, fresh heartbeats): a running orchestration. [`Scratch::fresh`] is the
+/// project `maestro init` alone leaves.
 pub struct Scratch {
     /// The temporary folder that holds the project (removed on drop), when it is ours.
     _dir: Option<tempfile::TempDir>,
@@ -37,9 +40,22 @@ pub struct Scratch {
 
 impl Scratch {
     pub fn new() -> Self {
+        let s = Self::fresh();
+        s.conductor_started();
+        s
+    }
+
+    /// What `maestro init` leaves: the database and `temp/`, no participant rows.
+    pub fn fresh() -> Self {
         let s = Self::without_db();
         s.init();
         s
+    }
+
+    /// The rows the orchestration's setup inserts (PROTOCOL.md §1).
+    pub fn conductor_started(&self) {
+        self.set_task("souffleur", "watching");
+        self.set_task("task-00", "watching");
     }
 
     /// `maestro init` on this project.
@@ -79,6 +95,7 @@ impl Scratch {
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
+        s.conductor_started();
         s
     }
 

@@ -251,6 +251,7 @@ pub(crate) fn busy_snapshot() -> Snapshot {
 
 pub(crate) fn happening(secs_ago: i64, what: What) -> Happening {
     Happening {
+        told: None,
         at: ago(secs_ago),
         what,
     }

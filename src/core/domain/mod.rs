@@ -210,10 +210,18 @@ pub struct SourceLine {
 impl Anomaly {
     /// The report text of docs/orchestration.md §3, the form the Conductor parses; `hms` is the
     /// moment in the operator's time zone.
+    /// A line it quotes (self-correction, high deviation) is in quotes there, as the
+    /// Sentinel protocol's examples write it; `detail` itself is the line as written.
     pub fn report(&self, hms: &str) -> String {
+        let detail = match self.kind {
+            AnomalyKind::SelfCorrection | AnomalyKind::HighDeviation => {
+                format!("\"{}\"", self.detail)
+            }
+            _ => self.detail.clone(),
+        };
         format!(
-            "SENTINEL: [{hms}] {}\nAnomaly: {}\nDetail: {}",
-            self.task_id, self.kind, self.detail
+            "SENTINEL: [{hms}] {}\nAnomaly: {}\nDetail: {detail}",
+            self.task_id, self.kind
         )
     }
 
@@ -229,9 +237,16 @@ impl Anomaly {
 }
 
 /// The part of a report's detail that identifies it (see [`Anomaly::dedupe_key`]).
+/// Reports recorded by earlier maestros quoted the line (`"High: …"`); the same line
+/// unquoted is the same report.
 pub fn dedupe_detail(kind: AnomalyKind, detail: &str) -> String {
     match (kind, detail.find("Last entry:")) {
         (AnomalyKind::Stalled, Some(at)) => detail[at..].to_owned(),
+        (AnomalyKind::SelfCorrection | AnomalyKind::HighDeviation, _) => detail
+            .strip_prefix('"')
+            .and_then(|d| d.strip_suffix('"'))
+            .unwrap_or(detail)
+            .to_owned(),
         _ => detail.to_owned(),
     }
 }

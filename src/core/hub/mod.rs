@@ -121,6 +121,8 @@ pub struct Hub {
     needs_you: crate::core::hooks::book::NeedsYouBook,
     /// A remote project's link, or the tap of `maestro serve`.
     link: link::LinkState,
+    /// What was told, in this run and before: cursors and restatements.
+    told: crate::core::told::Ledger,
 }
 
 impl Hub {
@@ -138,6 +140,13 @@ impl Hub {
         facts: crate::core::sources::sessions::TaskFactsSender,
     ) -> Self {
         self.session_facts = Some(facts);
+        self
+    }
+
+    /// Remembers what is told across runs (see [`crate::core::told`]).
+    #[must_use]
+    pub fn with_told(mut self, ledger: crate::core::told::Ledger) -> Self {
+        self.told = ledger;
         self
     }
 
@@ -192,6 +201,7 @@ impl Hub {
             gap_seen: 0,
             needs_you: crate::core::hooks::book::NeedsYouBook::default(),
             link: link::LinkState::default(),
+            told: crate::core::told::Ledger::in_memory(),
         };
         hub.budgets_at_zero(None);
         hub
@@ -331,7 +341,12 @@ impl Hub {
                 }
             }
             CoreEvent::RecordedReports(keys) => {
-                for key in keys {
+                for (task, kind, detail) in keys {
+                    let key = (
+                        task,
+                        kind,
+                        crate::core::domain::dedupe_detail(kind, &detail),
+                    );
                     *self.recorded.entry(key).or_default() += 1;
                 }
             }
@@ -433,7 +448,24 @@ impl Hub {
     }
 
     async fn emit_at(&mut self, at: OffsetDateTime, what: What) {
-        let happening = Happening { at, what };
+        let identity = self.identity(&what);
+        self.emit_told(at, what, identity).await;
+    }
+
+    /// Emits a happening whose identity says whether an earlier run told it already
+    /// (then it keeps its first time and cursor).
+    async fn emit_told(
+        &mut self,
+        at: OffsetDateTime,
+        what: What,
+        identity: Option<crate::core::told::Identity>,
+    ) {
+        let (at, told) = self.told.tell(at, identity.as_ref());
+        let happening = Happening {
+            at,
+            what,
+            told: Some(told),
+        };
         // Pipelines react to the same happenings (no receiver: nothing to do).
         if self.bus.receiver_count() > 0
             && let Some(event) = crate::core::event_json::bus_event(&happening)
@@ -468,6 +500,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     }
 }
 
+mod identity;
 mod lines;
 mod link;
 mod needs_you;

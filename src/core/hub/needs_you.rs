@@ -4,6 +4,7 @@
 use super::Hub;
 use crate::core::event::What;
 use crate::core::hooks::book::{Change, HookInput};
+use crate::core::told::Identity;
 
 impl Hub {
     pub(super) async fn on_hooks(&mut self, inputs: Vec<HookInput>) {
@@ -52,19 +53,33 @@ impl Hub {
                     }
                     crate::core::hooks::event::Wait::Input => (None, None),
                 };
-                self.emit(What::NeedsYou {
+                // One wait is one fact, however often a restart reads its hook event.
+                let identity = Identity::new(
+                    format!("needs_you|{}", w.task_id),
+                    format!("{}|{}", w.session_id, w.since_ms),
+                );
+                let what = What::NeedsYou {
                     task_id: w.task_id.clone(),
                     session_id: w.session_id.clone(),
                     reason: w.wait.reason(),
                     tool,
                     detail,
                     text: w.wait.describe(),
-                })
-                .await;
+                };
+                let now = self.clock.now_utc();
+                self.emit_told(now, what, Some(identity)).await;
             }
             Change::Cleared { task_id, waited_s } => {
                 self.view_changed(&task_id);
-                self.emit(What::NeedsYouCleared { task_id, waited_s }).await;
+                let identity =
+                    Identity::new(format!("needs_you_cleared|{task_id}"), waited_s.to_string());
+                let now = self.clock.now_utc();
+                self.emit_told(
+                    now,
+                    What::NeedsYouCleared { task_id, waited_s },
+                    Some(identity),
+                )
+                .await;
             }
         }
     }

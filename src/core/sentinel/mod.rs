@@ -246,7 +246,7 @@ impl TaskWatch {
                     if line.starts_with("High:") {
                         found.push(Anomaly {
                             line: Some(at(i, line)),
-                            ..anomaly(task, AnomalyKind::HighDeviation, quoted(line))
+                            ..anomaly(task, AnomalyKind::HighDeviation, line.clone())
                         });
                     }
                 }
@@ -256,7 +256,7 @@ impl TaskWatch {
                     if line.contains("self-correction") {
                         found.push(Anomaly {
                             line: Some(at(i, line)),
-                            ..anomaly(task, AnomalyKind::SelfCorrection, quoted(line))
+                            ..anomaly(task, AnomalyKind::SelfCorrection, line.clone())
                         });
                     }
                     if let Some(now) = context_percent(line) {
@@ -315,14 +315,18 @@ fn quoted(line: &str) -> String {
     format!("\"{line}\"")
 }
 
-/// "Context jumped from 29% to 51% between step 2 and step 3 (+22%)"; lines without a
-/// step number are named by their text.
+/// "Context jumped from 29% to 51% between step 2 and step 3 (+22%)": the two entries
+/// compared, by their step numbers when those tell them apart, else by their text.
 fn spike_detail(before: u8, before_line: &str, now: u8, line: &str) -> String {
-    let name = |l: &str| step_label(l).unwrap_or_else(|| quoted(&without_context_marker(l)));
+    let (a, b) = match (step_label(before_line), step_label(line)) {
+        (Some(a), Some(b)) if a != b => (a, b),
+        _ => (
+            quoted(&without_context_marker(before_line)),
+            quoted(&without_context_marker(line)),
+        ),
+    };
     format!(
-        "Context jumped from {before}% to {now}% between {} and {} (+{}%)",
-        name(before_line),
-        name(line),
+        "Context jumped from {before}% to {now}% between {a} and {b} (+{}%)",
         now - before
     )
 }
@@ -450,7 +454,7 @@ mod tests {
         );
         assert_eq!(
             found[0].detail,
-            "\"step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]\""
+            "step 2 self-correction: test failure in parser, rewrote tokenizer [ctx: 34%]"
         );
         let found = s.on_lines(
             &task,
@@ -464,7 +468,7 @@ mod tests {
         );
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].kind, AnomalyKind::HighDeviation);
-        assert_eq!(found[0].detail, "\"High: changed the public API\"");
+        assert_eq!(found[0].detail, "High: changed the public API");
     }
 
     #[test]
@@ -518,6 +522,29 @@ mod tests {
         assert_eq!(
             found[0].detail,
             "Context jumped from 5% to 65% between \"task claimed\" and \"context at 65%, preparing handoff\" (+60%)"
+        );
+    }
+
+    #[test]
+    fn a_spike_within_one_step_names_both_entries() {
+        let (mut s, task) = active("task-05");
+        let now = Instant::now();
+        let found = s.on_lines(
+            &task,
+            LogKind::Status,
+            &lines(&[
+                "step 1 started [ctx: 10%]",
+                "step 1 self-correction: retried [ctx: 30%]",
+            ]),
+            now,
+        );
+        let spike = found
+            .iter()
+            .find(|a| a.kind == AnomalyKind::ContextSpike)
+            .expect("spike");
+        assert_eq!(
+            spike.detail,
+            "Context jumped from 10% to 30% between \"step 1 started\" and \"step 1 self-correction: retried\" (+20%)"
         );
     }
 

@@ -40,6 +40,7 @@ fn at() -> OffsetDateTime {
 
 fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
     ui.ingest(&Happening {
+        told: None,
         at: at(),
         what: What::Log {
             task: TaskId::parse(task).unwrap(),
@@ -63,6 +64,7 @@ fn anomaly(
     (log_kind, index, text): (LogKind, u64, &str),
 ) -> Option<Notification> {
     ui.ingest(&Happening {
+        told: None,
         at: at(),
         what: What::Anomaly(Anomaly {
             task_id: TaskId::parse(task).unwrap(),
@@ -279,6 +281,7 @@ fn messages_filter_and_open_full_text() {
         (3, "task-01", "approval"),
     ] {
         ui.ingest(&Happening {
+            told: None,
             at: at(),
             what: What::Message(MessageRow {
                 id,

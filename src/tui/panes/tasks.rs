@@ -129,9 +129,9 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
             ctx.limits.souffleur_stale,
         ),
     ] {
-        spans.push(Span::styled(format!("{label} "), ctx.theme.muted));
         match ctx.snap.tasks.iter().find(|t| t.id() == id) {
             Some(t) => {
+                spans.push(Span::styled(format!("{label} "), ctx.theme.muted));
                 spans.push(Span::styled(
                     t.row.state.clone(),
                     ctx.theme.state(&t.row.state),
@@ -148,7 +148,8 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
                     spans.push(Span::styled(session, ctx.theme.muted));
                 }
             }
-            None => spans.push(Span::styled("—", ctx.theme.muted)),
+            // Nobody has written the row: nothing runs, so nothing can be late.
+            None => spans.push(Span::styled(format!("no {label} yet"), ctx.theme.muted)),
         }
         spans.push(Span::raw("   "));
     }

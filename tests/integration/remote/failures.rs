@@ -58,7 +58,11 @@ fn a_version_mismatch_names_both_versions_and_which_to_update() {
     let detail = down_detail(&config, &project);
     assert!(
         detail.contains("(9.0.0, protocol 99) is newer than this one")
-            && detail.contains(&format!("({}, protocol 1)", env!("CARGO_PKG_VERSION")))
+            && detail.contains(&format!(
+                "({}, protocol {})",
+                env!("CARGO_PKG_VERSION"),
+                maestro::remote::wire::PROTOCOL
+            ))
             && detail.ends_with("update this maestro to 9.0.0."),
         "{detail}"
     );

@@ -506,6 +506,7 @@ impl Player {
     /// A `source` happening from the replay itself (loaded, incomplete, rewound).
     fn say(&self, status: &'static str, detail: String) {
         let _ = self.out.send(Happening {
+            told: None,
             at: self.now(),
             what: What::Source {
                 source: "replay",

@@ -1,131 +1,42 @@
-//! Headless presenter: every happening printed to stdout, as text or JSON lines
-//! (docs/cli.md "Headless text output" and "Headless JSON output").
+//! Headless text output (docs/cli.md "Headless text output"): each happening as the
+//! lines a person or the Conductor reads, through the one sanitizer.
 
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
-
-use crate::cli::CliError;
-use crate::cli::args::GlobalArgs;
-use crate::cli::output_queue::OutputQueue;
-use crate::cli::project::Project;
 use crate::core::clock::Clock;
-use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
-use crate::core::event_json::{contract_provider, json_line};
-use crate::core::runtime;
+use crate::core::event_json::contract_provider;
 use crate::core::text::{one_line, printable};
-use crate::settings::Settings;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Text,
-    Json,
-}
-
-/// Why the presenter stopped.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Ended {
-    /// SIGINT/SIGTERM or the core stopped.
-    Stopped,
-    /// `--until-complete` saw task-00 reach `complete`.
-    ConductorComplete,
-    /// stdout is closed (the reader went away).
-    OutputClosed,
-    /// The Souffleur role in this process ended.
-    RoleEnded,
-}
-
-/// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
-/// task-00 completes. Lines go to a bounded queue drained by a writer thread; a reader
-/// that stalls holds the sources back instead of losing lines (see [`OutputQueue`]).
-pub async fn present(
-    happenings: &mut mpsc::Receiver<Happening>,
-    format: Format,
-    clock: Clock,
-    until_complete: bool,
-    stop: CancellationToken,
-    out: &OutputQueue,
-) -> Ended {
-    loop {
-        let next = tokio::select! {
-            biased;
-            h = happenings.recv() => h,
-            () = stop.cancelled() => {
-                // Print what already arrived before leaving.
-                while let Ok(h) = happenings.try_recv() {
-                    if let Some(e) = write_one(out, format, &clock, &h, until_complete).await {
-                        return e;
-                    }
-                }
-                return Ended::Stopped;
-            }
-        };
-        let Some(h) = next else {
-            return Ended::Stopped;
-        };
-        if let Some(ended) = write_one(out, format, &clock, &h, until_complete).await {
-            return ended;
-        }
-    }
-}
-
-/// [`present`] on stdout, through the bounded queue; what is queued is written before
-/// returning, waiting at most two seconds for a stalled reader.
-pub async fn present_on_stdout(
-    happenings: &mut mpsc::Receiver<Happening>,
-    json: bool,
-    clock: Clock,
-    until_complete: bool,
-    stop: CancellationToken,
-) -> Ended {
-    let format = if json { Format::Json } else { Format::Text };
-    let out = OutputQueue::on_stdout();
-    let ended = present(happenings, format, clock, until_complete, stop, &out).await;
-    out.finish(std::time::Duration::from_secs(2));
-    ended
-}
-
-async fn write_one(
-    out: &OutputQueue,
-    format: Format,
-    clock: &Clock,
-    h: &Happening,
-    until_complete: bool,
-) -> Option<Ended> {
-    let line = match format {
-        Format::Text => text(clock, h),
-        Format::Json => json_line(h).map(|v| format!("{}\n", crate::core::text::json_line(&v))),
-    };
-    if let Some(line) = line
-        && !out.push(line).await
-    {
-        return Some(Ended::OutputClosed);
-    }
-    match &h.what {
-        // The watchdog event follows the task event, so both are printed.
-        What::Watchdog {
-            reason: WatchdogReason::ConductorComplete,
-            ..
-        } if until_complete => Some(Ended::ConductorComplete),
-        What::RoleEnded => Some(Ended::RoleEnded),
-        _ => None,
-    }
-}
 
 /// One happening as text (with its newline), or `None` for what headless does not show.
 /// Whatever a line kind puts in it, the whole line goes through the one sanitizer
 /// ([`printable`]) here, so a new kind cannot skip it.
+/// A restatement of what an earlier run told keeps its first time and says so at the
+/// end of its first line (a report's header: the Conductor's parser reads what is before).
 pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     let raw = raw_text(clock, h)?;
+    let mark = if h.told.is_some_and(|t| t.replayed) {
+        REPLAYED
+    } else {
+        ""
+    };
     Some(match &h.what {
         // The report's own lines stay lines; what it quotes cannot add any.
         What::Anomaly(_) => {
-            let lines: Vec<_> = raw.trim_end_matches('\n').lines().map(printable).collect();
+            let mut lines: Vec<_> = raw
+                .trim_end_matches('\n')
+                .lines()
+                .map(|l| printable(l).into_owned())
+                .collect();
+            if let Some(first) = lines.first_mut() {
+                first.push_str(mark);
+            }
             format!("{}\n\n", lines.join("\n"))
         }
-        _ => format!("{}\n", one_line(raw.trim_end_matches('\n'))),
+        _ => format!("{}{mark}\n", one_line(raw.trim_end_matches('\n'))),
     })
 }
+
+/// The mark of a restated event in text output.
+pub const REPLAYED: &str = " (replayed)";
 
 fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
     Some(match &h.what {
@@ -312,94 +223,20 @@ fn session_text(
     line + "\n"
 }
 
-/// Says on stderr (not in the event stream) that this run is not recorded.
-pub fn say_unrecorded(core: &runtime::RunningCore) {
-    if let Some(why) = &core.unrecorded {
-        eprintln!(
-            "maestro: this run is not recorded for `maestro replay`: {}. Make maestro's data directory writable (or point XDG_DATA_HOME elsewhere), or set [logs] event_log_mib = 0 to stop recording.",
-            printable(why)
-        );
-    }
-}
-
-/// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
-pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
-    let mut int = listen(SignalKind::interrupt())?;
-    let mut term = listen(SignalKind::terminate())?;
-    let mut hup = listen(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        stop.cancel();
-    });
-    Ok(())
-}
-
-/// `maestro --no-tui`: the core, and the pipeline host, printed until a signal (or,
-/// with `--until-complete`, until `task-00` completes).
-pub async fn run(
-    project: &Project,
-    settings: &Settings,
-    args: &GlobalArgs,
-    clock: Clock,
-) -> Result<std::process::ExitCode, CliError> {
-    if settings.report_to_db && !runtime::database_exists(&project.db) {
-        return Err(CliError::Usage(format!(
-            "--report-to-db needs a database, and there is none at {}. Create it with `maestro init`, point --db at it, or drop the flag.",
-            project.db.display()
-        )));
-    }
-    let mut core = runtime::start(&project.core_config(settings), clock)
-        .map_err(crate::cli::error::runtime)?;
-    // The metrics read snapshots; nothing else here does.
-    let metrics = crate::cli::metrics::start(args, settings, project, &core, clock).await?;
-    core.without_snapshots();
-    let pipelines = project.host_pipelines(settings, &core);
-    say_unrecorded(&core);
-    if !core.with_database {
-        eprintln!(
-            "maestro: no database at {}; watching {} only.",
-            project.db.display(),
-            project.temp.display()
-        );
-    }
-    let stop = CancellationToken::new();
-    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-    // Every way headless output ends (signal, completion, closed stdout) is a success.
-    present_on_stdout(
-        &mut core.happenings,
-        args.json,
-        clock,
-        args.until_complete,
-        stop,
-    )
-    .await;
-    if let Some(p) = pipelines {
-        p.shutdown().await;
-    }
-    if let Some(m) = metrics {
-        m.cancel();
-    }
-    core.shutdown().await;
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::domain::souffleur::WatchdogReason;
     use crate::core::domain::{Anomaly, AnomalyKind, TaskId};
     use crate::core::event::MessageRow;
+    use crate::core::event_json::output_line;
 
     #[test]
     fn escape_codes_from_logs_never_reach_the_terminal() {
         let clock = Clock::system(time::UtcOffset::UTC);
         let at = time::OffsetDateTime::UNIX_EPOCH;
         let anomaly = Happening {
+            told: None,
             at,
             what: What::Anomaly(Anomaly {
                 task_id: TaskId::parse("task-03").expect("id"),
@@ -417,6 +254,7 @@ mod tests {
         assert!(out.contains("·]0;pwned··[2J"), "{out:?}");
 
         let message = Happening {
+            told: None,
             at,
             what: What::Message(MessageRow {
                 id: 1,
@@ -437,6 +275,7 @@ mod tests {
     fn a_clock_gap_is_one_line_in_each_format() {
         let clock = Clock::system(time::UtcOffset::UTC);
         let gap = Happening {
+            told: None,
             at: time::OffsetDateTime::UNIX_EPOCH,
             what: What::Clock {
                 kind: "suspend",
@@ -447,7 +286,8 @@ mod tests {
             text(&clock, &gap).expect("shown"),
             "CLOCK: maestro's time stopped (suspend, 10 minutes); heartbeat and stall ages restart from now\n"
         );
-        let v = json_line(&gap).expect("shown");
+        let v: serde_json::Value =
+            serde_json::from_str(&output_line(&gap, None).expect("shown")).expect("json");
         assert_eq!(
             v,
             serde_json::json!({"ts": "1970-01-01T00:00:00Z", "event": "clock", "kind": "suspend", "seconds": 600})
@@ -630,6 +470,7 @@ mod tests {
         );
         for what in kinds {
             let h = Happening {
+                told: None,
                 at: time::OffsetDateTime::UNIX_EPOCH,
                 what,
             };
@@ -646,8 +487,8 @@ mod tests {
                 }
                 assert!(!line.contains("\nFAKE:"), "a forged line: {line:?}");
             }
-            if let Some(v) = json_line(&h) {
-                let line = crate::core::text::json_line(&v);
+            if let Some(line) = output_line(&h, Some(hostile)) {
+                let line = line.strip_suffix('\n').expect("one line");
                 assert!(
                     !line
                         .chars()

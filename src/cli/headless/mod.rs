@@ -1,0 +1,223 @@
+//! Headless presenter: every happening printed to stdout, as text or JSON lines
+//! (docs/cli.md "Headless text output" and "Headless JSON output").
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
+use crate::cli::output_queue::OutputQueue;
+use crate::cli::project::Project;
+use crate::core::clock::Clock;
+use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::event::{Happening, What};
+use crate::core::event_json::output_line;
+use crate::core::runtime;
+use crate::core::text::printable;
+use crate::settings::Settings;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Why the presenter stopped.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Ended {
+    /// SIGINT/SIGTERM or the core stopped.
+    Stopped,
+    /// `--until-complete` saw task-00 reach `complete`.
+    ConductorComplete,
+    /// stdout is closed (the reader went away).
+    OutputClosed,
+    /// The Souffleur role in this process ended.
+    RoleEnded,
+}
+
+/// Prints happenings until `stop` fires, the core ends, or (with `until_complete`)
+/// task-00 completes. Lines go to a bounded queue drained by a writer thread; a reader
+/// that stalls holds the sources back instead of losing lines (see [`OutputQueue`]).
+pub async fn present(
+    happenings: &mut mpsc::Receiver<Happening>,
+    format: Format,
+    clock: Clock,
+    until_complete: bool,
+    stop: CancellationToken,
+    out: &OutputQueue,
+) -> Ended {
+    present_after(happenings, format, clock, until_complete, None, stop, out).await
+}
+
+/// Whether a happening is to be shown to a reader who has seen everything up to
+/// `after` (`--after`): what was first told later, or has no cursor.
+pub fn is_after(h: &Happening, after: Option<crate::core::told::Cursor>) -> bool {
+    match (after, h.told) {
+        (Some(after), Some(told)) => told.cursor > after,
+        _ => true,
+    }
+}
+
+/// [`present`], leaving out what was told at or before `after`.
+pub async fn present_after(
+    happenings: &mut mpsc::Receiver<Happening>,
+    format: Format,
+    clock: Clock,
+    until_complete: bool,
+    after: Option<crate::core::told::Cursor>,
+    stop: CancellationToken,
+    out: &OutputQueue,
+) -> Ended {
+    loop {
+        let next = tokio::select! {
+            biased;
+            h = happenings.recv() => h,
+            () = stop.cancelled() => {
+                // Print what already arrived before leaving.
+                while let Ok(h) = happenings.try_recv() {
+                    if !is_after(&h, after) {
+                        continue;
+                    }
+                    if let Some(e) = write_one(out, format, &clock, &h, until_complete).await {
+                        return e;
+                    }
+                }
+                return Ended::Stopped;
+            }
+        };
+        let Some(h) = next else {
+            return Ended::Stopped;
+        };
+        if !is_after(&h, after) {
+            continue;
+        }
+        if let Some(ended) = write_one(out, format, &clock, &h, until_complete).await {
+            return ended;
+        }
+    }
+}
+
+/// [`present`] on stdout, through the bounded queue; what is queued is written before
+/// returning, waiting at most two seconds for a stalled reader.
+pub async fn present_on_stdout(
+    happenings: &mut mpsc::Receiver<Happening>,
+    json: bool,
+    clock: Clock,
+    until_complete: bool,
+    after: Option<crate::core::told::Cursor>,
+    stop: CancellationToken,
+) -> Ended {
+    let format = if json { Format::Json } else { Format::Text };
+    let out = OutputQueue::on_stdout();
+    let ended = present_after(happenings, format, clock, until_complete, after, stop, &out).await;
+    out.finish(std::time::Duration::from_secs(2));
+    ended
+}
+
+async fn write_one(
+    out: &OutputQueue,
+    format: Format,
+    clock: &Clock,
+    h: &Happening,
+    until_complete: bool,
+) -> Option<Ended> {
+    let line = match format {
+        Format::Text => text(clock, h),
+        Format::Json => output_line(h, None),
+    };
+    if let Some(line) = line
+        && !out.push(line).await
+    {
+        return Some(Ended::OutputClosed);
+    }
+    match &h.what {
+        // The watchdog event follows the task event, so both are printed.
+        What::Watchdog {
+            reason: WatchdogReason::ConductorComplete,
+            ..
+        } if until_complete => Some(Ended::ConductorComplete),
+        What::RoleEnded => Some(Ended::RoleEnded),
+        _ => None,
+    }
+}
+
+/// Says on stderr (not in the event stream) that this run is not recorded.
+pub fn say_unrecorded(core: &runtime::RunningCore) {
+    if let Some(why) = &core.unrecorded {
+        eprintln!(
+            "maestro: this run is not recorded for `maestro replay`: {}. Make maestro's data directory writable (or point XDG_DATA_HOME elsewhere), or set [logs] event_log_mib = 0 to stop recording.",
+            printable(why)
+        );
+    }
+}
+
+/// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
+pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
+    let mut int = listen(SignalKind::interrupt())?;
+    let mut term = listen(SignalKind::terminate())?;
+    let mut hup = listen(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        stop.cancel();
+    });
+    Ok(())
+}
+
+/// `maestro --no-tui`: the core, and the pipeline host, printed until a signal (or,
+/// with `--until-complete`, until `task-00` completes).
+pub async fn run(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+    clock: Clock,
+) -> Result<std::process::ExitCode, CliError> {
+    if settings.report_to_db && !runtime::database_exists(&project.db) {
+        return Err(CliError::Usage(format!(
+            "--report-to-db needs a database, and there is none at {}. Create it with `maestro init`, point --db at it, or drop the flag.",
+            project.db.display()
+        )));
+    }
+    let mut core = runtime::start(&project.core_config(settings), clock)
+        .map_err(crate::cli::error::runtime)?;
+    // The metrics read snapshots; nothing else here does.
+    let metrics = crate::cli::metrics::start(args, settings, project, &core, clock).await?;
+    core.without_snapshots();
+    let pipelines = project.host_pipelines(settings, &core);
+    say_unrecorded(&core);
+    if !core.with_database {
+        eprintln!(
+            "maestro: no database at {}; watching {} only.",
+            project.db.display(),
+            project.temp.display()
+        );
+    }
+    let stop = CancellationToken::new();
+    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    // Every way headless output ends (signal, completion, closed stdout) is a success.
+    present_on_stdout(
+        &mut core.happenings,
+        args.json,
+        clock,
+        args.until_complete,
+        args.after,
+        stop,
+    )
+    .await;
+    if let Some(p) = pipelines {
+        p.shutdown().await;
+    }
+    if let Some(m) = metrics {
+        m.cancel();
+    }
+    core.shutdown().await;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+mod text;
+pub use text::{REPLAYED, text};
