@@ -301,6 +301,12 @@ pub enum What {
         threshold: u8,
         at: OffsetDateTime,
     },
+    /// A task's forecast no longer holds (its trend is older than it was measured over,
+    /// or the task stopped working): it is not shown any more.
+    ForecastWithdrawn {
+        task_id: String,
+        reason: String,
+    },
     /// A `maestro musician watch` attached to a task, exited, or was replaced by a
     /// newer one of the same mode.
     Watcher {

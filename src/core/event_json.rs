@@ -116,6 +116,9 @@ fn fields(h: &Happening) -> Option<Value> {
             "ts": ts, "event": "forecast", "task_id": task_id, "threshold": threshold,
             "at": rfc3339(*at), "in_s": (*at - h.at).whole_seconds().max(0),
         }),
+        What::ForecastWithdrawn { task_id, reason } => json!({
+            "ts": ts, "event": "forecast_withdrawn", "task_id": task_id, "reason": reason,
+        }),
         What::Session {
             status,
             task_id,
@@ -206,6 +209,7 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Recovery(_)
             | What::Source { .. }
             | What::Forecast { .. }
+            | What::ForecastWithdrawn { .. }
             | What::Session { .. }
             | What::Budget { .. }
             | What::Clock { .. }

@@ -91,6 +91,19 @@ pub struct ForecastBook {
     /// (moment the warning falls due, task, threshold) of every crossing not warned of
     /// yet: the first is the next warning, so no wake-up looks at every task.
     due_order: BTreeSet<(OffsetDateTime, TaskId, u8)>,
+    /// (moment the trend is too old to speak for, task) of every forecast: a trend whose
+    /// newest value is older than the span it was measured over is withdrawn.
+    expiry_order: BTreeSet<(OffsetDateTime, TaskId)>,
+    expiries: HashMap<TaskId, OffsetDateTime>,
+}
+
+/// How long a trend speaks for after its newest value: the span it was measured over
+/// (at least [`MIN_SPAN`]).
+fn expiry(points: &[(OffsetDateTime, u8)]) -> Option<OffsetDateTime> {
+    let window = &points[points.len().saturating_sub(WINDOW)..];
+    let (&(t0, _), &(t_last, _)) = (window.first()?, window.last()?);
+    let span: Duration = (t_last - t0).try_into().unwrap_or_default();
+    Some(t_last + span.max(MIN_SPAN))
 }
 
 impl ForecastBook {
@@ -102,6 +115,8 @@ impl ForecastBook {
             forecasts: BTreeMap::new(),
             fired: HashSet::new(),
             due_order: BTreeSet::new(),
+            expiry_order: BTreeSet::new(),
+            expiries: HashMap::new(),
         }
     }
 
@@ -135,6 +150,10 @@ impl ForecastBook {
                             .insert((at - self.lead, task.clone(), threshold));
                     }
                 }
+                if let Some(until) = expiry(&points) {
+                    self.expiry_order.insert((until, task.clone()));
+                    self.expiries.insert(task.clone(), until);
+                }
                 self.forecasts.insert(task.to_string(), f);
             }
             None => {
@@ -143,7 +162,7 @@ impl ForecastBook {
         }
     }
 
-    /// Takes a task's pending crossings out of the due order.
+    /// Takes a task's pending crossings out of the due order, and its expiry.
     fn unindex(&mut self, task: &TaskId) {
         if let Some(f) = self.forecasts.get(task.as_str()) {
             for (threshold, at) in crossings(f) {
@@ -151,6 +170,40 @@ impl ForecastBook {
                     .remove(&(at - self.lead, task.clone(), threshold));
             }
         }
+        if let Some(until) = self.expiries.remove(task) {
+            self.expiry_order.remove(&(until, task.clone()));
+        }
+    }
+
+    /// Withdraws a task's forecast (its task stopped working); whether it had one.
+    /// Its values are kept: a task that works again goes on from them.
+    pub fn withdraw(&mut self, task: &TaskId) -> bool {
+        if !self.forecasts.contains_key(task.as_str()) {
+            return false;
+        }
+        self.unindex(task);
+        self.forecasts.remove(task.as_str());
+        true
+    }
+
+    /// Withdraws the forecasts whose trend is older than it can speak for: the tasks.
+    pub fn withdraw_expired(&mut self, now: OffsetDateTime) -> Vec<TaskId> {
+        let mut out = Vec::new();
+        while let Some((until, task)) = self.expiry_order.first().cloned() {
+            if until > now {
+                break;
+            }
+            self.expiry_order.remove(&(until, task.clone()));
+            if self.withdraw(&task) {
+                out.push(task);
+            }
+        }
+        out
+    }
+
+    /// The next moment a forecast expires.
+    pub fn next_expiry(&self) -> Option<OffsetDateTime> {
+        self.expiry_order.first().map(|(at, _)| *at)
     }
 
     /// The status log started over (a new session): forget its trajectory.
@@ -324,6 +377,30 @@ mod tests {
         // 1 %/min: 65 % at 600 + 25 min; due 1 min before.
         assert!(slow.due(at(600), |_| true).is_empty());
         assert_eq!(slow.next_due(), Some(at(600 + 25 * 60 - 60)));
+    }
+
+    /// An idle task keeps no forecast: a trend older than the span it was measured over
+    /// is withdrawn (at 38 % it never reads "75 % now"), and so is one whose task stops.
+    #[test]
+    fn a_forecast_is_withdrawn_when_its_trend_is_old_or_its_task_stops() {
+        let task = TaskId::parse("task-03").expect("id");
+        let mut book = ForecastBook::new(Duration::from_secs(60));
+        book.on_values(&task, at(0), &[30]);
+        book.on_values(&task, at(60), &[34]);
+        book.on_values(&task, at(120), &[38]);
+        assert!(book.of("task-03").is_some());
+        // Measured over 120 s: it speaks for 120 s after its newest value.
+        assert_eq!(book.next_expiry(), Some(at(240)));
+        assert!(book.withdraw_expired(at(239)).is_empty());
+        assert_eq!(book.withdraw_expired(at(240)), [task.clone()]);
+        assert!(book.of("task-03").is_none());
+        assert_eq!((book.next_expiry(), book.next_due()), (None, None));
+        // A new value brings the trend back, from the values kept.
+        book.on_values(&task, at(250), &[40]);
+        assert!(book.of("task-03").is_some());
+        assert!(book.withdraw(&task));
+        assert!(!book.withdraw(&task), "once");
+        assert_eq!((book.next_expiry(), book.next_due()), (None, None));
     }
 
     /// A crossing of a task no longer watched is not warned of, and not offered again

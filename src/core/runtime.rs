@@ -177,14 +177,12 @@ pub fn start_tapped(
         }
     }
     if orchestration {
+        // A data directory that cannot hold the ledger is said once on stderr, as for
+        // the event log beside it.
         let (ledger, problem) = open_told(config, clock);
         hub = hub.with_told(ledger);
-        if let Some(p) = problem {
-            initial.push(CoreEvent::SourceFailed {
-                source: "told",
-                task: None,
-                detail: p,
-            });
+        if unrecorded.is_none() {
+            unrecorded = problem;
         }
     }
     let cancel = CancellationToken::new();
@@ -234,16 +232,8 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
     let hub = Hub::new(settings, clock, out_tx, snap_tx, None)
         .with_bus(bus.clone())
         .with_told(ledger);
-    let initial = problem
-        .map(|detail| CoreEvent::SourceFailed {
-            source: "told",
-            task: None,
-            detail,
-        })
-        .into_iter()
-        .collect();
     let cancel = CancellationToken::new();
-    let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
+    let hub = tokio::spawn(hub.run(Vec::new(), events_rx, cancel.clone()));
     RunningCore {
         happenings: out_rx,
         events: events_tx,
@@ -251,7 +241,7 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
         cancel,
         with_database: true,
         bus,
-        unrecorded: None,
+        unrecorded: problem,
         hub: Some(hub),
         _logs: None,
         _sessions: None,

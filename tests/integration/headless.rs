@@ -21,7 +21,7 @@ fn reports_existing_and_new_anomalies_in_json() {
     assert_eq!(a["anomaly"], "self-correction");
     assert_eq!(
         a["detail"],
-        "\"step 2 self-correction: rewrote tokenizer [ctx: 20%]\""
+        "step 2 self-correction: rewrote tokenizer [ctx: 20%]"
     );
     assert!(a["ts"].as_str().unwrap().ends_with('Z'), "{a}");
 
@@ -39,7 +39,7 @@ fn reports_existing_and_new_anomalies_in_json() {
     s.append("task-02-deviations", "Low: fine\nHigh: broke the API\n");
     let a = m.wait_json("high deviation", |v| event(v) == "anomaly");
     assert_eq!(a["anomaly"], "high-deviation");
-    assert_eq!(a["detail"], "\"High: broke the API\"");
+    assert_eq!(a["detail"], "High: broke the API");
 }
 
 #[test]
@@ -176,7 +176,7 @@ fn report_to_db_records_once_and_a_restart_repeats_nothing() {
     let mut m = s.headless(&["--report-to-db"]);
     s.append("task-01-status", "step 3 self-correction: second\n");
     let a = m.wait_json("only the new report", |v| event(v) == "anomaly");
-    assert_eq!(a["detail"], "\"step 3 self-correction: second\"");
+    assert_eq!(a["detail"], "step 3 self-correction: second");
     m.signal(Signal::SIGINT);
     assert_eq!(m.wait_exit(), 0);
     let count: i64 = s
@@ -244,13 +244,13 @@ fn log_files_are_followed_through_truncation_and_replacement() {
     std::fs::write(s.temp().join("task-01-status"), "").unwrap();
     s.append("task-01-status", "b self-correction after truncate\n");
     let a = m.wait_json("after truncation", |v| event(v) == "anomaly");
-    assert_eq!(a["detail"], "\"b self-correction after truncate\"");
+    assert_eq!(a["detail"], "b self-correction after truncate");
     // Replaced by rename (a new inode).
     let tmp = s.temp().join("new");
     std::fs::write(&tmp, "c self-correction after rename\n").unwrap();
     std::fs::rename(&tmp, s.temp().join("task-01-status")).unwrap();
     let a = m.wait_json("after rename", |v| event(v) == "anomaly");
-    assert_eq!(a["detail"], "\"c self-correction after rename\"");
+    assert_eq!(a["detail"], "c self-correction after rename");
     // Bytes that are not UTF-8 do not stop the reader.
     s.append("task-01-status", "d \u{0}\n");
     std::fs::OpenOptions::new()
@@ -259,7 +259,7 @@ fn log_files_are_followed_through_truncation_and_replacement() {
         .and_then(|mut f| std::io::Write::write_all(&mut f, b"e \xff\xfe self-correction\n"))
         .unwrap();
     let a = m.wait_json("lossy line", |v| event(v) == "anomaly");
-    assert_eq!(a["detail"], "\"e \u{fffd}\u{fffd} self-correction\"");
+    assert_eq!(a["detail"], "e \u{fffd}\u{fffd} self-correction");
 }
 
 #[test]

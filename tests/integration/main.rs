@@ -31,5 +31,6 @@ mod sessions;
 mod souffleur;
 mod task_commands;
 mod tmux;
+mod told;
 mod trust;
 mod usage;

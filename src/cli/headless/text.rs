@@ -108,6 +108,11 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
             (*at - h.at).whole_minutes().max(0),
             clock.hms(*at)
         ),
+        What::ForecastWithdrawn { task_id, reason } => format!(
+            "FORECAST: {} withdrawn: {}\n",
+            printable(task_id),
+            one_line(reason)
+        ),
         What::Watcher {
             task_id,
             mode,
@@ -367,6 +372,10 @@ mod tests {
                 threshold: 65,
                 at,
             },
+            What::ForecastWithdrawn {
+                task_id: id.into(),
+                reason: text.into(),
+            },
             What::Watcher {
                 task_id: id.into(),
                 mode: "pause",
@@ -450,6 +459,7 @@ mod tests {
             What::Clock { .. } => 17,
             What::Log { .. } => 18,
             What::Link(_) => 19,
+            What::ForecastWithdrawn { .. } => 20,
         }
     }
 
@@ -465,7 +475,7 @@ mod tests {
         covered.dedup();
         assert_eq!(
             covered,
-            (0..=19).collect::<Vec<_>>(),
+            (0..=20).collect::<Vec<_>>(),
             "every kind is walked"
         );
         for what in kinds {

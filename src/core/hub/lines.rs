@@ -71,6 +71,31 @@ impl Hub {
             self.report(anomaly).await;
         }
     }
+    /// Withdraws the forecasts whose trend is too old to speak for.
+    pub(super) async fn withdraw_old_forecasts(&mut self) {
+        let now = self.clock.now_utc();
+        for task in self.forecasts.withdraw_expired(now) {
+            self.view_changed(task.as_str());
+            self.emit(What::ForecastWithdrawn {
+                task_id: task.to_string(),
+                reason: "no new context value for as long as its trend was measured over".into(),
+            })
+            .await;
+        }
+    }
+
+    /// A task that stopped working has no trend to extrapolate.
+    pub(super) async fn withdraw_forecast_of_idle(&mut self, task: &TaskId, state: &str) {
+        if self.forecasts.withdraw(task) {
+            self.view_changed(task.as_str());
+            self.emit(What::ForecastWithdrawn {
+                task_id: task.to_string(),
+                reason: format!("{task} is {state}, not working"),
+            })
+            .await;
+        }
+    }
+
     /// Raises the `forecast` warnings that fell due (once each).
     pub(super) async fn warn_forecasts(&mut self) {
         let now = self.clock.now_utc();

@@ -97,6 +97,11 @@ impl Hub {
             }
             self.view_changed(&row.task_id);
             if changed_state {
+                if let Some(id) = id.as_ref().filter(|i| i.is_musician())
+                    && row.state != "working"
+                {
+                    self.withdraw_forecast_of_idle(id, &row.state).await;
+                }
                 self.emit(What::Task {
                     task_id: row.task_id.clone(),
                     state: row.state.clone(),
@@ -141,6 +146,7 @@ impl Hub {
             self.report(anomaly).await;
         }
         self.warn_forecasts().await;
+        self.withdraw_old_forecasts().await;
         self.tell_due_sessions().await;
         // Only the rows due are looked at; the wall clock has the last word (a row
         // whose heartbeat is not old enough yet goes back in line).
@@ -218,6 +224,9 @@ impl Hub {
         let forecast = self
             .forecasts
             .next_due()
+            .into_iter()
+            .chain(self.forecasts.next_expiry())
+            .min()
             .map(|at| self.clock.deadline_of(at));
         stale
             .into_iter()

@@ -24,10 +24,12 @@ pub struct ToolCall {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Activity {
     /// `working` (a response or a tool under way), `waiting` (a tool call without its
-    /// result), `idle` (the turn ended), or `unknown` (nothing read yet).
+    /// result), `idle` (the turn ended), `api_error` (the API refused the last request
+    /// and Claude Code gave up on it), or `unknown` (nothing read yet).
     pub state: &'static str,
     pub tool: Option<ToolCall>,
-    /// The last tool result marked as an error, cut to 200 characters.
+    /// The last tool result marked as an error, cut to 200 characters, or the API's
+    /// text while in `api_error` (up to 500).
     pub last_error: Option<String>,
     /// The last tool calls, oldest first (at most [`RECENT`]), with whether each
     /// result was an error (`None` while waiting).
@@ -36,7 +38,13 @@ pub struct Activity {
     pending: HashSet<String>,
     #[serde(skip)]
     ids: Vec<String>,
+    /// `last_error` is the API's (cleared by the next real response).
+    #[serde(skip)]
+    api_error: bool,
 }
+
+/// The state of a session the API refused.
+pub const API_ERROR: &str = "api_error";
 
 /// Tool calls kept in `recent`.
 pub const RECENT: usize = 20;
@@ -55,6 +63,8 @@ struct Block<'a> {
     is_error: Option<bool>,
     #[serde(borrow)]
     content: Option<&'a RawValue>,
+    #[serde(borrow)]
+    text: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl Activity {
@@ -66,6 +76,9 @@ impl Activity {
         at: Option<&str>,
     ) {
         self.state = "working";
+        if std::mem::take(&mut self.api_error) {
+            self.last_error = None;
+        }
         if let Some(raw) = content.filter(|c| c.get().contains("\"tool_use\""))
             && let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw.get())
         {
@@ -92,6 +105,23 @@ impl Activity {
         if stop_reason == Some("end_turn") {
             self.state = "idle";
         }
+    }
+
+    /// Claude Code's line for a request the API refused (`"isApiErrorMessage": true`,
+    /// model `<synthetic>`): the session stops on it until a real response comes.
+    pub fn api_error(&mut self, content: Option<&RawValue>) {
+        let text = content
+            .and_then(|c| serde_json::from_str::<Vec<Block<'_>>>(c.get()).ok())
+            .and_then(|blocks| {
+                blocks
+                    .into_iter()
+                    .find(|b| b.kind == "text")
+                    .and_then(|b| b.text.map(|t| t.into_owned()))
+            })
+            .unwrap_or_else(|| "API Error (no text)".to_owned());
+        self.state = API_ERROR;
+        self.api_error = true;
+        self.last_error = Some(text.chars().take(500).collect());
     }
 
     /// A user line of the main chain: a prompt, or tool results.

@@ -30,6 +30,9 @@ struct Line<'a> {
     is_sidechain: Option<bool>,
     #[serde(rename = "requestId", borrow)]
     request_id: Option<Cow<'a, str>>,
+    /// Claude Code's own line for an answer the API refused (model `<synthetic>`).
+    #[serde(rename = "isApiErrorMessage")]
+    is_api_error: Option<bool>,
     #[serde(borrow)]
     subtype: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -176,7 +179,11 @@ impl Tally {
             }
             Some("assistant") => {
                 if let Some(m) = &v.message {
-                    if !sidechain {
+                    let api_error = v.is_api_error.unwrap_or(false)
+                        && m.model.as_deref() == Some("<synthetic>");
+                    if !sidechain && api_error {
+                        self.activity.api_error(m.content);
+                    } else if !sidechain {
                         self.activity.response(
                             m.content,
                             m.stop_reason.as_deref(),

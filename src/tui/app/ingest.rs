@@ -94,6 +94,7 @@ impl UiState {
             | What::Source { .. }
             | What::Watcher { .. }
             | What::Forecast { .. }
+            | What::ForecastWithdrawn { .. }
             | What::Session { .. }
             | What::Budget { .. }
             | What::Clock { .. }

@@ -165,7 +165,17 @@ fn forecast_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
         return Line::from(Span::styled("—", ctx.theme.muted));
     };
     if at <= ctx.now {
-        return Line::from(Span::styled("now", ctx.theme.error));
+        // "now" only for a context that is there: a trend past its crossing with the
+        // value still below it is overdue, not a fact.
+        let reached = t
+            .ctx
+            .back()
+            .is_some_and(|v| *v >= crate::core::forecast::EXIT_AT);
+        return Line::from(if reached {
+            Span::styled("now", ctx.theme.error)
+        } else {
+            Span::styled("due", ctx.theme.warn)
+        });
     }
     let left: std::time::Duration = (at - ctx.now).try_into().unwrap_or_default();
     let style = if left.as_secs() < 600 {

@@ -120,17 +120,18 @@ async fn a_distant_forecast_is_raised_when_it_falls_due() {
         .send(lines("task-01", LogKind::Status, &["step 1 [ctx: 10%]"]))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(300)).await;
     r.events
-        .send(lines("task-01", LogKind::Status, &["step 2 [ctx: 12%]"]))
+        .send(lines("task-01", LogKind::Status, &["step 2 [ctx: 20%]"]))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(300)).await;
     r.events
-        .send(lines("task-01", LogKind::Status, &["step 3 [ctx: 14%]"]))
+        .send(lines("task-01", LogKind::Status, &["step 3 [ctx: 30%]"]))
         .await
         .unwrap();
-    // 2 points a minute from 14 % at +120 s: 65 % at +1650 s, warned 600 s before.
+    // 2 points a minute from 30 % at +600 s: 65 % at +1650 s, warned 600 s before,
+    // while the trend (measured over 600 s) still speaks (until +1200 s).
     let (raised, crossing) = loop {
         if let (
             raised,
