@@ -4,6 +4,7 @@
 //! skips with the reason when `sshd` is missing (`.ci/run` installs `openssh-server`).
 #![allow(clippy::unwrap_used)]
 
+mod beat;
 mod failures;
 mod link;
 mod screen;

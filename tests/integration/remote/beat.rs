@@ -1,0 +1,129 @@
+//! The link beats: a host whose `maestro serve` stops (SIGSTOP, as a hung host or a
+//! stuck disk would) while ssh stays connected is `down` within three beats, and its
+//! silence is never taken for a dead Conductor or stale tasks.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, kill};
+use nix::unistd::Pid;
+
+use crate::common::{Scratch, event};
+use crate::remote::{sshd, watch_with};
+
+#[test]
+fn a_stopped_host_is_down_within_three_beats_and_accuses_nobody() {
+    let Some(sshd) = sshd("a_stopped_host_is_down_within_three_beats_and_accuses_nobody") else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-01", "working");
+    // The host's participants are alive all along: their heartbeats are refreshed.
+    let live = Arc::new(AtomicBool::new(true));
+    let beating = {
+        let (live, db) = (live.clone(), project.db());
+        std::thread::spawn(move || {
+            let conn = rusqlite::Connection::open(db).unwrap();
+            conn.busy_timeout(Duration::from_secs(5)).unwrap();
+            while live.load(Ordering::Relaxed) {
+                conn.execute(
+                    "UPDATE orchestration_tasks SET last_heartbeat = datetime('now')",
+                    [],
+                )
+                .unwrap();
+                std::thread::sleep(Duration::from_millis(500));
+            }
+        })
+    };
+    let mut m = watch_with(
+        &sshd.config(None, "ssh_config"),
+        &project,
+        &[
+            "--conductor-stale-after",
+            "10s",
+            "--task-stale-after",
+            "10s",
+        ],
+    );
+    m.wait_json("the link up", |v| event(v) == "link" && v["status"] == "up");
+    let serve = serve_of(&project).expect("the host runs maestro serve");
+    kill(Pid::from_raw(serve), Signal::SIGSTOP).unwrap();
+    let beats = maestro::remote::wire::BEAT * maestro::remote::wire::SILENT_BEATS;
+    let down = m.wait_json_within("the link down", beats + Duration::from_secs(3), |v| {
+        event(v) == "link" && v["status"] != "up"
+    });
+    assert!(
+        down["detail"].as_str().unwrap().contains("sent nothing"),
+        "{down}"
+    );
+    // A new connection reaches a new `maestro serve`: up again, the host as it is.
+    m.wait_json("the link up again", |v| {
+        event(v) == "link" && v["status"] == "up"
+    });
+    project.append("task-01-status", "step 2 self-correction: marker\n");
+    m.wait_json("the marker", |v| event(v) == "anomaly");
+    let _ = kill(Pid::from_raw(serve), Signal::SIGKILL);
+    let _ = kill(Pid::from_raw(serve), Signal::SIGCONT);
+    live.store(false, Ordering::Relaxed);
+    beating.join().unwrap();
+    m.signal(Signal::SIGTERM);
+    m.wait_exit();
+    assert!(
+        !m.seen
+            .iter()
+            .any(|l| l.contains("\"event\":\"stale\"") || l.contains("\"event\":\"watchdog\"")),
+        "{:#?}",
+        m.seen
+    );
+}
+
+/// The `maestro serve` process of `project` on this machine (the "host").
+fn serve_of(project: &Scratch) -> Option<i32> {
+    let root = project.root().display().to_string();
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        let is_serve = args.iter().any(|a| *a == b"serve")
+            && args.iter().any(|a| *a == root.as_bytes())
+            && !args.iter().any(|a| a.starts_with(b"ssh"));
+        is_serve.then_some(pid)
+    })
+}
+
+/// A host that says hello, sends half a frame and stops is down within three beats too:
+/// the beat counts whole frames.
+#[test]
+fn half_a_frame_and_silence_is_down_within_three_beats() {
+    let Some(sshd) = sshd("half_a_frame_and_silence_is_down_within_three_beats") else {
+        return;
+    };
+    let project = Scratch::new();
+    let script = sshd.dir().join("stuck-maestro");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho '{{\"frame\":\"hello\",\"protocol\":{},\"version\":\"{}\",\"project\":\"/p\",\"database\":true}}'\nprintf '{{\"frame\":\"inp'\nexec sleep 120\n",
+            maestro::remote::wire::PROTOCOL,
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let mut m = crate::remote::watch(
+        &sshd.config(Some(script.to_str().unwrap()), "ssh_config"),
+        &project,
+    );
+    m.wait_json("the link up", |v| event(v) == "link" && v["status"] == "up");
+    let beats = maestro::remote::wire::BEAT * maestro::remote::wire::SILENT_BEATS;
+    let down = m.wait_json_within("the link down", beats + Duration::from_secs(3), |v| {
+        event(v) == "link" && v["status"] == "down"
+    });
+    assert!(
+        down["detail"].as_str().unwrap().contains("sent nothing"),
+        "{down}"
+    );
+    m.signal(Signal::SIGTERM);
+    m.wait_exit();
+}
