@@ -43,7 +43,14 @@ pub struct NeedsYouBook {
     waiting: BTreeMap<String, Waiting>,
     /// The last live `claude` process seen for each task (where `w` takes the operator).
     claude: HashMap<String, ProcessId>,
+    /// Events of sessions not tied to a task yet, in order: a permission prompt can come
+    /// before the transcript line that names the session's task, and must wait for it.
+    held: HashMap<String, std::collections::VecDeque<HookInput>>,
 }
+
+/// Events held per untied session (the newest kept), and untied sessions held.
+const HELD_PER_SESSION: usize = 32;
+const HELD_SESSIONS: usize = 256;
 
 /// `/musician task-03` (the Conductor starts every Musician so).
 static MUSICIAN_PROMPT: LazyLock<Regex> = LazyLock::new(|| {
@@ -75,6 +82,7 @@ impl NeedsYouBook {
             t.clone()
         } else {
             let Some(t) = by_session(&e.session_id) else {
+                self.hold(input);
                 return Vec::new();
             };
             self.session_task.insert(e.session_id.clone(), t.clone());
@@ -124,6 +132,28 @@ impl NeedsYouBook {
             },
             WaitChange::None => Vec::new(),
         }
+    }
+
+    fn hold(&mut self, input: &HookInput) {
+        let sid = &input.event.session_id;
+        if !self.held.contains_key(sid) && self.held.len() >= HELD_SESSIONS {
+            return;
+        }
+        let queue = self.held.entry(sid.clone()).or_default();
+        if queue.len() == HELD_PER_SESSION {
+            queue.pop_front();
+        }
+        queue.push_back(input.clone());
+    }
+
+    /// The sessions whose events wait for a tie.
+    pub fn untied(&self) -> Vec<String> {
+        self.held.keys().cloned().collect()
+    }
+
+    /// A session's held events, to apply again now that it may be tied.
+    pub fn take_held(&mut self, session: &str) -> Vec<HookInput> {
+        self.held.remove(session).map(Vec::from).unwrap_or_default()
     }
 
     /// The task a session was tied to, if any.

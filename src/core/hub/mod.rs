@@ -314,6 +314,8 @@ impl Hub {
             CoreEvent::Tasks(rows) => {
                 self.on_tasks(rows).await;
                 self.send_task_facts();
+                // A row's session_id may tie a session whose hook events wait.
+                self.release_held_hooks().await;
             }
             CoreEvent::Session(report) => self.on_session(report).await,
             CoreEvent::Hooks(inputs) => self.on_hooks(inputs).await,

@@ -84,6 +84,22 @@ impl Hub {
         }
     }
 
+    /// Applies again the held events of sessions the tables now tie to a task (the
+    /// session source found the transcript that names it).
+    pub(super) async fn release_held_hooks(&mut self) {
+        for sid in self.needs_you.untied() {
+            let tied = self
+                .tasks
+                .values()
+                .any(|e| e.row.session_id.as_deref() == Some(sid.as_str()))
+                || self.sessions.task_of_session(&sid).is_some();
+            if tied {
+                let inputs = self.needs_you.take_held(&sid);
+                Box::pin(self.on_hooks(inputs)).await;
+            }
+        }
+    }
+
     /// The sessions the hooks tied to a task.
     pub(super) fn hook_sessions(&self, task: &str) -> Vec<String> {
         self.needs_you.sessions_of(task)

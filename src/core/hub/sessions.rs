@@ -181,6 +181,7 @@ impl Hub {
                 self.session_changed(&f.task_id);
                 self.emit_session("found", &f, None).await;
                 self.check_budgets(&f.task_id).await;
+                self.release_held_hooks().await;
             }
             SessionReport::Update(f) => {
                 let f = self.as_known(f);

@@ -12,7 +12,7 @@ use crate::tmux::Tmux;
 /// A shell script that records its own PID as task `task`'s window (as `kitty` does for a
 /// Musician's window), then becomes `claude` in the test's environment. Written into
 /// the test's data folder.
-fn launcher(
+pub(super) fn launcher(
     claude: &Path,
     home: &Path,
     data: &Path,
@@ -45,7 +45,7 @@ fn launcher(
 /// Answers the permission dialog with `1` (Yes). The dialog ignores keys for a moment
 /// after it opens (against approving by accident), so the key is pressed again until
 /// the dialog is gone, for at most 30 s.
-fn answer_yes(tmux: &Tmux) {
+pub(super) fn answer_yes(tmux: &Tmux) {
     let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
     let open = |tmux: &Tmux| tmux.screen().contains("Do you want to proceed");
     while open(tmux) {

@@ -13,6 +13,7 @@ mod interactive;
 mod kitty;
 mod model_server;
 mod souffleur;
+mod untied;
 mod usage;
 
 use std::path::{Path, PathBuf};
