@@ -212,7 +212,7 @@ pub enum TaskAction {
     Freeze(TaskTarget),
     /// Resume a frozen window (SIGCONT)
     Thaw(TaskTarget),
-    /// Context left: exit 0 healthy (<60% used), 1 caution or no data, 2 critical (>=80%)
+    /// Context left: exit 0 healthy (<60% used), 1 caution (>=60% or a self-correction) or no data, 2 critical (>=75%)
     Headroom(TaskTarget),
     /// Bring the task's kitty window to the front (kitty remote control)
     Focus(TaskTarget),

@@ -227,6 +227,27 @@ fn the_readmes_quick_start_runs_as_written() {
         .and_then(|b| b.split("```").next())
         .unwrap()
         .to_owned();
+    // Step 3 (hooks) follows on the same project.
+    let hooks = readme
+        .split("**3. Hooks**")
+        .nth(1)
+        .and_then(|rest| rest.split("```sh\n").nth(1))
+        .and_then(|b| b.split("```").next())
+        .unwrap()
+        .to_owned();
+    run_by_hand(&format!("{block}{hooks}"));
+    // The guide's recipe is the same walk, and runs as written too.
+    let guide = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let recipe = sh_blocks(&guide)
+        .into_iter()
+        .find(|b| b.contains("demo-by-hand"))
+        .expect("the guide's recipe");
+    run_by_hand(&recipe);
+}
+
+/// Runs a by-hand walk line by line in a new folder; the dashboard line runs headless
+/// (the same actors) and must show the task and both anomalies.
+fn run_by_hand(block: &str) {
     let dir = tempfile::tempdir().unwrap();
     let bin = std::path::Path::new(env!("CARGO_BIN_EXE_maestro"))
         .parent()
@@ -272,4 +293,116 @@ fn the_readmes_quick_start_runs_as_written() {
         |v: &serde_json::Value| v["event"] == "anomaly" && v["anomaly"] == "self-correction";
     let spike = |v: &serde_json::Value| v["event"] == "anomaly" && v["anomaly"] == "context-spike";
     m.wait_all("the two anomalies", &[&self_correction, &spike]);
+}
+
+/// The thresholds that help and the guide name are the code's: the headroom levels
+/// (`core::headroom`) and the forecast's crossings (`core::forecast`).
+#[test]
+fn thresholds_named_in_help_and_docs_are_the_codes() {
+    use maestro::core::forecast::{EXIT_AT, HANDOFF_AT};
+    use maestro::core::headroom::{CAUTION_AT, CRITICAL_AT};
+    let out = maestro().args(["task", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let levels = format!(
+        "exit 0 healthy (<{CAUTION_AT}% used), 1 caution (>={CAUTION_AT}% or a self-correction) or no data, 2 critical (>={CRITICAL_AT}%)"
+    );
+    assert!(help.contains(&levels), "{help}");
+    let guide = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    assert!(
+        guide.contains(&format!(
+            "1 caution (>={CAUTION_AT}% or a self-correction) or no data, 2 critical (>={CRITICAL_AT}%)"
+        )),
+        "docs/guide.md names the headroom levels"
+    );
+    // Every percentage the guide pairs with a level or a crossing is one of the code's.
+    let named: std::collections::BTreeSet<i64> = regex::Regex::new(r"(?:>=|→|reach )(\d+)%")
+        .unwrap()
+        .captures_iter(&guide)
+        .map(|c| c[1].parse().unwrap())
+        .collect();
+    let known = [
+        CAUTION_AT,
+        CRITICAL_AT,
+        i64::from(HANDOFF_AT),
+        i64::from(EXIT_AT),
+    ];
+    assert!(
+        named.iter().all(|n| known.contains(n)),
+        "docs/guide.md names {named:?}; the code's thresholds are {known:?}"
+    );
+    assert!(
+        guide.contains(&format!("→{EXIT_AT}%")),
+        "the forecast column"
+    );
+    // The link's beat, as docs/cli.md states it.
+    let cli = std::fs::read_to_string(root().join("docs/cli.md")).unwrap();
+    let (beat, beats) = (
+        maestro::remote::wire::BEAT,
+        maestro::remote::wire::SILENT_BEATS,
+    );
+    assert!(
+        cli.contains(&format!("a beat every {} s", beat.as_secs()))
+            && cli.contains(&format!("({} s:", (beat * beats).as_secs())),
+        "docs/cli.md names the beat"
+    );
+}
+
+/// Every `maestro` command in a `sh` block of the README and the guide is one maestro
+/// accepts as written (the synopsis lists, with `A|B` and `[OPT]`, are `text`): clap
+/// checks its words, asked for help at the end instead of running.
+#[test]
+fn every_maestro_command_in_the_docs_is_accepted_as_written() {
+    let mut checked = 0;
+    for doc in ["README.md", "docs/guide.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).unwrap();
+        for block in sh_blocks(&text) {
+            for line in block.lines() {
+                let Some(words) = maestro_words(line) else {
+                    continue;
+                };
+                let out = maestro()
+                    .args(&words)
+                    .arg("--help")
+                    .env("PID", "1")
+                    .env("SESSION_ID", "s")
+                    .output()
+                    .unwrap();
+                assert!(
+                    out.status.success(),
+                    "{doc}: `{line}` is not accepted: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "{checked} commands checked");
+}
+
+fn sh_blocks(text: &str) -> Vec<String> {
+    text.split("```sh\n")
+        .skip(1)
+        .filter_map(|b| b.split("```").next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A line's `maestro` arguments: shell words up to a comment, a redirection or `&&`.
+fn maestro_words(line: &str) -> Option<Vec<String>> {
+    let line = line.split("  #").next().unwrap_or(line).trim();
+    let words = shlex::split(line)?;
+    let (first, rest) = words.split_first()?;
+    (first == "maestro").then(|| {
+        rest.iter()
+            .take_while(|w| !matches!(w.as_str(), ">" | ">>" | "&&" | "|" | ";"))
+            .map(|w| {
+                w.replace("$PID", "1")
+                    .replace("$SESSION_ID", "s")
+                    .replace("$PROJECT", ".")
+            })
+            .collect()
+    })
 }

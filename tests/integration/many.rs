@@ -101,3 +101,47 @@ fn the_configuration_names_the_projects() {
         ],
     );
 }
+
+/// Two projects' JSON escapes what one project's does: a message holding U+202E, U+009B,
+/// DEL and U+200B reaches stdout as `\u` escapes on both paths, the same line otherwise.
+#[test]
+fn two_projects_escape_what_one_project_escapes() {
+    let parent = tempfile::tempdir().unwrap();
+    let a = Scratch::new_in(parent.path(), "alpha");
+    let b = Scratch::new_in(parent.path(), "beta");
+    let hostile = "ok \u{202e}gnp.exe \u{9b}31m \u{7f} zero\u{200b}width";
+    for s in [&a, &b] {
+        s.conn()
+            .execute(
+                "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'x', ?1, 'instruction')",
+                [hostile],
+            )
+            .unwrap();
+    }
+    let line_of = |args: &[&str]| {
+        let mut cmd = maestro();
+        cmd.current_dir(parent.path())
+            .args(["--no-tui", "--json"])
+            .args(args);
+        let mut m = Running::spawn(cmd);
+        let line = m.wait_line("the message", |l| l.contains("\"event\":\"message\""));
+        m.signal(nix::sys::signal::Signal::SIGTERM);
+        m.wait_exit();
+        line
+    };
+    let one = line_of(&["--project", "alpha"]);
+    let two = line_of(&["--project", "alpha", "--project", "beta"]);
+    for (path, line) in [("one project", &one), ("two projects", &two)] {
+        assert!(
+            !line
+                .chars()
+                .any(|c| c.is_control() || maestro::core::text::is_invisible_format(c)),
+            "{path}: {line:?}"
+        );
+        for escaped in ["\\u202e", "\\u009b", "\\u007f", "\\u200b"] {
+            assert!(line.contains(escaped), "{path} escapes {escaped}: {line}");
+        }
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(v["message"], hostile, "{path}: the data is kept");
+    }
+}

@@ -12,6 +12,14 @@ use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overla
 impl UiState {
     /// Takes one happening in; returns a notification to raise, if it deserves one.
     pub fn ingest(&mut self, h: &Happening) -> Option<Notification> {
+        // What an earlier run told is shown with its own time, already read, and
+        // raises no new notification.
+        let replayed = h.told.is_some_and(|t| t.replayed);
+        let notification = self.take_in(h, replayed);
+        notification.filter(|_| !replayed)
+    }
+
+    fn take_in(&mut self, h: &Happening, replayed: bool) -> Option<Notification> {
         match &h.what {
             What::Log {
                 task,
@@ -33,7 +41,7 @@ impl UiState {
                     kind: a.kind,
                     detail: a.detail.clone(),
                     line,
-                    unread: true,
+                    unread: !replayed,
                 });
                 // Keep the operator's selection on the same entry.
                 if self.selected_anomaly > 0 {
