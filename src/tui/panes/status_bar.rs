@@ -236,16 +236,78 @@ fn hints(ctx: &DrawCtx, room: usize, key: &dyn Fn(Action) -> String) -> String {
 }
 
 /// A remote project whose link is down: since when, and that what shows is its last
-/// known state.
+/// known state; then the sessions the API stopped, said once for all of them.
 fn link_span<'a>(ctx: &DrawCtx<'a>) -> Span<'a> {
-    match &ctx.snap.link {
-        Some(link) if link.is_down() => Span::styled(
-            format!(
-                " · link down since {}: last known state",
-                ctx.clock.hms(link.since)
-            ),
-            ctx.theme.error,
+    let mut text = match &ctx.snap.link {
+        Some(link) if link.is_down() => format!(
+            " · link down since {}: last known state",
+            ctx.clock.hms(link.since)
         ),
-        _ => Span::raw(""),
+        _ => String::new(),
+    };
+    let errors: Vec<&str> = ctx
+        .snap
+        .tasks
+        .iter()
+        .flat_map(|t| t.sessions.iter())
+        .filter(|f| f.activity == crate::core::sessions::activity::API_ERROR)
+        .map(|f| f.last_error.as_deref().unwrap_or_default())
+        .collect();
+    if let Some(stopped) = api_stopped(&errors) {
+        text.push_str(" · ");
+        text.push_str(&printable(&stopped));
+    }
+    if text.is_empty() {
+        Span::raw("")
+    } else {
+        Span::styled(text, ctx.theme.error)
+    }
+}
+
+/// "rate limit: 3 sessions stopped (resets 3pm)", or "API error: 1 session stopped",
+/// from the API texts of the sessions in `api_error`; nothing when there are none.
+fn api_stopped(errors: &[&str]) -> Option<String> {
+    static RESET: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
+        regex::Regex::new(r"(?i)\bresets?\s+(?:at\s+)?([0-9]{1,2}(?::[0-9]{2})?\s*(?:am|pm)?(?:\s*\([^)]{1,40}\))?)")
+            .expect("static regex")
+    });
+    if errors.is_empty() {
+        return None;
+    }
+    let rate = errors
+        .iter()
+        .any(|e| e.contains("API Error: 429") || e.to_ascii_lowercase().contains("rate limit"));
+    let reset = errors
+        .iter()
+        .find_map(|e| RESET.captures(e))
+        .map(|c| format!(" (resets {})", c[1].trim()))
+        .unwrap_or_default();
+    Some(format!(
+        "{}: {} stopped{reset}",
+        if rate { "rate limit" } else { "API error" },
+        counted(errors.len(), "session", "sessions")
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::api_stopped;
+
+    #[test]
+    fn sessions_the_api_stopped_are_said_once() {
+        assert_eq!(api_stopped(&[]), None);
+        assert_eq!(
+            api_stopped(&["API Error: 400 bad request"]).as_deref(),
+            Some("API error: 1 session stopped")
+        );
+        assert_eq!(
+            api_stopped(&[
+                "API Error: 429 rate_limit_error",
+                "Claude AI usage limit reached · resets 3pm (Europe/Paris)",
+                "API Error: 500",
+            ])
+            .as_deref(),
+            Some("rate limit: 3 sessions stopped (resets 3pm (Europe/Paris))")
+        );
     }
 }
