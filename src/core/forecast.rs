@@ -392,7 +392,7 @@ mod tests {
         // Measured over 120 s: it speaks for 120 s after its newest value.
         assert_eq!(book.next_expiry(), Some(at(240)));
         assert!(book.withdraw_expired(at(239)).is_empty());
-        assert_eq!(book.withdraw_expired(at(240)), [task.clone()]);
+        assert_eq!(book.withdraw_expired(at(240)), std::slice::from_ref(&task));
         assert!(book.of("task-03").is_none());
         assert_eq!((book.next_expiry(), book.next_due()), (None, None));
         // A new value brings the trend back, from the values kept.

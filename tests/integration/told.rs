@@ -1,6 +1,7 @@
 //! Nothing false: a project nobody started accuses nobody; each thing is told once, a
 //! restart marks what it restates, and `--after CURSOR` resumes a script where it
 //! stopped (docs/cli.md "Resuming after a restart").
+#![allow(clippy::unwrap_used)]
 
 use serde_json::Value;
 

@@ -116,7 +116,7 @@ impl Activity {
                 blocks
                     .into_iter()
                     .find(|b| b.kind == "text")
-                    .and_then(|b| b.text.map(|t| t.into_owned()))
+                    .and_then(|b| b.text.map(std::borrow::Cow::into_owned))
             })
             .unwrap_or_else(|| "API Error (no text)".to_owned());
         self.state = API_ERROR;

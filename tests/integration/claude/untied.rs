@@ -64,7 +64,7 @@ fn a_permission_in_a_session_tied_by_its_transcript_is_needs_you_every_time() {
     let text: String = text
         .lines()
         .filter(|l| !l.starts_with("echo $$"))
-        .map(|l| format!("{l}\n"))
+        .flat_map(|l| [l, "\n"])
         .collect();
     std::fs::write(&launch, text).unwrap();
     let mut sessions = std::collections::HashSet::new();

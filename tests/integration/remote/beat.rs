@@ -86,7 +86,7 @@ fn serve_of(project: &Scratch) -> Option<i32> {
         let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
         let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
         let is_serve = args.iter().any(|a| *a == b"serve")
-            && args.iter().any(|a| *a == root.as_bytes())
+            && args.contains(&root.as_bytes())
             && !args.iter().any(|a| a.starts_with(b"ssh"));
         is_serve.then_some(pid)
     })
