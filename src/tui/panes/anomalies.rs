@@ -8,7 +8,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::tui::app::{AnomalyEntry, Pane};
 use crate::tui::panes::ctx::{
-    DrawCtx, fold_or_cut, more_marks, printable, read_in_full, window_start,
+    DrawCtx, fold_or_cut, more_marks, printable, read_in_full, window_start, wrap,
 };
 
 /// Columns one anomaly's line needs whole: the mark, the time, the task, the kind (padded
@@ -60,7 +60,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .take(usize::from(rows))
         .collect();
     // Lines the pane has beyond one a row: a row too long folds into one of them.
-    let mut spare = usize::from(rows).saturating_sub(shown.len());
+    // The selected row, read in full, takes the rows it needs up to what is left
+    // below the rows before it (each one line): never more than the pane holds.
+    let rows_n = usize::from(rows).max(1);
+    let budget = (rows_n - (ui.selected_anomaly - start).min(rows_n - 1)).min(5);
+    // What it takes: its line, and its text wrapped below (when focused and cut).
+    let selected_lines = ui
+        .anomalies
+        .get(ui.selected_anomaly)
+        .filter(|x| focused && row_width(x) > width)
+        .map_or(1, |x| {
+            (1 + wrap(&printable(&x.detail), width.saturating_sub(4)).len()).min(budget)
+        });
+    let mut spare = usize::from(rows)
+        .saturating_sub(shown.len())
+        .saturating_sub(selected_lines - 1);
     let items: Vec<ListItem> = shown
         .into_iter()
         .map(|(i, a)| {
@@ -79,7 +93,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let cut = row_width(a) > width;
             // The selected one, when cut, is read in full below its line.
             if focused && i == ui.selected_anomaly && cut {
-                ListItem::new(read_in_full(prefix, &detail, width))
+                ListItem::new(read_in_full(prefix, &detail, width, budget))
             } else {
                 let fold = cut && spare > 0;
                 let lines = fold_or_cut(prefix, &detail, width, fold);

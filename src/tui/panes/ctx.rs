@@ -1,11 +1,11 @@
 //! What every pane draws from ([`DrawCtx`]) and the small helpers they share:
-//! visible windows of long lists, centred overlays, ages, fitting text.
+//! visible windows of long lists, centred overlays, ages; the text rule is `text`'s.
 
 use std::time::Duration;
 
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Flex, Layout, Rect};
-use ratatui::text::{Line, Span};
+use ratatui::text::Span;
 use ratatui::widgets::{Block, BorderType, Clear};
 use time::OffsetDateTime;
 
@@ -14,6 +14,8 @@ use crate::core::snapshot::Snapshot;
 use crate::tui::app::{Pane, UiState};
 use crate::tui::keymap::Keymap;
 use crate::tui::theme::Theme;
+
+pub use crate::tui::panes::text::{fit, fit_line, fold_or_cut, read_in_full, wrap};
 
 /// Heartbeat deadlines, for colouring ages.
 #[derive(Debug, Clone, Copy)]
@@ -96,16 +98,6 @@ pub fn short_age(d: Duration) -> String {
     }
 }
 
-/// Cuts text to `width` characters with an ellipsis.
-pub fn fit(text: &str, width: usize) -> String {
-    if text.chars().count() <= width {
-        return text.to_owned();
-    }
-    let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
-    s.push('…');
-    s
-}
-
 /// Removes control characters (database and log text may hold escape codes).
 pub fn printable(text: &str) -> String {
     crate::core::text::printable(text).into_owned()
@@ -114,99 +106,6 @@ pub fn printable(text: &str) -> String {
 /// "1 anomaly", "2 anomalies": a count with the word that agrees with it.
 pub fn counted(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
-}
-
-/// A line cut to `width` columns, ending in `…` where it was cut (never cut without a
-/// mark).
-pub fn fit_line(line: Line<'_>, width: usize) -> Line<'_> {
-    if line.width() <= width {
-        return line;
-    }
-    let mut left = width.saturating_sub(1);
-    let mut spans = Vec::new();
-    for span in line.spans {
-        if left == 0 {
-            break;
-        }
-        let mut kept = String::new();
-        for ch in span.content.chars() {
-            let w = Span::raw(ch.to_string()).width();
-            if w > left {
-                left = 0;
-                break;
-            }
-            left -= w;
-            kept.push(ch);
-        }
-        spans.push(Span::styled(kept, span.style));
-    }
-    spans.push(Span::raw("…"));
-    Line::from(spans).style(line.style)
-}
-
-/// The selected row of a list, when cut: its line ending in `…`, then its text in full
-/// below it (up to four lines).
-pub fn read_in_full<'a>(mut prefix: Vec<Span<'a>>, text: &str, width: usize) -> Vec<Line<'a>> {
-    prefix.push(Span::raw(text.to_owned()));
-    let mut lines = vec![fit_line(Line::from(prefix), width)];
-    for part in wrap(text, width.saturating_sub(4)).into_iter().take(4) {
-        lines.push(Line::from(format!("    {part}")));
-    }
-    lines
-}
-
-/// One row of a list: whole when it fits; else its text folded under itself onto a
-/// second line when `fold` (the pane has a line to spare), the rest cut with `…`.
-pub fn fold_or_cut<'a>(
-    prefix: Vec<Span<'a>>,
-    text: &str,
-    width: usize,
-    fold: bool,
-) -> Vec<Line<'a>> {
-    let indent: usize = prefix.iter().map(Span::width).sum();
-    let whole = Line::from(
-        prefix
-            .iter()
-            .cloned()
-            .chain([Span::raw(text.to_owned())])
-            .collect::<Vec<_>>(),
-    );
-    if whole.width() <= width || !fold || indent + 8 > width {
-        return vec![fit_line(whole, width)];
-    }
-    let parts = wrap(text, width - indent);
-    let first = parts.first().cloned().unwrap_or_default();
-    let rest = parts.get(1..).unwrap_or_default().join(" ");
-    let head = Line::from(
-        prefix
-            .into_iter()
-            .chain([Span::raw(first)])
-            .collect::<Vec<_>>(),
-    );
-    // Under the text where that leaves room to read; else a short indent.
-    let under = if indent <= width / 2 { indent } else { 4 };
-    let tail = Line::from(format!("{:under$}{rest}", ""));
-    vec![fit_line(head, width), fit_line(tail, width)]
-}
-
-/// Words folded into lines of at most `width` characters (a longer word is cut).
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut line = String::new();
-    for word in text.split_whitespace() {
-        let needed = line.chars().count() + usize::from(!line.is_empty()) + word.chars().count();
-        if needed > width && !line.is_empty() {
-            out.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.extend(word.chars().take(width));
-    }
-    if !line.is_empty() || out.is_empty() {
-        out.push(line);
-    }
-    out
 }
 
 /// "↑ 2 more · ↓ 3 more" for a list with rows hidden above and below; `None` when all show.

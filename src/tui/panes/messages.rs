@@ -10,7 +10,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{
-    DrawCtx, centered, clear, fold_or_cut, more_marks, printable, read_in_full, window_start,
+    DrawCtx, centered, clear, fold_or_cut, more_marks, printable, read_in_full, window_start, wrap,
 };
 
 /// Columns one message's line needs whole (its first line of text).
@@ -65,7 +65,26 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .skip(start)
         .take(usize::from(rows))
         .collect();
-    let mut spare = usize::from(rows).saturating_sub(shown.len());
+    // The selected row, read in full, takes the rows it needs up to what is left
+    // below the rows before it (each one line): never more than the pane holds.
+    let rows_n = usize::from(rows).max(1);
+    let budget = (rows_n - (ui.selected_message - start).min(rows_n - 1)).min(5);
+    // What it takes: its line, and its text wrapped below (when focused and cut).
+    let selected_lines = ui
+        .filtered_messages()
+        .nth(ui.selected_message)
+        .filter(|x| focused && row_width(x) > width)
+        .map_or(1, |x| {
+            (1 + wrap(
+                &printable(x.message.as_deref().unwrap_or_default()),
+                width.saturating_sub(4),
+            )
+            .len())
+            .min(budget)
+        });
+    let mut spare = usize::from(rows)
+        .saturating_sub(shown.len())
+        .saturating_sub(selected_lines - 1);
     let items: Vec<ListItem> = shown
         .into_iter()
         .map(|(i, m)| {
@@ -93,7 +112,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let cut = row_width(m) > width;
             // The selected one, when cut, is read in full below its line (Enter opens it).
             if focused && i == ui.selected_message && cut {
-                ListItem::new(read_in_full(prefix, &text, width))
+                ListItem::new(read_in_full(prefix, &text, width, budget))
             } else {
                 let lines = fold_or_cut(prefix, &text, width, cut && spare > 0);
                 spare -= lines.len() - 1;

@@ -15,6 +15,7 @@ pub mod session_cells;
 pub mod status_bar;
 pub mod summary;
 pub mod tasks;
+pub mod text;
 pub mod watchdog;
 
 use ratatui::Frame;
