@@ -91,6 +91,12 @@ impl TaskRequest {
     }
 }
 
+/// The refusal of a request made in another state: the same words before the
+/// confirmation (the dashboard) as at the write (the command line).
+fn wrong_state(task: &TaskId, now: &str, from: &str) -> String {
+    format!("{task} is {now}, not {from}; nothing changed.")
+}
+
 /// What a request will do, in one paragraph, read from the database and the files
 /// (the confirmation dialog shows it; nothing is changed).
 pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, String> {
@@ -116,7 +122,7 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
      -> Result<String, String> {
         let now = state(task)?;
         if now != from {
-            return Err(format!("{task} is {now}, not {from}; nothing to answer."));
+            return Err(wrong_state(task, &now, from));
         }
         // "an approval message", "a rejection message": the article agrees with the word.
         let article = if kind.starts_with(['a', 'e', 'i', 'o', 'u']) {
@@ -244,9 +250,7 @@ pub fn review(
             return Err(format!("{task} is not in orchestration_tasks."));
         }
         Moved::WrongState(s) => {
-            return Err(format!(
-                "{task} is {s}, not {from}; nothing changed. Look at it in the dashboard first."
-            ));
+            return Err(wrong_state(task, &s, from));
         }
     }
     let done = Done {

@@ -274,7 +274,7 @@ pub async fn run_screens(
                 let ui = &mut shown[i].ui;
                 match answer {
                     ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
-                    ActionAnswer::Described(_, Err(e)) => ui.note = Some(format!("refused: {e}")),
+                    ActionAnswer::Described(_, Err(e)) => ui.refused(&e),
                     ActionAnswer::Done(outcome) => ui.action_done(outcome),
                     ActionAnswer::Headroom(task, text) => ui.show_panel(&task, text),
                 }

@@ -9,6 +9,7 @@ mod claude;
 mod clock_gaps;
 mod dashboard;
 mod dashboard_overlays;
+mod dashboard_text;
 mod demo;
 mod docs;
 mod faults;

@@ -21,6 +21,8 @@ mod update;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_actions;
 
 pub use scrollback::{
     AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TaskLog,

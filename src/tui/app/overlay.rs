@@ -101,6 +101,7 @@ impl UiState {
         self.overlay = None;
         if !yes {
             self.note = Some("cancelled".into());
+            self.restore_draft("not sent; your message is back in the editor");
             return vec![];
         }
         match what {
@@ -154,6 +155,26 @@ impl UiState {
             vec![]
         };
         let ask = |request| vec![Effect::DescribeTask(request)];
+        // An answer the task cannot take is refused before anything is typed.
+        let state = self
+            .shown_tasks(snap)
+            .get(self.selected_task)
+            .map(|t| t.row.state.clone())
+            .unwrap_or_default();
+        let needs = match action {
+            Action::Reject => Some(("needs_review", "a rejection answers a review request")),
+            Action::ProposeFix => Some(("error", "a fix proposal answers an error")),
+            _ => None,
+        };
+        if let Some((wanted, why)) = needs
+            && !state.is_empty()
+            && state != wanted
+        {
+            self.note = Some(format!(
+                "{task} is {state}, not {wanted}: {why}; nothing opened (i sends an instruction in any state)."
+            ));
+            return vec![];
+        }
         match action {
             Action::Approve => ask(TaskRequest::Approve {
                 task,
@@ -178,6 +199,17 @@ impl UiState {
         };
         match action {
             Action::Close => {
+                let lines = self.compose.as_ref().map_or(0, |e| {
+                    e.lines().iter().filter(|l| !l.trim().is_empty()).count()
+                });
+                if lines > 1 && !self.discard_armed {
+                    self.discard_armed = true;
+                    self.note = Some(format!(
+                        "Esc again discards these {lines} lines; ctrl-s sends them"
+                    ));
+                    return vec![];
+                }
+                self.discard_armed = false;
                 self.overlay = None;
                 self.compose = None;
                 self.note = Some("message discarded".into());
@@ -196,6 +228,8 @@ impl UiState {
                 }
                 self.overlay = None;
                 self.compose = None;
+                self.discard_armed = false;
+                self.draft = Some((c.clone(), text.clone()));
                 let task = c.task;
                 let message = text.trim_end().to_owned();
                 vec![Effect::DescribeTask(match c.kind {
@@ -204,8 +238,34 @@ impl UiState {
                     ComposeKind::Instruct => TaskRequest::Instruct { task, message },
                 })]
             }
-            _ => vec![],
+            _ => {
+                self.discard_armed = false;
+                vec![]
+            }
         }
+    }
+
+    /// Opens the editor again on the message that was sent, saying why.
+    fn restore_draft(&mut self, why: &str) {
+        let Some((compose, text)) = self.draft.take() else {
+            return;
+        };
+        let mut area = ratatui_textarea::TextArea::new(text.lines().map(str::to_owned).collect());
+        area.set_cursor_line_style(ratatui::style::Style::default());
+        self.compose = Some(area);
+        self.overlay = Some(Overlay::Compose(compose));
+        if let Some(note) = &mut self.note {
+            note.push_str(&format!(" ({why})"));
+        } else {
+            self.note = Some(why.to_owned());
+        }
+    }
+
+    /// A task action was refused before its confirmation (the dashboard asked what it
+    /// would do): the refusal, whole, and the message typed for it back in the editor.
+    pub fn refused(&mut self, why: &str) {
+        self.note = Some(format!("refused: {why}"));
+        self.restore_draft("your message is back in the editor");
     }
 
     /// What a task action will do is known: ask before doing it.
@@ -222,9 +282,12 @@ impl UiState {
     /// A task action ended: its outcome on the status line.
     pub fn action_done(&mut self, outcome: Result<String, String>) {
         self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
-        self.note = Some(match outcome {
-            Ok(text) => text,
-            Err(e) => format!("refused: {e}"),
-        });
+        match outcome {
+            Ok(text) => {
+                self.draft = None;
+                self.note = Some(text);
+            }
+            Err(e) => self.refused(&e),
+        }
     }
 }

@@ -136,6 +136,11 @@ pub struct UiState {
     pub editor: Option<ratatui_textarea::TextArea<'static>>,
     /// The message being written for a task action.
     pub compose: Option<ratatui_textarea::TextArea<'static>>,
+    /// A message sent from the editor and not yet carried out: it comes back to the
+    /// editor if the action is refused or not confirmed (nothing typed is lost).
+    pub draft: Option<(Compose, String)>,
+    /// Escape was pressed once in an editor holding more than a line.
+    pub discard_armed: bool,
     /// The text of an information panel (the headroom report).
     pub panel: Option<String>,
     /// The pane shown on the whole screen, if one is zoomed.
@@ -212,6 +217,8 @@ impl Default for UiState {
             selected_pipeline: 0,
             editor: None,
             compose: None,
+            draft: None,
+            discard_armed: false,
             panel: None,
             zoomed: None,
             actions_in_flight: 0,

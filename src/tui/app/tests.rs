@@ -13,7 +13,7 @@ use crate::core::snapshot::Snapshot;
 use crate::core::snapshot::TaskView;
 use crate::tui::action::Action;
 
-fn snap(ids: &[&str]) -> Snapshot {
+pub(super) fn snap(ids: &[&str]) -> Snapshot {
     Snapshot {
         tasks: ids
             .iter()
@@ -431,68 +431,6 @@ fn help_overlay_takes_keys_until_closed_and_q_always_quits() {
     assert!(ui.overlay.is_none());
     ui.update(Action::Help, &s);
     assert_eq!(ui.update(Action::Quit, &s), [Effect::Quit]);
-}
-
-#[test]
-fn task_action_keys_ask_first_and_send_what_was_confirmed() {
-    use crate::core::actions::TaskRequest;
-    let s = snap(&["task-01", "task-02", "task-00"]);
-    let mut ui = UiState::default();
-    ui.sync_with(&s);
-    let task = |id: &str| TaskId::parse(id).unwrap();
-    // A plain action first finds out what it will do…
-    assert_eq!(
-        ui.update(Action::Approve, &s),
-        [Effect::DescribeTask(TaskRequest::Approve {
-            task: task("task-01"),
-            message: None
-        })]
-    );
-    // …then asks; only `yes` sends it, and the status line says so.
-    let request = TaskRequest::Kill {
-        task: task("task-01"),
-    };
-    ui.ask_confirmation(
-        request.clone(),
-        "task-01's window, PID 42, gets SIGTERM".into(),
-    );
-    assert!(matches!(&ui.overlay, Some(Overlay::Confirm(c)) if c.question().contains("PID 42")));
-    assert!(
-        ui.update(Action::Down, &s).is_empty(),
-        "other keys do nothing"
-    );
-    assert_eq!(ui.update(Action::Yes, &s), [Effect::Task(request.clone())]);
-    assert_eq!(ui.actions_in_flight, 1);
-    ui.action_done(Err("task-01's window (PID 42) is not running.".into()));
-    assert_eq!(ui.actions_in_flight, 0);
-    assert!(ui.note.as_deref().unwrap().starts_with("refused:"));
-    ui.ask_confirmation(request, "again".into());
-    assert!(ui.update(Action::No, &s).is_empty());
-    assert_eq!(ui.overlay, None);
-
-    // A message action opens the editor; an empty message is refused, text is sent on.
-    ui.update(Action::Down, &s);
-    assert!(ui.update(Action::Instruct, &s).is_empty());
-    assert!(matches!(&ui.overlay, Some(Overlay::Compose(c)) if c.task == task("task-02")));
-    assert!(ui.update(Action::SaveEdit, &s).is_empty());
-    assert!(ui.note.as_deref().unwrap().contains("empty"));
-    ui.compose.as_mut().unwrap().insert_str("rebase on main");
-    assert_eq!(
-        ui.update(Action::SaveEdit, &s),
-        [Effect::DescribeTask(TaskRequest::Instruct {
-            task: task("task-02"),
-            message: "rebase on main".into()
-        })]
-    );
-    assert_eq!(ui.overlay, None);
-    // Esc discards.
-    ui.update(Action::Reject, &s);
-    assert!(ui.update(Action::Close, &s).is_empty());
-    assert!(ui.compose.is_none());
-    assert_eq!(
-        ui.update(Action::Headroom, &s),
-        [Effect::Headroom(task("task-02"))]
-    );
 }
 
 #[test]

@@ -104,7 +104,9 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
             }
         }
     }
-    status_bar::draw(frame, rects.status, ctx);
+    if status_bar::draw(frame, rects.status, ctx) && ctx.ui.overlay.is_none() {
+        status_bar::draw_note_box(frame, area, ctx);
+    }
     match &ctx.ui.overlay {
         Some(crate::tui::app::Overlay::Help) => help::draw(frame, area, ctx),
         Some(crate::tui::app::Overlay::Message(_)) => messages::draw_detail(frame, area, ctx),

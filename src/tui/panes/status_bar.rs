@@ -10,7 +10,9 @@ use crate::core::snapshot::DatabaseHealth;
 use crate::tui::action::Action;
 use crate::tui::panes::ctx::{DrawCtx, counted, fit, printable};
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+/// Draws the line; returns whether the operator's note (an action's answer) did not
+/// fit there whole, so the caller shows it in full above the line.
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     if let Some(input) = &ctx.ui.search_input {
         let (lead, keys) = if ctx.ui.filtering_tasks {
             ("filter tasks: ", "   Enter keep · Esc clear")
@@ -24,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             Span::styled(keys, ctx.theme.muted),
         ]);
         frame.render_widget(Paragraph::new(prompt), area);
-        return;
+        return false;
     }
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
     let db = match &ctx.snap.database {
@@ -155,8 +157,15 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     {
         spans.push(cost);
     }
+    let mut note_cut = false;
     if let Some(note) = &ctx.ui.note {
-        spans.push(Span::styled(format!(" · {note}"), ctx.theme.accent));
+        let room = usize::from(left.width)
+            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
+        let note = printable(note);
+        note_cut =
+            note.contains('\n') || unicode_width::UnicodeWidthStr::width(note.as_str()) > room;
+        let shown = fit(&note.replace('\n', " "), room);
+        spans.push(Span::styled(format!(" · {shown}"), ctx.theme.accent));
     } else if let Some(gap) = gap {
         let room = usize::from(left.width)
             .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
@@ -174,6 +183,30 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     frame.render_widget(Paragraph::new(Line::from(spans)), left);
     frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
+    note_cut
+}
+
+/// An answer too long for the status line, whole, in a box above it until the next key.
+pub fn draw_note_box(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let Some(note) = &ctx.ui.note else { return };
+    let width = usize::from(area.width.saturating_sub(2)).max(1);
+    let lines: Vec<Line> = printable(note)
+        .lines()
+        .flat_map(|l| crate::tui::panes::text::wrap(l, width))
+        .map(Line::from)
+        .collect();
+    let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(1));
+    let rect = Rect {
+        x: area.x,
+        y: area.y + area.height.saturating_sub(height + 1),
+        width: area.width,
+        height,
+    };
+    crate::tui::panes::ctx::clear(frame, rect);
+    let block = ratatui::widgets::Block::bordered()
+        .border_style(ctx.theme.accent)
+        .title(Span::styled(" answer (any key closes) ", ctx.theme.accent));
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
 }
 
 /// "⚑ task-03 needs you: permission for Bash `cargo publish` (w: go)", or with several
