@@ -104,3 +104,117 @@ fn a_refusal_reads_whole_in_the_clis_words_at_80x24() {
     let screen = text(&render(&snap, &ui, 80, 24));
     assert!(ink(&screen).contains(&ink(&refusal)), "{refusal}\n{screen}");
 }
+
+/// Words that only the generated texts hold (the dashboard's own words never start so).
+fn token() -> impl proptest::strategy::Strategy<Value = String> {
+    "qz[a-y0-9]{0,150}"
+}
+
+/// Every fragment of a generated word drawn on the screen is a piece of that word: the
+/// whole word; its start cut where a `…` or `↓` says so, or at the edge of its row (a
+/// word longer than the row, broken across rows); or the rest of a broken word at the
+/// start of a row (not judged: it does not start with the words' mark). A word cut
+/// short with nothing to say so is what the rule forbids.
+fn check_screen(screen: &str, words: &std::collections::HashSet<String>) -> Result<(), String> {
+    let fragment = regex::Regex::new("qz[a-y0-9]*").unwrap();
+    let rows: Vec<&str> = screen.lines().collect();
+    for (y, row) in rows.iter().enumerate() {
+        for m in fragment.find_iter(row) {
+            let f = m.as_str();
+            if words.contains(f) {
+                continue;
+            }
+            let Some(word) = words.iter().find(|w| w.starts_with(f)) else {
+                return Err(format!("{f:?} is no generated word's start: {row:?}"));
+            };
+            let after = row[m.end()..].chars().next();
+            let marked = matches!(after, Some('…' | '↓'));
+            let at_edge = after.is_none_or(|c| ('\u{2500}'..='\u{257f}').contains(&c));
+            if !(marked || at_edge) {
+                return Err(format!("{word:?} drawn cut as {f:?} with no mark: {row:?}"));
+            }
+            // Broken at the edge: the rest of the word goes on in the next row.
+            if !marked {
+                let rest: String = word[f.len()..].chars().take(4).collect();
+                if !rows.get(y + 1).is_some_and(|next| next.contains(&rest)) {
+                    return Err(format!(
+                        "{word:?} broken as {f:?} and the rest {rest:?} is not below: {row:?}"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+
+    /// The render oracle over the whole dashboard: messages, anomalies and log lines of
+    /// generated words, every pane, sizes from 60×12 to 250×80.
+    #[test]
+    fn every_pane_draws_its_text_whole_or_visibly_cut(
+        texts in proptest::collection::vec(proptest::collection::vec(token(), 1..12), 6..14),
+        width in 60u16..=250,
+        height in 12u16..=80,
+        focus in 0usize..6,
+    ) {
+        let snap = busy_snapshot();
+        let mut ui = busy_ui(&snap);
+        let mut words = std::collections::HashSet::new();
+        for (i, t) in texts.iter().enumerate() {
+            words.extend(t.iter().cloned());
+            let text = t.join(" ");
+            let what = match i % 3 {
+                0 => message(20 + i as i64, "task-02", "musician-2", "completion", &text),
+                1 => anomaly("task-03", AnomalyKind::SelfCorrection, &text, None),
+                _ => crate::dashboard::log("task-05", maestro::core::domain::LogKind::Status, &[&text]),
+            };
+            ui.ingest(&happening(30 - i as i64, what));
+        }
+        ui.focus = Pane::ALL[focus];
+        let screen = text(&render(&snap, &ui, width, height));
+        proptest::prop_assert_eq!(check_screen(&screen, &words), Ok(()), "{}", screen);
+    }
+}
+
+/// The oracle catches the bug it exists for: a word cut inside a row with no mark.
+#[test]
+fn the_screen_oracle_fails_a_silent_cut() {
+    let words: std::collections::HashSet<String> =
+        ["qzcheckpoint".to_owned(), "qztokeniser".to_owned()].into();
+    assert!(check_screen("┃ qzcheckpoint qztokeniser ┃", &words).is_ok());
+    assert!(check_screen("┃ qzcheckp…                ┃", &words).is_ok());
+    assert!(
+        check_screen("┃ qzcheckpoint qztokeni\n┃    ser and more", &words).is_ok(),
+        "broken at the edge, the rest below"
+    );
+    assert!(
+        check_screen("┃ qzcheckpoint qztokeni\n┃    and more", &words).is_err(),
+        "broken at the edge, the rest dropped"
+    );
+    assert!(check_screen("┃ qzcheckpoi qztokenise and ┃", &words).is_err());
+}
+
+/// The busiest moment at the three sizes users drive it at: reviewed snapshots.
+#[test]
+fn the_busiest_moment_at_80x24_120x40_and_200x60() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.ingest(&happening(
+        3,
+        message(
+            9,
+            "task-01",
+            "musician-1",
+            "completion",
+            "Report at /srv/orch/temp/task-01-report-final-version.md please",
+        ),
+    ));
+    for (width, height) in [(80, 24), (120, 40), (200, 60)] {
+        insta::assert_snapshot!(
+            format!("busiest_{width}x{height}"),
+            text(&render(&snap, &ui, width, height))
+        );
+    }
+}

@@ -482,15 +482,20 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
         ["task-01", "task-02", "task-12"],
         "Esc drops the filter"
     );
+    let selected = |ui: &UiState| ids(ui)[ui.selected_task].clone();
+    ui.selected_task = 1;
+    assert_eq!(selected(&ui), "task-02");
     ui.update(Action::SortTasks, &s);
     assert_eq!(ui.task_sort, TaskSort::State);
     assert_eq!(ids(&ui)[0], "task-01", "needs_review before working");
+    assert_eq!(selected(&ui), "task-02", "the selection follows its task");
     ui.update(Action::SortTasks, &s);
     assert_eq!(
         ids(&ui),
         ["task-02", "task-12", "task-01"],
         "by context, highest first"
     );
+    assert_eq!(selected(&ui), "task-02");
 }
 
 /// A task that starts waiting for the operator moves to the top of the Tasks pane; the

@@ -209,8 +209,15 @@ impl UiState {
                 });
             }
             Action::SortTasks => {
+                // The selected task stays selected wherever the new order puts it.
+                let selected = self
+                    .shown_tasks(snap)
+                    .get(self.selected_task)
+                    .map(|t| t.id().to_owned());
                 self.task_sort = self.task_sort.next();
-                self.selected_task = 0;
+                self.selected_task = selected
+                    .and_then(|id| self.shown_tasks(snap).iter().position(|t| t.id() == id))
+                    .unwrap_or(0);
                 self.note = Some(format!("tasks sorted by {}", self.task_sort.label()));
             }
             Action::SearchNext => self.search_step(true),

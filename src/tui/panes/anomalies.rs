@@ -95,7 +95,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             if focused && i == ui.selected_anomaly && cut {
                 ListItem::new(read_in_full(prefix, &detail, width, budget))
             } else {
-                let fold = cut && spare > 0;
+                // Each cut row folds onto up to three spare lines, first come first served.
+                let fold = if cut { spare.min(3) } else { 0 };
                 let lines = fold_or_cut(prefix, &detail, width, fold);
                 spare -= lines.len() - 1;
                 ListItem::new(lines)

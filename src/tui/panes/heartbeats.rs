@@ -28,10 +28,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     frame.render_widget(block, area);
     let bar_width = usize::from(inner.width.saturating_sub(26)).clamp(4, 30);
     let mut lines = Vec::new();
-    for t in beating(ctx.snap)
-        .into_iter()
-        .take(usize::from(inner.height))
-    {
+    let (shown, hidden) = fitting(ctx, usize::from(inner.height));
+    for t in shown {
         let (limit, live) = if t.is_conductor() {
             (ctx.limits.conductor_stale, t.row.state != "complete")
         } else if t.is_souffleur() {
@@ -77,6 +75,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             ),
         ]));
     }
+    if hidden > 0 {
+        lines.push(Line::from(Span::styled(
+            format!("+{hidden} more (z shows all)"),
+            ctx.theme.muted,
+        )));
+    }
     if lines.is_empty() {
         lines.push(Line::from(Span::styled(
             "No heartbeats yet.",
@@ -84,4 +88,33 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         )));
     }
     frame.render_widget(Paragraph::new(lines), inner);
+}
+
+/// The rows that fit in `rows` lines and how many are left out. When not all fit, the
+/// Conductor and Souffleur stay, then the Musicians nearest their deadline (the one
+/// stalling is never the one hidden), and one line says how many are not shown.
+fn fitting<'a>(
+    ctx: &DrawCtx<'a>,
+    rows: usize,
+) -> (Vec<&'a crate::core::snapshot::TaskView>, usize) {
+    let all = beating(ctx.snap);
+    if all.len() <= rows {
+        return (all, 0);
+    }
+    let room = rows.saturating_sub(1);
+    let limit = ctx.limits.task_stale.as_secs_f64().max(1.0);
+    let ratio = |t: &crate::core::snapshot::TaskView| {
+        t.heartbeat
+            .map_or(0.0, |hb| ctx.age(hb).as_secs_f64() / limit)
+    };
+    let (leaders, mut musicians): (Vec<_>, Vec<_>) = all
+        .iter()
+        .copied()
+        .partition(|t| t.is_conductor() || t.is_souffleur());
+    musicians.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+    let mut shown: Vec<_> = leaders.into_iter().chain(musicians).take(room).collect();
+    // Shown in the usual order: leaders first, then by id.
+    shown.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
+    let hidden = all.len() - shown.len();
+    (shown, hidden)
 }

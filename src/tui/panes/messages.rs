@@ -114,7 +114,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             if focused && i == ui.selected_message && cut {
                 ListItem::new(read_in_full(prefix, &text, width, budget))
             } else {
-                let lines = fold_or_cut(prefix, &text, width, cut && spare > 0);
+                // Each cut row folds onto up to three spare lines, first come first served.
+                let lines = fold_or_cut(prefix, &text, width, if cut { spare.min(3) } else { 0 });
                 spare -= lines.len() - 1;
                 ListItem::new(lines)
             }
