@@ -41,6 +41,17 @@ pub fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
+/// At most `max` characters of `s`, ending in `…` where it was cut (for details that
+/// quote what another program said).
+pub fn at_most(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_owned();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
 /// A JSON value as one line whose strings carry no terminal control: `serde_json` already
 /// escapes C0 controls; C1 controls, DEL, bidi and zero-width characters are escaped as
 /// `\uXXXX` too. The same data for a JSON reader, nothing active for a terminal.

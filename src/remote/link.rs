@@ -3,18 +3,19 @@
 //! A connection that ends is reported `down` with why, tried again with backoff
 //! (`retrying`), and caught up once `up` ([`CatchUp`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::event::{CoreEvent, LinkReport};
 use crate::core::replay::input::{TaskTable, event_of};
+use crate::remote::bounded::{Frame as Read, FrameReader, ReadError};
 use crate::remote::catch_up::CatchUp;
 use crate::remote::wire::{self, Ask, Frame, Request};
 use crate::remote::{RemoteProject, RemoteSettings, ssh};
@@ -24,8 +25,8 @@ const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How long ssh and the remote maestro have to say hello.
 const HELLO_WITHIN: Duration = Duration::from_secs(60);
-/// Lines of ssh's stderr kept to explain a failure.
-const STDERR_KEPT: usize = 20;
+/// The longest `link` detail: ssh's last words, not all it wrote.
+const DETAIL_MAX: usize = 400;
 
 type Answer = oneshot::Sender<Result<String, String>>;
 
@@ -193,15 +194,15 @@ impl Link<'_> {
         };
         let mut stderr = keep_stderr(&mut child);
         let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            return down("ssh started without its pipes.".into(), false);
+            return down("ssh started without its pipes.", false);
         };
-        let mut lines = BufReader::new(stdout).lines();
+        let mut lines = FrameReader::new(stdout);
         let hello = tokio::select! {
             () = cancel.cancelled() => return Ended::Cancelled,
-            h = tokio::time::timeout(HELLO_WITHIN, lines.next_line()) => h,
+            h = tokio::time::timeout(HELLO_WITHIN, lines.next()) => h,
         };
         let first = match hello {
-            Ok(Ok(Some(line))) => line,
+            Ok(Ok(Some(Read::Line(line)))) => line,
             Ok(_) => {
                 let detail = ended_why(self.settings, self.project, &mut child, &mut stderr).await;
                 return down(detail, false);
@@ -230,6 +231,7 @@ impl Link<'_> {
         // three missed beats and it is down, not "nothing changed".
         let silence = wire::BEAT * wire::SILENT_BEATS;
         let mut heard = tokio::time::Instant::now();
+        let mut said_not_utf8 = false;
         let why = loop {
             tokio::select! {
                 biased;
@@ -244,8 +246,29 @@ impl Link<'_> {
                         wire::SILENT_BEATS
                     ));
                 }
-                line = lines.next_line() => {
-                    let Ok(Some(line)) = line else { break None };
+                read = lines.next() => {
+                    let line = match read {
+                        Ok(Some(Read::Line(line))) => line,
+                        Ok(Some(Read::NotUtf8(bytes))) => {
+                            heard = tokio::time::Instant::now();
+                            // Skipped, said once a connection; the link stays up.
+                            if !said_not_utf8 {
+                                said_not_utf8 = true;
+                                let _ = self.events.send(CoreEvent::SourceFailed {
+                                    source: "remote",
+                                    task: None,
+                                    detail: format!("{host} sent a line that is not UTF-8 ({bytes} bytes); skipped, and any more like it"),
+                                }).await;
+                            }
+                            continue;
+                        }
+                        Ok(None) => break None,
+                        Err(ReadError::TooLong) => break Some(format!(
+                            "{host} sent a frame over {} MiB without its end; the link is dropped (is [remote] maestro a maestro?).",
+                            crate::remote::bounded::MAX_FRAME >> 20
+                        )),
+                        Err(ReadError::Io(e)) => break Some(format!("cannot read from ssh ({e})")),
+                    };
                     heard = tokio::time::Instant::now();
                     match serde_json::from_str::<Frame>(&line) {
                         Ok(Frame::Input { line }) => {
@@ -282,17 +305,24 @@ impl Link<'_> {
                 "the link to {host} went down before the answer: check the task there before trying again."
             )));
         }
-        let _ = child.start_kill();
+        // A link maestro drops ends its ssh; one the host ended is asked why (ssh
+        // exits by itself: killing it first would read as "killed by signal 9").
         let detail = match why {
-            Some(w) => w,
+            Some(w) => {
+                let _ = child.start_kill();
+                w
+            }
             None => ended_why(self.settings, self.project, &mut child, &mut stderr).await,
         };
         down(detail, true)
     }
 }
 
-fn down(detail: String, was_up: bool) -> Ended {
-    Ended::Down { detail, was_up }
+fn down(detail: impl AsRef<str>, was_up: bool) -> Ended {
+    Ended::Down {
+        detail: crate::core::text::at_most(detail.as_ref(), DETAIL_MAX),
+        was_up,
+    }
 }
 
 /// The hello line, checked: the remote maestro's version (printable) when it speaks
@@ -323,29 +353,20 @@ fn check_hello(line: &str, host: &str) -> Result<String, String> {
     Ok(version)
 }
 
-/// The last lines ssh (and the remote side) wrote on stderr, read as they come until
-/// ssh closes it.
+/// The last bytes ssh (and the remote side) wrote on stderr, read as they come until
+/// ssh closes it ([`crate::remote::bounded::STDERR_KEPT`] at most).
 struct Stderr {
-    kept: Arc<Mutex<VecDeque<String>>>,
+    kept: Arc<Mutex<Vec<u8>>>,
     reader: Option<tokio::task::JoinHandle<()>>,
 }
 
 fn keep_stderr(child: &mut Child) -> Stderr {
-    let kept = Arc::new(Mutex::new(VecDeque::new()));
+    let kept = Arc::new(Mutex::new(Vec::new()));
     let mut reader = None;
     if let Some(err) = child.stderr.take() {
         let kept = kept.clone();
         reader = Some(tokio::spawn(async move {
-            let mut lines = BufReader::new(err).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let mut k = kept
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                if k.len() == STDERR_KEPT {
-                    k.pop_front();
-                }
-                k.push_back(line);
-            }
+            crate::remote::bounded::keep_tail(err, &kept).await;
         }));
     }
     Stderr { kept, reader }
@@ -367,14 +388,13 @@ async fn ended_why(
     if let Some(reader) = stderr.reader.take() {
         let _ = tokio::time::timeout(Duration::from_secs(2), reader).await;
     }
-    let text = stderr
-        .kept
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .iter()
-        .cloned()
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = String::from_utf8_lossy(
+        &stderr
+            .kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    )
+    .into_owned();
     if let Some(why) = ssh::failure(settings, project, status.code(), &text) {
         return why;
     }

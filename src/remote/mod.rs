@@ -11,6 +11,7 @@
 //! the same command on the host instead ([`forward`]).
 
 pub mod address;
+pub mod bounded;
 pub mod catch_up;
 pub mod forward;
 pub mod link;

@@ -285,7 +285,7 @@ mod tests {
             out.push(line);
             out
         }
-        let message = "Report at /srv/orch/temp/task-01-report-final-version.md please";
+        let message = "Report at /srv/orch/temp/task-01-report-final-version.txt please";
         assert!(check_wrap(cutting, message, 20).is_err());
         assert_eq!(check_wrap(wrap, message, 20), Ok(()));
         // Wide characters: two cells each.

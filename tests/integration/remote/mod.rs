@@ -6,6 +6,7 @@
 
 mod beat;
 mod failures;
+mod hostile;
 mod link;
 mod screen;
 mod sshd;
