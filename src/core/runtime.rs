@@ -128,9 +128,25 @@ pub fn start_tapped(
     if with_database {
         // A database that is there must be the orchestration's: checked before anything
         // runs. Known tasks first, so the hub judges the first log lines correctly.
-        let mut source = DbSource::open(db_settings())?;
-        initial = source.initial_events()?;
-        opened = Some(source);
+        // One another process holds locked is waited for by the source (never an exit):
+        // it reads the tasks once it can.
+        let read = DbSource::open(db_settings())
+            .and_then(|mut source| source.initial_events().map(|events| (source, events)));
+        match read {
+            Ok((source, events)) => {
+                initial = events;
+                opened = Some(source);
+            }
+            Err(e) if is_busy(&e) => {
+                initial.push(CoreEvent::Database(crate::core::event::DbStatus::Waiting(
+                    format!(
+                        "{} is busy (another process holds a lock); maestro waits and retries",
+                        config.db.display()
+                    ),
+                )));
+            }
+            Err(e) => return Err(e),
+        }
     }
     // Without one, the source waits for it to appear (and re-arms after a removal or
     // a replacement either way).
@@ -296,6 +312,14 @@ fn start_recorder(
         key.root.display().to_string(),
         clock.now_utc(),
     )
+}
+
+/// A database another process holds locked (SQLite's busy and locked errors).
+fn is_busy(e: &CoreError) -> bool {
+    let text = e.to_string();
+    ["database is locked", "database busy", "database table is locked"]
+        .iter()
+        .any(|m| text.contains(m))
 }
 
 /// Whether a file (of any kind) is at the database path.

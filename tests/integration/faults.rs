@@ -329,3 +329,29 @@ fn a_huge_log_at_start_is_read_from_its_last_part_and_new_lines_come_through() {
     let a = m.wait_json("the new line's anomaly", |v| event(v) == "anomaly");
     assert_eq!(a["anomaly"], "self-correction");
 }
+
+/// A database another process holds locked when maestro starts is waited for, never an
+/// exit: a `source` event says so, and the tasks come once the lock is gone.
+#[test]
+fn a_database_locked_at_start_is_waited_for() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    // Held as a writer that keeps the file to itself (readers get SQLITE_BUSY, WAL or not).
+    let conn = s.conn();
+    conn.execute_batch(
+        "PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; UPDATE orchestration_tasks SET state = state;",
+    )
+    .unwrap();
+    let mut m = s.headless(&[]);
+    let waiting = m.wait_json("the wait said", |v| {
+        crate::common::event(v) == "source" && v["status"] == "waiting"
+    });
+    assert!(waiting["detail"].as_str().unwrap().contains("busy"), "{waiting}");
+    conn.execute_batch("COMMIT").unwrap();
+    drop(conn);
+    m.wait_json("the tasks once the lock is gone", |v| {
+        crate::common::event(v) == "task" && v["task_id"] == "task-01"
+    });
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(m.wait_exit(), 0);
+}

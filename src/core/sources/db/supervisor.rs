@@ -84,7 +84,8 @@ fn supervise(
     let idle_wait = watcher.is_none().then_some(settings.fallback_poll);
     let mut pending = VecDeque::new();
     let mut replaced = false;
-    if current.is_none() {
+    // A database that is there but was busy at start has been said by the caller.
+    if current.is_none() && file_identity(&path).is_none() {
         send(CoreEvent::Database(DbStatus::Waiting(format!(
             "no database at {} yet; waiting for it (start a project there with `maestro init`, or see one with `maestro demo`)",
             path.display()
