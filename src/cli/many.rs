@@ -100,9 +100,10 @@ pub async fn run(
     let mut complete = vec![false; chosen.len()];
     loop {
         let next = tokio::select! {
+            // A signal is heard first, however fast happenings come.
             biased;
-            n = rx.recv() => n,
             () = stop.cancelled() => None,
+            n = rx.recv() => n,
         };
         let Some((i, h)) = next else { break };
         let name = (chosen.len() > 1).then_some(chosen[i].0.as_str());

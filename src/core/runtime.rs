@@ -317,9 +317,13 @@ fn start_recorder(
 /// A database another process holds locked (SQLite's busy and locked errors).
 fn is_busy(e: &CoreError) -> bool {
     let text = e.to_string();
-    ["database is locked", "database busy", "database table is locked"]
-        .iter()
-        .any(|m| text.contains(m))
+    [
+        "database is locked",
+        "database busy",
+        "database table is locked",
+    ]
+    .iter()
+    .any(|m| text.contains(m))
 }
 
 /// Whether a file (of any kind) is at the database path.

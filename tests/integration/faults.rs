@@ -346,7 +346,10 @@ fn a_database_locked_at_start_is_waited_for() {
     let waiting = m.wait_json("the wait said", |v| {
         crate::common::event(v) == "source" && v["status"] == "waiting"
     });
-    assert!(waiting["detail"].as_str().unwrap().contains("busy"), "{waiting}");
+    assert!(
+        waiting["detail"].as_str().unwrap().contains("busy"),
+        "{waiting}"
+    );
     conn.execute_batch("COMMIT").unwrap();
     drop(conn);
     m.wait_json("the tasks once the lock is gone", |v| {
@@ -354,4 +357,52 @@ fn a_database_locked_at_start_is_waited_for() {
     });
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(), 0);
+}
+
+/// SIGTERM ends headless maestro within a second while a writer floods the database
+/// with messages (a signal is heard before the next happening, however many wait).
+#[test]
+fn sigterm_ends_it_within_a_second_under_a_flood_of_messages() {
+    let s = Scratch::new();
+    s.set_task("task-01", "working");
+    let flooding = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let writer = {
+        let (flooding, db) = (flooding.clone(), s.db());
+        std::thread::spawn(move || {
+            let mut conn = rusqlite::Connection::open(db).unwrap();
+            conn.busy_timeout(std::time::Duration::from_secs(5))
+                .unwrap();
+            while flooding.load(std::sync::atomic::Ordering::Relaxed) {
+                let tx = conn.transaction().unwrap();
+                for _ in 0..200 {
+                    tx.execute(
+                        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-01', 'flood', 'more', 'instruction')",
+                        [],
+                    )
+                    .unwrap();
+                }
+                tx.commit().unwrap();
+            }
+        })
+    };
+    let mut m = s.headless(&[]);
+    for _ in 0..3 {
+        m.wait_json("the flood", |v| event(v) == "message");
+    }
+    let signalled = std::time::Instant::now();
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    let (tx, rx) = std::sync::mpsc::channel();
+    let mut child = std::mem::replace(
+        &mut m.child,
+        std::process::Command::new("true").spawn().unwrap(),
+    );
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait());
+    });
+    let status = rx.recv_timeout(std::time::Duration::from_secs(1));
+    let took = signalled.elapsed();
+    flooding.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer.join().unwrap();
+    let status = status.unwrap_or_else(|_| panic!("still running {took:?} after SIGTERM"));
+    assert_eq!(status.unwrap().code(), Some(0), "ended after {took:?}");
 }

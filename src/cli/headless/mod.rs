@@ -70,11 +70,13 @@ pub async fn present_after(
 ) -> Ended {
     loop {
         let next = tokio::select! {
+            // A signal is heard first, however fast happenings come.
             biased;
-            h = happenings.recv() => h,
             () = stop.cancelled() => {
-                // Print what already arrived before leaving.
-                while let Ok(h) = happenings.try_recv() {
+                // Print what had already arrived (not what keeps coming) before leaving.
+                let arrived = happenings.len();
+                for _ in 0..arrived {
+                    let Ok(h) = happenings.try_recv() else { break };
                     if !is_after(&h, after) {
                         continue;
                     }
@@ -84,6 +86,7 @@ pub async fn present_after(
                 }
                 return Ended::Stopped;
             }
+            h = happenings.recv() => h,
         };
         let Some(h) = next else {
             return Ended::Stopped;
