@@ -314,7 +314,7 @@ fn start_recorder(
     )
 }
 
-/// A database another process holds locked (SQLite's busy and locked errors).
+/// A database another process holds locked (`SQLite`'s busy and locked errors).
 fn is_busy(e: &CoreError) -> bool {
     let text = e.to_string();
     [

@@ -218,3 +218,24 @@ fn the_busiest_moment_at_80x24_120x40_and_200x60() {
         );
     }
 }
+
+/// The help overlay scrolls to its last line and no further: `j` held down never leaves
+/// an empty box.
+#[test]
+fn the_help_stops_at_its_end() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::Help, &snap);
+    let first = text(&render(&snap, &ui, 80, 24));
+    assert!(first.contains("↓ more"), "{first}");
+    for _ in 0..500 {
+        ui.update(Action::Down, &snap);
+    }
+    let max = ui.help_scroll_max.get();
+    assert!(max > 0 && max < 500, "{max}");
+    assert_eq!(ui.help_scroll, max);
+    let last = text(&render(&snap, &ui, 80, 24));
+    assert!(!last.contains("↓ more"), "{last}");
+    ui.update(Action::Up, &snap);
+    assert_eq!(ui.help_scroll, max - 1, "one key back up, not hundreds");
+}

@@ -167,6 +167,10 @@ impl SessionFigures {
                 Some(a) => format!("{} {}", t.name, a),
                 None => t.name.clone(),
             },
+            (_, crate::core::sessions::activity::API_ERROR) => format!(
+                "stopped on an API error: {}",
+                self.last_error.as_deref().unwrap_or("(no text)")
+            ),
             (_, state) => state.to_owned(),
         }
     }

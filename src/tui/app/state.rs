@@ -111,6 +111,8 @@ pub struct UiState {
     pub focus: Pane,
     pub overlay: Option<Overlay>,
     pub help_scroll: u16,
+    /// The furthest the help can scroll, as last drawn (the keys stop there).
+    pub help_scroll_max: std::cell::Cell<u16>,
     /// Index into the snapshot's Musicians.
     pub selected_task: usize,
     /// The task the Log pane shows (follows the selection).
@@ -196,6 +198,7 @@ impl Default for UiState {
             focus: Pane::Tasks,
             overlay: None,
             help_scroll: 0,
+            help_scroll_max: std::cell::Cell::new(u16::MAX),
             selected_task: 0,
             log_task: None,
             logs: std::collections::HashMap::new(),

@@ -39,7 +39,10 @@ impl UiState {
                     vec![]
                 }
                 (Overlay::Help, Action::Down) => {
-                    self.help_scroll = self.help_scroll.saturating_add(1);
+                    self.help_scroll = self
+                        .help_scroll
+                        .saturating_add(1)
+                        .min(self.help_scroll_max.get());
                     vec![]
                 }
                 (Overlay::Help, Action::Up) => {

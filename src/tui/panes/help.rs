@@ -61,11 +61,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             }
         }
     }
-    let block = ctx.block(Pane::Tasks, "Help · ? or Esc to close · j/k scroll");
+    // The scroll stops at the last line: never past the end into an empty box.
+    let rows = popup.height.saturating_sub(2);
+    let max = u16::try_from(lines.len())
+        .unwrap_or(u16::MAX)
+        .saturating_sub(rows);
+    ctx.ui.help_scroll_max.set(max);
+    let scroll = ctx.ui.help_scroll.min(max);
+    let title = if scroll < max {
+        "Help · ? or Esc to close · j/k scroll · ↓ more"
+    } else {
+        "Help · ? or Esc to close · j/k scroll"
+    };
+    let block = ctx.block(Pane::Tasks, title);
     frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .scroll((ctx.ui.help_scroll, 0)),
+        Paragraph::new(lines).block(block).scroll((scroll, 0)),
         popup,
     );
 }

@@ -78,6 +78,11 @@ pub fn activity_text(s: &SessionFigures, ctx: &DrawCtx) -> String {
             Some(age) => format!("idle {}", short_age(age)),
             None => "idle".into(),
         },
+        // Stopped on the API's refusal: its own words (the session overlay has them whole).
+        crate::core::sessions::activity::API_ERROR => format!(
+            "stopped: {}",
+            s.last_error.as_deref().unwrap_or("API error")
+        ),
         _ => s.doing(),
     }
 }
@@ -92,6 +97,7 @@ pub fn activity_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     let style = match s.activity.as_str() {
         "waiting" => ctx.theme.warn,
         "idle" => ctx.theme.muted,
+        crate::core::sessions::activity::API_ERROR => ctx.theme.error,
         _ => ctx.theme.ok,
     };
     Line::from(Span::styled(printable(&activity_text(s, ctx)), style))

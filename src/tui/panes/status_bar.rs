@@ -176,8 +176,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     } else if let Some((at, err)) = &ctx.snap.last_error {
         let room = usize::from(left.width)
             .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);
+        // A message of several lines (a configuration error with its excerpt) is not
+        // flattened into one: its first line, and where the rest is.
+        let mut lines = err.lines();
+        let first = lines.next().unwrap_or_default().trim_end();
+        let shown = if lines.next().is_some() {
+            format!("{first} (more: `maestro doctor`)")
+        } else {
+            first.to_owned()
+        };
         spans.push(Span::styled(
-            format!(" · {} {}", ctx.clock.hms(*at), fit(&printable(err), room)),
+            format!(
+                " · {} {}",
+                ctx.clock.hms(*at),
+                fit(&printable(&shown), room)
+            ),
             ctx.theme.error,
         ));
     }
