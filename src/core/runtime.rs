@@ -93,8 +93,11 @@ impl RunningCore {
     /// Stops the hub (and with it the database source), then the log source.
     pub async fn shutdown(mut self) {
         self.cancel.cancel();
+        // Nobody reads happenings any more: a hub waiting to hand one over goes on.
+        self.happenings.close();
         if let Some(hub) = self.hub.take() {
-            let _ = hub.await;
+            // A hub stuck behind a blocked source is not waited for past this.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), hub).await;
         }
     }
 }
