@@ -100,17 +100,11 @@ fn half_a_frame_and_silence_is_down_within_three_beats() {
         return;
     };
     let project = Scratch::new();
-    let script = sshd.dir().join("stuck-maestro");
-    std::fs::write(
-        &script,
-        format!(
-            "#!/bin/sh\necho '{{\"frame\":\"hello\",\"protocol\":{},\"version\":\"{}\",\"project\":\"/p\",\"database\":true}}'\nprintf '{{\"frame\":\"inp'\nexec sleep 120\n",
-            maestro::remote::wire::PROTOCOL,
-            env!("CARGO_PKG_VERSION")
-        ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let script = crate::remote::hostile::hostile(
+        &sshd,
+        "stuck-maestro",
+        "printf '{\"frame\":\"inp'\nexec sleep 120",
+    );
     let mut m = crate::remote::watch(
         &sshd.config(Some(script.to_str().unwrap()), "ssh_config"),
         &project,

@@ -7,7 +7,11 @@ use crate::common::{Running, Scratch, event};
 use crate::remote::{sshd, watch};
 
 /// A `[remote] maestro` script: hello, then `then` (shell).
-fn hostile(sshd: &crate::remote::sshd::Sshd, name: &str, then: &str) -> std::path::PathBuf {
+pub(super) fn hostile(
+    sshd: &crate::remote::sshd::Sshd,
+    name: &str,
+    then: &str,
+) -> std::path::PathBuf {
     let path = sshd.dir().join(name);
     std::fs::write(
         &path,
@@ -55,6 +59,7 @@ fn three_hundred_megabytes_without_a_newline_drop_the_link_not_the_memory() {
         "{down}"
     );
     let peak = peak_mib(&m);
+    eprintln!("peak RSS after 300 MB without a newline: {peak} MiB");
     m.signal(nix::sys::signal::Signal::SIGTERM);
     m.wait_exit();
     assert!(peak < 120, "peak RSS {peak} MiB");
@@ -81,6 +86,7 @@ fn twenty_megabytes_of_stderr_are_a_short_detail() {
     let detail = down["detail"].as_str().unwrap();
     assert!(detail.chars().count() <= 400, "{} characters", detail.len());
     let peak = peak_mib(&m);
+    eprintln!("peak RSS after 20 MB of stderr: {peak} MiB");
     m.signal(nix::sys::signal::Signal::SIGTERM);
     m.wait_exit();
     assert!(
