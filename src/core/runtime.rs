@@ -195,7 +195,9 @@ pub fn start_tapped(
             Err(detail) => unrecorded = Some(detail),
         }
     }
-    if orchestration {
+    // Kept beside the event log, under the same rule: a run that records nothing (the
+    // demo, `event_log_mib = 0`) leaves nothing behind and marks no replays.
+    if config.event_log_bytes > 0 && orchestration {
         // A data directory that cannot hold the ledger is said once on stderr, as for
         // the event log beside it.
         let (ledger, problem) = open_told(config, clock);
@@ -247,7 +249,11 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let settings = hub_settings(config, true);
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let (ledger, problem) = open_told(config, clock);
+    let (ledger, problem) = if config.event_log_bytes > 0 {
+        open_told(config, clock)
+    } else {
+        (crate::core::told::Ledger::in_memory(), None)
+    };
     let hub = Hub::new(settings, clock, out_tx, snap_tx, None)
         .with_bus(bus.clone())
         .with_told(ledger);
