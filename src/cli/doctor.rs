@@ -385,6 +385,9 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             );
         }
     }
+    if let Ok(s) = settings {
+        pollers(project, s, &mut add);
+    }
     // As the dashboard: a database this user may only read is watched, read-only.
     if project.db.is_file() && !crate::core::schema::writable(&project.db) {
         add(
@@ -422,6 +425,70 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
 }
 
 /// The pipeline definitions, and which of them wait for the operator's trust.
+/// LLM pollers still launched where maestro does their work: an LLM Sentinel beside
+/// maestro's Sentinel reporting to the database (every anomaly reaches the Conductor
+/// twice), a Musician's LLM watchers where `maestro musician watch` could run.
+fn pollers(
+    project: &Project,
+    settings: &Settings,
+    add: &mut dyn FnMut(Level, &'static str, String),
+) {
+    let lately = std::time::Duration::from_secs(15 * 60);
+    let running = crate::cli::usage::running_pollers(project, &settings.prices, lately);
+    if running.is_empty() {
+        return;
+    }
+    let reports_to_db = settings.report_to_db || maestro_reports_in(&project.db);
+    for p in &running {
+        let who = format!(
+            "session {} ({}) runs {} (agent {})",
+            crate::core::text::printable(&p.session_id),
+            crate::core::text::printable(&p.task_id),
+            p.role,
+            crate::core::text::printable(&p.agent)
+        );
+        match p.role {
+            "sentinel" if reports_to_db => add(
+                Level::Warning,
+                "pollers",
+                format!(
+                    "{who}, an LLM Sentinel, while maestro's Sentinel reports to the database: every anomaly reaches the Conductor twice. Stop launching it (docs/orchestration.md, \"Switching the LLM pollers off\")."
+                ),
+            ),
+            "musician-watcher" | "musician-pause-watcher" => add(
+                Level::Warning,
+                "pollers",
+                format!(
+                    "{who}, an LLM watcher: `maestro musician watch {}` does its work without an LLM (docs/orchestration.md, \"Switching the LLM pollers off\").",
+                    crate::core::text::printable(&p.task_id)
+                ),
+            ),
+            _ => add(
+                Level::Warning,
+                "pollers",
+                format!(
+                    "{who}, an LLM poller maestro can replace (docs/orchestration.md, \"Switching the LLM pollers off\")."
+                ),
+            ),
+        }
+    }
+}
+
+/// Whether maestro's Sentinel has written reports to this database.
+fn maestro_reports_in(db: &Path) -> bool {
+    crate::core::schema::open_read_only(db)
+        .ok()
+        .and_then(|(conn, _)| {
+            conn.query_row(
+                "SELECT count(*) FROM orchestration_messages WHERE from_session = 'sentinel'",
+                [],
+                |r| r.get::<_, i64>(0),
+            )
+            .ok()
+        })
+        .is_some_and(|n| n > 0)
+}
+
 fn definitions(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
     use crate::core::pipeline::files::read_definition_bytes;
     use crate::core::pipeline::trust::{TrustStore, content_hash};

@@ -46,6 +46,7 @@ pub fn run(
     let mut total_cost = 0.0;
     let mut unpriced = 0;
     let mut unpriced_models = std::collections::BTreeSet::new();
+    let mut pollers_total = (0usize, 0u64, Some(0.0f64));
     let now_ms = crate::core::sessions::now_ms();
     for (f, (main, agents)) in found.iter().zip(tally_all(&found, prices)) {
         let agents: Vec<_> = agents.iter().collect();
@@ -74,11 +75,18 @@ pub fn run(
             unpriced += 1;
             unpriced_models.extend(figures.unpriced_models.iter().cloned());
         }
+        let pollers = crate::core::sessions::pollers::pollers_of(&agents);
+        for p in &pollers {
+            pollers_total.0 += 1;
+            pollers_total.1 += p.total_tokens;
+            pollers_total.2 = pollers_total.2.zip(p.cost_usd).map(|(a, b)| a + b);
+        }
         let mut row = serde_json::to_value(&figures).unwrap_or_default();
         if let Some(fields) = row.as_object_mut() {
             fields.remove("recent");
             // The name the first release of `usage` gave the tool call.
             fields.insert("last_tool".into(), json!(figures.tool));
+            fields.insert("pollers".into(), json!(pollers));
         }
         rows.push(row);
     }
@@ -94,6 +102,12 @@ pub fn run(
         "cost_usd": (unpriced == 0 || unpriced < rows.len()).then(|| (total_cost * 1e6).round() / 1e6),
         "sessions_without_price": unpriced,
         "unpriced_models": unpriced_models,
+        // The LLM pollers among the subagents (null cost where a model is unpriced).
+        "pollers": {
+            "count": pollers_total.0,
+            "total_tokens": pollers_total.1,
+            "cost_usd": pollers_total.2.map(|c| (c * 1e6).round() / 1e6),
+        },
     });
     let missing: Vec<Value> = missing
         .iter()
@@ -106,8 +120,75 @@ pub fn run(
         );
     } else {
         table::print(&rows, &total, &missing, &prices.name, table::width(wide));
+        print_pollers(&rows);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `pollers: task-00 7f3c1a2b sentinel (agent a1b2c3): 12.3k tokens, $0.04, last 14:02`
+/// under the table, one line each; nothing when no session runs one.
+fn print_pollers(rows: &[Value]) {
+    use crate::core::sessions::figures::{dollars, short_tokens};
+    for row in rows {
+        for p in row["pollers"].as_array().into_iter().flatten() {
+            let sid: String = row["session_id"]
+                .as_str()
+                .unwrap_or("-")
+                .chars()
+                .take(8)
+                .collect();
+            println!(
+                "poller: {} {sid} {} (agent {}): {} tokens, {} at list prices, last active {}",
+                crate::core::text::printable(row["task_id"].as_str().unwrap_or("-")),
+                p["role"].as_str().unwrap_or("-"),
+                crate::core::text::printable(p["agent"].as_str().unwrap_or("?")),
+                short_tokens(p["total_tokens"].as_u64().unwrap_or(0)),
+                dollars(p["cost_usd"].as_f64()),
+                crate::core::text::printable(p["last_activity"].as_str().unwrap_or("-")),
+            );
+        }
+    }
+}
+
+/// A poller subagent that ran lately, for `doctor`: (task, session id, role, agent).
+pub struct RunningPoller {
+    pub task_id: String,
+    pub session_id: String,
+    pub role: &'static str,
+    pub agent: String,
+}
+
+/// The pollers among the project's sessions whose last line is newer than `within`
+/// (one that stopped long ago runs no longer). Empty when the sessions cannot be read.
+pub fn running_pollers(
+    project: &Project,
+    prices: &PriceTable,
+    within: std::time::Duration,
+) -> Vec<RunningPoller> {
+    let mut out = Vec::new();
+    let (Ok(tasks), Ok(claude)) = (read_tasks(project), claude_dir_for(project)) else {
+        return out;
+    };
+    let now_ms = crate::core::sessions::now_ms();
+    let recent = |at: Option<&str>| {
+        at.and_then(crate::core::sessions::tally::epoch_ms)
+            .is_some_and(|ms| now_ms - ms <= i64::try_from(within.as_millis()).unwrap_or(i64::MAX))
+    };
+    let (found, _) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
+    for (f, (_, agents)) in found.iter().zip(tally_all(&found, prices)) {
+        let agents: Vec<_> = agents.iter().collect();
+        for p in crate::core::sessions::pollers::pollers_of(&agents) {
+            if recent(p.last_activity.as_deref()) {
+                out.push(RunningPoller {
+                    task_id: f.task_id.clone(),
+                    session_id: f.transcript.session_id.clone(),
+                    role: p.role,
+                    agent: p.agent.unwrap_or_default(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// The models without a price among the project's sessions, each with the tasks whose

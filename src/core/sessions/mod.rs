@@ -9,6 +9,7 @@ pub mod activity;
 pub mod figures;
 pub mod find;
 pub mod follow;
+pub mod pollers;
 pub mod prices;
 pub mod skim;
 pub mod tally;

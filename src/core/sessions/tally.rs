@@ -33,6 +33,8 @@ struct Line<'a> {
     /// Claude Code's own line for an answer the API refused (model `<synthetic>`).
     #[serde(rename = "isApiErrorMessage")]
     is_api_error: Option<bool>,
+    #[serde(rename = "agentId", borrow)]
+    agent_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     subtype: Option<Cow<'a, str>>,
     #[serde(borrow)]
@@ -76,6 +78,10 @@ pub struct Tally {
     pub cwd: Option<String>,
     /// The first prompt typed (a string `user` message), when there is one.
     pub first_prompt: Option<String>,
+    /// In a subagent's file: the prompt that launched it (its first sidechain `user`
+    /// line, cut to 4,000 characters) and its `agentId`.
+    pub agent_prompt: Option<String>,
+    pub agent_id: Option<String>,
     pub models: BTreeSet<String>,
     /// The model of the latest counted response.
     pub last_model: Option<String>,
@@ -163,6 +169,15 @@ impl Tally {
         }
         let sidechain = v.is_sidechain.unwrap_or(false);
         match v.kind.as_deref() {
+            Some("user") if sidechain && self.agent_prompt.is_none() => {
+                let content = v.message.as_ref().and_then(|m| m.content);
+                if let Some(text) =
+                    content.and_then(|c| serde_json::from_str::<String>(c.get()).ok())
+                {
+                    self.agent_prompt = Some(text.chars().take(4000).collect());
+                    self.agent_id = v.agent_id.map(Cow::into_owned);
+                }
+            }
             Some("user") if !sidechain => {
                 let content = v.message.as_ref().and_then(|m| m.content);
                 if self.first_prompt.is_none()

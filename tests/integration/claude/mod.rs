@@ -12,6 +12,7 @@ mod hooks;
 mod interactive;
 mod kitty;
 mod model_server;
+mod pollers;
 mod souffleur;
 mod untied;
 mod usage;
