@@ -447,7 +447,7 @@ fn pollers(
             p.role,
             crate::core::text::printable(&p.agent)
         );
-        match p.role {
+        match p.role.as_str() {
             "sentinel" if reports_to_db => add(
                 Level::Warning,
                 "pollers",

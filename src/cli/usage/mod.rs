@@ -75,8 +75,7 @@ pub fn run(
             unpriced += 1;
             unpriced_models.extend(figures.unpriced_models.iter().cloned());
         }
-        let pollers = crate::core::sessions::pollers::pollers_of(&agents);
-        for p in &pollers {
+        for p in &figures.pollers {
             pollers_total.0 += 1;
             pollers_total.1 += p.total_tokens;
             pollers_total.2 = pollers_total.2.zip(p.cost_usd).map(|(a, b)| a + b);
@@ -86,7 +85,6 @@ pub fn run(
             fields.remove("recent");
             // The name the first release of `usage` gave the tool call.
             fields.insert("last_tool".into(), json!(figures.tool));
-            fields.insert("pollers".into(), json!(pollers));
         }
         rows.push(row);
     }
@@ -154,7 +152,7 @@ fn print_pollers(rows: &[Value]) {
 pub struct RunningPoller {
     pub task_id: String,
     pub session_id: String,
-    pub role: &'static str,
+    pub role: String,
     pub agent: String,
 }
 

@@ -54,6 +54,9 @@ pub struct SessionFigures {
     pub burn_cost_usd_10m: Option<f64>,
     /// The last tool calls, oldest first.
     pub recent: Vec<RecentCall>,
+    /// The LLM pollers among its subagents ([`crate::core::sessions::pollers`]).
+    #[serde(default)]
+    pub pollers: Vec<crate::core::sessions::pollers::PollerFigures>,
 }
 
 /// What a session does, as compared to tell a change: its state, and the tool (name,
@@ -147,6 +150,7 @@ impl SessionFigures {
                     .into(),
                 })
                 .collect(),
+            pollers: crate::core::sessions::pollers::pollers_of(agents),
         }
     }
 

@@ -116,9 +116,9 @@ mod tests {
 }
 
 /// What one poller subagent cost, as `maestro usage` lists it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PollerFigures {
-    pub role: &'static str,
+    pub role: String,
     /// The subagent's id (`agent-<id>.jsonl`).
     pub agent: Option<String>,
     pub input_tokens: u64,
@@ -138,7 +138,7 @@ pub fn pollers_of(agents: &[&crate::core::sessions::tally::Tally]) -> Vec<Poller
         .filter_map(|a| {
             let poller = role_of(a.agent_prompt.as_deref()?)?;
             Some(PollerFigures {
-                role: poller.role,
+                role: poller.role.to_owned(),
                 agent: a.agent_id.clone(),
                 input_tokens: a.tokens.input,
                 output_tokens: a.tokens.output,

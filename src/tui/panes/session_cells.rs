@@ -192,6 +192,21 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
                     Span::styled(printable(e), ctx.theme.error),
                 ]));
             }
+            // The LLM pollers it pays for (docs/orchestration.md, "Switching the LLM
+            // pollers off"), each with what it cost and when it last ran.
+            for p in &s.pollers {
+                lines.push(Line::from(vec![
+                    Span::styled(format!("{:<12}", "poller"), ctx.theme.muted),
+                    Span::styled(p.role.clone(), ctx.theme.warn),
+                    Span::raw(format!(
+                        " (agent {}) {} tokens, {} · last {}",
+                        printable(p.agent.as_deref().unwrap_or("?")),
+                        short_tokens(p.total_tokens),
+                        dollars(p.cost_usd),
+                        printable(p.last_activity.as_deref().unwrap_or("-"))
+                    )),
+                ]));
+            }
             lines.push(Line::from(Span::styled(
                 format!("last {} tool calls", s.recent.len()),
                 ctx.theme.muted,
