@@ -42,6 +42,7 @@ fn one_death(initial: &str, poll: &str) -> Duration {
     std::fs::create_dir_all(root.join("temp")).unwrap();
     let exe = support::exe();
     support::init(&root);
+    support::conductor_started(&root);
     let transcripts = home.path().join(".claude/projects/p");
     std::fs::create_dir_all(&transcripts).unwrap();
     std::fs::write(transcripts.join(format!("{SESSION}.jsonl")), "{}\n").unwrap();

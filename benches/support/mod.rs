@@ -14,6 +14,16 @@ pub fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_maestro")
 }
 
+/// The rows the orchestration's setup writes when its Conductor starts (`init` writes
+/// none): `task-00` and `souffleur`, `watching`, fresh heartbeats.
+pub fn conductor_started(root: &Path) {
+    let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
+    conn.execute_batch(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('souffleur', 'watching', datetime('now')), ('task-00', 'watching', datetime('now'))",
+    )
+    .unwrap();
+}
+
 /// `maestro init --project root` (comms.db with the orchestration schema).
 pub fn init(root: &Path) {
     let out = Command::new(exe())

@@ -92,6 +92,9 @@ pub struct Ledger {
     last: i128,
     /// Facts with cursors below this were told by an earlier run.
     run_start: i128,
+    /// Lines not written yet: the hub writes them a little later, never while a
+    /// happening is on its way to the operator.
+    pending: String,
 }
 
 impl Ledger {
@@ -202,12 +205,28 @@ impl Ledger {
     }
 
     fn append(&mut self, slot: u64, fact: Fact) {
+        if self.file.is_some() {
+            self.pending.push_str(&format_line(slot, fact));
+        }
+    }
+
+    /// Whether facts wait to be written.
+    pub fn holds(&self) -> bool {
+        !self.pending.is_empty()
+    }
+
+    /// Writes the facts told since the last call, in one write.
+    pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
         if let Some(f) = &mut self.file
-            && f.write_all(format_line(slot, fact).as_bytes()).is_err()
+            && f.write_all(self.pending.as_bytes()).is_err()
         {
             // A full disk: this run goes on with what it remembers.
             self.file = None;
         }
+        self.pending.clear();
     }
 
     /// Forgets the oldest half when the facts pass their bound.
@@ -316,6 +335,7 @@ mod tests {
         // Within a run nothing is a replay, and cursors only grow.
         let (_, unkeyed) = first.tell(at(2), None);
         assert!(unkeyed.cursor > told_working.cursor && told_working.cursor > told_anomaly.cursor);
+        first.flush();
         drop(first);
 
         let (mut second, _) = Ledger::open(&path, at(100));
@@ -330,6 +350,7 @@ mod tests {
         let (t, moved) = second.tell(at(102), Some(&task("complete")));
         assert_eq!(t, at(102));
         assert!(!moved.replayed && moved.cursor > unkeyed.cursor);
+        second.flush();
         drop(second);
 
         // A third run sees the task's latest state as told.
@@ -344,6 +365,7 @@ mod tests {
         let path = dir.path().join("told.tsv");
         let (mut run, _) = Ledger::open(&path, at(1000));
         let (_, told) = run.tell(at(1000), Some(&Identity::new("message|1", "")));
+        run.flush();
         drop(run);
         let mut f = std::fs::OpenOptions::new()
             .append(true)

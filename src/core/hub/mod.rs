@@ -247,17 +247,21 @@ impl Hub {
                     if let Some(r) = &mut self.recorder {
                         r.flush();
                     }
+                    self.told.flush();
                 }
             }
             self.check_deadlines().await;
             // The event log's writer is woken a little later, never at the moment an
             // event is on its way to the operator: on two cores its wake-up would
             // compete with the reader's (and the inputs keep the time they came).
-            if record_due.is_none() && self.recorder.as_ref().is_some_and(Recorder::holds) {
+            if record_due.is_none()
+                && (self.recorder.as_ref().is_some_and(Recorder::holds) || self.told.holds())
+            {
                 record_due = Some(Instant::now() + RECORD_DELAY);
             }
         }
         self.publish_snapshot();
+        self.told.flush();
         // Close the queue before the sources' handles are dropped (they join their
         // threads, which may be waiting to send).
         drop(events);
