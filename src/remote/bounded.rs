@@ -95,9 +95,90 @@ pub async fn keep_tail<R: AsyncRead + Unpin>(mut inner: R, kept: &std::sync::Mut
     }
 }
 
+/// Distinct tasks and sessions one remote project may name: past them, what names a
+/// new one is refused (said once), so no host can grow this maestro without limit.
+pub const MAX_TASKS: usize = 10_000;
+pub const MAX_SESSIONS: usize = 10_000;
+
+/// The tasks and sessions a remote project has named, and whether a refusal was said.
+#[derive(Debug, Default)]
+pub struct Caps {
+    tasks: std::collections::HashSet<String>,
+    sessions: std::collections::HashSet<String>,
+    said: bool,
+}
+
+impl Caps {
+    /// Whether an input may go on. `Err(Some(text))` the first time one is refused (for
+    /// an `error` event), `Err(None)` after.
+    pub fn admit(
+        &mut self,
+        input: &crate::core::replay::input::Input,
+    ) -> Result<(), Option<String>> {
+        use crate::core::replay::input::Input;
+        use crate::core::sessions::figures::SessionReport;
+        let (tasks, session): (Vec<&str>, Option<&str>) = match input {
+            Input::Lines { task, .. } | Input::Reset { task, .. } => (vec![task.as_str()], None),
+            Input::Tasks { set, .. } => (set.iter().map(|r| r.task_id.as_str()).collect(), None),
+            Input::Session { report } => match report {
+                SessionReport::Found(f) | SessionReport::Update(f) => {
+                    (vec![f.task_id.as_str()], Some(f.session_id.as_str()))
+                }
+                SessionReport::Lost {
+                    task_id,
+                    session_id,
+                    ..
+                } => (vec![task_id.as_str()], Some(session_id.as_str())),
+                SessionReport::Missing { task_id, .. } => (vec![task_id.as_str()], None),
+                SessionReport::Folder { .. } => (Vec::new(), None),
+            },
+            _ => (Vec::new(), None),
+        };
+        let new_tasks = tasks.iter().filter(|t| !self.tasks.contains(**t)).count();
+        let new_session = session.is_some_and(|s| !self.sessions.contains(s));
+        if self.tasks.len() + new_tasks > MAX_TASKS
+            || (new_session && self.sessions.len() >= MAX_SESSIONS)
+        {
+            if self.said {
+                return Err(None);
+            }
+            self.said = true;
+            return Err(Some(format!(
+                "the host names more than {MAX_TASKS} tasks or {MAX_SESSIONS} sessions; what names a new one is refused (is [remote] maestro a maestro?)"
+            )));
+        }
+        self.tasks.extend(tasks.into_iter().map(str::to_owned));
+        if let Some(s) = session {
+            self.sessions.insert(s.to_owned());
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_host_cannot_name_tasks_without_limit() {
+        use crate::core::replay::input::Input;
+        let lines = |i: usize| Input::Lines {
+            task: format!("task-{i:06}"),
+            kind: "status".into(),
+            lines: vec!["x".into()],
+            mtime: None,
+        };
+        let mut caps = Caps::default();
+        for i in 0..MAX_TASKS {
+            assert_eq!(caps.admit(&lines(i)), Ok(()));
+        }
+        // A known task goes on; a new one is refused, said once.
+        assert_eq!(caps.admit(&lines(7)), Ok(()));
+        let said = caps.admit(&lines(MAX_TASKS)).expect_err("refused");
+        assert!(said.is_some_and(|t| t.contains("more than 10000 tasks")));
+        assert_eq!(caps.admit(&lines(MAX_TASKS + 1)), Err(None));
+        assert_eq!(caps.tasks.len(), MAX_TASKS);
+    }
 
     #[tokio::test]
     async fn frames_lines_and_bad_bytes_and_a_bound() {

@@ -87,6 +87,8 @@ async fn run(
     cancel: CancellationToken,
 ) {
     let mut catch_up = CatchUp::default();
+    // Across reconnections: the hub keeps what the host named.
+    let mut caps = crate::remote::bounded::Caps::default();
     let mut backoff = BACKOFF_FIRST;
     let mut attempts = 0u64;
     let report = |status: &'static str, detail: String| {
@@ -116,6 +118,7 @@ async fn run(
             settings: &settings,
             events: &events,
             catch_up: &mut catch_up,
+            caps: &mut caps,
         };
         match link.follow(&mut asks, &cancel, &report).await {
             Ended::Cancelled => return,
@@ -150,6 +153,7 @@ struct Link<'a> {
     settings: &'a RemoteSettings,
     events: &'a mpsc::Sender<CoreEvent>,
     catch_up: &'a mut CatchUp,
+    caps: &'a mut crate::remote::bounded::Caps,
 }
 
 impl Link<'_> {
@@ -272,6 +276,18 @@ impl Link<'_> {
                     heard = tokio::time::Instant::now();
                     match serde_json::from_str::<Frame>(&line) {
                         Ok(Frame::Input { line }) => {
+                            match self.caps.admit(&line.input) {
+                                Ok(()) => {}
+                                Err(None) => continue,
+                                Err(Some(detail)) => {
+                                    let _ = self.events.send(CoreEvent::SourceFailed {
+                                        source: "remote",
+                                        task: None,
+                                        detail: format!("{host}: {detail}"),
+                                    }).await;
+                                    continue;
+                                }
+                            }
                             let Some(event) = event_of(&line.input, &mut table) else { continue };
                             for event in self.catch_up.filter(event) {
                                 if self.events.send(event).await.is_err() {

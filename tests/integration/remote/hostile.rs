@@ -133,3 +133,46 @@ fn a_bad_byte_is_skipped_and_the_link_stays_up() {
         "said once"
     );
 }
+
+/// A host that names a new task in every frame: past 10,000 tasks what names a new one
+/// is refused, said once, and the memory stays bounded.
+#[test]
+fn a_stream_of_new_task_ids_is_refused_past_the_cap() {
+    let Some(sshd) = sshd("a_stream_of_new_task_ids") else {
+        return;
+    };
+    let project = Scratch::new();
+    let script = hostile(
+        &sshd,
+        "many-tasks",
+        "i=0\nwhile [ $i -lt 15000 ]; do printf '{\"frame\":\"input\",\"t\":\"2026-11-25T10:00:00.000Z\",\"ev\":\"lines\",\"task\":\"task-%06d\",\"kind\":\"status\",\"lines\":[\"step 1 started\"]}\\n' $i; i=$((i+1)); done\nwhile true; do echo '{\"frame\":\"beat\"}'; sleep 1; done",
+    );
+    let mut m = watch(
+        &sshd.config(Some(script.to_str().unwrap()), "ssh_config"),
+        &project,
+    );
+    m.wait_json("up", |v| event(v) == "link" && v["status"] == "up");
+    let refused = m.wait_json_within("the refusal", Duration::from_secs(60), |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("more than 10000 tasks"))
+    });
+    assert!(
+        refused["detail"].as_str().unwrap().contains("devbox"),
+        "{refused}"
+    );
+    let peak = peak_mib(&m);
+    eprintln!("peak RSS after 15,000 task ids: {peak} MiB");
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    m.wait_exit();
+    assert_eq!(
+        m.seen
+            .iter()
+            .filter(|l| l.contains("more than 10000 tasks"))
+            .count(),
+        1,
+        "said once"
+    );
+    assert!(peak < 300, "peak RSS {peak} MiB");
+}
