@@ -41,15 +41,28 @@ pub fn one_line(s: &str) -> String {
     printable(&s.replace('\r', "").replace('\n', "\\n")).into_owned()
 }
 
-/// At most `max` characters of `s`, ending in `…` where it was cut (for details that
-/// quote what another program said).
-pub fn at_most(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_owned();
+/// Cuts text to `width` terminal cells, ending in `…` where it was cut (wide
+/// characters, CJK and emoji, count for two): the one cut of every presenter and of
+/// details that quote another program.
+pub fn fit(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthStr;
+    if text.width() <= width {
+        return text.to_owned();
     }
-    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
+    let mut left = width.saturating_sub(1);
+    let mut s = String::new();
+    for ch in text.chars() {
+        let w = unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0);
+        if w > left {
+            break;
+        }
+        left -= w;
+        s.push(ch);
+    }
+    if width > 0 {
+        s.push('…');
+    }
+    s
 }
 
 /// A JSON value as one line whose strings carry no terminal control: `serde_json` already

@@ -25,7 +25,7 @@ const BACKOFF_FIRST: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
 /// How long ssh and the remote maestro have to say hello.
 const HELLO_WITHIN: Duration = Duration::from_secs(60);
-/// The longest `link` detail: ssh's last words, not all it wrote.
+/// The widest `link` detail, in terminal cells: ssh's last words, not all it wrote.
 const DETAIL_MAX: usize = 400;
 
 type Answer = oneshot::Sender<Result<String, String>>;
@@ -336,7 +336,7 @@ impl Link<'_> {
 
 fn down(detail: impl AsRef<str>, was_up: bool) -> Ended {
     Ended::Down {
-        detail: crate::core::text::at_most(detail.as_ref(), DETAIL_MAX),
+        detail: crate::core::text::fit(detail.as_ref(), DETAIL_MAX),
         was_up,
     }
 }

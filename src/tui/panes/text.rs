@@ -5,28 +5,7 @@
 
 use ratatui::text::{Line, Span};
 
-/// Cuts text to `width` terminal cells, ending in `…` where it was cut (wide
-/// characters, CJK and emoji, count for two).
-pub fn fit(text: &str, width: usize) -> String {
-    use unicode_width::UnicodeWidthStr;
-    if text.width() <= width {
-        return text.to_owned();
-    }
-    let mut left = width.saturating_sub(1);
-    let mut s = String::new();
-    for ch in text.chars() {
-        let w = unicode_width::UnicodeWidthChar::width(ch).unwrap_or(0);
-        if w > left {
-            break;
-        }
-        left -= w;
-        s.push(ch);
-    }
-    if width > 0 {
-        s.push('…');
-    }
-    s
-}
+pub use crate::core::text::fit;
 
 /// A line cut to `width` columns, ending in `…` where it was cut (never cut without a
 /// mark).
