@@ -371,8 +371,12 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     event_log(project, settings.ok(), &mut add);
     definitions(project, &mut add);
     hooks(project, &mut add);
-    if let Ok(s) = settings {
-        for (model, tasks) in crate::cli::usage::unpriced_models(project, &s.prices) {
+    // Claude Code's transcripts, read once for the checks below.
+    let sessions = settings
+        .ok()
+        .and_then(|s| crate::cli::usage::read_sessions(project, &s.prices));
+    if let Some(sessions) = &sessions {
+        for (model, tasks) in sessions.unpriced_models() {
             add(
                 Level::Warning,
                 "prices",
@@ -385,8 +389,8 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             );
         }
     }
-    if let Ok(s) = settings {
-        pollers(project, s, &mut add);
+    if let (Ok(s), Some(sessions)) = (settings, &sessions) {
+        pollers(project, s, sessions, &mut add);
     }
     // As the dashboard: a database this user may only read is watched, read-only.
     if project.db.is_file() && !crate::core::schema::writable(&project.db) {
@@ -431,10 +435,11 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
 fn pollers(
     project: &Project,
     settings: &Settings,
+    sessions: &crate::cli::usage::ReadSessions,
     add: &mut dyn FnMut(Level, &'static str, String),
 ) {
     let lately = std::time::Duration::from_secs(15 * 60);
-    let running = crate::cli::usage::running_pollers(project, &settings.prices, lately);
+    let running = sessions.running_pollers(lately);
     if running.is_empty() {
         return;
     }

@@ -156,63 +156,67 @@ pub struct RunningPoller {
     pub agent: String,
 }
 
-/// The pollers among the project's sessions whose last line is newer than `within`
-/// (one that stopped long ago runs no longer). Empty when the sessions cannot be read.
-pub fn running_pollers(
-    project: &Project,
-    prices: &PriceTable,
-    within: std::time::Duration,
-) -> Vec<RunningPoller> {
-    let mut out = Vec::new();
-    let (Ok(tasks), Ok(claude)) = (read_tasks(project), claude_dir_for(project)) else {
-        return out;
-    };
-    let now_ms = crate::core::sessions::now_ms();
-    let recent = |at: Option<&str>| {
-        at.and_then(crate::core::sessions::tally::epoch_ms)
-            .is_some_and(|ms| now_ms - ms <= i64::try_from(within.as_millis()).unwrap_or(i64::MAX))
-    };
-    let (found, _) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
-    for (f, (_, agents)) in found.iter().zip(tally_all(&found, prices)) {
-        let agents: Vec<_> = agents.iter().collect();
-        for p in crate::core::sessions::pollers::pollers_of(&agents) {
-            if recent(p.last_activity.as_deref()) {
-                out.push(RunningPoller {
-                    task_id: f.task_id.clone(),
-                    session_id: f.transcript.session_id.clone(),
-                    role: p.role,
-                    agent: p.agent.unwrap_or_default(),
-                });
-            }
-        }
-    }
-    out
+/// The project's sessions, each read once, for checks that look at several things in
+/// them (`doctor`).
+pub struct ReadSessions {
+    found: Vec<find::Found>,
+    tallies: Vec<(Tally, Vec<Tally>)>,
 }
 
-/// The models without a price among the project's sessions, each with the tasks whose
-/// sessions use it (for `doctor`). Empty when the sessions cannot be read.
-pub fn unpriced_models(
-    project: &Project,
-    prices: &PriceTable,
-) -> std::collections::BTreeMap<String, Vec<String>> {
-    let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
+/// Every session of the project's tasks, read once; `None` when they cannot be read.
+pub fn read_sessions(project: &Project, prices: &PriceTable) -> Option<ReadSessions> {
     let (Ok(tasks), Ok(claude)) = (read_tasks(project), claude_dir_for(project)) else {
-        return out;
+        return None;
     };
     let (found, _) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
-    for (f, (main, agents)) in found.iter().zip(tally_all(&found, prices)) {
-        for model in main
-            .unpriced_models
-            .iter()
-            .chain(agents.iter().flat_map(|a| &a.unpriced_models))
-        {
-            let tasks = out.entry(model.clone()).or_default();
-            if !tasks.contains(&f.task_id) {
-                tasks.push(f.task_id.clone());
+    let tallies = tally_all(&found, prices);
+    Some(ReadSessions { found, tallies })
+}
+
+impl ReadSessions {
+    /// The pollers whose last line is newer than `within` (one that stopped long ago
+    /// runs no longer).
+    pub fn running_pollers(&self, within: std::time::Duration) -> Vec<RunningPoller> {
+        let now_ms = crate::core::sessions::now_ms();
+        let within_ms = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
+        let recent = |at: Option<&str>| {
+            at.and_then(crate::core::sessions::tally::epoch_ms)
+                .is_some_and(|ms| now_ms - ms <= within_ms)
+        };
+        let mut out = Vec::new();
+        for (f, (_, agents)) in self.found.iter().zip(&self.tallies) {
+            let agents: Vec<_> = agents.iter().collect();
+            for p in crate::core::sessions::pollers::pollers_of(&agents) {
+                if recent(p.last_activity.as_deref()) {
+                    out.push(RunningPoller {
+                        task_id: f.task_id.clone(),
+                        session_id: f.transcript.session_id.clone(),
+                        role: p.role,
+                        agent: p.agent.unwrap_or_default(),
+                    });
+                }
             }
         }
+        out
     }
-    out
+
+    /// The models without a price, each with the tasks whose sessions use it.
+    pub fn unpriced_models(&self) -> std::collections::BTreeMap<String, Vec<String>> {
+        let mut out = std::collections::BTreeMap::<String, Vec<String>>::new();
+        for (f, (main, agents)) in self.found.iter().zip(&self.tallies) {
+            for model in main
+                .unpriced_models
+                .iter()
+                .chain(agents.iter().flat_map(|a| &a.unpriced_models))
+            {
+                let tasks = out.entry(model.clone()).or_default();
+                if !tasks.contains(&f.task_id) {
+                    tasks.push(f.task_id.clone());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Every session found, its files read in parallel.
