@@ -10,6 +10,10 @@ pub enum CoreError {
     /// `SQLite` failed in a way that is not the schema's fault.
     #[error("{0}")]
     Database(String),
+    /// Another process holds the database locked (`SQLite`'s busy and locked errors):
+    /// a reader waits and tries again.
+    #[error("{0}")]
+    Busy(String),
     /// The operation would destroy something and was refused.
     #[error("{0}")]
     Refused(String),
@@ -18,6 +22,17 @@ pub enum CoreError {
 }
 
 impl CoreError {
+    /// A database failure said as `text`: [`CoreError::Busy`] when another process
+    /// holds the lock, else [`CoreError::Database`].
+    pub fn database(e: &rusqlite::Error, text: String) -> Self {
+        match e.sqlite_error_code() {
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => {
+                Self::Busy(text)
+            }
+            _ => Self::Database(text),
+        }
+    }
+
     pub fn io(path: &Path, e: &std::io::Error) -> Self {
         Self::Io(format!("{}: {e}", path.display()))
     }

@@ -140,7 +140,7 @@ pub fn start_tapped(
                 initial = events;
                 opened = Some(source);
             }
-            Err(e) if is_busy(&e) => {
+            Err(CoreError::Busy(_)) => {
                 initial.push(CoreEvent::Database(crate::core::event::DbStatus::Waiting(
                     format!(
                         "{} is busy (another process holds a lock); maestro waits and retries",
@@ -195,9 +195,7 @@ pub fn start_tapped(
             Err(detail) => unrecorded = Some(detail),
         }
     }
-    // Kept beside the event log, under the same rule: a run that records nothing (the
-    // demo, `event_log_mib = 0`) leaves nothing behind and marks no replays.
-    if config.event_log_bytes > 0 && orchestration {
+    if orchestration {
         // A data directory that cannot hold the ledger is said once on stderr, as for
         // the event log beside it.
         let (ledger, problem) = open_told(config, clock);
@@ -249,11 +247,7 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let settings = hub_settings(config, true);
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let (ledger, problem) = if config.event_log_bytes > 0 {
-        open_told(config, clock)
-    } else {
-        (crate::core::told::Ledger::in_memory(), None)
-    };
+    let (ledger, problem) = open_told(config, clock);
     let hub = Hub::new(settings, clock, out_tx, snap_tx, None)
         .with_bus(bus.clone())
         .with_told(ledger);
@@ -297,8 +291,13 @@ pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
 }
 
 /// What maestros told about this project before (beside its event log), so a restart
-/// marks restatements and `--after` resumes; without a data directory, this run only.
+/// marks restatements and `--after` resumes. Under the event log's rule: a run that
+/// records nothing (the demo, `event_log_mib = 0`) remembers this run only, as does one
+/// without a data directory.
 fn open_told(config: &CoreConfig, clock: Clock) -> (crate::core::told::Ledger, Option<String>) {
+    if config.event_log_bytes == 0 {
+        return (crate::core::told::Ledger::in_memory(), None);
+    }
     let key = ProjectKey::of(&config.project);
     match crate::core::paths::event_log(&key) {
         Ok(files) => crate::core::told::Ledger::open(&files.told, clock.now_utc()),
@@ -321,18 +320,6 @@ fn start_recorder(
         key.root.display().to_string(),
         clock.now_utc(),
     )
-}
-
-/// A database another process holds locked (`SQLite`'s busy and locked errors).
-fn is_busy(e: &CoreError) -> bool {
-    let text = e.to_string();
-    [
-        "database is locked",
-        "database busy",
-        "database table is locked",
-    ]
-    .iter()
-    .any(|m| text.contains(m))
 }
 
 /// Whether a file (of any kind) is at the database path.

@@ -317,7 +317,10 @@ pub fn verify(conn: &Connection, path: &Path) -> Result<(), CoreError> {
                     path.display()
                 ))
             }
-            other => CoreError::Database(format!("could not read {}: {other}", path.display())),
+            other => CoreError::database(
+                &other,
+                format!("could not read {}: {other}", path.display()),
+            ),
         })?;
     if let Some(old) = OBSOLETE_TABLES
         .iter()

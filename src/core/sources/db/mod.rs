@@ -447,7 +447,7 @@ fn describe(e: &rusqlite::Error) -> String {
 }
 
 fn db_error(e: &rusqlite::Error) -> CoreError {
-    CoreError::Database(describe(e))
+    CoreError::database(e, describe(e))
 }
 
 mod rows;
