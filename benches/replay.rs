@@ -11,11 +11,11 @@ use std::time::Instant;
 use maestro::core::clock::Clock;
 use maestro::core::domain::{LogKind, TaskId};
 use maestro::core::event::{CoreEvent, MessageRow, TaskRow};
+use maestro::core::event_log::input::RecordedSettings;
+use maestro::core::event_log::recorder::Recorder;
+use maestro::core::event_log::timeline::Timeline;
 use maestro::core::paths::EventLogFiles;
-use maestro::core::replay::input::RecordedSettings;
 use maestro::core::replay::player::{Replay, ReplayConfig};
-use maestro::core::replay::recorder::Recorder;
-use maestro::core::replay::timeline::Timeline;
 use time::OffsetDateTime;
 
 const INPUTS: usize = 10_000;

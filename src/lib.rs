@@ -14,8 +14,8 @@
 //!   maestro's own running are noticed by `core::clock::gaps`;
 //! - every write to `comms.db` goes through `core::store`, every name maestro gives a
 //!   file through `core::paths`; the operator's task actions are `core::actions`;
-//! - `cli` parses the command line and runs one verb family per file;
-//! - `demo` plays a scripted orchestration into a scratch project for both to show.
+//! - `cli` parses the command line and runs one verb family per file; its `demo`
+//!   plays a scripted orchestration into a scratch project for both to show.
 //!
 //! `core` never imports ratatui or crossterm.
 
@@ -23,7 +23,6 @@
 
 pub mod cli;
 pub mod core;
-pub mod demo;
 pub mod metrics;
 pub mod remote;
 pub mod settings;

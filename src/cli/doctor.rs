@@ -166,7 +166,7 @@ fn pid_files(temp: &Path, add: &mut dyn FnMut(Level, &'static str, String)) {
         }
         let pid = crate::core::windows::pid_in(&e.path());
         match pid {
-            Some(p) if crate::core::sources::procs::is_alive(p) => {
+            Some(p) if crate::core::procs::is_alive(p) => {
                 live.push(format!("{name} ({p})"));
             }
             Some(p) => dead.push(format!("{name} ({p} is not running)")),

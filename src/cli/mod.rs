@@ -6,6 +6,7 @@
 pub mod args;
 pub mod conductor;
 pub mod dashboard;
+pub mod demo;
 pub mod doctor;
 pub mod error;
 pub mod headless;
@@ -215,7 +216,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
                 dashboard::require_terminal()?;
             }
             runtime()?
-                .block_on(crate::demo::run(
+                .block_on(crate::cli::demo::run(
                     demo.clone(),
                     global.clone(),
                     settings,

@@ -15,8 +15,9 @@ use crate::cli::args::WatchArgs;
 use crate::cli::project::Project;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
-use crate::core::musician_watch::{self, Outcome, WatchConfig, WatchMode};
+use crate::core::musician_watch::{self, Outcome, WatchConfig};
 use crate::core::paths::ProjectKey;
+use crate::core::sources::watchers::WatchMode;
 use crate::core::text::printable;
 
 pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitCode, CliError> {

@@ -12,12 +12,12 @@ use crate::cli::args::{GlobalArgs, ReplayArgs, ReplaySource};
 use crate::cli::project::Project;
 use crate::cli::{CliError, dashboard, headless};
 use crate::core::clock::{Clock, parse_sqlite_utc, rfc3339};
+use crate::core::event_log::input::RecordedSettings;
+use crate::core::event_log::timeline::Timeline;
 use crate::core::paths::{self, ProjectKey};
-use crate::core::replay::input::RecordedSettings;
 use crate::core::replay::player::{Replay, ReplayConfig};
 use crate::core::replay::reconstruct;
 use crate::core::replay::rules::{self, millis};
-use crate::core::replay::timeline::Timeline;
 use crate::core::runtime;
 use crate::settings::Settings;
 use crate::tui::{Feeds, ReplayAccess, TuiConfig};
@@ -122,7 +122,7 @@ fn fallback_settings(project: &Project, settings: &Settings) -> RecordedSettings
 /// ("what if the stall threshold had been 2 minutes?"). A rebuilt run keeps the time
 /// rules off: its moments are estimates.
 fn rejudge(timeline: &mut Timeline, global: &GlobalArgs) {
-    let rebuilt = timeline.origin == crate::core::replay::timeline::Origin::Files;
+    let rebuilt = timeline.origin == crate::core::event_log::timeline::Origin::Files;
     for session in &mut timeline.sessions {
         let Some(s) = &mut session.settings else {
             continue;

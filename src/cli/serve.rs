@@ -15,7 +15,7 @@ use crate::cli::CliError;
 use crate::cli::project::Project;
 use crate::core::actions::Target;
 use crate::core::clock::Clock;
-use crate::core::replay::input::Line;
+use crate::core::event_log::input::Line;
 use crate::core::runtime;
 use crate::remote::wire::{self, Ask, Frame, Outcome, Request};
 use crate::settings::Settings;

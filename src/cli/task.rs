@@ -181,7 +181,7 @@ fn time_forecast(project: &Project, task: &TaskId, current: Option<i64>) -> serd
     use crate::core::clock::rfc3339;
     let key = crate::core::paths::ProjectKey::of(&project.root);
     let Ok(Some(timeline)) = crate::core::paths::event_log(&key)
-        .and_then(|files| crate::core::replay::timeline::Timeline::from_event_log(&files))
+        .and_then(|files| crate::core::event_log::timeline::Timeline::from_event_log(&files))
     else {
         return serde_json::Value::Null;
     };

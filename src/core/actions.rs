@@ -18,8 +18,8 @@ use serde_json::{Value, json};
 
 use crate::core::domain::TaskId;
 use crate::core::handoff;
+use crate::core::procs::{self, ProcessId};
 use crate::core::recovery::launch::{Launcher, write_pid_file};
-use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::{self, Author, Moved};
 use crate::core::text::printable;
 use crate::core::windows::LaunchTemplates;

@@ -13,8 +13,8 @@ use crate::core::domain::TaskId;
 use crate::core::hooks::book::NeedsYouBook;
 use crate::core::hooks::spool::SpoolReader;
 use crate::core::paths::ProjectKey;
+use crate::core::procs::{self, ProcessId};
 use crate::core::safe_fs;
-use crate::core::sources::procs::{self, ProcessId};
 use crate::core::windows::LaunchTemplates;
 
 /// What is told when nothing says where kitty listens.

@@ -12,9 +12,9 @@ use tokio_util::sync::CancellationToken;
 use crate::core::clock::Clock;
 use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, Happening, PipelineBus};
+use crate::core::event_log::input::RecordedSettings;
 use crate::core::hub::{Hub, HubSettings, ReportSink};
 use crate::core::paths::ProjectKey;
-use crate::core::replay::input::RecordedSettings;
 use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
 use crate::core::sources::db::{self, DbSettings, DbSource};
@@ -113,7 +113,7 @@ pub fn start(config: &CoreConfig, clock: Clock) -> Result<RunningCore, CoreError
 pub fn start_tapped(
     config: &CoreConfig,
     clock: Clock,
-    tap: Option<mpsc::Sender<crate::core::replay::input::Line>>,
+    tap: Option<mpsc::Sender<crate::core::event_log::input::Line>>,
 ) -> Result<RunningCore, CoreError> {
     let (events_tx, events_rx) = mpsc::channel(EVENT_QUEUE);
     let (out_tx, out_rx) = mpsc::channel(HAPPENING_QUEUE);
@@ -310,10 +310,10 @@ fn start_recorder(
     config: &CoreConfig,
     settings: RecordedSettings,
     clock: Clock,
-) -> Result<Option<crate::core::replay::recorder::Recorder>, String> {
+) -> Result<Option<crate::core::event_log::recorder::Recorder>, String> {
     let key = ProjectKey::of(&config.project);
     let files = crate::core::paths::event_log(&key)?;
-    crate::core::replay::recorder::Recorder::start(
+    crate::core::event_log::recorder::Recorder::start(
         &files,
         config.event_log_bytes,
         settings,

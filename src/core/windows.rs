@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::paths::ProjectKey;
+use crate::core::procs::{self, ProcessId};
 use crate::core::safe_fs;
-use crate::core::sources::procs::{self, ProcessId};
 
 /// How maestro opens windows (`[launch]`): argv templates, never shell strings.
 #[derive(Debug, Clone)]

@@ -113,9 +113,9 @@ impl Caps {
     /// an `error` event), `Err(None)` after.
     pub fn admit(
         &mut self,
-        input: &crate::core::replay::input::Input,
+        input: &crate::core::event_log::input::Input,
     ) -> Result<(), Option<String>> {
-        use crate::core::replay::input::Input;
+        use crate::core::event_log::input::Input;
         use crate::core::sessions::figures::SessionReport;
         let (tasks, session): (Vec<&str>, Option<&str>) = match input {
             Input::Lines { task, .. } | Input::Reset { task, .. } => (vec![task.as_str()], None),
@@ -161,7 +161,7 @@ mod tests {
 
     #[test]
     fn a_host_cannot_name_tasks_without_limit() {
-        use crate::core::replay::input::Input;
+        use crate::core::event_log::input::Input;
         let lines = |i: usize| Input::Lines {
             task: format!("task-{i:06}"),
             kind: "status".into(),

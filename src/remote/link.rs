@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use crate::core::event::{CoreEvent, LinkReport};
-use crate::core::replay::input::{TaskTable, event_of};
+use crate::core::event_log::input::{TaskTable, event_of};
 use crate::remote::bounded::{Frame as Read, FrameReader, ReadError};
 use crate::remote::catch_up::CatchUp;
 use crate::remote::wire::{self, Ask, Frame, Request};

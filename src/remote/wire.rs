@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
-use crate::core::replay::input::Line;
+use crate::core::event_log::input::Line;
 
 /// The wire's version: both ends must speak the same one (2: the host beats).
 pub const PROTOCOL: u32 = 2;
@@ -96,7 +96,7 @@ pub fn encode<T: Serialize>(frame: &T) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::replay::input::Input;
+    use crate::core::event_log::input::Input;
 
     #[test]
     fn frames_and_requests_read_back_as_themselves() {

@@ -1,6 +1,7 @@
 //! The house rules a newcomer relies on to find things: only `main.rs` and `lib.rs` at
 //! the top of `src/`, no circle of modules that import each other, of any length (one
-//! subject split in two, or a type living in the wrong home), no file past the
+//! subject split in two, or a type living in the wrong home), every import between
+//! rooms pointing down (docs/architecture.md draws the floors), no file past the
 //! 700-line ceiling, and SQL written only by `core/store` and the sources that own a
 //! connection.
 #![allow(clippy::unwrap_used)]
@@ -176,6 +177,78 @@ fn no_circle_of_modules() {
     assert!(
         found.is_empty(),
         "modules that import each other, around a circle (one subject split in two, or a type living in the wrong home): {found:#?}"
+    );
+}
+
+/// The room a module stands in, as docs/architecture.md draws the house: a folder or
+/// file directly under `src/core/`, else one directly under `src/` (`cli::demo` is in
+/// `cli`, `core::hub::link` in `core::hub`).
+fn room_of(module: &str) -> String {
+    let mut parts = module.split("::");
+    match (parts.next(), parts.next()) {
+        (Some("core"), Some(second)) => format!("core::{second}"),
+        (Some(first), _) => first.to_owned(),
+        (None, _) => String::new(),
+    }
+}
+
+/// Which rooms each room imports, through any of their files.
+fn room_graph() -> BTreeMap<String, BTreeSet<String>> {
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, targets) in use_graph() {
+        let from = room_of(&module);
+        for target in targets {
+            let to = room_of(&target);
+            if to != from {
+                rooms.entry(from.clone()).or_default().insert(to);
+            }
+        }
+    }
+    rooms
+}
+
+#[test]
+fn rooms_are_read_from_the_top_two_levels() {
+    assert_eq!(room_of("core::hub::link"), "core::hub");
+    assert_eq!(room_of("core::procs"), "core::procs");
+    assert_eq!(room_of("cli::demo::scenario"), "cli");
+    assert_eq!(room_of("tui"), "tui");
+}
+
+/// Two folders that import each other through their files are one subject split in
+/// two, or a thing living on the wrong floor: one of those imports runs back up.
+#[test]
+fn every_import_between_rooms_points_down() {
+    let found = circles(&room_graph());
+    assert!(
+        found.is_empty(),
+        "rooms (folders or files of src/ and src/core/) that import each other through their files; move what the lower one needs down, or hand it down from the higher one: {found:#?}"
+    );
+}
+
+/// The floors picture names every room, so a new room is placed on purpose.
+#[test]
+fn the_architecture_notes_name_every_room() {
+    let notes =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/architecture.md"))
+            .unwrap();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let rooms: BTreeSet<String> = files
+        .iter()
+        .map(|f| room_of(&module_of(f)))
+        .filter(|r| !matches!(r.as_str(), "lib" | "main" | "core"))
+        .collect();
+    let unnamed: Vec<&String> = rooms
+        .iter()
+        .filter(|r| {
+            let short = r.trim_start_matches("core::");
+            !notes.contains(&format!("`{short}`"))
+        })
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "rooms missing from the floors in docs/architecture.md: {unnamed:?}"
     );
 }
 

@@ -20,7 +20,7 @@ use crate::core::sessions::{ContextWindows, tally_sessions};
 /// kept demo (its sessions are there, never in the real `~/.claude`), else `~/.claude`.
 fn claude_dir_for(project: &Project) -> Result<std::path::PathBuf, CliError> {
     let env_set = std::env::var_os("CLAUDE_CONFIG_DIR").is_some_and(|d| !d.is_empty());
-    let demo = crate::demo::demo_claude_dir(project);
+    let demo = crate::cli::demo::demo_claude_dir(project);
     let is_demo = std::fs::symlink_metadata(demo.join("projects")).is_ok_and(|m| m.is_dir())
         && std::fs::symlink_metadata(&demo).is_ok_and(|m| m.is_dir());
     if !env_set && is_demo {

@@ -7,7 +7,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 
 use crate::core::hooks::event::{HookEvent, Wait, WaitChange};
-use crate::core::sources::procs::ProcessId;
+use crate::core::procs::ProcessId;
 
 /// A hook event as the source hands it over, with what the source learned around it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -14,7 +14,7 @@ pub mod spool;
 
 use std::path::{Path, PathBuf};
 
-use crate::core::sources::procs::{self, ProcessId};
+use crate::core::procs::{self, ProcessId};
 
 /// Shells that may stand between `claude` and the hook command.
 const SHELLS: [&str; 6] = ["sh", "bash", "dash", "zsh", "fish", "ksh"];

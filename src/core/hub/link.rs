@@ -8,7 +8,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::core::event::{CoreEvent, LinkReport, What};
-use crate::core::replay::input::{Line, TaskTable, wire_input_of};
+use crate::core::event_log::input::{Line, TaskTable, wire_input_of};
 use crate::core::snapshot::LinkView;
 
 use super::Hub;

@@ -20,9 +20,9 @@ use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
 use crate::core::event::{
     CoreEvent, FolderStatus, Happening, PipelineBus, StepRecord, TaskRow, What,
 };
+use crate::core::event_log::recorder::Recorder;
 use crate::core::forecast::ForecastBook;
 use crate::core::pipeline::views::PipelineViews;
-use crate::core::replay::recorder::Recorder;
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{DatabaseHealth, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
@@ -102,7 +102,7 @@ pub struct Hub {
     watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
     /// The flight recorder, when this maestro records the project.
-    recorder: Option<crate::core::replay::recorder::Recorder>,
+    recorder: Option<crate::core::event_log::recorder::Recorder>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
     snapshot: Snapshot,
@@ -152,7 +152,7 @@ impl Hub {
 
     /// Records every input in the project's event log.
     #[must_use]
-    pub fn with_recorder(mut self, recorder: crate::core::replay::recorder::Recorder) -> Self {
+    pub fn with_recorder(mut self, recorder: crate::core::event_log::recorder::Recorder) -> Self {
         self.recorder = Some(recorder);
         self
     }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use crate::core::sources::procs::ProcessId;
+use crate::core::procs::ProcessId;
 use crate::core::windows::LaunchTemplates;
 
 /// Fills `{project}` and `{title}` in a template.

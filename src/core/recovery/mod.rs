@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use crate::core::domain::souffleur::{Provider, RecoveryKind, RecoveryOutcome, valid_session_id};
 use crate::core::event::{CoreEvent, RecoveryStatus, RecoveryStep, RoleReport};
-use crate::core::sources::procs::{self, ProcessId};
+use crate::core::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use compact::{BoundaryWatch, count_lines};
 use launch::{Launcher, find_program, write_pid_file};

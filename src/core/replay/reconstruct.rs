@@ -21,8 +21,8 @@ use time::OffsetDateTime;
 use crate::core::clock::parse_sqlite_utc;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{MessageRow, TaskRow};
-use crate::core::replay::input::{Input, RecordedSettings, TaskTable};
-use crate::core::replay::timeline::{Entry, Origin, Session, Timeline};
+use crate::core::event_log::input::{Input, RecordedSettings, TaskTable};
+use crate::core::event_log::timeline::{Entry, Origin, Session, Timeline};
 use crate::core::sources::db::{message_row, task_row, text};
 
 /// A threshold so far away that it never falls due: the rule is not applied.

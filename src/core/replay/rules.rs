@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
+use crate::core::event_log::input::RecordedSettings;
 use crate::core::hub::HubSettings;
-use crate::core::replay::input::RecordedSettings;
 use crate::core::sentinel::SentinelSettings;
 
 /// A duration in whole milliseconds (saturating).

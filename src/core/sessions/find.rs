@@ -274,7 +274,7 @@ fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for pid in crate::core::sources::procs::descendants(window) {
+    for pid in crate::core::procs::descendants(window) {
         let Ok(bytes) = safe_fs::read_regular(
             &claude.join("sessions").join(format!("{pid}.json")),
             64 * 1024,

@@ -16,7 +16,7 @@ use crate::core::hooks::book::HookInput;
 use crate::core::hooks::event::HookEvent;
 use crate::core::hooks::spool::{self, SpoolReader};
 use crate::core::paths::ProjectKey;
-use crate::core::sources::procs::{self, ProcessId};
+use crate::core::procs::{self, ProcessId};
 
 /// Runs until `cancel`, sending `CoreEvent::Hooks` for each batch of new events.
 pub async fn run(

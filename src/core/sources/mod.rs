@@ -4,7 +4,6 @@ pub mod db;
 pub mod hooks;
 pub mod kernel_watch;
 pub mod lines;
-pub mod procs;
 pub mod sessions;
 pub mod temp_logs;
 pub mod watchers;

@@ -1,19 +1,22 @@
 //! The Musician watchers source: which tasks have a `maestro musician watch` attached,
 //! and in which mode. Follows the project's watcher folder (files written by the
 //! watchers themselves) with the kernel's events, and each live watcher's end through
-//! a pidfd, so a killed watcher is noticed at once too.
+//! a pidfd, so a killed watcher is noticed at once too. The folder's naming
+//! (`<task>.<mode>` holding a PID, `.next` for a watcher taking over) is defined here,
+//! for `musician watch` that writes it and for this source that reads it.
 
 use std::collections::HashSet;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::domain::TaskId;
 use crate::core::event::CoreEvent;
-use crate::core::musician_watch::live_watchers;
 use crate::core::paths::{self, ProjectKey};
-use crate::core::sources::procs::{self, ProcessId};
+use crate::core::procs::{self, ProcessId};
 
 /// Fallback check when a watcher's end cannot be awaited through a pidfd.
 const PID_POLL: Duration = Duration::from_secs(1);
@@ -76,4 +79,66 @@ pub async fn run(project: ProjectKey, events: mpsc::Sender<CoreEvent>, cancel: C
             }
         }
     }
+}
+
+/// Which watcher: during work, or while waiting for the Conductor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchMode {
+    Background,
+    Pause,
+}
+
+impl WatchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Background => "background",
+            Self::Pause => "pause",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "background" => Some(Self::Background),
+            "pause" => Some(Self::Pause),
+            _ => None,
+        }
+    }
+}
+
+/// `<task>.<mode>.next`: the PID of a watcher taking over, while the old one leaves.
+pub(crate) fn successor_file(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".next");
+    PathBuf::from(name)
+}
+
+/// The live watchers of a project: (task, mode, pid) from the watcher files.
+pub fn live_watchers(project: &ProjectKey) -> Vec<(TaskId, WatchMode, i32)> {
+    let Ok(dir) = paths::watchers_dir(project) else {
+        return Vec::new();
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(TaskId, WatchMode, i32)> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let (task, mode) = name.rsplit_once('.')?;
+            let task = TaskId::parse(task)?;
+            let mode = WatchMode::parse(mode)?;
+            let live_pid = |p: &Path| -> Option<i32> {
+                let pid: i32 = std::fs::read_to_string(p).ok()?.trim().parse().ok()?;
+                (pid > 1 && procs::is_alive(pid)).then_some(pid)
+            };
+            // The watcher taking over, else the holder. The successor file is read
+            // first: a successor writes the holder file before it removes its own, so
+            // one of the two reads finds it (read the other way round, a takeover
+            // between the reads looked like no watcher at all).
+            let pid = live_pid(&successor_file(&e.path())).or_else(|| live_pid(&e.path()))?;
+            Some((task, mode, pid))
+        })
+        .collect();
+    found.sort_by(|a, b| (a.0.as_str(), a.1.as_str()).cmp(&(b.0.as_str(), b.1.as_str())));
+    found
 }

@@ -10,7 +10,7 @@ use tokio::time::Instant;
 
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{ConductorView, WatchdogReason, WatcherMode};
-use crate::core::sources::procs::{self, ProcessId};
+use crate::core::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{watcher_check, watcher_is_dead};
 

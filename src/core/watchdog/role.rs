@@ -17,10 +17,10 @@ use crate::core::domain::souffleur::{
 };
 use crate::core::event::{CoreEvent, RoleReport, RoleView, SouffleurSettings};
 use crate::core::paths::{self, ProjectKey, Service};
+use crate::core::procs::{self, ProcessId};
 use crate::core::recovery::payload::{self, OrchestraConfig};
 use crate::core::recovery::transcript::find_transcript;
 use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
-use crate::core::sources::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{parse_invocation, watcher_is_dead};
 use crate::core::watchdog::control::{WatchdogCmd, WatchdogRequest};

@@ -24,9 +24,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::event::{CoreEvent, Happening, What};
+use crate::core::event_log::input::{RecordedSettings, TaskTable, event_of};
+use crate::core::event_log::timeline::Timeline;
 use crate::core::hub::Hub;
-use crate::core::replay::input::{RecordedSettings, TaskTable, event_of};
-use crate::core::replay::timeline::Timeline;
 use crate::core::snapshot::Snapshot;
 
 /// The longest real-time wait between two moves of the replay clock while playing.

@@ -2,8 +2,8 @@
 use super::*;
 use crate::core::domain::AnomalyKind;
 use crate::core::event::TaskRow;
-use crate::core::replay::input::Input;
-use crate::core::replay::timeline::{Entry, Origin, Session};
+use crate::core::event_log::input::Input;
+use crate::core::event_log::timeline::{Entry, Origin, Session};
 
 const DEADLINE: Duration = Duration::from_secs(10);
 

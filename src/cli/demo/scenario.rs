@@ -8,7 +8,7 @@ use serde::Deserialize;
 use crate::core::domain::TaskId;
 use crate::settings::parse_duration;
 
-pub const BUILT_IN: &str = include_str!("../../assets/demo/scenario.toml");
+pub const BUILT_IN: &str = include_str!("../../../assets/demo/scenario.toml");
 
 const STATES: &[&str] = &[
     "watching",

@@ -20,8 +20,8 @@ use nix::fcntl::{Flock, FlockArg};
 use time::OffsetDateTime;
 
 use crate::core::event::CoreEvent;
+use crate::core::event_log::input::{Input, Line, RecordedSettings, TaskTable, input_of};
 use crate::core::paths::EventLogFiles;
-use crate::core::replay::input::{Input, Line, RecordedSettings, TaskTable, input_of};
 
 /// Inputs waiting for the writer; past this the recorder drops (and counts) inputs.
 /// The hub hands over at most a few thousand inputs a second (each up to 4096 lines),

@@ -3,8 +3,8 @@
 
 use time::OffsetDateTime;
 
+use crate::core::event_log::input::{Input, Line, RecordedSettings, read_stamp};
 use crate::core::paths::EventLogFiles;
-use crate::core::replay::input::{Input, Line, RecordedSettings, read_stamp};
 
 /// One input at its moment.
 #[derive(Debug, Clone, PartialEq)]
@@ -264,7 +264,7 @@ impl LogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::replay::input::{Line, stamp};
+    use crate::core::event_log::input::{Line, stamp};
 
     fn settings() -> RecordedSettings {
         RecordedSettings {
