@@ -159,6 +159,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
         what: What::Log {
             task: task.clone(),
             kind: LogKind::Status,
+            skipped: 0,
             lines: lines.into(),
             reset: false,
         },

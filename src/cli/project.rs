@@ -120,6 +120,7 @@ impl Project {
             fallback_poll: settings.fallback_poll,
             souffleur_role: false,
             forward_logs: false,
+            skim_history: true,
             event_log_bytes: settings.event_log_bytes,
             history_runs: settings.pipeline_limits.history_runs,
             budgets: settings.budgets,

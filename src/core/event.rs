@@ -60,6 +60,13 @@ pub enum CoreEvent {
     },
     /// A log file was truncated, replaced or removed.
     LogReset { task: TaskId, kind: LogKind },
+    /// This many lines of a log, read at start, that hold nothing the Sentinel judges:
+    /// counted, not sent (`sources::history`). Positions count on past them.
+    LogSkipped {
+        task: TaskId,
+        kind: LogKind,
+        lines: u64,
+    },
     /// The whole `orchestration_tasks` table after a change.
     Tasks(Vec<TaskRow>),
     /// Messages with ids above the last seen, in id order.
@@ -363,6 +370,8 @@ pub enum What {
     Log {
         task: TaskId,
         kind: LogKind,
+        /// Lines counted before these and not sent (a history skimmed at start).
+        skipped: u64,
         lines: std::sync::Arc<[String]>,
         reset: bool,
     },

@@ -48,6 +48,9 @@ pub struct CoreConfig {
     pub souffleur_role: bool,
     /// The presenter shows log lines (the dashboard).
     pub forward_logs: bool,
+    /// Skim what the logs hold at start (only the lines the Sentinel judges, and each
+    /// file's last lines); off for `serve`, whose link counts every line it tells.
+    pub skim_history: bool,
     /// Record the hub's inputs in the project's event log, each file bounded to this
     /// many bytes (0: no recording).
     pub event_log_bytes: u64,
@@ -222,6 +225,7 @@ pub fn start_tapped(
             dir: config.temp.clone(),
             max_line: config.max_line,
             fallback_poll: config.fallback_poll,
+            skim_history: config.skim_history,
         },
         events_tx.clone(),
     );

@@ -261,6 +261,7 @@ pub(crate) fn log(task: &str, kind: LogKind, lines: &[&str]) -> What {
     What::Log {
         task: TaskId::parse(task).unwrap(),
         kind,
+        skipped: 0,
         lines: lines
             .iter()
             .map(|s| (*s).to_owned())

@@ -14,6 +14,7 @@ mod demo;
 mod docs;
 mod faults;
 mod headless;
+mod history;
 mod hooks;
 mod house;
 mod injection;

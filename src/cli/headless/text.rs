@@ -429,6 +429,7 @@ mod tests {
             What::Log {
                 task: TaskId::parse("task-03").expect("id"),
                 kind: crate::core::domain::LogKind::Status,
+                skipped: 0,
                 lines: vec![text.to_owned()].into(),
                 reset: false,
             },

@@ -72,6 +72,12 @@ pub enum Input {
         task: String,
         kind: String,
     },
+    /// Lines of a history skimmed at start: counted, not kept.
+    Skipped {
+        task: String,
+        kind: String,
+        lines: u64,
+    },
     /// Rows that changed or are new, and ids of rows that are gone.
     Tasks {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -250,6 +256,11 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
         },
+        CoreEvent::LogSkipped { task, kind, lines } => Input::Skipped {
+            task: task.to_string(),
+            kind: kind.suffix().to_owned(),
+            lines: *lines,
+        },
         CoreEvent::Tasks(rows) => return table.diff(rows),
         CoreEvent::Messages(rows) => Input::Messages { rows: rows.clone() },
         CoreEvent::SourceFailed {
@@ -329,6 +340,11 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
         Input::Reset { task, kind } => CoreEvent::LogReset {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
+        },
+        Input::Skipped { task, kind, lines } => CoreEvent::LogSkipped {
+            task: TaskId::parse(task)?,
+            kind: kind_of(kind)?,
+            lines: *lines,
         },
         Input::Tasks { set, gone } => CoreEvent::Tasks(table.apply(set, gone)),
         Input::Messages { rows } => CoreEvent::Messages(rows.clone()),

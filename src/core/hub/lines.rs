@@ -62,6 +62,7 @@ impl Hub {
             self.emit(What::Log {
                 task,
                 kind,
+                skipped: 0,
                 lines,
                 reset: false,
             })

@@ -310,10 +310,24 @@ impl Hub {
                 self.emit(What::Log {
                     task,
                     kind,
+                    skipped: 0,
                     lines,
                     reset: true,
                 })
                 .await;
+            }
+            CoreEvent::LogSkipped { task, kind, lines } => {
+                self.sentinel.skip(&task, kind, lines);
+                if self.settings.forward_logs {
+                    self.emit(What::Log {
+                        task,
+                        kind,
+                        skipped: lines,
+                        lines: Arc::new([]),
+                        reset: false,
+                    })
+                    .await;
+                }
             }
             CoreEvent::Tasks(rows) => {
                 self.on_tasks(rows).await;

@@ -148,6 +148,15 @@ impl Sentinel {
         });
     }
 
+    /// Lines of a history skimmed at start that hold nothing judged: positions count
+    /// on past them.
+    pub fn skip(&mut self, task: &TaskId, kind: LogKind, lines: u64) {
+        self.update(task, |watch| {
+            watch.read[slot(kind)] += lines;
+            watch.since_reset[slot(kind)] += lines;
+        });
+    }
+
     /// A status file was truncated or replaced: its context history starts over.
     pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
         if let Some(w) = self.tasks.get_mut(task) {

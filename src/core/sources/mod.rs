@@ -1,6 +1,7 @@
 //! Actors that own an outside resource and turn its changes into `CoreEvent`s.
 
 pub mod db;
+pub mod history;
 pub mod hooks;
 pub mod kernel_watch;
 pub mod lines;

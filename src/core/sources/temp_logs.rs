@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, FolderStatus};
 use crate::core::safe_fs;
+use crate::core::sources::history;
 use crate::core::sources::kernel_watch::{self, KernelWatch};
 use crate::core::sources::lines::LineAssembler;
 
@@ -35,6 +36,8 @@ pub struct TempLogSettings {
     pub max_line: usize,
     /// Rescan period when the kernel watcher is unavailable.
     pub fallback_poll: Duration,
+    /// What a file holds at start is skimmed ([`history`]), not read line by line.
+    pub skim_history: bool,
 }
 
 /// Handle to the running log source; dropping it stops the thread.
@@ -320,15 +323,38 @@ impl TempLogs {
                 CoreEvent::LogFolder(FolderStatus::Watching(note)),
             );
         }
-        let mut lines = Vec::new();
         let mut sent_lines = false;
         let mut read_error = None;
+        // What a file holds at start is skimmed: only the lines the Sentinel judges,
+        // and its last lines, which the loop below reads whole.
+        if initial && self.settings.skim_history && meta.len() - tail.offset > history::SKIM_OVER {
+            let events = &self.events;
+            match skim_history(
+                &file,
+                tail,
+                meta.len(),
+                skip_partial,
+                kind,
+                max_line,
+                &mut |piece| {
+                    send_to(events, piece_event(&task, kind, piece, initial_mtime));
+                },
+            ) {
+                Ok(Some(sent)) => {
+                    skip_partial = false;
+                    sent_lines = sent;
+                }
+                Ok(None) => {}
+                Err(e) => read_error = Some(e),
+            }
+        }
+        let mut lines = Vec::new();
         // Positioned reads up to the size seen at open: what is appended after that
         // raises an event of its own, so an isolated line costs no read to learn the
         // end was reached. A full buffer means a burst: it is read on to its end.
         let size = meta.len();
         let mut full = false;
-        while tail.offset < size || full {
+        while read_error.is_none() && (tail.offset < size || full) {
             match file.read_at(&mut self.buf, tail.offset) {
                 Ok(0) => break,
                 Ok(n) => {
@@ -395,6 +421,63 @@ impl TempLogs {
             task: task.cloned(),
             detail,
         });
+    }
+}
+
+/// Skims `[tail.offset, size)` up to its last lines ([`history`]) and moves the tail's
+/// offset there: whether anything was sent, or `None` when no line starts in the part
+/// read first (the loop reads it as before).
+fn skim_history(
+    file: &File,
+    tail: &mut Tail,
+    size: u64,
+    skip_partial: bool,
+    kind: LogKind,
+    max_line: usize,
+    out: &mut impl FnMut(history::Piece),
+) -> std::io::Result<Option<bool>> {
+    let mut start = tail.offset;
+    if skip_partial {
+        // A history read from its last part begins at the first whole line there.
+        let mut probe = vec![0; READ_CHUNK];
+        let n = file.read_at(&mut probe, start)?;
+        match memchr::memchr(b'\n', &probe[..n]) {
+            Some(i) => start += i as u64 + 1,
+            None => return Ok(None),
+        }
+    }
+    let stop = history::tail_start(file, start, size)?;
+    let mut sent = false;
+    history::skim(file, start, stop, kind, max_line, &mut |piece| {
+        sent = true;
+        out(piece);
+    })?;
+    tail.offset = stop;
+    let back = stop.min(FINGERPRINT as u64);
+    let mut last = vec![0; usize::try_from(back).unwrap_or(FINGERPRINT)];
+    file.read_exact_at(&mut last, stop - back)?;
+    tail.last_bytes = last;
+    Ok(Some(sent))
+}
+
+fn piece_event(
+    task: &TaskId,
+    kind: LogKind,
+    piece: history::Piece,
+    initial_mtime: Option<std::time::SystemTime>,
+) -> CoreEvent {
+    match piece {
+        history::Piece::Skipped(lines) => CoreEvent::LogSkipped {
+            task: task.clone(),
+            kind,
+            lines,
+        },
+        history::Piece::Lines(lines) => CoreEvent::LogLines {
+            task: task.clone(),
+            kind,
+            lines,
+            initial_mtime,
+        },
     }
 }
 

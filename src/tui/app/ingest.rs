@@ -6,7 +6,9 @@ use std::sync::Arc;
 use crate::core::domain::{LogKind, SourceLine, TaskId};
 use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::scrollback::{AnomalyEntry, LogEntry, LogView, Scrollback};
+use crate::tui::app::scrollback::{
+    AnomalyEntry, LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
+};
 use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overlay, UiState};
 
 impl UiState {
@@ -24,9 +26,13 @@ impl UiState {
             What::Log {
                 task,
                 kind,
+                skipped,
                 lines,
                 reset,
             } => {
+                if *skipped > 0 {
+                    self.on_skipped(task, *kind, *skipped);
+                }
                 self.on_log(task, *kind, lines, *reset);
                 None
             }
@@ -112,8 +118,26 @@ impl UiState {
         }
     }
 
+    /// The task's log, made keeping as many lines as its being shown allows.
+    fn log_of(&mut self, task: &TaskId) -> &mut TaskLog {
+        let shown = self.log_task.as_ref() == Some(task);
+        self.logs
+            .entry(task.clone())
+            .or_insert_with(|| TaskLog::keeping(if shown { SCROLLBACK } else { TAIL_KEPT }))
+    }
+
+    /// Lines of a skimmed history that were counted, not sent.
+    fn on_skipped(&mut self, task: &TaskId, kind: LogKind, lines: u64) {
+        let log = self.log_of(task);
+        match kind {
+            LogKind::Status => log.status.skip(lines),
+            LogKind::Deviations => log.deviations.skip(lines),
+        }
+        log.merged.skip(lines);
+    }
+
     pub(crate) fn on_log(&mut self, task: &TaskId, kind: LogKind, lines: &[String], reset: bool) {
-        let log = self.logs.entry(task.clone()).or_default();
+        let log = self.log_of(task);
         if reset {
             // A truncated file starts over; what was shown stays until replaced.
             if kind == LogKind::Status {

@@ -25,6 +25,6 @@ mod tests;
 mod tests_actions;
 
 pub use scrollback::{
-    AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TaskLog,
+    AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
 };
 pub use state::{Confirm, Effect, Notification, Overlay, Pane, TaskSort, UiState, musicians};

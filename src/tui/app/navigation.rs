@@ -3,7 +3,7 @@
 
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::scrollback::{LogEntry, LogView, Scrollback};
+use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT};
 use crate::tui::app::state::{Effect, Overlay, Pane, UiState};
 
 impl UiState {
@@ -102,6 +102,13 @@ impl UiState {
 
     pub(crate) fn show_task(&mut self, task: Option<TaskId>) {
         if task != self.log_task {
+            // The task left keeps a tail; the one shown keeps a scrollback.
+            if let Some(log) = self.log_task.as_ref().and_then(|t| self.logs.get_mut(t)) {
+                log.keep(TAIL_KEPT);
+            }
+            if let Some(log) = task.as_ref().and_then(|t| self.logs.get_mut(t)) {
+                log.keep(SCROLLBACK);
+            }
             self.log_task = task;
             self.search = None;
             self.follow();

@@ -1,13 +1,20 @@
 //! The Log pane's data: bounded scrollbacks per task and view whose positions stay
 //! valid while old lines fall off, and where the pane stands in them.
+//!
+//! Memory is set by the number of tasks, not by the bytes they log: every task keeps
+//! its last [`TAIL_KEPT`] lines, the task the Log pane shows keeps [`SCROLLBACK`] while
+//! it is shown, and a history skimmed at start arrives as its last lines only.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use time::OffsetDateTime;
 
-/// Lines kept per task and view (merged keeps twice as many, holding both logs).
+/// Lines kept per view of the task the Log pane shows (merged keeps twice as many,
+/// holding both logs).
 pub const SCROLLBACK: usize = 10_000;
+/// Lines kept per view of every other task.
+pub const TAIL_KEPT: usize = 256;
 
 use crate::core::domain::{AnomalyKind, LogKind, TaskId};
 
@@ -64,6 +71,24 @@ impl Scrollback {
         self.entries.push_back(e);
     }
 
+    /// Keeps at most `cap` entries from now on, dropping the oldest beyond it.
+    pub(crate) fn set_cap(&mut self, cap: usize) {
+        self.cap = cap;
+        let excess = self.entries.len().saturating_sub(cap);
+        self.entries.drain(..excess);
+        self.dropped += excess as u64;
+        if self.entries.capacity() > cap.max(64) * 2 {
+            self.entries.shrink_to(cap);
+        }
+    }
+
+    /// `n` lines that were counted, not sent, follow what is kept: positions count on
+    /// past them, and what came before them is no longer next to what comes after.
+    pub(crate) fn skip(&mut self, n: u64) {
+        self.clear();
+        self.dropped += n;
+    }
+
     pub(crate) fn clear(&mut self) {
         self.dropped += self.entries.len() as u64;
         self.entries.clear();
@@ -102,17 +127,23 @@ pub struct TaskLog {
     pub deviations: Scrollback,
 }
 
-impl Default for TaskLog {
-    fn default() -> Self {
+impl TaskLog {
+    /// A log keeping `lines` per view.
+    pub fn keeping(lines: usize) -> Self {
         Self {
-            merged: Scrollback::with_cap(SCROLLBACK * 2),
-            status: Scrollback::with_cap(SCROLLBACK),
-            deviations: Scrollback::with_cap(SCROLLBACK),
+            merged: Scrollback::with_cap(lines * 2),
+            status: Scrollback::with_cap(lines),
+            deviations: Scrollback::with_cap(lines),
         }
     }
-}
 
-impl TaskLog {
+    /// Keeps `lines` per view from now on (the oldest beyond it are dropped).
+    pub fn keep(&mut self, lines: usize) {
+        self.merged.set_cap(lines * 2);
+        self.status.set_cap(lines);
+        self.deviations.set_cap(lines);
+    }
+
     pub fn view(&self, view: LogView) -> &Scrollback {
         match view {
             LogView::Merged => &self.merged,

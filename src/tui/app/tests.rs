@@ -45,6 +45,7 @@ fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
         what: What::Log {
             task: TaskId::parse(task).unwrap(),
             kind,
+            skipped: 0,
             lines: lines
                 .iter()
                 .map(|s| (*s).to_owned())
