@@ -1,0 +1,235 @@
+//! Scale: what maestro costs as the bytes it watches grow. On 1,000 tasks with 1 MB of
+//! status log each (1 GB): the time from start until a line appended at start is
+//! reported, beside `grep -c` over the same files in the same run; the dashboard's peak
+//! RSS on that project, a real process in a pty (`script`); and the peak RSS of a
+//! headless maestro fed for 20 s by a hostile host that names a new task in every
+//! frame, through a real sshd (skipped, saying why, without one).
+//! Run with `cargo bench --bench scale` (`MAESTRO_BENCH_QUICK=1`: 100 tasks).
+#![allow(clippy::unwrap_used)]
+
+#[path = "../tests/integration/remote/sshd.rs"]
+mod sshd;
+mod support;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const LINE_BYTES: usize = 100;
+const LOG_BYTES: usize = 1_000_000;
+const RUNS: usize = 3;
+
+fn main() {
+    let quick = std::env::var_os("MAESTRO_BENCH_QUICK").is_some();
+    let tasks = if quick { 100 } else { 1_000 };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let files = project(root, tasks);
+    let mb = (tasks * LOG_BYTES) as f64 / 1e6;
+    println!("{tasks} tasks x 1 MB of status log ({mb:.0} MB), {RUNS} runs each");
+
+    let grep = median((0..=RUNS).map(|_| grep_count(&files)).skip(1).collect());
+    let live: Vec<Duration> = (0..RUNS).map(|n| time_to_live(root, &files, n)).collect();
+    let live = median(live);
+    let goal = (grep * 2).max(Duration::from_secs(1));
+    println!("grep -c over the files: median {:.2} s", grep.as_secs_f64());
+    println!(
+        "start -> a line appended at start reported (--no-tui --json): median {:.2} s (goal {:.2} s: {})",
+        live.as_secs_f64(),
+        goal.as_secs_f64(),
+        if live <= goal { "met" } else { "MISSED" }
+    );
+    let (peak_mb, settled, cpu) = dashboard_peak(root);
+    println!(
+        "dashboard in a pty: peak RSS {peak_mb:.1} MB (goal 150 MB: {}), settled after {:.1} s, {cpu:.1} s of CPU",
+        if peak_mb <= 150.0 { "met" } else { "MISSED" },
+        settled.as_secs_f64()
+    );
+    hostile_host();
+}
+
+/// A project of `tasks` working tasks, each with 1 MB of ordinary status lines: context
+/// values that climb a point at a time, nothing the Sentinel reports.
+fn project(root: &Path, tasks: usize) -> Vec<PathBuf> {
+    support::project_with_tasks(root, tasks);
+    let mut body = String::with_capacity(LOG_BYTES + LINE_BYTES);
+    let mut i = 0;
+    while body.len() < LOG_BYTES {
+        let mut line = if i % 100 == 0 {
+            format!("step {i} checked [ctx: {}%]", 10 + (i / 1000) % 80)
+        } else {
+            format!("progress {i}: an ordinary line of work, nothing in it to judge")
+        };
+        while line.len() < LINE_BYTES - 1 {
+            line.push('.');
+        }
+        body.push_str(&line);
+        body.push('\n');
+        i += 1;
+    }
+    (1..=tasks)
+        .map(|i| {
+            let path = root.join(format!("temp/task-{i:02}-status"));
+            std::fs::write(&path, &body).unwrap();
+            path
+        })
+        .collect()
+}
+
+fn grep_count(files: &[PathBuf]) -> Duration {
+    let start = Instant::now();
+    let out = Command::new("grep")
+        .arg("-c")
+        .arg("ctx")
+        .args(files)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "grep failed");
+    start.elapsed()
+}
+
+/// Starts a headless maestro, appends a self-correction to one task's log at once, and
+/// times the anomaly's arrival on stdout from the start.
+fn time_to_live(root: &Path, files: &[PathBuf], n: usize) -> Duration {
+    let marker = format!("scale-marker-{n}");
+    let mut cmd = support::quiet_headless();
+    cmd.arg("--project").arg(root);
+    let start = Instant::now();
+    let (mut child, lines) = support::spawn_stamped(cmd);
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&files[files.len() / 2])
+        .unwrap()
+        .write_all(format!("step 1 self-correction: {marker}\n").as_bytes())
+        .unwrap();
+    let took = loop {
+        let (at, line) = lines.recv_timeout(Duration::from_secs(120)).unwrap();
+        if line.contains(&marker) {
+            break at - start;
+        }
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    took
+}
+
+/// The dashboard on the project in a pty (200x50): its peak RSS once it has read
+/// everything and gone quiet, how long that took, and the CPU it spent.
+fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
+    let command = format!(
+        "stty rows 50 cols 200; exec {} --project {} --stall-after 1h --task-stale-after 1h --conductor-stale-after 1h",
+        support::exe(),
+        root.display()
+    );
+    let start = Instant::now();
+    let mut script = Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("script (util-linux) runs the dashboard in a pty");
+    let mut screen = script.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 65536];
+        while screen.read(&mut buf).is_ok_and(|n| n > 0) {}
+    });
+    let pid = find_dashboard(root, Duration::from_secs(20)).expect("the dashboard's process");
+    // Settled: two half-seconds in a row with under 5 % of a core.
+    let hz = support::clock_ticks();
+    let mut quiet = 0;
+    let mut last = support::cpu_ticks(pid);
+    let settled = loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = support::cpu_ticks(pid);
+        let share = (now - last) as f64 / hz / 0.5;
+        last = now;
+        quiet = if share < 0.05 { quiet + 1 } else { 0 };
+        if quiet == 2 || start.elapsed() > Duration::from_secs(120) {
+            break start.elapsed() - Duration::from_secs(1);
+        }
+    };
+    let peak = support::vm_kb(pid, "VmHWM:") as f64 / 1000.0;
+    let cpu = support::cpu_ticks(pid) as f64 / hz;
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = script.wait();
+    (peak, settled, cpu)
+}
+
+/// The maestro process (not `script`, not a shell) whose command line names `root`.
+fn find_dashboard(root: &Path, within: Duration) -> Option<u32> {
+    let deadline = Instant::now() + within;
+    let exe = support::exe();
+    let root = root.display().to_string();
+    while Instant::now() < deadline {
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let argv = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let argv: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
+            if argv.first() == Some(&exe.as_bytes()) && argv.iter().any(|a| *a == root.as_bytes()) {
+                return Some(pid);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+/// A host whose `[remote] maestro` says hello, then names a new task in every frame
+/// for 20 s: the local maestro's peak RSS, and what it said.
+fn hostile_host() {
+    let Some(sshd) = sshd::Sshd::start("cargo bench --bench scale (hostile host)", support::exe())
+    else {
+        return;
+    };
+    let script = sshd.dir().join("new-tasks");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\necho '{{\"frame\":\"hello\",\"protocol\":{},\"version\":\"{}\",\"project\":\"/p\",\"database\":true}}'\ni=0\nwhile true; do printf '{{\"frame\":\"input\",\"t\":\"2026-11-25T10:00:00.000Z\",\"ev\":\"lines\",\"task\":\"task-%06d\",\"kind\":\"status\",\"lines\":[\"step 1 started\"]}}\\n' $i; i=$((i+1)); done\n",
+            maestro::remote::wire::PROTOCOL,
+            env!("CARGO_PKG_VERSION")
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let config = sshd.config(Some(script.to_str().unwrap()), "ssh_config");
+    let project = tempfile::tempdir().unwrap();
+    support::init(project.path());
+    let mut cmd = Command::new(support::exe());
+    cmd.args(["--no-tui", "--json", "--config"])
+        .arg(&config)
+        .arg("--project")
+        .arg(format!("ssh://devbox{}", project.path().display()));
+    let (mut child, lines) = support::spawn_stamped(cmd);
+    let start = Instant::now();
+    let mut refused = false;
+    while start.elapsed() < Duration::from_secs(20) {
+        if let Ok((_, line)) = lines.recv_timeout(Duration::from_millis(200)) {
+            refused |= line.contains("more than 10000 tasks");
+        }
+    }
+    let peak = support::vm_kb(child.id(), "VmHWM:") as f64 / 1000.0;
+    let _ = child.kill();
+    let _ = child.wait();
+    println!(
+        "hostile host, a new task id in every frame for 20 s: peak RSS {peak:.1} MB (goal 300 MB: {}); the refusal said: {}",
+        if peak <= 300.0 { "met" } else { "MISSED" },
+        if refused { "yes" } else { "no" }
+    );
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
