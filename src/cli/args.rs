@@ -239,7 +239,7 @@ pub struct MessageArgs {
     /// The message text
     #[arg(long, conflicts_with = "message_file")]
     pub message: Option<String>,
-    /// Read the message from a file
+    /// Read the message from a file (`-`: standard input)
     #[arg(long, value_name = "F")]
     pub message_file: Option<PathBuf>,
 }

@@ -133,6 +133,15 @@ pub fn run(
 fn message(args: &MessageArgs, optional: bool) -> Result<Option<String>, CliError> {
     let text = match (&args.message, &args.message_file) {
         (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) if f.as_os_str() == "-" => {
+            let mut text = String::new();
+            std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| {
+                CliError::Usage(format!(
+                    "cannot read the message from standard input ({e}); send UTF-8 text."
+                ))
+            })?;
+            Some(text)
+        }
         (None, Some(f)) => Some(std::fs::read_to_string(f).map_err(|e| {
             CliError::Usage(format!(
                 "cannot read the message file {} ({e}); pass a readable UTF-8 file.",

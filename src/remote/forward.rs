@@ -4,7 +4,10 @@
 //! (with a terminal at both ends, through ssh's own), output and exit status.
 //!
 //! What names a local file is settled here: `--config` is this maestro's (it holds
-//! `[remote]`); a `--message-file` is read here and sent as `--message`.
+//! `[remote]`); a `--message-file` is read here and sent as `--message`, or, past
+//! [`INLINE_MAX`], on ssh's standard input as `--message-file -` (one argument of a
+//! command line holds at most 128 KiB on Linux, and ssh hands the host's shell the
+//! whole command as one).
 
 use std::ffi::OsString;
 use std::io::{BufRead, IsTerminal, Write};
@@ -12,11 +15,22 @@ use std::process::{Command, Stdio};
 
 use crate::remote::{RemoteProject, RemoteSettings, ssh};
 
+/// The longest text sent inside the command line.
+pub const INLINE_MAX: usize = 64 * 1024;
+
+/// The command for the host's maestro, and what goes to its standard input.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+}
+
 /// The arguments for the remote maestro: `args` (this command line without the
 /// program) with `--project` pointing at the host's folder, `--config` left here and a
-/// message file's text inlined.
-pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Vec<String>, String> {
+/// message file's text inlined (or, when long, sent on standard input).
+pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Forwarded, String> {
     let mut out = Vec::with_capacity(args.len());
+    let mut stdin = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
         let arg = arg.to_str().ok_or_else(|| {
@@ -53,13 +67,32 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Vec<Str
                 let text = std::fs::read_to_string(&file).map_err(|e| {
                     format!("cannot read the message file {file} ({e}); pass a readable file or --message TEXT.")
                 })?;
+                if text.len() > INLINE_MAX {
+                    out.push("--message-file".into());
+                    out.push("-".into());
+                    stdin = Some(text);
+                } else {
+                    out.push("--message".into());
+                    out.push(text);
+                }
+            }
+            "--message" => {
+                let text = value()?;
+                if text.len() > INLINE_MAX {
+                    return Err(format!(
+                        "the message is {} KiB, too long for a command line to {} (at most {} KiB); write it to a file and pass --message-file F, which goes to the host on ssh's standard input.",
+                        text.len().div_ceil(1024),
+                        project.host,
+                        INLINE_MAX / 1024
+                    ));
+                }
                 out.push("--message".into());
                 out.push(text);
             }
             _ => out.push(arg.to_owned()),
         }
     }
-    Ok(out)
+    Ok(Forwarded { args: out, stdin })
 }
 
 /// Runs the command on the host and returns its exit status; ssh's own failures and a
@@ -67,19 +100,33 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Vec<Str
 pub fn run(
     settings: &RemoteSettings,
     project: &RemoteProject,
-    args: &[String],
+    command: &Forwarded,
 ) -> Result<u8, String> {
-    // A terminal at both ends: the remote maestro gets one too (its prompts, its TUI).
-    let tty = std::io::stdin().is_terminal() && std::io::stdout().is_terminal();
+    // A terminal at both ends: the remote maestro gets one too (its prompts, its TUI),
+    // unless its standard input carries the message.
+    let tty = command.stdin.is_none()
+        && std::io::stdin().is_terminal()
+        && std::io::stdout().is_terminal();
     let extra: &[&str] = if tty { &["-t"] } else { &["-T"] };
-    let argv = ssh::argv(settings, project, extra, args)?;
+    let argv = ssh::argv(settings, project, extra, &command.args)?;
     let mut child = Command::new(&argv[0])
         .args(&argv[1..])
-        .stdin(Stdio::inherit())
+        .stdin(if command.stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::inherit()
+        })
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run {} ({e}): fix [remote] ssh.", argv[0]))?;
+    if let (Some(text), Some(mut input)) = (&command.stdin, child.stdin.take()) {
+        // Written from its own thread: ssh may say something first, on stderr.
+        let text = text.clone();
+        std::thread::spawn(move || {
+            let _ = input.write_all(text.as_bytes());
+        });
+    }
     // The remote side's messages are shown as they come; the last ones explain a failure.
     let mut said = Vec::new();
     if let Some(err) = child.stderr.take() {
@@ -128,7 +175,7 @@ mod tests {
             "--yes",
         ]);
         assert_eq!(
-            remote_args(&args, &p).unwrap(),
+            remote_args(&args, &p).unwrap().args,
             [
                 "task",
                 "approve",
@@ -140,6 +187,26 @@ mod tests {
                 "--yes"
             ]
         );
+        let long = dir.path().join("long-note");
+        std::fs::write(&long, "x".repeat(INLINE_MAX + 1)).unwrap();
+        let sent = remote_args(
+            &os(&["task", "fix", "t", "--message-file", long.to_str().unwrap()]),
+            &p,
+        )
+        .unwrap();
+        assert_eq!(sent.args[3..], ["--message-file", "-"]);
+        assert_eq!(sent.stdin.map(|s| s.len()), Some(INLINE_MAX + 1));
+        let refused = remote_args(
+            &os(&[
+                "task",
+                "fix",
+                "t",
+                &format!("--message={}", "y".repeat(INLINE_MAX + 1)),
+            ]),
+            &p,
+        )
+        .unwrap_err();
+        assert!(refused.contains("--message-file F"), "{refused}");
         let missing = remote_args(&os(&["task", "fix", "t", "--message-file", "/nope"]), &p);
         assert!(
             missing

@@ -273,3 +273,54 @@ fn comm(pid: u32) -> String {
         .trim()
         .to_owned()
 }
+
+/// A message longer than a command line to a host carries: from a file it goes on ssh's
+/// standard input and reaches the host's database whole; as `--message` it is refused
+/// with the way that works.
+#[test]
+fn a_long_message_file_goes_on_standard_input() {
+    let Some(sshd) = sshd("a_long_message_file_goes_on_standard_input") else {
+        return;
+    };
+    let project = Scratch::new();
+    project.set_task("task-03", "working");
+    let config = sshd.config(None, "ssh_config");
+    let text: String = (0..4000)
+        .map(|i| format!("line {i} of a long instruction; $(no) `shell`\n"))
+        .collect();
+    assert!(text.len() > 150 * 1024, "longer than one argument may be");
+    let file = project.root().join("long-instruction");
+    std::fs::write(&file, &text).unwrap();
+    let run = |args: &[&str]| {
+        maestro()
+            .args(["task", "instruct", "task-03"])
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .args(["--project", &address(&project)])
+            .stdin(std::process::Stdio::null())
+            .output()
+            .unwrap()
+    };
+    let out = run(&["--message-file", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let message: String = project
+        .conn()
+        .query_row(
+            "SELECT message FROM orchestration_messages WHERE task_id = 'task-03'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert!(
+        message.ends_with(&text),
+        "{} bytes arrived, {} sent",
+        message.len(),
+        text.len()
+    );
+    // Long for a host, yet short enough for this machine to start maestro with.
+    let refused = run(&["--message", &text[..100_000]]);
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("--message-file F"), "{said}");
+}
