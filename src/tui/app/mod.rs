@@ -23,6 +23,8 @@ mod update;
 mod tests;
 #[cfg(test)]
 mod tests_actions;
+#[cfg(test)]
+mod tests_memory;
 
 pub use scrollback::{
     AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,

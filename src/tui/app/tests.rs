@@ -38,7 +38,7 @@ fn at() -> OffsetDateTime {
     OffsetDateTime::UNIX_EPOCH
 }
 
-fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
+pub(super) fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
     ui.ingest(&Happening {
         told: None,
         at: at(),
@@ -81,7 +81,7 @@ fn anomaly(
     })
 }
 
-fn ready(lines: usize) -> (UiState, Snapshot) {
+pub(super) fn ready(lines: usize) -> (UiState, Snapshot) {
     let s = snap(&["task-01", "task-02", "task-00"]);
     let mut ui = UiState::default();
     ui.sync_with(&s);

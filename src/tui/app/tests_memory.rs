@@ -1,0 +1,72 @@
+//! The dashboard's memory is set by the number of tasks, not by the lines they log:
+//! every task keeps a tail, the task shown keeps a scrollback, and a skimmed history
+//! moves positions on without holding its lines.
+
+use std::sync::Arc;
+
+use time::OffsetDateTime;
+
+use super::tests::{log, ready};
+use super::*;
+use crate::core::domain::{LogKind, TaskId};
+use crate::core::event::{Happening, What};
+
+fn lines(n: usize, tag: &str) -> Vec<String> {
+    (0..n).map(|i| format!("{tag} {i}")).collect()
+}
+
+fn many(ui: &mut UiState, task: &str, n: usize, tag: &str) {
+    let text = lines(n, tag);
+    let refs: Vec<&str> = text.iter().map(String::as_str).collect();
+    log(ui, task, LogKind::Status, &refs);
+}
+
+#[test]
+fn a_task_not_shown_keeps_a_tail_and_the_shown_one_a_scrollback() {
+    let (mut ui, s) = ready(0);
+    many(&mut ui, "task-01", SCROLLBACK + 10, "shown");
+    many(&mut ui, "task-02", SCROLLBACK + 10, "other");
+    let kept = |ui: &UiState, t: &str| {
+        let l = &ui.logs[&TaskId::parse(t).unwrap()].status;
+        (l.end() - l.start(), l.end())
+    };
+    assert_eq!(
+        kept(&ui, "task-01"),
+        (SCROLLBACK as u64, SCROLLBACK as u64 + 10)
+    );
+    assert_eq!(
+        kept(&ui, "task-02"),
+        (TAIL_KEPT as u64, SCROLLBACK as u64 + 10)
+    );
+    // Showing another task trims the one left to a tail; positions stay true counts.
+    ui.update(crate::tui::action::Action::Down, &s);
+    ui.update(crate::tui::action::Action::Open, &s);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(
+        kept(&ui, "task-01"),
+        (TAIL_KEPT as u64, SCROLLBACK as u64 + 10)
+    );
+    let first = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    assert_eq!(&*first.get(first.start()).unwrap().text, "shown 9754");
+}
+
+#[test]
+fn a_skimmed_history_moves_positions_on_without_its_lines() {
+    let (mut ui, _s) = ready(3);
+    ui.ingest(&Happening {
+        told: None,
+        at: OffsetDateTime::UNIX_EPOCH,
+        what: What::Log {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            skipped: 1_000_000,
+            lines: Arc::from(vec!["the last line".to_owned()]),
+            reset: false,
+        },
+    });
+    let status = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    assert_eq!((status.start(), status.end()), (1_000_003, 1_000_004));
+    assert_eq!(&*status.get(1_000_003).unwrap().text, "the last line");
+    let merged = ui.current_log().unwrap();
+    assert_eq!((merged.start(), merged.end()), (1_000_003, 1_000_004));
+}
