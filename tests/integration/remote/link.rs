@@ -285,9 +285,10 @@ fn a_long_message_file_goes_on_standard_input() {
     let project = Scratch::new();
     project.set_task("task-03", "working");
     let config = sshd.config(None, "ssh_config");
-    let text: String = (0..4000)
-        .map(|i| format!("line {i} of a long instruction; $(no) `shell`\n"))
-        .collect();
+    let text = (0..4000).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("line {i} of a long instruction; $(no) `shell`\n"));
+        s
+    });
     assert!(text.len() > 150 * 1024, "longer than one argument may be");
     let file = project.root().join("long-instruction");
     std::fs::write(&file, &text).unwrap();
