@@ -132,7 +132,7 @@ fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
         .expect("script (util-linux) runs the dashboard in a pty");
     let mut screen = script.stdout.take().unwrap();
     std::thread::spawn(move || {
-        let mut buf = [0u8; 65536];
+        let mut buf = vec![0u8; 65536];
         while screen.read(&mut buf).is_ok_and(|n| n > 0) {}
     });
     let pid = find_dashboard(root, Duration::from_secs(20)).expect("the dashboard's process");
@@ -147,7 +147,7 @@ fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
         last = now;
         quiet = if share < 0.05 { quiet + 1 } else { 0 };
         if quiet == 2 || start.elapsed() > Duration::from_secs(120) {
-            break start.elapsed() - Duration::from_secs(1);
+            break start.elapsed().saturating_sub(Duration::from_secs(1));
         }
     };
     let peak = support::vm_kb(pid, "VmHWM:") as f64 / 1000.0;
@@ -176,7 +176,7 @@ fn find_dashboard(root: &Path, within: Duration) -> Option<u32> {
             };
             let argv = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
             let argv: Vec<&[u8]> = argv.split(|b| *b == 0).collect();
-            if argv.first() == Some(&exe.as_bytes()) && argv.iter().any(|a| *a == root.as_bytes()) {
+            if argv.first() == Some(&exe.as_bytes()) && argv.contains(&root.as_bytes()) {
                 return Some(pid);
             }
         }
