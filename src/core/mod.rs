@@ -15,6 +15,7 @@ pub mod headroom;
 pub mod hooks;
 pub mod hub;
 pub mod ipc;
+pub mod log_file;
 pub mod musician_watch;
 pub mod paths;
 pub mod pipeline;

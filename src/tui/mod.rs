@@ -32,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::clock::Clock;
 use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
+use crate::tui::app::older::OlderLines;
 use action::Action;
 use app::{Effect, Notification, UiState};
 pub use effects::{ActionAccess, PipelineAccess};
@@ -61,6 +62,9 @@ pub struct TuiConfig {
         Option<tokio::sync::mpsc::Sender<crate::core::watchdog::control::WatchdogRequest>>,
     /// Where the task actions act (the project), when the dashboard may act.
     pub actions: Option<ActionAccess>,
+    /// Longest log line kept whole (`[logs] max_line`): lines read back from a file
+    /// are cut as the log source cuts them.
+    pub max_line: usize,
     /// Fires when what is shown has run its course (the demo's scenario), with the note
     /// the status line says then.
     pub finished: Option<(tokio::sync::oneshot::Receiver<()>, String)>,
@@ -87,6 +91,7 @@ impl TuiConfig {
                 souffleur_stale: settings.souffleur.watcher_stale_after,
             },
             notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
+            max_line: settings.max_line,
             clock,
             pipelines: None,
             watchdog: None,
@@ -173,12 +178,12 @@ pub async fn run_screens(
             replay = feeds.replay;
         }
         receivers.push(feeds.happenings);
-        shown.push(screens::Shown::new(
-            name,
-            feeds.snapshots,
-            pipelines,
-            actions,
-        ));
+        let mut screen = screens::Shown::new(name, feeds.snapshots, pipelines, actions);
+        // A local project's logs can be read back; a remote one's are on its host.
+        if let Some(a) = screen.actions.as_ref().filter(|a| a.remote.is_none()) {
+            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.max_line);
+        }
+        shown.push(screen);
         screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());
     }
     let mut current = 0usize;
@@ -492,6 +497,7 @@ fn draw(
     if let Some(rects) = layout::for_snapshot(area, snap, ui) {
         ui.log_height = rects.log.height.saturating_sub(2).max(1);
     }
+    ui.prepare_rows();
     let ctx = DrawCtx {
         snap,
         ui,

@@ -14,7 +14,9 @@
 
 mod ingest;
 mod navigation;
+pub mod older;
 mod overlay;
+mod rows;
 pub mod scrollback;
 pub mod state;
 mod update;

@@ -75,7 +75,22 @@ impl UiState {
                 self.selected_message = clamp(self.selected_message, n);
             }
             Pane::Log => {
-                let Some((start, end)) = self.current_log().map(|l| (l.start(), l.end())) else {
+                // Moving up past what is held reads the file's lines there first.
+                if delta < 0
+                    && let Some(held_start) = self.current_rows().map(|r| r.held.start())
+                {
+                    let at = if self.log_pos.follow {
+                        self.current_rows().map_or(0, |r| r.end())
+                    } else {
+                        self.log_pos.cursor
+                    };
+                    let target =
+                        u64::try_from((at as i64).saturating_add(delta).max(0)).unwrap_or(0);
+                    if target < held_start {
+                        self.load_rows(target, target + u64::from(self.log_height.max(1)));
+                    }
+                }
+                let Some((start, end)) = self.current_rows().map(|l| (l.start(), l.end())) else {
                     return;
                 };
                 if end == start {
@@ -200,7 +215,7 @@ impl UiState {
         } else if pos.cursor >= pos.top + h {
             pos.top = pos.cursor + 1 - h;
         }
-        if let Some(start) = self.current_log().map(Scrollback::start) {
+        if let Some(start) = self.current_rows().map(|r| r.start()) {
             self.log_pos.top = self.log_pos.top.max(start);
         }
     }
@@ -211,42 +226,65 @@ impl UiState {
             self.note = Some("no search: press / to search".into());
             return;
         };
+        let text_hit = |t: &str| t.contains(term.as_str());
         self.step_to(
             forward,
             |e| e.text.contains(term.as_str()),
+            Some(&text_hit),
             "no more matches",
         );
     }
 
     pub(crate) fn anomaly_step(&mut self, forward: bool) {
-        self.step_to(forward, |e| e.anomaly, "no more anomaly lines");
+        // Only the lines held know their anomalies.
+        self.step_to(forward, |e| e.anomaly, None, "no more anomaly lines");
     }
 
-    pub(crate) fn step_to(&mut self, forward: bool, hit: impl Fn(&LogEntry) -> bool, none: &str) {
-        let Some((start, end)) = self.current_log().map(|l| (l.start(), l.end())) else {
+    /// The next (`forward`) or previous line `hit` accepts, going round past the end;
+    /// with `text_hit`, the file's older lines are searched too, a block at a time.
+    pub(crate) fn step_to(
+        &mut self,
+        forward: bool,
+        hit: impl Fn(&LogEntry) -> bool,
+        text_hit: Option<&dyn Fn(&str) -> bool>,
+        none: &str,
+    ) {
+        let Some(held) = self.current_rows().map(|r| (r.held.start(), r.end())) else {
             return;
         };
+        let (held_start, end) = held;
         if self.log_pos.follow {
             self.log_pos.cursor = end;
         }
         let cur = self.log_pos.cursor;
-        let Some(log) = self.current_log() else {
-            return;
+        // The file's part lies before what is held: searched after it going back,
+        // before it going forward.
+        let older = |ui: &mut Self, range: (u64, u64)| {
+            text_hit.and_then(|t| ui.find_older(range, forward, t))
+        };
+        let in_held = |ui: &Self, range: (u64, u64)| {
+            let log = ui.current_rows()?;
+            let (from, to) = (range.0.max(held_start), range.1.min(end));
+            if forward {
+                (from..to).find(|&a| log.get(a).is_some_and(&hit))
+            } else {
+                (from..to).rev().find(|&a| log.get(a).is_some_and(&hit))
+            }
         };
         let ahead = if forward {
-            (cur.saturating_add(1)..end).find(|&a| log.get(a).is_some_and(&hit))
+            let range = (cur.saturating_add(1), end);
+            older(self, range).or_else(|| in_held(self, range))
         } else {
-            (start..cur.min(end))
-                .rev()
-                .find(|&a| log.get(a).is_some_and(&hit))
+            let range = (0, cur.min(end));
+            in_held(self, range).or_else(|| older(self, range))
         };
         // Past the last match, the search goes round to the first (and says so).
         let wrapped = ahead.is_none();
         let found = ahead.or_else(|| {
             if forward {
-                (start..end).find(|&a| log.get(a).is_some_and(&hit))
+                older(self, (0, end)).or_else(|| in_held(self, (0, end)))
             } else {
-                (start..end).rev().find(|&a| log.get(a).is_some_and(&hit))
+                in_held(self, (0, end)).or_else(|| older(self, (0, end)))
             }
         });
         match found {
@@ -256,6 +294,8 @@ impl UiState {
                 }
                 self.log_pos.cursor = at;
                 self.keep_cursor_visible();
+                let h = u64::from(self.log_height.max(1));
+                self.load_rows(self.log_pos.top, self.log_pos.top + h);
                 if wrapped {
                     self.note = Some(format!(
                         "{none} · wrapping to the {}",
@@ -268,7 +308,7 @@ impl UiState {
     }
 
     pub(crate) fn copy(&mut self) -> Vec<Effect> {
-        let Some(log) = self.current_log() else {
+        let Some(log) = self.current_rows() else {
             return vec![];
         };
         if log.is_empty() {

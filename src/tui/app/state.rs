@@ -7,6 +7,7 @@ use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
 use crate::core::snapshot::Snapshot;
+use crate::tui::app::older::OlderLines;
 use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
 use crate::tui::keymap::Mode;
 
@@ -122,6 +123,8 @@ pub struct UiState {
     pub log_pos: LogPosition,
     /// Rows the Log pane showed last time it was laid out.
     pub log_height: u16,
+    /// A local project's logs read back past what is held (status and deviations views).
+    pub older: OlderLines,
     pub search: Option<String>,
     /// The search being typed, while typing.
     pub search_input: Option<String>,
@@ -208,6 +211,7 @@ impl Default for UiState {
                 ..LogPosition::default()
             },
             log_height: 10,
+            older: OlderLines::default(),
             search: None,
             search_input: None,
             anomalies: VecDeque::new(),

@@ -70,3 +70,57 @@ fn a_skimmed_history_moves_positions_on_without_its_lines() {
     let merged = ui.current_log().unwrap();
     assert_eq!((merged.start(), merged.end()), (1_000_003, 1_000_004));
 }
+
+/// A local project's status view reads its older lines back from the file: a skimmed
+/// history is all there, by line, and a search goes through it.
+#[test]
+fn older_lines_are_read_back_from_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = (0..5_000).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("line {i}\n"));
+        s
+    });
+    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
+    let (mut ui, s) = ready(0);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    // What the source sends of a history: the lines counted, then the last 256.
+    let tail: Vec<String> = (4_744..5_000).map(|i| format!("line {i}")).collect();
+    ui.ingest(&Happening {
+        told: None,
+        at: OffsetDateTime::UNIX_EPOCH,
+        what: What::Log {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            skipped: 4_744,
+            lines: Arc::from(tail),
+            reset: false,
+        },
+    });
+    ui.log_view = LogView::Status;
+    ui.update(crate::tui::action::Action::FocusLog, &s);
+    ui.update(crate::tui::action::Action::Top, &s);
+    ui.prepare_rows();
+    let rows = ui.current_rows().unwrap();
+    assert_eq!((rows.start(), rows.end()), (0, 5_000));
+    assert_eq!(ui.log_pos.cursor, 0);
+    assert_eq!(&*rows.get(0).unwrap().text, "line 0");
+    // A page down from the top is still the file's, line by line.
+    ui.update(crate::tui::action::Action::PageDown, &s);
+    ui.prepare_rows();
+    let at = ui.log_pos.cursor;
+    let text = ui.current_rows().unwrap().get(at).unwrap().text.to_string();
+    assert_eq!(text, format!("line {at}"));
+    // Searching back from the end finds a line only the file holds.
+    ui.update(crate::tui::action::Action::Bottom, &s);
+    ui.search = Some("line 1234".into());
+    ui.search_step(false);
+    assert_eq!(ui.log_pos.cursor, 1_234);
+    ui.prepare_rows();
+    assert_eq!(
+        &*ui.current_rows().unwrap().get(1_234).unwrap().text,
+        "line 1234"
+    );
+    // The merged view reads nothing back.
+    ui.log_view = LogView::Merged;
+    assert_eq!(ui.current_rows().unwrap().start(), 4_744);
+}

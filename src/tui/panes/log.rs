@@ -32,10 +32,21 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     if let Some(s) = &ui.search {
         title.push_str(&format!(" · /{s}"));
     }
+    // Rows before what is held come from the file: said, with where the cursor is.
+    if let Some(rows) = ui.current_rows().filter(|r| r.start() < r.held.start())
+        && !ui.log_pos.follow
+        && ui.log_pos.cursor < rows.held.start()
+    {
+        title.push_str(&format!(
+            " · line {} of {}, read back from the file",
+            ui.log_pos.cursor - rows.start() + 1,
+            rows.end() - rows.start()
+        ));
+    }
     let block = ctx.block(Pane::Log, &title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
-    let Some(log) = ui.current_log().filter(|l| !l.is_empty()) else {
+    let Some(log) = ui.current_rows().filter(|l| !l.is_empty()) else {
         frame.render_widget(
             Paragraph::new("No lines yet.").style(ctx.theme.muted),
             inner,

@@ -1,0 +1,69 @@
+//! The Log pane's rows as navigation and drawing see them: the lines held, and for a
+//! local project's status or deviations view, the older lines of its file before them.
+
+use crate::core::domain::LogKind;
+use crate::tui::app::older::LogRows;
+use crate::tui::app::scrollback::LogView;
+use crate::tui::app::state::UiState;
+
+impl UiState {
+    /// The rows of the view shown.
+    pub fn current_rows(&self) -> Option<LogRows<'_>> {
+        let task = self.log_task.as_ref()?;
+        let held = self.logs.get(task)?.view(self.log_view);
+        Some(self.older.rows(task, self.single_kind(), held))
+    }
+
+    /// The log a single view shows; the merged view reads nothing back.
+    pub(crate) fn single_kind(&self) -> Option<LogKind> {
+        match self.log_view {
+            LogView::Merged => None,
+            LogView::Status => Some(LogKind::Status),
+            LogView::Deviations => Some(LogKind::Deviations),
+        }
+    }
+
+    /// Makes the rows `[from, to)` readable, reading older lines from the file when
+    /// they lie before what is held. What cannot be read is said on the status line.
+    pub(crate) fn load_rows(&mut self, from: u64, to: u64) {
+        let (Some(task), Some(kind)) = (self.log_task.as_ref(), self.single_kind()) else {
+            return;
+        };
+        let Some(log) = self.logs.get(task) else {
+            return;
+        };
+        let held = log.view(self.log_view);
+        if let Err(why) = self.older.load(task, kind, held, from, to) {
+            self.note = Some(why);
+        }
+    }
+
+    /// Before a frame: the rows on screen are readable (the only file reading the
+    /// dashboard does; drawing reads none).
+    pub fn prepare_rows(&mut self) {
+        if !self.log_pos.follow {
+            let h = u64::from(self.log_height.max(1));
+            self.load_rows(self.log_pos.top, self.log_pos.top + h);
+        }
+    }
+
+    /// The nearest line matching `text_hit` in the file's part of the view, within
+    /// `range`, searching a block at a time.
+    pub(crate) fn find_older(
+        &mut self,
+        range: (u64, u64),
+        forward: bool,
+        text_hit: &dyn Fn(&str) -> bool,
+    ) -> Option<u64> {
+        let held_start = self.current_rows()?.held.start();
+        if range.0 >= held_start {
+            return None;
+        }
+        // Lined up (a row just before what is held), then searched through.
+        self.load_rows(held_start.saturating_sub(1), held_start);
+        let task = self.log_task.as_ref()?;
+        let kind = self.single_kind()?;
+        let held = self.logs.get(task)?.view(self.log_view);
+        self.older.find(task, kind, held, range, forward, text_hit)
+    }
+}
