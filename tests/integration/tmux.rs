@@ -376,3 +376,44 @@ fn the_demo_says_when_it_is_over() {
     let after = t.wait("exit", |s| s.contains("MAESTRO-EXITED"));
     assert!(after.contains("MAESTRO-EXITED 0"), "{after}");
 }
+
+/// A long status log on the real dashboard: its history is skimmed at start, yet the
+/// status view scrolls to the file's first line, read back from the file, and says so.
+#[test]
+fn the_status_view_reaches_the_first_line_of_a_long_log() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-01", "working");
+    let text = (0..20_000).fold(String::new(), |mut t, i| {
+        t.push_str(&format!(
+            "entry {i:05} of a long history, read back on demand\n"
+        ));
+        t
+    });
+    std::fs::write(s.temp().join("task-01-status"), &text).unwrap();
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "XDG_DATA_HOME={} {exe} --project {} --stall-after 1h; sleep 600",
+            s.root().join("data").display(),
+            s.root().display()
+        ),
+        160,
+        45,
+    );
+    t.wait("the last line", |sc| sc.contains("entry 19999"));
+    t.keys("2");
+    t.keys("v");
+    t.keys("g");
+    let top = t.wait("the first line, from the file", |sc| {
+        sc.contains("entry 00000") && sc.contains("read back from the file")
+    });
+    assert!(top.contains("line 1 of 20000"), "{top}");
+    t.keys("G");
+    t.wait("following the end again", |sc| {
+        sc.contains("entry 19999") && !sc.contains("read back from the file")
+    });
+}

@@ -92,6 +92,11 @@ impl OlderLines {
         }
     }
 
+    /// Whether older lines can be read back at all (a local project).
+    pub fn reads_back(&self) -> bool {
+        self.dir.is_some()
+    }
+
     /// The rows of `task`'s `kind` view: what is held, and the file's window when it is
     /// the file read back now.
     pub fn rows<'a>(

@@ -43,6 +43,15 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             rows.end() - rows.start()
         ));
     }
+    // The merged view holds what arrived; the files hold the rest, one log at a time.
+    if let Some(rows) = ui.current_rows().filter(|r| r.start() > 0)
+        && ui.older.reads_back()
+        && ui.single_kind().is_none()
+        && !ui.log_pos.follow
+        && ui.log_pos.cursor == rows.start()
+    {
+        title.push_str(" · older lines: v for a log read back from its file");
+    }
     let block = ctx.block(Pane::Log, &title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
