@@ -3,7 +3,8 @@
 //! reported, beside `grep -c` over the same files in the same run; the dashboard's peak
 //! RSS on that project, a real process in a pty (`script`); and the peak RSS of a
 //! headless maestro fed for 20 s by a hostile host that names a new task in every
-//! frame, through a real sshd (skipped, saying why, without one).
+//! frame, through a real sshd (skipped, saying why, without one). Beside them, the Log
+//! pane's index of one 1 GB log: built once, then a page of lines read by number.
 //! Run with `cargo bench --bench scale` (`MAESTRO_BENCH_QUICK=1`: 100 tasks).
 #![allow(clippy::unwrap_used)]
 
@@ -46,7 +47,36 @@ fn main() {
         if peak_mb <= 150.0 { "met" } else { "MISSED" },
         settled.as_secs_f64()
     );
+    index_of_a_large_log(root, &files[0], if quick { 100 } else { 1_000 });
     hostile_host();
+}
+
+/// One log of `copies` MB: how long its line index takes to build (read once) and a
+/// page of 50 lines from its middle to read.
+fn index_of_a_large_log(root: &Path, one: &Path, copies: usize) {
+    let path = root.join("temp/one-large-log");
+    let body = std::fs::read(one).unwrap();
+    let mut out = std::fs::File::create(&path).unwrap();
+    for _ in 0..copies {
+        out.write_all(&body).unwrap();
+    }
+    drop(out);
+    let start = Instant::now();
+    let mut index = maestro::core::log_file::LineIndex::new(&path, 64 * 1024);
+    index.refresh().unwrap();
+    let built = start.elapsed();
+    let start = Instant::now();
+    let page = index.read(index.lines() / 2, 50).unwrap();
+    let read = start.elapsed();
+    assert_eq!(page.len(), 50);
+    println!(
+        "the Log pane's index of one {} MB log ({} lines): built in {:.2} s; 50 lines from its middle read in {:.2} ms",
+        copies,
+        index.lines(),
+        built.as_secs_f64(),
+        read.as_secs_f64() * 1000.0
+    );
+    std::fs::remove_file(&path).unwrap();
 }
 
 /// A project of `tasks` working tasks, each with 1 MB of ordinary status lines: context
