@@ -38,6 +38,7 @@ impl UiState {
             }
             What::Anomaly(a) => {
                 let line = self.link_anomaly(&a.task_id, a.line.as_ref());
+                self.anomalies_seen += 1;
                 if self.anomalies.len() == ANOMALIES_KEPT {
                     self.anomalies.pop_back();
                 }
@@ -59,6 +60,7 @@ impl UiState {
                 })
             }
             What::Message(m) => {
+                self.messages_seen += 1;
                 if self.messages.len() == MESSAGES_KEPT {
                     self.messages.pop_front();
                 }
@@ -93,6 +95,8 @@ impl UiState {
                 self.logs.clear();
                 self.anomalies.clear();
                 self.messages.clear();
+                self.anomalies_seen = 0;
+                self.messages_seen = 0;
                 self.selected_anomaly = 0;
                 self.selected_message = 0;
                 None

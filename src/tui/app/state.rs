@@ -129,8 +129,12 @@ pub struct UiState {
     /// The search being typed, while typing.
     pub search_input: Option<String>,
     pub anomalies: VecDeque<AnomalyEntry>,
+    /// Anomalies taken in, of which the newest `ANOMALIES_KEPT` are kept.
+    pub anomalies_seen: u64,
     pub selected_anomaly: usize,
     pub messages: VecDeque<MessageRow>,
+    /// Messages taken in, of which the newest `MESSAGES_KEPT` are kept.
+    pub messages_seen: u64,
     pub selected_message: usize,
     pub message_task_filter: Option<String>,
     pub message_type_filter: Option<String>,
@@ -215,8 +219,10 @@ impl Default for UiState {
             search: None,
             search_input: None,
             anomalies: VecDeque::new(),
+            anomalies_seen: 0,
             selected_anomaly: 0,
             messages: VecDeque::new(),
+            messages_seen: 0,
             selected_message: 0,
             message_task_filter: None,
             message_type_filter: None,

@@ -58,7 +58,7 @@ pub(super) fn log(ui: &mut UiState, task: &str, kind: LogKind, lines: &[&str]) {
 
 /// An anomaly about the line at `index` among the task's lines of `kind` (as the
 /// Sentinel names it), whose text is `text`.
-fn anomaly(
+pub(super) fn anomaly(
     ui: &mut UiState,
     task: &str,
     kind: AnomalyKind,

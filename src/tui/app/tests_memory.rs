@@ -124,3 +124,23 @@ fn older_lines_are_read_back_from_the_file() {
     ui.log_view = LogView::Merged;
     assert_eq!(ui.current_rows().unwrap().start(), 4_744);
 }
+
+/// Past what the Anomalies pane keeps, its count says how many there were.
+#[test]
+fn the_anomaly_count_stays_true_past_what_is_kept() {
+    let (mut ui, _s) = ready(0);
+    for i in 0..1_005 {
+        super::tests::anomaly(
+            &mut ui,
+            "task-01",
+            crate::core::domain::AnomalyKind::SelfCorrection,
+            (LogKind::Status, i, "x"),
+        );
+    }
+    assert_eq!(ui.anomalies.len(), 1_000);
+    assert_eq!(
+        crate::tui::panes::ctx::kept_of(ui.anomalies.len(), ui.anomalies_seen),
+        "1000 newest of 1005"
+    );
+    assert_eq!(crate::tui::panes::ctx::kept_of(3, 3), "3");
+}

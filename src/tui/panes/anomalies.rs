@@ -25,10 +25,11 @@ pub fn row_width(a: &AnomalyEntry) -> usize {
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let unread = ui.unread_anomalies();
+    let count = crate::tui::panes::ctx::kept_of(ui.anomalies.len(), ui.anomalies_seen);
     let title = if unread > 0 {
-        format!("Anomalies ({} · {unread} unread)", ui.anomalies.len())
+        format!("Anomalies ({count} · {unread} unread)")
     } else {
-        format!("Anomalies ({})", ui.anomalies.len())
+        format!("Anomalies ({count})")
     };
     let block = ctx.block(Pane::Anomalies, &title);
     if ui.anomalies.is_empty() {

@@ -119,3 +119,12 @@ pub fn more_marks(above: usize, below: usize) -> Option<String> {
     }
     (!marks.is_empty()).then(|| format!(" {} ", marks.join(" · ")))
 }
+
+/// "12", or "1000 newest of 12345" once the oldest are no longer kept: a count is true.
+pub fn kept_of(kept: usize, seen: u64) -> String {
+    if seen > kept as u64 {
+        format!("{kept} newest of {seen}")
+    } else {
+        kept.to_string()
+    }
+}

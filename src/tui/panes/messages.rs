@@ -36,7 +36,10 @@ pub fn row_width(m: &MessageRow) -> usize {
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
-    let mut title = format!("Messages ({})", ui.messages.len());
+    let mut title = format!(
+        "Messages ({})",
+        crate::tui::panes::ctx::kept_of(ui.messages.len(), ui.messages_seen)
+    );
     if let Some(t) = &ui.message_task_filter {
         title.push_str(&format!(" · task {}", printable(t)));
     }
