@@ -118,7 +118,9 @@ impl Caps {
         use crate::core::event_log::input::Input;
         use crate::core::sessions::figures::SessionReport;
         let (tasks, session): (Vec<&str>, Option<&str>) = match input {
-            Input::Lines { task, .. } | Input::Reset { task, .. } => (vec![task.as_str()], None),
+            Input::Lines { task, .. } | Input::Reset { task, .. } | Input::Skipped { task, .. } => {
+                (vec![task.as_str()], None)
+            }
             Input::Tasks { set, .. } => (set.iter().map(|r| r.task_id.as_str()).collect(), None),
             Input::Session { report } => match report {
                 SessionReport::Found(f) | SessionReport::Update(f) => {
@@ -177,6 +179,13 @@ mod tests {
         let said = caps.admit(&lines(MAX_TASKS)).expect_err("refused");
         assert!(said.is_some_and(|t| t.contains("more than 10000 tasks")));
         assert_eq!(caps.admit(&lines(MAX_TASKS + 1)), Err(None));
+        // Counted lines name a task too.
+        let skipped = Input::Skipped {
+            task: format!("task-{:06}", MAX_TASKS + 2),
+            kind: "status".into(),
+            lines: 5,
+        };
+        assert_eq!(caps.admit(&skipped), Err(None));
         assert_eq!(caps.tasks.len(), MAX_TASKS);
     }
 

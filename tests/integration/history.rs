@@ -69,3 +69,70 @@ fn a_long_history_raises_what_every_line_raises_and_appends_follow_it() {
         (Some(41), Some(70))
     );
 }
+
+/// A folder filled with more task logs than are followed: the first ones are, the
+/// rest are refused, said once.
+#[test]
+fn more_task_logs_than_are_followed_are_refused_once() {
+    let s = Scratch::new();
+    s.set_task("task-00001", "working");
+    let cap = maestro::core::sources::temp_logs::MAX_FILES;
+    for i in 0..=cap + 4 {
+        std::fs::write(s.temp().join(format!("task-{i:05}-status")), "step 1\n").unwrap();
+    }
+    let mut m = s.headless(&["--stall-after", "1h", "--task-stale-after", "1h"]);
+    let refused = m.wait_json("the refusal", |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains(&format!("more than {cap} task logs")))
+    });
+    assert!(
+        refused["detail"].as_str().unwrap().contains("not followed"),
+        "{refused}"
+    );
+    // A new line in a followed log still comes through, and the refusal is not repeated.
+    s.append(
+        "task-00001-status",
+        "step 2 self-correction: after the flood\n",
+    );
+    m.wait_json("the followed log's anomaly", |v| event(v) == "anomaly");
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    m.wait_exit();
+    let said = m.seen.iter().filter(|l| l.contains("task logs; ")).count();
+    assert_eq!(said, 1, "said once");
+}
+
+/// A task table filled past what is followed: the first rows by task id are, and the
+/// rest are left out, said once.
+#[test]
+fn more_task_rows_than_are_followed_are_said_once() {
+    let s = Scratch::new();
+    let cap = maestro::core::sources::db::MAX_TASKS;
+    let mut conn = s.conn();
+    let tx = conn.transaction().unwrap();
+    for i in 0..=cap {
+        tx.execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
+            [format!("task-{:05}", i + 1)],
+        )
+        .unwrap();
+    }
+    tx.commit().unwrap();
+    let mut m = s.headless(&["--stall-after", "1h", "--task-stale-after", "1h"]);
+    let said = m.wait_json("the rows left out", |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("tasks; maestro follows the first"))
+    });
+    assert!(
+        said["detail"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("{}", cap + 3)),
+        "{said}"
+    );
+    m.signal(nix::sys::signal::Signal::SIGTERM);
+    m.wait_exit();
+}

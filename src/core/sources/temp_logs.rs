@@ -76,6 +76,10 @@ const MISSING_RECHECK: Duration = Duration::from_millis(500);
 /// read whole would hold up every new line behind it.
 pub const HISTORY_KEPT: u64 = 8 * 1024 * 1024;
 
+/// Log files followed at once (two per task for 10,000 tasks): a folder another process
+/// fills with new names cannot grow this maestro without limit.
+pub const MAX_FILES: usize = 20_000;
+
 /// How many bytes before the offset are compared to notice a rewrite.
 const FINGERPRINT: usize = 32;
 
@@ -85,6 +89,8 @@ struct TempLogs {
     /// Names of log files that are not regular files (a FIFO, a socket, a device, a
     /// folder): skipped, with one warning each, until they become regular files.
     skipped: HashSet<String>,
+    /// More than [`MAX_FILES`] logs were offered, and that was said.
+    said_too_many: bool,
     events: mpsc::Sender<CoreEvent>,
     buf: Vec<u8>,
 }
@@ -110,6 +116,7 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
                 settings,
                 tails: HashMap::new(),
                 skipped: HashSet::new(),
+                said_too_many: false,
                 events,
                 buf: vec![0; READ_CHUNK],
             };
@@ -277,6 +284,15 @@ impl TempLogs {
                 return;
             }
         };
+        if !self.tails.contains_key(name) && self.tails.len() >= MAX_FILES {
+            if !std::mem::replace(&mut self.said_too_many, true) {
+                self.fail(format!(
+                    "{} holds more than {MAX_FILES} task logs; {name} and any newer ones are not followed",
+                    self.settings.dir.display()
+                ));
+            }
+            return;
+        }
         let identity = (meta.dev(), meta.ino());
         let max_line = self.settings.max_line;
         let mut reset = false;

@@ -101,9 +101,15 @@ pub struct DbSource {
     immutable: bool,
     last_message_id: i64,
     tasks: Vec<TaskRow>,
+    /// The task table held more than [`MAX_TASKS`] rows, and that was said.
+    said_too_many: bool,
     /// `warning` if the table's CHECK admits it, else `system`.
     report_type: &'static str,
 }
+
+/// Task rows followed (the first, by task id): a table another process fills without
+/// end cannot grow this maestro without limit.
+pub const MAX_TASKS: usize = 10_000;
 
 impl DbSource {
     /// Opens and verifies the database. Nothing is written.
@@ -126,6 +132,7 @@ impl DbSource {
             immutable,
             last_message_id: 0,
             tasks: Vec::new(),
+            said_too_many: false,
             report_type,
         })
     }
@@ -303,6 +310,22 @@ impl DbSource {
         self.data_version = Some(version);
         let mut changed = false;
         if let Some(tasks) = self.read_tasks_if_changed()? {
+            if tasks.len() == MAX_TASKS && !self.said_too_many {
+                let all: i64 =
+                    self.conn
+                        .query_row("SELECT count(*) FROM orchestration_tasks", [], |r| r.get(0))?;
+                if all > MAX_TASKS as i64 {
+                    self.said_too_many = true;
+                    emit(CoreEvent::SourceFailed {
+                        source: SOURCE,
+                        task: None,
+                        detail: format!(
+                            "{} holds {all} tasks; maestro follows the first {MAX_TASKS} by task id and leaves the others out",
+                            self.settings.path.display()
+                        ),
+                    });
+                }
+            }
             self.tasks.clone_from(&tasks);
             emit(CoreEvent::Tasks(tasks));
             changed = true;
@@ -327,9 +350,9 @@ impl DbSource {
     fn read_tasks_if_changed(&self) -> rusqlite::Result<Option<Vec<TaskRow>>> {
         let mut stmt = self.conn.prepare_cached(
             "SELECT task_id, state, worked_by, session_id, last_heartbeat, retry_count, last_error
-             FROM orchestration_tasks ORDER BY task_id",
+             FROM orchestration_tasks ORDER BY task_id LIMIT ?1",
         )?;
-        let mut rows = stmt.query([])?;
+        let mut rows = stmt.query([MAX_TASKS as i64])?;
         let mut same = 0;
         while let Some(r) = rows.next()? {
             if self.tasks.get(same).is_some_and(|prev| same_row(r, prev)) {
