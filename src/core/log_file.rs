@@ -15,6 +15,16 @@ use crate::core::sources::lines::LineAssembler;
 pub const STRIDE: u64 = 256;
 const CHUNK: usize = 1 << 20;
 
+/// How far a [`LineIndex::refresh_some`] got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Indexing {
+    pub restarted: bool,
+    /// The whole file is indexed.
+    pub done: bool,
+    pub scanned: u64,
+    pub size: u64,
+}
+
 #[derive(Debug, Clone)]
 pub struct LineIndex {
     path: PathBuf,
@@ -55,6 +65,19 @@ impl LineIndex {
     /// indexed afresh. Returns whether the index started over. Never follows a final
     /// symlink, never blocks on a FIFO (`safe_fs::open_regular`).
     pub fn refresh(&mut self) -> io::Result<bool> {
+        let mut restarted = false;
+        loop {
+            let step = self.refresh_some(u64::MAX)?;
+            restarted |= step.restarted;
+            if step.done {
+                return Ok(restarted);
+            }
+        }
+    }
+
+    /// [`Self::refresh`] reading at most about `budget` bytes: a caller that must stay
+    /// responsive indexes a large file over several calls.
+    pub fn refresh_some(&mut self, budget: u64) -> io::Result<Indexing> {
         let (file, meta) = safe_fs::open_regular(&self.path).map_err(io::Error::other)?;
         let identity = Some((meta.dev(), meta.ino()));
         let restarted = identity != self.identity || meta.len() < self.scanned;
@@ -65,7 +88,8 @@ impl LineIndex {
             self.marks = vec![0];
         }
         let mut buf = vec![0; CHUNK];
-        while self.scanned < meta.len() {
+        let stop = self.scanned.saturating_add(budget).min(meta.len());
+        while self.scanned < stop {
             let n = file.read_at(&mut buf, self.scanned)?;
             if n == 0 {
                 break;
@@ -78,7 +102,12 @@ impl LineIndex {
             }
             self.scanned += n as u64;
         }
-        Ok(restarted)
+        Ok(Indexing {
+            restarted,
+            done: self.scanned >= meta.len(),
+            scanned: self.scanned,
+            size: meta.len(),
+        })
     }
 
     /// Up to `n` complete lines from line `from` (0-based), as the log source makes them.
@@ -152,6 +181,25 @@ mod tests {
         std::fs::write(&path, "new 0\n").expect("write");
         assert!(index.refresh().expect("refresh"));
         assert_eq!(index.read(0, 5).expect("read"), ["new 0"]);
+    }
+
+    #[test]
+    fn a_large_file_is_indexed_over_several_calls() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("task-01-status");
+        let text = (0..300_000).fold(String::new(), |mut s, i| {
+            s.push_str(&format!("line {i}\n"));
+            s
+        });
+        std::fs::write(&path, &text).expect("write");
+        let mut index = LineIndex::new(&path, 4096);
+        let mut calls = 0;
+        while !index.refresh_some(1 << 20).expect("refresh").done {
+            calls += 1;
+        }
+        assert!(calls >= 2, "{calls}");
+        assert_eq!(index.lines(), 300_000);
+        assert_eq!(index.read(123_456, 1).expect("read"), ["line 123456"]);
     }
 
     #[test]

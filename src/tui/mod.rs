@@ -209,7 +209,8 @@ pub async fn run_screens(
                 let tabs = screens::tabs(&shown);
                 let s = &mut shown[current];
                 draw(&mut guard.terminal, &s.snap, &mut s.ui, &cfg, &tabs, current)?;
-                dirty = false;
+                // A large file read back over several frames asks for the next one.
+                dirty = s.ui.reading_back();
                 last_draw = Some(Instant::now());
             }
             Some(ev) = input.recv() => {

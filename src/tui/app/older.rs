@@ -22,6 +22,9 @@ pub const WINDOW: u64 = 1024;
 const LAG_TRIED: u64 = 256;
 /// Lines read at a time by a search through the file.
 const SEARCH_BLOCK: usize = 4096;
+/// Bytes indexed per frame: a large file is indexed over several frames (about 30 ms
+/// each), the dashboard answering keys meanwhile.
+const INDEX_BUDGET: u64 = 32 << 20;
 
 /// Where a local project's logs are, and the file read back now.
 #[derive(Debug, Default, Clone)]
@@ -29,6 +32,19 @@ pub struct OlderLines {
     dir: Option<PathBuf>,
     max_line: usize,
     file: Option<FileRows>,
+    /// A file being indexed, over several frames.
+    indexing: Option<Indexing>,
+}
+
+#[derive(Debug, Clone)]
+struct Indexing {
+    task: TaskId,
+    kind: LogKind,
+    index: LineIndex,
+    /// Bytes indexed and the file's size.
+    progress: (u64, u64),
+    /// The first row asked for meanwhile: where the cursor goes once the file is read.
+    wanted: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -43,6 +59,8 @@ struct FileRows {
     held_from: u64,
     window_start: u64,
     window: Vec<LogEntry>,
+    /// The row asked for while the file was being indexed.
+    wanted: Option<u64>,
 }
 
 /// A view's rows: the lines held, and before them the file's window.
@@ -89,7 +107,32 @@ impl OlderLines {
             dir: Some(dir),
             max_line,
             file: None,
+            indexing: None,
         }
+    }
+
+    /// How much of a file being indexed is done, in percent; `None` when none is.
+    pub fn indexing(&self) -> Option<u8> {
+        self.indexing.as_ref().map(|i| {
+            let (done, size) = i.progress;
+            u8::try_from(done.saturating_mul(100) / size.max(1)).unwrap_or(100)
+        })
+    }
+
+    /// Stops indexing a file that is not `shown` (task and log) any more.
+    pub fn keep_indexing(&mut self, shown: Option<(&TaskId, LogKind)>) {
+        if !shown.is_some_and(|(t, k)| {
+            self.indexing
+                .as_ref()
+                .is_some_and(|i| i.task == *t && i.kind == k)
+        }) {
+            self.indexing = None;
+        }
+    }
+
+    /// Once a file asked for has been read: the row asked for meanwhile (taken once).
+    pub fn take_wanted(&mut self) -> Option<u64> {
+        self.file.as_mut().and_then(|f| f.wanted.take())
     }
 
     /// Whether older lines can be read back at all (a local project).
@@ -126,7 +169,11 @@ impl OlderLines {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
-        if from >= held.start() {
+        let indexing = self
+            .indexing
+            .as_ref()
+            .is_some_and(|i| i.task == *task && i.kind == kind);
+        if from >= held.start() && !indexing {
             return Ok(());
         }
         // The same file keeps its index (grown, not rebuilt); it is lined up again when
@@ -138,16 +185,38 @@ impl OlderLines {
         if same.as_ref().is_some_and(|f| f.held_from == held.start()) {
             self.file = same;
         } else {
-            let index = same.map_or_else(
-                || {
-                    LineIndex::new(
-                        &dir.join(format!("{task}-{}", kind.suffix())),
-                        self.max_line,
-                    )
-                },
-                |f| f.index,
-            );
-            self.file = Some(line_up(task, kind, index, held)?);
+            let pending = self
+                .indexing
+                .take()
+                .filter(|i| i.task == *task && i.kind == kind);
+            let wanted = pending.as_ref().map_or(from, |p| p.wanted.min(from));
+            let mut index = match (same, pending) {
+                (Some(f), _) => f.index,
+                (None, Some(p)) => p.index,
+                (None, None) => LineIndex::new(
+                    &dir.join(format!("{task}-{}", kind.suffix())),
+                    self.max_line,
+                ),
+            };
+            let step = index.refresh_some(INDEX_BUDGET).map_err(|e| {
+                format!(
+                    "older lines of {task} cannot be read back from {} ({e})",
+                    index.path().display()
+                )
+            })?;
+            if !step.done {
+                self.indexing = Some(Indexing {
+                    task: task.clone(),
+                    kind,
+                    index,
+                    progress: (step.scanned, step.size),
+                    wanted,
+                });
+                return Ok(());
+            }
+            let mut lined = line_up(task, kind, index, held)?;
+            lined.wanted = pending_wanted(wanted, from);
+            self.file = Some(lined);
         }
         let Some(f) = self.file.as_mut() else {
             return Ok(());
@@ -217,6 +286,11 @@ impl OlderLines {
     }
 }
 
+/// The row to move to once indexed: one asked for before this call.
+fn pending_wanted(wanted: u64, from: u64) -> Option<u64> {
+    (wanted < from).then_some(wanted)
+}
+
 /// The file line at view position `pos`.
 fn line_of(offset: i64, pos: u64) -> u64 {
     u64::try_from(i64::try_from(pos).unwrap_or(i64::MAX) - offset).unwrap_or(0)
@@ -279,5 +353,6 @@ fn line_up(
         held_from: held.start(),
         window_start: 0,
         window: Vec::new(),
+        wanted: None,
     })
 }

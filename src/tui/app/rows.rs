@@ -41,10 +41,31 @@ impl UiState {
     /// Before a frame: the rows on screen are readable (the only file reading the
     /// dashboard does; drawing reads none).
     pub fn prepare_rows(&mut self) {
-        if !self.log_pos.follow {
-            let h = u64::from(self.log_height.max(1));
+        // A file indexed for a view no longer parked in it is let go.
+        let shown = self
+            .log_task
+            .as_ref()
+            .zip(self.single_kind())
+            .filter(|_| !self.log_pos.follow);
+        self.older.keep_indexing(shown);
+        if self.log_pos.follow {
+            return;
+        }
+        let h = u64::from(self.log_height.max(1));
+        self.load_rows(self.log_pos.top, self.log_pos.top + h);
+        // A file indexed over several frames: the cursor goes where it was sent.
+        if let Some(wanted) = self.older.take_wanted()
+            && let Some(start) = self.current_rows().map(|r| r.start())
+        {
+            self.log_pos.cursor = wanted.max(start);
+            self.keep_cursor_visible();
             self.load_rows(self.log_pos.top, self.log_pos.top + h);
         }
+    }
+
+    /// A file is being indexed: another frame is wanted to go on with it.
+    pub fn reading_back(&self) -> bool {
+        self.older.indexing().is_some()
     }
 
     /// The nearest line matching `text_hit` in the file's part of the view, within

@@ -144,3 +144,58 @@ fn the_anomaly_count_stays_true_past_what_is_kept() {
     );
     assert_eq!(crate::tui::panes::ctx::kept_of(3, 3), "3");
 }
+
+/// A file too large to index in one frame is indexed over several, the pane saying how
+/// far; then the cursor is where it was sent.
+#[test]
+fn a_large_file_is_read_back_over_several_frames() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = (0..1_200_000).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("entry {i:08} of a large log\n"));
+        s
+    });
+    assert!(text.len() > 32 << 20, "{}", text.len());
+    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
+    let (mut ui, s) = ready(0);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    let tail: Vec<String> = (1_199_744..1_200_000)
+        .map(|i| format!("entry {i:08} of a large log"))
+        .collect();
+    ui.ingest(&Happening {
+        told: None,
+        at: OffsetDateTime::UNIX_EPOCH,
+        what: What::Log {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            skipped: 1_199_744,
+            lines: Arc::from(tail),
+            reset: false,
+        },
+    });
+    ui.log_view = LogView::Status;
+    ui.update(crate::tui::action::Action::FocusLog, &s);
+    ui.update(crate::tui::action::Action::Top, &s);
+    assert!(
+        ui.older.indexing().is_some_and(|p| p < 100),
+        "said while reading"
+    );
+    let mut frames = 0;
+    while ui.reading_back() {
+        ui.prepare_rows();
+        frames += 1;
+        assert!(frames < 100, "indexing ends");
+    }
+    ui.prepare_rows();
+    assert_eq!(ui.log_pos.cursor, 0);
+    assert_eq!(
+        &*ui.current_rows().unwrap().get(0).unwrap().text,
+        "entry 00000000 of a large log"
+    );
+    // Following again while a file is being read lets it go: no frame is asked for.
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    ui.update(crate::tui::action::Action::Top, &s);
+    assert!(ui.reading_back());
+    ui.update(crate::tui::action::Action::Bottom, &s);
+    ui.prepare_rows();
+    assert!(!ui.reading_back());
+}

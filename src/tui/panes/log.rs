@@ -43,6 +43,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             rows.end() - rows.start()
         ));
     }
+    if let Some(done) = ui.older.indexing() {
+        title.push_str(&format!(" · reading the file: {done}%"));
+    }
     // The merged view holds what arrived; the files hold the rest, one log at a time.
     if let Some(rows) = ui.current_rows().filter(|r| r.start() > 0)
         && ui.older.reads_back()
