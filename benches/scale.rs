@@ -31,15 +31,25 @@ fn main() {
     println!("{tasks} tasks x 1 MB of status log ({mb:.0} MB), {RUNS} runs each");
 
     let grep = median((0..=RUNS).map(|_| grep_count(&files)).skip(1).collect());
-    let live: Vec<Duration> = (0..RUNS).map(|n| time_to_live(root, &files, n)).collect();
-    let live = median(live);
+    // The logs are read in name order: the last one is the worst case, the first one
+    // shows appends let through while the others are still being read.
+    let mut order: Vec<&PathBuf> = files.iter().collect();
+    order.sort();
+    let (first, last) = (order[0].clone(), order[order.len() - 1].clone());
+    let live = median((0..RUNS).map(|n| time_to_live(root, &last, n)).collect());
+    let early = median(
+        (0..RUNS)
+            .map(|n| time_to_live(root, &first, RUNS + n))
+            .collect(),
+    );
     let goal = (grep * 2).max(Duration::from_secs(1));
     println!("grep -c over the files: median {:.2} s", grep.as_secs_f64());
     println!(
-        "start -> a line appended at start reported (--no-tui --json): median {:.2} s (goal {:.2} s: {})",
+        "start -> a line appended at start to the log read last, reported (--no-tui --json): median {:.2} s (goal {:.2} s: {}); to the log read first: {:.2} s",
         live.as_secs_f64(),
         goal.as_secs_f64(),
-        if live <= goal { "met" } else { "MISSED" }
+        if live <= goal { "met" } else { "MISSED" },
+        early.as_secs_f64()
     );
     let (peak_mb, settled, cpu) = dashboard_peak(root);
     println!(
@@ -119,9 +129,9 @@ fn grep_count(files: &[PathBuf]) -> Duration {
     start.elapsed()
 }
 
-/// Starts a headless maestro, appends a self-correction to one task's log at once, and
-/// times the anomaly's arrival on stdout from the start.
-fn time_to_live(root: &Path, files: &[PathBuf], n: usize) -> Duration {
+/// Starts a headless maestro, appends a self-correction to `file` at once, and times
+/// the anomaly's arrival on stdout from the start.
+fn time_to_live(root: &Path, file: &Path, n: usize) -> Duration {
     let marker = format!("scale-marker-{n}");
     let mut cmd = support::quiet_headless();
     cmd.arg("--project").arg(root);
@@ -129,7 +139,7 @@ fn time_to_live(root: &Path, files: &[PathBuf], n: usize) -> Duration {
     let (mut child, lines) = support::spawn_stamped(cmd);
     std::fs::OpenOptions::new()
         .append(true)
-        .open(&files[files.len() / 2])
+        .open(file)
         .unwrap()
         .write_all(format!("step 1 self-correction: {marker}\n").as_bytes())
         .unwrap();

@@ -23,6 +23,8 @@ const CHUNK: usize = 1 << 20;
 pub const TAIL_LINES: usize = 256;
 /// How far back from the end the tail's start is looked for.
 const TAIL_SEARCH: u64 = 1 << 20;
+/// Bytes read at a time, going back from the end, to find the tail's start.
+const TAIL_BLOCK: u64 = 64 * 1024;
 /// A history shorter than this is read whole: skimming it would save nothing.
 pub const SKIM_OVER: u64 = 256 * 1024;
 /// Lines per `Lines` piece.
@@ -49,36 +51,51 @@ pub fn matters(kind: LogKind, line: &str) -> bool {
 /// [`TAIL_SEARCH`] bytes back from `end` and never before `start` (a line start).
 /// Bytes after the last newline are an unfinished line, left to the caller.
 pub fn tail_start(file: &File, start: u64, end: u64) -> io::Result<u64> {
-    let from = end.saturating_sub(TAIL_SEARCH).max(start);
-    let len = usize::try_from(end - from).unwrap_or(usize::MAX);
-    let mut buf = vec![0; len];
-    file.read_exact_at(&mut buf, from)?;
+    let limit = end.saturating_sub(TAIL_SEARCH).max(start);
+    let mut buf = vec![0; usize::try_from(TAIL_BLOCK).unwrap_or(1 << 16)];
     // The last newline ends the last complete line; the one TAIL_LINES before it
-    // ends the line just before the tail.
-    let mut newlines = memchr::memrchr_iter(b'\n', &buf);
-    match newlines.nth(TAIL_LINES) {
-        Some(i) => Ok(from + i as u64 + 1),
-        // Fewer lines than that in the window: the tail is all of it when the window
-        // reaches back to `start`, else it begins after the window's first newline.
-        None if from == start => Ok(start),
-        None => Ok(memchr::memchr(b'\n', &buf).map_or(start, |i| from + i as u64 + 1)),
+    // ends the line just before the tail. Blocks are read going back until it is seen.
+    let mut seen = 0;
+    let mut block_end = end;
+    let mut earliest = None;
+    while block_end > limit {
+        let from = block_end.saturating_sub(TAIL_BLOCK).max(limit);
+        let chunk = &mut buf[..usize::try_from(block_end - from).unwrap_or(0)];
+        file.read_exact_at(chunk, from)?;
+        for i in memchr::memrchr_iter(b'\n', chunk) {
+            if seen == TAIL_LINES {
+                return Ok(from + i as u64 + 1);
+            }
+            seen += 1;
+            earliest = Some(from + i as u64 + 1);
+        }
+        block_end = from;
     }
+    // Fewer lines than that in the window: the tail is all of it when the window
+    // reaches back to `start`, else it begins after the window's first newline.
+    Ok(if limit == start {
+        start
+    } else {
+        earliest.unwrap_or(start)
+    })
 }
 
 /// Skims `[start, stop)` of `file`, both line starts, handing `out` the pieces in
 /// order. Lines are cut at `max_line` as the line assembler cuts them.
 pub fn skim(
     file: &File,
-    start: u64,
-    stop: u64,
+    (start, stop): (u64, u64),
     kind: LogKind,
     max_line: usize,
+    buf: &mut Vec<u8>,
     out: &mut impl FnMut(Piece),
 ) -> io::Result<()> {
     let finder = Needles::new(kind);
     let mut assembler = LineAssembler::new(max_line);
     let mut pieces = Pieces::default();
-    let mut buf = vec![0; CHUNK];
+    if buf.len() < CHUNK {
+        buf.resize(CHUNK, 0);
+    }
     let mut pos = start;
     while pos < stop {
         let want = usize::try_from(stop - pos).unwrap_or(CHUNK).min(CHUNK);
@@ -247,9 +264,16 @@ mod tests {
     fn skimmed(text: &str, kind: LogKind) -> Vec<Piece> {
         let (_keep, file) = file_of(text);
         let mut out = Vec::new();
-        skim(&file, 0, text.len() as u64, kind, 4096, &mut |p| {
-            out.push(p);
-        })
+        skim(
+            &file,
+            (0, text.len() as u64),
+            kind,
+            4096,
+            &mut Vec::new(),
+            &mut |p| {
+                out.push(p);
+            },
+        )
         .expect("skim");
         out
     }

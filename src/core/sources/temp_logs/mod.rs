@@ -23,6 +23,8 @@ use crate::core::sources::history;
 use crate::core::sources::kernel_watch::{self, KernelWatch};
 use crate::core::sources::lines::LineAssembler;
 
+mod start;
+
 const SOURCE: &str = "temp logs";
 const READ_CHUNK: usize = 64 * 1024;
 /// Lines per event: a large burst goes out in pieces, so the queue to the hub (which
@@ -68,6 +70,17 @@ struct Tail {
     last_bytes: Vec<u8>,
 }
 
+/// Files read at start between two looks at what the kernel says changed.
+const FILES_BETWEEN_LOOKS: usize = 16;
+
+/// How the first look at the folder ended.
+enum FirstScan {
+    Done,
+    /// Something changed that only a look at everything settles.
+    Rescan,
+    Stop,
+}
+
 /// How often a missing `temp/` is looked for, besides the kernel's events.
 const MISSING_RECHECK: Duration = Duration::from_millis(500);
 
@@ -93,6 +106,8 @@ struct TempLogs {
     said_too_many: bool,
     events: mpsc::Sender<CoreEvent>,
     buf: Vec<u8>,
+    /// The skim's buffer, kept from one file to the next.
+    scratch: Vec<u8>,
 }
 
 /// Starts following `settings.dir`. What the files hold already is sent first, marked
@@ -119,6 +134,7 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
                 said_too_many: false,
                 events,
                 buf: vec![0; READ_CHUNK],
+                scratch: Vec::new(),
             };
             logs.run(&stop_read);
         })
@@ -149,7 +165,11 @@ impl TempLogs {
         if followed.is_none() {
             self.folder_missing(true);
         }
-        self.scan(true);
+        match self.first_scan(kernel.as_mut(), stop) {
+            FirstScan::Stop => return,
+            FirstScan::Rescan => self.scan(),
+            FirstScan::Done => {}
+        }
         loop {
             // While temp/ is missing, also look every half second: a folder behind a
             // symlink (temp/ -> /tmp/…) can come back without an event here.
@@ -175,7 +195,7 @@ impl TempLogs {
                         {
                             polling = true;
                         }
-                        self.scan(false);
+                        self.scan();
                         self.send(CoreEvent::LogFolder(FolderStatus::Watching(format!(
                             "{} is there{}: following {} task logs",
                             dir.display(),
@@ -190,7 +210,7 @@ impl TempLogs {
                     followed = now;
                     continue;
                 }
-                self.scan(false);
+                self.scan();
             } else {
                 for name in woken.names {
                     self.sync(&name, false);
@@ -229,8 +249,41 @@ impl TempLogs {
         self.skipped.clear();
     }
 
-    /// Reads every log file in the folder, and notices the ones that went away.
-    fn scan(&mut self, initial: bool) {
+    /// The first look at the folder: every log read (a large history skimmed), and
+    /// every few files what the kernel says changed in the logs read so far is read at
+    /// once, so a line appended to one of them is not held up behind the others'
+    /// histories. A log later in the order is read with its appends when its turn comes.
+    fn first_scan(&mut self, mut kernel: Option<&mut KernelWatch>, stop: &OwnedFd) -> FirstScan {
+        let names = self.names();
+        let mut rescan = false;
+        for (i, name) in names.iter().enumerate() {
+            self.sync(name, true);
+            if (i + 1) % FILES_BETWEEN_LOOKS != 0 {
+                continue;
+            }
+            let woken = kernel_watch::wait(kernel.as_deref_mut(), stop, Some(Duration::ZERO));
+            if woken.stop {
+                return FirstScan::Stop;
+            }
+            rescan |= woken.rescan;
+            for changed in woken.names {
+                if self.tails.contains_key(&changed) {
+                    self.sync(&changed, false);
+                } else if !names.contains(&changed) {
+                    // A log that was not there: the look after this one finds it.
+                    rescan = true;
+                }
+            }
+        }
+        if rescan {
+            FirstScan::Rescan
+        } else {
+            FirstScan::Done
+        }
+    }
+
+    /// The log files in the folder, and those followed that may have gone.
+    fn names(&self) -> BTreeSet<String> {
         let mut names: BTreeSet<String> = std::fs::read_dir(&self.settings.dir)
             .map(|entries| {
                 entries
@@ -241,8 +294,13 @@ impl TempLogs {
             })
             .unwrap_or_default();
         names.extend(self.tails.keys().cloned());
-        for name in names {
-            self.sync(&name, initial);
+        names
+    }
+
+    /// Reads every log file in the folder, and notices the ones that went away.
+    fn scan(&mut self) {
+        for name in self.names() {
+            self.sync(&name, false);
         }
     }
 
@@ -325,35 +383,34 @@ impl TempLogs {
         // A large log seen for the first time (or started over) is read from its last
         // part, beginning at the first whole line there.
         let mut skip_partial = false;
-        if tail.offset == 0 && meta.len() > HISTORY_KEPT {
+        let fresh = tail.offset == 0;
+        if fresh && meta.len() > HISTORY_KEPT {
             tail.offset = meta.len() - HISTORY_KEPT;
             skip_partial = true;
-            let note = format!(
-                "{} holds {:.1} MB: only its last {} MiB were read (anomalies before that are not reported)",
-                path.display(),
-                meta.len() as f64 / 1e6,
-                HISTORY_KEPT / (1024 * 1024)
-            );
-            send_to(
-                &self.events,
-                CoreEvent::LogFolder(FolderStatus::Watching(note)),
-            );
+            send_to(&self.events, start::history_note(&path, meta.len()));
         }
         let mut sent_lines = false;
         let mut read_error = None;
         // What a file holds at start is skimmed: only the lines the Sentinel judges,
         // and its last lines, which the loop below reads whole.
-        if initial && self.settings.skim_history && meta.len() - tail.offset > history::SKIM_OVER {
+        if fresh
+            && initial
+            && self.settings.skim_history
+            && meta.len() - tail.offset > history::SKIM_OVER
+        {
             let events = &self.events;
-            match skim_history(
+            match start::skim_history(
                 &file,
                 tail,
-                meta.len(),
-                skip_partial,
+                (meta.len(), skip_partial),
                 kind,
                 max_line,
+                &mut self.scratch,
                 &mut |piece| {
-                    send_to(events, piece_event(&task, kind, piece, initial_mtime));
+                    send_to(
+                        events,
+                        start::piece_event(&task, kind, piece, initial_mtime),
+                    );
                 },
             ) {
                 Ok(Some(sent)) => {
@@ -437,63 +494,6 @@ impl TempLogs {
             task: task.cloned(),
             detail,
         });
-    }
-}
-
-/// Skims `[tail.offset, size)` up to its last lines ([`history`]) and moves the tail's
-/// offset there: whether anything was sent, or `None` when no line starts in the part
-/// read first (the loop reads it as before).
-fn skim_history(
-    file: &File,
-    tail: &mut Tail,
-    size: u64,
-    skip_partial: bool,
-    kind: LogKind,
-    max_line: usize,
-    out: &mut impl FnMut(history::Piece),
-) -> std::io::Result<Option<bool>> {
-    let mut start = tail.offset;
-    if skip_partial {
-        // A history read from its last part begins at the first whole line there.
-        let mut probe = vec![0; READ_CHUNK];
-        let n = file.read_at(&mut probe, start)?;
-        match memchr::memchr(b'\n', &probe[..n]) {
-            Some(i) => start += i as u64 + 1,
-            None => return Ok(None),
-        }
-    }
-    let stop = history::tail_start(file, start, size)?;
-    let mut sent = false;
-    history::skim(file, start, stop, kind, max_line, &mut |piece| {
-        sent = true;
-        out(piece);
-    })?;
-    tail.offset = stop;
-    let back = stop.min(FINGERPRINT as u64);
-    let mut last = vec![0; usize::try_from(back).unwrap_or(FINGERPRINT)];
-    file.read_exact_at(&mut last, stop - back)?;
-    tail.last_bytes = last;
-    Ok(Some(sent))
-}
-
-fn piece_event(
-    task: &TaskId,
-    kind: LogKind,
-    piece: history::Piece,
-    initial_mtime: Option<std::time::SystemTime>,
-) -> CoreEvent {
-    match piece {
-        history::Piece::Skipped(lines) => CoreEvent::LogSkipped {
-            task: task.clone(),
-            kind,
-            lines,
-        },
-        history::Piece::Lines(lines) => CoreEvent::LogLines {
-            task: task.clone(),
-            kind,
-            lines,
-            initial_mtime,
-        },
     }
 }
 
