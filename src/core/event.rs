@@ -47,6 +47,25 @@ pub struct MessageRow {
     pub timestamp: Option<String>,
 }
 
+/// A part of a log's history read at start: lines that hold nothing the Sentinel
+/// judges, counted, or consecutive lines that may.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HistoryPiece {
+    Skipped(u64),
+    Lines(Vec<String>),
+}
+
+impl HistoryPiece {
+    /// Lines this piece stands for.
+    pub fn count(&self) -> u64 {
+        match self {
+            Self::Skipped(n) => *n,
+            Self::Lines(lines) => lines.len() as u64,
+        }
+    }
+}
+
 /// Everything that can happen, sent by the sources into the hub.
 #[derive(Debug)]
 pub enum CoreEvent {
@@ -60,12 +79,14 @@ pub enum CoreEvent {
     },
     /// A log file was truncated, replaced or removed.
     LogReset { task: TaskId, kind: LogKind },
-    /// This many lines of a log, read at start, that hold nothing the Sentinel judges:
-    /// counted, not sent (`sources::history`). Positions count on past them.
-    LogSkipped {
+    /// What a log held at start, skimmed (`sources::history`): the lines the Sentinel
+    /// judges, in order, and counts of the others between them. Positions count on
+    /// past the counted lines; `initial_mtime` as for [`CoreEvent::LogLines`].
+    LogHistory {
         task: TaskId,
         kind: LogKind,
-        lines: u64,
+        pieces: Vec<HistoryPiece>,
+        initial_mtime: Option<SystemTime>,
     },
     /// The whole `orchestration_tasks` table after a change.
     Tasks(Vec<TaskRow>),

@@ -118,7 +118,7 @@ impl Caps {
         use crate::core::event_log::input::Input;
         use crate::core::sessions::figures::SessionReport;
         let (tasks, session): (Vec<&str>, Option<&str>) = match input {
-            Input::Lines { task, .. } | Input::Reset { task, .. } | Input::Skipped { task, .. } => {
+            Input::Lines { task, .. } | Input::Reset { task, .. } | Input::History { task, .. } => {
                 (vec![task.as_str()], None)
             }
             Input::Tasks { set, .. } => (set.iter().map(|r| r.task_id.as_str()).collect(), None),
@@ -180,10 +180,11 @@ mod tests {
         assert!(said.is_some_and(|t| t.contains("more than 10000 tasks")));
         assert_eq!(caps.admit(&lines(MAX_TASKS + 1)), Err(None));
         // Counted lines name a task too.
-        let skipped = Input::Skipped {
+        let skipped = Input::History {
             task: format!("task-{:06}", MAX_TASKS + 2),
             kind: "status".into(),
-            lines: 5,
+            pieces: vec![crate::core::event::HistoryPiece::Skipped(5)],
+            mtime: None,
         };
         assert_eq!(caps.admit(&skipped), Err(None));
         assert_eq!(caps.tasks.len(), MAX_TASKS);

@@ -77,9 +77,9 @@ impl CatchUp {
                 self.files.remove(&(task.clone(), kind));
                 vec![CoreEvent::LogReset { task, kind }]
             }
-            // `serve` reads every line (its sources do not skim); a skip from elsewhere
-            // is passed on as it came.
-            skipped @ CoreEvent::LogSkipped { .. } => vec![skipped],
+            // `serve` reads every line (its sources do not skim); a history from
+            // elsewhere is passed on as it came.
+            history @ CoreEvent::LogHistory { .. } => vec![history],
             CoreEvent::Messages(rows) => {
                 let last = self.last_message;
                 let new: Vec<_> = rows

@@ -72,11 +72,13 @@ pub enum Input {
         task: String,
         kind: String,
     },
-    /// Lines of a history skimmed at start: counted, not kept.
-    Skipped {
+    /// A history skimmed at start: the lines judged, and counts of the others.
+    History {
         task: String,
         kind: String,
-        lines: u64,
+        pieces: Vec<crate::core::event::HistoryPiece>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mtime: Option<String>,
     },
     /// Rows that changed or are new, and ids of rows that are gone.
     Tasks {
@@ -256,10 +258,16 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
         },
-        CoreEvent::LogSkipped { task, kind, lines } => Input::Skipped {
+        CoreEvent::LogHistory {
+            task,
+            kind,
+            pieces,
+            initial_mtime,
+        } => Input::History {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
-            lines: *lines,
+            pieces: pieces.clone(),
+            mtime: initial_mtime.map(|m| stamp(OffsetDateTime::from(m))),
         },
         CoreEvent::Tasks(rows) => return table.diff(rows),
         CoreEvent::Messages(rows) => Input::Messages { rows: rows.clone() },
@@ -341,10 +349,19 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
         },
-        Input::Skipped { task, kind, lines } => CoreEvent::LogSkipped {
+        Input::History {
+            task,
+            kind,
+            pieces,
+            mtime,
+        } => CoreEvent::LogHistory {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
-            lines: *lines,
+            pieces: pieces.clone(),
+            initial_mtime: mtime
+                .as_deref()
+                .and_then(read_stamp)
+                .map(std::time::SystemTime::from),
         },
         Input::Tasks { set, gone } => CoreEvent::Tasks(table.apply(set, gone)),
         Input::Messages { rows } => CoreEvent::Messages(rows.clone()),

@@ -7,7 +7,7 @@ use tokio::time::Instant;
 
 use super::Hub;
 use crate::core::domain::{LogKind, TaskId};
-use crate::core::event::What;
+use crate::core::event::{HistoryPiece, What};
 use crate::core::snapshot::CTX_HISTORY;
 
 impl Hub {
@@ -18,8 +18,69 @@ impl Hub {
         lines: Vec<String>,
         initial_mtime: Option<std::time::SystemTime>,
     ) {
-        if !self.settings.with_database && !self.sentinel.is_active(&task) {
-            self.sentinel.set_active(&task, true);
+        let found = self.judge(&task, kind, &lines, initial_mtime).await;
+        if self.settings.forward_logs && !lines.is_empty() {
+            let lines: Arc<[String]> = lines.into();
+            self.emit(What::Log {
+                task,
+                kind,
+                skipped: 0,
+                lines,
+                reset: false,
+            })
+            .await;
+        }
+        for anomaly in found {
+            self.report(anomaly).await;
+        }
+    }
+
+    /// A history skimmed at start: its pieces judged in order; the dashboard is told
+    /// how many lines it stood for (it reads them back from the file when asked).
+    pub(super) async fn on_history(
+        &mut self,
+        task: TaskId,
+        kind: LogKind,
+        pieces: Vec<HistoryPiece>,
+        initial_mtime: Option<std::time::SystemTime>,
+    ) {
+        let mut found = Vec::new();
+        let mut counted = 0;
+        for piece in pieces {
+            counted += piece.count();
+            match piece {
+                HistoryPiece::Skipped(n) => self.sentinel.skip(&task, kind, n),
+                HistoryPiece::Lines(lines) => {
+                    found.extend(self.judge(&task, kind, &lines, initial_mtime).await);
+                }
+            }
+        }
+        if self.settings.forward_logs && counted > 0 {
+            self.emit(What::Log {
+                task,
+                kind,
+                skipped: counted,
+                lines: Arc::new([]),
+                reset: false,
+            })
+            .await;
+        }
+        for anomaly in found {
+            self.report(anomaly).await;
+        }
+    }
+
+    /// Lines of one log through the Sentinel, the context history and the forecasts:
+    /// the anomalies they raise, not reported yet.
+    async fn judge(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        lines: &[String],
+        initial_mtime: Option<std::time::SystemTime>,
+    ) -> Vec<crate::core::domain::Anomaly> {
+        if !self.settings.with_database && !self.sentinel.is_active(task) {
+            self.sentinel.set_active(task, true);
             self.view_changed(task.as_str());
             // Without a database, a task is known by its files: its session is looked
             // for from now on.
@@ -45,31 +106,17 @@ impl Hub {
                 let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
                 // Once the task's session is known, its forecast follows the transcript.
                 if !self.sessions.knows(task.as_str()) {
-                    self.forecasts.on_values(&task, seen, &values);
+                    self.forecasts.on_values(task, seen, &values);
                 }
                 self.view_changed(task.as_str());
                 self.warn_forecasts().await;
             }
         }
-        let found = if lines.is_empty() {
-            self.sentinel.on_file_seen(&task, kind, arrived_at);
+        if lines.is_empty() {
+            self.sentinel.on_file_seen(task, kind, arrived_at);
             Vec::new()
         } else {
-            self.sentinel.on_lines(&task, kind, &lines, arrived_at)
-        };
-        if self.settings.forward_logs && !lines.is_empty() {
-            let lines: Arc<[String]> = lines.into();
-            self.emit(What::Log {
-                task,
-                kind,
-                skipped: 0,
-                lines,
-                reset: false,
-            })
-            .await;
-        }
-        for anomaly in found {
-            self.report(anomaly).await;
+            self.sentinel.on_lines(task, kind, lines, arrived_at)
         }
     }
     /// Withdraws the forecasts whose trend is too old to speak for.

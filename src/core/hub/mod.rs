@@ -316,19 +316,12 @@ impl Hub {
                 })
                 .await;
             }
-            CoreEvent::LogSkipped { task, kind, lines } => {
-                self.sentinel.skip(&task, kind, lines);
-                if self.settings.forward_logs {
-                    self.emit(What::Log {
-                        task,
-                        kind,
-                        skipped: lines,
-                        lines: Arc::new([]),
-                        reset: false,
-                    })
-                    .await;
-                }
-            }
+            CoreEvent::LogHistory {
+                task,
+                kind,
+                pieces,
+                initial_mtime,
+            } => self.on_history(task, kind, pieces, initial_mtime).await,
             CoreEvent::Tasks(rows) => {
                 self.on_tasks(rows).await;
                 self.send_task_facts();

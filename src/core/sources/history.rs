@@ -30,14 +30,8 @@ pub const SKIM_OVER: u64 = 256 * 1024;
 /// Lines per `Lines` piece.
 const LINES_PER_PIECE: usize = 1024;
 
-/// What a skim hands on, in file order.
-#[derive(Debug, PartialEq, Eq)]
-pub enum Piece {
-    /// This many lines that hold no needle.
-    Skipped(u64),
-    /// Consecutive lines that hold one.
-    Lines(Vec<String>),
-}
+/// What a skim hands on, in file order: counted lines, and the lines that matter.
+pub use crate::core::event::HistoryPiece as Piece;
 
 /// Whether the Sentinel could find anything in this line of a `kind` log.
 pub fn matters(kind: LogKind, line: &str) -> bool {

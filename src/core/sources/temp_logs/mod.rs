@@ -406,10 +406,10 @@ impl TempLogs {
                 kind,
                 max_line,
                 &mut self.scratch,
-                &mut |piece| {
+                &mut |pieces| {
                     send_to(
                         events,
-                        start::piece_event(&task, kind, piece, initial_mtime),
+                        start::history_event(&task, kind, pieces, initial_mtime),
                     );
                 },
             ) {

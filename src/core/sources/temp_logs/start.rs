@@ -31,7 +31,7 @@ pub(super) fn skim_history(
     kind: LogKind,
     max_line: usize,
     scratch: &mut Vec<u8>,
-    out: &mut impl FnMut(history::Piece),
+    out: &mut impl FnMut(Vec<history::Piece>),
 ) -> std::io::Result<Option<bool>> {
     let mut start = tail.offset;
     if skip_partial {
@@ -45,10 +45,25 @@ pub(super) fn skim_history(
     }
     let stop = history::tail_start(file, start, size)?;
     let mut sent = false;
+    // Pieces go out a batch at a time: one event for a typical history, not one per
+    // line judged (the hub and the recorder pay per event).
+    let mut batch = Vec::new();
+    let mut lines = 0;
     history::skim(file, (start, stop), kind, max_line, scratch, &mut |piece| {
-        sent = true;
-        out(piece);
+        if let history::Piece::Lines(l) = &piece {
+            lines += l.len();
+        }
+        batch.push(piece);
+        if lines >= BATCH_LINES {
+            sent = true;
+            lines = 0;
+            out(std::mem::take(&mut batch));
+        }
     })?;
+    if !batch.is_empty() {
+        sent = true;
+        out(batch);
+    }
     tail.offset = stop;
     let back = stop.min(FINGERPRINT as u64);
     let mut last = vec![0; usize::try_from(back).unwrap_or(FINGERPRINT)];
@@ -57,23 +72,20 @@ pub(super) fn skim_history(
     Ok(Some(sent))
 }
 
-pub(super) fn piece_event(
+/// Lines judged per history event, at most (a little over).
+const BATCH_LINES: usize = 1024;
+
+/// One batch of a history, as the hub takes it.
+pub(super) fn history_event(
     task: &TaskId,
     kind: LogKind,
-    piece: history::Piece,
+    pieces: Vec<history::Piece>,
     initial_mtime: Option<std::time::SystemTime>,
 ) -> CoreEvent {
-    match piece {
-        history::Piece::Skipped(lines) => CoreEvent::LogSkipped {
-            task: task.clone(),
-            kind,
-            lines,
-        },
-        history::Piece::Lines(lines) => CoreEvent::LogLines {
-            task: task.clone(),
-            kind,
-            lines,
-            initial_mtime,
-        },
+    CoreEvent::LogHistory {
+        task: task.clone(),
+        kind,
+        pieces,
+        initial_mtime,
     }
 }
