@@ -2,10 +2,11 @@
 //! status log each (1 GB): the time from start until a line appended at start is
 //! reported, beside `grep -c` over the same files in the same run; the dashboard's peak
 //! RSS on that project, a real process in a pty (`script`); and the peak RSS of a
-//! headless maestro fed for 20 s by a hostile host that names a new task in every
-//! frame, through a real sshd (skipped, saying why, without one). Beside them, the Log
+//! headless maestro fed for 20 s by a hostile host that names a new task and a new
+//! session in every pair of frames, through a real sshd (skipped, saying why, without one). Beside them, the Log
 //! pane's index of one 1 GB log: built once, then a page of lines read by number.
-//! Run with `cargo bench --bench scale` (`MAESTRO_BENCH_QUICK=1`: 100 tasks).
+//! Run with `cargo bench --bench scale` (`MAESTRO_BENCH_QUICK=1`: 100 tasks;
+//! `MAESTRO_BENCH_SOAK=600`: then the dashboard under 1,000 lines/s for 10 minutes).
 #![allow(clippy::unwrap_used)]
 
 #[path = "../tests/integration/remote/sshd.rs"]
@@ -59,6 +60,12 @@ fn main() {
     );
     index_of_a_large_log(root, &files[0], if quick { 100 } else { 1_000 });
     hostile_host();
+    if let Some(seconds) = std::env::var("MAESTRO_BENCH_SOAK")
+        .ok()
+        .and_then(|s| s.parse().ok())
+    {
+        soak(seconds);
+    }
 }
 
 /// One log of `copies` MB: how long its line index takes to build (read once) and a
@@ -154,15 +161,14 @@ fn time_to_live(root: &Path, file: &Path, n: usize) -> Duration {
     took
 }
 
-/// The dashboard on the project in a pty (200x50): its peak RSS once it has read
-/// everything and gone quiet, how long that took, and the CPU it spent.
-fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
+/// The dashboard on `root` in a pty (200x50), run by `script`: the `script` process
+/// (whose end follows the dashboard's) and the dashboard's PID.
+fn start_dashboard(root: &Path) -> (std::process::Child, u32) {
     let command = format!(
         "stty rows 50 cols 200; exec {} --project {} --stall-after 1h --task-stale-after 1h --conductor-stale-after 1h",
         support::exe(),
         root.display()
     );
-    let start = Instant::now();
     let mut script = Command::new("script")
         .args(["-qfec", &command, "/dev/null"])
         .stdin(Stdio::piped())
@@ -176,6 +182,22 @@ fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
         while screen.read(&mut buf).is_ok_and(|n| n > 0) {}
     });
     let pid = find_dashboard(root, Duration::from_secs(20)).expect("the dashboard's process");
+    (script, pid)
+}
+
+fn stop_dashboard(mut script: std::process::Child, pid: u32) {
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
+        nix::sys::signal::Signal::SIGTERM,
+    );
+    let _ = script.wait();
+}
+
+/// The dashboard on the project: its peak RSS once it has read everything and gone
+/// quiet, how long that took, and the CPU it spent.
+fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
+    let start = Instant::now();
+    let (script, pid) = start_dashboard(root);
     // Settled: two half-seconds in a row with under 5 % of a core.
     let hz = support::clock_ticks();
     let mut quiet = 0;
@@ -192,12 +214,57 @@ fn dashboard_peak(root: &Path) -> (f64, Duration, f64) {
     };
     let peak = support::vm_kb(pid, "VmHWM:") as f64 / 1000.0;
     let cpu = support::cpu_ticks(pid) as f64 / hz;
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(i32::try_from(pid).unwrap()),
-        nix::sys::signal::Signal::SIGTERM,
-    );
-    let _ = script.wait();
+    stop_dashboard(script, pid);
     (peak, settled, cpu)
+}
+
+/// With `MAESTRO_BENCH_SOAK=SECONDS`: the dashboard on 10 working tasks while 1,000
+/// status lines a second are appended among them, its RSS every 30 s: it must level
+/// off, not grow with the lines.
+fn soak(seconds: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    support::project_with_tasks(root, 10);
+    let (script, pid) = start_dashboard(root);
+    let mut logs: Vec<std::fs::File> = (1..=10)
+        .map(|i| {
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(root.join(format!("temp/task-{i:02}-status")))
+                .unwrap()
+        })
+        .collect();
+    let start = Instant::now();
+    let mut next = start;
+    let mut n: u64 = 0;
+    let mut samples = Vec::new();
+    while start.elapsed() < Duration::from_secs(seconds) {
+        // 100 lines every 100 ms, spread over the tasks.
+        for _ in 0..100 {
+            let log = &mut logs[usize::try_from(n % 10).unwrap()];
+            writeln!(
+                log,
+                "step {n} progress of some length to look like work [ctx: {}%]",
+                10 + (n / 5000) % 80
+            )
+            .unwrap();
+            n += 1;
+        }
+        next += Duration::from_millis(100);
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        if n.is_multiple_of(30_000) {
+            samples.push(format!(
+                "{}s {:.1} MB",
+                start.elapsed().as_secs(),
+                support::vm_kb(pid, "VmRSS:") as f64 / 1000.0
+            ));
+        }
+    }
+    println!(
+        "dashboard soak, 1,000 lines/s over 10 tasks for {seconds} s ({n} lines), RSS: {}",
+        samples.join(", ")
+    );
+    stop_dashboard(script, pid);
 }
 
 /// The maestro process (not `script`, not a shell) whose command line names `root`.
@@ -225,8 +292,8 @@ fn find_dashboard(root: &Path, within: Duration) -> Option<u32> {
     None
 }
 
-/// A host whose `[remote] maestro` says hello, then names a new task in every frame
-/// for 20 s: the local maestro's peak RSS, and what it said.
+/// A host whose `[remote] maestro` says hello, then names a new task and a new session
+/// in every pair of frames for 20 s: the local maestro's peak RSS, and what it said.
 fn hostile_host() {
     let Some(sshd) = sshd::Sshd::start("cargo bench --bench scale (hostile host)", support::exe())
     else {
@@ -236,7 +303,7 @@ fn hostile_host() {
     std::fs::write(
         &script,
         format!(
-            "#!/bin/sh\necho '{{\"frame\":\"hello\",\"protocol\":{},\"version\":\"{}\",\"project\":\"/p\",\"database\":true}}'\ni=0\nwhile true; do printf '{{\"frame\":\"input\",\"t\":\"2026-11-25T10:00:00.000Z\",\"ev\":\"lines\",\"task\":\"task-%06d\",\"kind\":\"status\",\"lines\":[\"step 1 started\"]}}\\n' $i; i=$((i+1)); done\n",
+            "#!/bin/sh\necho '{{\"frame\":\"hello\",\"protocol\":{},\"version\":\"{}\",\"project\":\"/p\",\"database\":true}}'\ni=0\nwhile true; do printf '{{\"frame\":\"input\",\"t\":\"2026-11-25T10:00:00.000Z\",\"ev\":\"lines\",\"task\":\"task-%06d\",\"kind\":\"status\",\"lines\":[\"step 1 started\"]}}\\n{{\"frame\":\"input\",\"t\":\"2026-11-25T10:00:00.000Z\",\"ev\":\"session\",\"report\":{{\"status\":\"lost\",\"task_id\":\"task-000001\",\"session_id\":\"s-%09d\",\"detail\":\"gone\"}}}}\\n' $i $i; i=$((i+1)); done\n",
             maestro::remote::wire::PROTOCOL,
             env!("CARGO_PKG_VERSION")
         ),
@@ -263,7 +330,7 @@ fn hostile_host() {
     let _ = child.kill();
     let _ = child.wait();
     println!(
-        "hostile host, a new task id in every frame for 20 s: peak RSS {peak:.1} MB (goal 300 MB: {}); the refusal said: {}",
+        "hostile host, a new task id and a new session id in every pair of frames for 20 s: peak RSS {peak:.1} MB (goal 300 MB: {}); the refusal said: {}",
         if peak <= 300.0 { "met" } else { "MISSED" },
         if refused { "yes" } else { "no" }
     );
