@@ -240,9 +240,9 @@ impl OlderLines {
         Ok(())
     }
 
-    /// The nearest position before `before` (or from `after` on, going forward, up to
-    /// what is held) whose file line `hit` accepts, read through the file a block at a
-    /// time. `None` when there is no file read back or no such line.
+    /// The position in `range` (before what is held) nearest its start going forward,
+    /// or its end going back, whose file line `hit` accepts, read through the file a
+    /// block at a time. `None` when there is no file read back or no such line.
     pub fn find(
         &self,
         task: &TaskId,
