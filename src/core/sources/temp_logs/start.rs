@@ -21,9 +21,11 @@ pub(super) fn history_note(path: &Path, len: u64) -> CoreEvent {
     )))
 }
 
-/// Skims `[tail.offset, size)` up to its last lines ([`history`]) and moves the tail's
-/// offset there (`skip_partial`: the history begins part-way into a line, passed over): whether anything was sent, or `None` when no line starts in the part
-/// read first (the loop reads it as before).
+/// Skims `[tail.offset, size)` up to its last lines ([`history`]), handing `out` the
+/// pieces a batch at a time, and moves the tail's offset there. `skip_partial`: the
+/// history begins part-way into a line, which is passed over. Returns whether anything
+/// was sent, or `None` when no line starts in the part read first (the follower reads
+/// it as before).
 pub(super) fn skim_history(
     file: &File,
     tail: &mut Tail,
