@@ -305,6 +305,14 @@ impl UiState {
             }
             None => self.note = Some(none.replace("no more", "no")),
         }
+        // Older lines not read yet are not "no match": say so instead.
+        if let (Some(done), Some(_)) = (self.older.indexing(), text_hit)
+            && (found.is_none() || wrapped)
+        {
+            self.note = Some(format!(
+                "the file's older lines are still being read ({done}%): search again in a moment"
+            ));
+        }
     }
 
     pub(crate) fn copy(&mut self) -> Vec<Effect> {
