@@ -48,6 +48,7 @@ impl UiState {
                     kind: a.kind,
                     detail: a.detail.clone(),
                     line,
+                    source: a.line.clone(),
                     unread: !replayed,
                 });
                 // Keep the operator's selection on the same entry.

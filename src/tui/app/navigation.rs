@@ -145,7 +145,7 @@ impl UiState {
                     return;
                 };
                 a.unread = false;
-                let (task, line) = (a.task.clone(), a.line);
+                let (task, line, source) = (a.task.clone(), a.line, a.source.clone());
                 // A filter that hides the anomaly's task is dropped: the table shows
                 // the task the Log jumps to, selected.
                 if self.task_filter.is_some()
@@ -164,7 +164,7 @@ impl UiState {
                 {
                     self.selected_task = i;
                 }
-                self.log_task = Some(task);
+                self.show_task(Some(task));
                 self.log_view = LogView::Merged;
                 self.focus = Pane::Log;
                 match line {
@@ -175,8 +175,10 @@ impl UiState {
                         self.keep_cursor_visible();
                     }
                     _ => {
-                        self.follow();
-                        self.note = Some("that line is no longer in the scrollback".into());
+                        if !source.is_some_and(|s| self.open_in_file(&s)) {
+                            self.follow();
+                            self.note = Some("that line is no longer in the scrollback".into());
+                        }
                     }
                 }
             }
@@ -191,6 +193,39 @@ impl UiState {
             }
             Pane::Log | Pane::Watchdog => {}
         }
+    }
+
+    /// Shows a line the merged view no longer holds in its own log's view, read back
+    /// from the file (a history skimmed at start, or lines scrolled out): whether it is
+    /// there, or being read.
+    fn open_in_file(&mut self, line: &crate::core::domain::SourceLine) -> bool {
+        if !self.older.reads_back() {
+            return false;
+        }
+        self.log_view = match line.kind {
+            crate::core::domain::LogKind::Status => LogView::Status,
+            crate::core::domain::LogKind::Deviations => LogView::Deviations,
+        };
+        self.unfollow();
+        let h = u64::from(self.log_height.max(1));
+        self.load_rows(line.index, line.index + h);
+        if self.reading_back() {
+            // The cursor goes there once the file is read.
+            return true;
+        }
+        let found = self
+            .current_rows()
+            .and_then(|r| r.get(line.index).map(|e| e.text == line.text))
+            .unwrap_or(false);
+        if found {
+            self.log_pos.cursor = line.index;
+            self.log_pos.top = line.index.saturating_sub(h / 2);
+            self.keep_cursor_visible();
+            self.load_rows(self.log_pos.top, self.log_pos.top + h);
+        } else {
+            self.log_view = LogView::Merged;
+        }
+        found
     }
 
     pub(crate) fn follow(&mut self) {

@@ -161,6 +161,9 @@ pub struct AnomalyEntry {
     pub detail: String,
     /// The caused line's absolute position in the task's merged view.
     pub line: Option<u64>,
+    /// The caused line as the Sentinel named it (its log, position there and text):
+    /// found in the file when the merged view no longer holds it.
+    pub source: Option<crate::core::domain::SourceLine>,
     pub unread: bool,
 }
 

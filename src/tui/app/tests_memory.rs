@@ -199,3 +199,60 @@ fn a_large_file_is_read_back_over_several_frames() {
     ui.prepare_rows();
     assert!(!ui.reading_back());
 }
+
+/// An anomaly on a line of a skimmed history: Enter shows it in its log's view, read
+/// back from the file, where the merged view holds it no more.
+#[test]
+fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = (0..5_000).fold(String::new(), |mut s, i| {
+        s.push_str(&format!("line {i}\n"));
+        s
+    });
+    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
+    let (mut ui, s) = ready(0);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    let tail: Vec<String> = (4_744..5_000).map(|i| format!("line {i}")).collect();
+    ui.ingest(&Happening {
+        told: None,
+        at: OffsetDateTime::UNIX_EPOCH,
+        what: What::Log {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            skipped: 4_744,
+            lines: Arc::from(tail),
+            reset: false,
+        },
+    });
+    super::tests::anomaly(
+        &mut ui,
+        "task-01",
+        crate::core::domain::AnomalyKind::SelfCorrection,
+        (LogKind::Status, 1_234, "line 1234"),
+    );
+    ui.update(crate::tui::action::Action::FocusAnomalies, &s);
+    ui.update(crate::tui::action::Action::Open, &s);
+    assert_eq!(ui.log_view, LogView::Status);
+    assert_eq!(ui.log_pos.cursor, 1_234);
+    ui.prepare_rows();
+    assert_eq!(
+        &*ui.current_rows().unwrap().get(1_234).unwrap().text,
+        "line 1234"
+    );
+    // A line the file does not hold there (rewritten since) is not claimed.
+    super::tests::anomaly(
+        &mut ui,
+        "task-01",
+        crate::core::domain::AnomalyKind::SelfCorrection,
+        (LogKind::Status, 99, "not what the file says"),
+    );
+    ui.update(crate::tui::action::Action::FocusAnomalies, &s);
+    ui.selected_anomaly = 0;
+    ui.update(crate::tui::action::Action::Open, &s);
+    assert_eq!(ui.log_view, LogView::Merged);
+    assert!(
+        ui.note.as_deref().unwrap_or_default().contains("no longer"),
+        "{:?}",
+        ui.note
+    );
+}
