@@ -305,19 +305,17 @@ fn entry(kind: LogKind, line: &str) -> LogEntry {
     }
 }
 
-/// Indexes the file and finds where the held lines stand in it: the held view's last
+/// Finds where the held lines stand in the file (indexed to its end by the caller,
+/// just before): the held view's last
 /// line is the file's last (or up to `LAG_TRIED` lines before it, when lines are still
 /// on their way), and the first line held must be the file's line there.
 fn line_up(
     task: &TaskId,
     kind: LogKind,
-    mut index: LineIndex,
+    index: LineIndex,
     held: &Scrollback,
 ) -> Result<FileRows, String> {
     let name = index.path().display().to_string();
-    index
-        .refresh()
-        .map_err(|e| format!("older lines of {task} cannot be read back from {name} ({e})"))?;
     let lines = i64::try_from(index.lines()).unwrap_or(i64::MAX);
     let end = i64::try_from(held.end()).unwrap_or(i64::MAX);
     let start = i64::try_from(held.start()).unwrap_or(i64::MAX);
