@@ -41,6 +41,16 @@ pub fn read_stamp(text: &str) -> Option<OffsetDateTime> {
     OffsetDateTime::parse(text, &Rfc3339).ok()
 }
 
+/// A file's mtime as the log writes it.
+fn mtime_stamp(mtime: std::time::SystemTime) -> String {
+    stamp(OffsetDateTime::from(mtime))
+}
+
+/// A file's mtime read back from the log.
+fn mtime_of(text: Option<&str>) -> Option<std::time::SystemTime> {
+    text.and_then(read_stamp).map(std::time::SystemTime::from)
+}
+
 /// RFC 3339 with nanoseconds (the event log's and replay's time form).
 pub fn stamp(at: OffsetDateTime) -> String {
     at.to_offset(time::UtcOffset::UTC)
@@ -252,7 +262,7 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
             lines: lines.clone(),
-            mtime: initial_mtime.map(|m| stamp(OffsetDateTime::from(m))),
+            mtime: initial_mtime.map(mtime_stamp),
         },
         CoreEvent::LogReset { task, kind } => Input::Reset {
             task: task.to_string(),
@@ -267,7 +277,7 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
             pieces: pieces.clone(),
-            mtime: initial_mtime.map(|m| stamp(OffsetDateTime::from(m))),
+            mtime: initial_mtime.map(mtime_stamp),
         },
         CoreEvent::Tasks(rows) => return table.diff(rows),
         CoreEvent::Messages(rows) => Input::Messages { rows: rows.clone() },
@@ -340,10 +350,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
             lines: lines.clone(),
-            initial_mtime: mtime
-                .as_deref()
-                .and_then(read_stamp)
-                .map(std::time::SystemTime::from),
+            initial_mtime: mtime_of(mtime.as_deref()),
         },
         Input::Reset { task, kind } => CoreEvent::LogReset {
             task: TaskId::parse(task)?,
@@ -358,10 +365,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
             pieces: pieces.clone(),
-            initial_mtime: mtime
-                .as_deref()
-                .and_then(read_stamp)
-                .map(std::time::SystemTime::from),
+            initial_mtime: mtime_of(mtime.as_deref()),
         },
         Input::Tasks { set, gone } => CoreEvent::Tasks(table.apply(set, gone)),
         Input::Messages { rows } => CoreEvent::Messages(rows.clone()),
