@@ -10,6 +10,7 @@ use super::tests::{log, ready};
 use super::*;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{Happening, What};
+use crate::core::snapshot::Snapshot;
 
 fn lines(n: usize, tag: &str) -> Vec<String> {
     (0..n).map(|i| format!("{tag} {i}")).collect()
@@ -19,6 +20,41 @@ fn many(ui: &mut UiState, task: &str, n: usize, tag: &str) {
     let text = lines(n, tag);
     let refs: Vec<&str> = text.iter().map(String::as_str).collect();
     log(ui, task, LogKind::Status, &refs);
+}
+
+/// What the log source sends of a skimmed history: `counted` lines, then `tail`.
+fn skimmed(ui: &mut UiState, counted: u64, tail: Vec<String>) {
+    ui.ingest(&Happening {
+        told: None,
+        at: OffsetDateTime::UNIX_EPOCH,
+        what: What::Log {
+            task: TaskId::parse("task-01").unwrap(),
+            kind: LogKind::Status,
+            skipped: counted,
+            lines: Arc::from(tail),
+            reset: false,
+        },
+    });
+}
+
+/// `task-01-status` in a fresh folder holding `n` lines made by `line`; the dashboard
+/// reads older lines back from that folder, and has taken in its skimmed history (all
+/// lines counted but the last 256).
+fn project_with_log(
+    n: usize,
+    line: impl Fn(usize) -> String,
+) -> (tempfile::TempDir, UiState, Snapshot) {
+    let dir = tempfile::tempdir().unwrap();
+    let text = (0..n).fold(String::new(), |mut s, i| {
+        s.push_str(&line(i));
+        s.push('\n');
+        s
+    });
+    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
+    let (mut ui, s) = ready(0);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    skimmed(&mut ui, (n - 256) as u64, (n - 256..n).map(&line).collect());
+    (dir, ui, s)
 }
 
 #[test]
@@ -53,17 +89,7 @@ fn a_task_not_shown_keeps_a_tail_and_the_shown_one_a_scrollback() {
 #[test]
 fn a_skimmed_history_moves_positions_on_without_its_lines() {
     let (mut ui, _s) = ready(3);
-    ui.ingest(&Happening {
-        told: None,
-        at: OffsetDateTime::UNIX_EPOCH,
-        what: What::Log {
-            task: TaskId::parse("task-01").unwrap(),
-            kind: LogKind::Status,
-            skipped: 1_000_000,
-            lines: Arc::from(vec!["the last line".to_owned()]),
-            reset: false,
-        },
-    });
+    skimmed(&mut ui, 1_000_000, vec!["the last line".to_owned()]);
     let status = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
     assert_eq!((status.start(), status.end()), (1_000_003, 1_000_004));
     assert_eq!(&*status.get(1_000_003).unwrap().text, "the last line");
@@ -75,27 +101,7 @@ fn a_skimmed_history_moves_positions_on_without_its_lines() {
 /// history is all there, by line, and a search goes through it.
 #[test]
 fn older_lines_are_read_back_from_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = (0..5_000).fold(String::new(), |mut s, i| {
-        s.push_str(&format!("line {i}\n"));
-        s
-    });
-    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
-    let (mut ui, s) = ready(0);
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
-    // What the source sends of a history: the lines counted, then the last 256.
-    let tail: Vec<String> = (4_744..5_000).map(|i| format!("line {i}")).collect();
-    ui.ingest(&Happening {
-        told: None,
-        at: OffsetDateTime::UNIX_EPOCH,
-        what: What::Log {
-            task: TaskId::parse("task-01").unwrap(),
-            kind: LogKind::Status,
-            skipped: 4_744,
-            lines: Arc::from(tail),
-            reset: false,
-        },
-    });
+    let (_dir, mut ui, s) = project_with_log(5_000, |i| format!("line {i}"));
     ui.log_view = LogView::Status;
     ui.update(crate::tui::action::Action::FocusLog, &s);
     ui.update(crate::tui::action::Action::Top, &s);
@@ -149,29 +155,11 @@ fn the_anomaly_count_stays_true_past_what_is_kept() {
 /// far; then the cursor is where it was sent.
 #[test]
 fn a_large_file_is_read_back_over_several_frames() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = (0..1_200_000).fold(String::new(), |mut s, i| {
-        s.push_str(&format!("entry {i:08} of a large log\n"));
-        s
-    });
-    assert!(text.len() > 32 << 20, "{}", text.len());
-    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
-    let (mut ui, s) = ready(0);
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
-    let tail: Vec<String> = (1_199_744..1_200_000)
-        .map(|i| format!("entry {i:08} of a large log"))
-        .collect();
-    ui.ingest(&Happening {
-        told: None,
-        at: OffsetDateTime::UNIX_EPOCH,
-        what: What::Log {
-            task: TaskId::parse("task-01").unwrap(),
-            kind: LogKind::Status,
-            skipped: 1_199_744,
-            lines: Arc::from(tail),
-            reset: false,
-        },
-    });
+    let (dir, mut ui, s) = project_with_log(1_200_000, |i| format!("entry {i:08} of a large log"));
+    let size = std::fs::metadata(dir.path().join("task-01-status"))
+        .unwrap()
+        .len();
+    assert!(size > 32 << 20, "{size}");
     ui.log_view = LogView::Status;
     ui.update(crate::tui::action::Action::FocusLog, &s);
     ui.update(crate::tui::action::Action::Top, &s);
@@ -204,26 +192,7 @@ fn a_large_file_is_read_back_over_several_frames() {
 /// back from the file, where the merged view holds it no more.
 #[test]
 fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let text = (0..5_000).fold(String::new(), |mut s, i| {
-        s.push_str(&format!("line {i}\n"));
-        s
-    });
-    std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
-    let (mut ui, s) = ready(0);
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
-    let tail: Vec<String> = (4_744..5_000).map(|i| format!("line {i}")).collect();
-    ui.ingest(&Happening {
-        told: None,
-        at: OffsetDateTime::UNIX_EPOCH,
-        what: What::Log {
-            task: TaskId::parse("task-01").unwrap(),
-            kind: LogKind::Status,
-            skipped: 4_744,
-            lines: Arc::from(tail),
-            reset: false,
-        },
-    });
+    let (_dir, mut ui, s) = project_with_log(5_000, |i| format!("line {i}"));
     super::tests::anomaly(
         &mut ui,
         "task-01",
