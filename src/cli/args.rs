@@ -156,6 +156,10 @@ pub struct HooksArgs {
     /// The user's Claude Code settings (every project) instead of the project's
     #[arg(long)]
     pub user: bool,
+    /// Also refuse an LLM poller's launch (Agent/Task), naming in its reason the maestro
+    /// command to run instead (docs/orchestration.md, "Switching the LLM pollers off")
+    #[arg(long)]
+    pub replace_pollers: bool,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -316,6 +320,19 @@ pub struct SouffleurArgs {
     /// The Conductor's arguments, as it passes them: PID:<pid> `SESSION_ID`:<id>
     #[arg(required = true, num_args = 1.., value_name = "PID:<pid> SESSION_ID:<id>")]
     pub invocation: Vec<String>,
+    /// Only the watcher layer, for a Souffleur session (its skill unchanged): keeps the
+    /// souffleur heartbeat fresh, exits printing the watcher's report
+    /// (`CONDUCTOR_DEAD:pid` …) and the task count; the session recovers
+    #[arg(long)]
+    pub watcher: bool,
+    /// With --watcher: no PID to watch (heartbeat and state only), as the skill's
+    /// heartbeat-only watcher; give SESSION_ID:<id> alone
+    #[arg(long, requires = "watcher")]
+    pub heartbeat_only: bool,
+    /// With --watcher: also exit with `SESSION_ID_FOUND:<id>` when task-00's session id
+    /// changes
+    #[arg(long, requires = "watcher")]
+    pub awaiting_session_id: bool,
 }
 
 #[derive(Debug, Subcommand)]

@@ -1,12 +1,13 @@
 //! `maestro hook` (run by Claude Code for each hook event) and `maestro hooks
 //! install | uninstall`.
 //!
-//! The hook command never gets in Claude Code's way: it prints nothing, decides
-//! nothing, reads stdin to its end (at most 1 MiB, for at most [`STDIN_WAIT`]: Claude
+//! The hook command never gets in Claude Code's way: it prints nothing and decides
+//! nothing, except, when installed with `--replace-pollers`, the refusal of an LLM
+//! poller's launch (`core::hooks::replace`). It reads stdin to its end (at most 1 MiB, for at most [`STDIN_WAIT`]: Claude
 //! Code closes it at once, and the limit holds when it never does), and exits 0 whatever
 //! happens (no maestro running, garbage, an unwritable data dir, a full disk).
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::cli::CliError;
-use crate::core::hooks::{self, event::HookEvent, install, spool};
+use crate::core::hooks::{self, event::HookEvent, install, replace, spool};
 use crate::core::paths::ProjectKey;
 
 /// The most of stdin a hook event may take.
@@ -51,7 +52,23 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
         event.claude_pid = Some(claude.pid);
         event.claude_start = claude.start_time;
     }
-    let root = project.unwrap_or_else(|| {
+    let root = project_root(project, &event);
+    let key = ProjectKey::of(&root);
+    if args.iter().any(|a| a == "--replace-pollers")
+        && let Some(refusal) = refuse_poller(&json, &key, event.claude_pid)
+    {
+        // The answer first: it is what Claude Code waits for.
+        let _ = writeln!(std::io::stdout(), "{}", replace::answer(&refusal.reason));
+        event.replaced = Some(refusal.replaced);
+    }
+    if let Some(path) = spool::spool_path(&key) {
+        let _ = spool::append(&path, &event);
+    }
+}
+
+/// The project a hook event belongs to: `--project`, else the session's folder's.
+fn project_root(project: Option<PathBuf>, event: &HookEvent) -> PathBuf {
+    project.unwrap_or_else(|| {
         // A cwd that is not UTF-8 reaches JSON with U+FFFD in it: the process's own
         // working folder (Claude Code runs hooks there) has the real bytes.
         let cwd = event
@@ -63,9 +80,51 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
             .or_else(|| std::env::current_dir().ok())
             .unwrap_or_default();
         hooks::project_of(&cwd)
+    })
+}
+
+/// The refusal of a poller's launch, with what this hook can learn of the session.
+fn refuse_poller(
+    json: &serde_json::Value,
+    project: &ProjectKey,
+    claude_pid: Option<i32>,
+) -> Option<replace::Refusal> {
+    let text = |k: &str| json.get(k).and_then(serde_json::Value::as_str);
+    let transcript = text("transcript_path")
+        .map(Path::new)
+        .filter(|p| p.is_absolute());
+    let session_task = replace::session_task(claude_pid, transcript);
+    let cwd = text("cwd").map(PathBuf::from);
+    let program = program_word();
+    let ctx = replace::Context {
+        project,
+        cwd: cwd.as_deref(),
+        program: &program,
+        session_task: session_task.as_ref(),
+        reporting: &|| hooks::reporter::is_held(project),
+    };
+    replace::refusal(json, &ctx)
+}
+
+/// How a shell in the session finds this maestro: `maestro` when that is what PATH
+/// finds, else this program's own path, quoted.
+fn program_word() -> String {
+    let me = std::env::current_exe().ok();
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|d| d.join("maestro"))
+            .find(|p| p.is_file())
     });
-    if let Some(path) = spool::spool_path(&ProjectKey::of(&root)) {
-        let _ = spool::append(&path, &event);
+    let same = |a: &Path, b: &Path| {
+        std::fs::canonicalize(a)
+            .ok()
+            .is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a))
+    };
+    match (me, on_path) {
+        (Some(me), Some(found)) if same(&me, &found) => "maestro".into(),
+        (Some(me), _) => shlex::try_quote(&me.to_string_lossy())
+            .map_or_else(|_| "maestro".into(), std::borrow::Cow::into_owned),
+        (None, _) => "maestro".into(),
     }
 }
 
@@ -125,8 +184,15 @@ fn read_stdin() -> Vec<u8> {
     out
 }
 
-/// `maestro hooks install | uninstall [--user]` on a project (or the user's settings).
-pub fn run(project_root: &Path, action: &str, user: bool, json: bool) -> Result<(), CliError> {
+/// `maestro hooks install | uninstall [--user] [--replace-pollers]` on a project (or the
+/// user's settings).
+pub fn run(
+    project_root: &Path,
+    action: &str,
+    user: bool,
+    replace_pollers: bool,
+    json: bool,
+) -> Result<(), CliError> {
     let root = std::fs::canonicalize(project_root).unwrap_or_else(|_| project_root.to_path_buf());
     let path = install::settings_path((!user).then_some(root.as_path())).ok_or_else(|| {
         CliError::Runtime("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
@@ -137,7 +203,8 @@ pub fn run(project_root: &Path, action: &str, user: bool, json: bool) -> Result<
         "install" => {
             let exe = std::env::current_exe()
                 .map_err(|e| CliError::Runtime(format!("cannot find maestro's own path: {e}")))?;
-            let command = install::hook_command(&exe, (!user).then_some(root.as_path()));
+            let command =
+                install::hook_command(&exe, (!user).then_some(root.as_path()), replace_pollers);
             install::merged(settings, &command).map_err(|why| {
                 CliError::Runtime(format!(
                     "{} is not shaped like Claude Code's settings ({why}); fix it and run this again; it was left untouched",
@@ -153,9 +220,14 @@ pub fn run(project_root: &Path, action: &str, user: bool, json: bool) -> Result<
     }
     let said = match (action, done) {
         ("install", true) => format!(
-            "installed maestro's hooks for {} events in {}; sessions started from now on report to maestro",
+            "installed maestro's hooks for {} events in {}; sessions started from now on report to maestro{}",
             hooks::event::EVENTS.len(),
-            path.display()
+            path.display(),
+            if replace_pollers {
+                ", and an LLM poller's launch is refused with the maestro command to run instead"
+            } else {
+                ""
+            }
         ),
         ("install", false) => format!(
             "maestro's hooks are already installed in {}",
@@ -167,7 +239,7 @@ pub fn run(project_root: &Path, action: &str, user: bool, json: bool) -> Result<
     if json {
         println!(
             "{}",
-            serde_json::json!({"ok": true, "action": action, "changed": done, "file": path})
+            serde_json::json!({"ok": true, "action": action, "changed": done, "file": path, "replace_pollers": replace_pollers && action == "install"})
         );
     } else {
         println!("{said}");

@@ -23,6 +23,7 @@ pub mod replay;
 pub mod sentinel;
 pub mod serve;
 pub mod souffleur;
+mod souffleur_watcher;
 pub mod task;
 pub mod usage;
 
@@ -165,6 +166,9 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;
             let invocation = args.invocation.join(" ");
+            if args.watcher {
+                return souffleur_watcher::run(&project, &settings, args, &invocation, clock);
+            }
             souffleur::run(&project, &settings, global, invocation, clock)
         }
         Some(Command::Musician(args::MusicianCommand::Watch(watch))) => {
@@ -193,7 +197,13 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         }
         Some(Command::Hooks(h)) => {
             let project = Project::from_args(global)?;
-            hooks::run(&project.root, &h.action, h.user, global.json)?;
+            hooks::run(
+                &project.root,
+                &h.action,
+                h.user,
+                h.replace_pollers,
+                global.json,
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Launch) => {

@@ -376,6 +376,14 @@ pub enum What {
         /// "permission for Bash `cargo publish`", "waiting for input".
         text: String,
     },
+    /// `maestro hook --replace-pollers` refused an LLM poller's launch and named
+    /// `command` instead (`None`: nothing to run).
+    PollerReplaced {
+        task_id: Option<String>,
+        session_id: String,
+        role: &'static str,
+        command: Option<String>,
+    },
     /// The session went on (a tool ran, a prompt came, it stopped or ended).
     NeedsYouCleared {
         task_id: String,

@@ -176,6 +176,15 @@ fn fields(h: &Happening) -> Option<Value> {
         What::NeedsYouCleared { task_id, waited_s } => {
             json!({"ts": ts, "event": "needs_you_cleared", "task_id": task_id, "waited_s": waited_s})
         }
+        What::PollerReplaced {
+            task_id,
+            session_id,
+            role,
+            command,
+        } => json!({
+            "ts": ts, "event": "poller_replaced", "task_id": task_id,
+            "session_id": session_id, "role": role, "command": command,
+        }),
         What::Clock { kind, seconds } => {
             json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
         }
@@ -215,6 +224,7 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
             | What::Clock { .. }
             | What::NeedsYou { .. }
             | What::NeedsYouCleared { .. }
+            | What::PollerReplaced { .. }
     ) {
         return None;
     }

@@ -23,6 +23,9 @@ pub enum Service {
     Pipelines,
     /// kitty windows maestro opens (their remote-control sockets, one per kitty).
     Kitty,
+    /// maestros whose Sentinel reports to the project's database (each holds the lock
+    /// shared; `maestro hook` asks whether anyone holds it).
+    Reporter,
 }
 
 impl Service {
@@ -31,6 +34,7 @@ impl Service {
             Self::Souffleur => "souffleur",
             Self::Pipelines => "pipelines",
             Self::Kitty => "kitty",
+            Self::Reporter => "reporter",
         }
     }
 }

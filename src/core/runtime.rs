@@ -84,6 +84,9 @@ pub struct RunningCore {
     hub: Option<JoinHandle<()>>,
     _logs: Option<TempLogsHandle>,
     _sessions: Option<crate::core::sources::sessions::SessionsHandle>,
+    /// Held while this maestro reports to the project's database (`report_to_db`):
+    /// `maestro hook --replace-pollers` refuses the LLM Sentinel only then.
+    _reporter: Option<crate::core::hooks::reporter::ReporterLock>,
 }
 
 impl RunningCore {
@@ -240,6 +243,12 @@ pub fn start_tapped(
         hub: Some(hub),
         _logs: Some(logs),
         _sessions: sessions,
+        // None when the data directory cannot hold it: the LLM Sentinel is then not
+        // refused, which leaves no duty undone.
+        _reporter: config
+            .report_to_db
+            .then(|| crate::core::hooks::reporter::hold(&ProjectKey::of(&config.project)).ok())
+            .flatten(),
     })
 }
 
@@ -268,6 +277,7 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
         hub: Some(hub),
         _logs: None,
         _sessions: None,
+        _reporter: None,
     }
 }
 

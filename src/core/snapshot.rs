@@ -87,6 +87,8 @@ pub struct Counts {
     pub recoveries: std::collections::BTreeMap<(String, String), u64>,
     /// (pipeline, outcome) → runs that ended so.
     pub pipeline_runs: std::collections::BTreeMap<(String, String), u64>,
+    /// Poller role → launches refused by `maestro hook --replace-pollers`.
+    pub pollers_replaced: std::collections::BTreeMap<&'static str, u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -60,6 +60,7 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
     let messages = counter();
     let recoveries = counter();
     let pipeline_runs = counter();
+    let pollers_replaced = counter();
     let build = gauge();
     let remote_up = gauge();
     let l = |pairs: &[(&str, &str)]| -> Labels {
@@ -191,6 +192,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
                 ]))
                 .inc_by(*n);
         }
+        for (role, n) in &snap.counts.pollers_replaced {
+            pollers_replaced
+                .get_or_create(&l(&[("project", p), ("role", role)]))
+                .inc_by(*n);
+        }
         for ((name, outcome), n) in &snap.counts.pipeline_runs {
             pipeline_runs
                 .get_or_create(&l(&[
@@ -270,6 +276,11 @@ pub fn render(feeds: &[ProjectFeed], clock: Clock) -> String {
         "maestro_pipeline_runs",
         "Pipeline runs ended, by outcome",
         pipeline_runs,
+    );
+    registry.register(
+        "maestro_pollers_replaced",
+        "LLM poller launches refused by `maestro hook --replace-pollers`, by role",
+        pollers_replaced,
     );
     let clock_gaps = counter();
     for (kind, n) in clock.gap_counts() {

@@ -176,6 +176,22 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
         What::NeedsYouCleared { task_id, waited_s } => {
             format!("NEEDS YOU: {task_id} went on after {waited_s}s\n")
         }
+        What::PollerReplaced {
+            task_id,
+            session_id,
+            role,
+            command,
+        } => format!(
+            "POLLER: {} refused the LLM {role} of session {}; {}\n",
+            task_id
+                .as_deref()
+                .map_or_else(|| "a session".to_owned(), one_line),
+            one_line(session_id),
+            command.as_deref().map_or_else(
+                || "nothing to run instead".to_owned(),
+                |c| format!("named `{}` instead", one_line(c))
+            ),
+        ),
         What::Clock { kind, seconds } => format!(
             "CLOCK: maestro's time stopped ({kind}, {}); heartbeat and stall ages restart from now\n",
             crate::core::sentinel::human_duration(std::time::Duration::from_secs(*seconds))
@@ -417,6 +433,12 @@ mod tests {
                 task_id: id.into(),
                 waited_s: 3,
             },
+            What::PollerReplaced {
+                task_id: Some(id.into()),
+                session_id: text.into(),
+                role: "musician-watcher",
+                command: Some(text.into()),
+            },
             What::Clock {
                 kind: "suspend",
                 seconds: 60,
@@ -461,6 +483,7 @@ mod tests {
             What::Log { .. } => 18,
             What::Link(_) => 19,
             What::ForecastWithdrawn { .. } => 20,
+            What::PollerReplaced { .. } => 21,
         }
     }
 
@@ -476,7 +499,7 @@ mod tests {
         covered.dedup();
         assert_eq!(
             covered,
-            (0..=20).collect::<Vec<_>>(),
+            (0..=21).collect::<Vec<_>>(),
             "every kind is walked"
         );
         for what in kinds {

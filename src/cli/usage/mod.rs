@@ -186,7 +186,8 @@ impl ReadSessions {
         let mut out = Vec::new();
         for (f, (_, agents)) in self.found.iter().zip(&self.tallies) {
             let agents: Vec<_> = agents.iter().collect();
-            for p in crate::core::sessions::pollers::pollers_of(&agents) {
+            let task = crate::core::domain::TaskId::parse(&f.task_id);
+            for p in crate::core::sessions::pollers::pollers_of(&agents, task.as_ref()) {
                 if recent(p.last_activity.as_deref()) {
                     out.push(RunningPoller {
                         task_id: f.task_id.clone(),

@@ -62,6 +62,9 @@ pub struct HookEvent {
     pub claude_start: Option<u64>,
     /// When `maestro hook` received it, Unix milliseconds.
     pub at_ms: i64,
+    /// A poller launch `maestro hook --replace-pollers` refused (a `PreToolUse`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced: Option<crate::core::hooks::replace::Replaced>,
 }
 
 /// Keeps at most `max` characters of printable text, with `…` where it was cut.
@@ -116,6 +119,7 @@ impl HookEvent {
             claude_pid: None,
             claude_start: None,
             at_ms,
+            replaced: None,
         })
     }
 
@@ -134,6 +138,7 @@ impl HookEvent {
             claude_pid: Some(claude.0),
             claude_start: claude.1,
             at_ms,
+            replaced: None,
         }
     }
 

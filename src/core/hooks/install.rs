@@ -17,20 +17,25 @@ use crate::core::safe_fs;
 /// shell Claude Code runs it with. A project folder whose name is not UTF-8 cannot be
 /// written in a JSON string; it travels as `--project-hex` (its bytes in hex), so its
 /// events reach the same spool as the folder's own bytes name.
-pub fn hook_command(exe: &Path, project: Option<&Path>) -> String {
+pub fn hook_command(exe: &Path, project: Option<&Path>, replace_pollers: bool) -> String {
     let quote = |p: &str| {
         shlex::try_quote(p).map_or_else(|_| "maestro".to_owned(), std::borrow::Cow::into_owned)
     };
     let exe = quote(&exe.to_string_lossy());
+    let verb = if replace_pollers {
+        "hook --replace-pollers"
+    } else {
+        "hook"
+    };
     match project {
         Some(dir) => match dir.to_str() {
-            Some(text) => format!("{exe} hook --project {}", quote(text)),
+            Some(text) => format!("{exe} {verb} --project {}", quote(text)),
             None => format!(
-                "{exe} hook --project-hex {}",
+                "{exe} {verb} --project-hex {}",
                 hex(dir.as_os_str().as_encoded_bytes())
             ),
         },
-        None => format!("{exe} hook"),
+        None => format!("{exe} {verb}"),
     }
 }
 
@@ -46,25 +51,30 @@ fn hex(bytes: &[u8]) -> String {
 /// --project DIR` or `<maestro> hook --project-hex HEX`, quoted as [`hook_command`]
 /// quotes it. Anything more (`&& backup.sh`, a pipe, other words) is the user's.
 pub fn is_ours(command: &str) -> bool {
-    let Some(words) = shlex::split(command) else {
+    let Some(mut words) = shlex::split(command) else {
         return false;
     };
+    let replace = words.get(2).is_some_and(|w| w == "--replace-pollers");
+    if replace {
+        words.remove(2);
+    }
     let is_maestro = |p: &str| Path::new(p).file_name().is_some_and(|n| n == "maestro");
     let rebuilt = match words.as_slice() {
         [program, verb] if verb == "hook" && is_maestro(program) => {
-            hook_command(Path::new(program), None)
+            hook_command(Path::new(program), None, replace)
         }
         [program, verb, flag, dir]
             if verb == "hook" && flag == "--project" && is_maestro(program) =>
         {
-            hook_command(Path::new(program), Some(Path::new(dir)))
+            hook_command(Path::new(program), Some(Path::new(dir)), replace)
         }
         [program, verb, flag, hex]
             if verb == "hook" && flag == "--project-hex" && is_maestro(program) =>
         {
             format!(
-                "{} hook --project-hex {hex}",
-                shlex::try_quote(program).unwrap_or_default()
+                "{} hook{} --project-hex {hex}",
+                shlex::try_quote(program).unwrap_or_default(),
+                if replace { " --replace-pollers" } else { "" }
             )
         }
         _ => return false,
@@ -352,8 +362,16 @@ mod tests {
         assert!(is_ours("maestro hook"));
         assert!(is_ours(&hook_command(
             Path::new("/a b/maestro"),
-            Some(Path::new("/p q"))
+            Some(Path::new("/p q")),
+            false
         )));
+        assert!(is_ours(&hook_command(
+            Path::new("/a b/maestro"),
+            Some(Path::new("/p q")),
+            true
+        )));
+        assert!(is_ours("maestro hook --replace-pollers"));
+        assert!(!is_ours("maestro hook --project /p --replace-pollers"));
         assert!(!is_ours("maestro-other hook"));
         assert!(!is_ours("/bin/echo maestro hook"));
         assert!(!is_ours("maestro doctor"));
@@ -365,7 +383,13 @@ mod tests {
         let odd = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"/p/\xff");
         assert!(is_ours(&hook_command(
             Path::new("/bin/maestro"),
-            Some(Path::new(odd))
+            Some(Path::new(odd)),
+            false
+        )));
+        assert!(is_ours(&hook_command(
+            Path::new("/bin/maestro"),
+            Some(Path::new(odd)),
+            true
         )));
     }
 

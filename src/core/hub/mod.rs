@@ -329,7 +329,10 @@ impl Hub {
                 self.release_held_hooks().await;
             }
             CoreEvent::Session(report) => self.on_session(report).await,
-            CoreEvent::Hooks(inputs) => self.on_hooks(inputs).await,
+            CoreEvent::Hooks(inputs) => {
+                self.on_pollers_replaced(&inputs).await;
+                self.on_hooks(inputs).await;
+            }
             CoreEvent::Link(report) => self.on_link(report).await,
             CoreEvent::Messages(rows) => {
                 self.snapshot.message_count += rows.len() as u64;

@@ -100,6 +100,45 @@ impl Hub {
         }
     }
 
+    /// Each poller launch the hook refused, once (held events applied again later do
+    /// not pass here): a `poller_replaced` happening, counted by role.
+    pub(super) async fn on_pollers_replaced(&mut self, inputs: &[HookInput]) {
+        for input in inputs {
+            let Some(replaced) = &input.event.replaced else {
+                continue;
+            };
+            // The spool is anyone's file: only a role maestro names is counted.
+            let Some(role) = crate::core::sessions::pollers::ROLES
+                .into_iter()
+                .find(|r| *r == replaced.role)
+            else {
+                continue;
+            };
+            *self
+                .snapshot
+                .counts
+                .pollers_replaced
+                .entry(role)
+                .or_default() += 1;
+            self.dirty = true;
+            let identity = Identity::new(
+                format!("poller_replaced|{}", input.event.session_id),
+                format!("{}|{role}", input.event.at_ms),
+            );
+            let at = time::OffsetDateTime::from_unix_timestamp_nanos(
+                i128::from(input.event.at_ms) * 1_000_000,
+            )
+            .unwrap_or_else(|_| self.clock.now_utc());
+            let what = What::PollerReplaced {
+                task_id: replaced.task_id.clone(),
+                session_id: input.event.session_id.clone(),
+                role,
+                command: replaced.command.clone(),
+            };
+            self.emit_told(at, what, Some(identity)).await;
+        }
+    }
+
     /// The sessions the hooks tied to a task.
     pub(super) fn hook_sessions(&self, task: &str) -> Vec<String> {
         self.needs_you.sessions_of(task)

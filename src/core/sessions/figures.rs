@@ -150,7 +150,10 @@ impl SessionFigures {
                     .into(),
                 })
                 .collect(),
-            pollers: crate::core::sessions::pollers::pollers_of(agents),
+            pollers: crate::core::sessions::pollers::pollers_of(
+                agents,
+                crate::core::domain::TaskId::parse(whose.task_id).as_ref(),
+            ),
         }
     }
 

@@ -1,117 +1,226 @@
-//! The orchestration's LLM pollers, recognised among a session's subagents by the
-//! prompt that launched them (a subagent file's first user line): the work maestro's
-//! actors do at no cost, still paid for while a skill launches them.
+//! The orchestration's LLM pollers, recognised from the launch of a subagent: its prompt
+//! (a subagent file's first user line, or the `Agent`/`Task` call a hook sees), the
+//! call's shape where it is known (`run_in_background`) and the launching session's task.
+//! `maestro usage` counts them; `maestro hook --replace-pollers` refuses them.
 //!
-//! Each role is named by phrases its prompt always holds, never by the parts a launcher
-//! fills in (task lists, PIDs, session ids). Whitespace is compared loosely (a prompt
-//! may be re-wrapped). A subagent that matches no row is not a poller.
+//! A poller is named by the structure of what it is told to do, never by its topic: the
+//! skills' verbatim launch prompts where they give one (Sentinel, Souffleur), and for a
+//! Musician's watchers (written by the Musician from its protocol) an order to poll on a
+//! cadence the heartbeat and the messages or the state. A subagent asked to write about a
+//! watcher (a README section, docs) is ordinary work. Text is compared loosely: case,
+//! runs of whitespace and typographic quotes do not hide a poller.
 
-/// One poller: its role, the phrases its launch prompt holds (all of them), where they
-/// come from, and the maestro command that does its work.
-pub struct Poller {
-    pub role: &'static str,
-    pub phrases: &'static [&'static str],
-    pub source: &'static str,
-    pub replaced_by: &'static str,
-}
+use std::sync::LazyLock;
 
-/// The table, most specific first.
-pub const POLLERS: &[Poller] = &[
-    Poller {
-        role: "sentinel",
-        phrases: &[
-            "You are the Sentinel",
-            "a monitoring teammate watching Musicians' progress logs for anomalies",
-        ],
-        source: "the Sentinel monitoring protocol, \"Sentinel Launch Prompt\" (seed)",
-        replaced_by: "maestro --no-tui --report-to-db (maestro's Sentinel, reporting to the Conductor)",
-    },
-    Poller {
-        role: "souffleur-watcher",
-        phrases: &[
-            "Poll the Conductor's liveness every ~60 seconds",
-            "Watcher mode:",
-        ],
-        source: "kyle-skills/souffleur, its subagent prompts reference: the watcher prompts (normal and heartbeat-only)",
-        replaced_by: "maestro souffleur PID:<pid> SESSION_ID:<id> (the watchdog role)",
-    },
-    Poller {
-        role: "souffleur-teammate",
-        phrases: &[
-            "You are the Souffleur's self-monitor",
-            "background watcher is alive",
-        ],
-        source: "kyle-skills/souffleur, its subagent prompts reference: the teammate (self-monitor) prompt",
-        replaced_by: "maestro souffleur PID:<pid> SESSION_ID:<id> (the watchdog role)",
-    },
-    // The Musician writes its watchers' prompts from its watcher protocol (the skill has
-    // no verbatim one): recognised by the protocol's own words for the job.
-    Poller {
-        role: "musician-pause-watcher",
-        phrases: &["pause watcher", "last_heartbeat", "needs_review"],
-        source: "kyle-skills/musician, its watcher protocol reference: \"Pause Watcher\"",
-        replaced_by: "maestro musician watch TASK --pause",
-    },
-    Poller {
-        role: "musician-watcher",
-        phrases: &[
-            "background watcher",
-            "last_heartbeat",
-            "orchestration_messages",
-        ],
-        source: "kyle-skills/musician, its watcher protocol reference: \"Background Watcher\"",
-        replaced_by: "maestro musician watch TASK",
-    },
+use regex::Regex;
+
+use crate::core::domain::TaskId;
+use crate::core::domain::souffleur::{WatcherMode, valid_session_id};
+
+/// The roles, as `usage`, `doctor` and the `poller_replaced` event name them.
+pub const SENTINEL: &str = "sentinel";
+pub const SOUFFLEUR_WATCHER: &str = "souffleur-watcher";
+pub const SOUFFLEUR_TEAMMATE: &str = "souffleur-teammate";
+pub const MUSICIAN_WATCHER: &str = "musician-watcher";
+pub const MUSICIAN_PAUSE_WATCHER: &str = "musician-pause-watcher";
+/// Every role, for labels that must stay bounded.
+pub const ROLES: [&str; 5] = [
+    SENTINEL,
+    SOUFFLEUR_WATCHER,
+    SOUFFLEUR_TEAMMATE,
+    MUSICIAN_WATCHER,
+    MUSICIAN_PAUSE_WATCHER,
 ];
 
-/// The poller a subagent's launch prompt makes it, if any.
-pub fn role_of(prompt: &str) -> Option<&'static Poller> {
-    let text = loose(prompt);
-    POLLERS
-        .iter()
-        .find(|p| p.phrases.iter().all(|phrase| text.contains(&loose(phrase))))
+/// One subagent launch, as much of it as is known.
+#[derive(Debug, Clone, Default)]
+pub struct Launch<'a> {
+    pub prompt: &'a str,
+    /// `run_in_background` of the call (`None`: not known, as in a transcript).
+    pub background: Option<bool>,
+    /// The task of the session that launched it (its tie), when known.
+    pub session_task: Option<&'a TaskId>,
 }
 
-/// Lower case, runs of whitespace as one space.
+/// A recognised poller and what its prompt names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Poller {
+    Sentinel,
+    /// The Souffleur's watcher: the Conductor's PID (normal mode) and session id.
+    SouffleurWatcher {
+        mode: WatcherMode,
+        pid: Option<i32>,
+        session_id: Option<String>,
+        awaiting_session_id: bool,
+    },
+    SouffleurTeammate,
+    /// A Musician's watcher for `task` (`None`: the task could not be told).
+    MusicianWatcher {
+        task: Option<TaskId>,
+        pause: bool,
+    },
+}
+
+impl Poller {
+    pub fn role(&self) -> &'static str {
+        match self {
+            Self::Sentinel => SENTINEL,
+            Self::SouffleurWatcher { .. } => SOUFFLEUR_WATCHER,
+            Self::SouffleurTeammate => SOUFFLEUR_TEAMMATE,
+            Self::MusicianWatcher { pause: false, .. } => MUSICIAN_WATCHER,
+            Self::MusicianWatcher { pause: true, .. } => MUSICIAN_PAUSE_WATCHER,
+        }
+    }
+}
+
+/// The Sentinel protocol's "Sentinel Launch Prompt" (seed 000), its fixed words.
+const SENTINEL_PHRASES: [&str; 2] = [
+    "you are the sentinel",
+    "a monitoring teammate watching musicians' progress logs for anomalies",
+];
+/// The Souffleur skill's watcher prompts (normal and heartbeat-only).
+const WATCHER_PHRASES: [&str; 2] = [
+    "poll the conductor's liveness every ~60 seconds",
+    "watcher mode:",
+];
+/// The Souffleur skill's "Teammate (Self-Monitor) Prompt".
+const TEAMMATE_PHRASES: [&str; 2] = [
+    "you are the souffleur's self-monitor",
+    "background watcher is alive",
+];
+
+/// The poller a launch is, if any.
+pub fn recognise(launch: &Launch<'_>) -> Option<Poller> {
+    let text = loose(launch.prompt);
+    let holds = |phrases: &[&str]| phrases.iter().all(|p| text.contains(p));
+    if holds(&SENTINEL_PHRASES) {
+        return Some(Poller::Sentinel);
+    }
+    if holds(&WATCHER_PHRASES) {
+        return Some(souffleur_watcher(&text, launch.prompt));
+    }
+    if holds(&TEAMMATE_PHRASES) {
+        return Some(Poller::SouffleurTeammate);
+    }
+    musician_watcher(&text, launch)
+}
+
+/// The role of a subagent from its prompt alone (a transcript: no call shape).
+pub fn role_of(prompt: &str) -> Option<&'static str> {
+    recognise(&Launch {
+        prompt,
+        ..Launch::default()
+    })
+    .map(|p| p.role())
+}
+
+static FIELD_PID: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)conductor pid:\s*(\d{1,10})\b").expect("static regex"));
+static FIELD_SESSION: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)conductor session id:\s*([0-9a-z_-]{1,128})").expect("static regex")
+});
+
+/// `text` is the loose prompt (for the fixed words), `raw` the prompt as given (the ids
+/// keep their case).
+fn souffleur_watcher(text: &str, raw: &str) -> Poller {
+    let mode = if text.contains("watcher mode: heartbeat-only") {
+        WatcherMode::HeartbeatOnly
+    } else {
+        WatcherMode::Normal
+    };
+    let pid = FIELD_PID
+        .captures(raw)
+        .and_then(|c| c[1].parse::<i32>().ok())
+        .filter(|p| *p > 1);
+    let session_id = FIELD_SESSION
+        .captures(raw)
+        .map(|c| c[1].to_owned())
+        .filter(|s| valid_session_id(s));
+    Poller::SouffleurWatcher {
+        mode,
+        pid: pid.filter(|_| mode == WatcherMode::Normal),
+        session_id,
+        awaiting_session_id: text.contains("awaiting session id: true"),
+    }
+}
+
+/// An order to repeat on a cadence: "every 15 s", "every ~10 seconds", "poll …".
+static CADENCE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\bevery *~? *\d+ *(s|sec|secs|seconds?|m|min|minutes?)\b|\bpoll(s|ing)?\b|\bsleep (for )?~? *\d+")
+        .expect("static regex")
+});
+/// Work on files: what a watcher never is asked to do.
+static WRITING: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\breadme\b|\bdocumentation\b|\bdocs?/|\.md\b|\bsection\b|\bwrite about\b|\bdescribe\b|\bexplain\b|\bedit\b|\bimplement\b|\brefactor\b|\bunit tests?\b",
+    )
+    .expect("static regex")
+});
+static TASK_IN_TEXT: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\btask-\d{2,4}\b").expect("static regex"));
+
+/// A Musician's watcher: told to poll (a cadence), to keep its heartbeat, and to watch
+/// for the Conductor's word (messages) or, paused, for the state to change; launched by
+/// a Musician (its session's task, else the one task its prompt names).
+fn musician_watcher(text: &str, launch: &Launch<'_>) -> Option<Poller> {
+    if !CADENCE.is_match(text) || WRITING.is_match(text) || !text.contains("heartbeat") {
+        return None;
+    }
+    let messages = text.contains("orchestration_messages") || text.contains("new message");
+    let paused = text.contains("needs_review")
+        && (text.contains("pause") || text.contains("state change") || text.contains("no longer"));
+    let pause = match launch.background {
+        Some(true) => false,
+        Some(false) => paused || !messages,
+        None => paused,
+    };
+    if !(messages || paused) {
+        return None;
+    }
+    let named: Vec<&str> = TASK_IN_TEXT.find_iter(text).map(|m| m.as_str()).collect();
+    let task = launch
+        .session_task
+        .filter(|t| t.is_musician())
+        .cloned()
+        .or_else(|| {
+            let first = *named.first()?;
+            named
+                .iter()
+                .all(|t| *t == first)
+                .then(|| TaskId::parse(first))
+                .flatten()
+                .filter(TaskId::is_musician)
+        });
+    // A session tied to the Conductor or the Souffleur launches no Musician watcher.
+    if launch.session_task.is_some_and(|t| !t.is_musician()) {
+        return None;
+    }
+    Some(Poller::MusicianWatcher { task, pause })
+}
+
+/// Lower case, typographic quotes as ASCII, runs of whitespace as one space.
 fn loose(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")
         .to_lowercase()
+        .replace(['\u{2018}', '\u{2019}', '\u{02bc}', '\u{2032}'], "'")
+        .replace(['\u{201c}', '\u{201d}'], "\"")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_launch_prompts_are_recognised_by_their_fixed_phrases() {
-        let sentinel = "You are the Sentinel — a monitoring teammate watching Musicians'\n  progress logs for anomalies.\n\n**Active tasks to monitor:** task-03, task-07";
-        assert_eq!(role_of(sentinel).map(|p| p.role), Some("sentinel"));
-        let watcher = "Poll the Conductor's liveness every ~60 seconds using comms-link.\n\nConductor PID: 4242\nWatcher mode: heartbeat-only (PID unavailable)";
-        assert_eq!(role_of(watcher).map(|p| p.role), Some("souffleur-watcher"));
-        let teammate = "You are the Souffleur's self-monitor. Your job is to ensure the\nbackground watcher is alive by checking the Souffleur's heartbeat.";
-        assert_eq!(
-            role_of(teammate).map(|p| p.role),
-            Some("souffleur-teammate")
-        );
-        let pause = "You are task-03's pause watcher: every 10 s read its state; refresh last_heartbeat when older than 60 s; exit when it is no longer error or needs_review.";
-        assert_eq!(
-            role_of(pause).map(|p| p.role),
-            Some("musician-pause-watcher")
-        );
-        let background = "Background watcher for task-03: poll orchestration_messages for id > 12 every 15 s and refresh last_heartbeat.";
-        assert_eq!(
-            role_of(background).map(|p| p.role),
-            Some("musician-watcher")
-        );
-        for ordinary in [
-            "SUB-4K: list the files",
-            "Add a unit test for the empty input edge case of extractContent()",
-            "You are the Sentinel of this codebase: review it",
-        ] {
-            assert!(role_of(ordinary).is_none(), "{ordinary}");
+/// A prompt as Claude Code carries it: a string, or content blocks whose `text` parts
+/// make it up.
+pub fn prompt_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(blocks) => {
+            let parts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("\n"))
         }
+        _ => None,
     }
 }
 
@@ -132,13 +241,21 @@ pub struct PollerFigures {
 }
 
 /// The pollers among a session's subagents, in the order their files were read.
-pub fn pollers_of(agents: &[&crate::core::sessions::tally::Tally]) -> Vec<PollerFigures> {
+pub fn pollers_of(
+    agents: &[&crate::core::sessions::tally::Tally],
+    task: Option<&TaskId>,
+) -> Vec<PollerFigures> {
     agents
         .iter()
         .filter_map(|a| {
-            let poller = role_of(a.agent_prompt.as_deref()?)?;
+            let role = recognise(&Launch {
+                prompt: a.agent_prompt.as_deref()?,
+                background: None,
+                session_task: task,
+            })?
+            .role();
             Some(PollerFigures {
-                role: poller.role.to_owned(),
+                role: role.to_owned(),
                 agent: a.agent_id.clone(),
                 input_tokens: a.tokens.input,
                 output_tokens: a.tokens.output,
@@ -151,3 +268,6 @@ pub fn pollers_of(agents: &[&crate::core::sessions::tally::Tally]) -> Vec<Poller
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests;

@@ -172,6 +172,86 @@ pub(super) async fn watcher<S: RoleStore>(a: WatcherArgs<S>, out: mpsc::Sender<(
     }
 }
 
+/// The watcher layer alone, for a Souffleur session that runs its skill
+/// (`maestro souffleur --watcher`): the Souffleur heartbeat refreshed at once and every
+/// `poll` (the self-monitor's check never sees it stale), the Conductor checked as the
+/// layer checks it; the first exit reason and the task count then.
+pub async fn watch_until_exit(
+    db: RoleDb,
+    mode: WatcherMode,
+    awaiting: bool,
+    session: String,
+    conductor: Option<ProcessId>,
+    timings: RoleTimings,
+    clock: Clock,
+) -> (WatchdogReason, u64) {
+    let db = std::sync::Arc::new(db);
+    let beat = {
+        let db = db.clone();
+        let every = timings
+            .poll
+            .min(Duration::from_secs(60))
+            .max(Duration::from_secs(1));
+        tokio::spawn(async move {
+            loop {
+                let _ = db.refresh_souffleur_heartbeat().await;
+                tokio::time::sleep(every).await;
+            }
+        })
+    };
+    let (tx, mut rx) = mpsc::channel(4);
+    let args = WatcherArgs {
+        id: 1,
+        db: SharedDb(db.clone()),
+        mode,
+        awaiting,
+        session,
+        conductor,
+        timings,
+        clock,
+    };
+    tokio::spawn(watcher(args, tx));
+    let end = loop {
+        match rx.recv().await {
+            Some((_, WatcherMsg::Exit(reason, count))) => break (reason, count),
+            Some((_, WatcherMsg::NextCheck(_))) => {}
+            // The layer never ends without a reason; a closed channel is a panic in it.
+            None => {
+                break (
+                    WatchdogReason::WatcherDead,
+                    db.task_count().await.unwrap_or(0),
+                );
+            }
+        }
+    };
+    beat.abort();
+    end
+}
+
+/// One [`RoleDb`] shared by the watcher layer and the heartbeat beside it.
+struct SharedDb(std::sync::Arc<RoleDb>);
+
+impl RoleStore for SharedDb {
+    fn refresh_souffleur_heartbeat(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
+        self.0.refresh_souffleur_heartbeat()
+    }
+    fn conductor_view(
+        &self,
+    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send {
+        self.0.conductor_view()
+    }
+    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send {
+        self.0.task_count()
+    }
+    fn souffleur_heartbeat_age(
+        &self,
+    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send {
+        self.0.souffleur_heartbeat_age()
+    }
+}
+
 /// Layer 2: watches the watcher through the Souffleur heartbeat; nags every cycle
 /// while it is stale. Never exits on its own.
 pub(super) async fn teammate<S: RoleStore>(

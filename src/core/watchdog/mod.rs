@@ -8,3 +8,4 @@ pub mod hold;
 mod layers;
 pub mod machine;
 pub mod role;
+pub use layers::watch_until_exit;

@@ -72,6 +72,21 @@ impl UiState {
                 title: format!("{task_id} needs you"),
                 body: format!("{text} — press w to go to its window"),
             }),
+            What::PollerReplaced {
+                task_id,
+                role,
+                command,
+                ..
+            } => Some(Notification {
+                title: format!(
+                    "{}: LLM {role} refused",
+                    task_id.as_deref().unwrap_or("a session")
+                ),
+                body: command.as_deref().map_or_else(
+                    || "maestro does its job; nothing to run instead".to_owned(),
+                    |c| format!("named instead: {c}"),
+                ),
+            }),
             What::Stale { task_id, age_s } => Some(Notification {
                 title: format!("{task_id} heartbeat stale"),
                 body: format!("no heartbeat for {age_s}s — press 1 to see the task"),

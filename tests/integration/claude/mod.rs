@@ -13,6 +13,7 @@ mod interactive;
 mod kitty;
 mod model_server;
 mod pollers;
+mod replace_pollers;
 mod souffleur;
 mod untied;
 mod usage;
