@@ -326,7 +326,7 @@ pub struct SouffleurArgs {
     #[arg(long)]
     pub watcher: bool,
     /// With --watcher: no PID to watch (heartbeat and state only), as the skill's
-    /// heartbeat-only watcher; give SESSION_ID:<id> alone
+    /// heartbeat-only watcher; give `SESSION_ID:<id>` alone
     #[arg(long, requires = "watcher")]
     pub heartbeat_only: bool,
     /// With --watcher: also exit with `SESSION_ID_FOUND:<id>` when task-00's session id

@@ -95,6 +95,22 @@ pub fn json_line(value: &serde_json::Value) -> String {
     String::from_utf8(out).unwrap_or_else(|_| value.to_string())
 }
 
+/// A prompt as Claude Code carries it: a string, or content blocks whose `text` parts
+/// make it up.
+pub fn prompt_text(value: &serde_json::Value) -> Option<String> {
+    match value {
+        serde_json::Value::String(s) => Some(s.clone()),
+        serde_json::Value::Array(blocks) => {
+            let parts: Vec<&str> = blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                .collect();
+            (!parts.is_empty()).then(|| parts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -356,6 +356,23 @@ mod tests {
         );
     }
 
+    /// The plugin folder's hooks are maestro's own entries, for every event it installs.
+    #[test]
+    fn the_plugin_hooks_every_event_with_maestros_command() {
+        let hooks: Value = serde_json::from_str(include_str!(
+            "../../../assets/claude-plugin/hooks/hooks.json"
+        ))
+        .unwrap();
+        assert_eq!(installed_events(&hooks), EVENTS.to_vec());
+        let events = hooks["hooks"].as_object().unwrap();
+        assert_eq!(events.len(), EVENTS.len(), "no event of another kind");
+        for group in events.values().flat_map(|v| v.as_array().unwrap()) {
+            for cmd in commands(group) {
+                assert_eq!(cmd, "maestro hook --replace-pollers");
+            }
+        }
+    }
+
     #[test]
     fn ours_is_told_by_program_and_verb() {
         assert!(is_ours(CMD));

@@ -58,7 +58,7 @@ pub fn refusal(event: &Value, ctx: &Context<'_>) -> Option<Refusal> {
         return None;
     }
     let input = event.get("tool_input")?;
-    let prompt = pollers::prompt_text(input.get("prompt")?)?;
+    let prompt = crate::core::text::prompt_text(input.get("prompt")?)?;
     let launch = Launch {
         prompt: &prompt,
         background: input.get("run_in_background").and_then(Value::as_bool),
@@ -187,7 +187,7 @@ fn transcript_task(transcript: &Path) -> Option<TaskId> {
             v.get("type").and_then(Value::as_str) == Some("user")
                 && v.get("isSidechain").and_then(Value::as_bool) != Some(true)
         })?;
-    let prompt = pollers::prompt_text(first.get("message")?.get("content")?)?;
+    let prompt = crate::core::text::prompt_text(first.get("message")?.get("content")?)?;
     task_of_prompt(&prompt)
 }
 

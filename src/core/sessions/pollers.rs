@@ -152,7 +152,7 @@ static CADENCE: LazyLock<Regex> = LazyLock::new(|| {
 /// Work on files: what a watcher never is asked to do.
 static WRITING: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"\breadme\b|\bdocumentation\b|\bdocs?/|\.md\b|\bsection\b|\bwrite about\b|\bdescribe\b|\bexplain\b|\bedit\b|\bimplement\b|\brefactor\b|\bunit tests?\b",
+        r"\breadme\b|\bdocument(s|ed|ation)?\b|\bdocs?/|\.md\b|\bsection\b|\bwrite about\b|\bdescribe\b|\bexplain\b|\bedit\b|\bimplement\b|\brefactor\b|\bunit tests?\b",
     )
     .expect("static regex")
 });
@@ -206,22 +206,6 @@ fn loose(text: &str) -> String {
         .to_lowercase()
         .replace(['\u{2018}', '\u{2019}', '\u{02bc}', '\u{2032}'], "'")
         .replace(['\u{201c}', '\u{201d}'], "\"")
-}
-
-/// A prompt as Claude Code carries it: a string, or content blocks whose `text` parts
-/// make it up.
-pub fn prompt_text(value: &serde_json::Value) -> Option<String> {
-    match value {
-        serde_json::Value::String(s) => Some(s.clone()),
-        serde_json::Value::Array(blocks) => {
-            let parts: Vec<&str> = blocks
-                .iter()
-                .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
-                .collect();
-            (!parts.is_empty()).then(|| parts.join("\n"))
-        }
-        _ => None,
-    }
 }
 
 /// What one poller subagent cost, as `maestro usage` lists it.

@@ -174,7 +174,7 @@ impl Tally {
                 // A string, or text blocks: either way the prompt the parent gave.
                 if let Some(text) = content
                     .and_then(|c| serde_json::from_str::<serde_json::Value>(c.get()).ok())
-                    .and_then(|v| crate::core::sessions::pollers::prompt_text(&v))
+                    .and_then(|v| crate::core::text::prompt_text(&v))
                 {
                     self.agent_prompt = Some(text.chars().take(4000).collect());
                     self.agent_id = v.agent_id.map(Cow::into_owned);

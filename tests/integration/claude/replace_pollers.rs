@@ -430,3 +430,68 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
     let usage = plain.rig.usage();
     assert_eq!(usage["total"]["pollers"]["count"], 1, "{usage}");
 }
+
+/// The same hooks shipped as a Claude Code plugin (`assets/claude-plugin/`): `claude
+/// plugin validate` accepts it, and loaded with `--plugin-dir` (maestro on PATH, no
+/// settings file touched) it refuses a Musician's watcher.
+#[test]
+fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
+    let name = "the_plugin_validates_and_refuses_a_poller_when_loaded";
+    let Some(claude) = super::claude_or_skip(name) else {
+        return;
+    };
+    let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/claude-plugin");
+    let rig = super::Rig::new("task-03");
+    let data = tempfile::tempdir().unwrap();
+    let server = ModelServer::start(vec![
+        (
+            "MUS-3P",
+            vec![
+                Reply::tool("Agent", agent(MUSICIAN_WATCHER, true), ONE),
+                Reply::text("watching", ONE),
+            ],
+        ),
+        ("WATCH-8K", vec![Reply::text("message 7 arrived", ONE)]),
+    ]);
+    let validate = super::claude_command(&claude, rig.home.path(), &server, &rig.root)
+        .args(["plugin", "validate"])
+        .arg(&plugin)
+        .output()
+        .unwrap();
+    assert!(
+        validate.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&validate.stdout),
+        String::from_utf8_lossy(&validate.stderr)
+    );
+    // `maestro` on PATH, as the plugin's hooks call it.
+    let bin = rig.root.join(".bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.join("maestro")).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut cmd = super::claude_command(&claude, rig.home.path(), &server, &rig.root);
+    cmd.env("PATH", &path)
+        .env("XDG_DATA_HOME", data.path())
+        .args([
+            "-p",
+            "MUS-3P: /musician task-03",
+            "--model",
+            "claude-sonnet-4-5",
+        ])
+        .arg("--plugin-dir")
+        .arg(&plugin);
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let said = refusals(&server);
+    assert_eq!(said.len(), 1, "{said:?}");
+    // maestro is on PATH: the command names it by name.
+    assert_eq!(command_in(&said[0]), "maestro musician watch task-03");
+}

@@ -1,7 +1,7 @@
 use super::*;
 use serde_json::json;
 
-fn pre_tool_use(tool: &str, input: Value) -> Value {
+fn pre_tool_use(tool: &str, input: &Value) -> Value {
     json!({"hook_event_name": "PreToolUse", "session_id": "s1", "tool_name": tool, "tool_input": input})
 }
 
@@ -11,7 +11,7 @@ fn agent(prompt: &str, background: Option<bool>) -> Value {
     if let Some(b) = background {
         input["run_in_background"] = json!(b);
     }
-    pre_tool_use("Agent", input)
+    pre_tool_use("Agent", &input)
 }
 
 fn with<T>(task: Option<&str>, reporting: bool, f: impl FnOnce(&Context<'_>) -> T) -> T {
@@ -64,7 +64,7 @@ fn a_musicians_watcher_is_refused_with_the_command_for_its_task() {
     let named = "Background watcher for task-05: poll orchestration_messages every 15 s and refresh last_heartbeat.";
     let input = json!({"prompt": named, "run_in_background": true});
     let r = with(None, false, |ctx| {
-        refusal(&pre_tool_use("Task", input), ctx)
+        refusal(&pre_tool_use("Task", &input), ctx)
     })
     .expect("refused");
     assert_eq!(
@@ -101,7 +101,7 @@ fn nothing_is_refused_whose_duty_would_be_left_undone() {
         ))
         .is_none()
     );
-    let bash = pre_tool_use("Bash", json!({"command": WATCHER}));
+    let bash = pre_tool_use("Bash", &json!({"command": WATCHER}));
     assert!(with(Some("task-03"), false, |ctx| refusal(&bash, ctx)).is_none());
     let mut post = agent(WATCHER, Some(true));
     post["hook_event_name"] = json!("PostToolUse");

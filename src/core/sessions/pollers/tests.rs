@@ -39,7 +39,7 @@ fn writing_about_a_watcher_is_ordinary_work() {
     let t = musician("task-03");
     for near_miss in [
         "update the README section on the background watcher: it reads orchestration_messages and refreshes last_heartbeat",
-        "Document in docs/watchers.md how the background watcher polls orchestration_messages every 15 s and refreshes last_heartbeat",
+        "Document in the docs folder how the background watcher polls orchestration_messages every 15 s and refreshes last_heartbeat",
         "Explain why the pause watcher checks needs_review every 10 seconds and refreshes the heartbeat",
         "Read orchestration_messages once and summarise the last heartbeat",
     ] {
@@ -56,7 +56,7 @@ fn typography_and_wrapping_do_not_hide_a_poller() {
         {"type": "text", "text": "Poll the Conductor\u{2019}s liveness every ~60 seconds using comms-link."},
         {"type": "text", "text": "Conductor PID: 4242\nConductor session ID: 7f3c-AB_1\nAwaiting session ID: true\nWatcher mode: normal"},
     ]);
-    let text = prompt_text(&blocks).expect("text blocks");
+    let text = crate::core::text::prompt_text(&blocks).expect("text blocks");
     let found = recognise(&Launch {
         prompt: &text,
         ..Launch::default()
