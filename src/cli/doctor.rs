@@ -457,14 +457,14 @@ fn pollers(
                 Level::Warning,
                 "pollers",
                 format!(
-                    "{who}, an LLM Sentinel, while maestro's Sentinel reports to the database: every anomaly reaches the Conductor twice. Stop launching it (docs/orchestration.md, \"Switching the LLM pollers off\")."
+                    "{who}, an LLM Sentinel, while maestro's Sentinel reports to the database: every anomaly reaches the Conductor twice. `maestro hooks install --replace-pollers` refuses its launch (docs/orchestration.md, \"Switching the LLM pollers off\")."
                 ),
             ),
             "musician-watcher" | "musician-pause-watcher" => add(
                 Level::Warning,
                 "pollers",
                 format!(
-                    "{who}, an LLM watcher: `maestro musician watch {}` does its work without an LLM (docs/orchestration.md, \"Switching the LLM pollers off\").",
+                    "{who}, an LLM watcher: `maestro musician watch {}` does its work without an LLM, and `maestro hooks install --replace-pollers` names it to the session instead (docs/orchestration.md, \"Switching the LLM pollers off\").",
                     crate::core::text::printable(&p.task_id)
                 ),
             ),
@@ -472,7 +472,7 @@ fn pollers(
                 Level::Warning,
                 "pollers",
                 format!(
-                    "{who}, an LLM poller maestro can replace (docs/orchestration.md, \"Switching the LLM pollers off\")."
+                    "{who}, an LLM poller maestro can replace: `maestro hooks install --replace-pollers` (docs/orchestration.md, \"Switching the LLM pollers off\")."
                 ),
             ),
         }

@@ -368,3 +368,59 @@ fn values_seconds_apart_make_no_forecast() {
         m.seen
     );
 }
+
+/// Only work stalls: with as old a log, the `needs_review` task (waiting on the
+/// Conductor) raises nothing while the `working` one stalls; by the time the working
+/// one's stall is printed, the other's would have been too.
+#[test]
+fn a_task_waiting_on_the_conductor_is_not_stalled() {
+    let s = Scratch::new();
+    s.set_task("task-02", "needs_review");
+    s.set_task("task-03", "working");
+    s.append("task-02-status", "step 4 ready for review [ctx: 30%]\n");
+    s.append("task-03-status", "step 1 started [ctx: 5%]\n");
+    let mut m = s.headless(&["--stall-after", "3s"]);
+    let a = m.wait_json("the working task's stall", |v| {
+        event(v) == "anomaly" && v["anomaly"] == "stalled"
+    });
+    assert_eq!(a["task_id"], "task-03", "{a}");
+    m.signal(Signal::SIGTERM);
+    let rest = m.rest();
+    let waiting_stalled = m
+        .seen
+        .iter()
+        .chain(&rest)
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .any(|v| event(&v) == "anomaly" && v["task_id"] == "task-02");
+    assert!(!waiting_stalled, "{:?}", m.seen);
+}
+
+/// `maestro --no-tui --json | head -1` on a quiet project ends as soon as its reader
+/// does: the closed pipe is seen when it closes, not at the next event (the reader takes
+/// its line, waits until the start-up burst is written, then leaves).
+#[test]
+fn a_closed_pipe_ends_the_run_at_once() {
+    let s = Scratch::new();
+    let line = format!(
+        "{} --no-tui --json --project {} | {{ read -r l; echo \"$l\"; sleep 1; }}",
+        shlex::try_quote(env!("CARGO_BIN_EXE_maestro")).unwrap(),
+        shlex::try_quote(&s.root().display().to_string()).unwrap()
+    );
+    let child = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(&line)
+        .env("XDG_DATA_HOME", crate::common::data_home())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let out = rx
+        .recv_timeout(std::time::Duration::from_secs(3))
+        .expect("the pipeline ended within 3 s")
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
+}

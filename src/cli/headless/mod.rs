@@ -111,10 +111,44 @@ pub async fn present_on_stdout(
     stop: CancellationToken,
 ) -> Ended {
     let format = if json { Format::Json } else { Format::Text };
+    stop_when_stdout_closes(stop.clone());
     let out = OutputQueue::on_stdout();
     let ended = present_after(happenings, format, clock, until_complete, after, stop, &out).await;
     out.finish(std::time::Duration::from_secs(2));
     ended
+}
+
+/// Cancels `stop` as soon as the reader of a piped stdout goes away (`| head -1`), not
+/// at the next write, which on a quiet project may be minutes away. A thread sleeps in
+/// `poll` on the pipe for its error or hang-up; a terminal or a file is left alone.
+fn stop_when_stdout_closes(stop: CancellationToken) {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let Ok(fd) = std::io::stdout().as_fd().try_clone_to_owned() else {
+        return;
+    };
+    let piped = nix::sys::stat::fstat(&fd).is_ok_and(|st| {
+        let kind =
+            nix::sys::stat::SFlag::from_bits_truncate(st.st_mode) & nix::sys::stat::SFlag::S_IFMT;
+        kind == nix::sys::stat::SFlag::S_IFIFO || kind == nix::sys::stat::SFlag::S_IFSOCK
+    });
+    if !piped {
+        return;
+    }
+    let _ = std::thread::Builder::new()
+        .name("stdout-watch".into())
+        .spawn(move || {
+            loop {
+                // No event asked for: only an error or a hang-up wakes it.
+                let mut fds = [PollFd::new(fd.as_fd(), PollFlags::empty())];
+                match poll(&mut fds, PollTimeout::NONE) {
+                    Ok(n) if n > 0 => break,
+                    Err(nix::errno::Errno::EINTR) | Ok(_) => {}
+                    Err(_) => return,
+                }
+            }
+            stop.cancel();
+        });
 }
 
 async fn write_one(

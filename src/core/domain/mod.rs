@@ -132,6 +132,15 @@ impl TaskState {
         matches!(self.as_str(), "complete" | "exited")
     }
 
+    /// States in which a Musician works (and so can stall): not claimed yet, waiting on
+    /// the Conductor (`needs_review`, `error`, `fix_proposed`) and the ends are not.
+    pub fn is_working(&self) -> bool {
+        matches!(
+            self.as_str(),
+            "working" | "review_approved" | "review_failed"
+        )
+    }
+
     /// States in which a Musician must keep its heartbeat fresh.
     pub fn is_heartbeat_active(&self) -> bool {
         matches!(

@@ -72,8 +72,10 @@ impl Hub {
             if let Some(id) = &id
                 && id.is_musician()
             {
+                let state = TaskState(row.state.clone());
+                self.sentinel.set_active(id, !state.is_terminal());
                 self.sentinel
-                    .set_active(id, !TaskState(row.state.clone()).is_terminal());
+                    .set_working(id, state.is_working(), Instant::now());
                 if prev.is_none() {
                     self.budgets_at_zero(Some(id.as_str()));
                 }

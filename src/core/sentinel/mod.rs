@@ -27,6 +27,9 @@ pub struct SentinelSettings {
 struct TaskWatch {
     /// Reports are made only for active tasks; lines are still followed otherwise.
     active: bool,
+    /// Not in a working state (waiting on the Conductor, not claimed yet): the task's
+    /// silence is the Conductor's queue, not a stall.
+    not_working: bool,
     /// The last status line carrying a `[ctx: …]` value, and that value.
     last_ctx: Option<(u8, String)>,
     /// When the last status line arrived (or the file's mtime at start).
@@ -104,6 +107,17 @@ impl Sentinel {
     /// its stall; one turning active is judged from its last entry.
     pub fn set_active(&mut self, task: &TaskId, active: bool) {
         self.update(task, |w| w.active = active);
+    }
+
+    /// Marks whether a task is in a working state (docs/orchestration.md §3: only work
+    /// stalls). Back at work, its silence is judged from `now`, not from before the wait.
+    pub fn set_working(&mut self, task: &TaskId, working: bool, now: Instant) {
+        self.update(task, |w| {
+            if w.not_working && working {
+                w.last_entry_at = w.last_entry_at.map(|at| at.max(now));
+            }
+            w.not_working = !working;
+        });
     }
 
     /// Stops reporting on every task (a new database names the active ones again).
@@ -227,7 +241,8 @@ impl Sentinel {
 impl TaskWatch {
     /// When this task would stall, if it can.
     fn stall_key(&self) -> Option<Instant> {
-        self.last_entry_at.filter(|_| self.active && !self.stalled)
+        self.last_entry_at
+            .filter(|_| self.active && !self.stalled && !self.not_working)
     }
 
     fn take_lines(

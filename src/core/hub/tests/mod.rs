@@ -692,3 +692,4 @@ async fn a_session_whose_process_ended_is_ended_until_a_live_one_speaks_for_it()
 }
 
 mod link;
+mod stall;
