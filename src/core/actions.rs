@@ -441,7 +441,11 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
 /// The Conductor's handoff procedure: guarded kill of the old window and its PID file
 /// removed; `fix_proposed` (heartbeat refreshed), the next `worked_by` and a `handoff`
 /// message in one transaction; the replacement window opened (a fresh session: a
-/// handoff exists to shed context) and its PID recorded.
+/// handoff exists to shed context) and its PID recorded once it is seen alive.
+///
+/// What can be checked before any write (the terminal, a display) is checked first, so
+/// a refused relaunch changes nothing. A window that dies at once is an error, and the
+/// task's state and worker are put back, with a message that says the launch failed.
 pub fn relaunch(
     project: &Target,
     launch: &LaunchTemplates,
@@ -449,6 +453,14 @@ pub fn relaunch(
     task: &TaskId,
     r: &Relaunch,
 ) -> Result<Done, String> {
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let launcher = Launcher {
+        templates: launch.clone(),
+        project: root,
+    };
+    launcher
+        .preflight()
+        .map_err(|why| format!("{task} was not relaunched: {why}. Nothing was changed."))?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -479,11 +491,17 @@ pub fn relaunch(
         )
     })
     .map_err(|e| db_error(project, &e))?;
-    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
-    let launcher = Launcher {
-        templates: launch.clone(),
-        project: root,
+    let argv = launcher.claude_window(&r.title, &musician_args(launch, task, r));
+    let new = match rt.block_on(launcher.spawn_alive(&argv)) {
+        Ok(new) => new,
+        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &why)),
     };
+    write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
+    Ok(relaunched(task, r, new.pid))
+}
+
+/// The replacement Musician's arguments: the skill's prompt and where to pick up.
+fn musician_args(launch: &LaunchTemplates, task: &TaskId, r: &Relaunch) -> Vec<String> {
     let prompt = format!(
         "{}\n\nPrevious session: {}\nNew session will be: {}\n{}",
         launch.musician_prompt.replace("{task}", task.as_str()),
@@ -495,32 +513,63 @@ pub fn relaunch(
             _ => format!("Read HANDOFF from temp/{task}-HANDOFF for context."),
         }
     );
-    let args = vec![
+    vec![
         "--permission-mode".to_owned(),
         "acceptEdits".to_owned(),
         prompt,
-    ];
-    let argv = launcher.claude_window(&r.title, &args);
-    let new = rt.block_on(async { launcher.spawn(&argv) }).map_err(|e| {
-        format!(
-            "{e}. The task is fix_proposed with its handoff message; open the window by hand or fix `[launch] terminal` and relaunch."
+    ]
+}
+
+/// After a window that opened nothing: the task's state and worker as they were, and a
+/// message saying the launch failed (the handoff message is not taken back: it was
+/// written and may have been read). The error names both.
+fn undo_handoff(
+    project: &Target,
+    conn: &mut rusqlite::Connection,
+    task: &TaskId,
+    r: &Relaunch,
+    why: &str,
+) -> String {
+    let said = format!(
+        "Relaunch of {task} failed: {why}. No replacement session runs; the task is back to {} (worked by {}).",
+        r.state,
+        r.facts.worked_by.as_deref().unwrap_or("nobody")
+    );
+    let undone = store::write(conn, |tx| {
+        store::put_back(tx, task.as_str(), &r.state, r.facts.worked_by.as_deref())?;
+        store::send_message(
+            tx,
+            task.as_str(),
+            Author::Operator,
+            store::warning_type(tx),
+            &said,
         )
-    })?;
-    write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
-    let done = Done {
+    });
+    match undone {
+        Ok(_) => format!(
+            "{task} was not relaunched: {why}. Its state ({}) and worker were put back, with a message saying so; fix the cause (a display, `[launch] terminal`) and relaunch again.",
+            printable(&r.state)
+        ),
+        Err(e) => format!(
+            "{task} was not relaunched: {why}; and putting its state back failed too: {}",
+            db_error(project, &e)
+        ),
+    }
+}
+
+fn relaunched(task: &TaskId, r: &Relaunch, pid: i32) -> Done {
+    Done {
         json: json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
                 "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
-                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": new.pid}),
+                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": pid}),
         text: format!(
-            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {})",
+            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {pid}), seen alive",
             r.plan.kind.as_str(),
             printable(&r.plan.previous),
             printable(&r.plan.next),
             printable(&r.title),
-            new.pid
         ),
-    };
-    Ok(done)
+    }
 }
 
 /// A failed write, naming the file and what to do about it.

@@ -416,6 +416,9 @@ impl Relauncher {
         let out = maestro()
             .args(["task", "relaunch", task, "--yes", "--json", "--project"])
             .arg(self.s.root())
+            // The stub kitty needs none, but maestro checks there is a display to open
+            // a window on before it changes anything.
+            .env("DISPLAY", ":99")
             .env(
                 "PATH",
                 format!("{}:{}", self.bin.display(), std::env::var("PATH").unwrap()),

@@ -4,6 +4,7 @@
 
 mod common;
 
+mod alive_actions;
 mod bad_input;
 mod claude;
 mod clock_gaps;

@@ -14,7 +14,7 @@ const SESSION: &str = "5f2e1c3a-session";
 pub(crate) struct Rig {
     pub(crate) scratch: Scratch,
     pub(crate) home: tempfile::TempDir,
-    stubs: PathBuf,
+    pub(crate) stubs: PathBuf,
     pub(crate) conductor: Child,
 }
 
@@ -82,7 +82,9 @@ impl Rig {
             self.stubs.display(),
             std::env::var("PATH").unwrap_or_default()
         );
+        // The stub kitty needs no display; maestro checks one is named.
         cmd.env("PATH", path)
+            .env("DISPLAY", ":99")
             .env("HOME", self.home.path())
             .env("XDG_DATA_HOME", self.home.path().join("data"))
             .env("XDG_CONFIG_HOME", self.home.path().join("config"))
@@ -162,7 +164,7 @@ impl Drop for Rig {
     }
 }
 
-fn stub(dir: &Path, name: &str, body: &str) {
+pub(crate) fn stub(dir: &Path, name: &str, body: &str) {
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -105,6 +105,9 @@ pub fn kitty_focus_problem(templates: &LaunchTemplates, project: &Path) -> Optio
     })
 }
 
+/// How long a window must live to count as opened.
+pub const ALIVE_AFTER: std::time::Duration = std::time::Duration::from_millis(1500);
+
 #[derive(Debug, Clone)]
 pub struct Launcher {
     pub templates: LaunchTemplates,
@@ -118,6 +121,78 @@ impl Launcher {
         argv.extend(fill(&self.templates.claude, &self.project, title));
         argv.extend(args.iter().cloned());
         argv
+    }
+
+    /// What can be checked before anything is written: the terminal program is there,
+    /// and kitty has a display to open a window on. An error names the fix.
+    pub fn preflight(&self) -> Result<(), String> {
+        let Some(program) = self.templates.terminal.first() else {
+            return Err("`[launch] terminal` is empty: set it to your terminal's argv".into());
+        };
+        if find_program(program).is_none() {
+            return Err(format!(
+                "{program} was not found on PATH, so no window can be opened: install kitty, or set `[launch] terminal` to your terminal's argv"
+            ));
+        }
+        let unset = |v: &str| std::env::var_os(v).is_none_or(|d| d.is_empty());
+        if is_kitty(program) && unset("DISPLAY") && unset("WAYLAND_DISPLAY") {
+            return Err(format!(
+                "no display to open a window on: DISPLAY and WAYLAND_DISPLAY are both unset, so {program} cannot start here; run this from a graphical session"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts a window and returns its process once it is seen alive [`ALIVE_AFTER`]
+    /// later: a terminal that cannot open a window (no display, a bad option, a missing
+    /// command) exits within moments, and that is an error in its own words.
+    pub async fn spawn_alive(&self, argv: &[String]) -> Result<ProcessId, String> {
+        let (program, args) = argv.split_first().ok_or("empty launch template")?;
+        // The terminal's complaints land in an unnamed file, read only if it fails: a
+        // pipe would break a window that lives on.
+        let errors =
+            tempfile::tempfile().map_err(|e| format!("cannot make a scratch file: {e}"))?;
+        let stderr = errors
+            .try_clone()
+            .map_err(|e| format!("cannot make a scratch file: {e}"))?;
+        let mut child = tokio::process::Command::new(program)
+            .args(args)
+            .current_dir(&self.project)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start {program}: {e}"))?;
+        let pid = child.id().ok_or("the window exited at once")? as i32;
+        let recorded = ProcessId::observe(pid);
+        match tokio::time::timeout(ALIVE_AFTER, child.wait()).await {
+            Err(_) => {
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                });
+                Ok(recorded)
+            }
+            Ok(status) => {
+                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                let mut said = String::new();
+                let mut errors = errors;
+                let _ = std::io::Seek::rewind(&mut errors);
+                let _ = std::io::Read::read_to_string(
+                    &mut std::io::Read::take(&mut errors, 4096),
+                    &mut said,
+                );
+                let said = crate::core::text::one_line(said.trim());
+                Err(format!(
+                    "{program} exited at once ({status}) and opened no window{}",
+                    if said.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {said}")
+                    }
+                ))
+            }
+        }
     }
 
     /// Starts a window and returns the recorded process.

@@ -86,12 +86,18 @@ impl RecoveryEnv {
             .await;
     }
 
-    /// Starts a Conductor window and records its PID in `temp/`.
-    fn launch_conductor(&self, generation: u32, args: &[String]) -> Result<ProcessId, String> {
+    /// Starts a Conductor window and records its PID in `temp/` once the window is seen
+    /// alive (one that dies at once is a failed relaunch, never a success).
+    async fn launch_conductor(
+        &self,
+        generation: u32,
+        args: &[String],
+    ) -> Result<ProcessId, String> {
+        self.launcher.preflight()?;
         let argv = self
             .launcher
             .claude_window(&conductor_title(generation), args);
-        let pid = self.launcher.spawn(&argv)?;
+        let pid = self.launcher.spawn_alive(&argv).await?;
         write_pid_file(&self.temp, CONDUCTOR_PID_FILE, pid.pid)?;
         Ok(pid)
     }
@@ -284,7 +290,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
         req.resolved.permission.as_str().to_owned(),
         prompt,
     ];
-    match env.launch_conductor(generation, &args) {
+    match env.launch_conductor(generation, &args).await {
         Ok(pid) => {
             env.report(
                 Provider::ClaudeExport,
@@ -432,7 +438,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             perm.clone(),
             req.resolved.prompt.clone(),
         ];
-        match env.launch_conductor(generation, &args) {
+        match env.launch_conductor(generation, &args).await {
             Ok(pid) => {
                 env.report(
                     Provider::StandardCompact,

@@ -227,6 +227,21 @@ pub fn set_worked_by(conn: &Connection, task: &str, who: &str) -> rusqlite::Resu
     .map(drop)
 }
 
+/// Puts a task's state and worker back as they were before an action that failed
+/// (its heartbeat is left alone: nothing was seen alive).
+pub fn put_back(
+    conn: &Connection,
+    task: &str,
+    state: &str,
+    worked_by: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET state = ?2, worked_by = ?3 WHERE task_id = ?1",
+        params![task, state, worked_by],
+    )
+    .map(drop)
+}
+
 /// Records a task's last error (`context_exhaustion_warning`, …).
 pub fn set_last_error(conn: &Connection, task: &str, error: &str) -> rusqlite::Result<()> {
     conn.execute(
