@@ -121,6 +121,8 @@ pub enum CoreEvent {
     Hooks(Vec<crate::core::hooks::book::HookInput>),
     /// A remote project's connection (`remote::link`): up, down, retrying.
     Link(LinkReport),
+    /// The remote host spoke (its beat): the last moment its heartbeats are known at.
+    Heard,
 }
 
 /// The state of a remote project's connection, as its link reports it.

@@ -243,13 +243,7 @@ impl Link<'_> {
                     let _ = child.kill().await;
                     return Ended::Cancelled;
                 }
-                () = tokio::time::sleep_until(heard + silence) => {
-                    break Some(format!(
-                        "{host} sent nothing for {}s ({} beats): the host or its maestro stopped answering; connecting again.",
-                        silence.as_secs(),
-                        wire::SILENT_BEATS
-                    ));
-                }
+                // Read before judging silence: what waits in the pipe was said.
                 read = lines.next() => {
                     let line = match read {
                         Ok(Some(Read::Line(line))) => line,
@@ -294,15 +288,33 @@ impl Link<'_> {
                                     return Ended::Cancelled;
                                 }
                             }
+                            // Time spent waiting for this side's reader (a slow script,
+                            // a paused pager) is not the host's silence: the host is
+                            // silent only while this side reads.
+                            heard = tokio::time::Instant::now();
                         }
                         Ok(Frame::Reply { id, outcome }) => {
                             if let Some(answer) = pending.remove(&id) {
                                 let _ = answer.send(outcome.into_result());
                             }
                         }
-                        // A beat, a second hello, or a line from a newer maestro: nothing to act on.
-                        Ok(Frame::Beat {} | Frame::Hello { .. }) | Err(_) => {}
+                        // A beat: the host's heartbeats are known up to now.
+                        Ok(Frame::Beat {}) => {
+                            if self.events.send(CoreEvent::Heard).await.is_err() {
+                                return Ended::Cancelled;
+                            }
+                            heard = tokio::time::Instant::now();
+                        }
+                        // A second hello, or a line from a newer maestro: nothing to act on.
+                        Ok(Frame::Hello { .. }) | Err(_) => {}
                     }
+                }
+                () = tokio::time::sleep_until(heard + silence) => {
+                    break Some(format!(
+                        "{host} sent nothing for {}s ({} beats): the host or its maestro stopped answering; connecting again.",
+                        silence.as_secs(),
+                        wire::SILENT_BEATS
+                    ));
                 }
                 Some((ask, answer)) = asks.recv() => {
                     next_id += 1;

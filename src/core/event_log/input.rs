@@ -330,6 +330,7 @@ pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
         // Hook events stay in their own spool (a replay shows no "needs you").
         CoreEvent::Hooks(_)
         | CoreEvent::Link(_)
+        | CoreEvent::Heard
         | CoreEvent::RecordedReports(_)
         | CoreEvent::Role(_)
         | CoreEvent::Pipeline(_)

@@ -20,6 +20,9 @@ pub(super) struct LinkState {
     pub blind: bool,
     /// The last time the link came back up: silence before it is no evidence.
     pub evidence_floor: Option<Instant>,
+    /// When the host last spoke (an input or a beat): a heartbeat is only known to be
+    /// old up to then, so no age is judged past the host's last word.
+    pub last_heard: Option<Instant>,
     /// Where `maestro serve` sends each input, with the task table as last sent.
     pub tap: Option<(mpsc::Sender<Line>, TaskTable)>,
 }

@@ -290,7 +290,12 @@ impl Hub {
 
     /// Applies one event (public for tests that drive the hub by hand).
     pub async fn apply(&mut self, event: CoreEvent) {
+        // A remote project's every input is the host speaking.
+        if self.snapshot.link.is_some() {
+            self.link.last_heard = Some(Instant::now());
+        }
         match event {
+            CoreEvent::Heard => {}
             CoreEvent::LogLines {
                 task,
                 kind,

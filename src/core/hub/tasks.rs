@@ -154,7 +154,14 @@ impl Hub {
         // whose heartbeat is not old enough yet goes back in line).
         let now = Instant::now();
         let link_floor = self.link.evidence_floor;
+        // A remote heartbeat's age is what it was when the host last spoke: a silent
+        // host (before its link is called down) makes nothing stale.
+        let unheard = self
+            .link
+            .last_heard
+            .map_or(Duration::ZERO, |at| now.saturating_duration_since(at));
         let link_evidence = |seen: Duration| {
+            let seen = seen.saturating_sub(unheard);
             link_floor.map_or(seen, |floor| seen.min(now.saturating_duration_since(floor)))
         };
         let mut newly_stale = Vec::new();
@@ -181,7 +188,15 @@ impl Hub {
                     entry.id.as_ref().is_some_and(TaskId::is_conductor),
                 ));
             } else {
-                let due = now + threshold.saturating_sub(seen) + Duration::from_millis(1);
+                // While the host is silent its last word does not move: look again no
+                // sooner than a beat's quarter, never in a spin.
+                let wait = threshold.saturating_sub(seen) + Duration::from_millis(1);
+                let wait = if unheard.is_zero() {
+                    wait
+                } else {
+                    wait.max(Duration::from_millis(500))
+                };
+                let due = now + wait;
                 entry.stale_due = Some(due);
                 self.stale_order.insert((due, key));
             }

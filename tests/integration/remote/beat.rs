@@ -2,6 +2,7 @@
 //! stuck disk would) while ssh stays connected is `down` within three beats, and its
 //! silence is never taken for a dead Conductor or stale tasks.
 
+use std::os::unix::process::CommandExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -14,7 +15,25 @@ use crate::remote::{sshd, watch_with};
 
 #[test]
 fn a_stopped_host_is_down_within_three_beats_and_accuses_nobody() {
-    let Some(sshd) = sshd("a_stopped_host_is_down_within_three_beats_and_accuses_nobody") else {
+    stopped_host_accuses_nobody(
+        "a_stopped_host_is_down_within_three_beats_and_accuses_nobody",
+        "10s",
+    );
+}
+
+/// The same with staleness thresholds as short as the beat window (6 s): a heartbeat's
+/// age is judged against the host's last word, so the silence before `link down` makes
+/// nothing stale and no Conductor dead.
+#[test]
+fn thresholds_as_short_as_the_beat_window_accuse_nobody_either() {
+    stopped_host_accuses_nobody(
+        "thresholds_as_short_as_the_beat_window_accuse_nobody_either",
+        "6s",
+    );
+}
+
+fn stopped_host_accuses_nobody(test: &str, threshold: &str) {
+    let Some(sshd) = sshd(test) else {
         return;
     };
     let project = Scratch::new();
@@ -41,9 +60,9 @@ fn a_stopped_host_is_down_within_three_beats_and_accuses_nobody() {
         &project,
         &[
             "--conductor-stale-after",
-            "10s",
+            threshold,
             "--task-stale-after",
-            "10s",
+            threshold,
         ],
     );
     m.wait_json("the link up", |v| event(v) == "link" && v["status"] == "up");
@@ -120,4 +139,55 @@ fn half_a_frame_and_silence_is_down_within_three_beats() {
     );
     m.signal(Signal::SIGTERM);
     m.wait_exit();
+}
+
+/// A reader here that stops for 10 s during a burst (`| { sleep 10; cat; }`) holds the
+/// link back: that is this side's backlog, not the host's silence. No `link` down, no
+/// reconnect; every anomaly of the burst arrives once.
+#[test]
+fn a_slow_reader_here_is_not_a_silent_host() {
+    let Some(sshd) = sshd("a_slow_reader_here_is_not_a_silent_host") else {
+        return;
+    };
+    // Many logs, so the burst is many events: more than the hub's queue holds.
+    const TASKS: usize = 150;
+    const LINES: usize = 400;
+    let project = Scratch::new();
+    for t in 1..=TASKS {
+        project.set_task(&format!("task-{t:03}"), "working");
+    }
+    let quote = |s: &str| shlex::try_quote(s).unwrap().into_owned();
+    let line = format!(
+        "{} --no-tui --json --config {} --project {} | {{ {} sleep 10; cat; }}",
+        quote(env!("CARGO_BIN_EXE_maestro")),
+        quote(&sshd.config(None, "ssh_config").display().to_string()),
+        quote(&crate::remote::address(&project)),
+        // Lines pass until the link is up; then the reader stops for 10 s.
+        r#"while IFS= read -r l; do echo "$l"; case $l in *'"status":"up"'*) break;; esac; done;"#,
+    );
+    let mut sh = std::process::Command::new("sh");
+    sh.arg("-c")
+        .arg(&line)
+        .env("XDG_DATA_HOME", crate::common::data_home())
+        .process_group(0);
+    let mut m = crate::common::Running::spawn(sh);
+    m.wait_json("the link up", |v| event(v) == "link" && v["status"] == "up");
+    let burst: String = (0..LINES)
+        .map(|i| format!("step {i} self-correction: retried\n"))
+        .collect();
+    for t in 1..=TASKS {
+        project.append(&format!("task-{t:03}-status"), &burst);
+    }
+    let mut seen = 0;
+    while seen < TASKS * LINES {
+        m.wait_json("the burst", |v| event(v) == "anomaly");
+        seen += 1;
+    }
+    let _ = kill(Pid::from_raw(-(m.child.id() as i32)), Signal::SIGTERM);
+    let downs: Vec<&String> = m
+        .seen
+        .iter()
+        .filter(|l| l.contains("\"event\":\"link\"") && !l.contains("\"status\":\"up\""))
+        .collect();
+    assert!(downs.is_empty(), "{downs:?}");
 }

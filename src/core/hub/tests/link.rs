@@ -67,3 +67,45 @@ async fn a_link_down_is_no_evidence_and_ages_restart_when_it_is_up() {
         "{after:?}"
     );
 }
+
+fn stale_of(got: &[What]) -> Vec<&str> {
+    got.iter()
+        .filter_map(|w| match w {
+            What::Stale { task_id, .. } => Some(task_id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A heartbeat's age is judged against the host's last word: with thresholds near the
+/// beat window, a host that falls silent (before its link is called down) makes nothing
+/// stale and no Conductor dead; a host that keeps beating does.
+#[tokio::test(start_paused = true)]
+async fn a_silent_host_is_no_evidence_of_a_stale_heartbeat() {
+    let mut s = settings(false);
+    s.task_stale_after = Duration::from_secs(6);
+    s.conductor_stale_after = Duration::from_secs(6);
+    let rows = CoreEvent::Tasks(vec![
+        row("task-00", "reviewing", START),
+        row("task-01", "working", START),
+    ]);
+    let mut r = rig_with(vec![rows], s);
+    r.events.send(link("up")).await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    r.events.send(CoreEvent::Heard).await.unwrap();
+    // The host says nothing more for 20 s: its link would be down by now; no verdict.
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let silent = drain(&mut r.out).await;
+    assert!(stale_of(&silent).is_empty(), "{silent:?}");
+    assert!(
+        !silent.iter().any(|w| matches!(w, What::Watchdog { .. })),
+        "{silent:?}"
+    );
+    // It beats again, and keeps beating: the stamps are old as of its word.
+    for _ in 0..5 {
+        r.events.send(CoreEvent::Heard).await.unwrap();
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+    let beating = drain(&mut r.out).await;
+    assert_eq!(stale_of(&beating), ["task-00", "task-01"], "{beating:?}");
+}
