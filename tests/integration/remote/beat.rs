@@ -146,12 +146,12 @@ fn half_a_frame_and_silence_is_down_within_three_beats() {
 /// reconnect; every anomaly of the burst arrives once.
 #[test]
 fn a_slow_reader_here_is_not_a_silent_host() {
+    // Many logs, so the burst is many events: more than this side's queues hold.
+    const TASKS: usize = 150;
+    const LINES: usize = 400;
     let Some(sshd) = sshd("a_slow_reader_here_is_not_a_silent_host") else {
         return;
     };
-    // Many logs, so the burst is many events: more than the hub's queue holds.
-    const TASKS: usize = 150;
-    const LINES: usize = 400;
     let project = Scratch::new();
     for t in 1..=TASKS {
         project.set_task(&format!("task-{t:03}"), "working");
@@ -172,9 +172,10 @@ fn a_slow_reader_here_is_not_a_silent_host() {
         .process_group(0);
     let mut m = crate::common::Running::spawn(sh);
     m.wait_json("the link up", |v| event(v) == "link" && v["status"] == "up");
-    let burst: String = (0..LINES)
-        .map(|i| format!("step {i} self-correction: retried\n"))
-        .collect();
+    let burst = (0..LINES).fold(String::new(), |mut b, i| {
+        b.push_str(&format!("step {i} self-correction: retried\n"));
+        b
+    });
     for t in 1..=TASKS {
         project.append(&format!("task-{t:03}-status"), &burst);
     }
