@@ -424,3 +424,32 @@ fn a_closed_pipe_ends_the_run_at_once() {
         .unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
 }
+
+/// A 5 MB status line whose `self-correction` lies past the 64 KiB cap still raises it,
+/// and the cut is said once.
+#[test]
+fn a_line_past_the_cap_is_judged_and_its_cut_said() {
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    s.append("task-03-status", "step 1 started [ctx: 5%]\n");
+    let mut m = s.headless(&[]);
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
+    let mut line = "x".repeat(200 * 1024);
+    line.push_str(" step 2 self-correction: retried the build ");
+    line.push_str(&"y".repeat(5 * 1024 * 1024));
+    line.push_str(" [ctx: 9%]\n");
+    s.append("task-03-status", &line);
+    let said = m.wait_json("the cut said", |v| {
+        event(v) == "error"
+            && v["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("over 64 KiB"))
+    });
+    assert_eq!(said["task_id"], "task-03", "{said}");
+    let a = m.wait_json("the anomaly", |v| {
+        event(v) == "anomaly" && v["anomaly"] == "self-correction"
+    });
+    assert_eq!(a["task_id"], "task-03");
+}

@@ -7,12 +7,24 @@
 /// Marker appended to a line that was longer than the cap.
 pub const TRUNCATED_MARK: &str = " […]";
 
+/// Of a line past the cap, the end kept beside its start (a Musician's `[ctx: N%]`
+/// closes its line).
+const KEPT_END: usize = 256;
+/// What the Sentinel looks for anywhere in a line: said even when it was cut away.
+const CUT_MARKS: [&[u8]; 1] = [b"self-correction"];
+
 #[derive(Debug)]
 pub struct LineAssembler {
     pending: Vec<u8>,
     max_line: usize,
-    /// The current line passed the cap: drop bytes until its newline.
+    /// The current line passed the cap: its middle is dropped until its newline.
     overflowed: bool,
+    /// The last [`KEPT_END`] bytes of what was dropped of the current line.
+    dropped_end: Vec<u8>,
+    /// A mark of [`CUT_MARKS`] was among the dropped bytes.
+    dropped_mark: bool,
+    /// Lines cut so far (the source says so).
+    cut_lines: u64,
 }
 
 impl LineAssembler {
@@ -21,7 +33,15 @@ impl LineAssembler {
             pending: Vec::new(),
             max_line: max_line.max(1),
             overflowed: false,
+            dropped_end: Vec::new(),
+            dropped_mark: false,
+            cut_lines: 0,
         }
+    }
+
+    /// Lines longer than the cap so far: each kept as its start, `[…]` and its end.
+    pub fn cut_lines(&self) -> u64 {
+        self.cut_lines
     }
 
     /// Feeds a chunk; complete lines are pushed onto `out` (without `\n` or `\r\n`).
@@ -48,6 +68,8 @@ impl LineAssembler {
         self.pending.clear();
         self.pending.shrink_to(self.max_line.min(4096));
         self.overflowed = false;
+        self.dropped_end.clear();
+        self.dropped_mark = false;
     }
 
     fn push_capped(&mut self, bytes: &[u8]) {
@@ -55,9 +77,31 @@ impl LineAssembler {
         if bytes.len() > room {
             self.pending.extend_from_slice(&bytes[..room]);
             self.overflowed = true;
+            self.drop_bytes(&bytes[room..]);
         } else {
             self.pending.extend_from_slice(bytes);
         }
+    }
+
+    /// Past the cap: only the end is kept, and whether a mark went by (looked for
+    /// across the seam with the bytes dropped before).
+    fn drop_bytes(&mut self, bytes: &[u8]) {
+        if bytes.is_empty() {
+            return;
+        }
+        if !self.dropped_mark {
+            let seam = self.dropped_end.len().saturating_sub(32);
+            let mut window = self.dropped_end[seam..].to_vec();
+            window.extend_from_slice(&bytes[..bytes.len().min(64)]);
+            self.dropped_mark = CUT_MARKS.iter().any(|m| {
+                memchr::memmem::find(bytes, m).is_some()
+                    || memchr::memmem::find(&window, m).is_some()
+            });
+        }
+        self.dropped_end
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(KEPT_END)..]);
+        let extra = self.dropped_end.len().saturating_sub(KEPT_END);
+        self.dropped_end.drain(..extra);
     }
 
     fn take_line(&mut self) -> String {
@@ -70,7 +114,19 @@ impl LineAssembler {
             Err(e) => String::from_utf8_lossy(e.as_bytes()).into_owned(),
         };
         if std::mem::take(&mut self.overflowed) {
+            self.cut_lines += 1;
             line.push_str(TRUNCATED_MARK);
+            if std::mem::take(&mut self.dropped_mark) {
+                line.push_str(" self-correction […]");
+            }
+            let mut end = std::mem::take(&mut self.dropped_end);
+            if end.last() == Some(&b'\r') {
+                end.pop();
+            }
+            if !end.is_empty() {
+                line.push(' ');
+                line.push_str(&String::from_utf8_lossy(&end));
+            }
         }
         line
     }
@@ -115,9 +171,33 @@ mod tests {
         }
         a.feed(b"\nnext\n", &mut out);
         assert_eq!(out.len(), 2);
-        assert_eq!(out[0].len(), 1000 + TRUNCATED_MARK.len());
-        assert!(out[0].ends_with(TRUNCATED_MARK));
+        // Its start, the mark, and its end.
+        assert_eq!(out[0].len(), 1000 + TRUNCATED_MARK.len() + 1 + KEPT_END);
+        assert!(out[0].contains(TRUNCATED_MARK));
         assert_eq!(out[1], "next");
+        assert_eq!(a.cut_lines(), 1);
+    }
+
+    /// What the Sentinel reads in a line is not lost past the cap: a `self-correction`
+    /// in the dropped middle (even split between two reads) is said after the mark, and
+    /// the `[ctx: N%]` that ends the line is kept.
+    #[test]
+    fn a_cut_line_keeps_its_end_and_says_a_mark_it_dropped() {
+        let mut a = LineAssembler::new(100);
+        let mut out = Vec::new();
+        a.feed(&[b'a'; 5000], &mut out);
+        a.feed(b"step 9 self-cor", &mut out);
+        a.feed(b"rection: retried", &mut out);
+        a.feed(&[b'b'; 5000], &mut out);
+        a.feed(b" done [ctx: 47%]\n", &mut out);
+        assert_eq!(out.len(), 1);
+        assert!(out[0].starts_with(&"a".repeat(100)), "{}", out[0]);
+        assert!(out[0].contains(" […] self-correction […] "), "{}", out[0]);
+        assert!(out[0].ends_with(" done [ctx: 47%]"), "{}", out[0]);
+        // Nothing dropped holds a mark: none is said.
+        a.feed(&[b'c'; 5000], &mut out);
+        a.feed(b"\n", &mut out);
+        assert!(!out[1].contains("self-correction"), "{}", out[1]);
     }
 
     proptest! {

@@ -426,6 +426,7 @@ impl TempLogs {
         // raises an event of its own, so an isolated line costs no read to learn the
         // end was reached. A full buffer means a burst: it is read on to its end.
         let size = meta.len();
+        let cut_before = tail.assembler.cut_lines();
         let mut full = false;
         while read_error.is_none() && (tail.offset < size || full) {
             match file.read_at(&mut self.buf, tail.offset) {
@@ -465,8 +466,20 @@ impl TempLogs {
                 }
             }
         }
+        let first_cut = cut_before == 0 && tail.assembler.cut_lines() > 0;
         if let Some(e) = read_error {
             self.fail_about(Some(&task), format!("cannot read {}: {e}", path.display()));
+        }
+        if first_cut {
+            // Said once a log: a line past the cap is judged on what was kept.
+            self.fail_about(
+                Some(&task),
+                format!(
+                    "{} has a line over {} KiB: it is kept as its start, […] and its end, with any self-correction in the cut middle said after […]; [logs] max_line sets the cap",
+                    path.display(),
+                    self.settings.max_line / 1024
+                ),
+            );
         }
         // At start, even an empty file is reported: its mtime starts the stall clock.
         if !lines.is_empty() || (initial && !sent_lines) {
