@@ -428,6 +428,7 @@ fn handle_event(
                     KeyCode::Char(c) => ui.search_type(Some(c)),
                     _ => {}
                 }
+                ui.log_follows_selection(snap);
                 return vec![];
             }
             let action = cfg.keymap.action(ui.focus.mode(), key);

@@ -297,11 +297,19 @@ mod tests {
     #[test]
     fn a_line_longer_than_a_chunk_is_counted_once_and_cut_as_the_assembler_cuts() {
         let long = "x".repeat(CHUNK + 10);
-        let text = format!("a\n{long} self-correction\nb [ctx: 3%]\n");
+        let text = format!("a\n{long} self-correction\nb [ctx: 3%]\nc\n{long}\n");
         let got = skimmed(&text, LogKind::Status);
+        // The assembler keeps a cut line's start and end: its self-correction is judged.
+        let mut cut = Vec::new();
+        LineAssembler::new(4096).feed(format!("{long} self-correction\n").as_bytes(), &mut cut);
+        assert!(cut[0].ends_with(" self-correction"), "{}", cut[0]);
         assert_eq!(
             got,
-            [Piece::Skipped(2), Piece::Lines(vec!["b [ctx: 3%]".into()])]
+            [
+                Piece::Skipped(1),
+                Piece::Lines(vec![cut[0].clone(), "b [ctx: 3%]".into()]),
+                Piece::Skipped(2),
+            ]
         );
     }
 

@@ -39,21 +39,32 @@ impl UiState {
             What::Anomaly(a) => {
                 let line = self.link_anomaly(&a.task_id, a.line.as_ref());
                 self.anomalies_seen += 1;
-                if self.anomalies.len() == ANOMALIES_KEPT {
-                    self.anomalies.pop_back();
-                }
-                self.anomalies.push_front(AnomalyEntry {
-                    at: h.at,
-                    task: a.task_id.clone(),
-                    kind: a.kind,
-                    detail: a.detail.clone(),
-                    line,
-                    source: a.line.clone(),
-                    unread: !replayed,
-                });
-                // Keep the operator's selection on the same entry.
-                if self.selected_anomaly > 0 {
-                    self.selected_anomaly += 1;
+                // Newest first by when it happened: a restatement after a restart keeps
+                // its first time, and goes where that time puts it.
+                let at = self.anomalies.iter().position(|e| e.at <= h.at);
+                let at = at.unwrap_or(self.anomalies.len());
+                let full = self.anomalies.len() == ANOMALIES_KEPT;
+                if !(full && at == self.anomalies.len()) {
+                    if full {
+                        self.anomalies.pop_back();
+                    }
+                    self.anomalies.insert(
+                        at,
+                        AnomalyEntry {
+                            at: h.at,
+                            task: a.task_id.clone(),
+                            kind: a.kind,
+                            detail: a.detail.clone(),
+                            line,
+                            source: a.line.clone(),
+                            unread: !replayed,
+                        },
+                    );
+                    // Keep the operator's selection on the same entry (the top one
+                    // follows the newest).
+                    if self.selected_anomaly > 0 && at <= self.selected_anomaly {
+                        self.selected_anomaly += 1;
+                    }
                 }
                 Some(Notification {
                     title: format!("{} {}", a.task_id, a.kind),
@@ -266,6 +277,25 @@ impl UiState {
         {
             let task = TaskId::parse(t.id());
             self.show_task(task);
+        }
+    }
+
+    /// The Log shows the selected row's task (▶, what the action keys act on), unless it
+    /// shows a task the table does not list by nature (the Conductor's, from its
+    /// anomaly). Called after every key, not only at the next snapshot.
+    pub fn log_follows_selection(&mut self, snap: &Snapshot) {
+        let shown = self.shown_tasks(snap);
+        let Some(row) = shown.get(self.selected_task).map(|t| t.id().to_owned()) else {
+            return;
+        };
+        let in_rows = |id: &str| shown.iter().any(|t| t.id() == id);
+        let unlisted = self.log_task.as_ref().is_some_and(|lt| {
+            !in_rows(lt.as_str())
+                && self.task_filter.is_none()
+                && snap.tasks.iter().any(|t| t.id() == lt.as_str())
+        });
+        if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {
+            self.show_task(TaskId::parse(&row));
         }
     }
 

@@ -635,3 +635,31 @@ fn one_selection_whatever_moves_it() {
     );
     assert_eq!(ui.task_filter, None);
 }
+
+/// After a restart, restated anomalies keep their first time and go where it puts
+/// them: the list stays newest first.
+#[test]
+fn anomalies_stay_newest_first_when_a_restatement_is_older() {
+    let mut ui = UiState::default();
+    let told = |ui: &mut UiState, minute: i64| {
+        ui.ingest(&Happening {
+            told: None,
+            at: at() + time::Duration::minutes(minute),
+            what: What::Anomaly(Anomaly {
+                task_id: TaskId::parse("task-01").unwrap(),
+                kind: AnomalyKind::SelfCorrection,
+                detail: format!("minute {minute}"),
+                spike: None,
+                line: None,
+            }),
+        });
+    };
+    for minute in [0, 71, 4, 2, 90] {
+        told(&mut ui, minute);
+    }
+    let order: Vec<&str> = ui.anomalies.iter().map(|a| a.detail.as_str()).collect();
+    assert_eq!(
+        order,
+        ["minute 90", "minute 71", "minute 4", "minute 2", "minute 0"]
+    );
+}

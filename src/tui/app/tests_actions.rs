@@ -125,3 +125,38 @@ fn nothing_typed_is_lost() {
     ui.update(Action::Close, &s);
     assert!(ui.compose.is_none() && ui.overlay.is_none());
 }
+
+/// On a quiet project (no snapshot comes after the key), a filter or a sort leaves the
+/// Log on the selected row's task (▶), which is the task the action keys act on.
+#[test]
+fn after_a_filter_or_a_sort_the_log_is_the_selected_row_without_a_new_snapshot() {
+    let s = snap(&["task-02", "task-05", "task-07"]);
+    let mut ui = UiState::default();
+    ui.sync_with(&s);
+    ui.update(Action::Down, &s);
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-05"));
+    let selected = |ui: &UiState| {
+        ui.shown_tasks(&s)
+            .get(ui.selected_task)
+            .map(|t| t.id().to_owned())
+    };
+    // A filter that hides the shown task: typed, then kept; no sync_with in between.
+    ui.update(Action::Search, &s);
+    for c in "07".chars() {
+        ui.search_type(Some(c));
+        ui.log_follows_selection(&s);
+    }
+    ui.search_finish(true);
+    ui.log_follows_selection(&s);
+    assert_eq!(selected(&ui).as_deref(), Some("task-07"));
+    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-07"));
+    // Esc drops it; a sort moves the rows; the Log stays the selected row's.
+    ui.update(Action::Search, &s);
+    ui.search_finish(false);
+    ui.log_follows_selection(&s);
+    ui.update(Action::SortTasks, &s);
+    assert_eq!(
+        ui.log_task.as_ref().map(TaskId::as_str),
+        selected(&ui).as_deref()
+    );
+}

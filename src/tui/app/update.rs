@@ -8,8 +8,15 @@ use crate::tui::app::scrollback::LogView;
 use crate::tui::app::state::{Confirm, Effect, Overlay, Pane, UiState};
 
 impl UiState {
-    /// Applies one action.
+    /// Applies one action; then the selected row (▶) and the Log's task agree again at
+    /// once (a filter or a sort on a quiet project has no next snapshot to wait for).
     pub fn update(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        let effects = self.apply(action, snap);
+        self.log_follows_selection(snap);
+        effects
+    }
+
+    fn apply(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         self.note = None;
         if let Some(Overlay::Confirm(c)) = self.overlay.clone() {
             // Only an explicit answer leaves a confirmation (see `confirm`).
