@@ -119,6 +119,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             sessions: vec![std::sync::Arc::new(session(i))],
             session_lost: false,
             needs_you: None,
+            waiting_since: None,
         })
         .collect();
     for id in ["task-00", "souffleur"] {
@@ -132,6 +133,7 @@ fn snapshot(now: OffsetDateTime) -> Snapshot {
             sessions: Vec::new(),
             session_lost: false,
             needs_you: None,
+            waiting_since: None,
         });
     }
     Snapshot {

@@ -133,6 +133,10 @@ pub struct TaskView {
     /// Its session waits for the operator: what for ("permission for Bash `cargo
     /// publish`", "waiting for input") and since when.
     pub needs_you: Option<(String, OffsetDateTime)>,
+    /// In a state that waits on the Conductor (`needs_review`, `error`,
+    /// `fix_proposed`) since this moment, when maestro saw it start (`None`: not
+    /// waiting, or since before maestro watched).
+    pub waiting_since: Option<OffsetDateTime>,
 }
 
 impl TaskView {

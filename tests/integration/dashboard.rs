@@ -53,6 +53,7 @@ pub(crate) fn task(
         sessions: Vec::new(),
         session_lost: false,
         needs_you: None,
+        waiting_since: None,
     }
 }
 

@@ -168,6 +168,7 @@ fn the_rules_file_names_only_metrics_that_exist() {
             )],
             session_lost: false,
             needs_you: None,
+            waiting_since: None,
         })],
         ..maestro::core::snapshot::Snapshot::default()
     };

@@ -141,6 +141,12 @@ impl TaskState {
         )
     }
 
+    /// States in which a Musician waits on the Conductor (its answer, its fix): the
+    /// Conductor's queue, not a stall.
+    pub fn waits_on_conductor(&self) -> bool {
+        matches!(self.as_str(), "needs_review" | "error" | "fix_proposed")
+    }
+
     /// States in which a Musician must keep its heartbeat fresh.
     pub fn is_heartbeat_active(&self) -> bool {
         matches!(

@@ -75,6 +75,8 @@ struct TaskEntry {
     stale_reported: bool,
     /// When this row turns stale, as it stands in `Hub::stale_order`.
     stale_due: Option<Instant>,
+    /// When maestro saw this Musician start waiting on the Conductor.
+    waiting_since: Option<OffsetDateTime>,
 }
 
 pub struct Hub {

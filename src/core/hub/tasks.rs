@@ -69,6 +69,15 @@ impl Hub {
             let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
             let stale_reported =
                 prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
+            // Known only from a change maestro saw: a wait older than maestro is not
+            // timed.
+            let waiting_since = if !TaskState(row.state.clone()).waits_on_conductor() {
+                None
+            } else if changed_state && prev.is_some() {
+                Some(self.clock.now_utc())
+            } else {
+                prev.and_then(|p| p.waiting_since)
+            };
             if let Some(id) = &id
                 && id.is_musician()
             {
@@ -86,6 +95,7 @@ impl Hub {
                 heartbeat,
                 stale_reported,
                 stale_due: None,
+                waiting_since,
             };
             entry.stale_due = self.stale_due(&entry);
             let due = entry.stale_due;

@@ -56,6 +56,7 @@ impl Hub {
                         .unwrap_or(OffsetDateTime::UNIX_EPOCH);
                 (w.wait.describe(), since)
             }),
+            waiting_since: entry.and_then(|e| e.waiting_since),
         })
     }
 

@@ -27,6 +27,7 @@ pub(super) fn snap(ids: &[&str]) -> Snapshot {
                 sessions: Vec::new(),
                 session_lost: false,
                 needs_you: None,
+                waiting_since: None,
             })
             .map(std::sync::Arc::new)
             .collect(),

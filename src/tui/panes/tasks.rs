@@ -147,6 +147,11 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
                 if let Some(session) = session_cells::leader_suffix(t, ctx) {
                     spans.push(Span::styled(session, ctx.theme.muted));
                 }
+                if t.is_conductor()
+                    && let Some(queue) = conductor_queue(ctx)
+                {
+                    spans.push(Span::styled(queue, ctx.theme.warn));
+                }
             }
             // Nobody has written the row: nothing runs, so nothing can be late.
             None => spans.push(Span::styled(format!("no {label} yet"), ctx.theme.muted)),
@@ -382,12 +387,15 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
             Column::Retry => Line::from(retry.take().unwrap_or_default()),
             Column::Tokens => session_cells::tokens_cell(t, ctx),
             Column::Cost => session_cells::cost_cell(t, ctx),
-            Column::Activity => match &t.needs_you {
-                Some((text, _)) => Line::from(Span::styled(
+            Column::Activity => match (&t.needs_you, waiting_for_conductor(t, ctx)) {
+                (Some((text, _)), _) => Line::from(Span::styled(
                     format!("needs you: {}", printable(text)),
                     ctx.theme.error,
                 )),
-                None => session_cells::activity_cell(t, ctx),
+                (None, Some(_)) => {
+                    Line::from(Span::styled(conductors_turn(t, ctx), ctx.theme.warn))
+                }
+                (None, None) => session_cells::activity_cell(t, ctx),
             },
             Column::Anomaly => Line::from(anomaly.take().unwrap_or_default()),
         })
@@ -414,6 +422,51 @@ fn widths(columns: &[Column], width: u16, activity_need: u16) -> Vec<u16> {
     out
 }
 
+/// The Activity cell of a Musician waiting on the Conductor: "Conductor's turn 12m"
+/// (whole minutes: the cell is narrow; the detail line has the rest).
+fn conductors_turn(t: &TaskView, ctx: &DrawCtx<'_>) -> String {
+    match t.waiting_since.map(|since| ctx.age(since).as_secs()) {
+        None => "Conductor's turn".to_owned(),
+        Some(s) if s < 60 => "Conductor's turn <1m".to_owned(),
+        Some(s) if s < 3600 => format!("Conductor's turn {}m", s / 60),
+        Some(s) => format!("Conductor's turn {}h{:02}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+/// The Conductor's queue: " · 3 wait for it (task-02 12m05s longest)".
+fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
+    let waiting: Vec<&TaskView> = crate::tui::app::musicians(ctx.snap)
+        .filter(|t| crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor())
+        .collect();
+    if waiting.is_empty() {
+        return None;
+    }
+    let longest = waiting
+        .iter()
+        .filter_map(|t| t.waiting_since.map(|since| (since, t.id())))
+        .min()
+        .map(|(since, id)| format!(" ({} {} longest)", printable(id), short_age(ctx.age(since))))
+        .unwrap_or_default();
+    Some(format!(" · {} wait for it{longest}", waiting.len()))
+}
+
+/// "waiting for the Conductor 12m05s" for a Musician in a state that waits on it (the
+/// Conductor's queue, not a stall), the time only when maestro saw the wait start.
+pub fn waiting_for_conductor(t: &TaskView, ctx: &DrawCtx<'_>) -> Option<String> {
+    if !crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor() {
+        return None;
+    }
+    Some(t.waiting_since.map_or_else(
+        || "waiting for the Conductor".to_owned(),
+        |since| {
+            format!(
+                "waiting for the Conductor {}",
+                crate::tui::panes::ctx::short_age(ctx.age(since))
+            )
+        },
+    ))
+}
+
 /// `▸ task-03 review_approved · musician-3 · ctx 35% · waits 40s Bash cargo test · …`:
 /// everything the row may have cut.
 fn detail_line<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
@@ -437,6 +490,9 @@ fn detail_line<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
             })
             .unwrap_or_default();
         parts.push(format!("{}{tool}", printable(&s.activity)));
+    }
+    if let Some(waiting) = waiting_for_conductor(t, ctx) {
+        parts.push(waiting);
     }
     if let Some(a) = t.last_anomaly {
         parts.push(format!("last anomaly {}", a.as_str()));
