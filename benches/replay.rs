@@ -87,7 +87,7 @@ fn files(dir: &std::path::Path) -> EventLogFiles {
         current: dir.join("events.jsonl"),
         previous: dir.join("events.1.jsonl"),
         lock: dir.join("events.lock"),
-        told: dir.join("told.tsv"),
+        journal: dir.join("journal.tsv"),
     }
 }
 

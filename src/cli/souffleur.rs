@@ -75,6 +75,7 @@ async fn run_role(
     let control = paths::socket_path(Service::Souffleur, &key)
         .and_then(|path| ipc::bind_owner_only(&path).map(|l| (path, l)));
 
+    let mut resume = headless::resume_for(project, settings, args)?;
     let mut config = project.core_config(settings);
     config.souffleur_role = true;
     config.forward_logs = tui.is_some();
@@ -157,7 +158,7 @@ async fn run_role(
             args.json,
             clock,
             false,
-            args.after,
+            resume.as_mut(),
             stop,
         )
         .await;

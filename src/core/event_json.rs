@@ -2,6 +2,7 @@
 //! headless presenter and the pipeline bus, where the same fields are `$event`.
 
 use serde_json::{Value, json};
+use time::OffsetDateTime;
 
 use crate::core::clock::{parse_sqlite_utc, rfc3339};
 use crate::core::domain::souffleur::Provider;
@@ -39,8 +40,24 @@ fn db_time(text: Option<&str>) -> Value {
 
 /// One happening's fields, or `None` for what headless does not show.
 fn fields(h: &Happening) -> Option<Value> {
-    let ts = rfc3339(h.at);
-    Some(match &h.what {
+    fields_of(h.at, &h.what)
+}
+
+/// The line the journal keeps for a happening told at `at` under `cursor` (`None`: it
+/// has no printed form, so it is not journaled).
+pub fn journal_fields(at: OffsetDateTime, what: &What) -> Option<Value> {
+    fields_of(at, what)
+}
+
+/// `fields` with its cursor, as one JSON line (no newline).
+pub fn journal_line(mut fields: Value, cursor: crate::core::told::Cursor) -> String {
+    fields["cursor"] = json!(cursor.to_string());
+    crate::core::text::json_line(&fields)
+}
+
+fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
+    let ts = rfc3339(at);
+    Some(match what {
         What::Anomaly(a) => {
             let mut v = json!({
                 "ts": ts, "event": "anomaly", "task_id": a.task_id,
@@ -111,10 +128,10 @@ fn fields(h: &Happening) -> Option<Value> {
         What::Forecast {
             task_id,
             threshold,
-            at,
+            at: forecast_at,
         } => json!({
             "ts": ts, "event": "forecast", "task_id": task_id, "threshold": threshold,
-            "at": rfc3339(*at), "in_s": (*at - h.at).whole_seconds().max(0),
+            "at": rfc3339(*forecast_at), "in_s": (*forecast_at - at).whole_seconds().max(0),
         }),
         What::ForecastWithdrawn { task_id, reason } => json!({
             "ts": ts, "event": "forecast_withdrawn", "task_id": task_id, "reason": reason,
@@ -137,14 +154,14 @@ fn fields(h: &Happening) -> Option<Value> {
                     }
                 }
                 if f.activity == "waiting"
-                    && let Some(at) = f
+                    && let Some(since) = f
                         .tool
                         .as_ref()
                         .and_then(|t| t.at.as_deref())
                         .and_then(crate::core::sessions::tally::epoch_ms)
                 {
-                    let now = (h.at.unix_timestamp_nanos() / 1_000_000) as i64;
-                    v["waiting_s"] = json!((now - at).max(0) / 1000);
+                    let now = (at.unix_timestamp_nanos() / 1_000_000) as i64;
+                    v["waiting_s"] = json!((now - since).max(0) / 1000);
                 }
             }
             if let Some(d) = detail {

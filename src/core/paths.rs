@@ -121,8 +121,8 @@ pub struct EventLogFiles {
     pub previous: PathBuf,
     /// Held by the one maestro that records the project.
     pub lock: PathBuf,
-    /// What every maestro of the project has told (the told ledger).
-    pub told: PathBuf,
+    /// What every maestro of the project has told: the journal (see `core::told`).
+    pub journal: PathBuf,
 }
 
 /// `<data dir>/events/<project key>/`: where maestro records what a project told it.
@@ -132,7 +132,7 @@ pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
         current: dir.join("events.jsonl"),
         previous: dir.join("events.1.jsonl"),
         lock: dir.join("events.lock"),
-        told: dir.join("told.tsv"),
+        journal: dir.join("journal.tsv"),
     })
 }
 

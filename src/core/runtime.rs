@@ -204,7 +204,7 @@ pub fn start_tapped(
     if orchestration {
         // A data directory that cannot hold the ledger is said once on stderr, as for
         // the event log beside it.
-        let (ledger, problem) = open_told(config, clock);
+        let (ledger, problem) = open_told(config);
         hub = hub.with_told(ledger);
         if unrecorded.is_none() {
             unrecorded = problem;
@@ -260,7 +260,7 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
     let settings = hub_settings(config, true);
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let (ledger, problem) = open_told(config, clock);
+    let (ledger, problem) = open_told(config);
     let hub = Hub::new(settings, clock, out_tx, snap_tx, None)
         .with_bus(bus.clone())
         .with_told(ledger);
@@ -308,15 +308,26 @@ pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
 /// marks restatements and `--after` resumes. Under the event log's rule: a run that
 /// records nothing (the demo, `event_log_mib = 0`) remembers this run only, as does one
 /// without a data directory.
-fn open_told(config: &CoreConfig, clock: Clock) -> (crate::core::told::Ledger, Option<String>) {
+fn open_told(config: &CoreConfig) -> (crate::core::told::Journal, Option<String>) {
     if config.event_log_bytes == 0 {
-        return (crate::core::told::Ledger::in_memory(), None);
+        return (crate::core::told::Journal::in_memory(), None);
     }
     let key = ProjectKey::of(&config.project);
     match crate::core::paths::event_log(&key) {
-        Ok(files) => crate::core::told::Ledger::open(&files.told, clock.now_utc()),
-        Err(e) => (crate::core::told::Ledger::in_memory(), Some(e)),
+        Ok(files) => crate::core::told::Journal::open(&files.journal),
+        Err(e) => (crate::core::told::Journal::in_memory(), Some(e)),
     }
+}
+
+/// Where this project's journal is (for `--after`), when maestro keeps one.
+pub fn journal_path(config: &CoreConfig) -> Result<std::path::PathBuf, String> {
+    if config.event_log_bytes == 0 {
+        return Err(
+            "this project keeps no journal ([logs] event_log_mib = 0), so there is nothing to resume from: drop --after or the setting"
+                .into(),
+        );
+    }
+    crate::core::paths::event_log(&ProjectKey::of(&config.project)).map(|f| f.journal)
 }
 
 /// The flight recorder for this project, unless another maestro records it.

@@ -19,6 +19,7 @@ mod history;
 mod hooks;
 mod house;
 mod injection;
+mod journal;
 mod kitty;
 mod layout_sizes;
 mod limits;

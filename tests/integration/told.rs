@@ -132,7 +132,12 @@ fn a_restart_marks_what_it_restates_and_after_resumes_past_the_cursor() {
         0,
         "the tasks' states were told before the cursor: {shown:?}"
     );
-    let position = |c: &str| c[1..].parse::<i128>().expect("a cursor");
+    // A cursor is a place in the journal: `<journal id>-<sequence number>`.
+    let position = |c: &str| {
+        c.rsplit_once('-')
+            .and_then(|(_, seq)| seq.parse::<u64>().ok())
+            .expect("a cursor")
+    };
     assert!(
         shown
             .iter()

@@ -14,6 +14,8 @@ use crate::core::event::{Happening, What};
 use crate::core::event_json::output_line;
 use crate::core::runtime;
 use crate::core::text::printable;
+use crate::core::told::Cursor;
+use crate::core::told::read::{Follower, Gap};
 use crate::settings::Settings;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,54 +52,133 @@ pub async fn present(
 }
 
 /// Whether a happening is to be shown to a reader who has seen everything up to
-/// `after` (`--after`): what was first told later, or has no cursor.
-pub fn is_after(h: &Happening, after: Option<crate::core::told::Cursor>) -> bool {
+/// `after` (several projects at once, where no one journal is followed): what has a
+/// later place in the same journal, or none.
+pub fn is_after(h: &Happening, after: Option<Cursor>) -> bool {
     match (after, h.told) {
-        (Some(after), Some(told)) => told.cursor > after,
+        (Some(after), Some(told)) => {
+            told.cursor.journal != after.journal || told.cursor.seq > after.seq
+        }
         _ => true,
     }
 }
 
-/// [`present`], leaving out what was told at or before `after`.
+/// A reader resuming after a cursor (`--after`): the journal from there, then as it
+/// grows. What is printed comes from the journal, so each entry is printed once, in
+/// the journal's order, with its own cursor, none marked replayed.
+pub struct Resume {
+    pub follower: Follower,
+    pub gap: Option<Gap>,
+}
+
+impl Resume {
+    /// Checks `cursor` against the project's journal at `path`: the error (for exit 2)
+    /// says whose journal it belongs to, or how far this one goes.
+    pub fn open(path: &std::path::Path, cursor: Cursor) -> Result<Self, CliError> {
+        let (follower, gap) =
+            crate::core::told::read::follow_after(path, cursor).map_err(CliError::Usage)?;
+        Ok(Self { follower, gap })
+    }
+
+    /// The gap (once) and every entry the journal holds past what was printed.
+    async fn print_new(&mut self, clock: &Clock, out: &OutputQueue) -> bool {
+        if let Some(gap) = self.gap.take() {
+            let line = serde_json::json!({
+                "ts": crate::core::clock::rfc3339(clock.now_utc()),
+                "event": "gap",
+                "detail": format!("the journal no longer holds the {} entries after your cursor (it keeps its newest {} MiB); what follows starts at its oldest", gap.count, crate::core::told::MAX_BYTES >> 21),
+                "count": gap.count,
+                "cursor": gap.before.to_string(),
+            });
+            if !out
+                .push(format!("{}\n", crate::core::text::json_line(&line)))
+                .await
+            {
+                return false;
+            }
+        }
+        for (_, json) in self.follower.next_entries() {
+            if !out.push(format!("{json}\n")).await {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// [`present`], leaving out what was told at or before `after`: with a journal to
+/// follow, what is printed is read from it (the happenings only say when to read, and
+/// when to stop); the journal is also looked at every second, for what another maestro
+/// of the project told.
 pub async fn present_after(
     happenings: &mut mpsc::Receiver<Happening>,
     format: Format,
     clock: Clock,
     until_complete: bool,
-    after: Option<crate::core::told::Cursor>,
+    mut resume: Option<&mut Resume>,
     stop: CancellationToken,
     out: &OutputQueue,
 ) -> Ended {
+    if let Some(r) = resume.as_deref_mut()
+        && !r.print_new(&clock, out).await
+    {
+        return Ended::OutputClosed;
+    }
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(1));
     loop {
         let next = tokio::select! {
             // A signal is heard first, however fast happenings come.
             biased;
             () = stop.cancelled() => {
-                // Print what had already arrived (not what keeps coming) before leaving.
-                let arrived = happenings.len();
-                for _ in 0..arrived {
-                    let Ok(h) = happenings.try_recv() else { break };
-                    if !is_after(&h, after) {
-                        continue;
-                    }
-                    if let Some(e) = write_one(out, format, &clock, &h, until_complete).await {
-                        return e;
-                    }
-                }
-                return Ended::Stopped;
+                return drain_arrived(happenings, format, &clock, until_complete, resume, out).await;
             }
             h = happenings.recv() => h,
+            _ = tick.tick(), if resume.is_some() => {
+                if let Some(r) = resume.as_deref_mut() && !r.print_new(&clock, out).await {
+                    return Ended::OutputClosed;
+                }
+                continue;
+            }
         };
         let Some(h) = next else {
             return Ended::Stopped;
         };
-        if !is_after(&h, after) {
-            continue;
-        }
-        if let Some(ended) = write_one(out, format, &clock, &h, until_complete).await {
+        let ended = match resume.as_deref_mut() {
+            Some(r) => {
+                if !r.print_new(&clock, out).await {
+                    return Ended::OutputClosed;
+                }
+                end_of(&h, until_complete)
+            }
+            None => write_one(out, format, &clock, &h, until_complete).await,
+        };
+        if let Some(ended) = ended {
             return ended;
         }
     }
+}
+
+/// At a signal: what had already arrived (not what keeps coming) is printed first.
+async fn drain_arrived(
+    happenings: &mut mpsc::Receiver<Happening>,
+    format: Format,
+    clock: &Clock,
+    until_complete: bool,
+    resume: Option<&mut Resume>,
+    out: &OutputQueue,
+) -> Ended {
+    if let Some(r) = resume {
+        r.print_new(clock, out).await;
+        return Ended::Stopped;
+    }
+    let arrived = happenings.len();
+    for _ in 0..arrived {
+        let Ok(h) = happenings.try_recv() else { break };
+        if let Some(e) = write_one(out, format, clock, &h, until_complete).await {
+            return e;
+        }
+    }
+    Ended::Stopped
 }
 
 /// [`present`] on stdout, through the bounded queue; what is queued is written before
@@ -107,13 +188,22 @@ pub async fn present_on_stdout(
     json: bool,
     clock: Clock,
     until_complete: bool,
-    after: Option<crate::core::told::Cursor>,
+    resume: Option<&mut Resume>,
     stop: CancellationToken,
 ) -> Ended {
     let format = if json { Format::Json } else { Format::Text };
     stop_when_stdout_closes(stop.clone());
     let out = OutputQueue::on_stdout();
-    let ended = present_after(happenings, format, clock, until_complete, after, stop, &out).await;
+    let ended = present_after(
+        happenings,
+        format,
+        clock,
+        until_complete,
+        resume,
+        stop,
+        &out,
+    )
+    .await;
     out.finish(std::time::Duration::from_secs(2));
     ended
 }
@@ -167,6 +257,12 @@ async fn write_one(
     {
         return Some(Ended::OutputClosed);
     }
+    end_of(h, until_complete)
+}
+
+/// Whether a happening ends the presenter: the Conductor's completion (with
+/// `until_complete`) or the end of the role in this process.
+fn end_of(h: &Happening, until_complete: bool) -> Option<Ended> {
     match &h.what {
         // The watchdog event follows the task event, so both are printed.
         What::Watchdog {
@@ -206,6 +302,24 @@ pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
     Ok(())
 }
 
+/// The journal to resume from, for `--after`: the cursor checked against it.
+pub fn resume_for(
+    project: &Project,
+    settings: &Settings,
+    args: &GlobalArgs,
+) -> Result<Option<Resume>, CliError> {
+    let Some(cursor) = args.after else {
+        return Ok(None);
+    };
+    if !args.json {
+        return Err(CliError::Usage(
+            "--after prints the journal's events as JSON, each with its cursor: add --json.".into(),
+        ));
+    }
+    let path = runtime::journal_path(&project.core_config(settings)).map_err(CliError::Usage)?;
+    Resume::open(&path, cursor).map(Some)
+}
+
 /// `maestro --no-tui`: the core, and the pipeline host, printed until a signal (or,
 /// with `--until-complete`, until `task-00` completes).
 pub async fn run(
@@ -220,6 +334,8 @@ pub async fn run(
             project.db.display()
         )));
     }
+    // A cursor is checked before anything starts: another journal's is exit 2.
+    let mut resume = resume_for(project, settings, args)?;
     let mut core = runtime::start(&project.core_config(settings), clock)
         .map_err(crate::cli::error::runtime)?;
     // The metrics read snapshots; nothing else here does.
@@ -242,7 +358,7 @@ pub async fn run(
         args.json,
         clock,
         args.until_complete,
-        args.after,
+        resume.as_mut(),
         stop,
     )
     .await;

@@ -322,7 +322,7 @@ mod tests {
             current: dir.join("ev").join("events.jsonl"),
             previous: dir.join("ev").join("events.1.jsonl"),
             lock: dir.join("ev").join("events.lock"),
-            told: dir.join("ev").join("told.tsv"),
+            journal: dir.join("ev").join("journal.tsv"),
         }
     }
 

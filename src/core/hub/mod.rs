@@ -124,7 +124,7 @@ pub struct Hub {
     /// A remote project's link, or the tap of `maestro serve`.
     link: link::LinkState,
     /// What was told, in this run and before: cursors and restatements.
-    told: crate::core::told::Ledger,
+    told: crate::core::told::Journal,
 }
 
 impl Hub {
@@ -147,7 +147,7 @@ impl Hub {
 
     /// Remembers what is told across runs (see [`crate::core::told`]).
     #[must_use]
-    pub fn with_told(mut self, ledger: crate::core::told::Ledger) -> Self {
+    pub fn with_told(mut self, ledger: crate::core::told::Journal) -> Self {
         self.told = ledger;
         self
     }
@@ -203,7 +203,7 @@ impl Hub {
             gap_seen: 0,
             needs_you: crate::core::hooks::book::NeedsYouBook::default(),
             link: link::LinkState::default(),
-            told: crate::core::told::Ledger::in_memory(),
+            told: crate::core::told::Journal::in_memory(),
         };
         hub.budgets_at_zero(None);
         hub
@@ -249,21 +249,17 @@ impl Hub {
                     if let Some(r) = &mut self.recorder {
                         r.flush();
                     }
-                    self.told.flush();
                 }
             }
             self.check_deadlines().await;
             // The event log's writer is woken a little later, never at the moment an
             // event is on its way to the operator: on two cores its wake-up would
             // compete with the reader's (and the inputs keep the time they came).
-            if record_due.is_none()
-                && (self.recorder.as_ref().is_some_and(Recorder::holds) || self.told.holds())
-            {
+            if record_due.is_none() && self.recorder.as_ref().is_some_and(Recorder::holds) {
                 record_due = Some(Instant::now() + RECORD_DELAY);
             }
         }
         self.publish_snapshot();
-        self.told.flush();
         // Close the queue before the sources' handles are dropped (they join their
         // threads, which may be waiting to send).
         drop(events);
@@ -483,12 +479,18 @@ impl Hub {
         what: What,
         identity: Option<crate::core::told::Identity>,
     ) {
-        let (at, told) = self.told.tell(at, identity.as_ref());
-        let happening = Happening {
-            at,
-            what,
-            told: Some(told),
+        // Journaled before anyone is told; what has no printed form (log lines for
+        // the dashboard) is not.
+        let (at, told) = match crate::core::event_json::journal_fields(at, &what) {
+            Some(fields) => {
+                let (at, told) = self.told.tell(at, identity.as_ref(), |cursor| {
+                    crate::core::event_json::journal_line(fields, cursor)
+                });
+                (at, Some(told))
+            }
+            None => (at, None),
         };
+        let happening = Happening { at, what, told };
         // Pipelines react to the same happenings (no receiver: nothing to do).
         if self.bus.receiver_count() > 0
             && let Some(event) = crate::core::event_json::bus_event(&happening)

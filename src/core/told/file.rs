@@ -1,0 +1,286 @@
+//! The journal's file: `<data dir>/events/<project key>/journal.tsv`, opened like the
+//! rest of maestro's own files (never through a symlink, never a FIFO or a device, its
+//! size read before it is read, mode 0600), a header naming the journal's id, then one
+//! entry a line: `seq  slot  fingerprint  first-time-ns  json`. Hashes and maestro's own
+//! JSON only: outside text reaches it escaped, and no line holds a raw newline.
+//!
+//! Appends hold an exclusive `flock`; one past [`MAX_BYTES`] cuts the file to its newest
+//! half (written to a fresh file made with `O_EXCL` beside it, then renamed over), and a
+//! maestro that finds the name on another file opens that one.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::OFlag;
+
+/// A journal larger than this is cut to its newest half (small in unit tests, so the
+/// cut is exercised).
+#[cfg(not(test))]
+pub const MAX_BYTES: u64 = 32 << 20;
+#[cfg(test)]
+pub const MAX_BYTES: u64 = 64 << 10;
+/// The header's first word.
+const MAGIC: &str = "#maestro-journal";
+
+/// One entry's key fields (its JSON stays in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entry {
+    pub seq: u64,
+    /// 0 for a happening with no identity.
+    pub slot: u64,
+    pub fingerprint: u64,
+    pub first_ns: i128,
+}
+
+/// The open journal file and how far this process has read it.
+#[derive(Debug)]
+pub struct JournalFile {
+    path: PathBuf,
+    file: File,
+    id: u64,
+    /// Bytes read (and indexed) so far: whole lines only.
+    end: u64,
+}
+
+/// A new journal's id: different for every journal made, so a cursor of a removed
+/// journal or another project is told apart.
+pub fn new_id(path: &Path) -> u64 {
+    let now = time::OffsetDateTime::now_utc().unix_timestamp_nanos();
+    let mut seed = path.as_os_str().as_encoded_bytes().to_vec();
+    seed.extend_from_slice(&now.to_le_bytes());
+    seed.extend_from_slice(&std::process::id().to_le_bytes());
+    crate::core::paths::fnv1a(&seed) | 1
+}
+
+/// Opens a file of the journal's for reading and appending: created 0600, never
+/// through a symlink, never blocking on a FIFO; anything but a regular file refused.
+fn open_own(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::other("it is not a regular file"));
+    }
+    Ok(file)
+}
+
+fn lock(file: &File) -> io::Result<()> {
+    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive).map_err(io::Error::from)
+}
+
+fn unlock(file: &File) {
+    let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
+}
+
+impl JournalFile {
+    /// Opens the journal (made with a new id when there is none) and reads its entries.
+    pub fn open(path: &Path) -> io::Result<(Self, Vec<Entry>)> {
+        if let Some(dir) = path.parent() {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)?;
+        }
+        let file = open_own(path)?;
+        let mut journal = Self {
+            path: path.to_path_buf(),
+            file,
+            id: 0,
+            end: 0,
+        };
+        lock(&journal.file)?;
+        let read = journal.read_start();
+        unlock(&journal.file);
+        let entries = read?;
+        Ok((journal, entries))
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// The header (written when the file is new) and every entry.
+    fn read_start(&mut self) -> io::Result<Vec<Entry>> {
+        if self.file.metadata()?.len() == 0 {
+            self.id = new_id(&self.path);
+            self.file
+                .write_all(format!("{MAGIC} 1 {:016x}\n", self.id).as_bytes())?;
+        }
+        let entries = self.read_new()?;
+        if self.id == 0 {
+            return Err(io::Error::other(
+                "it does not start with a journal's header (remove it and maestro starts a new journal)",
+            ));
+        }
+        Ok(entries)
+    }
+
+    /// Takes the lock for one append; the name is followed to the file it names now (a
+    /// maestro that cut the journal renamed a new one over it).
+    pub fn lock(&mut self) -> io::Result<Guard<'_>> {
+        lock(&self.file)?;
+        let moved = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .zip(self.file.metadata().ok())
+            .is_none_or(|(named, ours)| named.ino() != ours.ino() || named.dev() != ours.dev());
+        if moved {
+            unlock(&self.file);
+            let file = open_own(&self.path)?;
+            lock(&file)?;
+            self.file = file;
+            self.end = 0;
+        }
+        Ok(Guard { journal: self })
+    }
+
+    /// The whole lines appended since the last read, parsed (a torn or foreign line is
+    /// skipped). The header, met at the start, sets the id.
+    fn read_new(&mut self) -> io::Result<Vec<Entry>> {
+        let size = self.file.metadata()?.len();
+        if size <= self.end {
+            return Ok(Vec::new());
+        }
+        // Never more than the bound and a half at once (a file grown by someone else).
+        let want = (size - self.end).min(MAX_BYTES + MAX_BYTES / 2);
+        let mut buf = vec![0; usize::try_from(want).unwrap_or(usize::MAX)];
+        let n = read_at_most(&self.file, &mut buf, self.end)?;
+        buf.truncate(n);
+        let Some(last) = memchr::memrchr(b'\n', &buf) else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for line in buf[..=last].split(|b| *b == b'\n') {
+            if let Some(id) = header_id(line) {
+                self.id = id;
+            } else if let Some(e) = parse_entry(line) {
+                out.push(e);
+            }
+        }
+        self.end += last as u64 + 1;
+        Ok(out)
+    }
+}
+
+fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match file.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
+}
+
+/// The journal's id, from its header line.
+pub fn header_id(line: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(line).ok()?;
+    let mut words = text.split(' ');
+    (words.next()? == MAGIC && words.next()? == "1")
+        .then(|| u64::from_str_radix(words.next()?, 16).ok())
+        .flatten()
+}
+
+/// An entry's key fields, and where its JSON starts in the line.
+pub fn parse_entry_at(line: &[u8]) -> Option<(Entry, usize)> {
+    let mut at = 0;
+    let mut field = || {
+        let rest = line.get(at..)?;
+        let len = memchr::memchr(b'\t', rest)?;
+        let text = std::str::from_utf8(&rest[..len]).ok()?;
+        at += len + 1;
+        Some(text)
+    };
+    let seq = field()?.parse().ok()?;
+    let slot = u64::from_str_radix(field()?, 16).ok()?;
+    let fingerprint = u64::from_str_radix(field()?, 16).ok()?;
+    let first_ns = field()?.parse().ok()?;
+    (line.get(at) == Some(&b'{')).then_some((
+        Entry {
+            seq,
+            slot,
+            fingerprint,
+            first_ns,
+        },
+        at,
+    ))
+}
+
+fn parse_entry(line: &[u8]) -> Option<Entry> {
+    parse_entry_at(line).map(|(e, _)| e)
+}
+
+/// The journal locked for one append; unlocked when dropped.
+pub struct Guard<'a> {
+    journal: &'a mut JournalFile,
+}
+
+impl Guard<'_> {
+    /// What the other maestros appended since this one last read.
+    pub fn read_new(&mut self) -> Vec<Entry> {
+        self.journal.read_new().unwrap_or_default()
+    }
+
+    /// Appends one entry (its JSON must be one line). A failed write (a full disk) is
+    /// left: the event is still told, and not kept.
+    pub fn append(&mut self, e: &Entry, json: &str) {
+        let line = format!(
+            "{}\t{:016x}\t{:016x}\t{}\t{}\n",
+            e.seq,
+            e.slot,
+            e.fingerprint,
+            e.first_ns,
+            json.trim_end_matches('\n')
+        );
+        let j = &mut *self.journal;
+        // Bytes past the last whole line are a line torn by a maestro killed while
+        // writing it: ended here, so ours starts a line of its own.
+        let size = j.file.metadata().map_or(j.end, |m| m.len());
+        if size > j.end && j.file.write_all(b"\n").is_ok() {
+            j.end = size + 1;
+        }
+        if j.file.write_all(line.as_bytes()).is_ok() {
+            j.end += line.len() as u64;
+        }
+        if j.end > MAX_BYTES {
+            let _ = self.cut();
+        }
+    }
+
+    /// Keeps the newest entries, up to half the bound, in a new file renamed over the
+    /// journal's name; this process goes on with the new file, the lock held.
+    fn cut(&mut self) -> io::Result<()> {
+        let j = &mut *self.journal;
+        let mut buf = vec![0; usize::try_from(j.end).unwrap_or(usize::MAX)];
+        let n = read_at_most(&j.file, &mut buf, 0)?;
+        buf.truncate(n);
+        let keep_from = buf
+            .len()
+            .saturating_sub(usize::try_from(MAX_BYTES / 2).unwrap_or(0));
+        let start =
+            memchr::memchr(b'\n', &buf[keep_from..]).map_or(buf.len(), |i| keep_from + i + 1);
+        let mut text = format!("{MAGIC} 1 {:016x}\n", j.id).into_bytes();
+        text.extend_from_slice(&buf[start..]);
+        crate::core::safe_fs::write_atomic(&j.path, &text, 0o600)?;
+        let file = open_own(&j.path)?;
+        lock(&file)?;
+        unlock(&j.file);
+        j.file = file;
+        j.end = text.len() as u64;
+        Ok(())
+    }
+}
+
+impl Drop for Guard<'_> {
+    fn drop(&mut self) {
+        unlock(&self.journal.file);
+    }
+}

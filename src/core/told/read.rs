@@ -1,0 +1,157 @@
+//! Reading the journal from a place (`--after CURSOR`): the cursor checked against the
+//! journal (another journal's, or a place past its end, is refused with the reason), a
+//! gap said when the journal no longer holds the entries just after it, then every
+//! entry after it in order, and those appended later as they come (by any maestro).
+
+use std::fs::File;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use super::Cursor;
+use super::file::{header_id, parse_entry_at};
+
+/// A reader of the journal after a cursor.
+#[derive(Debug)]
+pub struct Follower {
+    path: PathBuf,
+    file: File,
+    ino: (u64, u64),
+    /// Bytes read so far (whole lines).
+    end: u64,
+    /// The last entry handed out: only later ones are handed out.
+    after: u64,
+}
+
+/// What the journal holds before the first entry a reader gets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Gap {
+    /// Entries cut from the front of the journal between the cursor and its oldest.
+    pub count: u64,
+    /// The place just before the oldest entry kept.
+    pub before: Cursor,
+}
+
+/// Opens the journal at `path` for a reader resuming after `cursor`: refused with the
+/// reason when the cursor is not one of this journal's places.
+pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap>), String> {
+    let (file, meta) = crate::core::safe_fs::open_regular(path).map_err(|e| {
+        if e.is_missing() {
+            format!(
+                "this project has no journal yet, so cursor {cursor} is not one of its places (it is another project's, or from a journal since removed). Start without --after."
+            )
+        } else {
+            format!("cannot read this project's journal: {e}")
+        }
+    })?;
+    let mut follower = Follower {
+        path: path.to_path_buf(),
+        ino: (meta.dev(), meta.ino()),
+        file,
+        end: 0,
+        after: 0,
+    };
+    let (id, entries) = follower.scan()?;
+    if id != cursor.journal {
+        return Err(format!(
+            "cursor {cursor} belongs to journal {:016x}, not to this project's ({id:016x}): it is another project's, or from a journal since removed. Start without --after.",
+            cursor.journal
+        ));
+    }
+    let last = entries.last().copied().unwrap_or(0);
+    if cursor.seq > last {
+        return Err(format!(
+            "cursor {cursor} is past the end of this project's journal, which goes to {:016x}-{last}: no maestro printed it. Pass a cursor maestro printed, or start without --after.",
+            id
+        ));
+    }
+    let first = entries.first().copied().unwrap_or(last + 1);
+    let gap = (cursor.seq + 1 < first).then(|| Gap {
+        count: first - cursor.seq - 1,
+        before: Cursor {
+            journal: id,
+            seq: first - 1,
+        },
+    });
+    follower.after = cursor.seq;
+    follower.end = 0;
+    Ok((follower, gap))
+}
+
+impl Follower {
+    /// The journal's id and every entry's sequence number, in order; the read position
+    /// is left at the end.
+    fn scan(&mut self) -> Result<(u64, Vec<u64>), String> {
+        let mut id = None;
+        let mut seqs = Vec::new();
+        for line in self.read_lines().map_err(|e| e.to_string())? {
+            if let Some(h) = header_id(&line) {
+                id = Some(h);
+            } else if let Some((e, _)) = parse_entry_at(&line) {
+                seqs.push(e.seq);
+            }
+        }
+        let id = id.ok_or_else(|| {
+            format!(
+                "{} is not a journal maestro wrote (no header); remove it and maestro starts a new one",
+                self.path.display()
+            )
+        })?;
+        Ok((id, seqs))
+    }
+
+    /// The entries appended since the last call that come after the reader's place, as
+    /// (sequence number, JSON line), in order. A journal cut and renamed meanwhile is
+    /// opened again and read from its start (what was handed out already is skipped).
+    pub fn next_entries(&mut self) -> Vec<(u64, String)> {
+        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+            && (meta.dev(), meta.ino()) != self.ino
+            && let Ok((file, meta)) = crate::core::safe_fs::open_regular(&self.path)
+        {
+            self.file = file;
+            self.ino = (meta.dev(), meta.ino());
+            self.end = 0;
+        }
+        let mut out = Vec::new();
+        for line in self.read_lines().unwrap_or_default() {
+            let Some((e, json_at)) = parse_entry_at(&line) else {
+                continue;
+            };
+            if e.seq <= self.after {
+                continue;
+            }
+            self.after = e.seq;
+            if let Ok(json) = String::from_utf8(line[json_at..].to_vec()) {
+                out.push((e.seq, json));
+            }
+        }
+        out
+    }
+
+    /// Whole lines from the read position to the end as it is now (its size read first).
+    fn read_lines(&mut self) -> std::io::Result<Vec<Vec<u8>>> {
+        let size = self.file.metadata()?.len();
+        if size <= self.end {
+            return Ok(Vec::new());
+        }
+        let want = (size - self.end).min(super::MAX_BYTES * 2);
+        let mut buf = vec![0; usize::try_from(want).unwrap_or(usize::MAX)];
+        let mut n = 0;
+        while n < buf.len() {
+            match self.file.read_at(&mut buf[n..], self.end + n as u64) {
+                Ok(0) => break,
+                Ok(k) => n += k,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        buf.truncate(n);
+        let Some(last) = memchr::memrchr(b'\n', &buf) else {
+            return Ok(Vec::new());
+        };
+        self.end += last as u64 + 1;
+        Ok(buf[..last]
+            .split(|b| *b == b'\n')
+            .map(<[u8]>::to_vec)
+            .collect())
+    }
+}
