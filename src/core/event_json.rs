@@ -49,6 +49,23 @@ pub fn journal_fields(at: OffsetDateTime, what: &What) -> Option<Value> {
     fields_of(at, what)
 }
 
+/// The `gap` event a reader resuming after `--after` gets first when the journal no
+/// longer holds the `count` entries after its cursor (`before`: the place just before the
+/// oldest entry kept), as one JSON line.
+pub fn gap_line(now: OffsetDateTime, count: u64, before: crate::core::told::Cursor) -> String {
+    let v = json!({
+        "ts": rfc3339(now),
+        "event": "gap",
+        "detail": format!(
+            "the journal no longer holds the {count} entries after your cursor (it keeps its newest {} MiB); what follows starts at its oldest",
+            crate::core::told::MAX_BYTES >> 20
+        ),
+        "count": count,
+        "cursor": before.to_string(),
+    });
+    crate::core::text::json_line(&v)
+}
+
 /// `fields` with its cursor, as one JSON line (no newline).
 pub fn journal_line(mut fields: Value, cursor: crate::core::told::Cursor) -> String {
     fields["cursor"] = json!(cursor.to_string());

@@ -14,6 +14,8 @@ use crate::core::sessions::figures::SessionReport;
 
 /// Hook events remembered, to know one told again at a reconnect.
 const HOOKS_KEPT: usize = 4096;
+/// Messages remembered by id and content, to tell a replaced database's from a retold.
+const MESSAGES_KEPT: usize = 100_000;
 
 /// What the hub was handed of one log file since its last reset.
 #[derive(Debug, Default, Clone)]
@@ -36,6 +38,9 @@ struct Retelling {
 pub struct CatchUp {
     files: HashMap<(TaskId, LogKind), FileCursor>,
     last_message: Option<i64>,
+    /// The messages handed on (by id and content), the newest [`MESSAGES_KEPT`].
+    messages: HashSet<u64>,
+    messages_order: VecDeque<u64>,
     sessions: HashMap<String, u64>,
     hooks: HashSet<u64>,
     hooks_order: VecDeque<u64>,
@@ -82,12 +87,17 @@ impl CatchUp {
             history @ CoreEvent::LogHistory { .. } => vec![history],
             CoreEvent::Messages(rows) => {
                 let last = self.last_message;
+                // Past the last id, or at an old id with other content: a replaced
+                // comms.db starts its ids again, and its messages are news.
                 let new: Vec<_> = rows
                     .into_iter()
-                    .filter(|r| last.is_none_or(|l| r.id > l))
+                    .filter(|r| {
+                        let seen = self.message_seen(hash_of(r));
+                        last.is_none_or(|l| r.id > l) || !seen
+                    })
                     .collect();
                 if let Some(max) = new.iter().map(|r| r.id).max() {
-                    self.last_message = Some(max);
+                    self.last_message = Some(self.last_message.map_or(max, |l| l.max(max)));
                 }
                 if new.is_empty() {
                     Vec::new()
@@ -116,6 +126,20 @@ impl CatchUp {
             }
             other => vec![other],
         }
+    }
+
+    /// Whether a message (by its id and content) was handed on before; remembers it.
+    fn message_seen(&mut self, key: u64) -> bool {
+        if !self.messages.insert(key) {
+            return true;
+        }
+        self.messages_order.push_back(key);
+        if self.messages_order.len() > MESSAGES_KEPT
+            && let Some(old) = self.messages_order.pop_front()
+        {
+            self.messages.remove(&old);
+        }
+        false
     }
 
     fn hook_is_new(&mut self, key: u64) -> bool {
@@ -287,5 +311,40 @@ mod tests {
         c.reconnected();
         assert_eq!(told(&c.filter(rows(&[1, 2, 3]))), ["#3"]);
         assert!(c.filter(rows(&[2])).is_empty());
+    }
+
+    /// The host's comms.db replaced by a new orchestration's: its ids start again, and
+    /// every message of it arrives (ids 1-3 below the old highest included), once.
+    #[test]
+    fn a_replaced_databases_messages_all_arrive() {
+        let mut c = CatchUp::default();
+        let rows = |db: &str, ids: &[i64]| {
+            CoreEvent::Messages(
+                ids.iter()
+                    .map(|id| MessageRow {
+                        id: *id,
+                        task_id: Some("task-01".into()),
+                        from_session: Some("task-00".into()),
+                        message_type: Some("instruction".into()),
+                        message: Some(format!("{db} {id}")),
+                        timestamp: None,
+                    })
+                    .collect(),
+            )
+        };
+        assert_eq!(
+            told(&c.filter(rows("old", &[1, 2, 3, 4, 5]))),
+            ["#1", "#2", "#3", "#4", "#5"]
+        );
+        c.reconnected();
+        assert_eq!(
+            told(&c.filter(rows("new", &[1, 2, 3, 4]))),
+            ["#1", "#2", "#3", "#4"]
+        );
+        c.reconnected();
+        assert!(
+            c.filter(rows("new", &[1, 2, 3, 4])).is_empty(),
+            "told again: nothing new"
+        );
     }
 }

@@ -316,3 +316,55 @@ fn a_foreign_or_impossible_cursor_is_refused() {
     let err = refuse(&format!("{a_id}-999999"));
     assert!(err.contains("past the end"), "{err}");
 }
+
+/// Each of maestro's own files for a project (the journal, the event log, their lock,
+/// the pipelines' lock) replaced by a symlink to a file of the user's, or by a FIFO: the
+/// start is not held up, and nothing is written through.
+#[test]
+fn own_files_planted_as_links_or_fifos_are_never_written_through_and_never_hang() {
+    for planted in ["journal.tsv", "events.jsonl", "events.lock", "pipelines"] {
+        for fifo in [false, true] {
+            let s = Scratch::new();
+            let data = tempfile::tempdir().unwrap();
+            let key = maestro::core::paths::ProjectKey::of(s.root()).key;
+            let dir = data.path().join("maestro");
+            let path = if planted == "pipelines" {
+                dir.join("locks").join(format!("pipelines-{key}.lock"))
+            } else {
+                dir.join("events").join(&key).join(planted)
+            };
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            let secret = data.path().join("users-file");
+            std::fs::write(&secret, "the user's own\n").unwrap();
+            if fifo {
+                nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap();
+            } else {
+                std::os::unix::fs::symlink(&secret, &path).unwrap();
+            }
+            let mut m = spawn(&s, data.path(), None, false);
+            let mut out = BufReader::new(m.stdout.take().unwrap());
+            let (tx, rx) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                let mut line = String::new();
+                let _ = out.read_line(&mut line);
+                let _ = tx.send(line);
+            });
+            let line = rx
+                .recv_timeout(crate::common::DEADLINE)
+                .unwrap_or_else(|_| {
+                    panic!(
+                        "{planted} as a {}: the start hung",
+                        if fifo { "FIFO" } else { "link" }
+                    )
+                });
+            assert!(line.contains("\"event\""), "{planted}: {line}");
+            let _ = kill(Pid::from_raw(m.id() as i32), Signal::SIGTERM);
+            let _ = m.wait();
+            assert_eq!(
+                std::fs::read_to_string(&secret).unwrap(),
+                "the user's own\n",
+                "{planted}: written through"
+            );
+        }
+    }
+}

@@ -83,17 +83,8 @@ impl Resume {
     /// The gap (once) and every entry the journal holds past what was printed.
     async fn print_new(&mut self, clock: &Clock, out: &OutputQueue) -> bool {
         if let Some(gap) = self.gap.take() {
-            let line = serde_json::json!({
-                "ts": crate::core::clock::rfc3339(clock.now_utc()),
-                "event": "gap",
-                "detail": format!("the journal no longer holds the {} entries after your cursor (it keeps its newest {} MiB); what follows starts at its oldest", gap.count, crate::core::told::MAX_BYTES >> 21),
-                "count": gap.count,
-                "cursor": gap.before.to_string(),
-            });
-            if !out
-                .push(format!("{}\n", crate::core::text::json_line(&line)))
-                .await
-            {
+            let line = crate::core::event_json::gap_line(clock.now_utc(), gap.count, gap.before);
+            if !out.push(format!("{line}\n")).await {
                 return false;
             }
         }

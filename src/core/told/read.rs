@@ -60,8 +60,7 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
     let last = entries.last().copied().unwrap_or(0);
     if cursor.seq > last {
         return Err(format!(
-            "cursor {cursor} is past the end of this project's journal, which goes to {:016x}-{last}: no maestro printed it. Pass a cursor maestro printed, or start without --after.",
-            id
+            "cursor {cursor} is past the end of this project's journal, which goes to {id:016x}-{last}: no maestro printed it. Pass a cursor maestro printed, or start without --after."
         ));
     }
     let first = entries.first().copied().unwrap_or(last + 1);
