@@ -238,9 +238,19 @@ impl Hub {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
                     self.record_and_apply(ev).await;
-                    // Drain what is already queued before publishing once.
-                    while let Ok(ev) = events.try_recv() {
+                    // Drain what is already queued before publishing once; a flood
+                    // that never empties the queue still lets a stop (and the rest of
+                    // the runtime) through after each batch.
+                    let mut drained = 0;
+                    while drained < DRAIN_BATCH
+                        && !cancel.is_cancelled()
+                        && let Ok(ev) = events.try_recv()
+                    {
                         self.record_and_apply(ev).await;
+                        drained += 1;
+                    }
+                    if drained == DRAIN_BATCH {
+                        tokio::task::yield_now().await;
                     }
                 }
                 () = sleep_until_opt(deadline) => {}
@@ -479,6 +489,11 @@ impl Hub {
         what: What,
         identity: Option<crate::core::told::Identity>,
     ) {
+        // Nobody to tell any more (the presenter is gone: shutting down): nothing is
+        // journaled, the next run tells it.
+        if self.out.is_closed() {
+            return;
+        }
         // Journaled before anyone is told; what has no printed form (log lines for
         // the dashboard) is not.
         let (at, told) = match crate::core::event_json::journal_fields(at, &what) {
@@ -501,6 +516,10 @@ impl Hub {
         let _ = self.out.send(happening).await;
     }
 }
+
+/// Events applied in one go before the hub looks at a stop and lets the runtime's other
+/// tasks run (the presenter on a single-threaded runtime).
+const DRAIN_BATCH: usize = 256;
 
 /// How long the hub holds inputs for the event log before waking its writer (a burst
 /// of 64 goes at once; a stop flushes everything).
