@@ -32,26 +32,7 @@ pub fn run(
         | TaskAction::Focus(t) => &t.task_id,
     };
     if let TaskAction::Focus(_) = &cmd.action {
-        // The Conductor's window too.
-        let task = TaskId::parse(raw).ok_or_else(|| {
-            CliError::Usage(format!(
-                "{raw:?} is not a task id; use one like task-03 (or task-00 for the Conductor)."
-            ))
-        })?;
-        let said = crate::core::focus::focus_task(
-            &project.root,
-            &project.temp,
-            &task,
-            None,
-            &settings.launch,
-        )
-        .map_err(CliError::Runtime)?;
-        report(
-            as_json,
-            &json!({"ok": true, "task_id": task.as_str()}),
-            &said,
-        );
-        return Ok(0);
+        return focus(project, settings, raw, as_json);
     }
     let task = TaskId::parse(raw)
         .filter(TaskId::is_musician)
@@ -60,73 +41,126 @@ pub fn run(
                 "{raw:?} is not a Musician task id; use one like task-03 or task-03-fix."
             ))
         })?;
+    if let TaskAction::Headroom(_) = &cmd.action {
+        return Ok(headroom(project, &task, as_json));
+    }
     let target = Target {
         root: project.root.clone(),
         db: project.db.clone(),
         temp: project.temp.clone(),
         window_programs: crate::core::windows::window_programs(&settings.launch),
     };
-    let grace = settings.souffleur.kill_grace;
-    let done = match &cmd.action {
-        TaskAction::Headroom(_) => return Ok(headroom(project, &task, as_json)),
-        TaskAction::Focus(_) => return Ok(0),
+    let done = match answer(&target, &task, &cmd.action)? {
+        Some(done) => done,
+        None => on_window(&target, settings, &task, &cmd.action, yes)?,
+    }
+    .map_err(CliError::Runtime)?;
+    report(as_json, &done.json, &done.text);
+    Ok(0)
+}
+
+/// `task focus`: the task's window to the front (the Conductor's too).
+fn focus(project: &Project, settings: &Settings, raw: &str, as_json: bool) -> Result<u8, CliError> {
+    let task = TaskId::parse(raw).ok_or_else(|| {
+        CliError::Usage(format!(
+            "{raw:?} is not a task id; use one like task-03 (or task-00 for the Conductor)."
+        ))
+    })?;
+    let said =
+        crate::core::focus::focus_task(&project.root, &project.temp, &task, None, &settings.launch)
+            .map_err(CliError::Runtime)?;
+    report(
+        as_json,
+        &json!({"ok": true, "task_id": task.as_str()}),
+        &said,
+    );
+    Ok(0)
+}
+
+type Outcome = Result<actions::Done, String>;
+
+/// The Conductor's answers (approve, reject, fix, instruct); `None` for other actions.
+fn answer(
+    target: &Target,
+    task: &TaskId,
+    action: &TaskAction,
+) -> Result<Option<Outcome>, CliError> {
+    Ok(Some(match action {
         TaskAction::Approve(t) => actions::review(
-            &target,
-            &task,
+            target,
+            task,
             "needs_review",
             "review_approved",
             "approval",
             message(&t.message, true)?,
         ),
         TaskAction::Reject(t) => actions::review(
-            &target,
-            &task,
+            target,
+            task,
             "needs_review",
             "review_failed",
             "rejection",
             message(&t.message, false)?,
         ),
         TaskAction::Fix(t) => actions::review(
-            &target,
-            &task,
+            target,
+            task,
             "error",
             "fix_proposed",
             "fix_proposal",
             message(&t.message, false)?,
         ),
         TaskAction::Instruct(t) => actions::instruct(
-            &target,
-            &task,
+            target,
+            task,
             &message(&t.message, false)?.unwrap_or_default(),
         ),
+        _ => return Ok(None),
+    }))
+}
+
+/// What acts on the task's window (freeze, thaw, kill, relaunch), asked first where it
+/// stops or ends a process.
+fn on_window(
+    target: &Target,
+    settings: &Settings,
+    task: &TaskId,
+    action: &TaskAction,
+    yes: bool,
+) -> Result<Outcome, CliError> {
+    let grace = settings.souffleur.kill_grace;
+    let asked = |request: TaskRequest| -> Result<Outcome, CliError> {
+        let what = actions::describe(target, &request).map_err(CliError::Runtime)?;
+        confirm(&what, yes)?;
+        Ok(actions::perform(target, &settings.launch, grace, &request))
+    };
+    let task = task.clone();
+    match action {
         // Stopping a process is asked for like killing it.
-        TaskAction::Freeze(_) => {
-            let request = TaskRequest::Freeze { task: task.clone() };
-            let what = actions::describe(&target, &request).map_err(CliError::Runtime)?;
-            confirm(&what, yes)?;
-            actions::perform(&target, &settings.launch, grace, &request)
-        }
-        TaskAction::Thaw(_) => actions::perform(
-            &target,
+        TaskAction::Freeze(_) => asked(TaskRequest::Freeze { task }),
+        TaskAction::Kill(_) => asked(TaskRequest::Kill { task }),
+        TaskAction::Thaw(_) => Ok(actions::perform(
+            target,
             &settings.launch,
             grace,
-            &TaskRequest::Thaw { task: task.clone() },
-        ),
-        TaskAction::Kill(_) => {
-            let request = TaskRequest::Kill { task: task.clone() };
-            let what = actions::describe(&target, &request).map_err(CliError::Runtime)?;
-            confirm(&what, yes)?;
-            actions::perform(&target, &settings.launch, grace, &request)
-        }
+            &TaskRequest::Thaw { task },
+        )),
         TaskAction::Relaunch(_) => {
-            let prepared = actions::prepare_relaunch(&target, &task).map_err(CliError::Runtime)?;
+            let prepared = actions::prepare_relaunch(target, &task).map_err(CliError::Runtime)?;
             confirm(&prepared.describe(), yes)?;
-            actions::relaunch(&target, &settings.launch, grace, &task, &prepared)
+            Ok(actions::relaunch(
+                target,
+                &settings.launch,
+                grace,
+                &task,
+                &prepared,
+            ))
         }
+        // Focus, headroom and the answers are handled before: nothing to do here.
+        _ => Err(CliError::Usage(format!(
+            "{task}: this task action does not act on a window"
+        ))),
     }
-    .map_err(CliError::Runtime)?;
-    report(as_json, &done.json, &done.text);
-    Ok(0)
 }
 
 /// The message text from `--message` or `--message-file`; `optional` allows none.

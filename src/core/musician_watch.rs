@@ -259,27 +259,7 @@ pub async fn watch(
                 }
             }
         }
-        let age = secs(age);
-        let not_before = last_refresh.map(|t| t + cfg.heartbeat_after);
-        let next_beat = match age {
-            Some(a) if a <= cfg.heartbeat_after => {
-                Instant::now() + cfg.heartbeat_after.saturating_sub(a)
-            }
-            _ if not_before.is_some_and(|t| Instant::now() < t) => {
-                not_before.unwrap_or_else(Instant::now)
-            }
-            _ => {
-                store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|e| {
-                    format!(
-                        "cannot refresh {task}'s heartbeat in {} ({e}); the Conductor will see the task as stale.",
-                        cfg.db.display()
-                    )
-                })?;
-                last_refresh = Some(Instant::now());
-                Instant::now() + cfg.heartbeat_after
-            }
-        };
-        let next_beat = not_before.map_or(next_beat, |t| next_beat.max(t));
+        let next_beat = keep_heartbeat(cfg, conn, secs(age), &mut last_refresh)?;
         // Wait for the next reason to look.
         let mut next = next_beat + Duration::from_millis(50);
         if let Some(at) = conductor_check {
@@ -304,6 +284,38 @@ pub async fn watch(
             }
         }
     }
+}
+
+/// Refreshes the task's heartbeat when it is older than `heartbeat_after` (never more
+/// often than that by our own last refresh: stamps are stored to the second); when the
+/// next refresh is due.
+fn keep_heartbeat(
+    cfg: &WatchConfig,
+    conn: &mut Connection,
+    age: Option<Duration>,
+    last_refresh: &mut Option<Instant>,
+) -> Result<Instant, String> {
+    let task = cfg.task.as_str();
+    let not_before = last_refresh.map(|t| t + cfg.heartbeat_after);
+    let next_beat = match age {
+        Some(a) if a <= cfg.heartbeat_after => {
+            Instant::now() + cfg.heartbeat_after.saturating_sub(a)
+        }
+        _ if not_before.is_some_and(|t| Instant::now() < t) => {
+            not_before.unwrap_or_else(Instant::now)
+        }
+        _ => {
+            store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|e| {
+                format!(
+                    "cannot refresh {task}'s heartbeat in {} ({e}); the Conductor will see the task as stale.",
+                    cfg.db.display()
+                )
+            })?;
+            *last_refresh = Some(Instant::now());
+            Instant::now() + cfg.heartbeat_after
+        }
+    };
+    Ok(not_before.map_or(next_beat, |t| next_beat.max(t)))
 }
 
 /// This process's hold on "the watcher of this kind for this task".

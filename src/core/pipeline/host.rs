@@ -255,81 +255,102 @@ impl Host {
             .map(|d| d.filter_map(Result::ok).map(|e| e.path()).collect())
             .unwrap_or_default();
         for path in entries {
-            let Some(name) = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .and_then(|n| n.strip_suffix(".json"))
-                .filter(|n| valid_name(n))
-                .map(str::to_owned)
-            else {
-                continue;
-            };
-            seen.push(name.clone());
-            let bytes = match read_definition_bytes(&path) {
-                Ok(b) => b,
-                Err(e) => {
-                    self.refuse(&name, String::new(), e).await;
-                    continue;
-                }
-            };
-            let hash = content_hash(&bytes);
-            if self.refused.get(&name) == Some(&hash) {
-                continue;
-            }
-            let parsed = serde_json::from_slice::<Value>(&bytes)
-                .map_err(|e| format!("not JSON ({e})"))
-                .and_then(|raw| parse_definition(&raw, &name, "").map(|def| (raw, def)));
-            let (raw, def) = match parsed {
-                Ok(ok) => ok,
-                Err(e) => {
-                    self.refuse(&name, hash, format!("{}: {e}", path.display()))
-                        .await;
-                    continue;
-                }
-            };
-            self.refused.remove(&name);
-            let trusted = trust.is_trusted(&name, &hash);
-            let old = self.defs.get(&name);
-            if old.is_some_and(|o| o.hash == hash && o.trusted == trusted) {
-                continue;
-            }
-            let was_trusted = old.is_some_and(|o| o.trusted);
-            if let Some(run) = self.running.get(&name) {
-                if trusted {
-                    let _ = run.cmds.send(RunCmd::Replace(Box::new(def.clone()))).await;
-                } else {
-                    // Its content changed and is not trusted yet: it stops here.
-                    run.stop.cancel();
-                    let _ = run.cmds.send(RunCmd::Stop).await;
-                }
-            }
-            match def.trigger {
-                Trigger::Schedule(every) if trusted => {
-                    self.schedule.insert(name.clone(), Instant::now() + every);
-                }
-                _ => {
-                    self.schedule.remove(&name);
-                }
-            }
-            if !trusted && self.announced.get(&name) != Some(&hash) {
-                self.announced.insert(name.clone(), hash.clone());
-                self.error(untrusted_notice(&name, &self.project.root))
-                    .await;
-            }
-            let immediate = def.trigger == Trigger::Immediate;
-            self.defs.insert(
-                name.clone(),
-                Entry {
-                    raw,
-                    def,
-                    hash,
-                    trusted,
-                },
-            );
-            if trusted && !was_trusted && immediate {
-                self.start(&name);
+            if let Some(name) = self.take_definition(&path, &trust).await {
+                seen.push(name);
             }
         }
+        self.forget_gone(&seen).await;
+        let catalog = self
+            .defs
+            .iter()
+            .map(|(n, e)| (n.clone(), e.def.steps.len(), e.trusted))
+            .collect();
+        let _ = self
+            .env
+            .events
+            .send(CoreEvent::PipelineCatalog(catalog))
+            .await;
+    }
+
+    /// One file of the folder: its definition read, checked and taken in (a run of it
+    /// given the new steps, or stopped when the new content is not trusted). The
+    /// definition's name when the file is one, usable or not.
+    async fn take_definition(&mut self, path: &Path, trust: &TrustStore) -> Option<String> {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".json"))
+            .filter(|n| valid_name(n))
+            .map(str::to_owned)?;
+        let bytes = match read_definition_bytes(path) {
+            Ok(b) => b,
+            Err(e) => {
+                self.refuse(&name, String::new(), e).await;
+                return Some(name);
+            }
+        };
+        let hash = content_hash(&bytes);
+        if self.refused.get(&name) == Some(&hash) {
+            return Some(name);
+        }
+        let parsed = serde_json::from_slice::<Value>(&bytes)
+            .map_err(|e| format!("not JSON ({e})"))
+            .and_then(|raw| parse_definition(&raw, &name, "").map(|def| (raw, def)));
+        let (raw, def) = match parsed {
+            Ok(ok) => ok,
+            Err(e) => {
+                self.refuse(&name, hash, format!("{}: {e}", path.display()))
+                    .await;
+                return Some(name);
+            }
+        };
+        self.refused.remove(&name);
+        let trusted = trust.is_trusted(&name, &hash);
+        let old = self.defs.get(&name);
+        if old.is_some_and(|o| o.hash == hash && o.trusted == trusted) {
+            return Some(name);
+        }
+        let was_trusted = old.is_some_and(|o| o.trusted);
+        if let Some(run) = self.running.get(&name) {
+            if trusted {
+                let _ = run.cmds.send(RunCmd::Replace(Box::new(def.clone()))).await;
+            } else {
+                // Its content changed and is not trusted yet: it stops here.
+                run.stop.cancel();
+                let _ = run.cmds.send(RunCmd::Stop).await;
+            }
+        }
+        match def.trigger {
+            Trigger::Schedule(every) if trusted => {
+                self.schedule.insert(name.clone(), Instant::now() + every);
+            }
+            _ => {
+                self.schedule.remove(&name);
+            }
+        }
+        if !trusted && self.announced.get(&name) != Some(&hash) {
+            self.announced.insert(name.clone(), hash.clone());
+            self.error(untrusted_notice(&name, &self.project.root))
+                .await;
+        }
+        let immediate = def.trigger == Trigger::Immediate;
+        self.defs.insert(
+            name.clone(),
+            Entry {
+                raw,
+                def,
+                hash,
+                trusted,
+            },
+        );
+        if trusted && !was_trusted && immediate {
+            self.start(&name);
+        }
+        Some(name)
+    }
+
+    /// Definitions whose file is gone: forgotten, a run of one stopped.
+    async fn forget_gone(&mut self, seen: &[String]) {
         let gone: Vec<String> = self
             .defs
             .keys()
@@ -345,16 +366,6 @@ impl Host {
         }
         self.refused.retain(|n, _| seen.contains(n));
         self.announced.retain(|n, _| seen.contains(n));
-        let catalog = self
-            .defs
-            .iter()
-            .map(|(n, e)| (n.clone(), e.def.steps.len(), e.trusted))
-            .collect();
-        let _ = self
-            .env
-            .events
-            .send(CoreEvent::PipelineCatalog(catalog))
-            .await;
     }
 
     /// A definition that cannot be used: said once per content, the others keep going.

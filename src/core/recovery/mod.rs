@@ -373,7 +373,6 @@ fn save_trimmed(
 /// the recovery closed.
 async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let generation = req.generation;
-    let perm = req.resolved.permission.as_str().to_owned();
     let mut last_error = String::new();
     for attempt in 1..=2 {
         env.report(
@@ -389,53 +388,15 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             // Already killed by claude_export in this cycle: a no-op then.
             procs::guarded_kill(p, env.kill_grace).await;
         }
-        let Some(transcript) = find_transcript(&env.claude_projects_dir, &req.session_id) else {
-            last_error = format!(
-                "no transcript {}/*/{}*.jsonl",
-                env.claude_projects_dir.display(),
-                req.session_id
-            );
-            continue;
-        };
-        let watch = match count_lines(&transcript)
-            .map_err(|e| e.to_string())
-            .and_then(|n| BoundaryWatch::start(transcript.clone(), n))
-        {
-            Ok(w) => w,
-            Err(e) => {
-                last_error = e;
-                continue;
-            }
-        };
-        // The follower runs before the window starts, so the boundary cannot be missed.
-        let argv = env.launcher.claude_window(
-            &format!("Compact: {}", conductor_title(generation)),
-            &[
-                "--resume".into(),
-                req.session_id.clone(),
-                "--permission-mode".into(),
-                perm.clone(),
-                "/compact".into(),
-            ],
-        );
-        let window = match env.launcher.spawn(&argv) {
-            Ok(w) => w,
-            Err(e) => {
-                last_error = e;
-                continue;
-            }
-        };
-        let compacted = watch.wait(env.compact_timeout).await;
-        procs::guarded_kill(window, env.kill_grace).await;
-        if !compacted {
-            last_error = format!("no compact_boundary within {:?}", env.compact_timeout);
+        if let Err(e) = compact_once(env, req).await {
+            last_error = e;
             continue;
         }
         let args = vec![
             "--resume".into(),
             req.session_id.clone(),
             "--permission-mode".into(),
-            perm.clone(),
+            req.resolved.permission.as_str().to_owned(),
             req.resolved.prompt.clone(),
         ];
         match env.launch_conductor(generation, &args).await {
@@ -473,6 +434,44 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
         Provider::StandardCompact,
         format!("standard_compact failed twice: {last_error}"),
     )
+}
+
+/// One `/compact` of the Conductor's session in a window of its own: the transcript
+/// followed from its end *before* the window starts (the boundary cannot be missed),
+/// the window ended once the boundary is seen or the time is up.
+async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), String> {
+    let transcript =
+        find_transcript(&env.claude_projects_dir, &req.session_id).ok_or_else(|| {
+            format!(
+                "no transcript {}/*/{}*.jsonl",
+                env.claude_projects_dir.display(),
+                req.session_id
+            )
+        })?;
+    let watch = count_lines(&transcript)
+        .map_err(|e| e.to_string())
+        .and_then(|n| BoundaryWatch::start(transcript.clone(), n))?;
+    let argv = env.launcher.claude_window(
+        &format!("Compact: {}", conductor_title(req.generation)),
+        &[
+            "--resume".into(),
+            req.session_id.clone(),
+            "--permission-mode".into(),
+            req.resolved.permission.as_str().to_owned(),
+            "/compact".into(),
+        ],
+    );
+    let window = env.launcher.spawn(&argv)?;
+    let compacted = watch.wait(env.compact_timeout).await;
+    procs::guarded_kill(window, env.kill_grace).await;
+    if compacted {
+        Ok(())
+    } else {
+        Err(format!(
+            "no compact_boundary within {:?}",
+            env.compact_timeout
+        ))
+    }
 }
 
 /// The window title of a Conductor generation: `Conductor (S2)`.

@@ -36,17 +36,7 @@ pub fn row_width(m: &MessageRow) -> usize {
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
-    let mut title = format!(
-        "Messages ({})",
-        crate::tui::panes::ctx::kept_of(ui.messages.len(), ui.messages_seen)
-    );
-    if let Some(t) = &ui.message_task_filter {
-        title.push_str(&format!(" · task {}", printable(t)));
-    }
-    if let Some(t) = &ui.message_type_filter {
-        title.push_str(&format!(" · type {}", printable(t)));
-    }
-    let block = ctx.block(Pane::Messages, &title);
+    let block = ctx.block(Pane::Messages, &title(ui));
     let inner = block.inner(area);
     let rows = inner.height;
     let start = window_start(ui.selected_message, rows);
@@ -91,26 +81,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let items: Vec<ListItem> = shown
         .into_iter()
         .map(|(i, m)| {
-            let time = m
-                .timestamp
-                .as_deref()
-                .and_then(|t| t.get(11..19))
-                .unwrap_or("--:--:--");
-            let prefix = vec![
-                Span::styled(format!("#{:<4} {time} ", m.id), ctx.theme.muted),
-                Span::raw(format!(
-                    "{} ",
-                    printable(m.task_id.as_deref().unwrap_or("-"))
-                )),
-                Span::styled(
-                    format!("{} ", printable(m.message_type.as_deref().unwrap_or("-"))),
-                    type_style(m.message_type.as_deref(), ctx),
-                ),
-                Span::styled(
-                    format!("{}: ", printable(m.from_session.as_deref().unwrap_or("-"))),
-                    ctx.theme.muted,
-                ),
-            ];
+            let prefix = row_prefix(m, ctx);
             let text = printable(m.message.as_deref().unwrap_or_default());
             let cut = row_width(m) > width;
             // The selected one, when cut, is read in full below its line (Enter opens it).
@@ -137,6 +108,51 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     });
     let mut state = ListState::default().with_selected(Some(ui.selected_message - start));
     frame.render_stateful_widget(list, area, &mut state);
+}
+
+/// "Messages (12)", or with a filter what it shows of what is kept: "Messages (1 of 4 ·
+/// type approval)".
+fn title(ui: &crate::tui::app::UiState) -> String {
+    let kept = crate::tui::panes::ctx::kept_of(ui.messages.len(), ui.messages_seen);
+    let mut filters = String::new();
+    if let Some(t) = &ui.message_task_filter {
+        filters.push_str(&format!(" · task {}", printable(t)));
+    }
+    if let Some(t) = &ui.message_type_filter {
+        filters.push_str(&format!(" · type {}", printable(t)));
+    }
+    if filters.is_empty() {
+        format!("Messages ({kept})")
+    } else {
+        format!(
+            "Messages ({} of {kept}{filters})",
+            ui.filtered_messages().count()
+        )
+    }
+}
+
+/// A message row's lead: "#12   14:02:11 task-03 instruction task-00: ".
+fn row_prefix<'a>(m: &MessageRow, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let time = m
+        .timestamp
+        .as_deref()
+        .and_then(|t| t.get(11..19))
+        .unwrap_or("--:--:--");
+    vec![
+        Span::styled(format!("#{:<4} {time} ", m.id), ctx.theme.muted),
+        Span::raw(format!(
+            "{} ",
+            printable(m.task_id.as_deref().unwrap_or("-"))
+        )),
+        Span::styled(
+            format!("{} ", printable(m.message_type.as_deref().unwrap_or("-"))),
+            type_style(m.message_type.as_deref(), ctx),
+        ),
+        Span::styled(
+            format!("{}: ", printable(m.from_session.as_deref().unwrap_or("-"))),
+            ctx.theme.muted,
+        ),
+    ]
 }
 
 fn type_style(kind: Option<&str>, ctx: &DrawCtx) -> Style {

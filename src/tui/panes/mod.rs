@@ -107,6 +107,11 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     if status_bar::draw(frame, rects.status, ctx) && ctx.ui.overlay.is_none() {
         status_bar::draw_note_box(frame, area, ctx);
     }
+    draw_overlay(frame, area, ctx);
+}
+
+/// The overlay open over the panes, if any.
+fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     match &ctx.ui.overlay {
         Some(crate::tui::app::Overlay::Help) => help::draw(frame, area, ctx),
         Some(crate::tui::app::Overlay::Message(_)) => messages::draw_detail(frame, area, ctx),
@@ -124,37 +129,40 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
         Some(crate::tui::app::Overlay::Session(task)) => {
             session_cells::draw_overlay(frame, area, ctx, task);
         }
-        Some(crate::tui::app::Overlay::Confirm(c)) => {
-            // Short questions keep the small dialog; a task action's says more.
-            let chars = c.question().chars().count() as u16;
-            let (width, height) = if chars <= 2 * 62 {
-                (64, 5)
-            } else {
-                let width = 96.min(area.width.saturating_sub(4)).max(40);
-                (
-                    width,
-                    (chars / width.saturating_sub(6).max(1) + 6).min(area.height),
-                )
-            };
-            let popup = centered(area, width, height);
-            clear(frame, popup);
-            let block = ctx.block(Pane::Watchdog, "Confirm");
-            let text = vec![
-                Line::raw(crate::core::text::printable(c.question()).into_owned()),
-                Line::from(Span::styled(
-                    format!(
-                        "{}: yes    {}: no",
-                        ctx.keymap.keys_in(Mode::Confirm, Action::Yes),
-                        ctx.keymap.keys_in(Mode::Confirm, Action::No)
-                    ),
-                    ctx.theme.accent,
-                )),
-            ];
-            frame.render_widget(
-                Paragraph::new(text).block(block).wrap(Wrap { trim: true }),
-                popup,
-            );
-        }
+        Some(crate::tui::app::Overlay::Confirm(c)) => draw_confirm(frame, area, ctx, c),
         None => {}
     }
+}
+
+/// A confirmation: the question whole, and the keys that answer it.
+fn draw_confirm(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &crate::tui::app::Confirm) {
+    // Short questions keep the small dialog; a task action's says more.
+    let chars = c.question().chars().count() as u16;
+    let (width, height) = if chars <= 2 * 62 {
+        (64, 5)
+    } else {
+        let width = 96.min(area.width.saturating_sub(4)).max(40);
+        (
+            width,
+            (chars / width.saturating_sub(6).max(1) + 6).min(area.height),
+        )
+    };
+    let popup = centered(area, width, height);
+    clear(frame, popup);
+    let block = ctx.block(Pane::Watchdog, "Confirm");
+    let text = vec![
+        Line::raw(crate::core::text::printable(c.question()).into_owned()),
+        Line::from(Span::styled(
+            format!(
+                "{}: yes    {}: no",
+                ctx.keymap.keys_in(Mode::Confirm, Action::Yes),
+                ctx.keymap.keys_in(Mode::Confirm, Action::No)
+            ),
+            ctx.theme.accent,
+        )),
+    ];
+    frame.render_widget(
+        Paragraph::new(text).block(block).wrap(Wrap { trim: true }),
+        popup,
+    );
 }

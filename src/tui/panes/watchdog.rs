@@ -41,69 +41,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ),
         None => Span::styled("none", ctx.theme.muted),
     };
-    let mut lines = Vec::new();
-    match &w.role {
-        None => lines.push(Line::from(vec![label("mode"), Span::raw("observe-only")])),
-        Some(r) => {
-            let held = if r.held {
-                Span::styled(" · HELD", ctx.theme.error)
-            } else {
-                Span::raw("")
-            };
-            lines.push(Line::from(vec![
-                label("souffleur"),
-                Span::styled(
-                    r.phase.clone(),
-                    ctx.theme.state(if r.phase == "watching" {
-                        "working"
-                    } else {
-                        "needs_review"
-                    }),
-                ),
-                Span::raw(format!(
-                    " · {} · S{} · retries {}",
-                    r.mode, r.generation, r.no_progress
-                )),
-                held,
-            ]));
-            let next = r.next_check.map_or_else(
-                || "—".to_owned(),
-                |at| {
-                    format!(
-                        "in {}",
-                        short_age((at - ctx.now).try_into().unwrap_or_default())
-                    )
-                },
-            );
-            lines.push(Line::from(vec![
-                label("pid"),
-                Span::raw(
-                    r.conductor_pid
-                        .map_or_else(|| "unknown".into(), |p| p.to_string()),
-                ),
-                Span::styled("  next check ", ctx.theme.muted),
-                Span::raw(next),
-            ]));
-            if let Some((provider, status)) = &r.last_provider {
-                lines.push(Line::from(vec![
-                    label("recovery"),
-                    Span::raw(format!("{provider} {status}")),
-                ]));
-            }
-            if !r.settings.is_empty() {
-                lines.push(Line::from(vec![
-                    label("settings"),
-                    Span::styled(printable(&r.settings), ctx.theme.muted),
-                ]));
-            }
-            if let Some(alert) = &r.alert {
-                lines.push(Line::from(vec![
-                    label("note"),
-                    Span::styled(printable(alert), ctx.theme.warn),
-                ]));
-            }
-        }
-    }
+    let mut lines = match &w.role {
+        None => vec![Line::from(vec![label("mode"), Span::raw("observe-only")])],
+        Some(r) => role_lines(r, ctx),
+    };
     lines.extend([
         Line::from(vec![
             label("conductor"),
@@ -119,4 +60,69 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ]),
     ]);
     frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: true }), inner);
+}
+
+/// The Souffleur role's lines, when this process holds it: its phase, PID, next check,
+/// last recovery, settings and note.
+fn role_lines<'a>(r: &crate::core::event::RoleView, ctx: &DrawCtx<'a>) -> Vec<Line<'a>> {
+    let label = |k: &str| Span::styled(format!("{k:<10}"), ctx.theme.muted);
+    let mut lines = Vec::new();
+    let held = if r.held {
+        Span::styled(" · HELD", ctx.theme.error)
+    } else {
+        Span::raw("")
+    };
+    lines.push(Line::from(vec![
+        label("souffleur"),
+        Span::styled(
+            r.phase.clone(),
+            ctx.theme.state(if r.phase == "watching" {
+                "working"
+            } else {
+                "needs_review"
+            }),
+        ),
+        Span::raw(format!(
+            " · {} · S{} · retries {}",
+            r.mode, r.generation, r.no_progress
+        )),
+        held,
+    ]));
+    let next = r.next_check.map_or_else(
+        || "—".to_owned(),
+        |at| {
+            format!(
+                "in {}",
+                short_age((at - ctx.now).try_into().unwrap_or_default())
+            )
+        },
+    );
+    lines.push(Line::from(vec![
+        label("pid"),
+        Span::raw(
+            r.conductor_pid
+                .map_or_else(|| "unknown".into(), |p| p.to_string()),
+        ),
+        Span::styled("  next check ", ctx.theme.muted),
+        Span::raw(next),
+    ]));
+    if let Some((provider, status)) = &r.last_provider {
+        lines.push(Line::from(vec![
+            label("recovery"),
+            Span::raw(format!("{provider} {status}")),
+        ]));
+    }
+    if !r.settings.is_empty() {
+        lines.push(Line::from(vec![
+            label("settings"),
+            Span::styled(printable(&r.settings), ctx.theme.muted),
+        ]));
+    }
+    if let Some(alert) = &r.alert {
+        lines.push(Line::from(vec![
+            label("note"),
+            Span::styled(printable(alert), ctx.theme.warn),
+        ]));
+    }
+    lines
 }
