@@ -397,14 +397,17 @@ fn a_task_waiting_on_the_conductor_is_not_stalled() {
 
 /// `maestro --no-tui --json | head -1` on a quiet project ends as soon as its reader
 /// does: the closed pipe is seen when it closes, not at the next event (the reader takes
-/// its line, waits until the start-up burst is written, then leaves).
+/// its line, waits until the start-up burst is written, notes when it leaves, then
+/// leaves). The pipeline ends within 3 s of that.
 #[test]
 fn a_closed_pipe_ends_the_run_at_once() {
     let s = Scratch::new();
+    let left = s.root().join("reader-left");
     let line = format!(
-        "{} --no-tui --json --project {} | {{ read -r l; echo \"$l\"; sleep 1; }}",
+        "{} --no-tui --json --project {} | {{ read -r l; echo \"$l\"; sleep 1; date +%s.%N > {}; }}",
         shlex::try_quote(env!("CARGO_BIN_EXE_maestro")).unwrap(),
-        shlex::try_quote(&s.root().display().to_string()).unwrap()
+        shlex::try_quote(&s.root().display().to_string()).unwrap(),
+        shlex::try_quote(&left.display().to_string()).unwrap(),
     );
     let child = std::process::Command::new("sh")
         .arg("-c")
@@ -419,9 +422,19 @@ fn a_closed_pipe_ends_the_run_at_once() {
         let _ = tx.send(child.wait_with_output());
     });
     let out = rx
-        .recv_timeout(std::time::Duration::from_secs(3))
-        .expect("the pipeline ended within 3 s")
+        .recv_timeout(crate::common::DEADLINE)
+        .expect("the pipeline ended (on a quiet project no next event would end it)")
         .unwrap();
+    let ended = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let reader_left: f64 = std::fs::read_to_string(&left).unwrap().trim().parse().unwrap();
+    assert!(
+        ended - reader_left < 3.0,
+        "maestro ended {:.2} s after its reader",
+        ended - reader_left
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 1);
 }
 
