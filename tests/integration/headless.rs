@@ -429,7 +429,11 @@ fn a_closed_pipe_ends_the_run_at_once() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_secs_f64();
-    let reader_left: f64 = std::fs::read_to_string(&left).unwrap().trim().parse().unwrap();
+    let reader_left: f64 = std::fs::read_to_string(&left)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
     assert!(
         ended - reader_left < 3.0,
         "maestro ended {:.2} s after its reader",

@@ -16,10 +16,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::WatchdogReason;
-use crate::core::domain::{Anomaly, AnomalyKind, LogKind, TaskId};
-use crate::core::event::{
-    CoreEvent, FolderStatus, Happening, PipelineBus, StepRecord, TaskRow, What,
-};
+use crate::core::domain::{Anomaly, AnomalyKind, TaskId};
+use crate::core::event::{CoreEvent, Happening, PipelineBus, StepRecord, TaskRow, What};
 use crate::core::event_log::recorder::Recorder;
 use crate::core::forecast::ForecastBook;
 use crate::core::pipeline::views::PipelineViews;
@@ -310,25 +308,7 @@ impl Hub {
                 lines,
                 initial_mtime,
             } => self.on_lines(task, kind, lines, initial_mtime).await,
-            CoreEvent::LogReset { task, kind } => {
-                self.sentinel.on_reset(&task, kind);
-                if kind == LogKind::Status {
-                    self.forecasts.reset(&task);
-                    self.view_changed(task.as_str());
-                }
-                if !self.settings.forward_logs {
-                    return;
-                }
-                let lines: Arc<[String]> = Arc::new([]);
-                self.emit(What::Log {
-                    task,
-                    kind,
-                    skipped: 0,
-                    lines,
-                    reset: true,
-                })
-                .await;
-            }
+            CoreEvent::LogReset { task, kind } => self.on_log_reset(task, kind).await,
             CoreEvent::LogHistory {
                 task,
                 kind,
@@ -347,28 +327,7 @@ impl Hub {
                 self.on_hooks(inputs).await;
             }
             CoreEvent::Link(report) => self.on_link(report).await,
-            CoreEvent::Messages(rows) => {
-                self.snapshot.message_count += rows.len() as u64;
-                for row in &rows {
-                    let kind = row
-                        .message_type
-                        .as_deref()
-                        .filter(|t| {
-                            *t == "warning" || crate::core::schema::MESSAGE_TYPES.contains(t)
-                        })
-                        .unwrap_or("other");
-                    *self
-                        .snapshot
-                        .counts
-                        .messages
-                        .entry(kind.to_owned())
-                        .or_default() += 1;
-                }
-                self.dirty = true;
-                for row in rows {
-                    self.emit(What::Message(row)).await;
-                }
-            }
+            CoreEvent::Messages(rows) => self.on_messages(rows).await,
             CoreEvent::RecordedReports(keys) => {
                 for (task, kind, detail) in keys {
                     let key = (
@@ -383,19 +342,7 @@ impl Hub {
                 source,
                 task,
                 detail,
-            } => {
-                let detail = format!("{source}: {detail}");
-                if source == "database" {
-                    self.snapshot.database = DatabaseHealth::Failing(detail.clone());
-                }
-                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
-                self.dirty = true;
-                self.emit(What::Error {
-                    task_id: task.map(|t| t.to_string()),
-                    detail,
-                })
-                .await;
-            }
+            } => self.on_source_failed(source, task, detail).await,
             CoreEvent::Role(report) => self.on_role(report).await,
             CoreEvent::Pipeline(report) => {
                 self.on_pipeline(&report);
@@ -413,25 +360,7 @@ impl Hub {
             }
             CoreEvent::Database(status) => self.on_database(status).await,
             CoreEvent::Watchers(list) => self.on_watchers(list).await,
-            CoreEvent::LogFolder(status) => {
-                let (state, detail) = match status {
-                    FolderStatus::Waiting(d) => {
-                        self.snapshot.logs_waiting = Some(d.clone());
-                        ("waiting", d)
-                    }
-                    FolderStatus::Watching(d) => {
-                        self.snapshot.logs_waiting = None;
-                        ("watching", d)
-                    }
-                };
-                self.dirty = true;
-                self.emit(What::Source {
-                    source: "temp",
-                    status: state,
-                    detail,
-                })
-                .await;
-            }
+            CoreEvent::LogFolder(status) => self.on_log_folder(status).await,
         }
     }
 

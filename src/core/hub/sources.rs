@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use super::Hub;
-use crate::core::domain::TaskId;
+use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{DbStatus, RoleReport, What};
 use crate::core::snapshot::DatabaseHealth;
 
@@ -179,5 +179,94 @@ impl Hub {
                 .await;
             }
         }
+    }
+}
+
+impl Hub {
+    /// A log truncated or replaced: its lines are judged afresh; the dashboard's copy
+    /// starts over.
+    pub(super) async fn on_log_reset(&mut self, task: TaskId, kind: LogKind) {
+        self.sentinel.on_reset(&task, kind);
+        if kind == LogKind::Status {
+            self.forecasts.reset(&task);
+            self.view_changed(task.as_str());
+        }
+        if !self.settings.forward_logs {
+            return;
+        }
+        let lines: std::sync::Arc<[String]> = std::sync::Arc::new([]);
+        self.emit(What::Log {
+            task,
+            kind,
+            skipped: 0,
+            lines,
+            reset: true,
+        })
+        .await;
+    }
+
+    /// New database messages: counted by type (a type the schema does not name is
+    /// `other`), each told once.
+    pub(super) async fn on_messages(&mut self, rows: Vec<crate::core::event::MessageRow>) {
+        self.snapshot.message_count += rows.len() as u64;
+        for row in &rows {
+            let kind = row
+                .message_type
+                .as_deref()
+                .filter(|t| *t == "warning" || crate::core::schema::MESSAGE_TYPES.contains(t))
+                .unwrap_or("other");
+            *self
+                .snapshot
+                .counts
+                .messages
+                .entry(kind.to_owned())
+                .or_default() += 1;
+        }
+        self.dirty = true;
+        for row in rows {
+            self.emit(What::Message(row)).await;
+        }
+    }
+
+    /// A problem a source survived: the last error, the database's health when it is
+    /// the database's, and an `error` event.
+    pub(super) async fn on_source_failed(
+        &mut self,
+        source: &'static str,
+        task: Option<TaskId>,
+        detail: String,
+    ) {
+        let detail = format!("{source}: {detail}");
+        if source == "database" {
+            self.snapshot.database = DatabaseHealth::Failing(detail.clone());
+        }
+        self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+        self.dirty = true;
+        self.emit(What::Error {
+            task_id: task.map(|t| t.to_string()),
+            detail,
+        })
+        .await;
+    }
+
+    /// `temp/` came or went as a folder.
+    pub(super) async fn on_log_folder(&mut self, status: crate::core::event::FolderStatus) {
+        let (state, detail) = match status {
+            crate::core::event::FolderStatus::Waiting(d) => {
+                self.snapshot.logs_waiting = Some(d.clone());
+                ("waiting", d)
+            }
+            crate::core::event::FolderStatus::Watching(d) => {
+                self.snapshot.logs_waiting = None;
+                ("watching", d)
+            }
+        };
+        self.dirty = true;
+        self.emit(What::Source {
+            source: "temp",
+            status: state,
+            detail,
+        })
+        .await;
     }
 }

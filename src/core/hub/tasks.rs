@@ -36,101 +36,7 @@ impl Hub {
             if self.tasks.get(&row.task_id).is_some_and(|p| p.row == row) {
                 continue;
             }
-            let id = TaskId::parse(&row.task_id);
-            if id.is_none() && self.invalid_ids.insert(row.task_id.clone()) {
-                self.emit(What::Error {
-                    task_id: Some(row.task_id.clone()),
-                    detail: format!(
-                        "orchestration_tasks holds the task id {:?}, which is not of the form task-NN[-fix|-S<n>]; it is shown but never used as a file name",
-                        row.task_id
-                    ),
-                })
-                .await;
-            }
-            let heartbeat = row.last_heartbeat.as_deref().and_then(parse_sqlite_utc);
-            if let Some(text) = &row.last_heartbeat
-                && heartbeat.is_none()
-                && self
-                    .bad_heartbeats
-                    .insert((row.task_id.clone(), text.clone()))
-            {
-                self.emit(What::Error {
-                    task_id: Some(row.task_id.clone()),
-                    detail: format!(
-                        "{}'s last_heartbeat {text:?} is not a time (YYYY-MM-DD HH:MM:SS, UTC); its staleness cannot be judged until a writer refreshes it",
-                        row.task_id
-                    ),
-                })
-                .await;
-            }
-            let prev = self.tasks.get(&row.task_id);
-            let prev_state = prev.map(|p| p.row.state.clone());
-            let changed_state = prev_state.as_deref() != Some(row.state.as_str());
-            let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
-            let stale_reported =
-                prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
-            // Known only from a change maestro saw: a wait older than maestro is not
-            // timed.
-            let waiting_since = if !TaskState(row.state.clone()).waits_on_conductor() {
-                None
-            } else if changed_state && prev.is_some() {
-                Some(self.clock.now_utc())
-            } else {
-                prev.and_then(|p| p.waiting_since)
-            };
-            if let Some(id) = &id
-                && id.is_musician()
-            {
-                let state = TaskState(row.state.clone());
-                self.sentinel.set_active(id, !state.is_terminal());
-                self.sentinel
-                    .set_working(id, state.is_working(), Instant::now());
-                if prev.is_none() {
-                    self.budgets_at_zero(Some(id.as_str()));
-                }
-            }
-            let mut entry = TaskEntry {
-                row: row.clone(),
-                id: id.clone(),
-                heartbeat,
-                stale_reported,
-                stale_due: None,
-                waiting_since,
-            };
-            entry.stale_due = self.stale_due(&entry);
-            let due = entry.stale_due;
-            if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
-                && let Some(was) = old.stale_due
-            {
-                self.stale_order.remove(&(was, row.task_id.clone()));
-            }
-            if let Some(due) = due {
-                self.stale_order.insert((due, row.task_id.clone()));
-            }
-            self.view_changed(&row.task_id);
-            if changed_state {
-                if let Some(id) = id.as_ref().filter(|i| i.is_musician())
-                    && row.state != "working"
-                {
-                    self.withdraw_forecast_of_idle(id, &row.state).await;
-                }
-                self.emit(What::Task {
-                    task_id: row.task_id.clone(),
-                    state: row.state.clone(),
-                    prev_state: prev_state.clone(),
-                })
-                .await;
-                if self.settings.observe_watchdog && id.as_ref().is_some_and(TaskId::is_conductor) {
-                    let reason = match row.state.as_str() {
-                        "complete" => Some(WatchdogReason::ConductorComplete),
-                        "context_recovery" => Some(WatchdogReason::ContextRecovery),
-                        _ => None,
-                    };
-                    if let Some(reason) = reason {
-                        self.watchdog(reason).await;
-                    }
-                }
-            }
+            self.on_row(row).await;
         }
         // Rows deleted by another process.
         for key in gone {
@@ -144,6 +50,122 @@ impl Hub {
                 self.sentinel.set_active(&id, false);
             }
             self.view_changed(&key);
+        }
+    }
+
+    /// One new or changed row: the Sentinel told whether it works, its staleness
+    /// scheduled, its view rebuilt, and a state change told.
+    async fn on_row(&mut self, row: TaskRow) {
+        let id = TaskId::parse(&row.task_id);
+        let heartbeat = self.check_row(&row, id.is_none()).await;
+        let prev = self.tasks.get(&row.task_id);
+        let prev_state = prev.map(|p| p.row.state.clone());
+        let changed_state = prev_state.as_deref() != Some(row.state.as_str());
+        let refreshed = prev.is_none_or(|p| p.heartbeat != heartbeat);
+        let stale_reported = prev.is_some_and(|p| p.stale_reported) && !refreshed && !changed_state;
+        // Known only from a change maestro saw: a wait older than maestro is not
+        // timed.
+        let waiting_since = if !TaskState(row.state.clone()).waits_on_conductor() {
+            None
+        } else if changed_state && prev.is_some() {
+            Some(self.clock.now_utc())
+        } else {
+            prev.and_then(|p| p.waiting_since)
+        };
+        if let Some(id) = &id
+            && id.is_musician()
+        {
+            let state = TaskState(row.state.clone());
+            self.sentinel.set_active(id, !state.is_terminal());
+            self.sentinel
+                .set_working(id, state.is_working(), Instant::now());
+            if prev.is_none() {
+                self.budgets_at_zero(Some(id.as_str()));
+            }
+        }
+        let mut entry = TaskEntry {
+            row: row.clone(),
+            id: id.clone(),
+            heartbeat,
+            stale_reported,
+            stale_due: None,
+            waiting_since,
+        };
+        entry.stale_due = self.stale_due(&entry);
+        let due = entry.stale_due;
+        if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
+            && let Some(was) = old.stale_due
+        {
+            self.stale_order.remove(&(was, row.task_id.clone()));
+        }
+        if let Some(due) = due {
+            self.stale_order.insert((due, row.task_id.clone()));
+        }
+        self.view_changed(&row.task_id);
+        if changed_state {
+            self.state_changed(&row, id.as_ref(), prev_state).await;
+        }
+    }
+
+    /// A row's id and heartbeat as maestro can use them: a bad one said once.
+    async fn check_row(&mut self, row: &TaskRow, bad_id: bool) -> Option<OffsetDateTime> {
+        if bad_id && self.invalid_ids.insert(row.task_id.clone()) {
+            self.emit(What::Error {
+                task_id: Some(row.task_id.clone()),
+                detail: format!(
+                    "orchestration_tasks holds the task id {:?}, which is not of the form task-NN[-fix|-S<n>]; it is shown but never used as a file name",
+                    row.task_id
+                ),
+            })
+            .await;
+        }
+        let heartbeat = row.last_heartbeat.as_deref().and_then(parse_sqlite_utc);
+        if let Some(text) = &row.last_heartbeat
+            && heartbeat.is_none()
+            && self
+                .bad_heartbeats
+                .insert((row.task_id.clone(), text.clone()))
+        {
+            self.emit(What::Error {
+                task_id: Some(row.task_id.clone()),
+                detail: format!(
+                    "{}'s last_heartbeat {text:?} is not a time (YYYY-MM-DD HH:MM:SS, UTC); its staleness cannot be judged until a writer refreshes it",
+                    row.task_id
+                ),
+            })
+            .await;
+        }
+        heartbeat
+    }
+
+    /// A row's new state: told, a forecast withdrawn when it stops working, and the
+    /// Conductor's end or recovery seen by the observing watchdog.
+    async fn state_changed(
+        &mut self,
+        row: &TaskRow,
+        id: Option<&TaskId>,
+        prev_state: Option<String>,
+    ) {
+        if let Some(id) = id.filter(|i| i.is_musician())
+            && row.state != "working"
+        {
+            self.withdraw_forecast_of_idle(id, &row.state).await;
+        }
+        self.emit(What::Task {
+            task_id: row.task_id.clone(),
+            state: row.state.clone(),
+            prev_state,
+        })
+        .await;
+        if self.settings.observe_watchdog && id.is_some_and(TaskId::is_conductor) {
+            let reason = match row.state.as_str() {
+                "complete" => Some(WatchdogReason::ConductorComplete),
+                "context_recovery" => Some(WatchdogReason::ContextRecovery),
+                _ => None,
+            };
+            if let Some(reason) = reason {
+                self.watchdog(reason).await;
+            }
         }
     }
 

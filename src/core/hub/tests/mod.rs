@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::core::clock::parse_sqlite_utc;
+use crate::core::domain::LogKind;
 
 const START: &str = "2026-11-22 14:00:00";
 
