@@ -75,17 +75,7 @@ pub fn journal_line(mut fields: Value, cursor: crate::core::told::Cursor) -> Str
 fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
     let ts = rfc3339(at);
     Some(match what {
-        What::Anomaly(a) => {
-            let mut v = json!({
-                "ts": ts, "event": "anomaly", "task_id": a.task_id,
-                "anomaly": a.kind.as_str(), "detail": a.detail,
-            });
-            if let (AnomalyKind::ContextSpike, Some((from, to))) = (a.kind, a.spike) {
-                v["from"] = json!(from);
-                v["to"] = json!(to);
-            }
-            v
-        }
+        What::Anomaly(a) => anomaly_fields(&ts, a),
         What::Task {
             task_id,
             state,
@@ -120,16 +110,7 @@ fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
         } => {
             json!({"ts": ts, "event": "source", "source": source, "status": status, "detail": detail})
         }
-        What::Settings(s) => json!({
-            "ts": ts,
-            "event": "souffleur_settings",
-            "force_compact": s.force_compact,
-            "force_compact_from": s.force_compact_from,
-            "max_external_permission": s.max_permission,
-            "max_external_permission_from": s.max_permission_from,
-            "source": s.source,
-            "warnings": s.warnings,
-        }),
+        What::Settings(s) => settings_fields(&ts, s),
         What::Pipeline(p) => json!({
             "ts": ts, "event": "pipeline", "name": p.name, "status": p.status,
             "iteration": p.iteration, "step": p.step, "outcome": p.outcome,
@@ -161,31 +142,32 @@ fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
             detail,
         } => {
             let mut v = json!({"ts": ts, "event": "session", "status": status, "task_id": task_id, "session_id": session_id});
-            if let Some(f) = figures
-                && let Ok(Value::Object(fields)) = serde_json::to_value(f.as_ref())
-            {
-                for (k, field) in fields {
-                    // The recent calls are the dashboard's; the event names the last.
-                    if k != "recent" && k != "task_id" && k != "session_id" {
-                        v[k] = field;
-                    }
-                }
-                if f.activity == "waiting"
-                    && let Some(since) = f
-                        .tool
-                        .as_ref()
-                        .and_then(|t| t.at.as_deref())
-                        .and_then(crate::core::sessions::tally::epoch_ms)
-                {
-                    let now = (at.unix_timestamp_nanos() / 1_000_000) as i64;
-                    v["waiting_s"] = json!((now - since).max(0) / 1000);
-                }
+            if let Some(f) = figures {
+                add_figures(&mut v, f, at);
             }
             if let Some(d) = detail {
                 v["detail"] = json!(d);
             }
             v
         }
+        What::Budget { .. }
+        | What::NeedsYou { .. }
+        | What::NeedsYouCleared { .. }
+        | What::PollerReplaced { .. } => return for_the_operator(&ts, what),
+        What::Clock { kind, seconds } => {
+            json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
+        }
+        What::Link(l) => {
+            json!({"ts": ts, "event": "link", "project": l.project, "status": l.status, "detail": l.detail})
+        }
+        What::Log { .. } | What::RoleEnded => return None,
+    })
+}
+
+/// The events about what the operator is asked for or spared: budgets, waits and
+/// refused pollers (`None` for any other kind: `fields_of` routes only these here).
+fn for_the_operator(ts: &str, what: &What) -> Option<Value> {
+    Some(match what {
         What::Budget {
             task_id,
             budget,
@@ -219,14 +201,60 @@ fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
             "ts": ts, "event": "poller_replaced", "task_id": task_id,
             "session_id": session_id, "role": role, "command": command,
         }),
-        What::Clock { kind, seconds } => {
-            json!({"ts": ts, "event": "clock", "kind": kind, "seconds": seconds})
-        }
-        What::Link(l) => {
-            json!({"ts": ts, "event": "link", "project": l.project, "status": l.status, "detail": l.detail})
-        }
-        What::Log { .. } | What::RoleEnded => return None,
+        _ => return None,
     })
+}
+
+fn anomaly_fields(ts: &str, a: &crate::core::domain::Anomaly) -> Value {
+    let mut v = json!({
+        "ts": ts, "event": "anomaly", "task_id": a.task_id,
+        "anomaly": a.kind.as_str(), "detail": a.detail,
+    });
+    if let (AnomalyKind::ContextSpike, Some((from, to))) = (a.kind, a.spike) {
+        v["from"] = json!(from);
+        v["to"] = json!(to);
+    }
+    v
+}
+
+fn settings_fields(ts: &str, s: &crate::core::event::SouffleurSettings) -> Value {
+    json!({
+        "ts": ts,
+        "event": "souffleur_settings",
+        "force_compact": s.force_compact,
+        "force_compact_from": s.force_compact_from,
+        "max_external_permission": s.max_permission,
+        "max_external_permission_from": s.max_permission_from,
+        "source": s.source,
+        "warnings": s.warnings,
+    })
+}
+
+/// A session's figures into its event (the dashboard's recent calls left out), and how
+/// long it has waited on its tool at `at`.
+fn add_figures(
+    v: &mut Value,
+    f: &crate::core::sessions::figures::SessionFigures,
+    at: OffsetDateTime,
+) {
+    if let Ok(Value::Object(fields)) = serde_json::to_value(f) {
+        for (k, field) in fields {
+            // The recent calls are the dashboard's; the event names the last.
+            if k != "recent" && k != "task_id" && k != "session_id" {
+                v[k] = field;
+            }
+        }
+    }
+    if f.activity == "waiting"
+        && let Some(since) = f
+            .tool
+            .as_ref()
+            .and_then(|t| t.at.as_deref())
+            .and_then(crate::core::sessions::tally::epoch_ms)
+    {
+        let now = (at.unix_timestamp_nanos() / 1_000_000) as i64;
+        v["waiting_s"] = json!((now - since).max(0) / 1000);
+    }
 }
 
 /// docs/cli.md names two providers; `standard_compact` is `claude_export`'s escalation,

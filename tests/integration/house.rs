@@ -330,7 +330,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "cli/headless/text.rs::raw_text",
     "tui/mod.rs::run_screens",
     "cli/mod.rs::dispatch",
-    "core/event_json.rs::fields_of",
     "core/watchdog/role.rs::run_role",
     "core/pipeline/expr.rs::tokenize",
     "core/runtime.rs::start_tapped",
