@@ -126,41 +126,15 @@ pub fn start_tapped(
     let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
 
     let with_database = database_exists(&config.db);
-    let db_settings = || DbSettings {
-        path: config.db.clone(),
-        report_to_db: config.report_to_db,
-        fallback_poll: config.fallback_poll,
-        history_runs: config.history_runs,
+    let (initial, opened) = if with_database {
+        open_database(config)?
+    } else {
+        (Vec::new(), None)
     };
-    let mut initial = Vec::new();
-    let mut opened = None;
-    if with_database {
-        // A database that is there must be the orchestration's: checked before anything
-        // runs. Known tasks first, so the hub judges the first log lines correctly.
-        // One another process holds locked is waited for by the source (never an exit):
-        // it reads the tasks once it can.
-        let read = DbSource::open(db_settings())
-            .and_then(|mut source| source.initial_events().map(|events| (source, events)));
-        match read {
-            Ok((source, events)) => {
-                initial = events;
-                opened = Some(source);
-            }
-            Err(CoreError::Busy(_)) => {
-                initial.push(CoreEvent::Database(crate::core::event::DbStatus::Waiting(
-                    format!(
-                        "{} is busy (another process holds a lock); maestro waits and retries",
-                        config.db.display()
-                    ),
-                )));
-            }
-            Err(e) => return Err(e),
-        }
-    }
     // Without one, the source waits for it to appear (and re-arms after a removal or
     // a replacement either way).
     let reports: Option<Box<dyn ReportSink>> = Some(Box::new(db::spawn(
-        db_settings(),
+        db_settings(config),
         opened,
         events_tx.clone(),
     )));
@@ -172,21 +146,9 @@ pub fn start_tapped(
     if let Some(tap) = tap {
         hub = hub.with_tap(tap);
     }
-    let sessions = config.follow_sessions.then(|| {
-        crate::core::sources::sessions::spawn(
-            crate::core::sources::sessions::SessionSettings {
-                project: config.project.clone(),
-                temp: config.temp.clone(),
-                claude: config
-                    .claude_dir
-                    .clone()
-                    .or_else(crate::core::sessions::find::claude_dir),
-                windows: config.context_windows.clone(),
-                prices: config.prices.clone(),
-            },
-            events_tx.clone(),
-        )
-    });
+    let sessions = config
+        .follow_sessions
+        .then(|| spawn_sessions(config, events_tx.clone()));
     if let Some(s) = &sessions {
         hub = hub.with_session_facts(s.facts.clone());
     }
@@ -250,6 +212,57 @@ pub fn start_tapped(
             .then(|| crate::core::hooks::reporter::hold(&ProjectKey::of(&config.project)).ok())
             .flatten(),
     })
+}
+
+fn db_settings(config: &CoreConfig) -> DbSettings {
+    DbSettings {
+        path: config.db.clone(),
+        report_to_db: config.report_to_db,
+        fallback_poll: config.fallback_poll,
+        history_runs: config.history_runs,
+    }
+}
+
+/// A database that is there must be the orchestration's: checked before anything runs.
+/// Known tasks first, so the hub judges the first log lines correctly. One another
+/// process holds locked is waited for by the source (never an exit): it reads the tasks
+/// once it can.
+fn open_database(config: &CoreConfig) -> Result<(Vec<CoreEvent>, Option<DbSource>), CoreError> {
+    let read = DbSource::open(db_settings(config))
+        .and_then(|mut source| source.initial_events().map(|events| (source, events)));
+    match read {
+        Ok((source, events)) => Ok((events, Some(source))),
+        Err(CoreError::Busy(_)) => Ok((
+            vec![CoreEvent::Database(crate::core::event::DbStatus::Waiting(
+                format!(
+                    "{} is busy (another process holds a lock); maestro waits and retries",
+                    config.db.display()
+                ),
+            ))],
+            None,
+        )),
+        Err(e) => Err(e),
+    }
+}
+
+/// Claude Code's sessions of the project, followed.
+fn spawn_sessions(
+    config: &CoreConfig,
+    events: mpsc::Sender<CoreEvent>,
+) -> crate::core::sources::sessions::SessionsHandle {
+    crate::core::sources::sessions::spawn(
+        crate::core::sources::sessions::SessionSettings {
+            project: config.project.clone(),
+            temp: config.temp.clone(),
+            claude: config
+                .claude_dir
+                .clone()
+                .or_else(crate::core::sessions::find::claude_dir),
+            windows: config.context_windows.clone(),
+            prices: config.prices.clone(),
+        },
+        events,
+    )
 }
 
 /// A hub with no sources of its own: what it is told comes on the returned core's

@@ -332,7 +332,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "cli/mod.rs::dispatch",
     "core/watchdog/role.rs::run_role",
     "core/pipeline/expr.rs::tokenize",
-    "core/runtime.rs::start_tapped",
     "core/pipeline/spec.rs::parse_definition",
     "tui/panes/session_cells.rs::draw_overlay",
     "cli/souffleur.rs::run_role",
