@@ -336,7 +336,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "tui/panes/session_cells.rs::draw_overlay",
     "cli/souffleur.rs::run_role",
     "tui/panes/sentinels.rs::draw",
-    "tui/app/ingest.rs::take_in",
     "core/sources/db/supervisor.rs::supervise",
     "core/sources/db/mod.rs::follow",
 ];

@@ -36,41 +36,7 @@ impl UiState {
                 self.on_log(task, *kind, lines, *reset);
                 None
             }
-            What::Anomaly(a) => {
-                let line = self.link_anomaly(&a.task_id, a.line.as_ref());
-                self.anomalies_seen += 1;
-                // Newest first by when it happened: a restatement after a restart keeps
-                // its first time, and goes where that time puts it.
-                let at = self.anomalies.iter().position(|e| e.at <= h.at);
-                let at = at.unwrap_or(self.anomalies.len());
-                let full = self.anomalies.len() == ANOMALIES_KEPT;
-                if !(full && at == self.anomalies.len()) {
-                    if full {
-                        self.anomalies.pop_back();
-                    }
-                    self.anomalies.insert(
-                        at,
-                        AnomalyEntry {
-                            at: h.at,
-                            task: a.task_id.clone(),
-                            kind: a.kind,
-                            detail: a.detail.clone(),
-                            line,
-                            source: a.line.clone(),
-                            unread: !replayed,
-                        },
-                    );
-                    // Keep the operator's selection on the same entry (the top one
-                    // follows the newest).
-                    if self.selected_anomaly > 0 && at <= self.selected_anomaly {
-                        self.selected_anomaly += 1;
-                    }
-                }
-                Some(Notification {
-                    title: format!("{} {}", a.task_id, a.kind),
-                    body: format!("{} — press 3 then Enter to see the line", a.detail),
-                })
-            }
+            What::Anomaly(a) => self.on_anomaly(a, h.at, replayed),
             What::Message(m) => {
                 self.messages_seen += 1;
                 if self.messages.len() == MESSAGES_KEPT {
@@ -147,6 +113,49 @@ impl UiState {
             | What::RoleEnded
             | What::Pipeline(_) => None,
         }
+    }
+
+    /// An anomaly into the list, newest first by when it happened (a restatement after
+    /// a restart keeps its first time, and goes where that time puts it).
+    fn on_anomaly(
+        &mut self,
+        a: &crate::core::domain::Anomaly,
+        at_time: time::OffsetDateTime,
+        replayed: bool,
+    ) -> Option<Notification> {
+        let line = self.link_anomaly(&a.task_id, a.line.as_ref());
+        self.anomalies_seen += 1;
+        // Newest first by when it happened: a restatement after a restart keeps
+        // its first time, and goes where that time puts it.
+        let at = self.anomalies.iter().position(|e| e.at <= at_time);
+        let at = at.unwrap_or(self.anomalies.len());
+        let full = self.anomalies.len() == ANOMALIES_KEPT;
+        if !(full && at == self.anomalies.len()) {
+            if full {
+                self.anomalies.pop_back();
+            }
+            self.anomalies.insert(
+                at,
+                AnomalyEntry {
+                    at: at_time,
+                    task: a.task_id.clone(),
+                    kind: a.kind,
+                    detail: a.detail.clone(),
+                    line,
+                    source: a.line.clone(),
+                    unread: !replayed,
+                },
+            );
+            // Keep the operator's selection on the same entry (the top one
+            // follows the newest).
+            if self.selected_anomaly > 0 && at <= self.selected_anomaly {
+                self.selected_anomaly += 1;
+            }
+        }
+        Some(Notification {
+            title: format!("{} {}", a.task_id, a.kind),
+            body: format!("{} — press 3 then Enter to see the line", a.detail),
+        })
     }
 
     /// The task's log, made keeping as many lines as its being shown allows.
