@@ -36,7 +36,7 @@ impl UiState {
                 self.on_log(task, *kind, lines, *reset);
                 None
             }
-            What::Anomaly(a) => self.on_anomaly(a, h.at, replayed),
+            What::Anomaly(a) => Some(self.on_anomaly(a, h.at, replayed)),
             What::Message(m) => {
                 self.messages_seen += 1;
                 if self.messages.len() == MESSAGES_KEPT {
@@ -122,7 +122,7 @@ impl UiState {
         a: &crate::core::domain::Anomaly,
         at_time: time::OffsetDateTime,
         replayed: bool,
-    ) -> Option<Notification> {
+    ) -> Notification {
         let line = self.link_anomaly(&a.task_id, a.line.as_ref());
         self.anomalies_seen += 1;
         // Newest first by when it happened: a restatement after a restart keeps
@@ -152,10 +152,10 @@ impl UiState {
                 self.selected_anomaly += 1;
             }
         }
-        Some(Notification {
+        Notification {
             title: format!("{} {}", a.task_id, a.kind),
             body: format!("{} — press 3 then Enter to see the line", a.detail),
-        })
+        }
     }
 
     /// The task's log, made keeping as many lines as its being shown allows.
