@@ -87,15 +87,7 @@ async fn run_role(
     let role_config = RoleConfig {
         db_path: project.db.clone(),
         invocation,
-        timings: RoleTimings {
-            conductor_stale_after: settings.conductor_stale_after,
-            initial_wait: s.initial_wait,
-            poll: s.poll,
-            teammate_initial_wait: s.teammate_initial_wait,
-            teammate_poll: s.teammate_poll,
-            watcher_stale_after: s.watcher_stale_after,
-            max_no_progress: s.max_no_progress_recoveries,
-        },
+        timings: role_timings(settings),
         claude_projects_dir: s.claude_projects_dir.clone(),
         recovery: RecoveryEnv {
             launcher: Launcher {
@@ -183,4 +175,18 @@ async fn run_role(
     drop(lock);
     presented.map_err(CliError::Runtime)?;
     Ok(!matches!(end, RoleEnd::Failed(_)))
+}
+
+/// The role's timings (`[souffleur]`, and the Conductor's staleness).
+pub(crate) fn role_timings(settings: &Settings) -> RoleTimings {
+    let s = &settings.souffleur;
+    RoleTimings {
+        conductor_stale_after: settings.conductor_stale_after,
+        initial_wait: s.initial_wait,
+        poll: s.poll,
+        teammate_initial_wait: s.teammate_initial_wait,
+        teammate_poll: s.teammate_poll,
+        watcher_stale_after: s.watcher_stale_after,
+        max_no_progress: s.max_no_progress_recoveries,
+    }
 }

@@ -15,7 +15,6 @@ use crate::core::domain::souffleur::{WatcherMode, valid_session_id};
 use crate::core::procs::ProcessId;
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::parse_invocation;
-use crate::core::watchdog::role::RoleTimings;
 use crate::settings::Settings;
 
 /// Watches until a reason holds; exit 0 with the report, 2 on bad arguments, 1 when the
@@ -33,16 +32,7 @@ pub fn run(
             "the Souffleur's watcher needs the orchestration's database: {e}. Run it from the project folder or pass --project."
         ))
     })?;
-    let s = &settings.souffleur;
-    let timings = RoleTimings {
-        conductor_stale_after: settings.conductor_stale_after,
-        initial_wait: s.initial_wait,
-        poll: s.poll,
-        teammate_initial_wait: s.teammate_initial_wait,
-        teammate_poll: s.teammate_poll,
-        watcher_stale_after: s.watcher_stale_after,
-        max_no_progress: s.max_no_progress_recoveries,
-    };
+    let timings = crate::cli::souffleur::role_timings(settings);
     // The PID is only watched (kill -0, a pidfd), never signalled: its identity is the
     // process that holds it now.
     let conductor = pid.map(ProcessId::observe);

@@ -39,11 +39,32 @@ pub struct CatchUp {
     files: HashMap<(TaskId, LogKind), FileCursor>,
     last_message: Option<i64>,
     /// The messages handed on (by id and content), the newest [`MESSAGES_KEPT`].
-    messages: HashSet<u64>,
-    messages_order: VecDeque<u64>,
+    messages: Remembered,
     sessions: HashMap<String, u64>,
-    hooks: HashSet<u64>,
-    hooks_order: VecDeque<u64>,
+    hooks: Remembered,
+}
+
+/// Keys seen, the newest ones only (a set, and the order they came in).
+#[derive(Debug, Default)]
+struct Remembered {
+    keys: HashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Remembered {
+    /// Remembers `key`, forgetting the oldest past `kept`; false when it was known.
+    fn remember(&mut self, key: u64, kept: usize) -> bool {
+        if !self.keys.insert(key) {
+            return false;
+        }
+        self.order.push_back(key);
+        if self.order.len() > kept
+            && let Some(old) = self.order.pop_front()
+        {
+            self.keys.remove(&old);
+        }
+        true
+    }
 }
 
 fn chained(hash: u64, line: &str) -> u64 {
@@ -130,29 +151,11 @@ impl CatchUp {
 
     /// Whether a message (by its id and content) was handed on before; remembers it.
     fn message_seen(&mut self, key: u64) -> bool {
-        if !self.messages.insert(key) {
-            return true;
-        }
-        self.messages_order.push_back(key);
-        if self.messages_order.len() > MESSAGES_KEPT
-            && let Some(old) = self.messages_order.pop_front()
-        {
-            self.messages.remove(&old);
-        }
-        false
+        !self.messages.remember(key, MESSAGES_KEPT)
     }
 
     fn hook_is_new(&mut self, key: u64) -> bool {
-        if !self.hooks.insert(key) {
-            return false;
-        }
-        self.hooks_order.push_back(key);
-        if self.hooks_order.len() > HOOKS_KEPT
-            && let Some(old) = self.hooks_order.pop_front()
-        {
-            self.hooks.remove(&old);
-        }
-        true
+        self.hooks.remember(key, HOOKS_KEPT)
     }
 
     fn lines(

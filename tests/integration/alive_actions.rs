@@ -52,8 +52,8 @@ fn relaunch(s: &Scratch, bin: &std::path::Path, display: Option<&str>) -> std::p
     c.output().unwrap()
 }
 
-#[test]
-fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
+/// A project whose task-03 works, worked by its first Musician, and a dying kitty.
+fn working_task_and_a_dying_kitty() -> (Scratch, tempfile::TempDir) {
     let s = Scratch::new();
     s.set_task("task-03", "working");
     s.conn()
@@ -64,6 +64,12 @@ fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
         .unwrap();
     let bin = tempfile::tempdir().unwrap();
     dying_kitty(bin.path());
+    (s, bin)
+}
+
+#[test]
+fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
+    let (s, bin) = working_task_and_a_dying_kitty();
     let before = task_and_messages(&s, "task-03");
     let out = relaunch(&s, bin.path(), None);
     let err = String::from_utf8_lossy(&out.stderr);
@@ -75,16 +81,7 @@ fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
 
 #[test]
 fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
-    let s = Scratch::new();
-    s.set_task("task-03", "working");
-    s.conn()
-        .execute(
-            "UPDATE orchestration_tasks SET worked_by = 'musician-task-03' WHERE task_id = 'task-03'",
-            [],
-        )
-        .unwrap();
-    let bin = tempfile::tempdir().unwrap();
-    dying_kitty(bin.path());
+    let (s, bin) = working_task_and_a_dying_kitty();
     let out = relaunch(&s, bin.path(), Some(":99"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
