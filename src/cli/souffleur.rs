@@ -81,54 +81,10 @@ async fn run_role(
     config.forward_logs = tui.is_some();
     let mut core = runtime::start(&config, clock).map_err(|e| CliError::Runtime(e.to_string()))?;
     crate::cli::headless::say_unrecorded(&core);
-    let s = &settings.souffleur;
-    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
-    let orchestra = load_orchestra_config(&root);
-    let role_config = RoleConfig {
-        db_path: project.db.clone(),
-        invocation,
-        timings: role_timings(settings),
-        claude_projects_dir: s.claude_projects_dir.clone(),
-        recovery: RecoveryEnv {
-            launcher: Launcher {
-                templates: settings.launch.clone(),
-                project: root.clone(),
-            },
-            temp: project.temp.clone(),
-            db: RoleDb::open(&project.db).map_err(CliError::Runtime)?,
-            kill_grace: s.kill_grace,
-            claude_projects_dir: s.claude_projects_dir.clone(),
-            export_dir: s.export_dir.clone(),
-            trimmed_dir: paths::exports_dir().map_err(CliError::Runtime)?,
-            force_compact: orchestra.force_compact,
-            compact_timeout: s.compact_timeout,
-            events: core.events.clone(),
-        },
-        orchestra,
-        clock,
-        hold: Some(key),
-    };
+    let role_config = role_config(project, settings, invocation, clock, key, &core)?;
     let pipelines = project.host_pipelines(settings, &core);
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let (socket, server) = match control {
-        Ok((path, listener)) => (
-            Some(path),
-            Some(tokio::spawn(control::serve(listener, cmd_tx.clone()))),
-        ),
-        Err(e) => {
-            let _ = core
-                .events
-                .send(CoreEvent::SourceFailed {
-                    source: "souffleur",
-                    task: None,
-                    detail: format!(
-                        "the role runs, but `maestro conductor …` cannot reach it: {e}"
-                    ),
-                })
-                .await;
-            (None, None)
-        }
-    };
+    let (socket, server) = serve_control(control, &cmd_tx, &core).await;
     let role_cancel = CancellationToken::new();
     let role_task = tokio::spawn(role::run(
         role_config,
@@ -175,6 +131,78 @@ async fn run_role(
     drop(lock);
     presented.map_err(CliError::Runtime)?;
     Ok(!matches!(end, RoleEnd::Failed(_)))
+}
+
+/// What the role runs with: the invocation, timings, the recovery's environment (its
+/// windows, exports and database), the orchestra's settings and the hold flag's key.
+fn role_config(
+    project: &Project,
+    settings: &Settings,
+    invocation: String,
+    clock: Clock,
+    key: ProjectKey,
+    core: &runtime::RunningCore,
+) -> Result<RoleConfig, CliError> {
+    let s = &settings.souffleur;
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let orchestra = load_orchestra_config(&root);
+    Ok(RoleConfig {
+        db_path: project.db.clone(),
+        invocation,
+        timings: role_timings(settings),
+        claude_projects_dir: s.claude_projects_dir.clone(),
+        recovery: RecoveryEnv {
+            launcher: Launcher {
+                templates: settings.launch.clone(),
+                project: root,
+            },
+            temp: project.temp.clone(),
+            db: RoleDb::open(&project.db).map_err(CliError::Runtime)?,
+            kill_grace: s.kill_grace,
+            claude_projects_dir: s.claude_projects_dir.clone(),
+            export_dir: s.export_dir.clone(),
+            trimmed_dir: paths::exports_dir().map_err(CliError::Runtime)?,
+            force_compact: orchestra.force_compact,
+            compact_timeout: s.compact_timeout,
+            events: core.events.clone(),
+        },
+        orchestra,
+        clock,
+        hold: Some(key),
+    })
+}
+
+type Control = Result<(std::path::PathBuf, tokio::net::UnixListener), String>;
+
+/// The control socket served (`maestro conductor …`), or why it cannot be, said as an
+/// error event: the role runs either way.
+async fn serve_control(
+    control: Control,
+    cmd_tx: &mpsc::Sender<control::WatchdogRequest>,
+    core: &runtime::RunningCore,
+) -> (
+    Option<std::path::PathBuf>,
+    Option<tokio::task::JoinHandle<()>>,
+) {
+    match control {
+        Ok((path, listener)) => (
+            Some(path),
+            Some(tokio::spawn(control::serve(listener, cmd_tx.clone()))),
+        ),
+        Err(e) => {
+            let _ = core
+                .events
+                .send(CoreEvent::SourceFailed {
+                    source: "souffleur",
+                    task: None,
+                    detail: format!(
+                        "the role runs, but `maestro conductor …` cannot reach it: {e}"
+                    ),
+                })
+                .await;
+            (None, None)
+        }
+    }
 }
 
 /// The role's timings (`[souffleur]`, and the Conductor's staleness).

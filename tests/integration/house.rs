@@ -334,7 +334,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "core/pipeline/expr.rs::tokenize",
     "core/pipeline/spec.rs::parse_definition",
     "tui/panes/session_cells.rs::draw_overlay",
-    "cli/souffleur.rs::run_role",
     "tui/panes/sentinels.rs::draw",
     "core/sources/db/supervisor.rs::supervise",
     "core/sources/db/mod.rs::follow",
