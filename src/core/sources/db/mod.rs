@@ -176,20 +176,12 @@ impl DbSource {
                 (Some(a), Some(b)) => Some(a.min(b)),
                 (a, b) => a.or(b),
             };
-            let first = if let Some(input) = held_back.take() {
-                Some(input)
-            } else {
-                match wait {
-                    Some(d) => match rx.recv_timeout(d) {
-                        Ok(i) => Some(i),
-                        Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-                        Err(std_mpsc::RecvTimeoutError::Disconnected) => return Followed::Stop,
-                    },
-                    None => match rx.recv() {
-                        Ok(i) => Some(i),
-                        Err(_) => return Followed::Stop,
-                    },
-                }
+            let first = match held_back.take() {
+                Some(input) => Some(input),
+                None => match next_input(rx, wait) {
+                    Ok(input) => input,
+                    Err(()) => return Followed::Stop,
+                },
             };
             let mut from_file_event = false;
             let mut force = false;
@@ -215,28 +207,7 @@ impl DbSource {
                 }
                 Some(_) => {}
             }
-            match self.flush(pending) {
-                Ok(()) => {
-                    if std::mem::take(&mut write_failing) {
-                        send(CoreEvent::SourceHealthy { source: SOURCE });
-                    }
-                }
-                Err(e) => {
-                    if !write_failing {
-                        send(CoreEvent::SourceFailed {
-                            source: SOURCE,
-                            task: None,
-                            detail: format!(
-                                "could not write {} pending record(s) (Sentinel reports, run history) to {}: {e}. They are kept and written, in order, once writing works again{}",
-                                pending.len(),
-                                self.settings.path.display(),
-                                write_fix(&e)
-                            ),
-                        });
-                    }
-                    write_failing = true;
-                }
-            }
+            self.write_pending(pending, &mut write_failing, &send);
             let mut emit = |e: CoreEvent| send(e);
             let mut result = self.refresh(force || retry_in.is_some(), &mut emit);
             if result.is_ok() && from_file_event {
@@ -276,6 +247,37 @@ impl DbSource {
                         detail: format!("{} (retrying in {next:?})", describe(&e)),
                     });
                 }
+            }
+        }
+    }
+
+    /// Writes what waits; a failure is said once (and its end), the records kept.
+    fn write_pending(
+        &self,
+        pending: &mut VecDeque<DbCmd>,
+        write_failing: &mut bool,
+        send: &dyn Fn(CoreEvent),
+    ) {
+        match self.flush(pending) {
+            Ok(()) => {
+                if std::mem::take(write_failing) {
+                    send(CoreEvent::SourceHealthy { source: SOURCE });
+                }
+            }
+            Err(e) => {
+                if !*write_failing {
+                    send(CoreEvent::SourceFailed {
+                        source: SOURCE,
+                        task: None,
+                        detail: format!(
+                            "could not write {} pending record(s) (Sentinel reports, run history) to {}: {e}. They are kept and written, in order, once writing works again{}",
+                            pending.len(),
+                            self.settings.path.display(),
+                            write_fix(&e)
+                        ),
+                    });
+                }
+                *write_failing = true;
             }
         }
     }
@@ -475,6 +477,19 @@ fn db_error(e: &rusqlite::Error) -> CoreError {
 
 mod rows;
 mod supervisor;
+/// The next input, waiting at most `wait` (`Ok(None)`: the time is up); `Err` when the
+/// sending side is gone.
+fn next_input(rx: &std_mpsc::Receiver<Input>, wait: Option<Duration>) -> Result<Option<Input>, ()> {
+    match wait {
+        Some(d) => match rx.recv_timeout(d) {
+            Ok(i) => Ok(Some(i)),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => Ok(None),
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => Err(()),
+        },
+        None => rx.recv().map(Some).map_err(|_| ()),
+    }
+}
+
 #[cfg(test)]
 mod tests;
 
