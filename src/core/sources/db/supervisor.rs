@@ -99,25 +99,7 @@ fn supervise(
                 Followed::Stop => return,
                 Followed::Gone(status) => {
                     replaced = true;
-                    if !pending.is_empty() {
-                        send(CoreEvent::SourceFailed {
-                            source: SOURCE,
-                            task: None,
-                            detail: format!(
-                                "{} Sentinel report(s) could not be written to the old database and are dropped",
-                                pending.len()
-                            ),
-                        });
-                        pending.clear();
-                    }
-                    if status == DbStatus::Removed {
-                        send(CoreEvent::Database(DbStatus::Removed));
-                        send(CoreEvent::Database(DbStatus::Waiting(format!(
-                            "{} was removed; waiting for a new one",
-                            path.display()
-                        ))));
-                    }
-                    // A replacement is opened right below, and announced with its tasks.
+                    say_gone(&status, &mut pending, &path, &send);
                 }
             }
         }
@@ -128,21 +110,7 @@ fn supervise(
             if file_identity(&path).is_some() {
                 match open_with_events(settings) {
                     Ok((source, initial)) => {
-                        let tasks = initial
-                            .iter()
-                            .find_map(|e| match e {
-                                CoreEvent::Tasks(rows) => Some(rows.len()),
-                                _ => None,
-                            })
-                            .unwrap_or(0);
-                        send(CoreEvent::Database(if replaced {
-                            DbStatus::Replaced { tasks }
-                        } else {
-                            DbStatus::Appeared { tasks }
-                        }));
-                        for e in initial {
-                            send(e);
-                        }
+                        say_opened(initial, replaced, &send);
                         current = Some(source);
                         last_problem = None;
                         break;
@@ -177,6 +145,55 @@ fn supervise(
                 }
             }
         }
+    }
+}
+
+/// The database went (removed or replaced): reports that could not be written to it
+/// are dropped, said; a removal is said with what maestro waits for. A replacement is
+/// opened right after, and announced with its tasks.
+fn say_gone(
+    status: &DbStatus,
+    pending: &mut VecDeque<DbCmd>,
+    path: &std::path::Path,
+    send: &dyn Fn(CoreEvent),
+) {
+    if !pending.is_empty() {
+        send(CoreEvent::SourceFailed {
+            source: SOURCE,
+            task: None,
+            detail: format!(
+                "{} Sentinel report(s) could not be written to the old database and are dropped",
+                pending.len()
+            ),
+        });
+        pending.clear();
+    }
+    if *status == DbStatus::Removed {
+        send(CoreEvent::Database(DbStatus::Removed));
+        send(CoreEvent::Database(DbStatus::Waiting(format!(
+            "{} was removed; waiting for a new one",
+            path.display()
+        ))));
+    }
+}
+
+/// A database opened: it appeared (or replaced the last), with its tasks, then what it
+/// holds.
+fn say_opened(initial: Vec<CoreEvent>, replaced: bool, send: &dyn Fn(CoreEvent)) {
+    let tasks = initial
+        .iter()
+        .find_map(|e| match e {
+            CoreEvent::Tasks(rows) => Some(rows.len()),
+            _ => None,
+        })
+        .unwrap_or(0);
+    send(CoreEvent::Database(if replaced {
+        DbStatus::Replaced { tasks }
+    } else {
+        DbStatus::Appeared { tasks }
+    }));
+    for e in initial {
+        send(e);
     }
 }
 
