@@ -52,33 +52,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(1),
     ])
     .areas(inner);
-    let rows = pipelines.iter().map(|p| {
-        let style = match p.status.as_str() {
-            "running" => ctx.theme.ok,
-            "paused" => ctx.theme.warn,
-            "failed" => ctx.theme.error,
-            _ if !p.trusted => ctx.theme.warn,
-            _ => ctx.theme.muted,
-        };
-        // A definition waiting for trust says so until it is trusted.
-        let status = if p.trusted || matches!(p.status.as_str(), "running" | "paused") {
-            p.status.clone()
-        } else {
-            "untrusted".to_owned()
-        };
-        Row::new(vec![
-            Line::from(fit(&p.name, 24)),
-            Line::from(Span::styled(status, style)),
-            Line::from(p.steps.to_string()),
-            Line::from(if p.iteration > 0 {
-                p.iteration.to_string()
-            } else {
-                "—".into()
-            }),
-            Line::from(p.step.map_or_else(|| "—".into(), |s| s.to_string())),
-            Line::from(printable(p.outcome.as_deref().unwrap_or("—"))),
-        ])
-    });
+    let rows = pipelines.iter().map(|p| pipeline_row(p, ctx));
     let table = Table::new(
         rows,
         [
@@ -105,31 +79,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
     frame.render_stateful_widget(table, table_area, &mut state);
     if let Some(p) = selected.filter(|_| history_rows > 0) {
-        // The selected pipeline's latest steps, newest last.
-        let mut lines = vec![Line::from(Span::styled(
-            format!(
-                "Recent steps of {} (maestro sentinel show {} --runs for all)",
-                p.name, p.name
-            ),
-            ctx.theme.muted,
-        ))];
-        let skip = p.history.len().saturating_sub(usize::from(history_rows));
-        for s in &p.history[skip..] {
-            let time = s.started.get(11..19).unwrap_or_default();
-            lines.push(Line::from(vec![
-                Span::styled(format!("{time} "), ctx.theme.muted),
-                Span::raw(format!(
-                    "it {} step {} {:<9} {:>6} ms  ",
-                    s.iteration, s.step, s.step_type, s.duration_ms
-                )),
-                Span::raw(fit(&printable(&s.outcome), 30)),
-                Span::styled(
-                    format!("  {}", fit(&printable(s.excerpt.trim()), 40)),
-                    ctx.theme.muted,
-                ),
-            ]));
-        }
-        frame.render_widget(Paragraph::new(lines), history_area);
+        frame.render_widget(
+            Paragraph::new(history_lines(p, history_rows, ctx)),
+            history_area,
+        );
     }
     if let Some(n) = &ctx.ui.note {
         frame.render_widget(
@@ -137,6 +90,69 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             note,
         );
     }
+}
+
+/// One pipeline's row: its name, status (untrusted until trusted), steps, iteration,
+/// step and last outcome.
+fn pipeline_row<'a>(p: &crate::core::snapshot::PipelineView, ctx: &DrawCtx<'a>) -> Row<'a> {
+    let style = match p.status.as_str() {
+        "running" => ctx.theme.ok,
+        "paused" => ctx.theme.warn,
+        "failed" => ctx.theme.error,
+        _ if !p.trusted => ctx.theme.warn,
+        _ => ctx.theme.muted,
+    };
+    // A definition waiting for trust says so until it is trusted.
+    let status = if p.trusted || matches!(p.status.as_str(), "running" | "paused") {
+        p.status.clone()
+    } else {
+        "untrusted".to_owned()
+    };
+    Row::new(vec![
+        Line::from(fit(&p.name, 24)),
+        Line::from(Span::styled(status, style)),
+        Line::from(p.steps.to_string()),
+        Line::from(if p.iteration > 0 {
+            p.iteration.to_string()
+        } else {
+            "—".into()
+        }),
+        Line::from(p.step.map_or_else(|| "—".into(), |s| s.to_string())),
+        Line::from(printable(p.outcome.as_deref().unwrap_or("—"))),
+    ])
+}
+
+/// The selected pipeline's latest steps, newest last, under a line that names them.
+fn history_lines<'a>(
+    p: &crate::core::snapshot::PipelineView,
+    history_rows: u16,
+    ctx: &DrawCtx<'a>,
+) -> Vec<Line<'a>> {
+    // The selected pipeline's latest steps, newest last.
+    let mut lines = vec![Line::from(Span::styled(
+        format!(
+            "Recent steps of {} (maestro sentinel show {} --runs for all)",
+            p.name, p.name
+        ),
+        ctx.theme.muted,
+    ))];
+    let skip = p.history.len().saturating_sub(usize::from(history_rows));
+    for s in &p.history[skip..] {
+        let time = s.started.get(11..19).unwrap_or_default();
+        lines.push(Line::from(vec![
+            Span::styled(format!("{time} "), ctx.theme.muted),
+            Span::raw(format!(
+                "it {} step {} {:<9} {:>6} ms  ",
+                s.iteration, s.step, s.step_type, s.duration_ms
+            )),
+            Span::raw(fit(&printable(&s.outcome), 30)),
+            Span::styled(
+                format!("  {}", fit(&printable(s.excerpt.trim()), 40)),
+                ctx.theme.muted,
+            ),
+        ]));
+    }
+    lines
 }
 
 pub fn draw_editor(frame: &mut Frame, area: Rect, ctx: &DrawCtx, name: &str) {
