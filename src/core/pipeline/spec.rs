@@ -195,77 +195,11 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
     check_program_text(&steps, &p("steps"), &outputs)?;
     let looping = match m.get("loop") {
         None => Loop::Once,
-        Some(l) => {
-            let lm = obj(l, &p("loop"))?;
-            match string(lm, "type", &p("loop"))?.as_deref() {
-                Some("once") => Loop::Once,
-                Some("count") => Loop::Count(
-                    lm.get("max")
-                        .and_then(Value::as_u64)
-                        .filter(|n| *n > 0)
-                        .ok_or_else(|| at(&p("loop.max"), "a count loop needs a positive `max`"))?,
-                ),
-                Some("until") => Loop::Until(condition(
-                    &required(lm, "check", &p("loop"))?,
-                    &p("loop.check"),
-                )?),
-                Some("while") => Loop::While(condition(
-                    &required(lm, "check", &p("loop"))?,
-                    &p("loop.check"),
-                )?),
-                Some("continuous") => {
-                    Loop::Continuous(millis(lm, "intervalMs", &p("loop"))?.unwrap_or_default())
-                }
-                Some("event") => Loop::Event(required(lm, "event", &p("loop"))?),
-                other => {
-                    return Err(at(
-                        &p("loop.type"),
-                        format!("{other:?}: use once, count, until, while, continuous or event"),
-                    ));
-                }
-            }
-        }
+        Some(l) => parse_loop(obj(l, &p("loop"))?, &p)?,
     };
     let trigger = match m.get("trigger") {
         None => Trigger::Manual,
-        Some(t) => {
-            let tm = obj(t, &p("trigger"))?;
-            match string(tm, "type", &p("trigger"))?.as_deref() {
-                Some("manual") => Trigger::Manual,
-                Some("immediate") => Trigger::Immediate,
-                Some("event") => Trigger::Event {
-                    name: required(tm, "event", &p("trigger"))?,
-                    filter: string(tm, "filter", &p("trigger"))?
-                        .map(|f| condition(&f, &p("trigger.filter")))
-                        .transpose()?,
-                },
-                Some("schedule") => Trigger::Schedule(
-                    millis(tm, "intervalMs", &p("trigger"))?
-                        .ok_or_else(|| {
-                            at(
-                                &p("trigger.intervalMs"),
-                                "a schedule needs intervalMs (cron expressions are not supported)",
-                            )
-                        })
-                        .and_then(|d| {
-                            if d < Duration::from_millis(MIN_SCHEDULE_MS) {
-                                Err(at(
-                                    &p("trigger.intervalMs"),
-                                    format!("must be at least {MIN_SCHEDULE_MS} (one second)"),
-                                ))
-                            } else {
-                                Ok(d)
-                            }
-                        })?,
-                ),
-                other => {
-                    return Err(at(
-                        &p("trigger.type"),
-                        format!("{other:?}: use immediate, event, schedule or manual"),
-                    ));
-                }
-            }
-        }
+        Some(t) => parse_trigger(obj(t, &p("trigger"))?, &p)?,
     };
     let safety = match m.get("safety") {
         None => None,
@@ -304,6 +238,76 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         trigger,
         max_iterations,
         timeout,
+    })
+}
+
+/// A definition's `loop`, its fields named from `p` (the definition's path).
+fn parse_loop(lm: &serde_json::Map<String, Value>, p: &dyn Fn(&str) -> String) -> Res<Loop> {
+    Ok(match string(lm, "type", &p("loop"))?.as_deref() {
+        Some("once") => Loop::Once,
+        Some("count") => Loop::Count(
+            lm.get("max")
+                .and_then(Value::as_u64)
+                .filter(|n| *n > 0)
+                .ok_or_else(|| at(&p("loop.max"), "a count loop needs a positive `max`"))?,
+        ),
+        Some("until") => Loop::Until(condition(
+            &required(lm, "check", &p("loop"))?,
+            &p("loop.check"),
+        )?),
+        Some("while") => Loop::While(condition(
+            &required(lm, "check", &p("loop"))?,
+            &p("loop.check"),
+        )?),
+        Some("continuous") => {
+            Loop::Continuous(millis(lm, "intervalMs", &p("loop"))?.unwrap_or_default())
+        }
+        Some("event") => Loop::Event(required(lm, "event", &p("loop"))?),
+        other => {
+            return Err(at(
+                &p("loop.type"),
+                format!("{other:?}: use once, count, until, while, continuous or event"),
+            ));
+        }
+    })
+}
+
+/// A definition's `trigger`, its fields named from `p` (the definition's path).
+fn parse_trigger(tm: &serde_json::Map<String, Value>, p: &dyn Fn(&str) -> String) -> Res<Trigger> {
+    Ok(match string(tm, "type", &p("trigger"))?.as_deref() {
+        Some("manual") => Trigger::Manual,
+        Some("immediate") => Trigger::Immediate,
+        Some("event") => Trigger::Event {
+            name: required(tm, "event", &p("trigger"))?,
+            filter: string(tm, "filter", &p("trigger"))?
+                .map(|f| condition(&f, &p("trigger.filter")))
+                .transpose()?,
+        },
+        Some("schedule") => Trigger::Schedule(
+            millis(tm, "intervalMs", &p("trigger"))?
+                .ok_or_else(|| {
+                    at(
+                        &p("trigger.intervalMs"),
+                        "a schedule needs intervalMs (cron expressions are not supported)",
+                    )
+                })
+                .and_then(|d| {
+                    if d < Duration::from_millis(MIN_SCHEDULE_MS) {
+                        Err(at(
+                            &p("trigger.intervalMs"),
+                            format!("must be at least {MIN_SCHEDULE_MS} (one second)"),
+                        ))
+                    } else {
+                        Ok(d)
+                    }
+                })?,
+        ),
+        other => {
+            return Err(at(
+                &p("trigger.type"),
+                format!("{other:?}: use immediate, event, schedule or manual"),
+            ));
+        }
     })
 }
 
