@@ -116,61 +116,19 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 out.push(Tok::Dot(ident(&mut i)));
             }
             '[' => {
-                i += 1;
-                let start = i;
-                while i < chars.len() && chars[i].is_ascii_digit() {
-                    i += 1;
-                }
-                let n: String = chars[start..i].iter().collect();
-                if chars.get(i) != Some(&']') || n.is_empty() {
-                    return Err(format!(
-                        "`[` at {start} must hold a number and close with `]`"
-                    ));
-                }
-                i += 1;
-                out.push(Tok::Index(
-                    n.parse().map_err(|_| "index too large".to_owned())?,
-                ));
+                let (index, after) = index_token(&chars, i + 1)?;
+                out.push(Tok::Index(index));
+                i = after;
             }
             '"' | '\'' => {
-                let quote = c;
-                i += 1;
-                let mut s = String::new();
-                loop {
-                    match chars.get(i) {
-                        None => return Err("a string is not closed".into()),
-                        Some('\\') => {
-                            if let Some(e) = chars.get(i + 1) {
-                                s.push(match e {
-                                    'n' => '\n',
-                                    't' => '\t',
-                                    other => *other,
-                                });
-                            }
-                            i += 2;
-                        }
-                        Some(ch) if *ch == quote => {
-                            i += 1;
-                            break;
-                        }
-                        Some(ch) => {
-                            s.push(*ch);
-                            i += 1;
-                        }
-                    }
-                }
-                out.push(Tok::Str(s));
+                let (text, after) = string_token(&chars, i)?;
+                out.push(Tok::Str(text));
+                i = after;
             }
             c if c.is_ascii_digit() || (c == '-' && next.is_some_and(|n| n.is_ascii_digit())) => {
-                let start = i;
-                i += 1;
-                while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
-                    i += 1;
-                }
-                let n: String = chars[start..i].iter().collect();
-                out.push(Tok::Num(
-                    n.parse().map_err(|_| format!("{n:?} is not a number"))?,
-                ));
+                let (n, after) = number_token(&chars, i)?;
+                out.push(Tok::Num(n));
+                i = after;
             }
             c if c.is_alphabetic() => {
                 let word = ident(&mut i);
@@ -184,6 +142,62 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
         }
     }
     Ok(out)
+}
+
+/// `[N]` from just after its `[`: the index and where the token ends.
+fn index_token(chars: &[char], mut i: usize) -> Result<(usize, usize), String> {
+    let start = i;
+    while i < chars.len() && chars[i].is_ascii_digit() {
+        i += 1;
+    }
+    let n: String = chars[start..i].iter().collect();
+    if chars.get(i) != Some(&']') || n.is_empty() {
+        return Err(format!(
+            "`[` at {start} must hold a number and close with `]`"
+        ));
+    }
+    let index = n.parse().map_err(|_| "index too large".to_owned())?;
+    Ok((index, i + 1))
+}
+
+/// A quoted string from its opening quote (`\n`, `\t` and `\<char>` escapes): the
+/// text and where the token ends.
+fn string_token(chars: &[char], mut i: usize) -> Result<(String, usize), String> {
+    let quote = chars[i];
+    i += 1;
+    let mut s = String::new();
+    loop {
+        match chars.get(i) {
+            None => return Err("a string is not closed".into()),
+            Some('\\') => {
+                if let Some(e) = chars.get(i + 1) {
+                    s.push(match e {
+                        'n' => '\n',
+                        't' => '\t',
+                        other => *other,
+                    });
+                }
+                i += 2;
+            }
+            Some(ch) if *ch == quote => return Ok((s, i + 1)),
+            Some(ch) => {
+                s.push(*ch);
+                i += 1;
+            }
+        }
+    }
+}
+
+/// A number (maybe negative, maybe with a fraction): its value and where it ends.
+fn number_token(chars: &[char], mut i: usize) -> Result<(f64, usize), String> {
+    let start = i;
+    i += 1;
+    while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
+        i += 1;
+    }
+    let n: String = chars[start..i].iter().collect();
+    let value = n.parse().map_err(|_| format!("{n:?} is not a number"))?;
+    Ok((value, i))
 }
 
 /// The longest condition accepted, in bytes: a definition is data from the project,
