@@ -330,7 +330,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "cli/headless/text.rs::raw_text",
     "tui/mod.rs::run_screens",
     "cli/mod.rs::dispatch",
-    "core/watchdog/role.rs::run_role",
 ];
 
 /// A function a reader holds in mind: none over 100 lines but those still listed above

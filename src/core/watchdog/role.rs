@@ -136,23 +136,7 @@ async fn run_role(
         Ok(db) => db,
         Err(e) => return fail(&events, format!("cannot open the database: {e}")).await,
     };
-    let o = &cfg.orchestra;
-    let _ = events
-        .send(CoreEvent::Role(RoleReport::Settings(SouffleurSettings {
-            force_compact: o.force_compact,
-            force_compact_from: o.force_compact_from.clone(),
-            max_permission: o.max_permission.as_str().into(),
-            max_permission_from: o.max_permission_from.clone(),
-            source: o.source.as_ref().map(|p| p.display().to_string()),
-            warnings: o.warnings.clone(),
-        })))
-        .await;
-    for w in &cfg.orchestra.warnings {
-        alert(&events, w.clone()).await;
-        let _ = db
-            .message("souffleur", "warning", format!("Souffleur: {w}"))
-            .await;
-    }
+    announce_settings(&cfg, &db, &events).await;
     let wake = DbWake::start(&cfg.db_path);
     let (pid, session) = match validate_with_retries(&cfg, &db, &events, &wake, &cancel).await {
         Ok(v) => v,
@@ -217,41 +201,8 @@ async fn run_role(
                 }
                 role.router.step(Input::WatcherDead { fresh_now })
             }
-            Some(request) = cmds.recv() => {
-                let task_count = role.db.task_count().await.unwrap_or(0);
-                if let (Some(key), WatchdogCmd::Hold | WatchdogCmd::Release) = (&role.cfg.hold, request.cmd)
-                    && let Err(e) = hold::set(key, request.cmd == WatchdogCmd::Hold)
-                {
-                    alert(&role.events, e).await;
-                }
-                let effects = role.router.step(match request.cmd {
-                    WatchdogCmd::Hold => Input::Hold,
-                    WatchdogCmd::Release => Input::Release,
-                    WatchdogCmd::Recover(kind) => Input::Manual { kind, task_count },
-                });
-                if let Some(reply) = request.reply {
-                    let _ = reply.send(answer(request.cmd, &effects));
-                }
-                effects
-            }
-            done = join_recovery(&mut role.recovery), if recovering => {
-                role.recovery = None;
-                let done = done.unwrap_or_else(|e| Recovered {
-                    outcome: RecoveryOutcome {
-                        provider: Provider::ClaudeExport,
-                        relaunched: false,
-                        pid_known: false,
-                        session_rediscover: false,
-                        new_session_id: None,
-                        failure: Some(format!("the recovery task failed: {e}")),
-                    },
-                    conductor: None,
-                });
-                if done.outcome.relaunched {
-                    role.conductor = done.conductor;
-                }
-                role.router.step(Input::RecoveryFinished(done.outcome))
-            }
+            Some(request) = cmds.recv() => role.on_request(request).await,
+            done = join_recovery(&mut role.recovery), if recovering => role.on_recovered(done),
             // While recovering, no watcher runs: the role keeps the heartbeat itself.
             _ = keepalive.tick(), if recovering => {
                 let _ = role.db.refresh_souffleur_heartbeat().await;
@@ -262,6 +213,70 @@ async fn run_role(
             role.publish().await;
             return end;
         }
+    }
+}
+
+/// The settings the role runs with, told; each warning about them said and written.
+async fn announce_settings(cfg: &RoleConfig, db: &RoleDb, events: &mpsc::Sender<CoreEvent>) {
+    let o = &cfg.orchestra;
+    let _ = events
+        .send(CoreEvent::Role(RoleReport::Settings(SouffleurSettings {
+            force_compact: o.force_compact,
+            force_compact_from: o.force_compact_from.clone(),
+            max_permission: o.max_permission.as_str().into(),
+            max_permission_from: o.max_permission_from.clone(),
+            source: o.source.as_ref().map(|p| p.display().to_string()),
+            warnings: o.warnings.clone(),
+        })))
+        .await;
+    for w in &o.warnings {
+        alert(events, w.clone()).await;
+        let _ = db
+            .message("souffleur", "warning", format!("Souffleur: {w}"))
+            .await;
+    }
+}
+
+impl Role {
+    /// An operator's request (`maestro conductor …`): a hold kept in its file, the
+    /// router stepped, and the answer sent back.
+    async fn on_request(&mut self, request: WatchdogRequest) -> Vec<Effect> {
+        let task_count = self.db.task_count().await.unwrap_or(0);
+        if let (Some(key), WatchdogCmd::Hold | WatchdogCmd::Release) = (&self.cfg.hold, request.cmd)
+            && let Err(e) = hold::set(key, request.cmd == WatchdogCmd::Hold)
+        {
+            alert(&self.events, e).await;
+        }
+        let effects = self.router.step(match request.cmd {
+            WatchdogCmd::Hold => Input::Hold,
+            WatchdogCmd::Release => Input::Release,
+            WatchdogCmd::Recover(kind) => Input::Manual { kind, task_count },
+        });
+        if let Some(reply) = request.reply {
+            let _ = reply.send(answer(request.cmd, &effects));
+        }
+        effects
+    }
+
+    /// A recovery ended (a task that panicked counts as a failed one): a relaunched
+    /// Conductor is the one watched from now on.
+    fn on_recovered(&mut self, done: Result<Recovered, tokio::task::JoinError>) -> Vec<Effect> {
+        self.recovery = None;
+        let done = done.unwrap_or_else(|e| Recovered {
+            outcome: RecoveryOutcome {
+                provider: Provider::ClaudeExport,
+                relaunched: false,
+                pid_known: false,
+                session_rediscover: false,
+                new_session_id: None,
+                failure: Some(format!("the recovery task failed: {e}")),
+            },
+            conductor: None,
+        });
+        if done.outcome.relaunched {
+            self.conductor = done.conductor;
+        }
+        self.router.step(Input::RecoveryFinished(done.outcome))
     }
 }
 
