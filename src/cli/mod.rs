@@ -181,20 +181,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let settings = load_settings(global)?;
             runtime()?.block_on(serve::run(&project, &settings, clock))
         }
-        Some(Command::Completions { shell }) => {
-            use clap::CommandFactory;
-            let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut args::Cli::command(), "maestro", &mut script);
-            print_all(&script)
-        }
-        Some(Command::Man) => {
-            use clap::CommandFactory;
-            let mut page = Vec::new();
-            clap_mangen::Man::new(args::Cli::command())
-                .render(&mut page)
-                .map_err(|e| CliError::Runtime(format!("cannot write the manual page: {e}")))?;
-            print_all(&page)
-        }
+        Some(Command::Completions { .. } | Command::Man) => print_generated(cli),
         Some(Command::Hooks(h)) => {
             let project = Project::from_args(global)?;
             hooks::run(
@@ -217,70 +204,95 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let settings = load_settings(global)?;
             replay::run(&project, &settings, args, global, clock)
         }
-        Some(Command::Demo(demo)) => {
-            let settings = load_settings(global)?;
-            if !global.no_tui {
-                // Checked before anything is created.
-                TuiConfig::from_settings(String::new(), &settings, clock)
-                    .map_err(CliError::Usage)?;
-                dashboard::require_terminal()?;
-            }
-            runtime()?
-                .block_on(crate::cli::demo::run(
-                    demo.clone(),
-                    global.clone(),
-                    settings,
-                    clock,
-                ))
-                .map_err(CliError::Runtime)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        None if global.souffleur => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
-            let (Some(pid), Some(session)) = (global.conductor_pid, &global.session_id) else {
-                return Err(CliError::Usage(
-                    "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
-                ));
-            };
-            let invocation = format!("PID:{pid} SESSION_ID:{session}");
-            souffleur::run(&project, &settings, global, invocation, clock)
-        }
-        // Several projects, or a remote one: each its own hub, a link feeding a remote one.
-        None if global.projects.len() > 1
-            || remote::remote_project(cli)?.is_some()
-            || (global.projects.is_empty()
-                && load_settings(global).is_ok_and(|s| {
-                    s.projects.len() > 1
-                        || s.projects.iter().any(|(_, dir)| {
-                            crate::remote::RemoteProject::is_remote(&dir.to_string_lossy())
-                        })
-                })) =>
-        {
-            let settings = load_settings(global)?;
-            let chosen = many::chosen(global, &settings)?;
-            refuse_after_on_a_dashboard(global)?;
-            if global.no_tui {
-                runtime()?.block_on(many::run(chosen, global, &settings, clock))
-            } else {
-                dashboard::run_many(chosen, &settings, global, clock)
-            }
-        }
-        None => {
-            let settings = load_settings(global)?;
-            // One project in `[projects]` and none given: that one.
-            let project = match (global.projects.is_empty(), settings.projects.as_slice()) {
-                (true, [(_, dir)]) => Project::at(Some(dir), global)?,
-                _ => Project::from_args(global)?,
-            };
-            refuse_after_on_a_dashboard(global)?;
-            if global.no_tui {
-                runtime()?.block_on(headless::run(&project, &settings, global, clock))
-            } else {
-                dashboard::run(&project, &settings, global, clock)
-            }
-        }
+        Some(Command::Demo(demo)) => run_demo(demo, global, clock),
+        None => watch(cli, clock),
     }
+}
+
+/// No verb: watch the project(s), in the dashboard or headless (or take the Souffleur
+/// role with `--souffleur`).
+fn watch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
+    let global = &cli.global;
+    if global.souffleur {
+        let project = Project::from_args(global)?;
+        let settings = load_settings(global)?;
+        let (Some(pid), Some(session)) = (global.conductor_pid, &global.session_id) else {
+            return Err(CliError::Usage(
+                "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
+            ));
+        };
+        let invocation = format!("PID:{pid} SESSION_ID:{session}");
+        return souffleur::run(&project, &settings, global, invocation, clock);
+    }
+    // Several projects, or a remote one: each its own hub, a link feeding a remote one.
+    let many = global.projects.len() > 1
+        || remote::remote_project(cli)?.is_some()
+        || (global.projects.is_empty()
+            && load_settings(global).is_ok_and(|s| {
+                s.projects.len() > 1
+                    || s.projects.iter().any(|(_, dir)| {
+                        crate::remote::RemoteProject::is_remote(&dir.to_string_lossy())
+                    })
+            }));
+    let settings = load_settings(global)?;
+    if many {
+        let chosen = many::chosen(global, &settings)?;
+        refuse_after_on_a_dashboard(global)?;
+        return if global.no_tui {
+            runtime()?.block_on(many::run(chosen, global, &settings, clock))
+        } else {
+            dashboard::run_many(chosen, &settings, global, clock)
+        };
+    }
+    // One project in `[projects]` and none given: that one.
+    let project = match (global.projects.is_empty(), settings.projects.as_slice()) {
+        (true, [(_, dir)]) => Project::at(Some(dir), global)?,
+        _ => Project::from_args(global)?,
+    };
+    refuse_after_on_a_dashboard(global)?;
+    if global.no_tui {
+        runtime()?.block_on(headless::run(&project, &settings, global, clock))
+    } else {
+        dashboard::run(&project, &settings, global, clock)
+    }
+}
+
+/// `maestro demo`: the dashboard checked before anything is created.
+fn run_demo(
+    demo: &args::DemoArgs,
+    global: &args::GlobalArgs,
+    clock: Clock,
+) -> Result<ExitCode, CliError> {
+    let settings = load_settings(global)?;
+    if !global.no_tui {
+        // Checked before anything is created.
+        TuiConfig::from_settings(String::new(), &settings, clock).map_err(CliError::Usage)?;
+        dashboard::require_terminal()?;
+    }
+    runtime()?
+        .block_on(crate::cli::demo::run(
+            demo.clone(),
+            global.clone(),
+            settings,
+            clock,
+        ))
+        .map_err(CliError::Runtime)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `completions` and `man`: made from the command line's own definitions.
+fn print_generated(cli: &Cli) -> Result<ExitCode, CliError> {
+    use clap::CommandFactory;
+    if let Some(Command::Completions { shell }) = &cli.command {
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut args::Cli::command(), "maestro", &mut script);
+        return print_all(&script);
+    }
+    let mut page = Vec::new();
+    clap_mangen::Man::new(args::Cli::command())
+        .render(&mut page)
+        .map_err(|e| CliError::Runtime(format!("cannot write the manual page: {e}")))?;
+    print_all(&page)
 }
 
 /// `--after` resumes a script's reading; the dashboard shows everything, old events
