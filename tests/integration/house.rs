@@ -327,7 +327,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "remote/link.rs::follow",
     "core/sources/temp_logs/mod.rs::sync",
     "core/pipeline/spec.rs::parse_step",
-    "cli/headless/text.rs::raw_text",
     "tui/mod.rs::run_screens",
 ];
 

@@ -41,35 +41,12 @@ pub const REPLAYED: &str = " (replayed)";
 fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
     Some(match &h.what {
         // The report's own lines stay; what it quotes from a log cannot reach the terminal.
-        What::Anomaly(a) => {
-            // A newline in the quoted text would forge a line of its own.
-            let a = crate::core::domain::Anomaly {
-                detail: a.detail.replace('\r', "").replace('\n', "\\n"),
-                ..a.clone()
-            };
-            let report = a.report(&clock.hms(h.at));
-            let lines: Vec<_> = report.lines().map(printable).collect();
-            format!("{}\n\n", lines.join("\n"))
-        }
+        What::Anomaly(a) => anomaly_text(a, &clock.hms(h.at)),
         What::Task {
             task_id,
             state,
-            prev_state: Some(prev),
-        } => format!(
-            "TASK: {} {} -> {}\n",
-            printable(task_id),
-            printable(prev),
-            printable(state)
-        ),
-        What::Task {
-            task_id,
-            state,
-            prev_state: None,
-        } => format!(
-            "TASK: {} {} (first seen)\n",
-            printable(task_id),
-            printable(state)
-        ),
+            prev_state,
+        } => task_text(task_id, state, prev_state.as_deref()),
         What::Stale { task_id, age_s } => {
             format!("STALE: {} heartbeat {age_s}s old\n", printable(task_id))
         }
@@ -119,16 +96,7 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
             status,
             pid,
         } => format!("WATCHER: {task_id} {mode} {status} (PID {pid})\n"),
-        What::Settings(s) => format!(
-            "WATCHDOG: settings FORCE_COMPACT={} ({}), MAX_EXTERNAL_PERMISSION={} ({}){}\n",
-            s.force_compact,
-            one_line(&s.force_compact_from),
-            s.max_permission,
-            one_line(&s.max_permission_from),
-            s.warnings
-                .iter()
-                .fold(String::new(), |acc, w| acc + "; " + &one_line(w))
-        ),
+        What::Settings(_) | What::Clock { .. } | What::Link(_) => return own_text(&h.what),
         What::Pipeline(p) => format!(
             "PIPELINE: {} {} iteration {}{}{}\n",
             one_line(&p.name),
@@ -153,6 +121,48 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
             figures.as_deref(),
             detail.as_deref(),
         ),
+        What::Budget { .. }
+        | What::NeedsYou { .. }
+        | What::NeedsYouCleared { .. }
+        | What::PollerReplaced { .. } => return operator_text(&h.what),
+        What::Log { .. } | What::RoleEnded => return None,
+    })
+}
+
+/// A Sentinel report in the Conductor's format, then a blank line: the report's own
+/// lines stay; what it quotes from a log cannot reach the terminal (a newline in the
+/// quoted text would forge a line of its own).
+fn anomaly_text(a: &crate::core::domain::Anomaly, hms: &str) -> String {
+    let a = crate::core::domain::Anomaly {
+        detail: a.detail.replace('\r', "").replace('\n', "\\n"),
+        ..a.clone()
+    };
+    let report = a.report(hms);
+    let lines: Vec<_> = report.lines().map(printable).collect();
+    format!("{}\n\n", lines.join("\n"))
+}
+
+/// `TASK: task-03 working -> needs_review`, or `(first seen)`.
+fn task_text(task_id: &str, state: &str, prev: Option<&str>) -> String {
+    match prev {
+        Some(prev) => format!(
+            "TASK: {} {} -> {}\n",
+            printable(task_id),
+            printable(prev),
+            printable(state)
+        ),
+        None => format!(
+            "TASK: {} {} (first seen)\n",
+            printable(task_id),
+            printable(state)
+        ),
+    }
+}
+
+/// The events about what the operator is asked for or spared (`None` for any other
+/// kind: `raw_text` routes only these here).
+fn operator_text(what: &What) -> Option<String> {
+    Some(match what {
         What::Budget {
             task_id,
             budget,
@@ -192,6 +202,24 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
                 |c| format!("named `{}` instead", one_line(c))
             ),
         ),
+        _ => return None,
+    })
+}
+
+/// maestro's own state: the Souffleur role's settings, a gap in its running, a remote
+/// link (`None` for any other kind: `raw_text` routes only these here).
+fn own_text(what: &What) -> Option<String> {
+    Some(match what {
+        What::Settings(s) => format!(
+            "WATCHDOG: settings FORCE_COMPACT={} ({}), MAX_EXTERNAL_PERMISSION={} ({}){}\n",
+            s.force_compact,
+            one_line(&s.force_compact_from),
+            s.max_permission,
+            one_line(&s.max_permission_from),
+            s.warnings
+                .iter()
+                .fold(String::new(), |acc, w| acc + "; " + &one_line(w))
+        ),
         What::Clock { kind, seconds } => format!(
             "CLOCK: maestro's time stopped ({kind}, {}); heartbeat and stall ages restart from now\n",
             crate::core::sentinel::human_duration(std::time::Duration::from_secs(*seconds))
@@ -206,7 +234,7 @@ fn raw_text(clock: &Clock, h: &Happening) -> Option<String> {
                 format!(": {}", one_line(&l.detail))
             }
         ),
-        What::Log { .. } | What::RoleEnded => return None,
+        _ => return None,
     })
 }
 
