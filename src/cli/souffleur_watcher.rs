@@ -5,6 +5,7 @@
 //! when awaited), and an exit with the watcher's report: `CONDUCTOR_DEAD:pid` …, then the
 //! task count, on stdout. The session acts on that output as on the watcher's.
 
+use std::io::Write;
 use std::process::ExitCode;
 
 use crate::cli::CliError;
@@ -45,7 +46,8 @@ pub fn run(
         timings,
         clock,
     ));
-    println!("{reason} (task count: {count})");
+    // A shell that went away takes the report with it; nothing else to do.
+    let _ = writeln!(std::io::stdout(), "{reason} (task count: {count})");
     Ok(ExitCode::SUCCESS)
 }
 

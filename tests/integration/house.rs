@@ -326,7 +326,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "tui/panes/status_bar.rs::draw",
     "remote/link.rs::follow",
     "core/sources/temp_logs/mod.rs::sync",
-    "core/pipeline/spec.rs::parse_step",
     "tui/mod.rs::run_screens",
 ];
 

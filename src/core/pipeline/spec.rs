@@ -357,6 +357,121 @@ fn steps(v: Option<&Value>, path: &str) -> Res<Vec<Step>> {
         .collect()
 }
 
+/// A `command` step: its program, arguments (no variable where a shell or interpreter
+/// would read code), environment, folder inside the project, timeout and `wait`.
+fn command_step(m: &serde_json::Map<String, Value>, path: &str) -> Res<StepKind> {
+    let program = required(m, "command", path)?;
+    let params = match m.get("params") {
+        None => serde_json::Map::new(),
+        Some(p) => obj(p, &format!("{path}.params"))?.clone(),
+    };
+    let pp = format!("{path}.params");
+    let args = match params.get("args") {
+        None => Vec::new(),
+        Some(Value::Array(a)) => a
+            .iter()
+            .enumerate()
+            .map(|(i, x)| {
+                x.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| at(&format!("{pp}.args[{i}]"), "must be a string"))
+            })
+            .collect::<Res<_>>()?,
+        Some(_) => return Err(at(&format!("{pp}.args"), "must be a list of strings")),
+    };
+    let env = match params.get("env") {
+        None => Vec::new(),
+        Some(Value::Object(e)) => e
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|s| (k.clone(), s.to_owned()))
+                    .ok_or_else(|| at(&format!("{pp}.env.{k}"), "must be a string"))
+            })
+            .collect::<Res<_>>()?,
+        Some(_) => return Err(at(&format!("{pp}.env"), "must be an object of strings")),
+    };
+    let wait = match params.get("wait") {
+        None => true,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(at(&format!("{pp}.wait"), "must be true or false")),
+    };
+    if let Some((name, _)) = env.iter().find(|(k, v)| {
+        program_text::is_code_environment(k) && program_text::pipeline_reference(v, &[]).is_some()
+    }) {
+        return Err(at(
+            &format!("{pp}.env.{name}"),
+            format!(
+                "a variable may not fill {name}: programs read it as code or as where to find code; set it to a constant"
+            ),
+        ));
+    }
+    program_text::check(&program, &args, &[])
+        .map_err(|(i, why)| at(&format!("{pp}.args[{i}]"), why))?;
+    let cwd = string(&params, "cwd", &pp)?;
+    if let Some(dir) = &cwd
+        && !stays_inside(dir)
+    {
+        return Err(at(
+            &format!("{pp}.cwd"),
+            "must be a folder inside the project (relative, without `..`)",
+        ));
+    }
+    Ok(StepKind::Command {
+        program,
+        args,
+        cwd,
+        env,
+        timeout: millis(&params, "timeoutMs", &pp)?,
+        wait,
+    })
+}
+
+/// A `watch` step: the execution it follows, its rules and when it ends.
+fn watch_step(m: &serde_json::Map<String, Value>, path: &str) -> Res<StepKind> {
+    let rules = match m.get("rules") {
+        None => Vec::new(),
+        Some(Value::Array(rs)) => rs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let rp = format!("{path}.rules[{i}]");
+                let rm = obj(r, &rp)?;
+                let pattern = required(rm, "pattern", &rp)?;
+                let re = Regex::new(&pattern).map_err(|e| {
+                    at(
+                        &format!("{rp}.pattern"),
+                        format!("not a regular expression ({e})"),
+                    )
+                })?;
+                Ok((re, required(rm, "classification", &rp)?))
+            })
+            .collect::<Res<_>>()?,
+        Some(_) => {
+            return Err(at(
+                &format!("{path}.rules"),
+                "must be a list of {pattern, classification}",
+            ));
+        }
+    };
+    let until = match string(m, "until", path)?.as_deref() {
+        None | Some("finished") => Until::Finished,
+        Some("error") => Until::Error,
+        Some("match") => Until::Match,
+        Some(other) => {
+            return Err(at(
+                &format!("{path}.until"),
+                format!("{other:?}: use finished, error or match"),
+            ));
+        }
+    };
+    Ok(StepKind::Watch {
+        execution_id: required(m, "executionId", path)?,
+        rules,
+        until,
+    })
+}
+
 /// Checks one step (used for `sentinel step add/update` too).
 pub fn parse_step(v: &Value, path: &str) -> Res<Step> {
     let m = obj(v, path)?;
@@ -381,117 +496,8 @@ pub fn parse_step(v: &Value, path: &str) -> Res<Step> {
         }
     };
     let kind = match string(m, "type", path)?.as_deref() {
-        Some("command") => {
-            let program = required(m, "command", path)?;
-            let params = match m.get("params") {
-                None => serde_json::Map::new(),
-                Some(p) => obj(p, &format!("{path}.params"))?.clone(),
-            };
-            let pp = format!("{path}.params");
-            let args = match params.get("args") {
-                None => Vec::new(),
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .enumerate()
-                    .map(|(i, x)| {
-                        x.as_str()
-                            .map(str::to_owned)
-                            .ok_or_else(|| at(&format!("{pp}.args[{i}]"), "must be a string"))
-                    })
-                    .collect::<Res<_>>()?,
-                Some(_) => return Err(at(&format!("{pp}.args"), "must be a list of strings")),
-            };
-            let env = match params.get("env") {
-                None => Vec::new(),
-                Some(Value::Object(e)) => e
-                    .iter()
-                    .map(|(k, v)| {
-                        v.as_str()
-                            .map(|s| (k.clone(), s.to_owned()))
-                            .ok_or_else(|| at(&format!("{pp}.env.{k}"), "must be a string"))
-                    })
-                    .collect::<Res<_>>()?,
-                Some(_) => return Err(at(&format!("{pp}.env"), "must be an object of strings")),
-            };
-            let wait = match params.get("wait") {
-                None => true,
-                Some(Value::Bool(b)) => *b,
-                Some(_) => return Err(at(&format!("{pp}.wait"), "must be true or false")),
-            };
-            if let Some((name, _)) = env.iter().find(|(k, v)| {
-                program_text::is_code_environment(k)
-                    && program_text::pipeline_reference(v, &[]).is_some()
-            }) {
-                return Err(at(
-                    &format!("{pp}.env.{name}"),
-                    format!(
-                        "a variable may not fill {name}: programs read it as code or as where to find code; set it to a constant"
-                    ),
-                ));
-            }
-            program_text::check(&program, &args, &[])
-                .map_err(|(i, why)| at(&format!("{pp}.args[{i}]"), why))?;
-            let cwd = string(&params, "cwd", &pp)?;
-            if let Some(dir) = &cwd
-                && !stays_inside(dir)
-            {
-                return Err(at(
-                    &format!("{pp}.cwd"),
-                    "must be a folder inside the project (relative, without `..`)",
-                ));
-            }
-            StepKind::Command {
-                program,
-                args,
-                cwd,
-                env,
-                timeout: millis(&params, "timeoutMs", &pp)?,
-                wait,
-            }
-        }
-        Some("watch") => {
-            let rules = match m.get("rules") {
-                None => Vec::new(),
-                Some(Value::Array(rs)) => rs
-                    .iter()
-                    .enumerate()
-                    .map(|(i, r)| {
-                        let rp = format!("{path}.rules[{i}]");
-                        let rm = obj(r, &rp)?;
-                        let pattern = required(rm, "pattern", &rp)?;
-                        let re = Regex::new(&pattern).map_err(|e| {
-                            at(
-                                &format!("{rp}.pattern"),
-                                format!("not a regular expression ({e})"),
-                            )
-                        })?;
-                        Ok((re, required(rm, "classification", &rp)?))
-                    })
-                    .collect::<Res<_>>()?,
-                Some(_) => {
-                    return Err(at(
-                        &format!("{path}.rules"),
-                        "must be a list of {pattern, classification}",
-                    ));
-                }
-            };
-            let until = match string(m, "until", path)?.as_deref() {
-                None | Some("finished") => Until::Finished,
-                Some("error") => Until::Error,
-                Some("match") => Until::Match,
-                Some(other) => {
-                    return Err(at(
-                        &format!("{path}.until"),
-                        format!("{other:?}: use finished, error or match"),
-                    ));
-                }
-            };
-            StepKind::Watch {
-                execution_id: required(m, "executionId", path)?,
-                rules,
-                until,
-            }
-        }
+        Some("command") => command_step(m, path)?,
+        Some("watch") => watch_step(m, path)?,
         Some("llm") => StepKind::Llm {
             prompt: required(m, "prompt", path)?,
             model: string(m, "model", path)?,
