@@ -163,29 +163,8 @@ pub async fn run_screens(
     let (input_tx, mut input) = mpsc::channel(256);
     spawn_input(input_tx);
 
-    let mut receivers = Vec::new();
-    let mut shown = Vec::new();
-    let mut replay = None;
     let (changed_tx, mut changed) = mpsc::channel::<usize>(64);
-    for (i, screen) in screens.into_iter().enumerate() {
-        let Screen {
-            name,
-            feeds,
-            pipelines,
-            actions,
-        } = screen;
-        if replay.is_none() {
-            replay = feeds.replay;
-        }
-        receivers.push(feeds.happenings);
-        let mut screen = screens::Shown::new(name, feeds.snapshots, pipelines, actions);
-        // A local project's logs can be read back; a remote one's are on its host.
-        if let Some(a) = screen.actions.as_ref().filter(|a| a.remote.is_none()) {
-            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.max_line);
-        }
-        shown.push(screen);
-        screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());
-    }
+    let (mut receivers, mut shown, mut replay) = show_screens(screens, &cfg, &changed_tx);
     let mut current = 0usize;
     let mut dirty = true;
     let mut last_draw: Option<Instant> = None;
@@ -216,60 +195,13 @@ pub async fn run_screens(
             Some(ev) = input.recv() => {
                 let mut quit = false;
                 for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
-                    let count = shown.len();
-                    match screens::picker_key(&ev, &mut shown[current].ui, &cfg.keymap, current, count) {
-                        Some(screens::Picked::Switch(n)) => {
-                            current = n;
-                            shown[current].ui.note = Some(format!("project {}: {}", n + 1, shown[current].name));
-                            continue;
-                        }
-                        Some(screens::Picked::Handled) => continue,
-                        None => {}
-                    }
-                    if let Some(n) = screens::switch_key(&ev, &shown[current].ui, &cfg.keymap, current, shown.len()) {
-                        current = n;
-                        shown[current].ui.note = Some(format!("project {}: {}", n + 1, shown[current].name));
-                        continue;
-                    }
-                    if let Some(replay) = &replay
-                        && let Some(cmd) = replay_key(&ev, &shown[current].ui, &cfg.keymap)
-                    {
-                        replay.control.send(cmd);
+                    if navigate(&ev, &mut shown, &mut current, &cfg, replay.as_ref()) {
                         continue;
                     }
                     let rows = shown.len();
                     let s = &mut shown[current];
-                    for effect in handle_event(&ev, &mut s.ui, &s.snap, &cfg, &guard, rows) {
-                        match effect {
-                            Effect::Quit => quit = true,
-                            Effect::Copy(text) => {
-                                let mut out = std::io::stdout();
-                                let _ = out.write_all(notify::clipboard_sequence(&text).as_bytes());
-                                let _ = out.flush();
-                            }
-                            Effect::Suspend => guard.suspend(),
-                            fx @ (Effect::Pipeline { .. }
-                            | Effect::EditSteps(_)
-                            | Effect::SaveSteps { .. }
-                            | Effect::DescribeTrust(_)
-                            | Effect::Trust { .. }) => {
-                                pipeline_effect(fx, &mut s.ui, s.pipelines.as_ref()).await;
-                            }
-                            fx @ (Effect::DescribeTask(_)
-                            | Effect::Task(_)
-                            | Effect::Headroom(_)
-                            | Effect::Focus(_)) => {
-                                task_effect(fx, s.actions.as_ref(), current, &answer_tx);
-                            }
-                            Effect::Watchdog(cmd) => match &cfg.watchdog {
-                                Some(tx) => {
-                                    let request = crate::core::watchdog::control::WatchdogRequest { cmd, reply: None };
-                                    let _ = tx.try_send(request);
-                                }
-                                None => s.ui.note = Some("no Souffleur role in this process".into()),
-                            },
-                        }
-                    }
+                    let effects = handle_event(&ev, &mut s.ui, &s.snap, &cfg, &guard, rows);
+                    quit |= apply_effects(effects, s, &cfg, &mut guard, current, &answer_tx).await;
                 }
                 if quit {
                     break;
@@ -277,13 +209,7 @@ pub async fn run_screens(
                 dirty = true;
             }
             Some((i, answer)) = answers.recv() => {
-                let ui = &mut shown[i].ui;
-                match answer {
-                    ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
-                    ActionAnswer::Described(_, Err(e)) => ui.refused(&e),
-                    ActionAnswer::Done(outcome) => ui.action_done(outcome),
-                    ActionAnswer::Headroom(task, text) => ui.show_panel(&task, text),
-                }
+                take_answer(&mut shown[i].ui, answer);
                 dirty = true;
             }
             (i, h) = screens::next_happening(&mut receivers) => {
@@ -322,6 +248,128 @@ pub async fn run_screens(
     }
     drop(guard);
     Ok(())
+}
+
+/// Each project's screen: its happenings, its state shown, the replay if one plays; the
+/// snapshot changes of each forwarded on `changed`.
+fn show_screens<'a>(
+    screens: Vec<Screen<'a>>,
+    cfg: &TuiConfig,
+    changed_tx: &mpsc::Sender<usize>,
+) -> (
+    Vec<&'a mut mpsc::Receiver<crate::core::event::Happening>>,
+    Vec<screens::Shown>,
+    Option<ReplayAccess>,
+) {
+    let mut receivers = Vec::new();
+    let mut shown = Vec::new();
+    let mut replay = None;
+    for (i, screen) in screens.into_iter().enumerate() {
+        let Screen {
+            name,
+            feeds,
+            pipelines,
+            actions,
+        } = screen;
+        if replay.is_none() {
+            replay = feeds.replay;
+        }
+        receivers.push(feeds.happenings);
+        let mut screen = screens::Shown::new(name, feeds.snapshots, pipelines, actions);
+        // A local project's logs can be read back; a remote one's are on its host.
+        if let Some(a) = screen.actions.as_ref().filter(|a| a.remote.is_none()) {
+            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.max_line);
+        }
+        shown.push(screen);
+        screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());
+    }
+    (receivers, shown, replay)
+}
+
+/// A key that moves between projects (the picker, a switch) or steers the replay:
+/// taken here (true), or left for the screen's own keys.
+fn navigate(
+    ev: &Event,
+    shown: &mut [screens::Shown],
+    current: &mut usize,
+    cfg: &TuiConfig,
+    replay: Option<&ReplayAccess>,
+) -> bool {
+    let count = shown.len();
+    let switch =
+        match screens::picker_key(ev, &mut shown[*current].ui, &cfg.keymap, *current, count) {
+            Some(screens::Picked::Switch(n)) => Some(n),
+            Some(screens::Picked::Handled) => return true,
+            None => screens::switch_key(ev, &shown[*current].ui, &cfg.keymap, *current, count),
+        };
+    if let Some(n) = switch {
+        *current = n;
+        shown[n].ui.note = Some(format!("project {}: {}", n + 1, shown[n].name));
+        return true;
+    }
+    if let Some(replay) = replay
+        && let Some(cmd) = replay_key(ev, &shown[*current].ui, &cfg.keymap)
+    {
+        replay.control.send(cmd);
+        return true;
+    }
+    false
+}
+
+/// A task action's answer, into its screen: a question to confirm, a refusal, the
+/// outcome, or the headroom panel.
+fn take_answer(ui: &mut UiState, answer: ActionAnswer) {
+    match answer {
+        ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
+        ActionAnswer::Described(_, Err(e)) => ui.refused(&e),
+        ActionAnswer::Done(outcome) => ui.action_done(outcome),
+        ActionAnswer::Headroom(task, text) => ui.show_panel(&task, text),
+    }
+}
+
+/// What a key asked for, carried out; true when it asks to quit.
+async fn apply_effects(
+    effects: Vec<Effect>,
+    s: &mut screens::Shown,
+    cfg: &TuiConfig,
+    guard: &mut TerminalGuard,
+    current: usize,
+    answer_tx: &mpsc::UnboundedSender<(usize, ActionAnswer)>,
+) -> bool {
+    let mut quit = false;
+    for effect in effects {
+        match effect {
+            Effect::Quit => quit = true,
+            Effect::Copy(text) => {
+                let mut out = std::io::stdout();
+                let _ = out.write_all(notify::clipboard_sequence(&text).as_bytes());
+                let _ = out.flush();
+            }
+            Effect::Suspend => guard.suspend(),
+            fx @ (Effect::Pipeline { .. }
+            | Effect::EditSteps(_)
+            | Effect::SaveSteps { .. }
+            | Effect::DescribeTrust(_)
+            | Effect::Trust { .. }) => {
+                pipeline_effect(fx, &mut s.ui, s.pipelines.as_ref()).await;
+            }
+            fx @ (Effect::DescribeTask(_)
+            | Effect::Task(_)
+            | Effect::Headroom(_)
+            | Effect::Focus(_)) => {
+                task_effect(fx, s.actions.as_ref(), current, answer_tx);
+            }
+            Effect::Watchdog(cmd) => match &cfg.watchdog {
+                Some(tx) => {
+                    let request =
+                        crate::core::watchdog::control::WatchdogRequest { cmd, reply: None };
+                    let _ = tx.try_send(request);
+                }
+                None => s.ui.note = Some("no Souffleur role in this process".into()),
+            },
+        }
+    }
+    quit
 }
 
 /// The replay command a key stands for (`[keys.replay]`), outside overlays.

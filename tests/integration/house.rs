@@ -326,7 +326,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "tui/panes/status_bar.rs::draw",
     "remote/link.rs::follow",
     "core/sources/temp_logs/mod.rs::sync",
-    "tui/mod.rs::run_screens",
 ];
 
 /// A function a reader holds in mind: none over 100 lines but those still listed above
