@@ -157,9 +157,67 @@ struct Link<'a> {
 }
 
 impl Link<'_> {
+    /// `ssh … maestro serve --project PATH`, in a process group of its own (the
+    /// terminal's signals are the dashboard's), ended with the link.
+    fn start_ssh(&self) -> Result<Child, Ended> {
+        let args = [
+            "serve".to_owned(),
+            "--project".to_owned(),
+            self.project.path.clone(),
+        ];
+        let argv = ssh::argv(self.settings, self.project, &ssh::LINK_OPTIONS, &args)
+            .map_err(|detail| down(detail, false))?;
+        Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                down(
+                    format!("cannot run {} ({e}): fix [remote] ssh.", argv[0]),
+                    false,
+                )
+            })
+    }
+
+    /// One input from the host: past its bounds it is refused (said, the link stays
+    /// up); else what the hub was not handed yet goes to it. `Err`: the hub is gone.
+    async fn pass_input(
+        &mut self,
+        input: &crate::core::event_log::input::Input,
+        table: &mut TaskTable,
+        host: &str,
+    ) -> Result<(), ()> {
+        match self.caps.admit(input) {
+            Ok(()) => {}
+            Err(None) => return Ok(()),
+            Err(Some(detail)) => {
+                let _ = self
+                    .events
+                    .send(CoreEvent::SourceFailed {
+                        source: "remote",
+                        task: None,
+                        detail: format!("{host}: {detail}"),
+                    })
+                    .await;
+                return Ok(());
+            }
+        }
+        let Some(event) = event_of(input, table) else {
+            return Ok(());
+        };
+        for event in self.catch_up.filter(event) {
+            self.events.send(event).await.map_err(drop)?;
+        }
+        Ok(())
+    }
+
     /// One connection, from ssh's start to its end.
     async fn follow<F, Fut>(
-        self,
+        mut self,
         asks: &mut mpsc::Receiver<(Ask, Answer)>,
         cancel: &CancellationToken,
         report: &F,
@@ -169,62 +227,21 @@ impl Link<'_> {
         Fut: std::future::Future<Output = ()>,
     {
         let host = self.project.host.clone();
-        let args = [
-            "serve".to_owned(),
-            "--project".to_owned(),
-            self.project.path.clone(),
-        ];
-        let argv = match ssh::argv(self.settings, self.project, &ssh::LINK_OPTIONS, &args) {
-            Ok(a) => a,
-            Err(detail) => return down(detail, false),
-        };
-        let mut child = match Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own process group: the terminal's signals are the dashboard's.
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-        {
+        let mut child = match self.start_ssh() {
             Ok(c) => c,
-            Err(e) => {
-                return down(
-                    format!("cannot run {} ({e}): fix [remote] ssh.", argv[0]),
-                    false,
-                );
-            }
+            Err(ended) => return ended,
         };
         let mut stderr = keep_stderr(&mut child);
         let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
             return down("ssh started without its pipes.", false);
         };
         let mut lines = FrameReader::new(stdout);
-        let hello = tokio::select! {
-            () = cancel.cancelled() => return Ended::Cancelled,
-            h = tokio::time::timeout(HELLO_WITHIN, lines.next()) => h,
-        };
-        let first = match hello {
-            Ok(Ok(Some(Read::Line(line)))) => line,
-            Ok(_) => {
-                let detail = ended_why(self.settings, self.project, &mut child, &mut stderr).await;
-                return down(detail, false);
-            }
-            Err(_) => {
-                let _ = child.kill().await;
-                return down(
-                    format!("no answer from {host} within {}s.", HELLO_WITHIN.as_secs()),
-                    false,
-                );
-            }
-        };
-        let version = match check_hello(&first, &host) {
+        let version = match self
+            .await_hello(&mut lines, &mut child, &mut stderr, cancel)
+            .await
+        {
             Ok(version) => version,
-            Err(detail) => {
-                let _ = child.kill().await;
-                return down(detail, false);
-            }
+            Err(ended) => return ended,
         };
         self.catch_up.reconnected();
         report("up", format!("maestro {version} on {host}")).await;
@@ -249,15 +266,7 @@ impl Link<'_> {
                         Ok(Some(Read::Line(line))) => line,
                         Ok(Some(Read::NotUtf8(bytes))) => {
                             heard = tokio::time::Instant::now();
-                            // Skipped, said once a connection; the link stays up.
-                            if !said_not_utf8 {
-                                said_not_utf8 = true;
-                                let _ = self.events.send(CoreEvent::SourceFailed {
-                                    source: "remote",
-                                    task: None,
-                                    detail: format!("{host} sent a line that is not UTF-8 ({bytes} bytes); skipped, and any more like it"),
-                                }).await;
-                            }
+                            self.skip_not_utf8(bytes, &mut said_not_utf8).await;
                             continue;
                         }
                         Ok(None) => break None,
@@ -267,47 +276,13 @@ impl Link<'_> {
                         )),
                         Err(ReadError::Io(e)) => break Some(format!("cannot read from ssh ({e})")),
                     };
-                    heard = tokio::time::Instant::now();
-                    match serde_json::from_str::<Frame>(&line) {
-                        Ok(Frame::Input { line }) => {
-                            match self.caps.admit(&line.input) {
-                                Ok(()) => {}
-                                Err(None) => continue,
-                                Err(Some(detail)) => {
-                                    let _ = self.events.send(CoreEvent::SourceFailed {
-                                        source: "remote",
-                                        task: None,
-                                        detail: format!("{host}: {detail}"),
-                                    }).await;
-                                    continue;
-                                }
-                            }
-                            let Some(event) = event_of(&line.input, &mut table) else { continue };
-                            for event in self.catch_up.filter(event) {
-                                if self.events.send(event).await.is_err() {
-                                    return Ended::Cancelled;
-                                }
-                            }
-                            // Time spent waiting for this side's reader (a slow script,
-                            // a paused pager) is not the host's silence: the host is
-                            // silent only while this side reads.
-                            heard = tokio::time::Instant::now();
-                        }
-                        Ok(Frame::Reply { id, outcome }) => {
-                            if let Some(answer) = pending.remove(&id) {
-                                let _ = answer.send(outcome.into_result());
-                            }
-                        }
-                        // A beat: the host's heartbeats are known up to now.
-                        Ok(Frame::Beat {}) => {
-                            if self.events.send(CoreEvent::Heard).await.is_err() {
-                                return Ended::Cancelled;
-                            }
-                            heard = tokio::time::Instant::now();
-                        }
-                        // A second hello, or a line from a newer maestro: nothing to act on.
-                        Ok(Frame::Hello { .. }) | Err(_) => {}
+                    if self.take_frame(&line, &mut table, &mut pending).await.is_err() {
+                        return Ended::Cancelled;
                     }
+                    // Time spent waiting for this side's reader (a slow script, a paused
+                    // pager) is not the host's silence: it is silent only while this
+                    // side reads.
+                    heard = tokio::time::Instant::now();
                 }
                 () = tokio::time::sleep_until(heard + silence) => {
                     break Some(format!(
@@ -318,31 +293,144 @@ impl Link<'_> {
                 }
                 Some((ask, answer)) = asks.recv() => {
                     next_id += 1;
-                    let mut text = wire::encode(&Request { id: next_id, ask });
-                    text.push('\n');
-                    if let Err(e) = stdin.write_all(text.as_bytes()).await {
-                        let _ = answer.send(Err(format!("the link to {host} went down; nothing was sent.")));
-                        break Some(format!("cannot write to ssh ({e})"));
+                    match send_ask(&mut stdin, next_id, ask, answer, &host).await {
+                        Ok(answer) => {
+                            pending.insert(next_id, answer);
+                        }
+                        Err(why) => break Some(why),
                     }
-                    pending.insert(next_id, answer);
                 }
             }
         };
-        for (_, answer) in pending.drain() {
+        self.hang_up(pending, why, &mut child, &mut stderr).await
+    }
+
+    /// One whole frame from the host: an input for the hub, the reply to a request, a
+    /// beat (the host's heartbeats are known up to now). `Err`: the hub is gone.
+    async fn take_frame(
+        &mut self,
+        line: &str,
+        table: &mut TaskTable,
+        pending: &mut HashMap<u64, Answer>,
+    ) -> Result<(), ()> {
+        let host = self.project.host.clone();
+        match serde_json::from_str::<Frame>(line) {
+            Ok(Frame::Input { line }) => self.pass_input(&line.input, table, &host).await,
+            Ok(Frame::Reply { id, outcome }) => {
+                if let Some(answer) = pending.remove(&id) {
+                    let _ = answer.send(outcome.into_result());
+                }
+                Ok(())
+            }
+            Ok(Frame::Beat {}) => self.events.send(CoreEvent::Heard).await.map_err(drop),
+            // A second hello, or a line from a newer maestro: nothing to act on.
+            Ok(Frame::Hello { .. }) | Err(_) => Ok(()),
+        }
+    }
+
+    /// A line that is not UTF-8: skipped, said once a connection; the link stays up.
+    async fn skip_not_utf8(&self, bytes: usize, said: &mut bool) {
+        if std::mem::replace(said, true) {
+            return;
+        }
+        let _ = self
+            .events
+            .send(CoreEvent::SourceFailed {
+                source: "remote",
+                task: None,
+                detail: format!(
+                    "{} sent a line that is not UTF-8 ({bytes} bytes); skipped, and any more like it",
+                    self.project.host
+                ),
+            })
+            .await;
+    }
+
+    /// The remote maestro's hello, within [`HELLO_WITHIN`]: its version when it speaks
+    /// this protocol, or why the link is down.
+    async fn await_hello(
+        &self,
+        lines: &mut FrameReader<tokio::process::ChildStdout>,
+        child: &mut Child,
+        stderr: &mut Stderr,
+        cancel: &CancellationToken,
+    ) -> Result<String, Ended> {
+        let host = &self.project.host;
+        let hello = tokio::select! {
+            () = cancel.cancelled() => return Err(Ended::Cancelled),
+            h = tokio::time::timeout(HELLO_WITHIN, lines.next()) => h,
+        };
+        let first = match hello {
+            Ok(Ok(Some(Read::Line(line)))) => line,
+            Ok(_) => {
+                let detail = ended_why(self.settings, self.project, child, stderr).await;
+                return Err(down(detail, false));
+            }
+            Err(_) => {
+                let _ = child.kill().await;
+                return Err(down(
+                    format!("no answer from {host} within {}s.", HELLO_WITHIN.as_secs()),
+                    false,
+                ));
+            }
+        };
+        match check_hello(&first, host) {
+            Ok(version) => Ok(version),
+            Err(detail) => {
+                let _ = child.kill().await;
+                Err(down(detail, false))
+            }
+        }
+    }
+
+    /// The end of a connection that was up: every question still waiting is answered
+    /// that the link went down; a link maestro drops ends its ssh, one the host ended is
+    /// asked why (ssh exits by itself: killing it first would read as "killed by
+    /// signal 9").
+    async fn hang_up(
+        &self,
+        pending: HashMap<u64, Answer>,
+        why: Option<String>,
+        child: &mut Child,
+        stderr: &mut Stderr,
+    ) -> Ended {
+        let host = &self.project.host;
+        for (_, answer) in pending {
             let _ = answer.send(Err(format!(
                 "the link to {host} went down before the answer: check the task there before trying again."
             )));
         }
-        // A link maestro drops ends its ssh; one the host ended is asked why (ssh
-        // exits by itself: killing it first would read as "killed by signal 9").
         let detail = match why {
             Some(w) => {
                 let _ = child.start_kill();
                 w
             }
-            None => ended_why(self.settings, self.project, &mut child, &mut stderr).await,
+            None => ended_why(self.settings, self.project, child, stderr).await,
         };
         down(detail, true)
+    }
+}
+
+/// An operator's request, sent to the host as request `id` (its answer kept for the
+/// reply); a write that fails answers that nothing was sent and says why the link is
+/// down.
+async fn send_ask(
+    stdin: &mut tokio::process::ChildStdin,
+    id: u64,
+    ask: Ask,
+    answer: Answer,
+    host: &str,
+) -> Result<Answer, String> {
+    let mut text = wire::encode(&Request { id, ask });
+    text.push('\n');
+    match stdin.write_all(text.as_bytes()).await {
+        Ok(()) => Ok(answer),
+        Err(e) => {
+            let _ = answer.send(Err(format!(
+                "the link to {host} went down; nothing was sent."
+            )));
+            Err(format!("cannot write to ssh ({e})"))
+        }
     }
 }
 

@@ -324,7 +324,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "settings/mod.rs::resolve",
     "core/pipeline/runner/steps.rs::execute",
     "tui/panes/status_bar.rs::draw",
-    "remote/link.rs::follow",
     "core/sources/temp_logs/mod.rs::sync",
 ];
 
