@@ -323,7 +323,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "cli/doctor.rs::run",
     "settings/mod.rs::resolve",
     "core/pipeline/runner/steps.rs::execute",
-    "tui/panes/status_bar.rs::draw",
     "core/sources/temp_logs/mod.rs::sync",
 ];
 

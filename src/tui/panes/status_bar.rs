@@ -14,29 +14,11 @@ use crate::tui::panes::ctx::{DrawCtx, counted, fit, printable};
 /// fit there whole, so the caller shows it in full above the line.
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     if let Some(input) = &ctx.ui.search_input {
-        let (lead, keys) = if ctx.ui.filtering_tasks {
-            ("filter tasks: ", "   Enter keep · Esc clear")
-        } else {
-            ("/", "   Enter search · Esc cancel")
-        };
-        let prompt = Line::from(vec![
-            Span::styled(lead, ctx.theme.accent),
-            Span::raw(printable(input)),
-            Span::styled("█", ctx.theme.accent),
-            Span::styled(keys, ctx.theme.muted),
-        ]);
-        frame.render_widget(Paragraph::new(prompt), area);
+        frame.render_widget(Paragraph::new(search_prompt(input, ctx)), area);
         return false;
     }
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
-    let db = match &ctx.snap.database {
-        DatabaseHealth::Ok if ctx.ui.read_only.is_some() => {
-            Span::styled("db read-only: actions disabled", ctx.theme.warn)
-        }
-        DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
-        DatabaseHealth::Absent => Span::styled("no db yet (waiting; temp only)", ctx.theme.warn),
-        DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),
-    };
+    let db = db_span(ctx);
     let musicians = crate::tui::app::musicians(ctx.snap).count();
     let counts = Span::raw(format!(
         " · {} · {} · {}",
@@ -47,19 +29,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     let waiting = needs_you(ctx, &key(Action::GoToWindow));
     // A gap in maestro's running is told for ten minutes, unless a newer error takes
     // the place (by then every age it restarted has been judged afresh).
-    let gap = ctx
-        .snap
-        .last_gap
-        .filter(|(at, ..)| ctx.snap.last_error.as_ref().is_none_or(|(e, _)| at >= e))
-        .filter(|(at, ..)| ctx.now - *at < time::Duration::minutes(10))
-        .map(|(at, kind, secs)| {
-            format!(
-                "resumed {} after a {} ({}): ages restarted",
-                ctx.clock.hms(at),
-                kind,
-                crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
-            )
-        });
+    let gap = recent_gap(ctx);
     // The pane's key hints take only what the facts leave (the name, a note, an error
     // and the cost come first).
     let replay_len = ctx.ui.replay.as_ref().map_or(0, |r| r.chars().count() + 3);
@@ -102,14 +72,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     let answer_len = ctx.ui.note.as_ref().map_or(0, |n| n.chars().count() + 3);
     let room = usize::from(left.width)
         .saturating_sub(waiting.width() + db.width() + link.width() + counts.width() + answer_len);
-    let name = printable(ctx.project);
-    let title = if room >= 14 + name.chars().count().min(8) {
-        format!(" maestro · {} · ", fit(&name, room - 14))
-    } else if room >= 11 {
-        format!(" {} · ", fit(&name, room - 4))
-    } else {
-        " ".to_owned()
-    };
+    let title = title(ctx, room);
     let mut spans = vec![
         waiting,
         Span::styled(title, ctx.theme.title(false)),
@@ -128,7 +91,85 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     ];
     // The orchestration's cost, once a session is known; an error or a note comes first
     // when both do not fit.
-    let cost = ctx.snap.session_cost_usd.map(|cost| {
+    let cost = cost_span(ctx);
+    let used: usize = spans.iter().map(Span::width).sum();
+    let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
+        (Some(note), ..) => note.chars().count() + 3,
+        (None, Some(gap), _) => gap.chars().count() + 3,
+        (None, None, Some((_, err))) => err.chars().count() + 12,
+        (None, None, None) => 0,
+    };
+    if let Some(cost) = cost
+        && used + cost.width() + wanted <= usize::from(left.width)
+    {
+        spans.push(cost);
+    }
+    let note_cut = push_note_gap_or_error(&mut spans, usize::from(left.width), gap, ctx);
+    frame.render_widget(Paragraph::new(Line::from(spans)), left);
+    frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
+    note_cut
+}
+
+/// The database's health, as the line says it.
+fn db_span<'a>(ctx: &DrawCtx<'a>) -> Span<'a> {
+    match &ctx.snap.database {
+        DatabaseHealth::Ok if ctx.ui.read_only.is_some() => {
+            Span::styled("db read-only: actions disabled", ctx.theme.warn)
+        }
+        DatabaseHealth::Ok => Span::styled("db ok", ctx.theme.ok),
+        DatabaseHealth::Absent => Span::styled("no db yet (waiting; temp only)", ctx.theme.warn),
+        DatabaseHealth::Failing(_) => Span::styled("db failing", ctx.theme.error),
+    }
+}
+
+/// The last gap in maestro's running, told for ten minutes unless a newer error takes
+/// the place (by then every age it restarted has been judged afresh).
+fn recent_gap(ctx: &DrawCtx<'_>) -> Option<String> {
+    ctx.snap
+        .last_gap
+        .filter(|(at, ..)| ctx.snap.last_error.as_ref().is_none_or(|(e, _)| at >= e))
+        .filter(|(at, ..)| ctx.now - *at < time::Duration::minutes(10))
+        .map(|(at, kind, secs)| {
+            format!(
+                "resumed {} after a {} ({}): ages restarted",
+                ctx.clock.hms(at),
+                kind,
+                crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
+            )
+        })
+}
+
+/// "maestro · <project> · ", the name alone, or nothing, as `room` allows.
+fn title(ctx: &DrawCtx<'_>, room: usize) -> String {
+    let name = printable(ctx.project);
+    if room >= 14 + name.chars().count().min(8) {
+        format!(" maestro · {} · ", fit(&name, room - 14))
+    } else if room >= 11 {
+        format!(" {} · ", fit(&name, room - 4))
+    } else {
+        " ".to_owned()
+    }
+}
+
+/// The search (or task filter) prompt, with its keys.
+fn search_prompt<'a>(input: &str, ctx: &DrawCtx<'a>) -> Line<'a> {
+    let (lead, keys) = if ctx.ui.filtering_tasks {
+        ("filter tasks: ", "   Enter keep · Esc clear")
+    } else {
+        ("/", "   Enter search · Esc cancel")
+    };
+    Line::from(vec![
+        Span::styled(lead, ctx.theme.accent),
+        Span::raw(printable(input)),
+        Span::styled("█", ctx.theme.accent),
+        Span::styled(keys, ctx.theme.muted),
+    ])
+}
+
+/// The orchestration's cost at list prices, once a session is known (unknown, not
+/// zero, when no model of it has a price).
+fn cost_span<'a>(ctx: &DrawCtx<'a>) -> Option<Span<'a>> {
+    ctx.snap.session_cost_usd.map(|cost| {
         let unpriced =
             || crate::core::text::printable(&ctx.snap.unpriced_models.join(", ")).into_owned();
         let text = match (ctx.snap.session_cost_unknown, cost > 0.0) {
@@ -144,38 +185,34 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
             ),
         };
         Span::styled(text, ctx.theme.accent)
-    });
-    let used: usize = spans.iter().map(Span::width).sum();
-    let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
-        (Some(note), ..) => note.chars().count() + 3,
-        (None, Some(gap), _) => gap.chars().count() + 3,
-        (None, None, Some((_, err))) => err.chars().count() + 12,
-        (None, None, None) => 0,
-    };
-    if let Some(cost) = cost
-        && used + cost.width() + wanted <= usize::from(left.width)
-    {
-        spans.push(cost);
-    }
+    })
+}
+
+/// An action's answer, else a recent gap in maestro's running, else the last error,
+/// in what the line leaves of `width`; true when the answer did not fit whole (it is
+/// then shown in full above the line).
+fn push_note_gap_or_error<'a>(
+    spans: &mut Vec<Span<'a>>,
+    width: usize,
+    gap: Option<String>,
+    ctx: &DrawCtx<'a>,
+) -> bool {
     let mut note_cut = false;
     if let Some(note) = &ctx.ui.note {
-        let room = usize::from(left.width)
-            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
+        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
         let note = printable(note);
         note_cut =
             note.contains('\n') || unicode_width::UnicodeWidthStr::width(note.as_str()) > room;
         let shown = fit(&note.replace('\n', " "), room);
         spans.push(Span::styled(format!(" · {shown}"), ctx.theme.accent));
     } else if let Some(gap) = gap {
-        let room = usize::from(left.width)
-            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
+        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
         spans.push(Span::styled(
             format!(" · {}", fit(&gap, room)),
             ctx.theme.warn,
         ));
     } else if let Some((at, err)) = &ctx.snap.last_error {
-        let room = usize::from(left.width)
-            .saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);
+        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);
         // A message of several lines (a configuration error with its excerpt) is not
         // flattened into one: its first line, and where the rest is.
         let mut lines = err.lines();
@@ -194,8 +231,6 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
             ctx.theme.error,
         ));
     }
-    frame.render_widget(Paragraph::new(Line::from(spans)), left);
-    frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
     note_cut
 }
 
