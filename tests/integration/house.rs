@@ -322,7 +322,6 @@ const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "metrics/render.rs::render",
     "cli/doctor.rs::run",
     "settings/mod.rs::resolve",
-    "core/pipeline/runner/steps.rs::execute",
     "core/sources/temp_logs/mod.rs::sync",
 ];
 

@@ -75,53 +75,7 @@ impl Run<'_> {
                     cmd.env(k, interpolate(v, &self.vars)?);
                 }
                 if *wait {
-                    let started = Instant::now();
-                    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-                    let _slots = take_slots(&self.slots, &self.env.all_slots)?;
-                    let mut child = GroupChild::spawn(&mut cmd)
-                        .map_err(|e| format!("cannot run {program}: {e}"))?;
-                    let output = collect_output(&mut child, self.env.limits.output_bytes);
-                    let limit = async {
-                        match timeout {
-                            Some(t) => tokio::time::sleep(*t).await,
-                            None => std::future::pending().await,
-                        }
-                    };
-                    let status = tokio::select! {
-                        status = child.wait() => status.map_err(|e| format!("cannot run {program}: {e}"))?,
-                        () = limit => {
-                            child.terminate(STEP_KILL_GRACE).await;
-                            return Err(format!(
-                                "{program} timed out after {:?}; its processes were ended",
-                                timeout.unwrap_or_default()
-                            ));
-                        }
-                        () = self.stop.cancelled() => {
-                            child.terminate(STEP_KILL_GRACE).await;
-                            return Err("stopped; the step's processes were ended".into());
-                        }
-                    };
-                    // What the command left running in its group does not outlive it.
-                    child.end_leftovers(STEP_KILL_GRACE).await;
-                    let (stdout, stderr) = output.await.unwrap_or_default();
-                    let stdout = captured_text(&stdout.0, stdout.1);
-                    let stderr = captured_text(&stderr.0, stderr.1);
-                    self.last_excerpt = tail(&format!("{stdout}{stderr}"));
-                    let code = status.code();
-                    let value = json!({
-                        "exitCode": code,
-                        "lines": stdout.lines().collect::<Vec<_>>(),
-                        "stdout": stdout,
-                        "stderr": stderr,
-                        "durationMs": started.elapsed().as_millis() as u64,
-                    });
-                    Ok((
-                        Some(value),
-                        format!(
-                            "exit {}",
-                            code.map_or_else(|| "signal".into(), |c| c.to_string())
-                        ),
-                    ))
+                    self.run_waited(cmd, program, *timeout).await
                 } else {
                     let id = self.start_execution(cmd, program)?;
                     Ok((Some(json!({"executionId": id})), format!("started {id}")))
@@ -131,77 +85,8 @@ impl Run<'_> {
                 execution_id,
                 rules,
                 until,
-            } => {
-                let id = interpolate(execution_id, &self.vars)?;
-                let exec = self
-                    .executions
-                    .get_mut(&id)
-                    .ok_or_else(|| format!("no running execution {id:?}"))?;
-                let mut lines = Vec::new();
-                while let Some(Some(line)) = exec.lines.recv().await {
-                    let class = rules
-                        .iter()
-                        .find(|(re, _)| re.is_match(&line))
-                        .map(|(_, c)| c.clone());
-                    let stop = match until {
-                        Until::Finished => false,
-                        Until::Error => class.as_deref() == Some("error"),
-                        Until::Match => class.is_some(),
-                    };
-                    lines.push(json!({"text": line, "classification": class}));
-                    if stop {
-                        break;
-                    }
-                }
-                if !exec.finished && *until == Until::Finished {
-                    exec.exit_code = (&mut exec.exit).await.ok().flatten();
-                    exec.finished = true;
-                }
-                let code = exec.exit_code;
-                Ok((
-                    Some(json!({"exitCode": code, "lines": lines})),
-                    format!("{} lines", lines.len()),
-                ))
-            }
-            StepKind::Llm { prompt, .. } => {
-                let argv = self.env.llm.clone().ok_or(
-                    "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
-                )?;
-                let prompt = interpolate(prompt, &self.vars)?;
-                let mut cmd = tokio::process::Command::new(&argv[0]);
-                cmd.envs(event_environment(self.vars.get("event")));
-                cmd.args(&argv[1..])
-                    .current_dir(&self.env.project)
-                    .stdin(Stdio::piped())
-                    .stdout(Stdio::piped())
-                    .stderr(Stdio::null());
-                let _slots = take_slots(&self.slots, &self.env.all_slots)?;
-                let mut child = GroupChild::spawn(&mut cmd)
-                    .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
-                if let Some(mut stdin) = child.child_mut().stdin.take() {
-                    stdin
-                        .write_all(prompt.as_bytes())
-                        .await
-                        .map_err(|e| e.to_string())?;
-                }
-                let output = collect_output(&mut child, self.env.limits.output_bytes);
-                let status = tokio::select! {
-                    status = child.wait() => status.map_err(|e| e.to_string())?,
-                    () = self.stop.cancelled() => {
-                        child.terminate(STEP_KILL_GRACE).await;
-                        return Err("stopped; the provider's processes were ended".into());
-                    }
-                };
-                child.end_leftovers(STEP_KILL_GRACE).await;
-                let ((stdout, cut), _) = output.await.unwrap_or_default();
-                if !status.success() {
-                    return Err(format!("{} exited with {status}", argv[0]));
-                }
-                let text = captured_text(&stdout, cut);
-                self.last_excerpt = tail(&text);
-                let n = text.len();
-                Ok((Some(Value::String(text)), format!("{n} bytes")))
-            }
+            } => self.watch(execution_id, rules, *until).await,
+            StepKind::Llm { prompt, .. } => self.llm(prompt).await,
             StepKind::Condition {
                 check,
                 then,
@@ -254,6 +139,145 @@ impl Run<'_> {
                 Ok((None, format!("emitted {event}")))
             }
         }
+    }
+
+    /// A `command` step waited for: its output kept (bounded), its time limit and a stop
+    /// enforced on its whole process group, what it left running ended.
+    async fn run_waited(
+        &mut self,
+        mut cmd: tokio::process::Command,
+        program: &str,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(Option<Value>, String), String> {
+        let started = Instant::now();
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let _slots = take_slots(&self.slots, &self.env.all_slots)?;
+        let mut child =
+            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
+        let output = collect_output(&mut child, self.env.limits.output_bytes);
+        let limit = async {
+            match timeout {
+                Some(t) => tokio::time::sleep(t).await,
+                None => std::future::pending().await,
+            }
+        };
+        let status = tokio::select! {
+            status = child.wait() => status.map_err(|e| format!("cannot run {program}: {e}"))?,
+            () = limit => {
+                child.terminate(STEP_KILL_GRACE).await;
+                return Err(format!(
+                    "{program} timed out after {:?}; its processes were ended",
+                    timeout.unwrap_or_default()
+                ));
+            }
+            () = self.stop.cancelled() => {
+                child.terminate(STEP_KILL_GRACE).await;
+                return Err("stopped; the step's processes were ended".into());
+            }
+        };
+        // What the command left running in its group does not outlive it.
+        child.end_leftovers(STEP_KILL_GRACE).await;
+        let (stdout, stderr) = output.await.unwrap_or_default();
+        let stdout = captured_text(&stdout.0, stdout.1);
+        let stderr = captured_text(&stderr.0, stderr.1);
+        self.last_excerpt = tail(&format!("{stdout}{stderr}"));
+        let code = status.code();
+        let value = json!({
+            "exitCode": code,
+            "lines": stdout.lines().collect::<Vec<_>>(),
+            "stdout": stdout,
+            "stderr": stderr,
+            "durationMs": started.elapsed().as_millis() as u64,
+        });
+        Ok((
+            Some(value),
+            format!(
+                "exit {}",
+                code.map_or_else(|| "signal".into(), |c| c.to_string())
+            ),
+        ))
+    }
+
+    /// A `watch` step: the lines of a started execution, classified by the rules,
+    /// until its end, an error line or a match.
+    async fn watch(
+        &mut self,
+        execution_id: &str,
+        rules: &[(regex::Regex, String)],
+        until: Until,
+    ) -> Result<(Option<Value>, String), String> {
+        let id = interpolate(execution_id, &self.vars)?;
+        let exec = self
+            .executions
+            .get_mut(&id)
+            .ok_or_else(|| format!("no running execution {id:?}"))?;
+        let mut lines = Vec::new();
+        while let Some(Some(line)) = exec.lines.recv().await {
+            let class = rules
+                .iter()
+                .find(|(re, _)| re.is_match(&line))
+                .map(|(_, c)| c.clone());
+            let stop = match until {
+                Until::Finished => false,
+                Until::Error => class.as_deref() == Some("error"),
+                Until::Match => class.is_some(),
+            };
+            lines.push(json!({"text": line, "classification": class}));
+            if stop {
+                break;
+            }
+        }
+        if !exec.finished && until == Until::Finished {
+            exec.exit_code = (&mut exec.exit).await.ok().flatten();
+            exec.finished = true;
+        }
+        let code = exec.exit_code;
+        Ok((
+            Some(json!({"exitCode": code, "lines": lines})),
+            format!("{} lines", lines.len()),
+        ))
+    }
+
+    /// An `llm` step: the prompt to the configured provider's stdin, its stdout as the
+    /// variable.
+    async fn llm(&mut self, prompt: &str) -> Result<(Option<Value>, String), String> {
+        let argv = self.env.llm.clone().ok_or(
+            "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
+        )?;
+        let prompt = interpolate(prompt, &self.vars)?;
+        let mut cmd = tokio::process::Command::new(&argv[0]);
+        cmd.envs(event_environment(self.vars.get("event")));
+        cmd.args(&argv[1..])
+            .current_dir(&self.env.project)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let _slots = take_slots(&self.slots, &self.env.all_slots)?;
+        let mut child =
+            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        if let Some(mut stdin) = child.child_mut().stdin.take() {
+            stdin
+                .write_all(prompt.as_bytes())
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let output = collect_output(&mut child, self.env.limits.output_bytes);
+        let status = tokio::select! {
+            status = child.wait() => status.map_err(|e| e.to_string())?,
+            () = self.stop.cancelled() => {
+                child.terminate(STEP_KILL_GRACE).await;
+                return Err("stopped; the provider's processes were ended".into());
+            }
+        };
+        child.end_leftovers(STEP_KILL_GRACE).await;
+        let ((stdout, cut), _) = output.await.unwrap_or_default();
+        if !status.success() {
+            return Err(format!("{} exited with {status}", argv[0]));
+        }
+        let text = captured_text(&stdout, cut);
+        self.last_excerpt = tail(&text);
+        let n = text.len();
+        Ok((Some(Value::String(text)), format!("{n} bytes")))
     }
 
     fn start_execution(
