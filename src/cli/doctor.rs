@@ -201,173 +201,9 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             detail,
         });
     };
-
-    // Valid means valid as the dashboard will apply it: themes and key actions too.
-    match settings
-        .map(|s| TuiConfig::from_settings(String::new(), s, Clock::system(time::UtcOffset::UTC)))
-    {
-        Ok(Ok(_)) => add(Level::Ok, "config", "configuration is valid".into()),
-        Ok(Err(e)) => add(Level::Error, "config", e),
-        Err(e) => add(Level::Error, "config", e.to_string()),
-    }
-    let orchestra = load_orchestra_config(&project.root);
-    add(
-        if orchestra.warnings.is_empty() {
-            Level::Ok
-        } else {
-            Level::Warning
-        },
-        "souffleur",
-        if orchestra.warnings.is_empty() {
-            orchestra.describe()
-        } else {
-            format!(
-                "{}; {}",
-                orchestra.describe(),
-                orchestra.warnings.join("; ")
-            )
-        },
-    );
-    if project.db.exists() {
-        match crate::core::schema::open_without_writing(&project.db) {
-            Err(e) => add(
-                Level::Error,
-                "database",
-                format!("cannot open {}: {e}", project.db.display()),
-            ),
-            Ok(conn) => {
-                if let Err(e) = schema::verify(&conn, &project.db) {
-                    add(Level::Error, "database", e.to_string());
-                } else {
-                    add(
-                        Level::Ok,
-                        "database",
-                        format!("{} has the orchestration schema", project.db.display()),
-                    );
-                    match conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)) {
-                        Ok(r) if r == "ok" => add(Level::Ok, "integrity", "quick_check ok".into()),
-                        Ok(r) => {
-                            // The first problem, and how many more: the full list is long.
-                            let problems: Vec<&str> =
-                                r.lines().filter(|l| !l.starts_with("***")).collect();
-                            let more = match problems.len() {
-                                0 | 1 => String::new(),
-                                n => format!(" and {} more problems", n - 1),
-                            };
-                            add(
-                                Level::Error,
-                                "integrity",
-                                format!(
-                                    "quick_check found damage ({}{more}); restore comms.db from a backup or start a new orchestration",
-                                    problems.first().copied().unwrap_or("unknown")
-                                ),
-                            );
-                        }
-                        Err(e) => add(
-                            Level::Error,
-                            "integrity",
-                            format!(
-                                "cannot check {} ({e}); restore it from a backup or start a new orchestration",
-                                project.db.display()
-                            ),
-                        ),
-                    }
-                    let mode = journal_mode(&project.db);
-                    if mode.eq_ignore_ascii_case("wal") {
-                        add(Level::Ok, "journal", "WAL journal".into());
-                    } else {
-                        add(
-                            Level::Warning,
-                            "journal",
-                            format!(
-                                "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
-                            ),
-                        );
-                    }
-                    let ids: Vec<String> = match conn
-                        .prepare("SELECT task_id FROM orchestration_tasks")
-                        .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
-                    {
-                        Ok(ids) => ids,
-                        Err(e) => {
-                            add(
-                                Level::Error,
-                                "task ids",
-                                format!(
-                                    "cannot read orchestration_tasks ({e}); restore comms.db from a backup or start a new orchestration"
-                                ),
-                            );
-                            Vec::new()
-                        }
-                    };
-                    let bad: Vec<&String> =
-                        ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
-                    if bad.is_empty() {
-                        add(
-                            Level::Ok,
-                            "task ids",
-                            format!("{} task rows, all ids valid", ids.len()),
-                        );
-                    } else {
-                        add(
-                            Level::Warning,
-                            "task ids",
-                            format!(
-                                "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
-                            ),
-                        );
-                    }
-                    stale_sessions(&conn, settings.ok(), &mut add);
-                }
-            }
-        }
-    } else {
-        add(
-            Level::Warning,
-            "database",
-            format!(
-                "no database at {}: temp-only mode. Create one with `maestro init`.",
-                project.db.display()
-            ),
-        );
-    }
-    if project.temp.exists() && !project.temp.is_dir() {
-        add(
-            Level::Error,
-            "temp",
-            format!(
-                "{} is not a folder; the Musicians cannot write their logs there. Move it away, or pass --temp with the log folder.",
-                project.temp.display()
-            ),
-        );
-    } else if project.temp.is_dir() {
-        let logs = std::fs::read_dir(&project.temp).map_or(0, |d| {
-            d.filter_map(Result::ok)
-                .filter(|e| {
-                    e.file_name()
-                        .to_str()
-                        .and_then(LogKind::parse_file_name)
-                        .is_some()
-                })
-                .count()
-        });
-        add(
-            Level::Ok,
-            "temp",
-            format!("{} holds {logs} task log files", project.temp.display()),
-        );
-        log_files(&project.temp, &mut add);
-        pid_files(&project.temp, &mut add);
-    } else {
-        add(
-            Level::Warning,
-            "temp",
-            format!(
-                "{} does not exist yet; maestro will pick it up when it appears",
-                project.temp.display()
-            ),
-        );
-    }
+    configuration(project, settings, &mut add);
+    database(project, settings.ok(), &mut add);
+    temp_folder(project, &mut add);
     event_log(project, settings.ok(), &mut add);
     definitions(project, &mut add);
     hooks(project, &mut add);
@@ -404,6 +240,207 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
         add(Level::Warning, "sockets", problem);
     }
 
+    report(&checks, as_json)
+}
+
+/// The configuration, as the dashboard will apply it (themes and key actions too), and
+/// the orchestra's Souffleur settings.
+fn configuration(
+    project: &Project,
+    settings: Result<&Settings, &CliError>,
+    add: &mut dyn FnMut(Level, &'static str, String),
+) {
+    // Valid means valid as the dashboard will apply it: themes and key actions too.
+    match settings
+        .map(|s| TuiConfig::from_settings(String::new(), s, Clock::system(time::UtcOffset::UTC)))
+    {
+        Ok(Ok(_)) => add(Level::Ok, "config", "configuration is valid".into()),
+        Ok(Err(e)) => add(Level::Error, "config", e),
+        Err(e) => add(Level::Error, "config", e.to_string()),
+    }
+    let orchestra = load_orchestra_config(&project.root);
+    add(
+        if orchestra.warnings.is_empty() {
+            Level::Ok
+        } else {
+            Level::Warning
+        },
+        "souffleur",
+        if orchestra.warnings.is_empty() {
+            orchestra.describe()
+        } else {
+            format!(
+                "{}; {}",
+                orchestra.describe(),
+                orchestra.warnings.join("; ")
+            )
+        },
+    );
+}
+
+/// The database: there, openable, the orchestration's schema, and what it holds.
+fn database(
+    project: &Project,
+    settings: Option<&Settings>,
+    add: &mut dyn FnMut(Level, &'static str, String),
+) {
+    if project.db.exists() {
+        match crate::core::schema::open_without_writing(&project.db) {
+            Err(e) => add(
+                Level::Error,
+                "database",
+                format!("cannot open {}: {e}", project.db.display()),
+            ),
+            Ok(conn) => {
+                schema_and_content(project, &conn, settings, add);
+            }
+        }
+    } else {
+        add(
+            Level::Warning,
+            "database",
+            format!(
+                "no database at {}: temp-only mode. Create one with `maestro init`.",
+                project.db.display()
+            ),
+        );
+    }
+}
+
+/// An open database checked: its schema, its integrity, WAL, its task ids and stale
+/// sessions.
+fn schema_and_content(
+    project: &Project,
+    conn: &Connection,
+    settings: Option<&Settings>,
+    add: &mut dyn FnMut(Level, &'static str, String),
+) {
+    if let Err(e) = schema::verify(conn, &project.db) {
+        add(Level::Error, "database", e.to_string());
+    } else {
+        add(
+            Level::Ok,
+            "database",
+            format!("{} has the orchestration schema", project.db.display()),
+        );
+        match conn.query_row("PRAGMA quick_check", [], |r| r.get::<_, String>(0)) {
+            Ok(r) if r == "ok" => add(Level::Ok, "integrity", "quick_check ok".into()),
+            Ok(r) => {
+                // The first problem, and how many more: the full list is long.
+                let problems: Vec<&str> = r.lines().filter(|l| !l.starts_with("***")).collect();
+                let more = match problems.len() {
+                    0 | 1 => String::new(),
+                    n => format!(" and {} more problems", n - 1),
+                };
+                add(
+                    Level::Error,
+                    "integrity",
+                    format!(
+                        "quick_check found damage ({}{more}); restore comms.db from a backup or start a new orchestration",
+                        problems.first().copied().unwrap_or("unknown")
+                    ),
+                );
+            }
+            Err(e) => add(
+                Level::Error,
+                "integrity",
+                format!(
+                    "cannot check {} ({e}); restore it from a backup or start a new orchestration",
+                    project.db.display()
+                ),
+            ),
+        }
+        let mode = journal_mode(&project.db);
+        if mode.eq_ignore_ascii_case("wal") {
+            add(Level::Ok, "journal", "WAL journal".into());
+        } else {
+            add(
+                Level::Warning,
+                "journal",
+                format!(
+                    "journal mode is {mode:?}, not WAL: readers and writers will block each other. Run `PRAGMA journal_mode=WAL` on it once, with the orchestration stopped."
+                ),
+            );
+        }
+        let ids: Vec<String> = match conn
+            .prepare("SELECT task_id FROM orchestration_tasks")
+            .and_then(|mut s| s.query_map([], |r| r.get::<_, String>(0))?.collect())
+        {
+            Ok(ids) => ids,
+            Err(e) => {
+                add(
+                    Level::Error,
+                    "task ids",
+                    format!(
+                        "cannot read orchestration_tasks ({e}); restore comms.db from a backup or start a new orchestration"
+                    ),
+                );
+                Vec::new()
+            }
+        };
+        let bad: Vec<&String> = ids.iter().filter(|i| TaskId::parse(i).is_none()).collect();
+        if bad.is_empty() {
+            add(
+                Level::Ok,
+                "task ids",
+                format!("{} task rows, all ids valid", ids.len()),
+            );
+        } else {
+            add(
+                Level::Warning,
+                "task ids",
+                format!(
+                    "task ids {bad:?} are not of the form task-NN[-fix|-S<n>]; maestro shows them but never reads files for them"
+                ),
+            );
+        }
+        stale_sessions(conn, settings, add);
+    }
+}
+
+/// The log folder: a folder, its task logs, their files and the PID files.
+fn temp_folder(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
+    if project.temp.exists() && !project.temp.is_dir() {
+        add(
+            Level::Error,
+            "temp",
+            format!(
+                "{} is not a folder; the Musicians cannot write their logs there. Move it away, or pass --temp with the log folder.",
+                project.temp.display()
+            ),
+        );
+    } else if project.temp.is_dir() {
+        let logs = std::fs::read_dir(&project.temp).map_or(0, |d| {
+            d.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(LogKind::parse_file_name)
+                        .is_some()
+                })
+                .count()
+        });
+        add(
+            Level::Ok,
+            "temp",
+            format!("{} holds {logs} task log files", project.temp.display()),
+        );
+        log_files(&project.temp, add);
+        pid_files(&project.temp, add);
+    } else {
+        add(
+            Level::Warning,
+            "temp",
+            format!(
+                "{} does not exist yet; maestro will pick it up when it appears",
+                project.temp.display()
+            ),
+        );
+    }
+}
+
+/// The checks printed (a line each, or one JSON object); the exit status is the worst.
+fn report(checks: &[Check], as_json: bool) -> ExitCode {
     let worst = checks.iter().map(|c| c.level).max().unwrap_or(Level::Ok);
     let word = |l: Level| match l {
         Level::Ok => "ok",
@@ -417,7 +454,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
             .collect();
         println!("{}", json!({"status": word(worst), "checks": list}));
     } else {
-        for c in &checks {
+        for c in checks {
             println!("{:<8} {:<9} {}", word(c.level), c.name, c.detail);
         }
     }

@@ -320,7 +320,6 @@ fn function_lengths() -> Vec<(String, usize)> {
 const LONG_FUNCTIONS_LEFT: &[&str] = &[
     "tui/app/update.rs::apply",
     "metrics/render.rs::render",
-    "cli/doctor.rs::run",
     "settings/mod.rs::resolve",
     "core/sources/temp_logs/mod.rs::sync",
 ];
