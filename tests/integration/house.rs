@@ -318,7 +318,6 @@ fn function_lengths() -> Vec<(String, usize)> {
 /// Functions still over the ceiling, each to be split along its own seams (issue 57);
 /// the list only shrinks: a function brought under 100 lines must leave it.
 const LONG_FUNCTIONS_LEFT: &[&str] = &[
-    "tui/app/update.rs::apply",
     "metrics/render.rs::render",
     "settings/mod.rs::resolve",
     "core/sources/temp_logs/mod.rs::sync",

@@ -38,29 +38,84 @@ impl UiState {
             }
             _ => {}
         }
-        if let Some(overlay) = &self.overlay {
-            return match (overlay, action) {
-                (_, Action::Quit) => self.quit(snap),
-                (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
-                    self.overlay = None;
-                    vec![]
-                }
-                (Overlay::Help, Action::Down) => {
-                    self.help_scroll = self
-                        .help_scroll
-                        .saturating_add(1)
-                        .min(self.help_scroll_max.get());
-                    vec![]
-                }
-                (Overlay::Help, Action::Up) => {
-                    self.help_scroll = self.help_scroll.saturating_sub(1);
-                    vec![]
-                }
-                _ => vec![],
-            };
+        if self.overlay.is_some() {
+            return self.overlay_action(action, snap);
         }
         match action {
             Action::Quit => return self.quit(snap),
+            Action::Zoom => {
+                self.zoomed = if self.zoomed.is_some() {
+                    None
+                } else {
+                    Some(self.focus)
+                };
+            }
+            Action::Approve
+            | Action::Reject
+            | Action::ProposeFix
+            | Action::Instruct
+            | Action::Relaunch
+            | Action::KillWindow
+            | Action::Freeze
+            | Action::Thaw
+            | Action::Headroom
+            | Action::GoToWindow
+            | Action::Session => return self.task_keys(action, snap),
+            Action::NextProject | Action::PrevProject | Action::ProjectPicker => {
+                self.note =
+                    Some("one project is shown; pass --project more than once for several".into());
+            }
+            Action::Yes
+            | Action::No
+            | Action::PipelineStart
+            | Action::PipelineStop
+            | Action::PipelinePause
+            | Action::PipelineTrust
+            | Action::EditSteps
+            | Action::SaveEdit
+            | Action::ReplayPause
+            | Action::ReplayStep
+            | Action::ReplayBack
+            | Action::ReplayForward
+            | Action::ReplayBackFar
+            | Action::ReplayForwardFar
+            | Action::ReplayFaster
+            | Action::ReplaySlower => {}
+            Action::ToggleHold | Action::Sentinels | Action::RecoverNow => {
+                return self.role_keys(action, snap);
+            }
+            Action::Suspend => return vec![Effect::Suspend],
+            Action::Help => {
+                self.overlay = Some(Overlay::Help);
+                self.help_scroll = 0;
+            }
+            Action::Close => {
+                self.search = None;
+                self.log_pos.mark = None;
+            }
+            Action::FocusNext | Action::FocusPrev => {
+                let order: Vec<Pane> = if self.tab_order.is_empty() {
+                    Pane::ALL.to_vec()
+                } else {
+                    self.tab_order.clone()
+                };
+                let i = order.iter().position(|p| *p == self.focus).unwrap_or(0);
+                let n = order.len();
+                let next = if action == Action::FocusNext {
+                    (i + 1) % n
+                } else {
+                    (i + n - 1) % n
+                };
+                self.focus = order[next];
+            }
+            _ => return self.pane_action(action, snap),
+        }
+        vec![]
+    }
+
+    /// The Souffleur's keys (hold, recover now) and the pipelines list.
+    fn role_keys(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
             Action::ToggleHold => {
                 let Some(role) = &snap.watchdog.role else {
                     self.note = Some(
@@ -75,13 +130,31 @@ impl UiState {
                     WatchdogCmd::Hold
                 })];
             }
-            Action::Zoom => {
-                self.zoomed = if self.zoomed.is_some() {
-                    None
-                } else {
-                    Some(self.focus)
-                };
+            Action::Sentinels => {
+                self.overlay = Some(Overlay::Sentinels);
+                self.selected_pipeline = self
+                    .selected_pipeline
+                    .min(snap.pipelines.len().saturating_sub(1));
             }
+            Action::RecoverNow => {
+                if snap.watchdog.role.is_none() {
+                    self.note = Some(
+                        "no Souffleur role in this process (start it with `maestro souffleur`)"
+                            .into(),
+                    );
+                } else {
+                    self.overlay = Some(Overlay::Confirm(Confirm::Recover));
+                }
+            }
+            _ => {}
+        }
+        vec![]
+    }
+
+    /// The keys that act on the selected task: answer, instruct, relaunch, kill,
+    /// freeze (asked first), go to its window, open its session.
+    fn task_keys(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
             Action::Approve
             | Action::Reject
             | Action::ProposeFix
@@ -130,66 +203,42 @@ impl UiState {
             // to the replay by the dashboard's loop before keys get here.
             // The loop switches projects before keys get here; with one project there
             // is nothing to switch to.
-            Action::NextProject | Action::PrevProject | Action::ProjectPicker => {
-                self.note =
-                    Some("one project is shown; pass --project more than once for several".into());
+            _ => {}
+        }
+        vec![]
+    }
+
+    /// A key while an overlay is open (not a confirmation, compose box, pipelines list
+    /// or editor, which take their own keys): close it, scroll the help, or quit.
+    fn overlay_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        let Some(overlay) = &self.overlay else {
+            return vec![];
+        };
+        match (overlay, action) {
+            (_, Action::Quit) => self.quit(snap),
+            (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
+                self.overlay = None;
+                vec![]
             }
-            Action::Yes
-            | Action::No
-            | Action::PipelineStart
-            | Action::PipelineStop
-            | Action::PipelinePause
-            | Action::PipelineTrust
-            | Action::EditSteps
-            | Action::SaveEdit
-            | Action::ReplayPause
-            | Action::ReplayStep
-            | Action::ReplayBack
-            | Action::ReplayForward
-            | Action::ReplayBackFar
-            | Action::ReplayForwardFar
-            | Action::ReplayFaster
-            | Action::ReplaySlower => {}
-            Action::Sentinels => {
-                self.overlay = Some(Overlay::Sentinels);
-                self.selected_pipeline = self
-                    .selected_pipeline
-                    .min(snap.pipelines.len().saturating_sub(1));
+            (Overlay::Help, Action::Down) => {
+                self.help_scroll = self
+                    .help_scroll
+                    .saturating_add(1)
+                    .min(self.help_scroll_max.get());
+                vec![]
             }
-            Action::RecoverNow => {
-                if snap.watchdog.role.is_none() {
-                    self.note = Some(
-                        "no Souffleur role in this process (start it with `maestro souffleur`)"
-                            .into(),
-                    );
-                } else {
-                    self.overlay = Some(Overlay::Confirm(Confirm::Recover));
-                }
+            (Overlay::Help, Action::Up) => {
+                self.help_scroll = self.help_scroll.saturating_sub(1);
+                vec![]
             }
-            Action::Suspend => return vec![Effect::Suspend],
-            Action::Help => {
-                self.overlay = Some(Overlay::Help);
-                self.help_scroll = 0;
-            }
-            Action::Close => {
-                self.search = None;
-                self.log_pos.mark = None;
-            }
-            Action::FocusNext | Action::FocusPrev => {
-                let order: Vec<Pane> = if self.tab_order.is_empty() {
-                    Pane::ALL.to_vec()
-                } else {
-                    self.tab_order.clone()
-                };
-                let i = order.iter().position(|p| *p == self.focus).unwrap_or(0);
-                let n = order.len();
-                let next = if action == Action::FocusNext {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.focus = order[next];
-            }
+            _ => vec![],
+        }
+    }
+
+    /// The keys that move within the panes: focus, selection, scrolling, search, sort,
+    /// the Log's views and marks, and the Messages' filters.
+    fn pane_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
             Action::FocusTasks => self.focus = Pane::Tasks,
             Action::FocusHeartbeats => self.focus = Pane::Heartbeats,
             Action::FocusLog => self.focus = Pane::Log,
@@ -249,6 +298,19 @@ impl UiState {
                 };
                 self.follow();
             }
+            Action::Mark
+            | Action::Copy
+            | Action::MarkAllRead
+            | Action::FilterTask
+            | Action::FilterType => return self.mark_and_filter(action, snap),
+            _ => {}
+        }
+        vec![]
+    }
+
+    /// Marks in the Log, copying, read marks, and the Messages' filters.
+    fn mark_and_filter(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
             Action::Mark => {
                 if self.log_pos.follow {
                     self.unfollow();
@@ -286,6 +348,7 @@ impl UiState {
                 self.message_type_filter = next.map(str::to_owned);
                 self.selected_message = 0;
             }
+            _ => {}
         }
         vec![]
     }
