@@ -89,6 +89,11 @@ fn refuse_poller(
     project: &ProjectKey,
     claude_pid: Option<i32>,
 ) -> Option<replace::Refusal> {
+    // Every tool call runs this hook: the session's task (its process, its transcript)
+    // and maestro's own path are looked up for a subagent's launch only.
+    if !replace::launches_subagent(json) {
+        return None;
+    }
     let text = |k: &str| json.get(k).and_then(serde_json::Value::as_str);
     let transcript = text("transcript_path")
         .map(Path::new)

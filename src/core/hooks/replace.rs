@@ -50,11 +50,7 @@ pub struct Context<'a> {
 
 /// The refusal for a hook event, if it launches a poller whose duty is covered.
 pub fn refusal(event: &Value, ctx: &Context<'_>) -> Option<Refusal> {
-    if event.get("hook_event_name").and_then(Value::as_str) != Some("PreToolUse") {
-        return None;
-    }
-    let tool = event.get("tool_name").and_then(Value::as_str)?;
-    if tool != "Agent" && tool != "Task" {
+    if !launches_subagent(event) {
         return None;
     }
     let input = event.get("tool_input")?;
@@ -74,6 +70,14 @@ pub fn refusal(event: &Value, ctx: &Context<'_>) -> Option<Refusal> {
         },
         reason,
     })
+}
+
+/// Whether a hook event is the launch of a subagent (`PreToolUse` of `Agent`, or of
+/// `Task`, its older name): the only event a poller can be refused at.
+pub fn launches_subagent(event: &Value) -> bool {
+    let text = |k: &str| event.get(k).and_then(Value::as_str);
+    text("hook_event_name") == Some("PreToolUse")
+        && matches!(text("tool_name"), Some("Agent" | "Task"))
 }
 
 type Instead = (Option<String>, Option<String>, String);
