@@ -42,6 +42,8 @@ pub struct JournalFile {
     id: u64,
     /// Bytes read (and indexed) so far: whole lines only.
     end: u64,
+    /// The file's size at the last read (past `end`: a line torn by a killed writer).
+    size: u64,
 }
 
 /// A new journal's id: different for every journal made, so a cursor of a removed
@@ -93,6 +95,7 @@ impl JournalFile {
             file,
             id: 0,
             end: 0,
+            size: 0,
         };
         lock(&journal.file)?;
         let read = journal.read_start();
@@ -143,6 +146,7 @@ impl JournalFile {
     /// skipped). The header, met at the start, sets the id.
     fn read_new(&mut self) -> io::Result<Vec<Entry>> {
         let size = self.file.metadata()?.len();
+        self.size = size;
         if size <= self.end {
             return Ok(Vec::new());
         }
@@ -241,11 +245,11 @@ impl Guard<'_> {
             json.trim_end_matches('\n')
         );
         let j = &mut *self.journal;
-        // Bytes past the last whole line are a line torn by a maestro killed while
-        // writing it: ended here, so ours starts a line of its own.
-        let size = j.file.metadata().map_or(j.end, |m| m.len());
-        if size > j.end && j.file.write_all(b"\n").is_ok() {
-            j.end = size + 1;
+        // Bytes past the last whole line (as the read under this lock saw the file) are
+        // a line torn by a maestro killed while writing it: ended here, so ours starts a
+        // line of its own.
+        if j.size > j.end && j.file.write_all(b"\n").is_ok() {
+            j.end = j.size + 1;
         }
         if j.file.write_all(line.as_bytes()).is_ok() {
             j.end += line.len() as u64;
@@ -275,6 +279,7 @@ impl Guard<'_> {
         unlock(&j.file);
         j.file = file;
         j.end = text.len() as u64;
+        j.size = j.end;
         Ok(())
     }
 }
