@@ -185,7 +185,6 @@ pub async fn watch_until_exit(
     timings: RoleTimings,
     clock: Clock,
 ) -> (WatchdogReason, u64) {
-    let db = std::sync::Arc::new(db);
     let beat = {
         let db = db.clone();
         let every = timings
@@ -202,7 +201,7 @@ pub async fn watch_until_exit(
     let (tx, mut rx) = mpsc::channel(4);
     let args = WatcherArgs {
         id: 1,
-        db: SharedDb(db.clone()),
+        db: db.clone(),
         mode,
         awaiting,
         session,
@@ -226,30 +225,6 @@ pub async fn watch_until_exit(
     };
     beat.abort();
     end
-}
-
-/// One [`RoleDb`] shared by the watcher layer and the heartbeat beside it.
-struct SharedDb(std::sync::Arc<RoleDb>);
-
-impl RoleStore for SharedDb {
-    fn refresh_souffleur_heartbeat(
-        &self,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
-        self.0.refresh_souffleur_heartbeat()
-    }
-    fn conductor_view(
-        &self,
-    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send {
-        self.0.conductor_view()
-    }
-    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send {
-        self.0.task_count()
-    }
-    fn souffleur_heartbeat_age(
-        &self,
-    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send {
-        self.0.souffleur_heartbeat_age()
-    }
 }
 
 /// Layer 2: watches the watcher through the Souffleur heartbeat; nags every cycle
