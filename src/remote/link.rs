@@ -313,9 +313,9 @@ impl Link<'_> {
         table: &mut TaskTable,
         pending: &mut HashMap<u64, Answer>,
     ) -> Result<(), ()> {
-        let host = self.project.host.clone();
+        let project = self.project;
         match serde_json::from_str::<Frame>(line) {
-            Ok(Frame::Input { line }) => self.pass_input(&line.input, table, &host).await,
+            Ok(Frame::Input { line }) => self.pass_input(&line.input, table, &project.host).await,
             Ok(Frame::Reply { id, outcome }) => {
                 if let Some(answer) = pending.remove(&id) {
                     let _ = answer.send(outcome.into_result());

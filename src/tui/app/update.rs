@@ -58,9 +58,8 @@ impl UiState {
             | Action::KillWindow
             | Action::Freeze
             | Action::Thaw
-            | Action::Headroom
-            | Action::GoToWindow
-            | Action::Session => return self.task_keys(action, snap),
+            | Action::Headroom => return self.task_action(action, snap),
+            Action::GoToWindow | Action::Session => return self.task_keys(action, snap),
             Action::NextProject | Action::PrevProject | Action::ProjectPicker => {
                 self.note =
                     Some("one project is shown; pass --project more than once for several".into());
@@ -151,19 +150,10 @@ impl UiState {
         vec![]
     }
 
-    /// The keys that act on the selected task: answer, instruct, relaunch, kill,
-    /// freeze (asked first), go to its window, open its session.
+    /// The keys that take the operator to a task: its window (the one waiting longest
+    /// first), its session.
     fn task_keys(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         match action {
-            Action::Approve
-            | Action::Reject
-            | Action::ProposeFix
-            | Action::Instruct
-            | Action::Relaunch
-            | Action::KillWindow
-            | Action::Freeze
-            | Action::Thaw
-            | Action::Headroom => return self.task_action(action, snap),
             Action::GoToWindow => {
                 // The task that has waited longest for the operator, else the selection.
                 let waiting = snap
