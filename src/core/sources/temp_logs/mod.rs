@@ -70,6 +70,44 @@ struct Tail {
     last_bytes: Vec<u8>,
 }
 
+impl Tail {
+    /// Starts the tail over when the file was replaced, truncated, or rewritten under
+    /// the offset; says whether it did.
+    fn start_over_if_changed(&mut self, file: &File, meta: &std::fs::Metadata) -> bool {
+        let identity = (meta.dev(), meta.ino());
+        if self.identity == identity
+            && meta.len() >= self.offset
+            && still_matches(file, self.offset, &self.last_bytes)
+        {
+            return false;
+        }
+        self.identity = identity;
+        self.offset = 0;
+        self.assembler.reset();
+        self.last_bytes.clear();
+        true
+    }
+}
+
+/// One log being brought up to date: the file opened, its size then, and its mtime at
+/// start (what the stall clock starts from).
+struct OpenLog {
+    task: TaskId,
+    kind: LogKind,
+    path: PathBuf,
+    file: File,
+    size: u64,
+    initial_mtime: Option<std::time::SystemTime>,
+}
+
+/// What reading a log's new bytes came to: the lines not sent yet, whether some were.
+#[derive(Default)]
+struct ReadNew {
+    lines: Vec<String>,
+    sent_lines: bool,
+    error: Option<std::io::Error>,
+}
+
 /// Files read at start between two looks at what the kernel says changed.
 const FILES_BETWEEN_LOOKS: usize = 16;
 
@@ -311,183 +349,221 @@ impl TempLogs {
             return;
         };
         let path = self.settings.dir.join(name);
+        let Some((file, meta)) = self.open_log(name, &task, kind, &path) else {
+            return;
+        };
+        let Some((key, mut tail)) = self.take_tail(name, &meta) else {
+            return;
+        };
+        if tail.start_over_if_changed(&file, &meta) {
+            self.send(CoreEvent::LogReset {
+                task: task.clone(),
+                kind,
+            });
+        }
+        let log = OpenLog {
+            task,
+            kind,
+            path,
+            file,
+            size: meta.len(),
+            initial_mtime: initial.then(|| meta.modified().ok()).flatten(),
+        };
+        let cut_before = tail.assembler.cut_lines();
+        let read = self.read_new(&mut tail, &log, initial);
+        let first_cut = cut_before == 0 && tail.assembler.cut_lines() > 0;
+        self.tails.insert(key, tail);
+        self.report_read(log, read, first_cut, initial);
+    }
+
+    /// The log at `path`, if it is a regular file this source may read; else the
+    /// refusal is said (once for a file skipped) and a followed log is forgotten.
+    fn open_log(
+        &mut self,
+        name: &str,
+        task: &TaskId,
+        kind: LogKind,
+        path: &Path,
+    ) -> Option<(File, std::fs::Metadata)> {
         // Only regular files are read, never through a final symlink (temp/ itself may
         // be one; a log linked to another file of the operator's is not read) and never
         // with a blocking open: a FIFO named like a log would otherwise stop this thread
         // (and every log with it) until a writer came.
-        let (file, meta) = match safe_fs::open_regular(&path) {
+        let refused = match safe_fs::open_regular(path) {
             Ok(ok) => {
                 self.skipped.remove(name);
-                ok
+                return Some(ok);
             }
-            Err(refused) => {
-                if self.tails.remove(name).is_some() {
-                    self.send(CoreEvent::LogReset {
-                        task: task.clone(),
-                        kind,
-                    });
-                }
-                let skipped = matches!(
-                    refused,
-                    safe_fs::Refused::Symlink(_) | safe_fs::Refused::NotRegular(_)
-                );
-                if skipped && self.skipped.insert(name.to_owned()) {
-                    self.fail_about(
-                        Some(&task),
-                        format!("{refused}; it is skipped and the other logs are followed"),
-                    );
-                } else if !skipped && !refused.is_missing() {
-                    self.fail_about(Some(&task), refused.to_string());
-                }
-                return;
-            }
+            Err(refused) => refused,
         };
-        if !self.tails.contains_key(name) && self.tails.len() >= MAX_FILES {
+        if self.tails.remove(name).is_some() {
+            self.send(CoreEvent::LogReset {
+                task: task.clone(),
+                kind,
+            });
+        }
+        let skipped = matches!(
+            refused,
+            safe_fs::Refused::Symlink(_) | safe_fs::Refused::NotRegular(_)
+        );
+        if skipped && self.skipped.insert(name.to_owned()) {
+            self.fail_about(
+                Some(task),
+                format!("{refused}; it is skipped and the other logs are followed"),
+            );
+        } else if !skipped && !refused.is_missing() {
+            self.fail_about(Some(task), refused.to_string());
+        }
+        None
+    }
+
+    /// The log's read state, taken out of the map while it is read (a new one for a log
+    /// not followed yet), or `None` past [`MAX_FILES`].
+    fn take_tail(&mut self, name: &str, meta: &std::fs::Metadata) -> Option<(String, Tail)> {
+        if let Some(entry) = self.tails.remove_entry(name) {
+            return Some(entry);
+        }
+        if self.tails.len() >= MAX_FILES {
             if !std::mem::replace(&mut self.said_too_many, true) {
                 self.fail(format!(
                     "{} holds more than {MAX_FILES} task logs; {name} and any newer ones are not followed",
                     self.settings.dir.display()
                 ));
             }
-            return;
+            return None;
         }
-        let identity = (meta.dev(), meta.ino());
-        let max_line = self.settings.max_line;
-        let mut reset = false;
-        let tail = self.tails.entry(name.to_owned()).or_insert_with(|| Tail {
-            identity,
+        let tail = Tail {
+            identity: (meta.dev(), meta.ino()),
             offset: 0,
-            assembler: LineAssembler::new(max_line),
+            assembler: LineAssembler::new(self.settings.max_line),
             last_bytes: Vec::new(),
-        });
-        if tail.identity != identity
-            || meta.len() < tail.offset
-            || !still_matches(&file, tail.offset, &tail.last_bytes)
-        {
-            tail.identity = identity;
-            tail.offset = 0;
-            tail.assembler.reset();
-            tail.last_bytes.clear();
-            reset = true;
-        }
-        if reset {
-            send_to(
-                &self.events,
-                CoreEvent::LogReset {
-                    task: task.clone(),
-                    kind,
-                },
-            );
-        }
-        let initial_mtime = initial.then(|| meta.modified().ok()).flatten();
+        };
+        Some((name.to_owned(), tail))
+    }
+
+    /// Reads what was appended to the log since the tail's offset (a large history
+    /// from its last part, skimmed at start), sending full batches of lines on the way.
+    fn read_new(&mut self, tail: &mut Tail, log: &OpenLog, initial: bool) -> ReadNew {
+        let mut read = ReadNew::default();
         // A large log seen for the first time (or started over) is read from its last
         // part, beginning at the first whole line there.
         let mut skip_partial = false;
         let fresh = tail.offset == 0;
-        if fresh && meta.len() > HISTORY_KEPT {
-            tail.offset = meta.len() - HISTORY_KEPT;
+        if fresh && log.size > HISTORY_KEPT {
+            tail.offset = log.size - HISTORY_KEPT;
             skip_partial = true;
-            send_to(&self.events, start::history_note(&path, meta.len()));
+            self.send(start::history_note(&log.path, log.size));
         }
-        let mut sent_lines = false;
-        let mut read_error = None;
         // What a file holds at start is skimmed: only the lines the Sentinel judges,
         // and its last lines, which the loop below reads whole.
         if fresh
             && initial
             && self.settings.skim_history
-            && meta.len() - tail.offset > history::SKIM_OVER
+            && log.size - tail.offset > history::SKIM_OVER
         {
             let events = &self.events;
             match start::skim_history(
-                &file,
+                &log.file,
                 tail,
-                (meta.len(), skip_partial),
-                kind,
-                max_line,
+                (log.size, skip_partial),
+                log.kind,
+                self.settings.max_line,
                 &mut self.scratch,
                 &mut |pieces| {
                     send_to(
                         events,
-                        start::history_event(&task, kind, pieces, initial_mtime),
+                        start::history_event(&log.task, log.kind, pieces, log.initial_mtime),
                     );
                 },
             ) {
                 Ok(Some(sent)) => {
                     skip_partial = false;
-                    sent_lines = sent;
+                    read.sent_lines = sent;
                 }
                 Ok(None) => {}
-                Err(e) => read_error = Some(e),
+                Err(e) => read.error = Some(e),
             }
         }
-        let mut lines = Vec::new();
-        // Positioned reads up to the size seen at open: what is appended after that
-        // raises an event of its own, so an isolated line costs no read to learn the
-        // end was reached. A full buffer means a burst: it is read on to its end.
-        let size = meta.len();
-        let cut_before = tail.assembler.cut_lines();
+        if read.error.is_none() {
+            self.read_lines(tail, log, skip_partial, &mut read);
+        }
+        read
+    }
+
+    /// Positioned reads up to the size seen at open: what is appended after that
+    /// raises an event of its own, so an isolated line costs no read to learn the end
+    /// was reached. A full buffer means a burst: it is read on to its end.
+    fn read_lines(
+        &mut self,
+        tail: &mut Tail,
+        log: &OpenLog,
+        mut skip_partial: bool,
+        read: &mut ReadNew,
+    ) {
         let mut full = false;
-        while read_error.is_none() && (tail.offset < size || full) {
-            match file.read_at(&mut self.buf, tail.offset) {
+        while tail.offset < log.size || full {
+            let n = match log.file.read_at(&mut self.buf, tail.offset) {
                 Ok(0) => break,
-                Ok(n) => {
-                    full = n == self.buf.len();
-                    tail.offset += n as u64;
-                    remember_tail(&mut tail.last_bytes, &self.buf[..n]);
-                    let mut chunk = &self.buf[..n];
-                    if skip_partial {
-                        match memchr::memchr(b'\n', chunk) {
-                            Some(i) => {
-                                chunk = &chunk[i + 1..];
-                                skip_partial = false;
-                            }
-                            None => continue,
-                        }
-                    }
-                    tail.assembler.feed(chunk, &mut lines);
-                    if lines.len() >= LINES_PER_EVENT {
-                        send_to(
-                            &self.events,
-                            CoreEvent::LogLines {
-                                task: task.clone(),
-                                kind,
-                                lines: std::mem::take(&mut lines),
-                                initial_mtime,
-                            },
-                        );
-                        sent_lines = true;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    read_error = Some(e);
+                    read.error = Some(e);
                     break;
                 }
+            };
+            full = n == self.buf.len();
+            tail.offset += n as u64;
+            remember_tail(&mut tail.last_bytes, &self.buf[..n]);
+            let mut chunk = &self.buf[..n];
+            if skip_partial {
+                let Some(i) = memchr::memchr(b'\n', chunk) else {
+                    continue;
+                };
+                chunk = &chunk[i + 1..];
+                skip_partial = false;
+            }
+            tail.assembler.feed(chunk, &mut read.lines);
+            if read.lines.len() >= LINES_PER_EVENT {
+                send_to(
+                    &self.events,
+                    CoreEvent::LogLines {
+                        task: log.task.clone(),
+                        kind: log.kind,
+                        lines: std::mem::take(&mut read.lines),
+                        initial_mtime: log.initial_mtime,
+                    },
+                );
+                read.sent_lines = true;
             }
         }
-        let first_cut = cut_before == 0 && tail.assembler.cut_lines() > 0;
-        if let Some(e) = read_error {
-            self.fail_about(Some(&task), format!("cannot read {}: {e}", path.display()));
+    }
+
+    /// Says what went wrong reading the log, then sends the lines read.
+    fn report_read(&self, log: OpenLog, read: ReadNew, first_cut: bool, initial: bool) {
+        if let Some(e) = read.error {
+            self.fail_about(
+                Some(&log.task),
+                format!("cannot read {}: {e}", log.path.display()),
+            );
         }
         if first_cut {
             // Said once a log: a line past the cap is judged on what was kept.
             self.fail_about(
-                Some(&task),
+                Some(&log.task),
                 format!(
                     "{} has a line over {} KiB: it is kept as its start, […] and its end, with any self-correction in the cut middle said after […]; [logs] max_line sets the cap",
-                    path.display(),
+                    log.path.display(),
                     self.settings.max_line / 1024
                 ),
             );
         }
         // At start, even an empty file is reported: its mtime starts the stall clock.
-        if !lines.is_empty() || (initial && !sent_lines) {
+        if !read.lines.is_empty() || (initial && !read.sent_lines) {
             self.send(CoreEvent::LogLines {
-                task,
-                kind,
-                lines,
-                initial_mtime,
+                task: log.task,
+                kind: log.kind,
+                lines: read.lines,
+                initial_mtime: log.initial_mtime,
             });
         }
     }
