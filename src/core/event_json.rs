@@ -16,8 +16,15 @@ use crate::core::event::{Happening, What};
 /// the one sanitizer ([`crate::core::text::json_line`]). The only way out for an event's
 /// JSON: the fields themselves are private to this module.
 pub fn output_line(h: &Happening, project: Option<&str>) -> Option<String> {
+    // The line as journaled is the line printed: built once, on the event's way out.
+    if project.is_none()
+        && let Some(told) = &h.told
+        && let Some(line) = &told.line
+    {
+        return Some(format!("{line}\n"));
+    }
     let mut v = fields(h)?;
-    if let Some(told) = h.told {
+    if let Some(told) = &h.told {
         v["cursor"] = json!(told.cursor.to_string());
         if told.replayed {
             v["replayed"] = json!(true);
@@ -70,6 +77,42 @@ pub fn gap_line(now: OffsetDateTime, count: u64, before: crate::core::told::Curs
 pub fn journal_line(mut fields: Value, cursor: crate::core::told::Cursor) -> String {
     fields["cursor"] = json!(cursor.to_string());
     crate::core::text::json_line(&fields)
+}
+
+/// An anomaly's journal line, written straight from its fields: the same bytes as
+/// [`journal_line`] of its [`journal_fields`] (a test holds them equal), without the map
+/// in between; anomalies are what the Sentinel's readers wait for.
+pub fn anomaly_journal_line(
+    at: OffsetDateTime,
+    a: &crate::core::domain::Anomaly,
+    cursor: crate::core::told::Cursor,
+) -> String {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        ts: String,
+        event: &'static str,
+        task_id: &'a crate::core::domain::TaskId,
+        anomaly: &'a str,
+        detail: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        from: Option<u8>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        to: Option<u8>,
+        cursor: String,
+    }
+    let spike = a.spike.filter(|_| a.kind == AnomalyKind::ContextSpike);
+    let line = Line {
+        ts: rfc3339(at),
+        event: "anomaly",
+        task_id: &a.task_id,
+        anomaly: a.kind.as_str(),
+        detail: &a.detail,
+        from: spike.map(|(from, _)| from),
+        to: spike.map(|(_, to)| to),
+        cursor: cursor.to_string(),
+    };
+    crate::core::text::json_line_of(&line)
+        .unwrap_or_else(|| journal_line(anomaly_fields(&line.ts, a), cursor))
 }
 
 fn fields_of(at: OffsetDateTime, what: &What) -> Option<Value> {
@@ -296,4 +339,49 @@ pub fn bus_event(h: &Happening) -> Option<(String, Value)> {
         v["kind"] = json!(a.kind.as_str());
     }
     Some((name, v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::domain::{Anomaly, TaskId};
+    use crate::core::told::Cursor;
+
+    /// The anomaly's line written straight is the line the general path writes, byte
+    /// for byte, with a spike's figures and with text a terminal must not act on.
+    #[test]
+    fn an_anomaly_written_straight_is_the_general_line() {
+        let at = OffsetDateTime::UNIX_EPOCH + time::Duration::nanoseconds(1_234_567_891);
+        let cursor = Cursor {
+            journal: 0xabc,
+            seq: 42,
+        };
+        for (kind, spike, detail) in [
+            (
+                AnomalyKind::SelfCorrection,
+                None,
+                "\"a self-correction \u{1b}[2J \u{202e}\"",
+            ),
+            (
+                AnomalyKind::ContextSpike,
+                Some((10, 40)),
+                "ctx 10% → 40% \u{85}\n",
+            ),
+            (AnomalyKind::Stalled, Some((1, 2)), "Last entry: x\t\"y\""),
+            (AnomalyKind::HighDeviation, None, ""),
+        ] {
+            let a = Anomaly {
+                task_id: TaskId::parse("task-07").expect("id"),
+                kind,
+                detail: detail.to_owned(),
+                spike,
+                line: None,
+            };
+            let general = journal_line(
+                journal_fields(at, &What::Anomaly(a.clone())).expect("shown"),
+                cursor,
+            );
+            assert_eq!(anomaly_journal_line(at, &a, cursor), general);
+        }
+    }
 }

@@ -69,6 +69,12 @@ pub fn fit(text: &str, width: usize) -> String {
 /// escapes C0 controls; C1 controls, DEL, bidi and zero-width characters are escaped as
 /// `\uXXXX` too. The same data for a JSON reader, nothing active for a terminal.
 pub fn json_line(value: &serde_json::Value) -> String {
+    json_line_of(value).unwrap_or_else(|| value.to_string())
+}
+
+/// [`json_line`] of anything serializable (a struct's fields in their order), or `None`
+/// if it does not serialize.
+pub fn json_line_of(value: &impl serde::Serialize) -> Option<String> {
     struct Quiet;
     impl serde_json::ser::Formatter for Quiet {
         fn write_string_fragment<W: ?Sized + std::io::Write>(
@@ -87,12 +93,10 @@ pub fn json_line(value: &serde_json::Value) -> String {
             writer.write_all(&fragment.as_bytes()[start..])
         }
     }
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(256);
     let mut ser = serde_json::Serializer::with_formatter(&mut out, Quiet);
-    if serde::Serialize::serialize(value, &mut ser).is_err() {
-        return value.to_string();
-    }
-    String::from_utf8(out).unwrap_or_else(|_| value.to_string())
+    serde::Serialize::serialize(value, &mut ser).ok()?;
+    String::from_utf8(out).ok()
 }
 
 /// A prompt as Claude Code carries it: a string, or content blocks whose `text` parts

@@ -55,7 +55,7 @@ pub async fn present(
 /// `after` (several projects at once, where no one journal is followed): what has a
 /// later place in the same journal, or none.
 pub fn is_after(h: &Happening, after: Option<Cursor>) -> bool {
-    match (after, h.told) {
+    match (after, &h.told) {
         (Some(after), Some(told)) => {
             told.cursor.journal != after.journal || told.cursor.seq > after.seq
         }

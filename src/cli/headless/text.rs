@@ -13,7 +13,7 @@ use crate::core::text::{one_line, printable};
 /// end of its first line (a report's header: the Conductor's parser reads what is before).
 pub fn text(clock: &Clock, h: &Happening) -> Option<String> {
     let raw = raw_text(clock, h)?;
-    let mark = if h.told.is_some_and(|t| t.replayed) {
+    let mark = if h.told.as_ref().is_some_and(|t| t.replayed) {
         REPLAYED
     } else {
         ""

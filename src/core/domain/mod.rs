@@ -272,10 +272,68 @@ static STEP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bstep (\d+)").expe
 
 /// The `[ctx: XX%]` value of a status line (the last one if several), 0–100.
 pub fn context_percent(line: &str) -> Option<u8> {
-    CTX.captures_iter(line)
-        .last()
-        .and_then(|c| c[1].parse::<u8>().ok())
-        .filter(|v| *v <= 100)
+    context_percent_of_bytes(line.as_bytes())
+}
+
+/// [`context_percent`] read from the line's bytes where it stands: a Musician writes the
+/// marker on nearly every line, so this runs on nearly every line read. Only a marker
+/// with non-ASCII bytes inside (Unicode spaces or digits) is left to the regex.
+pub fn context_percent_of_bytes(line: &[u8]) -> Option<u8> {
+    for at in memchr::memmem::rfind_iter(line, b"[ctx:") {
+        match marker_value(&line[at + 5..]) {
+            Marker::Value(v) => return u8::try_from(v).ok().filter(|v| *v <= 100),
+            Marker::NotOne => {}
+            Marker::NotAscii => {
+                let text = String::from_utf8_lossy(line);
+                return CTX
+                    .captures_iter(&text)
+                    .last()
+                    .and_then(|c| c[1].parse::<u8>().ok())
+                    .filter(|v| *v <= 100);
+            }
+        }
+    }
+    None
+}
+
+/// What follows a `[ctx:`.
+enum Marker {
+    /// `\s*(\d{1,3})\s*%]`: its digits.
+    Value(u16),
+    NotOne,
+    /// A byte the ASCII reading cannot judge: the regex does.
+    NotAscii,
+}
+
+fn marker_value(rest: &[u8]) -> Marker {
+    let mut i = 0;
+    let skip_spaces = |i: &mut usize| {
+        while rest.get(*i).is_some_and(u8::is_ascii_whitespace) {
+            *i += 1;
+        }
+    };
+    skip_spaces(&mut i);
+    let digits_start = i;
+    let mut value: u16 = 0;
+    while let Some(d) = rest.get(i).filter(|b| b.is_ascii_digit()) {
+        if i - digits_start == 3 {
+            return Marker::NotOne;
+        }
+        value = value * 10 + u16::from(d - b'0');
+        i += 1;
+    }
+    if rest.get(i).is_some_and(|b| !b.is_ascii()) {
+        return Marker::NotAscii;
+    }
+    if i == digits_start {
+        return Marker::NotOne;
+    }
+    skip_spaces(&mut i);
+    match (rest.get(i), rest.get(i + 1)) {
+        (Some(b'%'), Some(b']')) => Marker::Value(value),
+        (Some(b), _) if !b.is_ascii() => Marker::NotAscii,
+        _ => Marker::NotOne,
+    }
 }
 
 /// `step 3` of a status line, used to name where a context spike happened.
@@ -337,6 +395,10 @@ mod tests {
         assert_eq!(context_percent("a [ctx: 5%] b [ctx:51%]"), Some(51));
         assert_eq!(context_percent("no marker"), None);
         assert_eq!(context_percent("[ctx: 250%]"), None);
+        assert_eq!(context_percent("a [ctx: 5%] b [ctx: 250%]"), None);
+        assert_eq!(context_percent("a [ctx: 5%] b [ctx: 1234%]"), Some(5));
+        assert_eq!(context_percent("a [ctx:\u{a0}7 %]"), Some(7));
+        assert_eq!(context_percent("a [ctx: 7 %] [ctx: ]"), Some(7));
         assert_eq!(
             without_context_marker("step 2 started [ctx: 29%]"),
             "step 2 started"
@@ -345,5 +407,28 @@ mod tests {
             step_label("step 12 agent 1 launched"),
             Some("step 12".into())
         );
+    }
+
+    proptest::proptest! {
+        /// The byte reading gives the regex's answer on any line built of the marker's
+        /// own pieces.
+        #[test]
+        fn the_byte_reading_agrees_with_the_regex(
+            parts in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "[ctx:", " ", "\t", "%", "]", "%]", "1", "23", "100", "255", "256",
+                    "9999", "x", "\u{a0}", "\u{663}", "[ctx: 5%]", "[",
+                ]),
+                0..12,
+            )
+        ) {
+            let line: String = parts.concat();
+            let by_regex = CTX
+                .captures_iter(&line)
+                .last()
+                .and_then(|c| c[1].parse::<u8>().ok())
+                .filter(|v| *v <= 100);
+            proptest::prop_assert_eq!(context_percent(&line), by_regex, "{:?}", line);
+        }
     }
 }

@@ -18,7 +18,13 @@ impl Hub {
         lines: Vec<String>,
         initial_mtime: Option<std::time::SystemTime>,
     ) {
-        let found = self.judge(&task, kind, &lines, initial_mtime).await;
+        // The anomalies first: the context's bookkeeping (history, forecasts) and the
+        // lines for the dashboard follow, off the path from a line read to its report.
+        let found = self.judge(&task, kind, &lines, initial_mtime);
+        for anomaly in found {
+            self.report(anomaly).await;
+        }
+        self.take_context(&task, kind, &lines, initial_mtime).await;
         if self.settings.forward_logs && !lines.is_empty() {
             let lines: Arc<[String]> = lines.into();
             self.emit(What::Log {
@@ -29,9 +35,6 @@ impl Hub {
                 reset: false,
             })
             .await;
-        }
-        for anomaly in found {
-            self.report(anomaly).await;
         }
     }
 
@@ -51,7 +54,8 @@ impl Hub {
             match piece {
                 HistoryPiece::Skipped(n) => self.sentinel.skip(&task, kind, n),
                 HistoryPiece::Lines(lines) => {
-                    found.extend(self.judge(&task, kind, &lines, initial_mtime).await);
+                    found.extend(self.judge(&task, kind, &lines, initial_mtime));
+                    self.take_context(&task, kind, &lines, initial_mtime).await;
                 }
             }
         }
@@ -70,9 +74,8 @@ impl Hub {
         }
     }
 
-    /// Lines of one log through the Sentinel, the context history and the forecasts:
-    /// the anomalies they raise, not reported yet.
-    async fn judge(
+    /// Lines of one log through the Sentinel: the anomalies they raise, not reported yet.
+    fn judge(
         &mut self,
         task: &TaskId,
         kind: LogKind,
@@ -90,6 +93,23 @@ impl Hub {
             Some(mtime) => self.clock.instant_of(OffsetDateTime::from(mtime)),
             None => Instant::now(),
         };
+        if lines.is_empty() {
+            self.sentinel.on_file_seen(task, kind, arrived_at);
+            Vec::new()
+        } else {
+            self.sentinel.on_lines(task, kind, lines, arrived_at)
+        }
+    }
+
+    /// The context values of a status log's lines: the task's history (sparkline,
+    /// trend) and its forecast.
+    async fn take_context(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        lines: &[String],
+        initial_mtime: Option<std::time::SystemTime>,
+    ) {
         if kind == LogKind::Status {
             let values: Vec<u8> = lines
                 .iter()
@@ -112,13 +132,8 @@ impl Hub {
                 self.warn_forecasts().await;
             }
         }
-        if lines.is_empty() {
-            self.sentinel.on_file_seen(task, kind, arrived_at);
-            Vec::new()
-        } else {
-            self.sentinel.on_lines(task, kind, lines, arrived_at)
-        }
     }
+
     /// Withdraws the forecasts whose trend is too old to speak for.
     pub(super) async fn withdraw_old_forecasts(&mut self) {
         let now = self.clock.now_utc();

@@ -21,6 +21,9 @@ use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 pub struct Woken {
     /// Log file names that changed.
     pub names: BTreeSet<String>,
+    /// Of those, the names that were created, moved or removed: the file the name holds
+    /// may be another one now.
+    pub renamed: BTreeSet<String>,
     /// The folder itself changed, or events were lost: look at everything.
     pub rescan: bool,
     /// The wait ran out (a periodic look is due).
@@ -117,6 +120,9 @@ impl KernelWatch {
                 {
                     woken.rescan = true;
                 } else if let Some(name) = event.name.and_then(|n| n.to_str()) {
+                    if !event.mask.contains(EventMask::MODIFY) {
+                        woken.renamed.insert(name.to_owned());
+                    }
                     woken.names.insert(name.to_owned());
                 }
             } else if Some(&event.wd) == self.parent_wd.as_ref()

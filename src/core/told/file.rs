@@ -124,20 +124,27 @@ impl JournalFile {
         Ok(entries)
     }
 
-    /// Takes the lock for one append; the name is followed to the file it names now (a
-    /// maestro that cut the journal renamed a new one over it).
+    /// Takes the lock for one append, and learns the file's size. A file no longer named
+    /// (no link left: a maestro that cut the journal renamed a new one over it, or the
+    /// journal was removed) is left for the file the name holds now. One `fstat`, no
+    /// path lookup: this runs before every event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
         lock(&self.file)?;
-        let moved = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .zip(self.file.metadata().ok())
-            .is_none_or(|(named, ours)| named.ino() != ours.ino() || named.dev() != ours.dev());
-        if moved {
+        let meta = match self.file.metadata() {
+            Ok(meta) => meta,
+            Err(e) => {
+                unlock(&self.file);
+                return Err(e);
+            }
+        };
+        self.size = meta.len();
+        if meta.nlink() == 0 {
             unlock(&self.file);
             let file = open_own(&self.path)?;
             lock(&file)?;
             self.file = file;
             self.end = 0;
+            self.size = self.file.metadata().map(|m| m.len()).unwrap_or(0);
         }
         Ok(Guard { journal: self })
     }
@@ -145,8 +152,13 @@ impl JournalFile {
     /// The whole lines appended since the last read, parsed (a torn or foreign line is
     /// skipped). The header, met at the start, sets the id.
     fn read_new(&mut self) -> io::Result<Vec<Entry>> {
-        let size = self.file.metadata()?.len();
-        self.size = size;
+        self.size = self.file.metadata()?.len();
+        self.read_to_size()
+    }
+
+    /// [`Self::read_new`] up to the size last learnt.
+    fn read_to_size(&mut self) -> io::Result<Vec<Entry>> {
+        let size = self.size;
         if size <= self.end {
             return Ok(Vec::new());
         }
@@ -230,7 +242,7 @@ pub struct Guard<'a> {
 impl Guard<'_> {
     /// What the other maestros appended since this one last read.
     pub fn read_new(&mut self) -> Vec<Entry> {
-        self.journal.read_new().unwrap_or_default()
+        self.journal.read_to_size().unwrap_or_default()
     }
 
     /// Appends one entry (its JSON must be one line). A failed write (a full disk) is

@@ -30,10 +30,13 @@ use file::{Entry, JournalFile};
 
 /// Where a happening stands in the journal: its cursor and whether an earlier run (of
 /// any maestro) told it already.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Told {
     pub cursor: Cursor,
     pub replayed: bool,
+    /// The JSON line as this run journaled it (none for a restatement or without a
+    /// journal): the printed form, built once.
+    pub line: Option<std::sync::Arc<str>>,
 }
 
 /// A place in a project's journal: the journal's id and an entry's sequence number.
@@ -195,6 +198,7 @@ impl Journal {
                     seq: fact.seq,
                 },
                 replayed: fact.seq < self.run_start,
+                line: None,
             };
             return (first, told);
         }
@@ -203,6 +207,7 @@ impl Journal {
         let cursor = Cursor { journal, seq };
         let (slot, fingerprint) = key.unwrap_or((0, 0));
         let first_ns = now.unix_timestamp_nanos();
+        let mut text = None;
         if let Some(Ok(guard)) = &mut lock {
             let entry = Entry {
                 seq,
@@ -210,7 +215,9 @@ impl Journal {
                 fingerprint,
                 first_ns,
             };
-            guard.append(&entry, &line(cursor));
+            let json: std::sync::Arc<str> = line(cursor).into();
+            guard.append(&entry, &json);
+            text = Some(json);
         }
         drop(lock);
         if slot != 0 {
@@ -229,6 +236,7 @@ impl Journal {
             Told {
                 cursor,
                 replayed: false,
+                line: text,
             },
         )
     }

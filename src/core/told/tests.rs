@@ -170,7 +170,7 @@ fn a_journal_past_its_bound_is_cut_from_the_front_and_a_reader_before_it_gets_a_
             format!("{{\"cursor\":\"{c}\",\"p\":\"{pad}\"}}")
         })
         .1;
-    let mut last = first;
+    let mut last = first.clone();
     for i in 0..2000 {
         last = j
             .tell(at(i), None, |c| {

@@ -16,7 +16,7 @@ impl UiState {
     pub fn ingest(&mut self, h: &Happening) -> Option<Notification> {
         // What an earlier run told is shown with its own time, already read, and
         // raises no new notification.
-        let replayed = h.told.is_some_and(|t| t.replayed);
+        let replayed = h.told.as_ref().is_some_and(|t| t.replayed);
         let notification = self.take_in(h, replayed);
         notification.filter(|_| !replayed)
     }

@@ -64,6 +64,9 @@ struct Tail {
     identity: (u64, u64),
     offset: u64,
     assembler: LineAssembler,
+    /// The file kept open between two appends (while the kernel watches the folder, so a
+    /// name given to another file is seen): no open, no path walk for a line appended.
+    file: Option<File>,
     /// The last bytes read, ending at `offset`. A file truncated and rewritten past the
     /// old size between two reads keeps its inode and grows, so only its content shows
     /// the change: these bytes no longer match.
@@ -95,7 +98,6 @@ struct OpenLog {
     task: TaskId,
     kind: LogKind,
     path: PathBuf,
-    file: File,
     size: u64,
     initial_mtime: Option<std::time::SystemTime>,
 }
@@ -146,6 +148,10 @@ struct TempLogs {
     buf: Vec<u8>,
     /// The skim's buffer, kept from one file to the next.
     scratch: Vec<u8>,
+    /// Logs kept open, oldest first (at most [`TempLogs::open_budget`]); none while
+    /// polling.
+    open: std::collections::VecDeque<String>,
+    open_budget: usize,
 }
 
 /// Starts following `settings.dir`. What the files hold already is sent first, marked
@@ -173,6 +179,8 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
                 events,
                 buf: vec![0; READ_CHUNK],
                 scratch: Vec::new(),
+                open: std::collections::VecDeque::new(),
+                open_budget: open_budget(),
             };
             logs.run(&stop_read);
         })
@@ -198,6 +206,9 @@ impl TempLogs {
             }
         };
         let mut polling = kernel.is_none();
+        if polling {
+            self.open_budget = 0;
+        }
         // The folder followed now, by (device, inode): a new one is watched afresh.
         let mut followed = folder_identity(&dir);
         if followed.is_none() {
@@ -232,6 +243,7 @@ impl TempLogs {
                             && !k.rewatch(&dir)
                         {
                             polling = true;
+                            self.open_budget = 0;
                         }
                         self.scan();
                         self.send(CoreEvent::LogFolder(FolderStatus::Watching(format!(
@@ -250,6 +262,9 @@ impl TempLogs {
                 }
                 self.scan();
             } else {
+                for name in &woken.renamed {
+                    self.close(name);
+                }
                 for name in woken.names {
                     self.sync(&name, false);
                 }
@@ -285,6 +300,7 @@ impl TempLogs {
             }
         }
         self.skipped.clear();
+        self.open.clear();
     }
 
     /// The first look at the folder: every log read (a large history skimmed), and
@@ -335,8 +351,14 @@ impl TempLogs {
         names
     }
 
-    /// Reads every log file in the folder, and notices the ones that went away.
+    /// Reads every log file in the folder, and notices the ones that went away. Every
+    /// log is opened again by its name.
     fn scan(&mut self) {
+        for name in std::mem::take(&mut self.open) {
+            if let Some(tail) = self.tails.get_mut(&name) {
+                tail.file = None;
+            }
+        }
         for name in self.names() {
             self.sync(&name, false);
         }
@@ -349,7 +371,16 @@ impl TempLogs {
             return;
         };
         let path = self.settings.dir.join(name);
-        let Some((file, meta)) = self.open_log(name, &task, kind, &path) else {
+        let kept = self.tails.get_mut(name).and_then(|t| t.file.take());
+        // A file kept open still has its name unless it has no link left (replaced by
+        // a rename, or removed); a rename away was said by the kernel and closed it.
+        let kept = kept.and_then(|f| {
+            let meta = f.metadata().ok().filter(|m| m.nlink() > 0)?;
+            Some((f, meta))
+        });
+        let reopened = kept.is_none();
+        let Some((file, meta)) = kept.or_else(|| self.open_log(name, &task, kind, &path)) else {
+            self.forget_open(name);
             return;
         };
         let Some((key, mut tail)) = self.take_tail(name, &meta) else {
@@ -365,15 +396,43 @@ impl TempLogs {
             task,
             kind,
             path,
-            file,
             size: meta.len(),
             initial_mtime: initial.then(|| meta.modified().ok()).flatten(),
         };
         let cut_before = tail.assembler.cut_lines();
-        let read = self.read_new(&mut tail, &log, initial);
+        let read = self.read_new(&mut tail, &log, &file, initial);
         let first_cut = cut_before == 0 && tail.assembler.cut_lines() > 0;
+        if self.open_budget > 0 {
+            tail.file = Some(file);
+            if reopened {
+                self.keep_open(&key);
+            }
+        }
         self.tails.insert(key, tail);
         self.report_read(log, read, first_cut, initial);
+    }
+
+    /// Counts `name` among the logs kept open; past the budget, the oldest is closed.
+    fn keep_open(&mut self, name: &str) {
+        if !self.open.iter().any(|n| n == name) {
+            self.open.push_back(name.to_owned());
+        }
+        while self.open.len() > self.open_budget {
+            if let Some(oldest) = self.open.pop_front() {
+                self.close(&oldest);
+            }
+        }
+    }
+
+    /// Closes the log kept open under `name` (the next append opens it by its name).
+    fn close(&mut self, name: &str) {
+        if let Some(tail) = self.tails.get_mut(name) {
+            tail.file = None;
+        }
+    }
+
+    fn forget_open(&mut self, name: &str) {
+        self.open.retain(|n| n != name);
     }
 
     /// The log at `path`, if it is a regular file this source may read; else the
@@ -436,6 +495,7 @@ impl TempLogs {
             identity: (meta.dev(), meta.ino()),
             offset: 0,
             assembler: LineAssembler::new(self.settings.max_line),
+            file: None,
             last_bytes: Vec::new(),
         };
         Some((name.to_owned(), tail))
@@ -443,7 +503,7 @@ impl TempLogs {
 
     /// Reads what was appended to the log since the tail's offset (a large history
     /// from its last part, skimmed at start), sending full batches of lines on the way.
-    fn read_new(&mut self, tail: &mut Tail, log: &OpenLog, initial: bool) -> ReadNew {
+    fn read_new(&mut self, tail: &mut Tail, log: &OpenLog, file: &File, initial: bool) -> ReadNew {
         let mut read = ReadNew::default();
         // A large log seen for the first time (or started over) is read from its last
         // part, beginning at the first whole line there.
@@ -463,7 +523,7 @@ impl TempLogs {
         {
             let events = &self.events;
             match start::skim_history(
-                &log.file,
+                file,
                 tail,
                 (log.size, skip_partial),
                 log.kind,
@@ -485,7 +545,7 @@ impl TempLogs {
             }
         }
         if read.error.is_none() {
-            self.read_lines(tail, log, skip_partial, &mut read);
+            self.read_lines(tail, (log, file), skip_partial, &mut read);
         }
         read
     }
@@ -496,13 +556,13 @@ impl TempLogs {
     fn read_lines(
         &mut self,
         tail: &mut Tail,
-        log: &OpenLog,
+        (log, file): (&OpenLog, &File),
         mut skip_partial: bool,
         read: &mut ReadNew,
     ) {
         let mut full = false;
         while tail.offset < log.size || full {
-            let n = match log.file.read_at(&mut self.buf, tail.offset) {
+            let n = match file.read_at(&mut self.buf, tail.offset) {
                 Ok(0) => break,
                 Ok(n) => n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
@@ -584,6 +644,14 @@ impl TempLogs {
             detail,
         });
     }
+}
+
+/// How many logs may be kept open: a quarter of the descriptors this process may
+/// have, the rest left to the database, the sockets and the windows maestro starts.
+fn open_budget() -> usize {
+    let soft = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .map_or(1024, |(soft, _)| soft);
+    usize::try_from(soft / 4).unwrap_or(256).min(MAX_FILES)
 }
 
 /// Waits for room in the hub's queue: a burst is slowed down, not held in memory.
