@@ -1,6 +1,9 @@
 //! Scale: what maestro costs as the bytes it watches grow. On 1,000 tasks with 1 MB of
-//! status log each (1 GB): the time from start until a line appended at start is
-//! reported, beside `grep -c` over the same files in the same run; the dashboard's peak
+//! status log each (1 GB), written as a Musician writes them (every progress line with
+//! its step, agent and `[ctx: N%]`; a deviations log of `Low:`/`Medium:` lines and a
+//! rare `High:`), and again with the context on 1 line in 100 (the sparse variant): the
+//! time from start until a line appended at start is reported, beside `grep -c` over
+//! the same files in the same run; the dashboard's peak
 //! RSS on that project, a real process in a pty (`script`); and the peak RSS of a
 //! headless maestro fed for 20 s by a hostile host that names a new task and a new
 //! session in every pair of frames, through a real sshd (skipped, saying why, without one). Beside them, the Log
@@ -27,31 +30,11 @@ fn main() {
     let tasks = if quick { 100 } else { 1_000 };
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path();
-    let files = project(root, tasks);
     let mb = (tasks * LOG_BYTES) as f64 / 1e6;
     println!("{tasks} tasks x 1 MB of status log ({mb:.0} MB), {RUNS} runs each");
-
-    let grep = median((0..=RUNS).map(|_| grep_count(&files)).skip(1).collect());
-    // The logs are read in name order: the last one is the worst case, the first one
-    // shows appends let through while the others are still being read.
-    let mut order: Vec<&PathBuf> = files.iter().collect();
-    order.sort();
-    let (first, last) = (order[0].clone(), order[order.len() - 1].clone());
-    let live = median((0..RUNS).map(|n| time_to_live(root, &last, n)).collect());
-    let early = median(
-        (0..RUNS)
-            .map(|n| time_to_live(root, &first, RUNS + n))
-            .collect(),
-    );
-    let goal = (grep * 2).max(Duration::from_secs(1));
-    println!("grep -c over the files: median {:.2} s", grep.as_secs_f64());
-    println!(
-        "start -> a line appended at start to the log read last, reported (--no-tui --json): median {:.2} s (goal {:.2} s: {}); to the log read first: {:.2} s",
-        live.as_secs_f64(),
-        goal.as_secs_f64(),
-        if live <= goal { "met" } else { "MISSED" },
-        early.as_secs_f64()
-    );
+    // The sparse variant first, so the project is left with the protocol's lines.
+    start_up(root, tasks, Shape::Sparse);
+    let files = start_up(root, tasks, Shape::Protocol);
     let (peak_mb, settled, cpu) = dashboard_peak(root);
     println!(
         "dashboard in a pty: peak RSS {peak_mb:.1} MB (goal 150 MB: {}), settled after {:.1} s, {cpu:.1} s of CPU",
@@ -96,29 +79,105 @@ fn index_of_a_large_log(root: &Path, one: &Path, copies: usize) {
     std::fs::remove_file(&path).unwrap();
 }
 
-/// A project of `tasks` working tasks, each with 1 MB of ordinary status lines: context
-/// values that climb a point at a time, nothing the Sentinel reports.
-fn project(root: &Path, tasks: usize) -> Vec<PathBuf> {
-    support::project_with_tasks(root, tasks);
+/// How the status lines are written.
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    /// As the Musician protocol writes them: every line with its context.
+    Protocol,
+    /// Ordinary lines, the context on 1 in 100 (last round's bench).
+    Sparse,
+}
+
+/// The start-up figures on one shape of logs: `grep -c` over the files, and maestro's
+/// start to a line appended at start to the log read last and to the one read first.
+fn start_up(root: &Path, tasks: usize, shape: Shape) -> Vec<PathBuf> {
+    let files = project(root, tasks, shape);
+    let name = match shape {
+        Shape::Protocol => "protocol-shaped lines ([ctx: N%] on every line)",
+        Shape::Sparse => "sparse lines ([ctx: N%] on 1 line in 100)",
+    };
+    let grep = median((0..=RUNS).map(|_| grep_count(&files)).skip(1).collect());
+    // The logs are read in name order: the last one is the worst case, the first one
+    // shows appends let through while the others are still being read.
+    let mut order: Vec<&PathBuf> = files.iter().collect();
+    order.sort();
+    let (first, last) = (order[0].clone(), order[order.len() - 1].clone());
+    let live = median((0..RUNS).map(|n| time_to_live(root, &last, n)).collect());
+    let early = median(
+        (0..RUNS)
+            .map(|n| time_to_live(root, &first, RUNS + n))
+            .collect(),
+    );
+    let goal = (grep * 2).max(Duration::from_secs(1));
+    println!("{name}:");
+    println!(
+        "  grep -c over the files: median {:.2} s",
+        grep.as_secs_f64()
+    );
+    println!(
+        "  start -> a line appended at start to the log read last, reported (--no-tui --json): median {:.2} s (goal {:.2} s: {}); to the log read first: {:.2} s",
+        live.as_secs_f64(),
+        goal.as_secs_f64(),
+        if live <= goal { "met" } else { "MISSED" },
+        early.as_secs_f64()
+    );
+    files
+}
+
+/// One status line of task progress, about `LINE_BYTES` long.
+fn status_line(i: usize, shape: Shape) -> String {
+    let ctx = 10 + (i / 1000) % 80;
+    let mut line = match shape {
+        Shape::Protocol => match i % 3 {
+            0 => format!("step {} agent {} launched [ctx: {ctx}%]", i / 3, i % 4),
+            1 => format!(
+                "step {} agent {} returned: compiled the module and ran its tests [ctx: {ctx}%]",
+                i / 3,
+                i % 4
+            ),
+            _ => format!("step {} progressing normally [ctx: {ctx}%]", i / 3),
+        },
+        Shape::Sparse if i % 100 == 0 => format!("step {i} checked [ctx: {ctx}%]"),
+        Shape::Sparse => format!("progress {i}: an ordinary line of work, nothing in it to judge"),
+    };
+    while line.len() < LINE_BYTES - 1 {
+        line.push('.');
+    }
+    line
+}
+
+/// A project of `tasks` working tasks, each with 1 MB of status lines of `shape`:
+/// context values that climb a point at a time, nothing the Sentinel reports; and, for
+/// the protocol's shape, a deviations log of `Low:` and `Medium:` lines with a rare
+/// `High:` (reported at start, as the Sentinel reports them).
+fn project(root: &Path, tasks: usize, shape: Shape) -> Vec<PathBuf> {
+    if !root.join("comms.db").exists() {
+        support::project_with_tasks(root, tasks);
+    }
     let mut body = String::with_capacity(LOG_BYTES + LINE_BYTES);
     let mut i = 0;
     while body.len() < LOG_BYTES {
-        let mut line = if i % 100 == 0 {
-            format!("step {i} checked [ctx: {}%]", 10 + (i / 1000) % 80)
-        } else {
-            format!("progress {i}: an ordinary line of work, nothing in it to judge")
-        };
-        while line.len() < LINE_BYTES - 1 {
-            line.push('.');
-        }
-        body.push_str(&line);
+        body.push_str(&status_line(i, shape));
         body.push('\n');
         i += 1;
     }
+    let deviations: String = (0..200)
+        .map(|i| match i % 100 {
+            99 => format!("High: step {i} skipped the integration tests\n"),
+            n if n % 3 == 0 => format!("Medium: step {i} renamed a public function\n"),
+            _ => format!("Low: step {i} reordered the imports\n"),
+        })
+        .collect();
     (1..=tasks)
         .map(|i| {
             let path = root.join(format!("temp/task-{i:02}-status"));
             std::fs::write(&path, &body).unwrap();
+            let deviations_path = root.join(format!("temp/task-{i:02}-deviations"));
+            if shape == Shape::Protocol {
+                std::fs::write(&deviations_path, &deviations).unwrap();
+            } else {
+                let _ = std::fs::remove_file(&deviations_path);
+            }
             path
         })
         .collect()

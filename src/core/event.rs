@@ -54,6 +54,12 @@ pub struct MessageRow {
 pub enum HistoryPiece {
     Skipped(u64),
     Lines(Vec<String>),
+    /// The context values read from lines just counted (their last few, in order) and
+    /// the last such line: what the Sentinel compares the next value with.
+    Context {
+        values: Vec<u8>,
+        last_line: String,
+    },
 }
 
 impl HistoryPiece {
@@ -62,6 +68,7 @@ impl HistoryPiece {
         match self {
             Self::Skipped(n) => *n,
             Self::Lines(lines) => lines.len() as u64,
+            Self::Context { .. } => 0,
         }
     }
 }

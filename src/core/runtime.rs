@@ -191,6 +191,7 @@ pub fn start_tapped(
             max_line: config.max_line,
             fallback_poll: config.fallback_poll,
             skim_history: config.skim_history,
+            spike_threshold: config.spike_threshold,
         },
         events_tx.clone(),
     );

@@ -279,7 +279,9 @@ pub fn context_percent(line: &str) -> Option<u8> {
 /// marker on nearly every line, so this runs on nearly every line read. Only a marker
 /// with non-ASCII bytes inside (Unicode spaces or digits) is left to the regex.
 pub fn context_percent_of_bytes(line: &[u8]) -> Option<u8> {
-    for at in memchr::memmem::rfind_iter(line, b"[ctx:") {
+    static MARKER: LazyLock<memchr::memmem::FinderRev<'static>> =
+        LazyLock::new(|| memchr::memmem::FinderRev::new(b"[ctx:"));
+    for at in MARKER.rfind_iter(line) {
         match marker_value(&line[at + 5..]) {
             Marker::Value(v) => return u8::try_from(v).ok().filter(|v| *v <= 100),
             Marker::NotOne => {}
@@ -294,6 +296,15 @@ pub fn context_percent_of_bytes(line: &[u8]) -> Option<u8> {
         }
     }
     None
+}
+
+/// [`context_percent_of_bytes`] when the last `[ctx:` of the line is known to start at
+/// `at` (a skim found it): read there, else the whole line is read.
+pub fn context_percent_at(line: &[u8], at: usize) -> Option<u8> {
+    match line.get(at + 5..).map(marker_value) {
+        Some(Marker::Value(v)) => u8::try_from(v).ok().filter(|v| *v <= 100),
+        _ => context_percent_of_bytes(line),
+    }
 }
 
 /// What follows a `[ctx:`.

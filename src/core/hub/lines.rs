@@ -53,6 +53,12 @@ impl Hub {
             counted += piece.count();
             match piece {
                 HistoryPiece::Skipped(n) => self.sentinel.skip(&task, kind, n),
+                HistoryPiece::Context { values, last_line } => {
+                    if let Some(last) = values.last() {
+                        self.sentinel.set_context(&task, *last, last_line);
+                    }
+                    self.take_values(&task, &values, initial_mtime).await;
+                }
                 HistoryPiece::Lines(lines) => {
                     found.extend(self.judge(&task, kind, &lines, initial_mtime));
                     self.take_context(&task, kind, &lines, initial_mtime).await;
@@ -115,23 +121,34 @@ impl Hub {
                 .iter()
                 .filter_map(|l| crate::core::domain::context_percent(l))
                 .collect();
-            if !values.is_empty() {
-                let history = self.ctx.entry(task.clone()).or_default();
-                for v in &values {
-                    if history.len() == CTX_HISTORY {
-                        history.pop_front();
-                    }
-                    history.push_back(*v);
-                }
-                let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
-                // Once the task's session is known, its forecast follows the transcript.
-                if !self.sessions.knows(task.as_str()) {
-                    self.forecasts.on_values(task, seen, &values);
-                }
-                self.view_changed(task.as_str());
-                self.warn_forecasts().await;
-            }
+            self.take_values(task, &values, initial_mtime).await;
         }
+    }
+
+    /// Context values of a task, in the order written.
+    async fn take_values(
+        &mut self,
+        task: &TaskId,
+        values: &[u8],
+        initial_mtime: Option<std::time::SystemTime>,
+    ) {
+        if values.is_empty() {
+            return;
+        }
+        let history = self.ctx.entry(task.clone()).or_default();
+        for v in values {
+            if history.len() == CTX_HISTORY {
+                history.pop_front();
+            }
+            history.push_back(*v);
+        }
+        let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
+        // Once the task's session is known, its forecast follows the transcript.
+        if !self.sessions.knows(task.as_str()) {
+            self.forecasts.on_values(task, seen, values);
+        }
+        self.view_changed(task.as_str());
+        self.warn_forecasts().await;
     }
 
     /// Withdraws the forecasts whose trend is too old to speak for.

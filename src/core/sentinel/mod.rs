@@ -171,6 +171,12 @@ impl Sentinel {
         });
     }
 
+    /// The last context value of lines only counted, and its line: the next value is
+    /// compared with it.
+    pub fn set_context(&mut self, task: &TaskId, value: u8, line: String) {
+        self.update(task, |watch| watch.last_ctx = Some((value, line)));
+    }
+
     /// A status file was truncated or replaced: its context history starts over.
     pub fn on_reset(&mut self, task: &TaskId, kind: LogKind) {
         if let Some(w) = self.tasks.get_mut(task) {

@@ -2,11 +2,15 @@
 //!
 //! The Sentinel judges a line by three needles: `self-correction` and `[ctx:` in a
 //! status log, `High:` opening a deviations line. So the bytes already in a file when
-//! maestro starts are searched for those with memchr before any line is made: only the
-//! lines holding one become `String`s (in order, so context values still follow each
-//! other), the lines between are only counted, and the last [`TAIL_LINES`] lines are
-//! read whole by the caller (the Log pane's tail and the stall clock's last entry). The
-//! anomalies found are the ones reading every line would find, at the same positions.
+//! maestro starts are searched for those with memchr before any line is made. A Musician
+//! writes `[ctx: N%]` on nearly every line, so its value is read where it stands
+//! (no `String`, no allocation): the line becomes one only when the Sentinel reports it
+//! (a self-correction, a rise past the spike threshold over the value before, a
+//! `High:`); the others are counted, and their last context values and last such line
+//! handed on ([`Piece::Context`]) for the sparkline, the forecast and the next
+//! comparison. The last [`TAIL_LINES`] lines are read whole by the caller (the Log
+//! pane's tail and the stall clock's last entry). The anomalies found are the ones
+//! reading every line would find, at the same positions (a test holds them equal).
 
 use std::fs::File;
 use std::io;
@@ -74,19 +78,38 @@ pub fn tail_start(file: &File, start: u64, end: u64) -> io::Result<u64> {
     })
 }
 
+/// What a skim keeps whole besides the needles' lines: lines are cut at `max_line` as
+/// the line assembler cuts them, and a context value rising by more than `spike` over
+/// the one before is a line the Sentinel reports.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_line: usize,
+    pub spike: u8,
+}
+
+/// Context values kept from a run of counted lines: enough for the sparkline's history
+/// and the forecast's window, which only ever look at the last ones.
+const VALUES_KEPT: usize = 64;
+
 /// Skims `[start, stop)` of `file`, both line starts, handing `out` the pieces in
-/// order. Lines are cut at `max_line` as the line assembler cuts them.
+/// order. A status log's `[ctx: N%]` is read where it stands: the line is only counted
+/// and its value handed on, unless it is a spike, holds a self-correction, or is longer
+/// than the cap.
 pub fn skim(
     file: &File,
     (start, stop): (u64, u64),
     kind: LogKind,
-    max_line: usize,
+    limits: Limits,
     buf: &mut Vec<u8>,
     out: &mut impl FnMut(Piece),
 ) -> io::Result<()> {
     let finder = Needles::new(kind);
-    let mut assembler = LineAssembler::new(max_line);
-    let mut pieces = Pieces::default();
+    let mut assembler = LineAssembler::new(limits.max_line);
+    let mut walk = Walk {
+        limits,
+        prev_ctx: None,
+        pieces: Pieces::default(),
+    };
     if buf.len() < CHUNK {
         buf.resize(CHUNK, 0);
     }
@@ -98,40 +121,144 @@ pub fn skim(
         // Only whole lines are judged here; the rest is read again with the next chunk.
         let Some(last) = memchr::memrchr(b'\n', chunk) else {
             // One line longer than a chunk: through the assembler, which caps it.
-            pos = long_line(file, pos, stop, &mut assembler, kind, &mut pieces, out)?;
+            pos = long_line(file, (pos, stop), &mut assembler, kind, &mut walk, out)?;
             continue;
         };
         let region = &chunk[..=last];
+        match kind {
+            LogKind::Status => walk.status_region(region, &finder, &mut assembler, out),
+            LogKind::Deviations => walk.deviations_region(region, &finder, &mut assembler, out),
+        }
+        pos += region.len() as u64;
+    }
+    walk.pieces.finish(out);
+    Ok(())
+}
+
+/// A skim's state from one chunk to the next.
+struct Walk {
+    limits: Limits,
+    /// The last context value the Sentinel will have seen.
+    prev_ctx: Option<u8>,
+    pieces: Pieces,
+}
+
+fn newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
+}
+
+impl Walk {
+    /// A status log's whole lines: each holding a needle is looked at, the rest counted.
+    fn status_region(
+        &mut self,
+        region: &[u8],
+        needles: &Needles,
+        assembler: &mut LineAssembler,
+        out: &mut impl FnMut(Piece),
+    ) {
+        let mut corrections = needles.finders[0].find_iter(region).peekable();
+        let mut markers = needles.finders[1].find_iter(region).peekable();
         let mut at = 0;
-        for line_start in finder.line_starts(region) {
+        loop {
+            let next = match (corrections.peek(), markers.peek()) {
+                (None, None) => break,
+                (Some(c), Some(m)) => *c.min(m),
+                (Some(h), None) | (None, Some(h)) => *h,
+            };
+            let line_start = memchr::memrchr(b'\n', &region[at..next]).map_or(at, |i| at + i + 1);
+            let line_end =
+                memchr::memchr(b'\n', &region[next..]).map_or(region.len(), |i| next + i + 1);
+            let mut correction = false;
+            while corrections.next_if(|h| *h < line_end).is_some() {
+                correction = true;
+            }
+            let mut marker = None;
+            while let Some(h) = markers.next_if(|h| *h < line_end) {
+                marker = Some(h - line_start);
+            }
+            self.pieces.skip(newlines(&region[at..line_start]));
+            self.status_line(
+                &region[line_start..line_end],
+                correction,
+                marker,
+                assembler,
+                out,
+            );
+            at = line_end;
+        }
+        self.pieces.skip(newlines(&region[at..]));
+    }
+
+    /// One status line holding a needle (`line` ends in its newline; `marker`: where its
+    /// last `[ctx:` starts).
+    fn status_line(
+        &mut self,
+        line: &[u8],
+        correction: bool,
+        marker: Option<usize>,
+        assembler: &mut LineAssembler,
+        out: &mut impl FnMut(Piece),
+    ) {
+        let body = line.strip_suffix(b"\n").unwrap_or(line);
+        let long = body.len() > self.limits.max_line;
+        let value = match marker {
+            Some(at) if !long => crate::core::domain::context_percent_at(body, at),
+            _ => None,
+        };
+        let spike = matches!((self.prev_ctx, value),
+            (Some(before), Some(now)) if now > before && now - before > self.limits.spike);
+        if correction || spike || (marker.is_some() && long) {
+            let mut made = Vec::with_capacity(1);
+            assembler.feed(line, &mut made);
+            for line in made {
+                if let Some(v) = crate::core::domain::context_percent(&line) {
+                    self.prev_ctx = Some(v);
+                }
+                self.pieces.line(line, out);
+            }
+            return;
+        }
+        self.pieces.skip(1);
+        if let Some(v) = value {
+            self.prev_ctx = Some(v);
+            self.pieces.context(v, body);
+        }
+    }
+
+    /// A deviations log's whole lines: those opening with `High:` are made whole.
+    fn deviations_region(
+        &mut self,
+        region: &[u8],
+        needles: &Needles,
+        assembler: &mut LineAssembler,
+        out: &mut impl FnMut(Piece),
+    ) {
+        let mut at = 0;
+        for line_start in needles.line_starts(region) {
             if line_start < at {
                 continue;
             }
-            pieces.skip(memchr::memchr_iter(b'\n', &region[at..line_start]).count() as u64);
+            self.pieces.skip(newlines(&region[at..line_start]));
             let end = memchr::memchr(b'\n', &region[line_start..])
                 .map_or(region.len(), |i| line_start + i + 1);
             let mut made = Vec::with_capacity(1);
             assembler.feed(&region[line_start..end], &mut made);
             for line in made {
-                pieces.line(line, out);
+                self.pieces.line(line, out);
             }
             at = end;
         }
-        pieces.skip(memchr::memchr_iter(b'\n', &region[at..]).count() as u64);
-        pos += region.len() as u64;
+        self.pieces.skip(newlines(&region[at..]));
     }
-    pieces.finish(out);
-    Ok(())
 }
 
 /// A line longer than a chunk, from `pos`: returns where the next line starts.
 fn long_line(
     file: &File,
-    mut pos: u64,
-    stop: u64,
+    (mut pos, stop): (u64, u64),
     assembler: &mut LineAssembler,
     kind: LogKind,
-    pieces: &mut Pieces,
+    walk: &mut Walk,
     out: &mut impl FnMut(Piece),
 ) -> io::Result<u64> {
     let mut buf = vec![0; CHUNK];
@@ -145,9 +272,12 @@ fn long_line(
     }
     for line in made {
         if matters(kind, &line) {
-            pieces.line(line, out);
+            if let Some(v) = crate::core::domain::context_percent(&line) {
+                walk.prev_ctx = Some(v);
+            }
+            walk.pieces.line(line, out);
         } else {
-            pieces.skip(1);
+            walk.pieces.skip(1);
         }
     }
     Ok(pos)
@@ -193,11 +323,15 @@ impl Needles {
     }
 }
 
-/// Gathers consecutive lines and counts between them.
+/// Gathers consecutive lines, and counts (with their context values) between them.
 #[derive(Default)]
 struct Pieces {
     skipped: u64,
     lines: Vec<String>,
+    /// Context values of the counted lines since the last line kept.
+    values: Vec<u8>,
+    /// The last counted line holding one.
+    last_ctx_line: Vec<u8>,
 }
 
 impl Pieces {
@@ -205,12 +339,21 @@ impl Pieces {
         self.skipped += n;
     }
 
+    fn context(&mut self, value: u8, line: &[u8]) {
+        if self.values.len() == 2 * VALUES_KEPT {
+            self.values.drain(..VALUES_KEPT);
+        }
+        self.values.push(value);
+        self.last_ctx_line.clear();
+        self.last_ctx_line.extend_from_slice(line);
+    }
+
     fn line(&mut self, line: String, out: &mut impl FnMut(Piece)) {
-        if self.skipped > 0 {
+        if self.skipped > 0 || !self.values.is_empty() {
             if !self.lines.is_empty() {
                 out(Piece::Lines(std::mem::take(&mut self.lines)));
             }
-            out(Piece::Skipped(std::mem::take(&mut self.skipped)));
+            self.counted(out);
         }
         self.lines.push(line);
         if self.lines.len() >= LINES_PER_PIECE {
@@ -218,13 +361,31 @@ impl Pieces {
         }
     }
 
+    /// The lines counted since the last line kept, and their context values.
+    fn counted(&mut self, out: &mut impl FnMut(Piece)) {
+        if self.skipped > 0 {
+            out(Piece::Skipped(std::mem::take(&mut self.skipped)));
+        }
+        if !self.values.is_empty() {
+            let from = self.values.len().saturating_sub(VALUES_KEPT);
+            let values = self.values.split_off(from);
+            self.values.clear();
+            let line = self
+                .last_ctx_line
+                .strip_suffix(b"\r")
+                .unwrap_or(&self.last_ctx_line);
+            out(Piece::Context {
+                values,
+                last_line: String::from_utf8_lossy(line).into_owned(),
+            });
+        }
+    }
+
     fn finish(mut self, out: &mut impl FnMut(Piece)) {
         if !self.lines.is_empty() {
             out(Piece::Lines(std::mem::take(&mut self.lines)));
         }
-        if self.skipped > 0 {
-            out(Piece::Skipped(self.skipped));
-        }
+        self.counted(out);
     }
 }
 
@@ -232,6 +393,10 @@ impl Pieces {
 mod tests {
     use super::*;
     use std::io::Write;
+    use tokio::time::Instant;
+
+    use crate::core::domain::{Anomaly, TaskId, context_percent};
+    use crate::core::sentinel::{Sentinel, SentinelSettings};
 
     fn file_of(text: &str) -> (tempfile::NamedTempFile, File) {
         let mut f = tempfile::NamedTempFile::new().expect("temp file");
@@ -240,29 +405,18 @@ mod tests {
         (f, file)
     }
 
-    /// What reading every line and keeping those that matter gives: the reference.
-    fn every_line(text: &str, kind: LogKind) -> Vec<Piece> {
-        let mut out = Vec::new();
-        let mut pieces = Pieces::default();
-        for line in text.lines() {
-            if matters(kind, line) {
-                pieces.line(line.to_owned(), &mut |p| out.push(p));
-            } else {
-                pieces.skip(1);
-            }
-        }
-        pieces.finish(&mut |p| out.push(p));
-        out
-    }
-
     fn skimmed(text: &str, kind: LogKind) -> Vec<Piece> {
         let (_keep, file) = file_of(text);
         let mut out = Vec::new();
+        let limits = Limits {
+            max_line: 4096,
+            spike: 15,
+        };
         skim(
             &file,
             (0, text.len() as u64),
             kind,
-            4096,
+            limits,
             &mut Vec::new(),
             &mut |p| {
                 out.push(p);
@@ -272,25 +426,132 @@ mod tests {
         out
     }
 
-    #[test]
-    fn a_skim_keeps_the_lines_the_sentinel_judges_at_their_positions() {
-        let mut text = String::new();
-        for i in 0..50_000 {
-            match i % 997 {
-                0 => text.push_str(&format!("step {i} done [ctx: {}%]\n", i % 100)),
-                1 => text.push_str("a self-correction: redo [ctx: 5%]\n"),
-                2 => text.push_str("High: not at the start of a status line\n"),
-                _ => text.push_str("an ordinary line of progress, nothing to judge\n"),
+    fn sentinel() -> (Sentinel, TaskId) {
+        let mut s = Sentinel::new(SentinelSettings {
+            stall_after: std::time::Duration::from_secs(3600),
+            spike_threshold: 15,
+        });
+        let task = TaskId::parse("task-01").expect("id");
+        s.set_active(&task, true);
+        (s, task)
+    }
+
+    /// What the Sentinel finds reading every line (the reference), and the context
+    /// values in order.
+    fn judged_whole(text: &str, kind: LogKind) -> (Vec<Anomaly>, Vec<u8>) {
+        let (mut s, task) = sentinel();
+        let mut lines = Vec::new();
+        LineAssembler::new(4096).feed(text.as_bytes(), &mut lines);
+        // The hub reads context values from status logs only.
+        let values = match kind {
+            LogKind::Status => lines.iter().filter_map(|l| context_percent(l)).collect(),
+            LogKind::Deviations => Vec::new(),
+        };
+        (s.on_lines(&task, kind, &lines, Instant::now()), values)
+    }
+
+    /// The same from the skim's pieces, taken as the hub takes them.
+    fn judged_skimmed(text: &str, kind: LogKind) -> (Vec<Anomaly>, Vec<u8>) {
+        let (mut s, task) = sentinel();
+        let mut found = Vec::new();
+        let mut values = Vec::new();
+        for piece in skimmed(text, kind) {
+            match piece {
+                Piece::Skipped(n) => s.skip(&task, kind, n),
+                Piece::Context {
+                    values: v,
+                    last_line,
+                } => {
+                    s.set_context(&task, *v.last().expect("a value"), last_line);
+                    values.extend(v);
+                }
+                Piece::Lines(lines) => {
+                    if kind == LogKind::Status {
+                        values.extend(lines.iter().filter_map(|l| context_percent(l)));
+                    }
+                    found.extend(s.on_lines(&task, kind, &lines, Instant::now()));
+                }
             }
         }
+        (found, values)
+    }
+
+    fn same_findings(text: &str, kind: LogKind) {
+        let (whole, all_values) = judged_whole(text, kind);
+        let (skim, some_values) = judged_skimmed(text, kind);
+        let key = |a: &Anomaly| (a.kind, a.detail.clone(), a.spike, a.line.clone());
         assert_eq!(
-            skimmed(&text, LogKind::Status),
-            every_line(&text, LogKind::Status)
+            skim.iter().map(key).collect::<Vec<_>>(),
+            whole.iter().map(key).collect::<Vec<_>>()
         );
-        let deviations = text.replace("a self-correction", "Low: x");
+        // Every value the sparkline and the forecast look at, in order.
+        let keep = VALUES_KEPT.min(all_values.len());
         assert_eq!(
-            skimmed(&deviations, LogKind::Deviations),
-            every_line(&deviations, LogKind::Deviations)
+            &some_values[some_values.len() - keep..],
+            &all_values[all_values.len() - keep..]
+        );
+    }
+
+    /// A Musician's log: `[ctx: N%]` on every line, climbing a point or two, with jumps,
+    /// self-corrections, two markers on a line, CRLF, lines past the cap, and text that
+    /// is not one.
+    #[test]
+    fn a_skim_finds_what_reading_every_line_finds() {
+        let mut text = String::new();
+        let mut ctx = 5u32;
+        for i in 0..60_000u32 {
+            ctx = if i % 4_001 == 0 {
+                5
+            } else {
+                (ctx + (i % 3)) % 101
+            };
+            let line = match i % 997 {
+                0 => format!("step {i} compacted [ctx: {}%]", (ctx + 30) % 101),
+                1 => format!("a self-correction: redo step {i} [ctx: {ctx}%]"),
+                2 => format!("agent 1 [ctx: 3%] then [ctx: {ctx}%]"),
+                3 => format!("{} [ctx: {ctx}%]", "y".repeat(5000)),
+                4 => format!("broken marker [ctx: {ctx}] and [ctx: 1234%]"),
+                5 => format!("step {i} agent 2 returned [ctx:\u{a0}{ctx}%]"),
+                6 => format!("step {i} done [ctx: {ctx}%]\r"),
+                _ => format!("step {i} agent {} launched [ctx: {ctx}%]", i % 4),
+            };
+            text.push_str(&line);
+            text.push('\n');
+        }
+        let (whole, _) = judged_whole(&text, LogKind::Status);
+        assert!(
+            whole.len() > 100,
+            "the test log raises anomalies: {}",
+            whole.len()
+        );
+        same_findings(&text, LogKind::Status);
+        let sparse = text.replace("[ctx:", "[cxt:");
+        same_findings(&sparse, LogKind::Status);
+        let deviations = text
+            .replace("a self-correction", "High: x")
+            .replace("step 1", "Low: y");
+        same_findings(&deviations, LogKind::Deviations);
+    }
+
+    /// Lines that only count and carry a value make no string: a 1,000-line log of
+    /// ordinary progress hands on counts and one context piece.
+    #[test]
+    fn ordinary_progress_lines_are_counted_not_made() {
+        let text: String = (0..1000)
+            .map(|i| format!("step {i} agent 1 launched [ctx: {}%]\n", 10 + i / 100))
+            .collect();
+        let pieces = skimmed(&text, LogKind::Status);
+        assert_eq!(
+            pieces,
+            [
+                Piece::Skipped(1000),
+                Piece::Context {
+                    values: (936..1000)
+                        .map(|i| 10 + u8::try_from(i / 100).expect("small"))
+                        .collect(),
+                    last_line: "step 999 agent 1 launched [ctx: 19%]".into(),
+                }
+            ]
         );
     }
 
@@ -307,8 +568,12 @@ mod tests {
             got,
             [
                 Piece::Skipped(1),
-                Piece::Lines(vec![cut[0].clone(), "b [ctx: 3%]".into()]),
-                Piece::Skipped(2),
+                Piece::Lines(vec![cut[0].clone()]),
+                Piece::Skipped(3),
+                Piece::Context {
+                    values: vec![3],
+                    last_line: "b [ctx: 3%]".into()
+                },
             ]
         );
     }

@@ -40,6 +40,9 @@ pub struct TempLogSettings {
     pub fallback_poll: Duration,
     /// What a file holds at start is skimmed ([`history`]), not read line by line.
     pub skim_history: bool,
+    /// The Sentinel's spike threshold: a skimmed line whose context jumps by more than
+    /// this is kept whole for it.
+    pub spike_threshold: u8,
 }
 
 /// Handle to the running log source; dropping it stops the thread.
@@ -527,7 +530,7 @@ impl TempLogs {
                 tail,
                 (log.size, skip_partial),
                 log.kind,
-                self.settings.max_line,
+                (self.settings.max_line, self.settings.spike_threshold),
                 &mut self.scratch,
                 &mut |pieces| {
                     send_to(

@@ -31,7 +31,7 @@ pub(super) fn skim_history(
     tail: &mut Tail,
     (size, skip_partial): (u64, bool),
     kind: LogKind,
-    max_line: usize,
+    (max_line, spike): (usize, u8),
     scratch: &mut Vec<u8>,
     out: &mut impl FnMut(Vec<history::Piece>),
 ) -> std::io::Result<Option<bool>> {
@@ -51,7 +51,8 @@ pub(super) fn skim_history(
     // line judged (the hub and the recorder pay per event).
     let mut batch = Vec::new();
     let mut lines = 0;
-    history::skim(file, (start, stop), kind, max_line, scratch, &mut |piece| {
+    let limits = history::Limits { max_line, spike };
+    history::skim(file, (start, stop), kind, limits, scratch, &mut |piece| {
         if let history::Piece::Lines(l) = &piece {
             lines += l.len();
         }
