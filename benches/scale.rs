@@ -137,7 +137,7 @@ fn status_line(i: usize, shape: Shape) -> String {
             ),
             _ => format!("step {} progressing normally [ctx: {ctx}%]", i / 3),
         },
-        Shape::Sparse if i % 100 == 0 => format!("step {i} checked [ctx: {ctx}%]"),
+        Shape::Sparse if i.is_multiple_of(100) => format!("step {i} checked [ctx: {ctx}%]"),
         Shape::Sparse => format!("progress {i}: an ordinary line of work, nothing in it to judge"),
     };
     while line.len() < LINE_BYTES - 1 {

@@ -230,3 +230,59 @@ fn the_status_line_tells_a_clock_gap_for_a_while() {
     ));
     assert!(!status(&snap).contains("ages restarted"));
 }
+
+/// The status line's words at `width`×`height`.
+fn status_words(
+    snap: &maestro::core::snapshot::Snapshot,
+    ui: &maestro::tui::app::UiState,
+    (width, height): (u16, u16),
+) -> (String, Vec<String>) {
+    let screen = text(&render(snap, ui, width, height));
+    let line = screen.lines().last().unwrap_or_default().to_owned();
+    let words = line.split_whitespace().map(str::to_owned).collect();
+    (line, words)
+}
+
+/// The status line at 80×24 and 120×40 against the same screen at 200×60: every word
+/// drawn is a word of the wide line, or ends in `…`; in a folder that is not a project
+/// (no database, no temp/), in a busy project with a task that needs the operator and
+/// an error, and in the read-only view.
+#[test]
+fn the_status_line_drops_whole_words_at_every_width() {
+    use maestro::core::snapshot::DatabaseHealth;
+    let not_a_project = maestro::core::snapshot::Snapshot {
+        database: DatabaseHealth::Absent,
+        logs_waiting: Some("no temp/ yet".into()),
+        ..Default::default()
+    };
+    let mut busy = with_musicians(12);
+    std::sync::Arc::make_mut(&mut busy.tasks[3]).needs_you = Some((
+        "permission for Bash `cargo publish --allow-dirty`".into(),
+        crate::dashboard::ago(40),
+    ));
+    busy.last_error = Some((
+        crate::dashboard::ago(5),
+        "cannot read temp/task-07-status: permission denied (os error 13)".into(),
+    ));
+    let read_only = maestro::tui::app::UiState {
+        read_only: Some("comms.db is read-only".into()),
+        ..Default::default()
+    };
+    let plain = maestro::tui::app::UiState::default();
+    for (name, snap, ui) in [
+        ("not a project", &not_a_project, &plain),
+        ("busy", &busy, &plain),
+        ("read-only", &busy, &read_only),
+    ] {
+        let (wide_line, wide) = status_words(snap, ui, (200, 60));
+        for size in [(60, 12), (80, 24), (100, 30), (120, 40)] {
+            let (line, words) = status_words(snap, ui, size);
+            for word in words {
+                assert!(
+                    wide.contains(&word) || word.ends_with('…'),
+                    "{name} at {size:?}: {word:?} is cut without a mark:\n{line}\nwide: {wide_line}"
+                );
+            }
+        }
+    }
+}

@@ -236,6 +236,9 @@ impl Hub {
                 ev = events.recv() => {
                     let Some(ev) = ev else { break };
                     self.record_and_apply(ev).await;
+                    // What it told goes out now: the presenter (on this thread) writes
+                    // it before the hub drains the queue, checks deadlines or publishes.
+                    tokio::task::yield_now().await;
                     // Drain what is already queued before publishing once; a flood
                     // that never empties the queue still lets a stop (and the rest of
                     // the runtime) through after each batch.

@@ -537,9 +537,13 @@ mod tests {
     /// ordinary progress hands on counts and one context piece.
     #[test]
     fn ordinary_progress_lines_are_counted_not_made() {
-        let text: String = (0..1000)
-            .map(|i| format!("step {i} agent 1 launched [ctx: {}%]\n", 10 + i / 100))
-            .collect();
+        let mut text = String::new();
+        for i in 0..1000 {
+            text.push_str(&format!(
+                "step {i} agent 1 launched [ctx: {}%]\n",
+                10 + i / 100
+            ));
+        }
         let pieces = skimmed(&text, LogKind::Status);
         assert_eq!(
             pieces,

@@ -144,7 +144,7 @@ impl JournalFile {
             lock(&file)?;
             self.file = file;
             self.end = 0;
-            self.size = self.file.metadata().map(|m| m.len()).unwrap_or(0);
+            self.size = self.file.metadata().map_or(0, |m| m.len());
         }
         Ok(Guard { journal: self })
     }

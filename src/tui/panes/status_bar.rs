@@ -9,105 +9,123 @@ use ratatui::widgets::Paragraph;
 use crate::core::snapshot::DatabaseHealth;
 use crate::tui::action::Action;
 use crate::tui::panes::ctx::{DrawCtx, counted, fit, printable};
+use crate::tui::panes::segments::{self, Segment};
 
 /// Draws the line; returns whether the operator's note (an action's answer) did not
 /// fit there whole, so the caller shows it in full above the line.
+///
+/// The line is a list of segments laid out by need ([`segments`]): what needs the
+/// operator, the database's health, an action's answer, the counts, an error, the keys
+/// for help and quit, the project's name, the cost, the pane's keys; each is drawn
+/// whole or not at all, and only quoted text (an answer, an error) is cut, ending in `…`.
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     if let Some(input) = &ctx.ui.search_input {
         frame.render_widget(Paragraph::new(search_prompt(input, ctx)), area);
         return false;
     }
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
-    let db = db_span(ctx);
-    let musicians = crate::tui::app::musicians(ctx.snap).count();
-    let counts = Span::raw(format!(
-        " · {} · {} · {}",
-        counted(musicians, "task", "tasks"),
-        counted(ctx.snap.anomaly_count as usize, "anomaly", "anomalies"),
-        counted(ctx.snap.message_count as usize, "message", "messages")
-    ));
-    let waiting = needs_you(ctx, &key(Action::GoToWindow));
-    // A gap in maestro's running is told for ten minutes, unless a newer error takes
-    // the place (by then every age it restarted has been judged afresh).
-    let gap = recent_gap(ctx);
-    // The pane's key hints take only what the facts leave (the name, a note, an error
-    // and the cost come first).
-    let replay_len = ctx.ui.replay.as_ref().map_or(0, |r| r.chars().count() + 3);
-    let note_len = ctx
-        .ui
-        .note
-        .as_ref()
-        .map(|n| n.chars().count() + 3)
-        .or_else(|| gap.as_ref().map(|g| g.chars().count() + 3))
-        .or_else(|| {
-            ctx.snap
-                .last_error
-                .as_ref()
-                .map(|(_, e)| e.chars().count().min(60) + 12)
-        })
-        .unwrap_or(0);
-    let cost_len = if ctx.snap.session_cost_usd.is_some() {
-        28
-    } else {
-        0
+    let width = usize::from(area.width);
+    let (mut parts, note) = left_segments(ctx);
+    let tail = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
+    let tail_at = parts.len();
+    parts.push(Segment::new(Span::raw(tail.clone()), 4));
+    let laid = segments::lay_out(parts, width);
+    // Cut or left out: the caller shows the whole answer above the line.
+    let note_cut = match (&ctx.ui.note, note) {
+        (Some(text), Some((at, full))) => {
+            text.contains('\n')
+                || laid
+                    .iter()
+                    .find(|(i, _)| *i == at)
+                    .is_none_or(|(_, s)| s.width() < full)
+        }
+        _ => false,
     };
-    let link = link_span(ctx);
-    let essential = waiting.width()
-        + db.width()
-        + link.width()
-        + counts.width()
-        + replay_len
-        + note_len
-        + cost_len
-        + 30;
-    let hints = hints(ctx, usize::from(area.width).saturating_sub(essential), &key);
-    let [left, right] = Layout::horizontal([
+    let used: usize = laid.iter().map(|(_, s)| s.width()).sum();
+    let with_tail = laid.iter().any(|(i, _)| *i == tail_at);
+    let left: Vec<Span> = laid
+        .into_iter()
+        .filter(|(i, _)| *i != tail_at)
+        .map(|(_, s)| s)
+        .collect();
+    // The focused pane's keys take what the facts leave, before help and quit.
+    let hints = if with_tail {
+        format!("{}{tail}", pane_hints(ctx, width.saturating_sub(used)))
+    } else {
+        String::new()
+    };
+    let [left_area, right_area] = Layout::horizontal([
         Constraint::Min(0),
         Constraint::Length(hints.chars().count() as u16),
     ])
     .areas(area);
-    // The project's name gives way first: what needs the operator, the database's
-    // health, the counts and an action's answer are read before it.
-    // An action's answer is read before the name too.
-    let answer_len = ctx.ui.note.as_ref().map_or(0, |n| n.chars().count() + 3);
-    let room = usize::from(left.width)
-        .saturating_sub(waiting.width() + db.width() + link.width() + counts.width() + answer_len);
-    let title = title(ctx, room);
-    let mut spans = vec![
-        waiting,
-        Span::styled(title, ctx.theme.title(false)),
-        match &ctx.ui.replay {
-            Some(replay) => Span::styled(format!("{replay} · "), ctx.theme.accent),
-            None => Span::raw(""),
-        },
-        db,
-        if ctx.snap.logs_waiting.is_some() {
-            Span::styled(" · temp/ missing (waiting)", ctx.theme.warn)
-        } else {
-            Span::raw("")
-        },
-        link,
-        counts,
-    ];
-    // The orchestration's cost, once a session is known; an error or a note comes first
-    // when both do not fit.
-    let cost = cost_span(ctx);
-    let used: usize = spans.iter().map(Span::width).sum();
-    let wanted = match (&ctx.ui.note, &gap, &ctx.snap.last_error) {
-        (Some(note), ..) => note.chars().count() + 3,
-        (None, Some(gap), _) => gap.chars().count() + 3,
-        (None, None, Some((_, err))) => err.chars().count() + 12,
-        (None, None, None) => 0,
-    };
-    if let Some(cost) = cost
-        && used + cost.width() + wanted <= usize::from(left.width)
-    {
-        spans.push(cost);
-    }
-    let note_cut = push_note_gap_or_error(&mut spans, usize::from(left.width), gap, ctx);
-    frame.render_widget(Paragraph::new(Line::from(spans)), left);
-    frame.render_widget(Paragraph::new(Span::styled(hints, ctx.theme.muted)), right);
+    frame.render_widget(Paragraph::new(Line::from(left)), left_area);
+    frame.render_widget(
+        Paragraph::new(Span::styled(hints, ctx.theme.muted)),
+        right_area,
+    );
     note_cut
+}
+
+/// The line's facts, in the order drawn, each with how much it is needed; and where
+/// the operator's note is among them, with its whole width.
+fn left_segments<'a>(ctx: &DrawCtx<'a>) -> (Vec<Segment<'a>>, Option<(usize, usize)>) {
+    let mut parts = vec![
+        Segment::shrinking(
+            needs_you(
+                ctx,
+                &ctx.keymap.key_for(Action::GoToWindow).unwrap_or_default(),
+            ),
+            10,
+        ),
+        Segment::new(Span::styled(" maestro ·", ctx.theme.title(false)), 1),
+        Segment::new(
+            Span::styled(
+                format!(" {} · ", fit(&printable(ctx.project), 32)),
+                ctx.theme.title(false),
+            ),
+            3,
+        ),
+    ];
+    if let Some(replay) = &ctx.ui.replay {
+        parts.push(Segment::new(
+            Span::styled(format!("{replay} · "), ctx.theme.accent),
+            8,
+        ));
+    }
+    parts.push(Segment::new(db_span(ctx), 9));
+    if ctx.snap.logs_waiting.is_some() {
+        parts.push(Segment::new(
+            Span::styled(" · temp/ missing (waiting)", ctx.theme.warn),
+            8,
+        ));
+    }
+    parts.push(Segment::shrinking(link_span(ctx), 8));
+    let musicians = crate::tui::app::musicians(ctx.snap).count();
+    for (text, keep) in [
+        (counted(musicians, "task", "tasks"), 7),
+        (
+            counted(ctx.snap.anomaly_count as usize, "anomaly", "anomalies"),
+            6,
+        ),
+        (
+            counted(ctx.snap.message_count as usize, "message", "messages"),
+            5,
+        ),
+    ] {
+        parts.push(Segment::new(Span::raw(format!(" · {text}")), keep));
+    }
+    if let Some(cost) = cost_span(ctx) {
+        parts.push(Segment::new(cost, 2));
+    }
+    let mut note = None;
+    if let Some(said) = note_gap_or_error(ctx) {
+        if ctx.ui.note.is_some() {
+            note = Some((parts.len(), said.span.width()));
+        }
+        parts.push(said);
+    }
+    (parts, note)
 }
 
 /// The database's health, as the line says it.
@@ -137,18 +155,6 @@ fn recent_gap(ctx: &DrawCtx<'_>) -> Option<String> {
                 crate::core::sentinel::human_duration(std::time::Duration::from_secs(secs))
             )
         })
-}
-
-/// "maestro · <project> · ", the name alone, or nothing, as `room` allows.
-fn title(ctx: &DrawCtx<'_>, room: usize) -> String {
-    let name = printable(ctx.project);
-    if room >= 14 + name.chars().count().min(8) {
-        format!(" maestro · {} · ", fit(&name, room - 14))
-    } else if room >= 11 {
-        format!(" {} · ", fit(&name, room - 4))
-    } else {
-        " ".to_owned()
-    }
 }
 
 /// The search (or task filter) prompt, with its keys.
@@ -188,50 +194,39 @@ fn cost_span<'a>(ctx: &DrawCtx<'a>) -> Option<Span<'a>> {
     })
 }
 
-/// An action's answer, else a recent gap in maestro's running, else the last error,
-/// in what the line leaves of `width`; true when the answer did not fit whole (it is
-/// then shown in full above the line).
-fn push_note_gap_or_error<'a>(
-    spans: &mut Vec<Span<'a>>,
-    width: usize,
-    gap: Option<String>,
-    ctx: &DrawCtx<'a>,
-) -> bool {
-    let mut note_cut = false;
+/// An action's answer, else a recent gap in maestro's running, else the last error:
+/// quoted text, cut (marked) to the room the line leaves.
+fn note_gap_or_error<'a>(ctx: &DrawCtx<'a>) -> Option<Segment<'a>> {
     if let Some(note) = &ctx.ui.note {
-        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
-        let note = printable(note);
-        note_cut =
-            note.contains('\n') || unicode_width::UnicodeWidthStr::width(note.as_str()) > room;
-        let shown = fit(&note.replace('\n', " "), room);
-        spans.push(Span::styled(format!(" · {shown}"), ctx.theme.accent));
-    } else if let Some(gap) = gap {
-        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 3);
-        spans.push(Span::styled(
-            format!(" · {}", fit(&gap, room)),
-            ctx.theme.warn,
-        ));
-    } else if let Some((at, err)) = &ctx.snap.last_error {
-        let room = width.saturating_sub(spans.iter().map(Span::width).sum::<usize>() + 16);
-        // A message of several lines (a configuration error with its excerpt) is not
-        // flattened into one: its first line, and where the rest is.
-        let mut lines = err.lines();
-        let first = lines.next().unwrap_or_default().trim_end();
-        let shown = if lines.next().is_some() {
-            format!("{first} (more: `maestro doctor`)")
-        } else {
-            first.to_owned()
-        };
-        spans.push(Span::styled(
-            format!(
-                " · {} {}",
-                ctx.clock.hms(*at),
-                fit(&printable(&shown), room)
-            ),
-            ctx.theme.error,
+        let note = printable(note).replace('\n', " ");
+        return Some(Segment::shrinking(
+            Span::styled(format!(" · {note}"), ctx.theme.accent),
+            8,
         ));
     }
-    note_cut
+    if let Some(gap) = recent_gap(ctx) {
+        return Some(Segment::shrinking(
+            Span::styled(format!(" · {gap}"), ctx.theme.warn),
+            5,
+        ));
+    }
+    let (at, err) = ctx.snap.last_error.as_ref()?;
+    // A message of several lines (a configuration error with its excerpt) is not
+    // flattened into one: its first line, and where the rest is.
+    let mut lines = err.lines();
+    let first = lines.next().unwrap_or_default().trim_end();
+    let shown = if lines.next().is_some() {
+        format!("{first} (more: `maestro doctor`)")
+    } else {
+        first.to_owned()
+    };
+    Some(Segment::shrinking(
+        Span::styled(
+            format!(" · {} {}", ctx.clock.hms(*at), printable(&shown)),
+            ctx.theme.error,
+        ),
+        5,
+    ))
 }
 
 /// An answer too long for the status line, whole, in a box above it until the next key.
@@ -290,13 +285,11 @@ fn needs_you<'a>(ctx: &DrawCtx<'a>, key: &str) -> Span<'a> {
     Span::styled(text, ctx.theme.error)
 }
 
-/// The focused pane's main keys, from the effective keymap, then help and quit; only as
-/// many as leave the left part of the line room (80 columns keep help and quit alone).
-fn hints(ctx: &DrawCtx, room: usize, key: &dyn Fn(Action) -> String) -> String {
-    let tail = format!("{} help · {} quit ", key(Action::Help), key(Action::Quit));
-    let room = room.saturating_sub(tail.chars().count() + 1);
+/// The focused pane's main keys, from the effective keymap, as many as `room` holds
+/// (each followed by ` · `, before help and quit).
+fn pane_hints(ctx: &DrawCtx, room: usize) -> String {
     let mode = ctx.ui.focus.mode();
-    let mut parts: Vec<String> = Vec::new();
+    let mut out = String::new();
     for (keys, action) in ctx
         .keymap
         .help()
@@ -305,15 +298,13 @@ fn hints(ctx: &DrawCtx, room: usize, key: &dyn Fn(Action) -> String) -> String {
         .flat_map(|(_, rows)| rows)
     {
         let Some(word) = action.hint() else { continue };
-        let part = format!("{} {word}", keys.split(' ').next().unwrap_or_default());
-        let used: usize = parts.iter().map(|p| p.chars().count() + 3).sum();
-        if used + part.chars().count() + 3 > room {
+        let part = format!(" {} {word} ·", keys.split(' ').next().unwrap_or_default());
+        if out.chars().count() + part.chars().count() > room {
             break;
         }
-        parts.push(part);
+        out.push_str(&part);
     }
-    parts.push(tail);
-    format!(" {}", parts.join(" · "))
+    out
 }
 
 /// A remote project whose link is down: since when, and that what shows is its last
