@@ -32,6 +32,12 @@ pub struct Woken {
     pub stop: bool,
 }
 
+impl std::os::fd::AsRawFd for KernelWatch {
+    fn as_raw_fd(&self) -> std::os::fd::RawFd {
+        self.inotify.as_fd().as_raw_fd()
+    }
+}
+
 pub struct KernelWatch {
     inotify: Inotify,
     dir_wd: Option<WatchDescriptor>,
@@ -91,21 +97,16 @@ impl KernelWatch {
 
     /// Reads the events queued now (as many as the buffer holds, some thousands) into
     /// `woken`. One read: what did not fit makes the next wait return at once, and an
-    /// isolated append costs no second read to learn the queue is empty.
-    fn drain(&mut self, woken: &mut Woken) {
+    /// isolated append costs no second read to learn the queue is empty. True when the
+    /// read found the queue empty.
+    pub fn drain(&mut self, woken: &mut Woken) -> bool {
         let events = match self.inotify.read_events(&mut self.buf) {
             Ok(events) => events,
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
-                ) =>
-            {
-                return;
-            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => return false,
             Err(_) => {
                 woken.rescan = true;
-                return;
+                return false;
             }
         };
         for event in events {
@@ -134,6 +135,7 @@ impl KernelWatch {
                 woken.rescan = true;
             }
         }
+        false
     }
 }
 

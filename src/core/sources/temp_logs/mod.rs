@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{CoreEvent, FolderStatus};
@@ -23,6 +24,7 @@ use crate::core::sources::history;
 use crate::core::sources::kernel_watch::{self, KernelWatch};
 use crate::core::sources::lines::LineAssembler;
 
+mod live;
 mod start;
 
 const SOURCE: &str = "temp logs";
@@ -50,6 +52,8 @@ pub struct TempLogsHandle {
     /// Written to (or closed) to stop the thread.
     stop: Option<OwnedFd>,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// Ends what follows the first look, on the runtime.
+    cancel: CancellationToken,
 }
 
 impl Drop for TempLogsHandle {
@@ -60,6 +64,7 @@ impl Drop for TempLogsHandle {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        self.cancel.cancel();
     }
 }
 
@@ -111,6 +116,8 @@ struct ReadNew {
     lines: Vec<String>,
     sent_lines: bool,
     error: Option<std::io::Error>,
+    /// Stopped before the end to send what was read (on the runtime): read on later.
+    more: bool,
 }
 
 /// Files read at start between two looks at what the kernel says changed.
@@ -123,6 +130,9 @@ enum FirstScan {
     Rescan,
     Stop,
 }
+
+/// Batches of lines a burst sends before its reading pauses, on the runtime.
+const OUTBOX_BATCHES: usize = 4;
 
 /// How often a missing `temp/` is looked for, besides the kernel's events.
 const MISSING_RECHECK: Duration = Duration::from_millis(500);
@@ -148,6 +158,11 @@ struct TempLogs {
     /// More than [`MAX_FILES`] logs were offered, and that was said.
     said_too_many: bool,
     events: mpsc::Sender<CoreEvent>,
+    /// On the runtime, what is to be sent waits here for the loop to send it (a send
+    /// there cannot block); on the first look's thread, none: it is sent at once.
+    outbox: Option<std::cell::RefCell<Vec<CoreEvent>>>,
+    /// Logs with more to read: a burst is read a few batches at a time on the runtime.
+    more: BTreeSet<String>,
     buf: Vec<u8>,
     /// The skim's buffer, kept from one file to the next.
     scratch: Vec<u8>,
@@ -169,33 +184,44 @@ pub fn spawn(settings: TempLogSettings, events: mpsc::Sender<CoreEvent>) -> Temp
         return TempLogsHandle {
             stop: None,
             thread: None,
+            cancel: CancellationToken::new(),
         };
     };
+    let cancel = CancellationToken::new();
+    let (handoff, taken) = tokio::sync::oneshot::channel();
+    tokio::spawn(live::run(taken, cancel.clone()));
     let thread = std::thread::Builder::new()
         .name("maestro-temp-logs".into())
         .spawn(move || {
-            let mut logs = TempLogs {
+            let logs = TempLogs {
                 settings,
                 tails: HashMap::new(),
                 skipped: HashSet::new(),
                 said_too_many: false,
                 events,
+                outbox: None,
+                more: BTreeSet::new(),
                 buf: vec![0; READ_CHUNK],
                 scratch: Vec::new(),
                 open: std::collections::VecDeque::new(),
                 open_budget: open_budget(),
             };
-            logs.run(&stop_read);
+            if let Some(live) = logs.start(&stop_read) {
+                let _ = handoff.send(live);
+            }
         })
         .ok();
     TempLogsHandle {
         stop: Some(stop_write),
         thread,
+        cancel,
     }
 }
 
 impl TempLogs {
-    fn run(&mut self, stop: &OwnedFd) {
+    /// Watches the folder and reads what the logs hold (the first look); then what
+    /// follows is handed to the runtime ([`live`]), or `None` when asked to stop.
+    fn start(mut self, stop: &OwnedFd) -> Option<live::Live> {
         let dir = self.settings.dir.clone();
         let mut kernel = match KernelWatch::start(&dir) {
             Ok(k) => Some(k),
@@ -208,71 +234,26 @@ impl TempLogs {
                 None
             }
         };
-        let mut polling = kernel.is_none();
+        let polling = kernel.is_none();
         if polling {
             self.open_budget = 0;
         }
         // The folder followed now, by (device, inode): a new one is watched afresh.
-        let mut followed = folder_identity(&dir);
+        let followed = folder_identity(&dir);
         if followed.is_none() {
             self.folder_missing(true);
         }
         match self.first_scan(kernel.as_mut(), stop) {
-            FirstScan::Stop => return,
+            FirstScan::Stop => return None,
             FirstScan::Rescan => self.scan(),
             FirstScan::Done => {}
         }
-        loop {
-            // While temp/ is missing, also look every half second: a folder behind a
-            // symlink (temp/ -> /tmp/…) can come back without an event here.
-            let period = if followed.is_none() {
-                Some(MISSING_RECHECK.min(self.settings.fallback_poll))
-            } else {
-                polling.then_some(self.settings.fallback_poll)
-            };
-            let woken = kernel_watch::wait(kernel.as_mut(), stop, period);
-            if woken.stop {
-                return;
-            }
-            if woken.rescan || woken.timed_out {
-                // temp/ itself changed: removed, created, or replaced by another folder.
-                let now = folder_identity(&dir);
-                if now != followed {
-                    if now.is_none() {
-                        self.folder_missing(false);
-                        self.forget_all();
-                    } else {
-                        if let Some(k) = kernel.as_mut()
-                            && !k.rewatch(&dir)
-                        {
-                            polling = true;
-                            self.open_budget = 0;
-                        }
-                        self.scan();
-                        self.send(CoreEvent::LogFolder(FolderStatus::Watching(format!(
-                            "{} is there{}: following {} task logs",
-                            dir.display(),
-                            if followed.is_some() {
-                                " again (a new folder)"
-                            } else {
-                                ""
-                            },
-                            self.tails.len()
-                        ))));
-                    }
-                    followed = now;
-                    continue;
-                }
-                self.scan();
-            } else {
-                for name in &woken.renamed {
-                    self.close(name);
-                }
-                for name in woken.names {
-                    self.sync(&name, false);
-                }
-            }
-        }
+        Some(live::Live {
+            logs: self,
+            kernel,
+            polling,
+            followed,
+        })
     }
 
     /// Says what the source waits for while `temp/` is missing or not a folder.
@@ -405,6 +386,9 @@ impl TempLogs {
         let cut_before = tail.assembler.cut_lines();
         let read = self.read_new(&mut tail, &log, &file, initial);
         let first_cut = cut_before == 0 && tail.assembler.cut_lines() > 0;
+        if read.more {
+            self.more.insert(key.clone());
+        }
         if self.open_budget > 0 {
             tail.file = Some(file);
             if reopened {
@@ -587,16 +571,17 @@ impl TempLogs {
             }
             tail.assembler.feed(chunk, &mut read.lines);
             if read.lines.len() >= LINES_PER_EVENT {
-                send_to(
-                    &self.events,
-                    CoreEvent::LogLines {
-                        task: log.task.clone(),
-                        kind: log.kind,
-                        lines: std::mem::take(&mut read.lines),
-                        initial_mtime: log.initial_mtime,
-                    },
-                );
+                self.send(CoreEvent::LogLines {
+                    task: log.task.clone(),
+                    kind: log.kind,
+                    lines: std::mem::take(&mut read.lines),
+                    initial_mtime: log.initial_mtime,
+                });
                 read.sent_lines = true;
+                if self.outbox_full() {
+                    read.more = true;
+                    break;
+                }
             }
         }
     }
@@ -632,7 +617,17 @@ impl TempLogs {
     }
 
     fn send(&self, event: CoreEvent) {
-        send_to(&self.events, event);
+        match &self.outbox {
+            Some(outbox) => outbox.borrow_mut().push(event),
+            None => send_to(&self.events, event),
+        }
+    }
+
+    /// Batches waiting on the runtime past which a burst's reading pauses to send them.
+    fn outbox_full(&self) -> bool {
+        self.outbox
+            .as_ref()
+            .is_some_and(|o| o.borrow().len() >= OUTBOX_BATCHES)
     }
 
     fn fail(&self, detail: String) {
