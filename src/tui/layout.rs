@@ -89,6 +89,8 @@ pub struct Content {
     /// Of the first anomalies, how many are wider than the screen (each folds onto a
     /// second line when the band has room).
     pub wide_anomalies: usize,
+    /// Lines the Log pane has to show (up to [`MEASURED_ROWS`]).
+    pub log_rows: usize,
 }
 
 /// Rows looked at for a width: the ones a screen can show, never the whole history.
@@ -120,6 +122,11 @@ pub fn for_snapshot(
             .take(6)
             .filter(|a| crate::tui::panes::anomalies::row_width(a) + 2 > usize::from(area.width))
             .count(),
+        log_rows: ui.current_rows().map_or(0, |r| {
+            usize::try_from(r.end() - r.start())
+                .unwrap_or(usize::MAX)
+                .min(MEASURED_ROWS)
+        }),
     };
     layout(area, &content)
 }
@@ -274,6 +281,38 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
         .clamp(bottom.width * 38 / 100, bottom.width / 2);
     let [log, right] =
         Layout::horizontal([Constraint::Min(0), Constraint::Length(column)]).areas(bottom);
+    // A Log with rows to spare gives them to the heartbeats, under it: no list hides
+    // rows beside empty ones.
+    let log_need = u16::try_from(c.log_rows)
+        .unwrap_or(u16::MAX)
+        .saturating_add(2)
+        .max(3);
+    let spare = log.height.saturating_sub(log_need).min(hb_want);
+    if spare >= SUMMARY_BELOW {
+        let [log, heartbeats] =
+            Layout::vertical([Constraint::Min(0), Constraint::Length(spare)]).areas(log);
+        let (mut r, more) = share(
+            right.height,
+            &[
+                Claim {
+                    min: 1,
+                    want: watchdog_height(c),
+                },
+                Claim { min: 1, want: 1 },
+            ],
+        )?;
+        r[1] += more;
+        let col = stack(right, &r);
+        return Some(PaneRects {
+            tasks: rows[0],
+            anomalies: rows[1],
+            log,
+            heartbeats,
+            watchdog: col[0],
+            messages: col[1],
+            status,
+        });
+    }
     let claims = [
         Claim {
             min: 1,
@@ -316,7 +355,34 @@ mod tests {
             role: false,
             message_width: 70,
             wide_anomalies: 0,
+            // A Log with more lines than any screen has rows.
+            log_rows: MEASURED_ROWS,
         }
+    }
+
+    /// A Log with rows to spare gives them to the heartbeats, under it.
+    #[test]
+    fn a_short_log_gives_its_rows_to_the_heartbeats() {
+        let area = Rect::new(0, 0, 120, 40);
+        let full = layout(area, &content(12, 3)).expect("fits");
+        let short = layout(
+            area,
+            &Content {
+                log_rows: 8,
+                ..content(12, 3)
+            },
+        )
+        .expect("fits");
+        assert!(
+            shown(short.heartbeats) > shown(full.heartbeats),
+            "{short:?}\n{full:?}"
+        );
+        assert!(shown(short.heartbeats) >= 3, "{short:?}");
+        assert!(
+            shown(short.log) >= 8,
+            "the Log's lines stay whole: {short:?}"
+        );
+        assert_eq!(short.heartbeats.x, short.log.x, "under the Log");
     }
 
     /// Rows inside a pane's borders (a summary line counts as one).

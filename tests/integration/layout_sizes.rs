@@ -286,3 +286,67 @@ fn the_status_line_drops_whole_words_at_every_width() {
         }
     }
 }
+
+/// At 200×60 every `musician-task-NN` reads whole in the Tasks pane: columns are sized
+/// by what their cells hold before any of them pads.
+#[test]
+fn worked_by_reads_whole_at_200x60() {
+    let mut snap = with_musicians(12);
+    let mut names = Vec::new();
+    for t in &mut snap.tasks {
+        if t.id().starts_with("task-") && !t.is_conductor() {
+            let name = format!("musician-{}", t.id());
+            Arc::make_mut(t).row.worked_by = Some(name.clone());
+            names.push(name);
+        }
+    }
+    let mut ui = busy_ui(&snap);
+    ui.focus = maestro::tui::app::Pane::Tasks;
+    let screen = text(&render(&snap, &ui, 200, 60));
+    let tasks_pane: Vec<&str> = screen.lines().take(18).collect();
+    for name in names {
+        assert!(
+            tasks_pane.iter().any(|l| l.contains(&format!("{name} "))),
+            "{name} is not whole:\n{}",
+            tasks_pane.join("\n")
+        );
+    }
+}
+
+/// The text of `rect`'s inner rows (inside its borders) in `buf`.
+fn inner_rows(buf: &ratatui::buffer::Buffer, rect: ratatui::layout::Rect) -> Vec<String> {
+    (rect.y + 1..rect.y + rect.height.saturating_sub(1))
+        .map(|y| {
+            (rect.x + 1..rect.x + rect.width.saturating_sub(1))
+                .map(|x| buf[(x, y)].symbol().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+/// Room by need: 12 Musicians, three anomalies and three messages at 120×40: the
+/// Heartbeats pane shows at least three task rows, or the Log beside it has no empty
+/// rows; and the rows it shows first are the ones nearest their deadline.
+#[test]
+fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
+    let snap = with_musicians(12);
+    let mut ui = busy_ui(&snap);
+    ui.anomalies.truncate(3);
+    ui.messages.truncate(3);
+    let area = ratatui::layout::Rect::new(0, 0, 120, 40);
+    let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).expect("fits");
+    let buf = render(&snap, &ui, 120, 40);
+    let beats = inner_rows(&buf, rects.heartbeats);
+    let task_rows = beats.iter().filter(|r| r.trim_start().starts_with("task-")).count();
+    let empty_log_rows = inner_rows(&buf, rects.log)
+        .iter()
+        .filter(|r| r.trim().is_empty())
+        .count();
+    let screen = text(&buf);
+    assert!(
+        task_rows >= 3 || empty_log_rows == 0,
+        "{task_rows} task rows beside {empty_log_rows} empty Log rows:\n{screen}"
+    );
+    // task-04 is past its limit: never the one hidden.
+    assert!(beats.iter().any(|r| r.starts_with("task-04")), "{screen}");
+}

@@ -91,8 +91,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
 }
 
 /// The rows that fit in `rows` lines and how many are left out. When not all fit, the
-/// Conductor and Souffleur stay, then the Musicians nearest their deadline (the one
-/// stalling is never the one hidden), and one line says how many are not shown.
+/// participants nearest their own deadline stay (a Musician past its limit before a
+/// fresh Conductor: the one stalling is never the one hidden), shown in the usual order,
+/// and one line says how many are not shown.
 fn fitting<'a>(
     ctx: &DrawCtx<'a>,
     rows: usize,
@@ -102,17 +103,21 @@ fn fitting<'a>(
         return (all, 0);
     }
     let room = rows.saturating_sub(1);
-    let limit = ctx.limits.task_stale.as_secs_f64().max(1.0);
     let ratio = |t: &crate::core::snapshot::TaskView| {
-        t.heartbeat
-            .map_or(0.0, |hb| ctx.age(hb).as_secs_f64() / limit)
+        let limit = if t.is_conductor() {
+            ctx.limits.conductor_stale
+        } else if t.is_souffleur() {
+            ctx.limits.souffleur_stale
+        } else {
+            ctx.limits.task_stale
+        };
+        t.heartbeat.map_or(0.0, |hb| {
+            ctx.age(hb).as_secs_f64() / limit.as_secs_f64().max(1.0)
+        })
     };
-    let (leaders, mut musicians): (Vec<_>, Vec<_>) = all
-        .iter()
-        .copied()
-        .partition(|t| t.is_conductor() || t.is_souffleur());
-    musicians.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
-    let mut shown: Vec<_> = leaders.into_iter().chain(musicians).take(room).collect();
+    let mut nearest = all.clone();
+    nearest.sort_by(|a, b| ratio(b).total_cmp(&ratio(a)));
+    let mut shown: Vec<_> = nearest.into_iter().take(room).collect();
     // Shown in the usual order: leaders first, then by id.
     shown.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
     let hidden = all.len() - shown.len();

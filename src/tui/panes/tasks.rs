@@ -43,7 +43,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     frame.render_widget(block, area);
     let [leaders, table_area] =
         Layout::vertical([Constraint::Length(1), Constraint::Min(0)]).areas(inner);
-    frame.render_widget(Paragraph::new(leaders_line(ctx)), leaders);
+    frame.render_widget(
+        Paragraph::new(leaders_line(ctx, usize::from(leaders.width))),
+        leaders,
+    );
 
     if count == 0 {
         let hint = if ctx.snap.tasks.is_empty() {
@@ -83,15 +86,15 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .take(visible)
         .map(|t| cells(t, ctx, &columns))
         .collect();
-    let activity = columns.iter().position(|c| *c == Column::Activity);
-    let activity_need = activity.map_or(0, |i| {
-        table_cells.iter().map(|r| r[i].width()).max().unwrap_or(0)
-    });
-    let widths = widths(
-        &columns,
-        table_area.width.saturating_sub(2),
-        u16::try_from(activity_need).unwrap_or(u16::MAX),
-    );
+    // What each column's cells on screen need: ids and names read whole before any
+    // column pads.
+    let needs: Vec<u16> = (0..columns.len())
+        .map(|i| {
+            let cells = table_cells.iter().map(|r| r[i].width()).max().unwrap_or(0);
+            u16::try_from(cells).unwrap_or(u16::MAX)
+        })
+        .collect();
+    let widths = widths(&columns, table_area.width.saturating_sub(2), &needs);
     // A cell longer than its column ends in `…`, never cut without a mark.
     let rows = table_cells.into_iter().map(|r| {
         Row::new(
@@ -115,8 +118,10 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     frame.render_stateful_widget(table, table_area, &mut state);
 }
 
-fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
-    let mut spans = Vec::new();
+/// The Conductor's and the Souffleur's state, in `width`: the Souffleur's part goes
+/// whole when both do not fit, and the Conductor's is cut with `…`, never mid-word bare.
+fn leaders_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Line<'a> {
+    let mut parts: Vec<Vec<Span<'a>>> = Vec::new();
     for (label, id, limit) in [
         (
             "Conductor",
@@ -129,6 +134,7 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
             ctx.limits.souffleur_stale,
         ),
     ] {
+        let mut spans = Vec::new();
         match ctx.snap.tasks.iter().find(|t| t.id() == id) {
             Some(t) => {
                 spans.push(Span::styled(format!("{label} "), ctx.theme.muted));
@@ -157,8 +163,17 @@ fn leaders_line<'a>(ctx: &DrawCtx<'a>) -> Line<'a> {
             None => spans.push(Span::styled(format!("no {label} yet"), ctx.theme.muted)),
         }
         spans.push(Span::raw("   "));
+        parts.push(spans);
     }
-    Line::from(spans)
+    let whole: usize = parts.iter().flatten().map(Span::width).sum::<usize>();
+    // The last part's spacer needs no room.
+    if whole.saturating_sub(3) > width {
+        parts.truncate(1);
+    }
+    if let Some(last) = parts.last_mut() {
+        last.pop();
+    }
+    fit_line(Line::from(parts.concat()), width)
 }
 
 /// When the task should reach 75 % context (the Musician's exit), counting down; a
@@ -375,9 +390,11 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
             ]),
             Column::Id => Line::from(fit(&printable(t.id()), 11)),
             Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
+            // Cut to a bound (a name is written by someone else), else sized by the
+            // column, which grows to it before any column pads.
             Column::WorkedBy => Line::from(fit(
                 &printable(t.row.worked_by.as_deref().unwrap_or("—")),
-                12,
+                40,
             )),
             Column::Beat => Line::from(beat.take().unwrap_or_default()),
             Column::Watch => watch_cell(t, ctx),
@@ -404,14 +421,21 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
 
 /// Each column's width: its own, and what is left to the text columns, ACTIVITY first
 /// up to what its longest cell needs, the last text column the rest.
-fn widths(columns: &[Column], width: u16, activity_need: u16) -> Vec<u16> {
+fn widths(columns: &[Column], width: u16, needs: &[u16]) -> Vec<u16> {
     let mut out: Vec<u16> = columns.iter().map(|c| c.width()).collect();
     let spacing = u16::try_from(columns.len().saturating_sub(1)).unwrap_or(u16::MAX);
     let mut left = width.saturating_sub(out.iter().sum::<u16>() + spacing);
-    if let Some(i) = columns.iter().position(|c| *c == Column::Activity) {
-        let more = activity_need.saturating_sub(out[i]).min(left);
-        out[i] += more;
-        left -= more;
+    // Each column grows to what its cells need, the most important first; what is left
+    // goes to the last free-text column.
+    for c in Column::PRIORITY {
+        if let Some(i) = columns.iter().position(|x| *x == c) {
+            let more = needs
+                .get(i)
+                .map_or(0, |n| n.saturating_sub(out[i]))
+                .min(left);
+            out[i] += more;
+            left -= more;
+        }
     }
     if let Some(i) = columns
         .iter()
