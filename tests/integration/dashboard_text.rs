@@ -248,3 +248,30 @@ fn the_help_stops_at_its_end() {
     ui.update(Action::Up, &snap);
     assert_eq!(ui.help_scroll, max - 1, "one key back up, not hundreds");
 }
+
+/// A 45-word status line at 120×40 reads to its last word: Enter on it in the Log
+/// shows it whole, folded to the box.
+#[test]
+fn a_long_log_line_reads_to_its_last_word_on_enter() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    let words: Vec<String> = (1..=45).map(|i| format!("qzword{i:02}")).collect();
+    let line = format!("step 4 {} [ctx: 55%]", words.join(" "));
+    ui.ingest(&happening(
+        1,
+        crate::dashboard::log("task-05", maestro::core::domain::LogKind::Status, &[&line]),
+    ));
+    ui.focus = Pane::Log;
+    let before = text(&render(&snap, &ui, 120, 40));
+    assert!(
+        !before.contains("qzword45"),
+        "the pane shows it on one row:\n{before}"
+    );
+    ui.update(Action::Open, &snap);
+    let screen = text(&render(&snap, &ui, 120, 40));
+    for w in &words {
+        assert!(screen.contains(w.as_str()), "{w} missing:\n{screen}");
+    }
+    ui.update(Action::Close, &snap);
+    assert!(ui.overlay.is_none());
+}

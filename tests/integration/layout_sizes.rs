@@ -337,7 +337,10 @@ fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
     let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).expect("fits");
     let buf = render(&snap, &ui, 120, 40);
     let beats = inner_rows(&buf, rects.heartbeats);
-    let task_rows = beats.iter().filter(|r| r.trim_start().starts_with("task-")).count();
+    let task_rows = beats
+        .iter()
+        .filter(|r| r.trim_start().starts_with("task-"))
+        .count();
     let empty_log_rows = inner_rows(&buf, rects.log)
         .iter()
         .filter(|r| r.trim().is_empty())

@@ -191,7 +191,22 @@ impl UiState {
                     self.overlay = Some(Overlay::Message(id));
                 }
             }
-            Pane::Log | Pane::Watchdog => {}
+            // The selected line whole, however long: the pane shows it on one row.
+            Pane::Log => {
+                // Following, the line read is the newest.
+                let line = self.current_rows().and_then(|r| {
+                    let at = if self.log_pos.follow {
+                        r.end().saturating_sub(1)
+                    } else {
+                        self.log_pos.cursor
+                    };
+                    r.get(at).map(|e| e.text.clone())
+                });
+                if let (Some(text), Some(task)) = (line, &self.log_task) {
+                    self.overlay = Some(Overlay::LogLine(task.to_string(), text));
+                }
+            }
+            Pane::Watchdog => {}
         }
     }
 

@@ -316,6 +316,8 @@ pub enum Overlay {
     Session(String),
     /// The project picker (several projects): the highlighted one.
     Projects(usize),
+    /// The Log's selected line, whole: its task, and its text.
+    LogLine(String, std::sync::Arc<str>),
 }
 
 /// A task action that needs a message, waiting for it in the editor.

@@ -12,6 +12,23 @@ use crate::tui::app::{LogEntry, Pane};
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
 
+/// The selected line whole, folded to the box, over the panes (Enter in the Log).
+pub fn draw_line(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) {
+    let width = area.width.saturating_sub(10).clamp(20, 100);
+    let lines: Vec<Line> = crate::tui::panes::text::wrap(&printable(text), usize::from(width - 2))
+        .into_iter()
+        .map(Line::from)
+        .collect();
+    let height = (u16::try_from(lines.len()).unwrap_or(u16::MAX) + 2).min(area.height);
+    let popup = crate::tui::panes::ctx::centered(area, width.min(area.width), height);
+    crate::tui::panes::ctx::clear(frame, popup);
+    let block = ctx.block(
+        Pane::Log,
+        &format!("{} · the selected line · Esc close", printable(task)),
+    );
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
+}
+
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let task = ui

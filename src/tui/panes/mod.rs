@@ -131,6 +131,9 @@ fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             session_cells::draw_overlay(frame, area, ctx, task);
         }
         Some(crate::tui::app::Overlay::Confirm(c)) => draw_confirm(frame, area, ctx, c),
+        Some(crate::tui::app::Overlay::LogLine(task, text)) => {
+            log::draw_line(frame, area, ctx, task, text);
+        }
         None => {}
     }
 }
