@@ -455,6 +455,16 @@ pub(crate) fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> 
     render_projects(snap, ui, width, height, &[], 0)
 }
 
+/// The dashboard of a project named `project`.
+pub(crate) fn render_named(
+    snap: &Snapshot,
+    ui: &UiState,
+    (width, height): (u16, u16),
+    project: &str,
+) -> Buffer {
+    draw_with(snap, ui, (width, height), &[], 0, project)
+}
+
 pub(crate) fn render_projects(
     snap: &Snapshot,
     ui: &UiState,
@@ -462,6 +472,24 @@ pub(crate) fn render_projects(
     height: u16,
     projects: &[ProjectTab],
     project_index: usize,
+) -> Buffer {
+    draw_with(
+        snap,
+        ui,
+        (width, height),
+        projects,
+        project_index,
+        "parser-rewrite",
+    )
+}
+
+fn draw_with(
+    snap: &Snapshot,
+    ui: &UiState,
+    (width, height): (u16, u16),
+    projects: &[ProjectTab],
+    project_index: usize,
+    project: &str,
 ) -> Buffer {
     let theme = Theme::load("dark", None, false).unwrap();
     let keymap = Keymap::defaults();
@@ -471,7 +499,7 @@ pub(crate) fn render_projects(
         ui,
         theme: &theme,
         keymap: &keymap,
-        project: "parser-rewrite",
+        project,
         limits: Limits {
             task_stale: Duration::from_secs(540),
             conductor_stale: Duration::from_secs(240),

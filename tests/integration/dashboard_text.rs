@@ -275,3 +275,101 @@ fn a_long_log_line_reads_to_its_last_word_on_enter() {
     ui.update(Action::Close, &snap);
     assert!(ui.overlay.is_none());
 }
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    /// The render oracle over the whole frame, not only the panes' bodies: a generated
+    /// project name (the status line), Musicians' names (the Tasks table), what a task
+    /// needs you for, the last error and an action's answer (the status line and the box
+    /// above it), a message and a log line opened whole (the popups), at sizes from
+    /// 60×12 to 250×80: every generated word drawn is whole or visibly cut.
+    #[test]
+    fn the_whole_frame_draws_every_word_whole_or_marked(
+        name in token(),
+        workers in proptest::collection::vec(token(), 6),
+        said in proptest::collection::vec(proptest::collection::vec(token(), 1..10), 3),
+        width in 60u16..=250,
+        height in 12u16..=80,
+        popup in 0usize..4,
+    ) {
+        let mut snap = busy_snapshot();
+        let mut words: std::collections::HashSet<String> = [name.clone()].into();
+        words.extend(workers.iter().cloned());
+        for (t, w) in snap.tasks.iter_mut().filter(|t| t.id().starts_with("task-0") && !t.is_conductor()).zip(&workers) {
+            std::sync::Arc::make_mut(t).row.worked_by = Some(w.clone());
+        }
+        for s in &said {
+            words.extend(s.iter().cloned());
+        }
+        std::sync::Arc::make_mut(&mut snap.tasks[2]).needs_you =
+            Some((said[0].join(" "), crate::dashboard::ago(30)));
+        snap.last_error = Some((crate::dashboard::ago(5), said[1].join(" ")));
+        let mut ui = busy_ui(&snap);
+        ui.ingest(&happening(2, message(30, "task-02", "musician-2", "completion", &said[2].join(" "))));
+        ui.ingest(&happening(1, crate::dashboard::log("task-05", maestro::core::domain::LogKind::Status, &[&said[2].join(" ")])));
+        match popup {
+            1 => ui.note = Some(said[2].join(" ")),
+            2 => {
+                ui.focus = Pane::Messages;
+                ui.update(Action::Open, &snap);
+            }
+            3 => {
+                ui.focus = Pane::Log;
+                ui.update(Action::Open, &snap);
+            }
+            _ => {}
+        }
+        let screen = text(&crate::dashboard::render_named(&snap, &ui, (width, height), &name));
+        // What a popup covers is covered, not cut: the panes are judged without it,
+        // the popup's own text in the frame with it.
+        let mut base_ui = ui.clone();
+        base_ui.overlay = None;
+        // An answer too long for the status line is a box over the panes too.
+        base_ui.note = None;
+        let base = text(&crate::dashboard::render_named(&snap, &base_ui, (width, height), &name));
+        proptest::prop_assert_eq!(check_screen(&base, &words), Ok(()), "{}", base);
+        proptest::prop_assert_eq!(check_covered(&screen, &base, &words), Ok(()), "{}", screen);
+    }
+}
+
+/// [`check_screen`] of a frame with a popup over `base`: a word the popup's border cuts
+/// is one `base` shows whole at the same place.
+fn check_covered(
+    screen: &str,
+    base: &str,
+    words: &std::collections::HashSet<String>,
+) -> Result<(), String> {
+    let fragment = regex::Regex::new("qz[a-y0-9]*").unwrap();
+    let base_rows: Vec<Vec<char>> = base.lines().map(|l| l.chars().collect()).collect();
+    let mut kept = String::new();
+    for (y, row) in screen.lines().enumerate() {
+        let mut out = row.to_owned();
+        for m in fragment
+            .find_iter(row)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
+            let col = row[..m.start()].chars().count();
+            let len = m.as_str().chars().count();
+            let under: String = base_rows
+                .get(y)
+                .map(|r| r.iter().skip(col).take(len + 1).collect())
+                .unwrap_or_default();
+            // The same letters in the frame below: drawn there too (judged with it), or
+            // going on (or marked cut) past the popup's edge.
+            let next = row[m.end()..].chars().next();
+            let covered = under.starts_with(m.as_str())
+                && under.chars().nth(len).is_some_and(|c| {
+                    Some(c) == next || c.is_ascii_alphanumeric() || matches!(c, '…' | '↓')
+                });
+            if covered {
+                out.replace_range(m.range(), &" ".repeat(m.len()));
+            }
+        }
+        kept.push_str(&out);
+        kept.push('\n');
+    }
+    check_screen(&kept, words)
+}

@@ -78,21 +78,30 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let mut spare = usize::from(rows)
         .saturating_sub(shown.len())
         .saturating_sub(selected_lines - 1);
+    // Rows an item may take: what the pane has left once each row after it has one
+    // (a row folded past the pane's end would be cut by it, unmarked).
+    let count = shown.len();
+    let mut used = 0;
     let items: Vec<ListItem> = shown
         .into_iter()
-        .map(|(i, m)| {
+        .enumerate()
+        .map(|(k, (i, m))| {
             let prefix = row_prefix(m, ctx);
             let text = printable(m.message.as_deref().unwrap_or_default());
             let cut = row_width(m) > width;
+            let room = rows_n.saturating_sub(used + (count - k - 1)).max(1);
             // The selected one, when cut, is read in full below its line (Enter opens it).
-            if focused && i == ui.selected_message && cut {
-                ListItem::new(read_in_full(prefix, &text, width, budget))
+            let lines = if focused && i == ui.selected_message && cut {
+                read_in_full(prefix, &text, width, budget.min(room))
             } else {
                 // Each cut row folds onto up to three spare lines, first come first served.
-                let lines = fold_or_cut(prefix, &text, width, if cut { spare.min(3) } else { 0 });
-                spare -= lines.len() - 1;
-                ListItem::new(lines)
-            }
+                let fold = if cut { spare.min(3).min(room - 1) } else { 0 };
+                let lines = fold_or_cut(prefix, &text, width, fold);
+                spare = spare.saturating_sub(lines.len() - 1);
+                lines
+            };
+            used += lines.len();
+            ListItem::new(lines)
         })
         .collect();
     if items.is_empty() {
@@ -169,12 +178,8 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let Some(m) = ctx.ui.overlay_message() else {
         return;
     };
-    let popup = centered(
-        area,
-        area.width.saturating_sub(10).min(100),
-        area.height.saturating_sub(6).min(24),
-    );
-    clear(frame, popup);
+    let width = area.width.saturating_sub(10).min(100);
+    let inner = usize::from(width.saturating_sub(2)).max(1);
     let field = |k: &str, v: Option<&str>| {
         Line::from(vec![
             Span::styled(format!("{k:<6} "), ctx.theme.muted),
@@ -189,13 +194,27 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Line::raw(""),
     ];
     // Newlines are the message's own; other control characters are not shown raw.
-    lines.extend(
-        m.message
-            .as_deref()
-            .unwrap_or_default()
-            .lines()
-            .map(|l| Line::raw(printable(l))),
-    );
+    // Folded here, so the box is as tall as the text needs.
+    let text: Vec<String> = m
+        .message
+        .as_deref()
+        .unwrap_or_default()
+        .lines()
+        .flat_map(|l| crate::tui::panes::text::wrap(&printable(l), inner))
+        .collect();
+    let room = usize::from(area.height.saturating_sub(4)).saturating_sub(lines.len() + 2);
+    let (shown, hidden) = crate::tui::panes::text::rows_in(text, inner, room);
+    lines.extend(shown.into_iter().map(Line::raw));
+    if hidden > 0 {
+        // What does not fit is said, never dropped silently.
+        lines.push(Line::from(Span::styled(
+            format!("↓ {hidden} more lines (`maestro` prints it whole in --json)"),
+            ctx.theme.muted,
+        )));
+    }
+    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
+    let popup = centered(area, width, height.min(area.height));
+    clear(frame, popup);
     let block = ctx.block(Pane::Messages, &format!("Message #{} · Esc to close", m.id));
     frame.render_widget(
         Paragraph::new(lines)

@@ -233,11 +233,20 @@ fn note_gap_or_error<'a>(ctx: &DrawCtx<'a>) -> Option<Segment<'a>> {
 pub fn draw_note_box(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let Some(note) = &ctx.ui.note else { return };
     let width = usize::from(area.width.saturating_sub(2)).max(1);
-    let lines: Vec<Line> = printable(note)
+    let rows: Vec<String> = printable(note)
         .lines()
         .flat_map(|l| crate::tui::panes::text::wrap(l, width))
-        .map(Line::from)
         .collect();
+    // Taller than the screen: what does not fit is said, never cut silently.
+    let room = usize::from(area.height.saturating_sub(3));
+    let (shown, hidden) = crate::tui::panes::text::rows_in(rows, width, room);
+    let mut lines: Vec<Line> = shown.into_iter().map(Line::from).collect();
+    if hidden > 0 {
+        lines.push(Line::from(Span::styled(
+            format!("↓ {hidden} more lines"),
+            ctx.theme.muted,
+        )));
+    }
     let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(1));
     let rect = Rect {
         x: area.x,

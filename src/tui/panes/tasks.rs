@@ -62,7 +62,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         let [table, detail] =
             Layout::vertical([Constraint::Min(0), Constraint::Length(1)]).areas(table_area);
         if let Some(t) = shown.get(ctx.ui.selected_task) {
-            frame.render_widget(Paragraph::new(detail_line(t, ctx)), detail);
+            let line = fit_line(detail_line(t, ctx), usize::from(detail.width));
+            frame.render_widget(Paragraph::new(line), detail);
         }
         table
     } else {

@@ -108,15 +108,36 @@ pub fn fold_or_cut<'a>(
     for (n, part) in tail.iter().enumerate().take(fold) {
         let last = n + 1 == fold && tail.len() > fold;
         let part = if last {
-            // The rest of the text on this row, cut with its mark.
+            // The rest of the text on this row, cut with its mark (`tail` may hold a
+            // word broken across rows: its pieces are not joined with a space).
             let from_here: String = tail[n..].join(" ");
-            fit(&from_here, width - under)
+            let cut = fit(&from_here, width - under);
+            if cut.ends_with('…') {
+                cut
+            } else {
+                fit(&format!("{part}…"), width - under)
+            }
         } else {
             part.clone()
         };
         lines.push(Line::from(format!("{:under$}{part}", "")));
     }
     lines
+}
+
+/// Folded rows that fit in `room`: when some do not, the last one shown ends in `…`
+/// (cut to `width`) and how many rows were left out is returned, for a "↓ N more" line.
+pub fn rows_in(rows: Vec<String>, width: usize, room: usize) -> (Vec<String>, usize) {
+    if rows.len() <= room {
+        return (rows, 0);
+    }
+    let kept = room.saturating_sub(1);
+    let hidden = rows.len() - kept;
+    let mut out: Vec<String> = rows.into_iter().take(kept).collect();
+    if let Some(last) = out.last_mut() {
+        *last = fit(&format!("{last}…"), width);
+    }
+    (out, hidden)
 }
 
 /// The one wrapping rule of every pane: words folded into lines of at most `width`
