@@ -69,6 +69,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         table_area
     };
+    draw_table(frame, table_area, ctx, &shown);
+}
+
+/// The table of Musicians: the columns that fit, each as wide as its cells need, only
+/// the rows on screen built.
+fn draw_table(frame: &mut Frame, table_area: Rect, ctx: &DrawCtx, shown: &[&TaskView]) {
     // The columns that fit, by priority; the session's only once one is known.
     let sessions = ctx.snap.tasks.iter().any(|t| !t.sessions.is_empty());
     let columns = Column::fitting(table_area.width.saturating_sub(2), sessions);
