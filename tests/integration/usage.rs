@@ -450,11 +450,46 @@ fn usage_fits_80_columns_and_wide_prints_everything() {
         narrow.contains("9876543"),
         "the breakdown is there: {narrow}"
     );
-    assert!(narrow.contains("task-02: no session found"), "{narrow}");
+    assert!(
+        narrow
+            .lines()
+            .any(|l| l.contains("without a session found") && l.contains("task-02"))
+            || narrow.contains("task-02: no session found"),
+        "{narrow}"
+    );
     let wide = run("80", &["--wide"]);
     assert!(
         wide.lines()
             .any(|l| l.contains("CACHE WRITE") && l.contains("LAST ACTIVITY")),
         "{wide}"
     );
+}
+
+/// Tasks without a session are said in one line per reason, not a paragraph each; a
+/// session id reads whole or ends in `…`.
+#[test]
+fn tasks_without_a_session_are_folded_into_one_line() {
+    let s = Scratch::new();
+    let home = tempfile::tempdir().unwrap();
+    for i in 1..=11 {
+        s.set_task(&format!("task-{i:02}"), "working");
+    }
+    let out = maestro()
+        .env("COLUMNS", "80")
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .arg("usage")
+        .arg("--project")
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches("without a session found").count(), 1, "{text}");
+    // The Conductor's task-00 has none either.
+    assert!(
+        text.contains("12 tasks without a session found (task-00, task-01"),
+        "{text}"
+    );
+    assert!(!text.contains("task-03: no session found"), "{text}");
 }

@@ -103,21 +103,39 @@ pub fn print(rows: &[Value], total: &Value, missing: &[Value], prices: &str, wid
     } else {
         two_lines_per_session(rows, total, &total_cost, width);
     }
-    for m in missing {
-        say(
-            &format!(
-                "{}: no session found ({})",
-                printable(m["task_id"].as_str().unwrap_or_default()),
-                printable(m["why"].as_str().unwrap_or_default())
-            ),
-            width,
-        );
-    }
+    missing_note(missing, width);
     unpriced_note(total, width);
     say(
         &format!("Costs are estimates at {prices}; subscription users do not pay them."),
         width,
     );
+}
+
+/// The tasks without a session, one line per reason: "task-02: no session found (…)",
+/// or for several "11 tasks without a session found (task-01, task-02, …): …".
+fn missing_note(missing: &[Value], width: usize) {
+    let mut by_why: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for m in missing {
+        let task = printable(m["task_id"].as_str().unwrap_or_default()).into_owned();
+        // The reason names its task: said once for all the tasks it fits.
+        let why = printable(m["why"].as_str().unwrap_or_default()).replace(&task, "the task");
+        by_why.entry(why).or_default().push(task);
+    }
+    for (why, tasks) in by_why {
+        let text = match tasks.as_slice() {
+            [one] => format!("{one}: no session found ({})", why.replace("the task", one)),
+            many => {
+                let named: Vec<&str> = many.iter().take(6).map(String::as_str).collect();
+                let more = if many.len() > 6 { ", …" } else { "" };
+                format!(
+                    "{} tasks without a session found ({}{more}): {why}",
+                    many.len(),
+                    named.join(", ")
+                )
+            }
+        };
+        say(&text, width);
+    }
 }
 
 fn one_line_per_session(rows: &[Value], total: &Value, total_cost: &str, mw: usize) {
@@ -138,11 +156,12 @@ fn one_line_per_session(rows: &[Value], total: &Value, total_cost: &str, mw: usi
         "COMP"
     );
     for r in rows {
-        let short = |k: &str, w: usize| -> String { text(r, k).chars().take(w).collect() };
+        // Ids whole, or cut with `…`: a session id reads as its first characters.
+        let short = |k: &str, w: usize| -> String { fit(&text(r, k), w) };
         println!(
             "{:<12} {:<10} {:<mw$} {:>10} {:>9} {:>11} {:>12} {:>12} {:>9} {:>6.1} {:<20} {:<20} {:>4}",
             short("task_id", 12),
-            short("session_id", 8),
+            short("session_id", 10),
             models(r),
             n(&r["input_tokens"]),
             n(&r["output_tokens"]),
@@ -175,7 +194,7 @@ fn one_line_per_session(rows: &[Value], total: &Value, total_cost: &str, mw: usi
 /// breakdown and times, each cut with `…` to the width.
 fn two_lines_per_session(rows: &[Value], total: &Value, total_cost: &str, width: usize) {
     let head = |task: &str, session: &str, total: &str, cost: &str, ctx: &str, model: &str| {
-        let fixed = format!("{task:<12} {session:<8} {total:>12} {cost:>9} {ctx:>6}");
+        let fixed = format!("{task:<12} {session:<9} {total:>12} {cost:>9} {ctx:>6}");
         let room = width.saturating_sub(fixed.chars().count() + 1);
         if room >= 5 && !model.is_empty() {
             format!("{fixed} {}", fit(model, room))
@@ -188,8 +207,8 @@ fn two_lines_per_session(rows: &[Value], total: &Value, total_cost: &str, width:
         head("TASK", "SESSION", "TOTAL", "COST", "CTX%", "MODEL")
     );
     for r in rows {
-        let task: String = text(r, "task_id").chars().take(12).collect();
-        let session: String = text(r, "session_id").chars().take(8).collect();
+        let task = fit(&text(r, "task_id"), 12);
+        let session = fit(&text(r, "session_id"), 9);
         println!(
             "{}",
             head(
@@ -203,23 +222,32 @@ fn two_lines_per_session(rows: &[Value], total: &Value, total_cost: &str, width:
         );
         let comp = n(&r["compactions"]);
         let detail = format!(
-            "  in {} · out {} · cache write {} · read {} · {} → {}{}",
+            "  in {} · out {} · cache write {} · read {}{}",
             n(&r["input_tokens"]),
             n(&r["output_tokens"]),
             n(&r["cache_write_tokens"]),
             n(&r["cache_read_tokens"]),
-            text(r, "started").chars().take(16).collect::<String>(),
-            text(r, "last_activity")
-                .chars()
-                .take(16)
-                .collect::<String>(),
             match comp {
                 0 => String::new(),
                 1 => " · 1 compaction".to_owned(),
                 c => format!(" · {c} compactions"),
             }
         );
-        println!("{}", fit(&detail, width));
+        let times = format!(
+            "{} → {}",
+            text(r, "started").chars().take(16).collect::<String>(),
+            text(r, "last_activity")
+                .chars()
+                .take(16)
+                .collect::<String>()
+        );
+        // The times go whole on a line of their own when both do not fit.
+        if detail.chars().count() + 3 + times.chars().count() <= width {
+            println!("{detail} · {times}");
+        } else {
+            println!("{}", fit(&detail, width));
+            println!("{}", fit(&format!("  {times}"), width));
+        }
     }
     println!(
         "{}",
