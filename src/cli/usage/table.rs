@@ -114,7 +114,7 @@ pub fn print(rows: &[Value], total: &Value, missing: &[Value], prices: &str, wid
 /// The tasks without a session, one line per reason: "task-02: no session found (…)",
 /// or for several "11 tasks without a session found (task-01, task-02, …): …".
 fn missing_note(missing: &[Value], width: usize) {
-    let mut by_why: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut by_why = std::collections::BTreeMap::<String, Vec<String>>::new();
     for m in missing {
         let task = printable(m["task_id"].as_str().unwrap_or_default()).into_owned();
         // The reason names its task: said once for all the tasks it fits.
