@@ -23,6 +23,8 @@ pub struct ActionAccess {
 pub(super) enum ActionAnswer {
     Described(TaskRequest, Result<String, String>),
     Done(Result<String, String>),
+    /// A task request carried out (or refused): its answer, and what was asked.
+    Performed(TaskRequest, Result<String, String>),
     Headroom(TaskId, String),
 }
 
@@ -53,15 +55,16 @@ pub(super) fn task_effect(
                 let what = crate::core::actions::describe(&access.target, &request);
                 ActionAnswer::Described(request, what)
             }
-            Effect::Task(request) => ActionAnswer::Done(
-                crate::core::actions::perform(
+            Effect::Task(request) => {
+                let outcome = crate::core::actions::perform(
                     &access.target,
                     &access.launch,
                     access.kill_grace,
                     &request,
                 )
-                .map(|d| d.text),
-            ),
+                .map(|d| d.text);
+                ActionAnswer::Performed(request, outcome)
+            }
             Effect::Focus(task) => ActionAnswer::Done(crate::core::focus::focus_task(
                 &access.target.root,
                 &access.target.temp,
@@ -89,7 +92,12 @@ fn remote_answer(link: &crate::remote::link::Requests, effect: Effect) -> Option
             });
             ActionAnswer::Described(request, what)
         }
-        Effect::Task(request) => ActionAnswer::Done(link.blocking_ask(Ask::Perform { request })),
+        Effect::Task(request) => {
+            let outcome = link.blocking_ask(Ask::Perform {
+                request: request.clone(),
+            });
+            ActionAnswer::Performed(request, outcome)
+        }
         Effect::Headroom(task) => {
             let text = link
                 .blocking_ask(Ask::Headroom { task: task.clone() })

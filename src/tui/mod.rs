@@ -323,6 +323,14 @@ fn take_answer(ui: &mut UiState, answer: ActionAnswer) {
         ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
         ActionAnswer::Described(_, Err(e)) => ui.refused(&e),
         ActionAnswer::Done(outcome) => ui.action_done(outcome),
+        ActionAnswer::Performed(request, outcome) => {
+            // A window frozen (or thawed) by this dashboard is marked on its row once
+            // the signal was delivered, not when it was asked for.
+            if outcome.is_ok() {
+                ui.window_signalled(&request);
+            }
+            ui.action_done(outcome);
+        }
         ActionAnswer::Headroom(task, text) => ui.show_panel(&task, text),
     }
 }

@@ -373,3 +373,29 @@ fn check_covered(
     }
     check_screen(&kept, words)
 }
+
+/// A window this dashboard froze is marked on its row (its state stays what the
+/// database says) once the freeze is delivered, and the mark goes when it is thawed.
+#[test]
+fn a_frozen_task_is_marked_until_thawed() {
+    use maestro::core::actions::TaskRequest;
+    use maestro::core::domain::TaskId;
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.focus = Pane::Tasks;
+    let task = TaskId::parse("task-05").unwrap();
+    let row = |ui: &maestro::tui::app::UiState| {
+        text(&render(&snap, ui, 120, 40))
+            .lines()
+            .find(|l| l.contains("task-05") && l.contains("working"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(!row(&ui).contains('❄'), "{}", row(&ui));
+    ui.window_signalled(&TaskRequest::Freeze { task: task.clone() });
+    assert!(row(&ui).contains("❄task-05"), "{}", row(&ui));
+    let screen = text(&render(&snap, &ui, 120, 40));
+    assert!(screen.contains("frozen (u thaws)"), "{screen}");
+    ui.window_signalled(&TaskRequest::Thaw { task });
+    assert!(!row(&ui).contains('❄'), "{}", row(&ui));
+}

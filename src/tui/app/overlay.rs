@@ -280,6 +280,23 @@ impl UiState {
     }
 
     /// A task action ended: its outcome on the status line.
+    /// A freeze or thaw delivered: the task's row says so (or no longer).
+    pub fn window_signalled(&mut self, request: &crate::core::actions::TaskRequest) {
+        use crate::core::actions::TaskRequest;
+        match request {
+            TaskRequest::Freeze { task } => {
+                self.frozen.insert(task.to_string());
+            }
+            // Relaunched or killed: whatever runs now is not the frozen window.
+            TaskRequest::Thaw { task }
+            | TaskRequest::Relaunch { task }
+            | TaskRequest::Kill { task } => {
+                self.frozen.remove(task.as_str());
+            }
+            _ => {}
+        }
+    }
+
     pub fn action_done(&mut self, outcome: Result<String, String>) {
         self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
         match outcome {

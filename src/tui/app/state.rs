@@ -109,6 +109,8 @@ pub struct UiState {
     /// Set when this user cannot write the project's database: actions are disabled and
     /// the status line says so.
     pub read_only: Option<String>,
+    /// Tasks whose window this dashboard froze (SIGSTOP) and has not thawed.
+    pub frozen: std::collections::BTreeSet<String>,
     pub focus: Pane,
     pub overlay: Option<Overlay>,
     pub help_scroll: u16,
@@ -202,6 +204,7 @@ impl Default for UiState {
         Self {
             tab_order: Vec::new(),
             read_only: None,
+            frozen: std::collections::BTreeSet::new(),
             focus: Pane::Tasks,
             overlay: None,
             help_scroll: 0,

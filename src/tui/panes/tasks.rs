@@ -395,6 +395,11 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
                 Span::styled("⚑", ctx.theme.error),
                 Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
             ]),
+            // Frozen by this dashboard: its state is what it was, its window stopped.
+            Column::Id if ctx.ui.frozen.contains(t.id()) => Line::from(vec![
+                Span::styled("❄", ctx.theme.warn),
+                Span::styled(fit(&printable(t.id()), 10), ctx.theme.warn),
+            ]),
             Column::Id => Line::from(fit(&printable(t.id()), 11)),
             Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
             // Cut to a bound (a name is written by someone else), else sized by the
@@ -502,6 +507,13 @@ pub fn waiting_for_conductor(t: &TaskView, ctx: &DrawCtx<'_>) -> Option<String> 
 /// everything the row may have cut.
 fn detail_line<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     let mut parts = vec![format!("{} {}", printable(t.id()), printable(&t.row.state))];
+    if ctx.ui.frozen.contains(t.id()) {
+        let thaw = ctx
+            .keymap
+            .key_for(crate::tui::action::Action::Thaw)
+            .unwrap_or_default();
+        parts.push(format!("frozen ({thaw} thaws)"));
+    }
     if let Some(w) = &t.row.worked_by {
         parts.push(printable(w));
     }
