@@ -108,8 +108,10 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
     };
     let quote = |m: &str| {
         let m = crate::core::text::printable(m).into_owned();
-        if m.chars().count() > 120 {
-            format!("\"{}…\"", m.chars().take(120).collect::<String>())
+        // The operator's own text, read whole before it is sent (bounded: a paste of
+        // a whole file is not a question).
+        if m.chars().count() > 2000 {
+            format!("\"{}…\"", m.chars().take(2000).collect::<String>())
         } else {
             format!("\"{m}\"")
         }

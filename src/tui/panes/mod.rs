@@ -140,33 +140,40 @@ fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
 
 /// A confirmation: the question whole, and the keys that answer it.
 fn draw_confirm(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &crate::tui::app::Confirm) {
-    // Short questions keep the small dialog; a task action's says more.
-    let chars = c.question().chars().count() as u16;
-    let (width, height) = if chars <= 2 * 62 {
-        (64, 5)
+    // Short questions keep the small dialog; a task action's (with the text typed for
+    // it) takes the rows it needs, folded: the typed text reads whole.
+    let question = crate::core::text::printable(c.question()).into_owned();
+    let width = if question.chars().count() <= 2 * 62 {
+        64
     } else {
-        let width = 96.min(area.width.saturating_sub(4)).max(40);
-        (
-            width,
-            (chars / width.saturating_sub(6).max(1) + 6).min(area.height),
-        )
-    };
+        96
+    }
+    .min(area.width.saturating_sub(4))
+    .max(20);
+    let inner = usize::from(width - 2);
+    let rows = text::wrap(&question, inner);
+    let room = usize::from(area.height.saturating_sub(4)).max(1);
+    let (shown, hidden) = text::rows_in(rows, inner, room);
+    let mut lines: Vec<Line> = shown.into_iter().map(Line::from).collect();
+    if hidden > 0 {
+        lines.push(Line::from(Span::styled(
+            format!("↓ {hidden} more lines"),
+            ctx.theme.muted,
+        )));
+    }
+    lines.push(Line::from(Span::styled(
+        format!(
+            "{}: yes    {}: no",
+            ctx.keymap.keys_in(Mode::Confirm, Action::Yes),
+            ctx.keymap.keys_in(Mode::Confirm, Action::No)
+        ),
+        ctx.theme.accent,
+    )));
+    let height = u16::try_from(lines.len() + 2)
+        .unwrap_or(u16::MAX)
+        .min(area.height);
     let popup = centered(area, width, height);
     clear(frame, popup);
     let block = ctx.block(Pane::Watchdog, "Confirm");
-    let text = vec![
-        Line::raw(crate::core::text::printable(c.question()).into_owned()),
-        Line::from(Span::styled(
-            format!(
-                "{}: yes    {}: no",
-                ctx.keymap.keys_in(Mode::Confirm, Action::Yes),
-                ctx.keymap.keys_in(Mode::Confirm, Action::No)
-            ),
-            ctx.theme.accent,
-        )),
-    ];
-    frame.render_widget(
-        Paragraph::new(text).block(block).wrap(Wrap { trim: true }),
-        popup,
-    );
+    frame.render_widget(Paragraph::new(lines).block(block), popup);
 }
