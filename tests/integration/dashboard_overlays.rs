@@ -212,3 +212,23 @@ fn the_project_picker() {
     assert!(out.contains("2 api") && out.contains("●2 unread"), "{out}");
     insta::assert_snapshot!(out);
 }
+
+/// The editor folds a long line (soft wrap): the first line stays in view and what is
+/// typed last reads to its end, at 80×24.
+#[test]
+fn the_editor_folds_a_long_line() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.update(Action::FocusTasks, &snap);
+    ui.update(Action::Instruct, &snap);
+    let editor = ui.compose.as_mut().unwrap();
+    editor.insert_str("First line.");
+    editor.insert_newline();
+    let words: Vec<String> = (1..=30).map(|i| format!("qzpart{i:02}")).collect();
+    editor.insert_str(words.join(" "));
+    let screen = text(&render(&snap, &ui, 80, 24));
+    assert!(screen.contains("First line."), "{screen}");
+    for w in &words {
+        assert!(screen.contains(w.as_str()), "{w} out of view:\n{screen}");
+    }
+}

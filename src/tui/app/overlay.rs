@@ -56,6 +56,8 @@ impl UiState {
     pub fn open_editor(&mut self, name: String, steps: &str) {
         let mut area = ratatui_textarea::TextArea::new(steps.lines().map(str::to_owned).collect());
         area.set_cursor_line_style(ratatui::style::Style::default());
+        // Long lines fold (soft wrap): what is typed stays in view.
+        area.set_wrap_mode(ratatui_textarea::WrapMode::WordOrGlyph);
         self.editor = Some(area);
         self.overlay = Some(Overlay::Editor(name));
     }
@@ -147,6 +149,8 @@ impl UiState {
         let compose = |ui: &mut Self, kind| {
             let mut area = ratatui_textarea::TextArea::default();
             area.set_cursor_line_style(ratatui::style::Style::default());
+            // Long lines fold (soft wrap): what is typed stays in view.
+            area.set_wrap_mode(ratatui_textarea::WrapMode::WordOrGlyph);
             ui.compose = Some(area);
             ui.overlay = Some(Overlay::Compose(Compose {
                 kind,
@@ -252,6 +256,8 @@ impl UiState {
         };
         let mut area = ratatui_textarea::TextArea::new(text.lines().map(str::to_owned).collect());
         area.set_cursor_line_style(ratatui::style::Style::default());
+        // Long lines fold (soft wrap): what is typed stays in view.
+        area.set_wrap_mode(ratatui_textarea::WrapMode::WordOrGlyph);
         self.compose = Some(area);
         self.overlay = Some(Overlay::Compose(compose));
         if let Some(note) = &mut self.note {
