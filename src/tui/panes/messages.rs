@@ -10,7 +10,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
 use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{
-    DrawCtx, centered, clear, fold_or_cut, more_marks, printable, read_in_full, window_start, wrap,
+    DrawCtx, centered, clear, more_marks, printable, read_in_full, window_start, wrap,
 };
 
 /// Columns one message's line needs whole (its first line of text).
@@ -96,7 +96,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             } else {
                 // Each cut row folds onto up to three spare lines, first come first served.
                 let fold = if cut { spare.min(3).min(room - 1) } else { 0 };
-                let lines = fold_or_cut(prefix, &text, width, fold);
+                // One indent for every folded message, the one the selected one reads at.
+                let lines =
+                    crate::tui::panes::text::fold_under(prefix, &text, width, fold, Some(4));
                 spare = spare.saturating_sub(lines.len() - 1);
                 lines
             };

@@ -68,6 +68,18 @@ pub fn fold_or_cut<'a>(
     width: usize,
     fold: usize,
 ) -> Vec<Line<'a>> {
+    fold_under(prefix, text, width, fold, None)
+}
+
+/// [`fold_or_cut`] with the folded rows at column `under` (`None`: under the text where
+/// that leaves room to read, else at 4).
+pub fn fold_under<'a>(
+    prefix: Vec<Span<'a>>,
+    text: &str,
+    width: usize,
+    fold: usize,
+    under: Option<usize>,
+) -> Vec<Line<'a>> {
     let indent: usize = prefix.iter().map(Span::width).sum();
     let whole = Line::from(
         prefix
@@ -102,7 +114,7 @@ pub fn fold_or_cut<'a>(
             .collect::<Vec<_>>(),
     );
     // Under the text where that leaves room to read; else a short indent.
-    let under = if indent <= width / 2 { indent } else { 4 };
+    let under = under.unwrap_or(if indent <= width / 2 { indent } else { 4 });
     let mut lines = vec![fit_line(head, width)];
     let tail = wrap(&rest, width - under);
     for (n, part) in tail.iter().enumerate().take(fold) {
