@@ -282,7 +282,8 @@ proptest::proptest! {
     /// The render oracle over the whole frame, not only the panes' bodies: a generated
     /// project name (the status line), Musicians' names (the Tasks table), what a task
     /// needs you for, the last error and an action's answer (the status line and the box
-    /// above it), a message and a log line opened whole (the popups), at sizes from
+    /// above it), a message and a log line opened whole (the popups), a confirmation
+    /// quoting typed text, the message editor, at sizes from
     /// 60×12 to 250×80: every generated word drawn is whole or visibly cut.
     #[test]
     fn the_whole_frame_draws_every_word_whole_or_marked(
@@ -291,7 +292,7 @@ proptest::proptest! {
         said in proptest::collection::vec(proptest::collection::vec(token(), 1..10), 3),
         width in 60u16..=250,
         height in 12u16..=80,
-        popup in 0usize..4,
+        popup in 0usize..6,
     ) {
         let mut snap = busy_snapshot();
         let mut words: std::collections::HashSet<String> = [name.clone()].into();
@@ -317,6 +318,20 @@ proptest::proptest! {
             3 => {
                 ui.focus = Pane::Log;
                 ui.update(Action::Open, &snap);
+            }
+            4 => ui.ask_confirmation(
+                maestro::core::actions::TaskRequest::Instruct {
+                    task: maestro::core::domain::TaskId::parse("task-05").unwrap(),
+                    message: said[2].join(" "),
+                },
+                format!("Send task-05 the instruction \"{}\"?", said[2].join(" ")),
+            ),
+            5 => {
+                ui.focus = Pane::Tasks;
+                ui.update(Action::Instruct, &snap);
+                if let Some(editor) = ui.compose.as_mut() {
+                    editor.insert_str(said[2].join(" "));
+                }
             }
             _ => {}
         }
