@@ -26,16 +26,44 @@ struct Walk<'a> {
     kind: Option<&'a [u8]>,
     timestamp: Option<&'a str>,
     sidechain: Option<bool>,
-    top_keys: Vec<&'a [u8]>,
-    message_keys: Vec<&'a [u8]>,
+    top_keys: Keys<'a, 24>,
+    message_keys: Keys<'a, 2>,
     blocks: Vec<Block<'a>>,
 }
 
 #[derive(Default)]
 struct Block<'a> {
-    keys: Vec<&'a [u8]>,
+    keys: Keys<'a, 8>,
     kind: Option<&'a [u8]>,
     id: Option<&'a str>,
+}
+
+/// The keys met in one object, to refuse a key seen twice, held where the walk is (no
+/// allocation per line): more keys than `N` is a shape the full parse reads.
+struct Keys<'a, const N: usize> {
+    seen: [&'a [u8]; N],
+    len: usize,
+}
+
+impl<const N: usize> Default for Keys<'_, N> {
+    fn default() -> Self {
+        Self {
+            seen: [&[]; N],
+            len: 0,
+        }
+    }
+}
+
+impl<'a, const N: usize> Keys<'a, N> {
+    /// `None` for a key seen before, or one too many.
+    fn insert(&mut self, key: &'a [u8]) -> Option<()> {
+        if self.seen[..self.len].contains(&key) || self.len == N {
+            return None;
+        }
+        self.seen[self.len] = key;
+        self.len += 1;
+        Some(())
+    }
 }
 
 /// The line's tool results, when it is a `user` line whose message content is only
@@ -103,10 +131,7 @@ impl<'a> Walk<'a> {
         }
         match self.depth {
             1 => {
-                if self.top_keys.contains(&key) {
-                    return None;
-                }
-                self.top_keys.push(key);
+                self.top_keys.insert(key)?;
                 match key {
                     b"type" => {
                         let (kind, after) = plain_string(line, value)?;
@@ -136,10 +161,10 @@ impl<'a> Walk<'a> {
             }
             2 if self.in_message => {
                 // A user message is its role and its content, nothing else.
-                if self.message_keys.contains(&key) || !matches!(key, b"role" | b"content") {
+                if !matches!(key, b"role" | b"content") {
                     return None;
                 }
-                self.message_keys.push(key);
+                self.message_keys.insert(key)?;
                 self.in_content = key == b"content";
                 if self.in_content {
                     // Every element of the content is a block (an object).
@@ -151,10 +176,7 @@ impl<'a> Walk<'a> {
             }
             3 if self.in_content => {
                 let block = self.blocks.last_mut()?;
-                if block.keys.contains(&key) {
-                    return None;
-                }
-                block.keys.push(key);
+                block.keys.insert(key)?;
                 match key {
                     b"type" => {
                         let (kind, after) = plain_string(line, value)?;
