@@ -25,6 +25,19 @@ pub struct Limits {
     pub souffleur_stale: Duration,
 }
 
+impl Limits {
+    /// The heartbeat deadline of `t`'s role: the Conductor's, the Souffleur's, a task's.
+    pub fn of(&self, t: &crate::core::snapshot::TaskView) -> Duration {
+        if t.is_conductor() {
+            self.conductor_stale
+        } else if t.is_souffleur() {
+            self.souffleur_stale
+        } else {
+            self.task_stale
+        }
+    }
+}
+
 /// Everything a frame is drawn from.
 pub struct DrawCtx<'a> {
     pub snap: &'a Snapshot,

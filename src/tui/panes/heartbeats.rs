@@ -30,15 +30,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let mut lines = Vec::new();
     let (shown, hidden) = fitting(ctx, usize::from(inner.height));
     for t in shown {
-        let (limit, live) = if t.is_conductor() {
-            (ctx.limits.conductor_stale, t.row.state != "complete")
+        let limit = ctx.limits.of(t);
+        let live = if t.is_conductor() {
+            t.row.state != "complete"
         } else if t.is_souffleur() {
-            (ctx.limits.souffleur_stale, t.row.state == "confirmed")
+            t.row.state == "confirmed"
         } else {
-            (
-                ctx.limits.task_stale,
-                TaskState(t.row.state.clone()).is_heartbeat_active(),
-            )
+            TaskState(t.row.state.clone()).is_heartbeat_active()
         };
         let Some(hb) = t.heartbeat else { continue };
         if t.is_conductor() && t.row.state == "complete" {
@@ -104,13 +102,7 @@ fn fitting<'a>(
     }
     let room = rows.saturating_sub(1);
     let ratio = |t: &crate::core::snapshot::TaskView| {
-        let limit = if t.is_conductor() {
-            ctx.limits.conductor_stale
-        } else if t.is_souffleur() {
-            ctx.limits.souffleur_stale
-        } else {
-            ctx.limits.task_stale
-        };
+        let limit = ctx.limits.of(t);
         t.heartbeat.map_or(0.0, |hb| {
             ctx.age(hb).as_secs_f64() / limit.as_secs_f64().max(1.0)
         })

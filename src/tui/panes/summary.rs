@@ -125,13 +125,7 @@ fn heartbeats<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
             spans.push(Span::styled("complete  ", ctx.theme.ok));
             continue;
         }
-        let limit = if t.is_conductor() {
-            ctx.limits.conductor_stale
-        } else if t.is_souffleur() {
-            ctx.limits.souffleur_stale
-        } else {
-            ctx.limits.task_stale
-        };
+        let limit = ctx.limits.of(t);
         let age = ctx.age(hb);
         spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
         spans.push(Span::styled(
