@@ -428,25 +428,20 @@ impl Hub {
         }
         // Journaled before anyone is told; what has no printed form (log lines for
         // the dashboard) is not.
-        let fields = match &what {
+        let told = match &what {
             // Written straight to its line: what the Sentinel's readers wait for.
-            What::Anomaly(_) => None,
-            what => crate::core::event_json::journal_fields(at, what),
-        };
-        let (at, told) = match (fields, &what) {
-            (None, What::Anomaly(a)) => {
-                let (at, told) = self.told.tell(at, identity.as_ref(), |cursor| {
-                    crate::core::event_json::anomaly_journal_line(at, a, cursor)
-                });
-                (at, Some(told))
-            }
-            (Some(fields), _) => {
-                let (at, told) = self.told.tell(at, identity.as_ref(), |cursor| {
+            What::Anomaly(a) => Some(self.told.tell(at, identity.as_ref(), |cursor| {
+                crate::core::event_json::anomaly_journal_line(at, a, cursor)
+            })),
+            what => crate::core::event_json::journal_fields(at, what).map(|fields| {
+                self.told.tell(at, identity.as_ref(), |cursor| {
                     crate::core::event_json::journal_line(fields, cursor)
-                });
-                (at, Some(told))
-            }
-            (None, _) => (at, None),
+                })
+            }),
+        };
+        let (at, told) = match told {
+            Some((first, told)) => (first, Some(told)),
+            None => (at, None),
         };
         let happening = Happening { at, what, told };
         // Pipelines react to the same happenings (no receiver: nothing to do).
