@@ -17,15 +17,13 @@ pub fn draw_line(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text:
     let width = area.width.saturating_sub(10).clamp(20, 100);
     let inner = usize::from(width - 2);
     let rows = crate::tui::panes::text::wrap(&printable(text), inner);
-    let (shown, hidden) =
-        crate::tui::panes::text::rows_in(rows, inner, usize::from(area.height.saturating_sub(3)));
-    let mut lines: Vec<Line> = shown.into_iter().map(Line::from).collect();
-    if hidden > 0 {
-        lines.push(Line::from(Span::styled(
-            format!("↓ {hidden} more lines (the log file holds it whole)"),
-            ctx.theme.muted,
-        )));
-    }
+    let room = usize::from(area.height.saturating_sub(3));
+    let lines = crate::tui::panes::text::lines_within(
+        rows,
+        (inner, room),
+        " (the log file holds it whole)",
+        ctx.theme.muted,
+    );
     let height = (u16::try_from(lines.len()).unwrap_or(u16::MAX) + 2).min(area.height);
     let popup = crate::tui::panes::ctx::centered(area, width.min(area.width), height);
     crate::tui::panes::ctx::clear(frame, popup);

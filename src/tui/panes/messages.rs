@@ -205,15 +205,12 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .flat_map(|l| crate::tui::panes::text::wrap(&printable(l), inner))
         .collect();
     let room = usize::from(area.height.saturating_sub(4)).saturating_sub(lines.len() + 2);
-    let (shown, hidden) = crate::tui::panes::text::rows_in(text, inner, room);
-    lines.extend(shown.into_iter().map(Line::raw));
-    if hidden > 0 {
-        // What does not fit is said, never dropped silently.
-        lines.push(Line::from(Span::styled(
-            format!("↓ {hidden} more lines (`maestro` prints it whole in --json)"),
-            ctx.theme.muted,
-        )));
-    }
+    lines.extend(crate::tui::panes::text::lines_within(
+        text,
+        (inner, room),
+        " (`maestro` prints it whole in --json)",
+        ctx.theme.muted,
+    ));
     let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
     let popup = centered(area, width, height.min(area.height));
     clear(frame, popup);

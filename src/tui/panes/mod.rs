@@ -153,14 +153,7 @@ fn draw_confirm(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &crate::tui::ap
     let inner = usize::from(width - 2);
     let rows = text::wrap(&question, inner);
     let room = usize::from(area.height.saturating_sub(4)).max(1);
-    let (shown, hidden) = text::rows_in(rows, inner, room);
-    let mut lines: Vec<Line> = shown.into_iter().map(Line::from).collect();
-    if hidden > 0 {
-        lines.push(Line::from(Span::styled(
-            format!("↓ {hidden} more lines"),
-            ctx.theme.muted,
-        )));
-    }
+    let mut lines = text::lines_within(rows, (inner, room), "", ctx.theme.muted);
     lines.push(Line::from(Span::styled(
         format!(
             "{}: yes    {}: no",

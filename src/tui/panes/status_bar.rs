@@ -239,14 +239,7 @@ pub fn draw_note_box(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .collect();
     // Taller than the screen: what does not fit is said, never cut silently.
     let room = usize::from(area.height.saturating_sub(3));
-    let (shown, hidden) = crate::tui::panes::text::rows_in(rows, width, room);
-    let mut lines: Vec<Line> = shown.into_iter().map(Line::from).collect();
-    if hidden > 0 {
-        lines.push(Line::from(Span::styled(
-            format!("↓ {hidden} more lines"),
-            ctx.theme.muted,
-        )));
-    }
+    let lines = crate::tui::panes::text::lines_within(rows, (width, room), "", ctx.theme.muted);
     let height = (lines.len() as u16 + 2).min(area.height.saturating_sub(1));
     let rect = Rect {
         x: area.x,

@@ -137,6 +137,25 @@ pub fn fold_under<'a>(
     lines
 }
 
+/// [`rows_in`] as lines, with a muted `↓ N more lines` line (and `where_whole`) when some were
+/// left out: what does not fit is said, never dropped silently.
+pub fn lines_within(
+    rows: Vec<String>,
+    (width, room): (usize, usize),
+    where_whole: &str,
+    muted: ratatui::style::Style,
+) -> Vec<Line<'static>> {
+    let (shown, hidden) = rows_in(rows, width, room);
+    let mut lines: Vec<Line<'static>> = shown.into_iter().map(Line::from).collect();
+    if hidden > 0 {
+        lines.push(Line::from(Span::styled(
+            format!("↓ {hidden} more lines{where_whole}"),
+            muted,
+        )));
+    }
+    lines
+}
+
 /// Folded rows that fit in `room`: when some do not, the last one shown ends in `…`
 /// (cut to `width`) and how many rows were left out is returned, for a "↓ N more" line.
 pub fn rows_in(rows: Vec<String>, width: usize, room: usize) -> (Vec<String>, usize) {
