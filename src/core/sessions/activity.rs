@@ -69,18 +69,13 @@ struct Block<'a> {
 
 impl Activity {
     /// A main-chain response: its tool calls, and whether the turn ended.
-    pub fn response(
-        &mut self,
-        content: Option<&RawValue>,
-        stop_reason: Option<&str>,
-        at: Option<&str>,
-    ) {
+    pub fn response(&mut self, content: Option<&str>, stop_reason: Option<&str>, at: Option<&str>) {
         self.state = "working";
         if std::mem::take(&mut self.api_error) {
             self.last_error = None;
         }
-        if let Some(raw) = content.filter(|c| c.get().contains("\"tool_use\""))
-            && let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw.get())
+        if let Some(raw) = content.filter(|c| c.contains("\"tool_use\""))
+            && let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw)
         {
             for b in blocks.iter().filter(|b| b.kind == "tool_use") {
                 let call = ToolCall {
@@ -109,9 +104,9 @@ impl Activity {
 
     /// Claude Code's line for a request the API refused (`"isApiErrorMessage": true`,
     /// model `<synthetic>`): the session stops on it until a real response comes.
-    pub fn api_error(&mut self, content: Option<&RawValue>) {
+    pub fn api_error(&mut self, content: Option<&str>) {
         let text = content
-            .and_then(|c| serde_json::from_str::<Vec<Block<'_>>>(c.get()).ok())
+            .and_then(|c| serde_json::from_str::<Vec<Block<'_>>>(c).ok())
             .and_then(|blocks| {
                 blocks
                     .into_iter()
@@ -125,14 +120,14 @@ impl Activity {
     }
 
     /// A user line of the main chain: a prompt, or tool results.
-    pub fn user(&mut self, content: Option<&RawValue>) {
+    pub fn user(&mut self, content: Option<&str>) {
         let Some(raw) = content else { return };
-        if !raw.get().contains("\"tool_result\"") {
+        if !raw.contains("\"tool_result\"") {
             // A prompt: the session works on it.
             self.state = "working";
             return;
         }
-        let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw.get()) else {
+        let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw) else {
             return;
         };
         for b in blocks.iter().filter(|b| b.kind == "tool_result") {
@@ -210,17 +205,13 @@ fn main_argument(input: &Value) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn raw(s: &str) -> Box<RawValue> {
-        RawValue::from_string(s.to_owned()).expect("raw")
-    }
-
     #[test]
     fn a_tool_call_waits_for_its_result_and_an_end_of_turn_is_idle() {
         let mut a = Activity::default();
         a.response(
-            Some(&raw(
+            Some(
                 r#"[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test"}}]"#,
-            )),
+            ),
             Some("tool_use"),
             Some("2026-11-20T14:02:15.911Z"),
         );
@@ -230,7 +221,7 @@ mod tests {
             (tool.name.as_str(), tool.argument.as_deref(), tool.waiting),
             ("Bash", Some("cargo test"), true)
         );
-        a.user(Some(&raw(r#"[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":"error[E0308]: mismatched types"}]"#)));
+        a.user(Some(r#"[{"type":"tool_result","tool_use_id":"t1","is_error":true,"content":"error[E0308]: mismatched types"}]"#));
         assert_eq!(a.state, "working");
         assert_eq!(
             a.last_error.as_deref(),
@@ -239,7 +230,7 @@ mod tests {
         assert_eq!(a.recent[0].1, Some(true));
         assert!(!a.tool.as_ref().expect("tool").waiting);
         a.response(
-            Some(&raw(r#"[{"type":"text","text":"done"}]"#)),
+            Some(r#"[{"type":"text","text":"done"}]"#),
             Some("end_turn"),
             None,
         );

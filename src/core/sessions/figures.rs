@@ -97,7 +97,7 @@ impl SessionFigures {
             models.extend(a.models.iter().cloned());
             unpriced.extend(a.unpriced_models.iter().cloned());
             let (bt, bc) = a.burn(now_ms);
-            burn_tokens += bt;
+            burn_tokens = burn_tokens.saturating_add(bt);
             burn_cost = burn_cost.zip(bc).map(|(x, y)| x + y);
             cost = cost.zip(a.cost_usd).map(|(x, y)| x + y);
             if a.last_activity > last_activity {

@@ -18,17 +18,29 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// Saturating: a transcript is anyone's text, and a count near `u64::MAX` must
+    /// not wrap a sum around (nor panic).
     pub fn add(&mut self, other: &Tokens) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_write += other.cache_write;
-        self.cache_read += other.cache_read;
-        self.cache_write_1h += other.cache_write_1h;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write_1h = self.cache_write_1h.saturating_add(other.cache_write_1h);
     }
 
     /// The four counts added up.
     pub fn total(&self) -> u64 {
-        self.input + self.output + self.cache_write + self.cache_read
+        self.input
+            .saturating_add(self.output)
+            .saturating_add(self.cache_write)
+            .saturating_add(self.cache_read)
+    }
+
+    /// What the prompt held: input, cache writes and cache reads.
+    pub fn prompt(&self) -> u64 {
+        self.input
+            .saturating_add(self.cache_write)
+            .saturating_add(self.cache_read)
     }
 }
 

@@ -7,6 +7,12 @@
 //! a prompt, a line of another shape, a key seen twice) is left to the full parse. A
 //! property test (`tests`) checks both ways agree.
 
+mod json;
+mod response;
+
+use json::{boolean, plain_string, skip_space, string};
+pub use response::{Response, response};
+
 /// What a tool-results line says.
 #[derive(Debug, PartialEq, Eq)]
 pub struct ToolResults<'a> {
@@ -220,60 +226,9 @@ impl<'a> Walk<'a> {
     }
 }
 
-/// The string whose opening quote is at `at`: its raw text and the index after it.
-/// Only quotes stop the search (a newline's `\n` does not): a quote ends the string
-/// unless an odd run of backslashes escapes it.
-fn string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let mut i = at + 1;
-    loop {
-        let quote = i + memchr::memchr(b'"', line.get(i..)?)?;
-        let escapes = line[at + 1..quote]
-            .iter()
-            .rev()
-            .take_while(|&&b| b == b'\\')
-            .count();
-        if escapes % 2 == 0 {
-            return Some((&line[at + 1..quote], quote + 1));
-        }
-        i = quote + 1;
-    }
-}
-
-/// A string value without escapes (ids, timestamps, types never have one).
-fn plain_string(line: &[u8], at: usize) -> Option<(&str, usize)> {
-    if line.get(at) != Some(&b'"') {
-        return None;
-    }
-    let (text, after) = string(line, at)?;
-    if text.contains(&b'\\') {
-        return None;
-    }
-    Some((std::str::from_utf8(text).ok()?, after))
-}
-
-/// `true`, `false` or `null` (absent).
-fn boolean(line: &[u8], at: usize) -> Option<(Option<bool>, usize)> {
-    let rest = line.get(at..)?;
-    [
-        (b"true".as_slice(), Some(true)),
-        (b"false", Some(false)),
-        (b"null", None),
-    ]
-    .into_iter()
-    .find(|(word, _)| rest.starts_with(word))
-    .map(|(word, value)| (value, at + word.len()))
-}
-
 /// `Some` when the next element, at `at` after spaces, is an object.
 fn block_follows(line: &[u8], at: usize) -> Option<()> {
     (line.get(skip_space(line, at)) == Some(&b'{')).then_some(())
-}
-
-fn skip_space(line: &[u8], mut at: usize) -> usize {
-    while line.get(at).is_some_and(u8::is_ascii_whitespace) {
-        at += 1;
-    }
-    at
 }
 
 #[cfg(test)]

@@ -14,6 +14,7 @@ use serde_json::value::RawValue;
 
 use crate::core::sessions::activity::Activity;
 use crate::core::sessions::prices::{PriceTable, Tokens};
+use crate::core::sessions::skim::{self, Response};
 
 /// The fields of a transcript line that are counted (every one optional).
 #[derive(Deserialize)]
@@ -63,6 +64,22 @@ struct Usage {
     cache_creation_input_tokens: Option<u64>,
     cache_read_input_tokens: Option<u64>,
     cache_creation: Option<CacheCreation>,
+}
+
+impl Usage {
+    fn tokens(&self) -> Tokens {
+        Tokens {
+            input: self.input_tokens.unwrap_or(0),
+            output: self.output_tokens.unwrap_or(0),
+            cache_write: self.cache_creation_input_tokens.unwrap_or(0),
+            cache_read: self.cache_read_input_tokens.unwrap_or(0),
+            cache_write_1h: self
+                .cache_creation
+                .as_ref()
+                .and_then(|c| c.ephemeral_1h_input_tokens)
+                .unwrap_or(0),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -139,18 +156,23 @@ impl Tally {
         if line.is_empty() {
             return;
         }
-        if skim
-            && self.session_id.is_some()
-            && self.cwd.is_some()
-            && let Some(results) = super::skim::tool_results(line)
-        {
-            if let Some(ts) = results.timestamp {
-                self.seen_at(ts);
+        if skim && self.session_id.is_some() && self.cwd.is_some() {
+            if let Some(results) = skim::tool_results(line) {
+                if let Some(ts) = results.timestamp {
+                    self.seen_at(ts);
+                }
+                if !results.sidechain {
+                    self.activity.results(results.ids);
+                }
+                return;
             }
-            if !results.sidechain {
-                self.activity.results(results.ids);
+            if let Some(response) = skim::response(line) {
+                if let Some(ts) = response.timestamp {
+                    self.seen_at(ts);
+                }
+                self.assistant(&response, prices);
+                return;
             }
-            return;
         }
         // Only the fields counted are read; the rest (a response's text, a tool's
         // output) is skipped without being built.
@@ -181,10 +203,13 @@ impl Tally {
                 }
             }
             Some("user") if !sidechain => {
-                let content = v.message.as_ref().and_then(|m| m.content);
+                let content = v
+                    .message
+                    .as_ref()
+                    .and_then(|m| m.content)
+                    .map(RawValue::get);
                 if self.first_prompt.is_none()
-                    && let Some(text) =
-                        content.and_then(|c| serde_json::from_str::<String>(c.get()).ok())
+                    && let Some(text) = content.and_then(|c| serde_json::from_str::<String>(c).ok())
                 {
                     self.first_prompt = Some(text.chars().take(2000).collect());
                 }
@@ -196,19 +221,19 @@ impl Tally {
             }
             Some("assistant") => {
                 if let Some(m) = &v.message {
-                    let api_error = v.is_api_error.unwrap_or(false)
-                        && m.model.as_deref() == Some("<synthetic>");
-                    if !sidechain && api_error {
-                        self.activity.api_error(m.content);
-                    } else if !sidechain {
-                        self.activity.response(
-                            m.content,
-                            m.stop_reason.as_deref(),
-                            v.timestamp.as_deref(),
-                        );
-                    }
-                    let at = v.timestamp.as_deref().and_then(epoch_ms);
-                    self.response(m, v.request_id.as_deref(), sidechain, prices, at);
+                    let response = Response {
+                        timestamp: v.timestamp.as_deref(),
+                        sidechain,
+                        request_id: v.request_id.as_deref(),
+                        api_error: v.is_api_error.unwrap_or(false)
+                            && m.model.as_deref() == Some("<synthetic>"),
+                        id: m.id.as_deref(),
+                        model: m.model.as_deref(),
+                        content: m.content.map(RawValue::get),
+                        stop_reason: m.stop_reason.as_deref(),
+                        usage: m.usage.as_ref().map(Usage::tokens),
+                    };
+                    self.assistant(&response, prices);
                 }
             }
             _ => {}
@@ -235,40 +260,34 @@ impl Tally {
         self.feed_line(line, prices, false);
     }
 
-    fn response(
-        &mut self,
-        message: &Message<'_>,
-        request: Option<&str>,
-        sidechain: bool,
-        prices: &PriceTable,
-        at: Option<i64>,
-    ) {
-        let model = message.model.as_deref().unwrap_or_default();
+    /// A response of the main chain or a subagent: what it is doing, and its bill.
+    fn assistant(&mut self, response: &Response<'_>, prices: &PriceTable) {
+        if !response.sidechain && response.api_error {
+            self.activity.api_error(response.content);
+        } else if !response.sidechain {
+            self.activity
+                .response(response.content, response.stop_reason, response.timestamp);
+        }
+        self.bill(response, prices);
+    }
+
+    fn bill(&mut self, response: &Response<'_>, prices: &PriceTable) {
+        let model = response.model.unwrap_or_default();
         if model == "<synthetic>" {
             return;
         }
-        let Some(usage) = &message.usage else {
+        let Some(tokens) = response.usage else {
             return;
         };
-        let tokens = Tokens {
-            input: usage.input_tokens.unwrap_or(0),
-            output: usage.output_tokens.unwrap_or(0),
-            cache_write: usage.cache_creation_input_tokens.unwrap_or(0),
-            cache_read: usage.cache_read_input_tokens.unwrap_or(0),
-            cache_write_1h: usage
-                .cache_creation
-                .as_ref()
-                .and_then(|c| c.ephemeral_1h_input_tokens)
-                .unwrap_or(0),
-        };
+        let sidechain = response.sidechain;
         // Every line of a response repeats its usage: the context is the latest one
         // either way, the bill counts the pair once.
         if !sidechain {
-            self.context_tokens = tokens.input + tokens.cache_write + tokens.cache_read;
+            self.context_tokens = tokens.prompt();
         }
         let key = (
-            message.id.as_deref().unwrap_or_default().to_owned(),
-            request.unwrap_or_default().to_owned(),
+            response.id.unwrap_or_default().to_owned(),
+            response.request_id.unwrap_or_default().to_owned(),
         );
         let keyed = !key.0.is_empty() || !key.1.is_empty();
         if keyed && !self.counted.insert(key) {
@@ -284,7 +303,7 @@ impl Tally {
         }
         self.tokens.add(&tokens);
         let cost = prices.cost(model, &tokens);
-        if let Some(at) = at {
+        if let Some(at) = response.timestamp.and_then(epoch_ms) {
             self.recent_bills.push_back((at, tokens.total(), cost));
             self.newest_bill = self.newest_bill.max(at);
             let newest = self.newest_bill;
@@ -314,11 +333,11 @@ impl Tally {
     /// Tokens and cost of the responses of the ten minutes before `now_ms` (the cost
     /// is unknown if one of them has no price).
     pub fn burn(&self, now_ms: i64) -> (u64, Option<f64>) {
-        let mut tokens = 0;
+        let mut tokens: u64 = 0;
         let mut cost = Some(0.0);
         for (at, t, c) in &self.recent_bills {
             if *at >= now_ms - BURN_WINDOW_MS {
-                tokens += t;
+                tokens = tokens.saturating_add(*t);
                 cost = cost.zip(*c).map(|(a, b)| a + b);
             }
         }

@@ -1,0 +1,166 @@
+//! Responses, most of a transcript's lines, read without parsing them: the fields the
+//! tally counts are taken from an `assistant` line by walking its members
+//! (`skim::json`), the values it reads held to the types the full parse would demand
+//! and every other value skipped whole. A field met twice, a string with an escape
+//! where a value is read, a number that is not a plain count, an API error: the line
+//! goes to the full parse. The property test in `tests` checks both ways agree.
+
+use super::json::{
+    boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
+};
+use crate::core::sessions::prices::Tokens;
+
+/// What a response line says that the tally counts, however it was read.
+#[derive(Debug, Default, PartialEq)]
+pub struct Response<'a> {
+    pub timestamp: Option<&'a str>,
+    pub sidechain: bool,
+    pub request_id: Option<&'a str>,
+    /// Claude Code's own line for an answer the API refused (`isApiErrorMessage`, model
+    /// `<synthetic>`); never set by the skim, which leaves those to the full parse.
+    pub api_error: bool,
+    pub id: Option<&'a str>,
+    pub model: Option<&'a str>,
+    /// The message's content as JSON text, unparsed.
+    pub content: Option<&'a str>,
+    pub stop_reason: Option<&'a str>,
+    pub usage: Option<Tokens>,
+}
+
+/// The fields of the line the full parse reads (`tally::Line`), of its message and of
+/// its usage: each may appear once.
+const LINE_FIELDS: &[&[u8]] = &[
+    b"type",
+    b"sessionId",
+    b"cwd",
+    b"timestamp",
+    b"isSidechain",
+    b"requestId",
+    b"isApiErrorMessage",
+    b"agentId",
+    b"subtype",
+    b"message",
+];
+const MESSAGE_FIELDS: &[&[u8]] = &[b"id", b"model", b"content", b"stop_reason", b"usage"];
+const USAGE_FIELDS: &[&[u8]] = &[
+    b"input_tokens",
+    b"output_tokens",
+    b"cache_creation_input_tokens",
+    b"cache_read_input_tokens",
+    b"cache_creation",
+];
+
+/// The response an `assistant` line holds; `None` sends the line to the full parse.
+pub fn response(line: &[u8]) -> Option<Response<'_>> {
+    let mut r = Response::default();
+    let mut kind = None;
+    let mut seen = Seen::default();
+    let end = object(line, 0, |key, at| {
+        seen.once(key, LINE_FIELDS)?;
+        match key {
+            b"type" => plain_string(line, at).map(|(k, after)| {
+                kind = Some(k);
+                after
+            }),
+            b"timestamp" => plain_or_null(line, at).map(|(t, after)| {
+                r.timestamp = t;
+                after
+            }),
+            b"isSidechain" => boolean(line, at).map(|(side, after)| {
+                r.sidechain = side.unwrap_or(false);
+                after
+            }),
+            b"requestId" => plain_or_null(line, at).map(|(id, after)| {
+                r.request_id = id;
+                after
+            }),
+            b"isApiErrorMessage" => {
+                boolean(line, at).and_then(|(error, after)| (error != Some(true)).then_some(after))
+            }
+            b"sessionId" | b"cwd" | b"agentId" | b"subtype" => string_or_null(line, at),
+            b"message" => message(line, at, &mut r),
+            _ => skip_value(line, at),
+        }
+    })?;
+    (end == line.len() && kind == Some("assistant")).then_some(r)
+}
+
+fn message<'a>(line: &'a [u8], at: usize, r: &mut Response<'a>) -> Option<usize> {
+    let mut seen = Seen::default();
+    object(line, at, |key, at| {
+        seen.once(key, MESSAGE_FIELDS)?;
+        let (slot, after) = match key {
+            b"id" => (&mut r.id, plain_or_null(line, at)?),
+            b"model" => (&mut r.model, plain_or_null(line, at)?),
+            b"stop_reason" => (&mut r.stop_reason, plain_or_null(line, at)?),
+            b"content" if line[at..].starts_with(b"null") => return Some(at + 4),
+            b"content" => {
+                let end = skip_value(line, at)?;
+                r.content = Some(std::str::from_utf8(&line[at..end]).ok()?);
+                return Some(end);
+            }
+            b"usage" => return usage(line, at, &mut r.usage),
+            _ => return skip_value(line, at),
+        };
+        *slot = after.0;
+        Some(after.1)
+    })
+}
+
+fn usage(line: &[u8], at: usize, usage: &mut Option<Tokens>) -> Option<usize> {
+    if line[at..].starts_with(b"null") {
+        return Some(at + 4);
+    }
+    let mut tokens = Tokens::default();
+    let mut seen = Seen::default();
+    let end = object(line, at, |key, at| {
+        seen.once(key, USAGE_FIELDS)?;
+        let slot = match key {
+            b"input_tokens" => &mut tokens.input,
+            b"output_tokens" => &mut tokens.output,
+            b"cache_creation_input_tokens" => &mut tokens.cache_write,
+            b"cache_read_input_tokens" => &mut tokens.cache_read,
+            b"cache_creation" => return cache_creation(line, at, &mut tokens.cache_write_1h),
+            _ => return skip_value(line, at),
+        };
+        let (n, after) = count(line, at)?;
+        *slot = n.unwrap_or(0);
+        Some(after)
+    })?;
+    *usage = Some(tokens);
+    Some(end)
+}
+
+fn cache_creation(line: &[u8], at: usize, one_hour: &mut u64) -> Option<usize> {
+    if line[at..].starts_with(b"null") {
+        return Some(at + 4);
+    }
+    let mut seen = Seen::default();
+    object(line, at, |key, at| {
+        seen.once(key, &[b"ephemeral_1h_input_tokens"])?;
+        if key != b"ephemeral_1h_input_tokens" {
+            return skip_value(line, at);
+        }
+        let (n, after) = count(line, at)?;
+        *one_hour = n.unwrap_or(0);
+        Some(after)
+    })
+}
+
+/// The fields of one object already met: the full parse refuses a field twice.
+#[derive(Default)]
+struct Seen(u32);
+
+impl Seen {
+    fn once(&mut self, key: &[u8], fields: &[&[u8]]) -> Option<()> {
+        let Some(i) = fields.iter().position(|f| *f == key) else {
+            return Some(());
+        };
+        let bit = 1 << i;
+        if self.0 & bit != 0 {
+            return None;
+        }
+        self.0 |= bit;
+        Some(())
+    }
+}
