@@ -5,7 +5,6 @@
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use serde_json::value::RawValue;
 
 /// The last tool call of the main chain.
@@ -57,7 +56,10 @@ struct Block<'a> {
     id: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow)]
     name: Option<std::borrow::Cow<'a, str>>,
-    input: Option<Value>,
+    /// Left unparsed: a tool's input can be a whole file (`Write`); only its main
+    /// argument is read from it.
+    #[serde(borrow)]
+    input: Option<&'a RawValue>,
     #[serde(borrow)]
     tool_use_id: Option<std::borrow::Cow<'a, str>>,
     is_error: Option<bool>,
@@ -80,7 +82,7 @@ impl Activity {
             for b in blocks.iter().filter(|b| b.kind == "tool_use") {
                 let call = ToolCall {
                     name: b.name.as_deref().unwrap_or("tool").to_owned(),
-                    argument: b.input.as_ref().and_then(main_argument),
+                    argument: b.input.and_then(main_argument),
                     at: at.map(str::to_owned),
                     waiting: true,
                 };
@@ -137,27 +139,20 @@ impl Activity {
             let error = b.is_error.unwrap_or(false);
             self.result(id, error);
             if error {
-                self.last_error = Some(
-                    b.content
-                        .map(|c| {
-                            serde_json::from_str::<String>(c.get())
-                                .unwrap_or_else(|_| c.get().to_owned())
-                        })
-                        .unwrap_or_default()
-                        .chars()
-                        .take(200)
-                        .collect(),
-                );
+                self.last_error = Some(error_text(b.content.map_or("", RawValue::get)));
             }
         }
         self.settle();
     }
 
-    /// Tool results that are not errors, read without parsing their line
-    /// (`sessions::skim`): the same as [`Activity::user`] on them.
-    pub fn results<'a>(&mut self, ids: impl IntoIterator<Item = &'a str>) {
-        for id in ids {
-            self.result(id, false);
+    /// Tool results read without parsing their line (`sessions::skim`), each with
+    /// its content (JSON text) when it is an error: the same as [`Activity::user`].
+    pub fn results<'a>(&mut self, results: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) {
+        for (id, error) in results {
+            self.result(id, error.is_some());
+            if let Some(content) = error {
+                self.last_error = Some(error_text(content));
+            }
         }
         self.settle();
     }
@@ -185,20 +180,73 @@ impl Activity {
     }
 }
 
-/// The argument that says what a tool works on.
-fn main_argument(input: &Value) -> Option<String> {
-    [
-        "file_path",
-        "command",
-        "pattern",
-        "path",
-        "url",
-        "description",
-        "prompt",
-    ]
-    .iter()
-    .find_map(|k| input[*k].as_str())
-    .map(|s| s.chars().take(120).collect())
+/// An error result's text from its content (JSON text): the string, or the JSON as
+/// written when it is not one (blocks), cut to 200 characters.
+fn error_text(content: &str) -> String {
+    serde_json::from_str::<String>(content)
+        .unwrap_or_else(|_| content.to_owned())
+        .chars()
+        .take(200)
+        .collect()
+}
+
+/// The keys of a tool's input that say what it works on, the first found wins.
+const ARGUMENT_KEYS: [&str; 7] = [
+    "file_path",
+    "command",
+    "pattern",
+    "path",
+    "url",
+    "description",
+    "prompt",
+];
+
+/// The argument that says what a tool works on, cut to 120 characters: the value of
+/// the first of [`ARGUMENT_KEYS`] that is a string (a key written twice: its last).
+fn main_argument(input: &RawValue) -> Option<String> {
+    let Arguments(values) = serde_json::from_str(input.get()).ok()?;
+    values
+        .into_iter()
+        .flatten()
+        .find_map(|raw| serde_json::from_str::<std::borrow::Cow<'_, str>>(raw.get()).ok())
+        .map(|s| s.chars().take(120).collect())
+}
+
+/// An input's values under [`ARGUMENT_KEYS`], unparsed; every other value skipped
+/// without being built. Not an object: none.
+struct Arguments<'a>([Option<&'a RawValue>; ARGUMENT_KEYS.len()]);
+
+/// A key, borrowed from the line unless it has an escape.
+#[derive(Deserialize)]
+struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Arguments<'de> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(ArgumentsVisitor)
+    }
+}
+
+struct ArgumentsVisitor;
+
+impl<'de> serde::de::Visitor<'de> for ArgumentsVisitor {
+    type Value = Arguments<'de>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a tool's input")
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut values = [None; ARGUMENT_KEYS.len()];
+        while let Some(Key(key)) = map.next_key()? {
+            match ARGUMENT_KEYS.iter().position(|k| *k == key) {
+                Some(i) => values[i] = Some(map.next_value()?),
+                None => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Arguments(values))
+    }
 }
 
 #[cfg(test)]
@@ -235,5 +283,27 @@ mod tests {
             None,
         );
         assert_eq!(a.state, "idle");
+    }
+
+    /// What `input[key].as_str()` over the keys in order would say, the rest unbuilt.
+    #[test]
+    fn the_main_argument_is_the_first_key_holding_a_string() {
+        let argument = |json: &str| {
+            let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
+            main_argument(&raw)
+        };
+        assert_eq!(
+            argument(r#"{"content":"fn main() {}","file_path":"/p/a.rs"}"#).as_deref(),
+            Some("/p/a.rs")
+        );
+        // Not a string: the next key; written twice: the last; escapes read.
+        assert_eq!(
+            argument(r#"{"file_path":7,"command":"ls","command":"cargo \"test\""}"#).as_deref(),
+            Some("cargo \"test\"")
+        );
+        assert_eq!(argument(r#""ls""#), None);
+        assert_eq!(argument(r#"{"todos":[{"content":"x"}]}"#), None);
+        let long = format!(r#"{{"prompt":"{}"}}"#, "é".repeat(300));
+        assert_eq!(argument(&long).map(|a| a.chars().count()), Some(120));
     }
 }

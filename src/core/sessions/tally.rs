@@ -120,6 +120,8 @@ pub struct Tally {
     /// What the main chain is doing as of its last line.
     pub activity: Activity,
     counted: HashSet<(String, String)>,
+    /// The key counted last (a response's lines come one after another).
+    last_counted: (String, String),
     cost_known: bool,
     /// (ms since the epoch, tokens, cost) of the responses of the last
     /// [`BURN_WINDOW_MS`] before the newest one: the burn rate.
@@ -162,7 +164,7 @@ impl Tally {
                     self.seen_at(ts);
                 }
                 if !results.sidechain {
-                    self.activity.results(results.ids);
+                    self.activity.results(results.results);
                 }
                 return;
             }
@@ -285,12 +287,11 @@ impl Tally {
         if !sidechain {
             self.context_tokens = tokens.prompt();
         }
-        let key = (
-            response.id.unwrap_or_default().to_owned(),
-            response.request_id.unwrap_or_default().to_owned(),
+        let (id, request) = (
+            response.id.unwrap_or_default(),
+            response.request_id.unwrap_or_default(),
         );
-        let keyed = !key.0.is_empty() || !key.1.is_empty();
-        if keyed && !self.counted.insert(key) {
+        if !self.first_time(id, request) {
             return;
         }
         if !model.is_empty() {
@@ -328,6 +329,25 @@ impl Tally {
                 }
             }
         }
+    }
+
+    /// Whether the response (`message.id`, `requestId`) is met for the first time; one
+    /// without either is always counted. The key counted last is told without hashing.
+    fn first_time(&mut self, id: &str, request: &str) -> bool {
+        if id.is_empty() && request.is_empty() {
+            return true;
+        }
+        if self.last_counted.0 == id && self.last_counted.1 == request {
+            return false;
+        }
+        if !self.counted.insert((id.to_owned(), request.to_owned())) {
+            return false;
+        }
+        self.last_counted.0.clear();
+        self.last_counted.0.push_str(id);
+        self.last_counted.1.clear();
+        self.last_counted.1.push_str(request);
+        true
     }
 
     /// Tokens and cost of the responses of the ten minutes before `now_ms` (the cost

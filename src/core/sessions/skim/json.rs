@@ -3,23 +3,93 @@
 //! brackets. Strict where a value is read (a string without escapes, a whole number
 //! that fits in `u64`): whatever else it meets sends the line to the full parse.
 
+use wide::u8x16;
+
 /// The string whose opening quote is at `at`: its raw text and the index after it.
-/// Only quotes stop the search (a newline's `\n` does not): a quote ends the string
-/// unless an odd run of backslashes escapes it.
 pub(super) fn string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
-    let mut i = at + 1;
-    loop {
-        let quote = i + memchr::memchr(b'"', line.get(i..)?)?;
-        let escapes = line[at + 1..quote]
-            .iter()
-            .rev()
-            .take_while(|&&b| b == b'\\')
-            .count();
-        if escapes % 2 == 0 {
-            return Some((&line[at + 1..quote], quote + 1));
+    let close = closing_quote(line, at + 1)?;
+    Some((&line[at + 1..close], close + 1))
+}
+
+/// The first quote from `from` on that no backslash escapes (a newline's `\n` does not
+/// stop it); `None` past a control character, which JSON wants escaped. Read 64 bytes
+/// at a time as bit masks (SIMD compares), the way simdjson tells an escaped quote
+/// from one after an escaped backslash: code and its output escape a quote every few
+/// words, and a search that stopped at each would stop every few words.
+pub(super) fn closing_quote(line: &[u8], from: usize) -> Option<usize> {
+    let mut at = from;
+    // The block before ended in a backslash that escapes this block's first byte.
+    let mut carry = 0;
+    while at < line.len() {
+        let mut padded = [0; 64];
+        let (block, present) = match line.get(at..at + 64) {
+            Some(block) => (block, u64::MAX),
+            None => {
+                let rest = &line[at..];
+                padded[..rest.len()].copy_from_slice(rest);
+                (&padded[..], (1 << rest.len()) - 1)
+            }
+        };
+        let masks = Masks::of(block);
+        let quotes = masks.quotes & !escaped(masks.backslashes, &mut carry) & present;
+        // The bytes before the closing quote, or all of them.
+        let inside = (quotes & quotes.wrapping_neg()).wrapping_sub(1) & present;
+        if masks.controls & inside != 0 {
+            return None;
         }
-        i = quote + 1;
+        if quotes != 0 {
+            return Some(at + quotes.trailing_zeros() as usize);
+        }
+        at += 64;
     }
+    None
+}
+
+/// Where a 64-byte block has a quote, a backslash and a control character, as bits
+/// (bit i for byte i).
+struct Masks {
+    quotes: u64,
+    backslashes: u64,
+    controls: u64,
+}
+
+impl Masks {
+    fn of(block: &[u8]) -> Self {
+        let (quote, backslash) = (u8x16::splat(b'"'), u8x16::splat(b'\\'));
+        let last_control = u8x16::splat(0x1f);
+        let mut masks = Masks {
+            quotes: 0,
+            backslashes: 0,
+            controls: 0,
+        };
+        for (i, chunk) in block.chunks_exact(16).enumerate() {
+            let mut bytes = [0; 16];
+            bytes.copy_from_slice(chunk);
+            let bytes = u8x16::new(bytes);
+            // `move_mask` gathers the 16 compares' high bits into the low 16 bits.
+            let bits = |eq: u8x16| u64::from(eq.move_mask() as u16) << (16 * i);
+            masks.quotes |= bits(bytes.cmp_eq(quote));
+            masks.backslashes |= bits(bytes.cmp_eq(backslash));
+            masks.controls |= bits(bytes.min(last_control).cmp_eq(bytes));
+        }
+        masks
+    }
+}
+
+/// Of a block's bytes, those a backslash escapes: a run of backslashes escapes the
+/// byte after it when the run is odd. `carry` comes in and goes out as the escape
+/// that crosses into the next block.
+fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
+    const EVEN: u64 = 0x5555_5555_5555_5555;
+    if backslashes == 0 && *carry == 0 {
+        return 0;
+    }
+    let backslashes = backslashes & !*carry;
+    let follows_escape = (backslashes << 1) | *carry;
+    let odd_starts = backslashes & !EVEN & !follows_escape;
+    let (even_starts, overflow) = odd_starts.overflowing_add(backslashes);
+    *carry = u64::from(overflow);
+    (EVEN ^ (even_starts << 1)) & follows_escape
 }
 
 /// A string value without escapes or control characters (ids, timestamps, types,
@@ -124,19 +194,47 @@ pub(super) fn object<'a>(
     }
 }
 
-/// The index after the value that starts at `at`: a string, an object or an array
-/// (its brackets counted, its strings skipped: what is inside is not checked), a
-/// literal or a number.
+/// The index after the value that starts at `at`, its grammar checked all the way
+/// down (as deep as serde reads, 128 levels); the text of its strings is not read.
 pub(super) fn skip_value(line: &[u8], at: usize) -> Option<usize> {
+    skip_nested(line, at, 0)
+}
+
+fn skip_nested(line: &[u8], at: usize, depth: usize) -> Option<usize> {
+    const DEEPEST: usize = 128;
     match *line.get(at)? {
         b'"' => string(line, at).map(|(_, after)| after),
-        b'{' => skip_nested(line, at, b'{', b'}'),
-        b'[' => skip_nested(line, at, b'[', b']'),
+        b'{' if depth < DEEPEST => object(line, at, |_, value| skip_nested(line, value, depth + 1)),
+        b'[' if depth < DEEPEST => array(line, at, |value| skip_nested(line, value, depth + 1)),
         b't' | b'f' | b'n' => [b"true".as_slice(), b"false", b"null"]
             .into_iter()
             .find(|word| line[at..].starts_with(word))
             .map(|word| at + word.len()),
         _ => number(line, at),
+    }
+}
+
+/// The elements of the array whose `[` is at `open`: `element` gets where each
+/// starts and answers where it ends. The index after the closing `]`.
+pub(super) fn array(
+    line: &[u8],
+    open: usize,
+    mut element: impl FnMut(usize) -> Option<usize>,
+) -> Option<usize> {
+    if line.get(open) != Some(&b'[') {
+        return None;
+    }
+    let mut at = skip_space(line, open + 1);
+    if line.get(at) == Some(&b']') {
+        return Some(at + 1);
+    }
+    loop {
+        at = skip_space(line, element(at)?);
+        match line.get(at) {
+            Some(b',') => at = skip_space(line, at + 1),
+            Some(b']') => return Some(at + 1),
+            _ => return None,
+        }
     }
 }
 
@@ -175,27 +273,23 @@ fn number(line: &[u8], at: usize) -> Option<usize> {
     Some(i)
 }
 
-/// An object or array whose opening bracket is at `at`: the index after its match.
-fn skip_nested(line: &[u8], at: usize, open: u8, close: u8) -> Option<usize> {
-    let mut depth = 0usize;
-    let mut at = at;
-    while let Some(found) = memchr::memchr3(b'"', open, close, &line[at..]) {
-        let i = at + found;
-        if line[i] == b'"' {
-            at = string(line, i)?.1;
-            continue;
+/// The fields of one object already met: the full parse refuses a field twice.
+#[derive(Default)]
+pub(super) struct Seen(u32);
+
+impl Seen {
+    /// `None` when `key` is one of `fields` (at most 32) and was met before.
+    pub(super) fn once(&mut self, key: &[u8], fields: &[&[u8]]) -> Option<()> {
+        let Some(i) = fields.iter().position(|f| *f == key) else {
+            return Some(());
+        };
+        let bit = 1 << i;
+        if self.0 & bit != 0 {
+            return None;
         }
-        at = i + 1;
-        if line[i] == open {
-            depth += 1;
-        } else {
-            depth = depth.checked_sub(1)?;
-            if depth == 0 {
-                return Some(at);
-            }
-        }
+        self.0 |= bit;
+        Some(())
     }
-    None
 }
 
 /// JSON's four spaces (a form feed is not one).
@@ -204,4 +298,55 @@ pub(super) fn skip_space(line: &[u8], mut at: usize) -> usize {
         at += 1;
     }
     at
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    /// One byte at a time: the reading the block masks must agree with.
+    fn closing_quote_slowly(line: &[u8], from: usize) -> Option<usize> {
+        let mut escape = false;
+        for (i, &b) in line.get(from..)?.iter().enumerate() {
+            match b {
+                0..0x20 => return None,
+                _ if escape => escape = false,
+                b'\\' => escape = true,
+                b'"' => return Some(from + i),
+                _ => {}
+            }
+        }
+        None
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(4096))]
+
+        /// Runs of backslashes and quotes across the blocks' edges, from any start.
+        #[test]
+        fn the_closing_quote_is_found_as_reading_byte_by_byte(
+            bytes in prop::collection::vec(
+                prop_oneof![8 => Just(b'\\'), 4 => Just(b'"'), 6 => Just(b'a'), 1 => Just(0u8), 1 => Just(0x1f), 1 => Just(0x20)],
+                0..400,
+            ),
+            from in 0usize..400,
+        ) {
+            let from = from.min(bytes.len());
+            prop_assert_eq!(super::closing_quote(&bytes, from), closing_quote_slowly(&bytes, from));
+        }
+
+        /// Quotes are rare: the first one found is the one after the escapes.
+        #[test]
+        fn a_long_string_ends_at_its_first_unescaped_quote(
+            runs in prop::collection::vec((0usize..6, 0usize..90), 1..12),
+        ) {
+            let mut bytes = Vec::new();
+            for (backslashes, letters) in runs {
+                bytes.extend(std::iter::repeat_n(b'\\', backslashes));
+                bytes.push(b'"');
+                bytes.extend(std::iter::repeat_n(b'x', letters));
+            }
+            prop_assert_eq!(super::closing_quote(&bytes, 0), closing_quote_slowly(&bytes, 0));
+        }
+    }
 }

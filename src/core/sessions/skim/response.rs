@@ -5,8 +5,9 @@
 //! where a value is read, a number that is not a plain count, an API error: the line
 //! goes to the full parse. The property test in `tests` checks both ways agree.
 
+use super::LINE_FIELDS;
 use super::json::{
-    boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
+    Seen, boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
 };
 use crate::core::sessions::prices::Tokens;
 
@@ -27,20 +28,7 @@ pub struct Response<'a> {
     pub usage: Option<Tokens>,
 }
 
-/// The fields of the line the full parse reads (`tally::Line`), of its message and of
-/// its usage: each may appear once.
-const LINE_FIELDS: &[&[u8]] = &[
-    b"type",
-    b"sessionId",
-    b"cwd",
-    b"timestamp",
-    b"isSidechain",
-    b"requestId",
-    b"isApiErrorMessage",
-    b"agentId",
-    b"subtype",
-    b"message",
-];
+/// The fields of a message and of its usage the full parse reads: each may appear once.
 const MESSAGE_FIELDS: &[&[u8]] = &[b"id", b"model", b"content", b"stop_reason", b"usage"];
 const USAGE_FIELDS: &[&[u8]] = &[
     b"input_tokens",
@@ -145,22 +133,4 @@ fn cache_creation(line: &[u8], at: usize, one_hour: &mut u64) -> Option<usize> {
         *one_hour = n.unwrap_or(0);
         Some(after)
     })
-}
-
-/// The fields of one object already met: the full parse refuses a field twice.
-#[derive(Default)]
-struct Seen(u32);
-
-impl Seen {
-    fn once(&mut self, key: &[u8], fields: &[&[u8]]) -> Option<()> {
-        let Some(i) = fields.iter().position(|f| *f == key) else {
-            return Some(());
-        };
-        let bit = 1 << i;
-        if self.0 & bit != 0 {
-            return None;
-        }
-        self.0 |= bit;
-        Some(())
-    }
 }

@@ -6,7 +6,7 @@ use crate::core::sessions::prices::PriceTable;
 use crate::core::sessions::tally::Tally;
 
 /// A tool-results line of the real Claude Code 2.1.328 (its fixture), and the same
-/// with an error result.
+/// with an error result: its text kept.
 #[test]
 fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
@@ -18,7 +18,7 @@ fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
         .find(|l| l.contains(r#""type":"tool_result""#) && l.contains("toolUseResult"))
         .expect("a tool result line");
     let got = tool_results(line.as_bytes()).expect("skimmed");
-    assert_eq!(got.ids, ["toolu_0001"]);
+    assert_eq!(got.results, [("toolu_0001", None)]);
     assert!(!got.sidechain);
     assert_eq!(got.timestamp, Some("2026-11-25T09:13:15.895Z"));
     let error = line.replacen(
@@ -26,7 +26,10 @@ fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
         r#""type":"tool_result","is_error":true,"#,
         1,
     );
-    assert_eq!(tool_results(error.as_bytes()), None);
+    let got = tool_results(error.as_bytes()).expect("skimmed");
+    let v: Value = serde_json::from_str(&error).expect("json");
+    let content = v["message"]["content"][0]["content"].to_string();
+    assert_eq!(got.results, [("toolu_0001", Some(content.as_str()))]);
 }
 
 /// Text a tool returns may hold every marker; serialized, their quotes are escaped.
