@@ -3,7 +3,8 @@
 //! the real program writes: tool results (most of the bytes) with the tool's own copy
 //! in `toolUseResult`, responses written one line per content block with the same
 //! usage, attachments and queue lines. Both must give the same totals, token for token
-//! and cent for cent; the speeds are printed side by side.
+//! and cent for cent; the speeds are printed side by side, each the median of several
+//! runs after one to warm up (`MAESTRO_RUNS`, `CCUSAGE_RUNS`).
 //!
 //! `cargo bench --bench usage` (`USAGE_BENCH_MB=50` for a smaller corpus,
 //! `USAGE_BENCH_KEEP=1` to keep it for a profiler). ccusage is
@@ -41,6 +42,7 @@ fn main() {
     );
 
     let (secs, ours) = timed(
+        MAESTRO_RUNS,
         Command::new(support::exe())
             .env("HOME", home.path())
             .env_remove("CLAUDE_CONFIG_DIR")
@@ -49,8 +51,8 @@ fn main() {
     );
     let ours = &ours["total"];
     assert_eq!(ours["total_tokens"], corpus.tokens, "maestro's total");
-    let mine = corpus.bytes as f64 / 1e6 / secs;
-    println!("maestro usage: {secs:.3} s, {mine:.0} MB/s");
+    let mine = corpus.bytes as f64 / 1e6 / secs.median;
+    println!("maestro usage: {secs}, median {mine:.0} MB/s");
 
     live_source_at_start(&root, home.path(), corpus.bytes);
     if std::env::var_os("USAGE_BENCH_KEEP").is_some() {
@@ -67,7 +69,8 @@ fn main() {
         println!("ccusage not found (MAESTRO_TEST_CCUSAGE or `bash .ci/run`): not compared");
         return;
     };
-    let (secs, theirs) = timed(
+    let (their_secs, theirs) = timed(
+        CCUSAGE_RUNS,
         Command::new(ccusage)
             .args(["session", "--json", "--offline"])
             .env("CLAUDE_CONFIG_DIR", home.path().join(".claude"))
@@ -84,9 +87,9 @@ fn main() {
     }
     let cents = |v: &serde_json::Value| (v.as_f64().unwrap() * 100.0).round() as i64;
     assert_eq!(cents(&ours["cost_usd"]), cents(&theirs["totalCost"]));
-    let them = corpus.bytes as f64 / 1e6 / secs;
+    let them = corpus.bytes as f64 / 1e6 / their_secs.median;
     println!(
-        "ccusage 18 session: {secs:.3} s, {them:.0} MB/s; maestro is {:.1}x; totals equal ({} tokens, {:.2} USD)",
+        "ccusage 18 session: {their_secs}, median {them:.0} MB/s; maestro is {:.1}x (medians); totals equal ({} tokens, {:.2} USD)",
         mine / them,
         corpus.tokens,
         ours["cost_usd"].as_f64().unwrap()
@@ -123,16 +126,53 @@ fn live_source_at_start(root: &Path, home: &Path, bytes: u64) {
     );
 }
 
-fn timed(cmd: &mut Command) -> (f64, serde_json::Value) {
-    let start = Instant::now();
-    let out = cmd.output().unwrap();
-    let secs = start.elapsed().as_secs_f64();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (secs, serde_json::from_slice(&out.stdout).unwrap())
+/// Runs of each command timed (after one not timed): the machine is shared and noisy,
+/// so the medians are compared.
+const MAESTRO_RUNS: usize = 7;
+const CCUSAGE_RUNS: usize = 3;
+
+/// Seconds over several runs.
+struct Spread {
+    min: f64,
+    median: f64,
+    max: f64,
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:.3} / {:.3} / {:.3} s (min / median / max)",
+            self.min, self.median, self.max
+        )
+    }
+}
+
+/// The command run once to warm up, then `runs` times: its times and its JSON output.
+fn timed(runs: usize, cmd: &mut Command) -> (Spread, serde_json::Value) {
+    let mut output = None;
+    let mut secs = Vec::new();
+    for run in 0..=runs {
+        let start = Instant::now();
+        let out = cmd.output().unwrap();
+        let elapsed = start.elapsed().as_secs_f64();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if run > 0 {
+            secs.push(elapsed);
+        }
+        output = Some(out.stdout);
+    }
+    secs.sort_by(f64::total_cmp);
+    let spread = Spread {
+        min: secs[0],
+        median: secs[secs.len() / 2],
+        max: secs[secs.len() - 1],
+    };
+    (spread, serde_json::from_slice(&output.unwrap()).unwrap())
 }
 
 fn ccusage() -> Option<PathBuf> {

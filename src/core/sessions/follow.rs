@@ -107,6 +107,28 @@ impl Follower {
         }
     }
 
+    /// Asks the kernel to read the unread part of the file ahead, in the background,
+    /// when it is more than a chunk: the pages the machine let go of (a transcript
+    /// not read for a while) come in while other files are counted.
+    fn read_ahead(&self) {
+        let Ok((file, meta)) = safe_fs::open_regular(&self.path) else {
+            return;
+        };
+        let unread = meta.len().saturating_sub(self.offset);
+        if unread > CHUNK as u64 {
+            let (Ok(from), Ok(len)) = (i64::try_from(self.offset), i64::try_from(unread)) else {
+                return;
+            };
+            // Advice only: a kernel that does not take it costs nothing.
+            let _ = nix::fcntl::posix_fadvise(
+                &file,
+                from,
+                len,
+                nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
+            );
+        }
+    }
+
     fn restart(&mut self) {
         self.offset = 0;
         self.partial.clear();
@@ -183,6 +205,9 @@ pub fn read_all(followers: &mut [Follower], prices: &PriceTable) {
         .map(|f| (std::fs::metadata(&f.path).map_or(0, |m| m.len()), f))
         .collect();
     jobs.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
+    for (_, f) in &jobs {
+        f.read_ahead();
+    }
     let queue = std::sync::Mutex::new(jobs.into_iter().map(|(_, f)| f));
     std::thread::scope(|scope| {
         for _ in 0..workers {

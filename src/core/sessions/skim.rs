@@ -11,7 +11,9 @@
 mod json;
 mod response;
 
-use json::{Seen, array, boolean, object, plain_or_null, plain_string, skip_value, string_or_null};
+use json::{
+    Line, Seen, array, boolean, object, plain_or_null, plain_string, skip_value, string_or_null,
+};
 pub use response::{Response, response};
 
 /// What a tool-results line says.
@@ -53,7 +55,8 @@ const BLOCK_FIELDS: &[&[u8]] = &[
 /// The line's tool results, when it is a `user` line whose message content is only
 /// tool results; `None` sends it to the full parse. The line is walked member by
 /// member (`skim::json`): its grammar checked, the text of its strings skipped.
-pub fn tool_results(line: &[u8]) -> Option<ToolResults<'_>> {
+pub fn tool_results(bytes: &[u8]) -> Option<ToolResults<'_>> {
+    let line = &Line::new(bytes);
     let mut out = ToolResults {
         timestamp: None,
         sidechain: false,
@@ -90,7 +93,7 @@ pub fn tool_results(line: &[u8]) -> Option<ToolResults<'_>> {
 
 /// A user message is its role and its content, a list of tool results, nothing else.
 fn user_message<'a>(
-    line: &'a [u8],
+    line: &Line<'a>,
     at: usize,
     results: &mut Vec<(&'a str, Option<&'a str>)>,
 ) -> Option<usize> {
@@ -110,7 +113,7 @@ fn user_message<'a>(
 }
 
 /// A `tool_result` block: the call it answers and, when it is an error, its content.
-fn tool_result(line: &[u8], at: usize) -> Option<(&str, Option<&str>, usize)> {
+fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a str>, usize)> {
     let (mut kind, mut id, mut error, mut content) = (None, None, false, None);
     let mut seen = Seen::default();
     let end = object(line, at, |key, at| {
@@ -131,7 +134,7 @@ fn tool_result(line: &[u8], at: usize) -> Option<(&str, Option<&str>, usize)> {
             // Kept for an error's text: JSON text, `null` for none.
             b"content" => {
                 let end = skip_value(line, at)?;
-                let raw = std::str::from_utf8(&line[at..end]).ok()?;
+                let raw = std::str::from_utf8(&line.bytes[at..end]).ok()?;
                 content = (raw != "null").then_some(raw);
                 Some(end)
             }

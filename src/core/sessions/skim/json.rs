@@ -3,12 +3,50 @@
 //! brackets. Strict where a value is read (a string without escapes, a whole number
 //! that fits in `u64`): whatever else it meets sends the line to the full parse.
 
+use std::cell::Cell;
+
 use wide::u8x16;
 
 /// The string whose opening quote is at `at`: its raw text and the index after it.
-pub(super) fn string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
+pub(super) fn string<'a>(line: &Line<'a>, at: usize) -> Option<(&'a [u8], usize)> {
     let close = closing_quote(line, at + 1)?;
-    Some((&line[at + 1..close], close + 1))
+    Some((&line.bytes[at + 1..close], close + 1))
+}
+
+/// A line being walked, with the masks of the 64 bytes it read last: a key and the
+/// short strings after it are found from one reading.
+pub(super) struct Line<'a> {
+    pub(super) bytes: &'a [u8],
+    /// Where the block read last starts (`usize::MAX`: none yet), and its masks.
+    last: Cell<(usize, Masks)>,
+}
+
+impl<'a> Line<'a> {
+    pub(super) fn new(bytes: &'a [u8]) -> Self {
+        Self {
+            bytes,
+            last: Cell::new((usize::MAX, Masks::default())),
+        }
+    }
+
+    /// The masks of the 64 bytes from `start` (fewer at the line's end).
+    fn masks_at(&self, start: usize) -> Masks {
+        let (last, masks) = self.last.get();
+        if last == start {
+            return masks;
+        }
+        let masks = Masks::of(&self.bytes[start..]);
+        self.last.set((start, masks));
+        masks
+    }
+}
+
+impl std::ops::Deref for Line<'_> {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        self.bytes
+    }
 }
 
 /// The first quote from `from` on that no backslash escapes (a newline's `\n` does not
@@ -16,37 +54,33 @@ pub(super) fn string(line: &[u8], at: usize) -> Option<(&[u8], usize)> {
 /// at a time as bit masks (SIMD compares), the way simdjson tells an escaped quote
 /// from one after an escaped backslash: code and its output escape a quote every few
 /// words, and a search that stopped at each would stop every few words.
-pub(super) fn closing_quote(line: &[u8], from: usize) -> Option<usize> {
-    let mut at = from;
+pub(super) fn closing_quote(line: &Line<'_>, from: usize) -> Option<usize> {
+    // Blocks start at multiples of 64 from the line's start, so that strings near
+    // each other share one; the bytes before `from` are not the string's.
+    let mut start = from & !63;
+    let mut keep = u64::MAX << (from - start);
     // The block before ended in a backslash that escapes this block's first byte.
     let mut carry = 0;
-    while at < line.len() {
-        let mut padded = [0; 64];
-        let (block, present) = match line.get(at..at + 64) {
-            Some(block) => (block, u64::MAX),
-            None => {
-                let rest = &line[at..];
-                padded[..rest.len()].copy_from_slice(rest);
-                (&padded[..], (1 << rest.len()) - 1)
-            }
-        };
-        let masks = Masks::of(block);
-        let quotes = masks.quotes & !escaped(masks.backslashes, &mut carry) & present;
-        // The bytes before the closing quote, or all of them.
-        let inside = (quotes & quotes.wrapping_neg()).wrapping_sub(1) & present;
+    while start < line.len() {
+        let masks = line.masks_at(start);
+        let quotes = masks.quotes & !escaped(masks.backslashes & keep, &mut carry) & keep;
+        // The string's bytes in this block: up to the closing quote, or all of them.
+        let inside = (quotes & quotes.wrapping_neg()).wrapping_sub(1) & keep;
         if masks.controls & inside != 0 {
             return None;
         }
         if quotes != 0 {
-            return Some(at + quotes.trailing_zeros() as usize);
+            return Some(start + quotes.trailing_zeros() as usize);
         }
-        at += 64;
+        start += 64;
+        keep = u64::MAX;
     }
     None
 }
 
-/// Where a 64-byte block has a quote, a backslash and a control character, as bits
-/// (bit i for byte i).
+/// Where a block of up to 64 bytes has a quote, a backslash and a control character,
+/// as bits (bit i for byte i).
+#[derive(Clone, Copy, Default)]
 struct Masks {
     quotes: u64,
     backslashes: u64,
@@ -54,14 +88,17 @@ struct Masks {
 }
 
 impl Masks {
-    fn of(block: &[u8]) -> Self {
+    fn of(bytes: &[u8]) -> Self {
+        let mut padded = [0; 64];
+        let (block, present) = if let Some(block) = bytes.get(..64) {
+            (block, u64::MAX)
+        } else {
+            padded[..bytes.len()].copy_from_slice(bytes);
+            (&padded[..], (1 << bytes.len()) - 1)
+        };
         let (quote, backslash) = (u8x16::splat(b'"'), u8x16::splat(b'\\'));
         let last_control = u8x16::splat(0x1f);
-        let mut masks = Masks {
-            quotes: 0,
-            backslashes: 0,
-            controls: 0,
-        };
+        let mut masks = Masks::default();
         for (i, chunk) in block.chunks_exact(16).enumerate() {
             let mut bytes = [0; 16];
             bytes.copy_from_slice(chunk);
@@ -72,6 +109,8 @@ impl Masks {
             masks.backslashes |= bits(bytes.cmp_eq(backslash));
             masks.controls |= bits(bytes.min(last_control).cmp_eq(bytes));
         }
+        // The padding's zeros are no control characters of the line's.
+        masks.controls &= present;
         masks
     }
 }
@@ -94,7 +133,7 @@ fn escaped(backslashes: u64, carry: &mut u64) -> u64 {
 
 /// A string value without escapes or control characters (ids, timestamps, types,
 /// models never have one).
-pub(super) fn plain_string(line: &[u8], at: usize) -> Option<(&str, usize)> {
+pub(super) fn plain_string<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, usize)> {
     if line.get(at) != Some(&b'"') {
         return None;
     }
@@ -106,7 +145,7 @@ pub(super) fn plain_string(line: &[u8], at: usize) -> Option<(&str, usize)> {
 }
 
 /// A plain string, or `null` (absent).
-pub(super) fn plain_or_null(line: &[u8], at: usize) -> Option<(Option<&str>, usize)> {
+pub(super) fn plain_or_null<'a>(line: &Line<'a>, at: usize) -> Option<(Option<&'a str>, usize)> {
     if let Some(after) = null(line, at) {
         return Some((None, after));
     }
@@ -114,7 +153,7 @@ pub(super) fn plain_or_null(line: &[u8], at: usize) -> Option<(Option<&str>, usi
 }
 
 /// Any string, or `null`: the type a field must have for the full parse to read it.
-pub(super) fn string_or_null(line: &[u8], at: usize) -> Option<usize> {
+pub(super) fn string_or_null(line: &Line<'_>, at: usize) -> Option<usize> {
     match line.get(at) {
         Some(b'"') => string(line, at).map(|(_, after)| after),
         _ => null(line, at),
@@ -164,7 +203,7 @@ fn null(line: &[u8], at: usize) -> Option<usize> {
 /// and where its value starts, and answers where the value ends. The index after the
 /// closing `}`; `None` for a key with an escape or anything but `,` or `}` after a value.
 pub(super) fn object<'a>(
-    line: &'a [u8],
+    line: &Line<'a>,
     open: usize,
     mut member: impl FnMut(&'a [u8], usize) -> Option<usize>,
 ) -> Option<usize> {
@@ -196,11 +235,11 @@ pub(super) fn object<'a>(
 
 /// The index after the value that starts at `at`, its grammar checked all the way
 /// down (as deep as serde reads, 128 levels); the text of its strings is not read.
-pub(super) fn skip_value(line: &[u8], at: usize) -> Option<usize> {
+pub(super) fn skip_value(line: &Line<'_>, at: usize) -> Option<usize> {
     skip_nested(line, at, 0)
 }
 
-fn skip_nested(line: &[u8], at: usize, depth: usize) -> Option<usize> {
+fn skip_nested(line: &Line<'_>, at: usize, depth: usize) -> Option<usize> {
     const DEEPEST: usize = 128;
     match *line.get(at)? {
         b'"' => string(line, at).map(|(_, after)| after),
@@ -217,7 +256,7 @@ fn skip_nested(line: &[u8], at: usize, depth: usize) -> Option<usize> {
 /// The elements of the array whose `[` is at `open`: `element` gets where each
 /// starts and answers where it ends. The index after the closing `]`.
 pub(super) fn array(
-    line: &[u8],
+    line: &Line<'_>,
     open: usize,
     mut element: impl FnMut(usize) -> Option<usize>,
 ) -> Option<usize> {
@@ -332,7 +371,7 @@ mod tests {
             from in 0usize..400,
         ) {
             let from = from.min(bytes.len());
-            prop_assert_eq!(super::closing_quote(&bytes, from), closing_quote_slowly(&bytes, from));
+            prop_assert_eq!(super::closing_quote(&super::Line::new(&bytes), from), closing_quote_slowly(&bytes, from));
         }
 
         /// Quotes are rare: the first one found is the one after the escapes.
@@ -346,7 +385,7 @@ mod tests {
                 bytes.push(b'"');
                 bytes.extend(std::iter::repeat_n(b'x', letters));
             }
-            prop_assert_eq!(super::closing_quote(&bytes, 0), closing_quote_slowly(&bytes, 0));
+            prop_assert_eq!(super::closing_quote(&super::Line::new(&bytes), 0), closing_quote_slowly(&bytes, 0));
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use super::LINE_FIELDS;
 use super::json::{
-    Seen, boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
+    Line, Seen, boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
 };
 use crate::core::sessions::prices::Tokens;
 
@@ -39,7 +39,8 @@ const USAGE_FIELDS: &[&[u8]] = &[
 ];
 
 /// The response an `assistant` line holds; `None` sends the line to the full parse.
-pub fn response(line: &[u8]) -> Option<Response<'_>> {
+pub fn response(bytes: &[u8]) -> Option<Response<'_>> {
+    let line = &Line::new(bytes);
     let mut r = Response::default();
     let mut kind = None;
     let mut seen = Seen::default();
@@ -73,7 +74,7 @@ pub fn response(line: &[u8]) -> Option<Response<'_>> {
     (end == line.len() && kind == Some("assistant")).then_some(r)
 }
 
-fn message<'a>(line: &'a [u8], at: usize, r: &mut Response<'a>) -> Option<usize> {
+fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize> {
     let mut seen = Seen::default();
     object(line, at, |key, at| {
         seen.once(key, MESSAGE_FIELDS)?;
@@ -84,7 +85,7 @@ fn message<'a>(line: &'a [u8], at: usize, r: &mut Response<'a>) -> Option<usize>
             b"content" if line[at..].starts_with(b"null") => return Some(at + 4),
             b"content" => {
                 let end = skip_value(line, at)?;
-                r.content = Some(std::str::from_utf8(&line[at..end]).ok()?);
+                r.content = Some(std::str::from_utf8(&line.bytes[at..end]).ok()?);
                 return Some(end);
             }
             b"usage" => return usage(line, at, &mut r.usage),
@@ -95,7 +96,7 @@ fn message<'a>(line: &'a [u8], at: usize, r: &mut Response<'a>) -> Option<usize>
     })
 }
 
-fn usage(line: &[u8], at: usize, usage: &mut Option<Tokens>) -> Option<usize> {
+fn usage(line: &Line<'_>, at: usize, usage: &mut Option<Tokens>) -> Option<usize> {
     if line[at..].starts_with(b"null") {
         return Some(at + 4);
     }
@@ -119,7 +120,7 @@ fn usage(line: &[u8], at: usize, usage: &mut Option<Tokens>) -> Option<usize> {
     Some(end)
 }
 
-fn cache_creation(line: &[u8], at: usize, one_hour: &mut u64) -> Option<usize> {
+fn cache_creation(line: &Line<'_>, at: usize, one_hour: &mut u64) -> Option<usize> {
     if line[at..].starts_with(b"null") {
         return Some(at + 4);
     }
