@@ -2,10 +2,13 @@
 //! argument (the file, command or pattern it works on) and whether its result came
 //! back, idle after an end of turn, and the last tool result that was an error.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
+
+use crate::core::sessions::skim;
 
 /// The last tool call of the main chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -35,8 +38,9 @@ pub struct Activity {
     pub recent: Vec<(ToolCall, Option<bool>)>,
     #[serde(skip)]
     pending: HashSet<String>,
+    /// The ids of the calls in `recent` (a call may have none).
     #[serde(skip)]
-    ids: Vec<String>,
+    ids: Vec<Option<String>>,
     /// `last_error` is the API's (cleared by the next real response).
     #[serde(skip)]
     api_error: bool,
@@ -51,22 +55,22 @@ pub const RECENT: usize = 20;
 #[derive(Deserialize)]
 struct Block<'a> {
     #[serde(rename = "type", borrow)]
-    kind: std::borrow::Cow<'a, str>,
+    kind: Cow<'a, str>,
     #[serde(borrow)]
-    id: Option<std::borrow::Cow<'a, str>>,
+    id: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    name: Option<std::borrow::Cow<'a, str>>,
+    name: Option<Cow<'a, str>>,
     /// Left unparsed: a tool's input can be a whole file (`Write`); only its main
     /// argument is read from it.
     #[serde(borrow)]
     input: Option<&'a RawValue>,
     #[serde(borrow)]
-    tool_use_id: Option<std::borrow::Cow<'a, str>>,
+    tool_use_id: Option<Cow<'a, str>>,
     is_error: Option<bool>,
     #[serde(borrow)]
     content: Option<&'a RawValue>,
     #[serde(borrow)]
-    text: Option<std::borrow::Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
 }
 
 impl Activity {
@@ -76,32 +80,42 @@ impl Activity {
         if std::mem::take(&mut self.api_error) {
             self.last_error = None;
         }
-        if let Some(raw) = content.filter(|c| c.contains("\"tool_use\""))
-            && let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(raw)
-        {
-            for b in blocks.iter().filter(|b| b.kind == "tool_use") {
-                let call = ToolCall {
-                    name: b.name.as_deref().unwrap_or("tool").to_owned(),
-                    argument: b.input.and_then(main_argument),
-                    at: at.map(str::to_owned),
-                    waiting: true,
-                };
-                if let Some(id) = &b.id {
-                    self.pending.insert(id.to_string());
-                    self.ids.push(id.to_string());
-                }
-                self.recent.push((call.clone(), None));
-                if self.recent.len() > RECENT {
-                    self.recent.remove(0);
-                    self.ids.remove(0);
-                }
-                self.tool = Some(call);
-                self.state = "waiting";
+        if let Some(raw) = content.filter(|c| c.contains("\"tool_use\"")) {
+            let calls = calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw));
+            for (id, name, argument) in calls {
+                self.call(id.as_deref(), name.as_deref(), argument, at);
             }
         }
         if stop_reason == Some("end_turn") {
             self.state = "idle";
         }
+    }
+
+    /// A tool call asked for: waiting for its result.
+    fn call(
+        &mut self,
+        id: Option<&str>,
+        name: Option<&str>,
+        argument: Option<String>,
+        at: Option<&str>,
+    ) {
+        let call = ToolCall {
+            name: name.unwrap_or("tool").to_owned(),
+            argument,
+            at: at.map(str::to_owned),
+            waiting: true,
+        };
+        if let Some(id) = id {
+            self.pending.insert(id.to_owned());
+        }
+        self.ids.push(id.map(str::to_owned));
+        self.recent.push((call.clone(), None));
+        if self.recent.len() > RECENT {
+            self.recent.remove(0);
+            self.ids.remove(0);
+        }
+        self.tool = Some(call);
+        self.state = "waiting";
     }
 
     /// Claude Code's line for a request the API refused (`"isApiErrorMessage": true`,
@@ -159,7 +173,7 @@ impl Activity {
 
     fn result(&mut self, id: &str, error: bool) {
         self.pending.remove(id);
-        if let Some(i) = self.ids.iter().position(|x| x == id) {
+        if let Some(i) = self.ids.iter().position(|x| x.as_deref() == Some(id)) {
             self.recent[i].1 = Some(error);
             self.recent[i].0.waiting = false;
         }
@@ -169,8 +183,10 @@ impl Activity {
     fn settle(&mut self) {
         if let Some(t) = &mut self.tool {
             t.waiting = self
-                .pending
-                .contains(self.ids.last().map_or("", String::as_str));
+                .ids
+                .last()
+                .and_then(Option::as_deref)
+                .is_some_and(|id| self.pending.contains(id));
         }
         self.state = if self.pending.is_empty() {
             "working"
@@ -183,11 +199,17 @@ impl Activity {
 /// An error result's text from its content (JSON text): the string, or the JSON as
 /// written when it is not one (blocks), cut to 200 characters.
 fn error_text(content: &str) -> String {
-    serde_json::from_str::<String>(content)
-        .unwrap_or_else(|_| content.to_owned())
-        .chars()
-        .take(200)
-        .collect()
+    let text = serde_json::from_str::<Cow<'_, str>>(content).unwrap_or(Cow::Borrowed(content));
+    cut(&text, 200)
+}
+
+/// The first `chars` characters of `text`.
+fn cut(text: &str, chars: usize) -> String {
+    if text.len() <= chars {
+        // Never more characters than bytes.
+        return text.to_owned();
+    }
+    text.chars().take(chars).collect()
 }
 
 /// The keys of a tool's input that say what it works on, the first found wins.
@@ -203,13 +225,55 @@ const ARGUMENT_KEYS: [&str; 7] = [
 
 /// The argument that says what a tool works on, cut to 120 characters: the value of
 /// the first of [`ARGUMENT_KEYS`] that is a string (a key written twice: its last).
-fn main_argument(input: &RawValue) -> Option<String> {
-    let Arguments(values) = serde_json::from_str(input.get()).ok()?;
+fn main_argument(input: &str) -> Option<String> {
+    let values = match skim::members(input, &ARGUMENT_KEYS) {
+        Some(values) => values,
+        None => arguments_parsed(input)?,
+    };
     values
         .into_iter()
         .flatten()
-        .find_map(|raw| serde_json::from_str::<std::borrow::Cow<'_, str>>(raw.get()).ok())
-        .map(|s| s.chars().take(120).collect())
+        .find_map(|raw| serde_json::from_str::<Cow<'_, str>>(raw).ok())
+        .map(|s| cut(&s, 120))
+}
+
+/// The values under [`ARGUMENT_KEYS`] by the full parse: what the skim must agree with.
+fn arguments_parsed(input: &str) -> Option<[Option<&str>; ARGUMENT_KEYS.len()]> {
+    let Arguments(values) = serde_json::from_str(input).ok()?;
+    Some(values.map(|v| v.map(RawValue::get)))
+}
+
+/// A call as the response holds it: its id, its tool and its main argument.
+type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
+
+/// The tool calls of a response's content, read without parsing it; `None` when the
+/// walk cannot read it (`skim::tool_calls`).
+fn calls_skimmed(content: &str) -> Option<Vec<NewCall<'_>>> {
+    let calls = skim::tool_calls(content)?;
+    Some(
+        calls
+            .into_iter()
+            .map(|c| {
+                let argument = c.input.and_then(main_argument);
+                (c.id.map(Cow::Borrowed), c.name.map(Cow::Borrowed), argument)
+            })
+            .collect(),
+    )
+}
+
+/// The tool calls of a response's content by the full parse: none when it fails.
+fn calls_parsed(content: &str) -> Vec<NewCall<'_>> {
+    let Ok(blocks) = serde_json::from_str::<Vec<Block<'_>>>(content) else {
+        return Vec::new();
+    };
+    blocks
+        .into_iter()
+        .filter(|b| b.kind == "tool_use")
+        .map(|b| {
+            let argument = b.input.map(RawValue::get).and_then(main_argument);
+            (b.id, b.name, argument)
+        })
+        .collect()
 }
 
 /// An input's values under [`ARGUMENT_KEYS`], unparsed; every other value skipped
@@ -218,7 +282,7 @@ struct Arguments<'a>([Option<&'a RawValue>; ARGUMENT_KEYS.len()]);
 
 /// A key, borrowed from the line unless it has an escape.
 #[derive(Deserialize)]
-struct Key<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
 impl<'de> Deserialize<'de> for Arguments<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -290,7 +354,7 @@ mod tests {
     fn the_main_argument_is_the_first_key_holding_a_string() {
         let argument = |json: &str| {
             let raw: Box<RawValue> = serde_json::from_str(json).expect("json");
-            main_argument(&raw)
+            main_argument(raw.get())
         };
         assert_eq!(
             argument(r#"{"content":"fn main() {}","file_path":"/p/a.rs"}"#).as_deref(),
@@ -305,5 +369,118 @@ mod tests {
         assert_eq!(argument(r#"{"todos":[{"content":"x"}]}"#), None);
         let long = format!(r#"{{"prompt":"{}"}}"#, "é".repeat(300));
         assert_eq!(argument(&long).map(|a| a.chars().count()), Some(120));
+    }
+
+    mod skimmed_and_parsed {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// A JSON value as text: strings with quotes and backslashes to escape,
+        /// numbers, null, nested objects and arrays.
+        fn value() -> impl Strategy<Value = String> {
+            let text = prop_oneof![
+                "\\PC{0,8}",
+                prop::sample::select(vec!["\"", "\\", "cargo \"test\"", "/p/a.rs", "\n"])
+                    .prop_map(str::to_owned),
+            ];
+            let leaf = prop_oneof![
+                4 => text.prop_map(|t| serde_json::Value::from(t).to_string()),
+                1 => prop::sample::select(vec!["null", "7", "-1.5e3", "true", "\"a\\u0062\""])
+                    .prop_map(str::to_owned),
+            ];
+            leaf.prop_recursive(2, 8, 3, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..3)
+                        .prop_map(|v| format!("[{}]", v.join(","))),
+                    prop::collection::vec(("[a-z_]{1,4}", inner), 0..3).prop_map(|kv| {
+                        let members: Vec<String> =
+                            kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                        format!("{{{}}}", members.join(","))
+                    }),
+                ]
+            })
+        }
+
+        /// An object as text whose keys are often the ones read, sometimes twice.
+        fn object(
+            keys: Vec<&'static str>,
+            value: impl Strategy<Value = String>,
+        ) -> impl Strategy<Value = String> {
+            prop::collection::vec((prop::sample::select(keys), value), 0..5).prop_map(|kv| {
+                let members: Vec<String> = kv.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+                format!("{{{}}}", members.join(","))
+            })
+        }
+
+        fn input() -> impl Strategy<Value = String> {
+            let mut keys = ARGUMENT_KEYS.to_vec();
+            keys.extend(["content", "todos", "file\\u005fpath"]);
+            prop_oneof![4 => object(keys, value()), 1 => value()]
+        }
+
+        fn content() -> impl Strategy<Value = String> {
+            let field = prop_oneof![
+                2 => prop::sample::select(vec!["\"tool_use\"", "\"text\"", "\"t1\"", "\"Bash\"", "null", "3", "\"tool\\u005fuse\"", "false"])
+                    .prop_map(str::to_owned),
+                2 => input(),
+                1 => value(),
+            ];
+            let block = object(
+                vec![
+                    "type",
+                    "type",
+                    "id",
+                    "name",
+                    "input",
+                    "input",
+                    "tool_use_id",
+                    "is_error",
+                    "content",
+                    "text",
+                    "other",
+                ],
+                field,
+            );
+            prop::collection::vec(prop_oneof![6 => block, 1 => value()], 0..4)
+                .prop_map(|blocks| format!("[{}]", blocks.join(",")))
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2048))]
+
+            /// Where the walk reads a tool's input, it finds the main argument the parse finds.
+            #[test]
+            fn the_main_argument_skimmed_is_the_one_parsed(input in input()) {
+                let first = |values: [Option<&str>; ARGUMENT_KEYS.len()]| {
+                    values.into_iter().flatten().find_map(|raw| serde_json::from_str::<Cow<'_, str>>(raw).ok())
+                };
+                if let Some(values) = skim::members(&input, &ARGUMENT_KEYS) {
+                    prop_assert_eq!(first(values), arguments_parsed(&input).and_then(first), "{}", input);
+                }
+            }
+
+            /// Where the walk reads a response's content, it finds the calls the parse finds.
+            #[test]
+            fn the_calls_skimmed_are_the_calls_parsed(content in content()) {
+                if let Some(calls) = calls_skimmed(&content) {
+                    prop_assert_eq!(calls, calls_parsed(&content), "{}", content);
+                }
+            }
+        }
+
+        /// The shapes Claude Code writes are read by the walk, not left to the parse.
+        #[test]
+        fn a_real_call_is_skimmed() {
+            let content = r#"[{"type":"tool_use","id":"toolu_01","name":"Write","input":{"file_path":"/p/a.rs","content":"fn main() {\n    println!(\"hi\");\n}\n"}}]"#;
+            let calls = calls_skimmed(content).expect("skimmed");
+            assert_eq!(
+                calls,
+                [(
+                    Some("toolu_01".into()),
+                    Some("Write".into()),
+                    Some("/p/a.rs".to_owned())
+                )]
+            );
+        }
     }
 }

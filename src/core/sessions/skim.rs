@@ -8,9 +8,11 @@
 //! property test (`tests`) checks both ways agree. Responses have their own walk
 //! (`skim::response`).
 
+mod calls;
 mod json;
 mod response;
 
+pub use calls::{Call, members, tool_calls};
 use json::{
     Line, Seen, array, boolean, object, plain_or_null, plain_string, skip_value, string_or_null,
 };
@@ -134,7 +136,7 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
             // Kept for an error's text: JSON text, `null` for none.
             b"content" => {
                 let end = skip_value(line, at)?;
-                let raw = std::str::from_utf8(&line.bytes[at..end]).ok()?;
+                let raw = line.text(at, end)?;
                 content = (raw != "null").then_some(raw);
                 Some(end)
             }

@@ -17,6 +17,8 @@ pub(super) fn string<'a>(line: &Line<'a>, at: usize) -> Option<(&'a [u8], usize)
 /// short strings after it are found from one reading.
 pub(super) struct Line<'a> {
     pub(super) bytes: &'a [u8],
+    /// The same bytes, when they are known to be UTF-8 (a part of a line already read).
+    text: Option<&'a str>,
     /// Where the block read last starts (`usize::MAX`: none yet), and its masks.
     last: Cell<(usize, Masks)>,
 }
@@ -25,7 +27,24 @@ impl<'a> Line<'a> {
     pub(super) fn new(bytes: &'a [u8]) -> Self {
         Self {
             bytes,
+            text: None,
             last: Cell::new((usize::MAX, Masks::default())),
+        }
+    }
+
+    /// Text already known to be UTF-8: its parts are not checked again.
+    pub(super) fn of_text(text: &'a str) -> Self {
+        Self {
+            text: Some(text),
+            ..Self::new(text.as_bytes())
+        }
+    }
+
+    /// The bytes from `at` to `end` as text, `None` when they are not UTF-8.
+    pub(super) fn text(&self, at: usize, end: usize) -> Option<&'a str> {
+        match self.text {
+            Some(text) => text.get(at..end),
+            None => std::str::from_utf8(self.bytes.get(at..end)?).ok(),
         }
     }
 

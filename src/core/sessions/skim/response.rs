@@ -85,7 +85,7 @@ fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize
             b"content" if line[at..].starts_with(b"null") => return Some(at + 4),
             b"content" => {
                 let end = skip_value(line, at)?;
-                r.content = Some(std::str::from_utf8(&line.bytes[at..end]).ok()?);
+                r.content = Some(line.text(at, end)?);
                 return Some(end);
             }
             b"usage" => return usage(line, at, &mut r.usage),
