@@ -371,6 +371,33 @@ mod tests {
         assert_eq!(argument(&long).map(|a| a.chars().count()), Some(120));
     }
 
+    /// Calls without an id (anyone can write a transcript) keep `recent` and its ids
+    /// in step: a result used to mark the wrong call, and could empty the ids first.
+    #[test]
+    fn calls_without_ids_never_misalign_the_recent_calls() {
+        let mut a = Activity::default();
+        for n in 0..RECENT + 5 {
+            let id = if n % 2 == 0 {
+                String::new()
+            } else {
+                format!(r#""id":"t{n}","#)
+            };
+            let content = format!(
+                r#"[{{"type":"tool_use",{id}"name":"Bash","input":{{"command":"ls {n}"}}}}]"#
+            );
+            a.response(Some(&content), Some("tool_use"), None);
+        }
+        assert_eq!((a.recent.len(), a.ids.len()), (RECENT, RECENT));
+        a.results([("t23", None)]);
+        let answered = a
+            .recent
+            .iter()
+            .position(|(c, _)| c.argument.as_deref() == Some("ls 23"));
+        assert_eq!(answered.map(|i| a.recent[i].1), Some(Some(false)));
+        // The last call has no id: no result can answer it, it is not shown waiting.
+        assert!(a.tool.as_ref().is_some_and(|t| !t.waiting));
+    }
+
     mod skimmed_and_parsed {
         use super::super::*;
         use proptest::prelude::*;
