@@ -59,38 +59,81 @@ const BLOCK_FIELDS: &[&[u8]] = &[
 /// member (`skim::json`): its grammar checked, the text of its strings skipped.
 pub fn tool_results(bytes: &[u8]) -> Option<ToolResults<'_>> {
     let line = &Line::new(bytes);
-    let mut out = ToolResults {
-        timestamp: None,
-        sidechain: false,
-        results: Vec::new(),
-    };
-    let mut kind = None;
-    let mut seen = Seen::default();
-    let end = object(line, 0, |key, at| {
-        seen.once(key, LINE_FIELDS)?;
+    let mut head = Head::wanting("user");
+    let mut results = Vec::new();
+    let end = object(line, 0, |key, at| match key {
+        b"isApiErrorMessage" if head.once(key) => boolean(line, at).map(|(_, after)| after),
+        b"requestId" if head.once(key) => string_or_null(line, at),
+        b"message" if head.once(key) => user_message(line, at, &mut results),
+        _ => head.field(line, key, at),
+    })?;
+    let only_results = head.is_whole(line, end) && !results.is_empty();
+    only_results.then_some(ToolResults {
+        timestamp: head.timestamp,
+        sidechain: head.sidechain,
+        results,
+    })
+}
+
+/// What both walks read of a line: its type (one other than wanted ends the walk),
+/// its time and chain, and the fields the full parse types, each met once.
+struct Head<'a> {
+    wanted: &'static str,
+    kind: Option<&'a str>,
+    timestamp: Option<&'a str>,
+    sidechain: bool,
+    seen: Seen,
+    /// A field of [`LINE_FIELDS`] met twice: the line is refused.
+    twice: bool,
+}
+
+impl<'a> Head<'a> {
+    fn wanting(wanted: &'static str) -> Self {
+        Self {
+            wanted,
+            kind: None,
+            timestamp: None,
+            sidechain: false,
+            seen: Seen::default(),
+            twice: false,
+        }
+    }
+
+    /// Marks `key` met; false (and the line refused) the second time.
+    fn once(&mut self, key: &[u8]) -> bool {
+        let first = self.seen.once(key, LINE_FIELDS).is_some();
+        self.twice |= !first;
+        first
+    }
+
+    /// Reads a member the caller does not: where its value ends, `None` to refuse.
+    fn field(&mut self, line: &Line<'a>, key: &[u8], at: usize) -> Option<usize> {
+        if self.twice || !self.once(key) {
+            return None;
+        }
         match key {
-            b"type" => plain_string(line, at).map(|(k, after)| {
-                kind = Some(k);
-                after
-            }),
+            b"type" => {
+                let (kind, after) = plain_string(line, at)?;
+                self.kind = Some(kind).filter(|k| *k == self.wanted);
+                self.kind.map(|_| after)
+            }
             b"timestamp" => plain_or_null(line, at).map(|(t, after)| {
-                out.timestamp = t;
+                self.timestamp = t;
                 after
             }),
             b"isSidechain" => boolean(line, at).map(|(side, after)| {
-                out.sidechain = side.unwrap_or(false);
+                self.sidechain = side.unwrap_or(false);
                 after
             }),
-            b"isApiErrorMessage" => boolean(line, at).map(|(_, after)| after),
-            b"sessionId" | b"cwd" | b"requestId" | b"agentId" | b"subtype" => {
-                string_or_null(line, at)
-            }
-            b"message" => user_message(line, at, &mut out.results),
+            b"sessionId" | b"cwd" | b"agentId" | b"subtype" => string_or_null(line, at),
             _ => skip_value(line, at),
         }
-    })?;
-    let only_results = end == line.len() && kind == Some("user") && !out.results.is_empty();
-    only_results.then_some(out)
+    }
+
+    /// The walk ended at the line's end, on a line of the type wanted.
+    fn is_whole(&self, line: &Line<'_>, end: usize) -> bool {
+        !self.twice && end == line.len() && self.kind.is_some()
+    }
 }
 
 /// A user message is its role and its content, a list of tool results, nothing else.

@@ -5,10 +5,8 @@
 //! where a value is read, a number that is not a plain count, an API error: the line
 //! goes to the full parse. The property test in `tests` checks both ways agree.
 
-use super::LINE_FIELDS;
-use super::json::{
-    Line, Seen, boolean, count, object, plain_or_null, plain_string, skip_value, string_or_null,
-};
+use super::Head;
+use super::json::{Line, Seen, boolean, count, object, plain_or_null, skip_value};
 use crate::core::sessions::prices::Tokens;
 
 /// What a response line says that the tally counts, however it was read.
@@ -41,37 +39,22 @@ const USAGE_FIELDS: &[&[u8]] = &[
 /// The response an `assistant` line holds; `None` sends the line to the full parse.
 pub fn response(bytes: &[u8]) -> Option<Response<'_>> {
     let line = &Line::new(bytes);
+    let mut head = Head::wanting("assistant");
     let mut r = Response::default();
-    let mut kind = None;
-    let mut seen = Seen::default();
-    let end = object(line, 0, |key, at| {
-        seen.once(key, LINE_FIELDS)?;
-        match key {
-            b"type" => plain_string(line, at).map(|(k, after)| {
-                kind = Some(k);
-                after
-            }),
-            b"timestamp" => plain_or_null(line, at).map(|(t, after)| {
-                r.timestamp = t;
-                after
-            }),
-            b"isSidechain" => boolean(line, at).map(|(side, after)| {
-                r.sidechain = side.unwrap_or(false);
-                after
-            }),
-            b"requestId" => plain_or_null(line, at).map(|(id, after)| {
-                r.request_id = id;
-                after
-            }),
-            b"isApiErrorMessage" => {
-                boolean(line, at).and_then(|(error, after)| (error != Some(true)).then_some(after))
-            }
-            b"sessionId" | b"cwd" | b"agentId" | b"subtype" => string_or_null(line, at),
-            b"message" => message(line, at, &mut r),
-            _ => skip_value(line, at),
+    let end = object(line, 0, |key, at| match key {
+        b"requestId" if head.once(key) => plain_or_null(line, at).map(|(id, after)| {
+            r.request_id = id;
+            after
+        }),
+        b"isApiErrorMessage" if head.once(key) => {
+            boolean(line, at).and_then(|(error, after)| (error != Some(true)).then_some(after))
         }
+        b"message" if head.once(key) => message(line, at, &mut r),
+        _ => head.field(line, key, at),
     })?;
-    (end == line.len() && kind == Some("assistant")).then_some(r)
+    r.timestamp = head.timestamp;
+    r.sidechain = head.sidechain;
+    head.is_whole(line, end).then_some(r)
 }
 
 fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize> {

@@ -5,18 +5,25 @@ use super::*;
 use crate::core::sessions::prices::PriceTable;
 use crate::core::sessions::tally::Tally;
 
-/// A tool-results line of the real Claude Code 2.1.328 (its fixture), and the same
-/// with an error result: its text kept.
-#[test]
-fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
+/// The first line of the real Claude Code 2.1.328's transcript (a fixture) that `is`.
+fn fixture_line(is: impl Fn(&str) -> bool) -> String {
     let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
         "tests/fixtures/claude-2.1.328/subagent/project/304bb5cb-3950-4dfe-a395-ea7fe3afe9fb.jsonl",
     );
     let text = std::fs::read_to_string(fixture).expect("fixture");
-    let line = text
-        .lines()
-        .find(|l| l.contains(r#""type":"tool_result""#) && l.contains("toolUseResult"))
-        .expect("a tool result line");
+    text.lines()
+        .find(|l| is(l))
+        .expect("a line of that kind")
+        .to_owned()
+}
+
+/// A tool-results line of the real Claude Code 2.1.328 (its fixture), and the same
+/// with an error result: its text kept.
+#[test]
+fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
+    let line =
+        fixture_line(|l| l.contains(r#""type":"tool_result""#) && l.contains("toolUseResult"));
+    let line = line.as_str();
     let got = tool_results(line.as_bytes()).expect("skimmed");
     assert_eq!(got.results, [("toolu_0001", None)]);
     assert!(!got.sidechain);
@@ -178,37 +185,12 @@ fn calls_line() -> impl Strategy<Value = String> {
     })
 }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(1024))]
-
-    /// The skim and the full parse leave the same tally, line after line.
-    #[test]
-    fn the_skim_and_the_full_parse_agree(
-        lines in prop::collection::vec(prop_oneof![2 => results_line(), 1 => calls_line()], 1..10)
-    ) {
-        let prices = PriceTable::default();
-        let (mut skimmed, mut parsed) = (Tally::new(), Tally::new());
-        let first = r#"{"type":"user","sessionId":"s1","cwd":"/p","timestamp":"2026-11-25T09:13:00.000Z","isSidechain":false,"message":{"role":"user","content":"/musician task-01"}}"#;
-        for line in std::iter::once(first.to_owned()).chain(lines) {
-            skimmed.feed_bytes(line.as_bytes(), &prices);
-            parsed.feed_parsed(line.as_bytes(), &prices);
-            prop_assert_eq!(&skimmed, &parsed, "after {}", line);
-        }
-    }
-}
-
 /// A response of the real Claude Code 2.1.328 (its fixture) is skimmed to the figures
 /// the full parse finds; the same as an API error is not skimmed.
 #[test]
 fn a_real_response_line_is_skimmed_and_an_api_error_is_not() {
-    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
-        "tests/fixtures/claude-2.1.328/subagent/project/304bb5cb-3950-4dfe-a395-ea7fe3afe9fb.jsonl",
-    );
-    let text = std::fs::read_to_string(fixture).expect("fixture");
-    let line = text
-        .lines()
-        .find(|l| l.contains(r#""type":"assistant""#) && l.contains(r#""usage""#))
-        .expect("a response line");
+    let line = fixture_line(|l| l.contains(r#""type":"assistant""#) && l.contains(r#""usage""#));
+    let line = line.as_str();
     let got = response(line.as_bytes()).expect("skimmed");
     let v: Value = serde_json::from_str(line).expect("json");
     let usage = &v["message"]["usage"];
@@ -388,11 +370,12 @@ fn damaged() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
-    /// Responses skimmed and parsed leave the same tally, whole or damaged.
+    /// The skim and the full parse leave the same tally, line after line: responses,
+    /// tool results and the calls they answer, whole or damaged.
     #[test]
-    fn responses_skimmed_and_parsed_agree(
+    fn the_skim_and_the_full_parse_agree(
         lines in prop::collection::vec(
-            prop_oneof![6 => response_line(), 1 => damaged(), 1 => results_line()],
+            prop_oneof![4 => response_line(), 3 => results_line(), 1 => calls_line(), 1 => damaged()],
             1..10,
         )
     ) {
