@@ -132,7 +132,7 @@ impl Activity {
             .unwrap_or_else(|| "API Error (no text)".to_owned());
         self.state = API_ERROR;
         self.api_error = true;
-        self.last_error = Some(text.chars().take(500).collect());
+        self.last_error = Some(cut(&text, 500));
     }
 
     /// A user line of the main chain: a prompt, or tool results.

@@ -109,16 +109,16 @@ impl Follower {
 
     /// Asks the kernel to read the unread part of the file ahead, in the background,
     /// when it is more than a chunk: the pages the machine let go of (a transcript
-    /// not read for a while) come in while other files are counted.
-    fn read_ahead(&self) {
+    /// not read for a while) come in while other files are counted. The file's
+    /// length (0 when it cannot be opened).
+    fn read_ahead(&self) -> u64 {
         let Ok((file, meta)) = safe_fs::open_regular(&self.path) else {
-            return;
+            return 0;
         };
         let unread = meta.len().saturating_sub(self.offset);
-        if unread > CHUNK as u64 {
-            let (Ok(from), Ok(len)) = (i64::try_from(self.offset), i64::try_from(unread)) else {
-                return;
-            };
+        if unread > CHUNK as u64
+            && let (Ok(from), Ok(len)) = (i64::try_from(self.offset), i64::try_from(unread))
+        {
             // Advice only: a kernel that does not take it costs nothing.
             let _ = nix::fcntl::posix_fadvise(
                 &file,
@@ -127,6 +127,7 @@ impl Follower {
                 nix::fcntl::PosixFadviseAdvice::POSIX_FADV_WILLNEED,
             );
         }
+        meta.len()
     }
 
     fn restart(&mut self) {
@@ -189,7 +190,8 @@ impl Follower {
 }
 
 /// Reads every follower on a pool of threads sized to the cores, one file a job, the
-/// largest files taken first so one big transcript does not finish last alone.
+/// largest files taken first so one big transcript does not finish last alone; each
+/// file is handed to the kernel's read-ahead when its length is taken.
 pub fn read_all(followers: &mut [Follower], prices: &PriceTable) {
     let workers = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
@@ -200,14 +202,9 @@ pub fn read_all(followers: &mut [Follower], prices: &PriceTable) {
         }
         return;
     }
-    let mut jobs: Vec<(u64, &mut Follower)> = followers
-        .iter_mut()
-        .map(|f| (std::fs::metadata(&f.path).map_or(0, |m| m.len()), f))
-        .collect();
+    let mut jobs: Vec<(u64, &mut Follower)> =
+        followers.iter_mut().map(|f| (f.read_ahead(), f)).collect();
     jobs.sort_by_key(|(len, _)| std::cmp::Reverse(*len));
-    for (_, f) in &jobs {
-        f.read_ahead();
-    }
     let queue = std::sync::Mutex::new(jobs.into_iter().map(|(_, f)| f));
     std::thread::scope(|scope| {
         for _ in 0..workers {

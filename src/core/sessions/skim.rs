@@ -14,7 +14,8 @@ mod response;
 
 pub use calls::{Call, members, tool_calls};
 use json::{
-    Line, Seen, array, boolean, object, plain_or_null, plain_string, skip_value, string_or_null,
+    Line, Seen, array, boolean, json_or_null, object, plain_or_null, plain_string, skip_value,
+    string_or_null,
 };
 pub use response::{Response, response};
 
@@ -176,13 +177,11 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
                 error = e == Some(true);
                 after
             }),
-            // Kept for an error's text: JSON text, `null` for none.
-            b"content" => {
-                let end = skip_value(line, at)?;
-                let raw = line.text(at, end)?;
-                content = (raw != "null").then_some(raw);
-                Some(end)
-            }
+            // Kept for an error's text.
+            b"content" => json_or_null(line, at).map(|(raw, after)| {
+                content = raw;
+                after
+            }),
             b"id" | b"name" | b"text" => string_or_null(line, at),
             _ => skip_value(line, at),
         }

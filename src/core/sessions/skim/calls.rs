@@ -5,7 +5,8 @@
 
 use super::BLOCK_FIELDS;
 use super::json::{
-    Line, Seen, array, boolean, object, plain_or_null, plain_string, skip_value, string_or_null,
+    Line, Seen, array, boolean, json_or_null, object, plain_or_null, plain_string, skip_value,
+    string_or_null,
 };
 
 /// One `tool_use` block of a response's content.
@@ -61,13 +62,6 @@ fn block<'a>(line: &Line<'a>, at: usize) -> Option<(Option<Call<'a>>, usize)> {
     })?;
     // A block without a type is one the full parse refuses.
     Some(((kind? == "tool_use").then_some(call), end))
-}
-
-/// A value as JSON text, `None` for `null`.
-fn json_or_null<'a>(line: &Line<'a>, at: usize) -> Option<(Option<&'a str>, usize)> {
-    let end = skip_value(line, at)?;
-    let raw = line.text(at, end)?;
-    Some(((raw != "null").then_some(raw), end))
 }
 
 /// The values (JSON text) of an object's members under `keys`, the last of a key

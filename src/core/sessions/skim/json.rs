@@ -214,7 +214,17 @@ pub(super) fn count(line: &[u8], at: usize) -> Option<(Option<u64>, usize)> {
     Some((Some(value), end))
 }
 
-fn null(line: &[u8], at: usize) -> Option<usize> {
+/// Any value as JSON text (unparsed), or `null` (absent).
+pub(super) fn json_or_null<'a>(line: &Line<'a>, at: usize) -> Option<(Option<&'a str>, usize)> {
+    if let Some(after) = null(line, at) {
+        return Some((None, after));
+    }
+    let end = skip_value(line, at)?;
+    Some((Some(line.text(at, end)?), end))
+}
+
+/// The index after a `null` at `at`.
+pub(super) fn null(line: &[u8], at: usize) -> Option<usize> {
     line.get(at..)?.starts_with(b"null").then_some(at + 4)
 }
 

@@ -6,7 +6,9 @@
 //! goes to the full parse. The property test in `tests` checks both ways agree.
 
 use super::Head;
-use super::json::{Line, Seen, boolean, count, object, plain_or_null, skip_value};
+use super::json::{
+    Line, Seen, boolean, count, json_or_null, null, object, plain_or_null, skip_value,
+};
 use crate::core::sessions::prices::Tokens;
 
 /// What a response line says that the tally counts, however it was read.
@@ -65,12 +67,7 @@ fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize
             b"id" => (&mut r.id, plain_or_null(line, at)?),
             b"model" => (&mut r.model, plain_or_null(line, at)?),
             b"stop_reason" => (&mut r.stop_reason, plain_or_null(line, at)?),
-            b"content" if line[at..].starts_with(b"null") => return Some(at + 4),
-            b"content" => {
-                let end = skip_value(line, at)?;
-                r.content = Some(line.text(at, end)?);
-                return Some(end);
-            }
+            b"content" => (&mut r.content, json_or_null(line, at)?),
             b"usage" => return usage(line, at, &mut r.usage),
             _ => return skip_value(line, at),
         };
@@ -80,8 +77,8 @@ fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize
 }
 
 fn usage(line: &Line<'_>, at: usize, usage: &mut Option<Tokens>) -> Option<usize> {
-    if line[at..].starts_with(b"null") {
-        return Some(at + 4);
+    if let Some(after) = null(line, at) {
+        return Some(after);
     }
     let mut tokens = Tokens::default();
     let mut seen = Seen::default();
@@ -104,8 +101,8 @@ fn usage(line: &Line<'_>, at: usize, usage: &mut Option<Tokens>) -> Option<usize
 }
 
 fn cache_creation(line: &Line<'_>, at: usize, one_hour: &mut u64) -> Option<usize> {
-    if line[at..].starts_with(b"null") {
-        return Some(at + 4);
+    if let Some(after) = null(line, at) {
+        return Some(after);
     }
     let mut seen = Seen::default();
     object(line, at, |key, at| {
