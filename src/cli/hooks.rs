@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
 use crate::cli::CliError;
-use crate::core::hooks::{self, event::HookEvent, install, replace, spool};
+use crate::core::hooks::{self, event::HookEvent, guard, install, replace, spool};
 use crate::core::paths::ProjectKey;
 
 /// The most of stdin a hook event may take.
@@ -52,14 +52,20 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
         event.claude_pid = Some(claude.pid);
         event.claude_start = claude.start_time;
     }
+    let from_user_settings = project.is_none();
     let root = project_root(project, &event);
+    // Installed for the user and in the project: the project's own entry speaks (it may
+    // leave the guard off), so one event is one refusal and one spooled line.
+    if from_user_settings && install::project_has_hooks(&root) {
+        return;
+    }
     let key = ProjectKey::of(&root);
     if args.iter().any(|a| a == "--replace-pollers")
-        && let Some(refusal) = refuse_poller(&json, &key, event.claude_pid)
+        && let Some(verdict) = guard_verdict(&json, &key, event.claude_pid)
     {
         // The answer first: it is what Claude Code waits for.
-        let _ = writeln!(std::io::stdout(), "{}", replace::answer(&refusal.reason));
-        event.replaced = Some(refusal.replaced);
+        let _ = writeln!(std::io::stdout(), "{}", verdict.answer.to_json());
+        event.replaced = verdict.replaced;
     }
     if let Some(path) = spool::spool_path(&key) {
         let _ = spool::append(&path, &event);
@@ -83,32 +89,40 @@ fn project_root(project: Option<PathBuf>, event: &HookEvent) -> PathBuf {
     })
 }
 
-/// The refusal of a poller's launch, with what this hook can learn of the session.
-fn refuse_poller(
+/// The poller guard's verdict on this event, with what this hook can learn of the
+/// session (looked up only when a refusal is weighed).
+fn guard_verdict(
     json: &serde_json::Value,
     project: &ProjectKey,
     claude_pid: Option<i32>,
-) -> Option<replace::Refusal> {
-    // Every tool call runs this hook: the session's task (its process, its transcript)
-    // and maestro's own path are looked up for a subagent's launch only.
-    if !replace::launches_subagent(json) {
-        return None;
-    }
+) -> Option<guard::Verdict> {
     let text = |k: &str| json.get(k).and_then(serde_json::Value::as_str);
-    let transcript = text("transcript_path")
-        .map(Path::new)
-        .filter(|p| p.is_absolute());
-    let session_task = replace::session_task(claude_pid, transcript);
-    let cwd = text("cwd").map(PathBuf::from);
-    let program = program_word();
-    let ctx = replace::Context {
-        project,
-        cwd: cwd.as_deref(),
-        program: &program,
-        session_task: session_task.as_ref(),
-        reporting: &|| hooks::reporter::is_held(project),
-    };
-    replace::refusal(json, &ctx)
+    let ledger = text("session_id").and_then(|s| guard::ledger::Ledger::of(project, s));
+    let with_context =
+        |decide: &mut dyn FnMut(&replace::Context<'_>) -> Option<replace::Refusal>| {
+            let transcript = text("transcript_path")
+                .map(Path::new)
+                .filter(|p| p.is_absolute());
+            let session_task = replace::session_task(claude_pid, transcript);
+            let cwd = text("cwd").map(PathBuf::from);
+            let program = program_word();
+            let ctx = replace::Context {
+                project,
+                cwd: cwd.as_deref(),
+                program: &program,
+                session_task: session_task.as_ref(),
+                reporting: &|| hooks::reporter::is_held(project),
+            };
+            decide(&ctx)
+        };
+    guard::judge(
+        json,
+        &guard::Lookups {
+            root: &project.root,
+            ledger: ledger.as_ref(),
+            context: &with_context,
+        },
+    )
 }
 
 /// How a shell in the session finds this maestro: `maestro` when that is what PATH

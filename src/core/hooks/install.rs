@@ -283,6 +283,17 @@ pub fn settings_path(project: Option<&Path>) -> Option<PathBuf> {
     }
 }
 
+/// Whether the project's own Claude Code settings (`.claude/settings.local.json` or
+/// `.claude/settings.json`) hold maestro's hooks: then a user-wide install stands aside.
+pub fn project_has_hooks(root: &Path) -> bool {
+    ["settings.local.json", "settings.json"].iter().any(|name| {
+        safe_fs::read_regular(&root.join(".claude").join(name), 4 * 1024 * 1024)
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+            .is_some_and(|v| !installed_events(&v).is_empty())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,13 +4,14 @@
 //! - [`install`]: maestro's entries in a Claude Code settings file.
 //! - `maestro hook` (in `cli/hooks.rs`) turns the event JSON on its stdin into a
 //!   [`event::HookEvent`] and appends it to the project's [`spool`].
-//! - [`replace`]: with `--replace-pollers`, the refusal of an LLM poller's launch and
-//!   the command named instead; [`reporter`]: whether a maestro reports to the database.
+//! - [`guard`]: with `--replace-pollers`, a subagent polling in a loop stopped, a
+//!   poller's launch refused ([`replace`]), the command named instead allowed; [`reporter`]: whether a maestro reports to the database.
 //! - The hooks source (`sources/hooks.rs`) follows the spool; the hub keeps the
 //!   [`book::NeedsYouBook`].
 
 pub mod book;
 pub mod event;
+pub mod guard;
 pub mod install;
 pub mod replace;
 pub mod reporter;

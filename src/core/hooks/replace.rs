@@ -1,12 +1,16 @@
-//! `maestro hook --replace-pollers`: a `PreToolUse` of `Agent`/`Task` that launches a
-//! known LLM poller is refused, and the refusal's reason (which Claude Code hands the
-//! model as the tool's result) names the maestro command that does the job instead.
+//! `maestro hook --replace-pollers`: what an LLM poller is refused, and the maestro
+//! command named instead (the refusal's reason, which Claude Code hands the model).
 //!
-//! Nothing is refused unless its duty is done: a Musician's watcher only when its task is
-//! known (the command names it), the Souffleur's watcher only with the ids its command
-//! needs, the LLM Sentinel only while a maestro reports to the project's database. The
-//! self-monitor guards a watcher that is now a process whose end Claude Code reports: it
-//! is refused with nothing to run.
+//! A poller is known by its deeds ([`crate::core::hooks::guard`]: a subagent whose calls
+//! loop over the orchestration's state is stopped) and, at its launch, only where words
+//! are certain: a skill's verbatim poller prompt from the session whose role launches it
+//! (the Souffleur's watcher and self-monitor from the Souffleur's session, the Sentinel
+//! from the Conductor's), or a prompt this session already saw caught polling.
+//!
+//! Nothing is refused unless its duty can be done now: the database opens, the task is
+//! in it, maestro's data folder is writable; the LLM Sentinel only while a maestro
+//! reports to the database. No command that keeps a heartbeat is named for a session
+//! that does not hold that role.
 
 use std::path::Path;
 
@@ -18,7 +22,24 @@ use crate::core::domain::souffleur::WatcherMode;
 use crate::core::paths::ProjectKey;
 use crate::core::sessions::pollers::{self, Launch, Poller};
 
-/// A poller launch refused, as the hook spools it for the running maestros.
+/// Where a poller was refused: its launch, or its loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stage {
+    Launch,
+    Loop,
+}
+
+impl Stage {
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Launch => "launch",
+            Self::Loop => "loop",
+        }
+    }
+}
+
+/// A poller refused, as the hook spools it for the running maestros.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replaced {
     pub role: String,
@@ -27,6 +48,9 @@ pub struct Replaced {
     /// The command named instead (`None`: nothing to run, the self-monitor; the Sentinel).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// Refused at its launch or stopped in its loop (`None` in an older spool: launch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub at: Option<Stage>,
 }
 
 /// The refusal: what is spooled, and the reason the model reads.
@@ -48,28 +72,113 @@ pub struct Context<'a> {
     pub reporting: &'a dyn Fn() -> bool,
 }
 
-/// The refusal for a hook event, if it launches a poller whose duty is covered.
+/// How to switch the guard off, said in every refusal.
+pub const SWITCH_OFF: &str = "(This refusal is maestro's poller guard, `maestro hooks install --replace-pollers`; `maestro hooks install` without the flag switches it off, `maestro hooks uninstall` removes maestro's hooks.)";
+
+/// The refusal of a subagent's launch, when its prompt is a skill's verbatim poller
+/// prompt from the session whose role launches it and its duty can be done now.
 pub fn refusal(event: &Value, ctx: &Context<'_>) -> Option<Refusal> {
     if !launches_subagent(event) {
         return None;
     }
-    let input = event.get("tool_input")?;
-    let prompt = crate::core::text::prompt_text(input.get("prompt")?)?;
-    let launch = Launch {
+    let prompt = launch_prompt(event)?;
+    let poller = pollers::recognise(&Launch {
         prompt: &prompt,
-        background: input.get("run_in_background").and_then(Value::as_bool),
+        background: None,
         session_task: ctx.session_task,
+    })?;
+    let role = ctx.session_task?;
+    let launcher_holds_role = match poller {
+        Poller::Sentinel => role.is_conductor(),
+        Poller::SouffleurWatcher { .. } | Poller::SouffleurTeammate => role.is_souffleur(),
+        // A Musician writes its watchers' prompts itself: known by their deeds only.
+        Poller::MusicianWatcher { .. } => false,
     };
-    let poller = pollers::recognise(&launch)?;
-    let (task, command, reason) = instead(&poller, ctx)?;
+    launcher_holds_role.then_some(())?;
+    let (task, command, does) = instead(&poller, ctx)?;
     Some(Refusal {
+        reason: launch_reason(&poller, command.as_deref(), &does),
         replaced: Replaced {
             role: poller.role().to_owned(),
             task_id: task,
             command,
+            at: Some(Stage::Launch),
         },
-        reason,
     })
+}
+
+/// The prompt of an `Agent`/`Task` call.
+pub fn launch_prompt(event: &Value) -> Option<String> {
+    let input = event.get("tool_input")?;
+    crate::core::text::prompt_text(input.get("prompt")?)
+}
+
+/// The refusal of a subagent caught polling (its calls so far read `states`), when its
+/// session holds the role whose duty the loop does and maestro can do it now. `prompt`
+/// is the subagent's own, when its transcript had it (the Souffleur's ids are in it).
+pub fn stop_in_loop(
+    states: &[crate::core::hooks::guard::deeds::State],
+    prompt: Option<&str>,
+    ctx: &Context<'_>,
+) -> Option<Refusal> {
+    use crate::core::hooks::guard::deeds::State;
+    let role = ctx.session_task?;
+    let known = prompt.and_then(|p| {
+        pollers::recognise(&Launch {
+            prompt: p,
+            background: None,
+            session_task: Some(role),
+        })
+    });
+    let poller = if role.is_musician() && states.contains(&State::Comms) {
+        let pause = matches!(known, Some(Poller::MusicianWatcher { pause: true, .. }));
+        Poller::MusicianWatcher {
+            task: Some(role.clone()),
+            pause,
+        }
+    } else if role.is_conductor() && states.contains(&State::Logs) {
+        Poller::Sentinel
+    } else if role.is_souffleur() {
+        match known? {
+            p @ (Poller::SouffleurWatcher { .. } | Poller::SouffleurTeammate) => p,
+            _ => return None,
+        }
+    } else {
+        return None;
+    };
+    let (task, command, does) = instead(&poller, ctx)?;
+    let tell = match &command {
+        Some(c) => format!(
+            "tell your caller to run `{c}` with Bash (run_in_background: true) in your place; it {does}"
+        ),
+        None => format!("tell your caller that {does}"),
+    };
+    Some(Refusal {
+        reason: format!(
+            "maestro stopped this subagent: its calls wait and read the orchestration's state in a loop, and maestro does that job without an LLM. Make no more tool calls; end now with a final message that {tell} {SWITCH_OFF}"
+        ),
+        replaced: Replaced {
+            role: poller.role().to_owned(),
+            task_id: task,
+            command,
+            at: Some(Stage::Loop),
+        },
+    })
+}
+
+fn launch_reason(poller: &Poller, command: Option<&str>, does: &str) -> String {
+    let who = match poller {
+        Poller::Sentinel => "the Sentinel's",
+        Poller::SouffleurWatcher { .. } => "the Souffleur watcher's",
+        Poller::SouffleurTeammate => "the Souffleur self-monitor's",
+        Poller::MusicianWatcher { .. } => "this watcher's",
+    };
+    match command {
+        Some(c) => format!(
+            "maestro does {who} job without an LLM: run `{c}` with Bash (run_in_background: true) instead; it {does} {SWITCH_OFF}"
+        ),
+        None => format!("maestro does {who} job without an LLM: {does} {SWITCH_OFF}"),
+    }
 }
 
 /// Whether a hook event is the launch of a subagent (`PreToolUse` of `Agent`, or of
@@ -80,32 +189,33 @@ pub fn launches_subagent(event: &Value) -> bool {
         && matches!(text("tool_name"), Some("Agent" | "Task"))
 }
 
+/// The task the refusal is about, the command named (if any) and what it does.
 type Instead = (Option<String>, Option<String>, String);
 
 fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
     let run = |args: &str| format!("{}{args}{}", ctx.program, project_flag(ctx));
+    let root = &ctx.project.root;
     match poller {
         Poller::MusicianWatcher { task, pause } => {
-            let task = task.as_ref()?.as_str().to_owned();
+            let task = task.as_ref()?;
+            duty_ready(root, Some(task)).then_some(())?;
+            let task = task.as_str().to_owned();
             let (command, does) = if *pause {
                 (
                     run(&format!(" musician watch {task} --pause")),
                     format!(
-                        "keeps {task}'s heartbeat fresh and exits, printing what came, when the Conductor ends the pause (or has been silent too long)"
+                        "keeps {task}'s heartbeat fresh and exits, printing what came, when the Conductor ends the pause (or has been silent too long)."
                     ),
                 )
             } else {
                 (
                     run(&format!(" musician watch {task}")),
                     format!(
-                        "keeps {task}'s heartbeat fresh and exits, printing the message, when the Conductor writes to {task}"
+                        "keeps {task}'s heartbeat fresh and exits, printing the message, when the Conductor writes to {task}."
                     ),
                 )
             };
-            let reason = format!(
-                "maestro does this watcher's job without an LLM: run `{command}` with Bash (run_in_background: true) instead; it {does}."
-            );
-            Some((Some(task), Some(command), reason))
+            Some((Some(task), Some(command), does))
         }
         Poller::SouffleurWatcher {
             mode,
@@ -114,6 +224,7 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
             awaiting_session_id,
         } => {
             let session = session_id.as_deref()?;
+            duty_ready(root, None).then_some(())?;
             let mut args = String::from(" souffleur --watcher");
             match mode {
                 WatcherMode::Normal => args.push_str(&format!(" PID:{}", (*pid)?)),
@@ -123,18 +234,20 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
             if *awaiting_session_id {
                 args.push_str(" --awaiting-session-id");
             }
-            let command = run(&args);
-            let reason = format!(
-                "maestro does the Souffleur watcher's job without an LLM: run `{command}` with Bash (run_in_background: true) instead; it keeps the souffleur heartbeat fresh and exits with the watcher's report (CONDUCTOR_DEAD:pid, CONDUCTOR_DEAD:heartbeat, SESSION_ID_FOUND:<id>, CONDUCTOR_COMPLETE or CONTEXT_RECOVERY, and the task count): act on its output as on the watcher's."
-            );
-            Some((Some("souffleur".into()), Some(command), reason))
+            Some((
+                Some("souffleur".into()),
+                Some(run(&args)),
+                "keeps the souffleur heartbeat fresh and exits with the watcher's report (CONDUCTOR_DEAD:pid, CONDUCTOR_DEAD:heartbeat, SESSION_ID_FOUND:<id>, CONDUCTOR_COMPLETE or CONTEXT_RECOVERY, and the task count): act on its output as on the watcher's.".into(),
+            ))
         }
-        Poller::SouffleurTeammate => Some((
-            Some("souffleur".into()),
-            None,
-            "maestro needs no self-monitor here: the watcher is a maestro process run with Bash in the background, and Claude Code tells you when it exits, so it cannot die silently. Nothing to run instead.".into(),
-        )),
-        Poller::Sentinel => (ctx.reporting)().then(|| {
+        Poller::SouffleurTeammate => duty_ready(root, None).then(|| {
+            (
+                Some("souffleur".into()),
+                None,
+                "no self-monitor is needed here: the watcher is a maestro process run with Bash in the background, and Claude Code tells you when it exits, so it cannot die silently. Nothing to run instead.".into(),
+            )
+        }),
+        Poller::Sentinel => ((ctx.reporting)() && duty_ready(root, None)).then(|| {
             (
                 None,
                 None,
@@ -142,6 +255,30 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
             )
         }),
     }
+}
+
+/// Whether the command maestro would name can do its duty now: the project's database
+/// opens with the orchestration's schema (and holds `task`, when one is named), and
+/// maestro's data folder is writable.
+pub fn duty_ready(root: &Path, task: Option<&TaskId>) -> bool {
+    use nix::unistd::{AccessFlags, access};
+    let data_ok = crate::core::paths::data_dir().is_some_and(|d| {
+        std::fs::create_dir_all(&d).is_ok() && access(&d, AccessFlags::W_OK).is_ok()
+    });
+    if !data_ok {
+        return false;
+    }
+    let Ok(conn) = crate::core::store::open_existing(&root.join("comms.db")) else {
+        return false;
+    };
+    task.is_none_or(|t| {
+        conn.query_row(
+            "SELECT 1 FROM orchestration_tasks WHERE task_id = ?1",
+            [t.as_str()],
+            |_| Ok(()),
+        )
+        .is_ok()
+    })
 }
 
 /// ` --project DIR` when the session's folder is not the project's root.
@@ -155,6 +292,18 @@ fn project_flag(ctx: &Context<'_>) -> String {
     }
     let root = ctx.project.root.to_string_lossy();
     shlex::try_quote(&root).map_or_else(|_| String::new(), |q| format!(" --project {q}"))
+}
+
+/// The answer that lets a call run without a permission prompt (a command the guard
+/// named to this session).
+pub fn allow_answer(reason: &str) -> Value {
+    serde_json::json!({
+        "hookSpecificOutput": {
+            "hookEventName": "PreToolUse",
+            "permissionDecision": "allow",
+            "permissionDecisionReason": reason,
+        }
+    })
 }
 
 /// The answer Claude Code reads on the hook's stdout: the call is denied, with `reason`.
@@ -196,7 +345,7 @@ fn transcript_task(transcript: &Path) -> Option<TaskId> {
 }
 
 /// `/musician task-03 …` → task-03; `/conductor …` → task-00; `/souffleur …` → souffleur.
-fn task_of_prompt(prompt: &str) -> Option<TaskId> {
+pub fn task_of_prompt(prompt: &str) -> Option<TaskId> {
     static MUSICIAN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
         regex::Regex::new(r"(?s)/musician\b.{0,80}?\b(task-\d{2,4})\b").expect("static regex")
     });

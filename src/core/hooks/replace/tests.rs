@@ -14,8 +14,21 @@ fn agent(prompt: &str, background: Option<bool>) -> Value {
     pre_tool_use("Agent", &input)
 }
 
-fn with<T>(task: Option<&str>, reporting: bool, f: impl FnOnce(&Context<'_>) -> T) -> T {
+/// A project with a real comms.db holding `task-03` (and the session's task).
+fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
+    crate::core::schema::init_database(&dir.path().join("comms.db")).expect("init");
+    let conn = rusqlite::Connection::open(dir.path().join("comms.db")).expect("open");
+    conn.execute(
+        "INSERT INTO orchestration_tasks (task_id, state) VALUES ('task-03', 'working')",
+        [],
+    )
+    .expect("insert");
+    dir
+}
+
+fn with<T>(task: Option<&str>, reporting: bool, f: impl FnOnce(&Context<'_>) -> T) -> T {
+    let dir = project();
     let project = ProjectKey::of(dir.path());
     let task = task.and_then(TaskId::parse);
     let report = move || reporting;
@@ -30,15 +43,30 @@ fn with<T>(task: Option<&str>, reporting: bool, f: impl FnOnce(&Context<'_>) -> 
 }
 
 const WATCHER: &str = "Background watcher: every 15 seconds query orchestration_messages for new messages to this task; refresh last_heartbeat when older than 60 s; exit when one arrives.";
+const SENTINEL: &str = "You are the Sentinel \u{2014} a monitoring teammate watching Musicians' progress logs for anomalies.\n**Active tasks to monitor:** task-01";
+const SOUFFLEUR_WATCHER: &str = "Poll the Conductor's liveness every ~60 seconds using comms-link.\n\nConductor PID: 4242\nConductor session ID: 7f3c1a2b-0000-4000-8000-00000000abcd\nAwaiting session ID: false\nWatcher mode: normal\n";
 
 #[test]
-fn a_musicians_watcher_is_refused_with_the_command_for_its_task() {
+fn a_musicians_watcher_is_never_refused_for_its_words() {
+    // Its prompt is the Musician's own writing: only its deeds tell (guard::deeds).
+    for task in [Some("task-03"), None] {
+        assert!(with(task, false, |ctx| refusal(&agent(WATCHER, Some(true)), ctx)).is_none());
+    }
+}
+
+#[test]
+fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
+    use crate::core::hooks::guard::deeds::State;
     let r = with(Some("task-03"), false, |ctx| {
-        refusal(&agent(WATCHER, Some(true)), ctx)
+        stop_in_loop(
+            &[State::Comms],
+            Some("surveille la base toutes les 15 s"),
+            ctx,
+        )
     })
-    .expect("refused");
+    .expect("stopped");
     assert_eq!(r.replaced.role, "musician-watcher");
-    assert_eq!(r.replaced.task_id.as_deref(), Some("task-03"));
+    assert_eq!(r.replaced.at, Some(Stage::Loop));
     assert_eq!(
         r.replaced.command.as_deref(),
         Some("maestro musician watch task-03")
@@ -48,71 +76,111 @@ fn a_musicians_watcher_is_refused_with_the_command_for_its_task() {
         "{}",
         r.reason
     );
-    let pause = "Pause watcher: every 10 seconds read the task's state; refresh last_heartbeat when older than 60 s; exit when it is no longer needs_review or error.";
-    let r = with(Some("task-03"), false, |ctx| {
-        refusal(&agent(pause, None), ctx)
-    })
-    .expect("refused");
-    assert_eq!(r.replaced.role, "musician-pause-watcher");
     assert!(
-        r.reason
-            .contains("`maestro musician watch task-03 --pause`"),
+        r.reason.contains("without the flag switches it off"),
         "{}",
         r.reason
     );
-    // The Task tool's older name, and a task named only in the prompt.
-    let named = "Background watcher for task-05: poll orchestration_messages every 15 s and refresh last_heartbeat.";
-    let input = json!({"prompt": named, "run_in_background": true});
-    let r = with(None, false, |ctx| {
-        refusal(&pre_tool_use("Task", &input), ctx)
-    })
-    .expect("refused");
-    assert_eq!(
-        r.replaced.command.as_deref(),
-        Some("maestro musician watch task-05")
-    );
-}
-
-#[test]
-fn nothing_is_refused_whose_duty_would_be_left_undone() {
-    // No task known: no command to name, so the LLM watcher runs.
-    assert!(with(None, false, |ctx| refusal(&agent(WATCHER, Some(true)), ctx)).is_none());
-    // The Sentinel without a reporting maestro runs; with one it is refused.
-    let sentinel = "You are the Sentinel — a monitoring teammate watching Musicians' progress logs for anomalies.\n**Active tasks to monitor:** task-01";
+    // A task the database does not hold, a session with no role, logs read by a
+    // Musician: nothing to name, nothing stopped.
     assert!(
-        with(Some("task-00"), false, |ctx| refusal(
-            &agent(sentinel, None),
+        with(Some("task-07"), false, |ctx| stop_in_loop(
+            &[State::Comms],
+            None,
+            ctx
+        ))
+        .is_none()
+    );
+    assert!(with(None, false, |ctx| stop_in_loop(&[State::Comms], None, ctx)).is_none());
+    assert!(
+        with(Some("task-03"), false, |ctx| stop_in_loop(
+            &[State::Logs],
+            None,
+            ctx
+        ))
+        .is_none()
+    );
+    // The Conductor's loop over the logs: the Sentinel, only while a maestro reports.
+    assert!(
+        with(Some("task-00"), false, |ctx| stop_in_loop(
+            &[State::Logs],
+            None,
             ctx
         ))
         .is_none()
     );
     let r = with(Some("task-00"), true, |ctx| {
-        refusal(&agent(sentinel, None), ctx)
+        stop_in_loop(&[State::Logs], None, ctx)
     })
-    .expect("refused");
+    .expect("stopped");
     assert_eq!(r.replaced.role, "sentinel");
-    assert!(r.reason.contains("report_to_db"), "{}", r.reason);
-    // Ordinary work, other tools, other events.
-    let readme = "update the README section on the background watcher: it reads orchestration_messages and refreshes last_heartbeat";
+    assert_eq!(r.replaced.command, None);
+}
+
+#[test]
+fn nothing_is_refused_whose_duty_would_be_left_undone() {
+    // The Sentinel without a reporting maestro runs; with one it is refused.
     assert!(
-        with(Some("task-03"), false, |ctx| refusal(
-            &agent(readme, Some(true)),
+        with(Some("task-00"), false, |ctx| refusal(
+            &agent(SENTINEL, None),
             ctx
         ))
         .is_none()
     );
+    let r = with(Some("task-00"), true, |ctx| {
+        refusal(&agent(SENTINEL, None), ctx)
+    })
+    .expect("refused");
+    assert_eq!(r.replaced.role, "sentinel");
+    assert_eq!(r.replaced.at, Some(Stage::Launch));
+    assert!(r.reason.contains("report_to_db"), "{}", r.reason);
+    // A damaged database: no refusal, whatever the rest.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("comms.db"), b"not a database").expect("write");
+    let project = ProjectKey::of(dir.path());
+    let task = TaskId::parse("task-00");
+    let ctx = Context {
+        project: &project,
+        cwd: Some(dir.path()),
+        program: "maestro",
+        session_task: task.as_ref(),
+        reporting: &|| true,
+    };
+    assert!(refusal(&agent(SENTINEL, None), &ctx).is_none());
+    // Other tools, other events.
     let bash = pre_tool_use("Bash", &json!({"command": WATCHER}));
     assert!(with(Some("task-03"), false, |ctx| refusal(&bash, ctx)).is_none());
-    let mut post = agent(WATCHER, Some(true));
+    let mut post = agent(SENTINEL, None);
     post["hook_event_name"] = json!("PostToolUse");
-    assert!(with(Some("task-03"), false, |ctx| refusal(&post, ctx)).is_none());
+    assert!(with(Some("task-00"), true, |ctx| refusal(&post, ctx)).is_none());
+}
+
+#[test]
+fn a_verbatim_prompt_is_refused_only_from_the_session_that_holds_its_role() {
+    // Quoted in a review from a Musician's session, or from no session's role: it runs.
+    for task in [Some("task-03"), Some("task-00"), None] {
+        assert!(
+            with(task, true, |ctx| refusal(
+                &agent(SOUFFLEUR_WATCHER, Some(true)),
+                ctx
+            ))
+            .is_none(),
+            "{task:?}"
+        );
+    }
+    assert!(
+        with(Some("task-03"), true, |ctx| refusal(
+            &agent(SENTINEL, None),
+            ctx
+        ))
+        .is_none()
+    );
 }
 
 #[test]
 fn the_souffleurs_layers_are_refused_with_the_watcher_command() {
-    let watcher = "Poll the Conductor's liveness every ~60 seconds using comms-link.\n\nConductor PID: 4242\nConductor session ID: 7f3c1a2b-0000-4000-8000-00000000abcd\nAwaiting session ID: false\nWatcher mode: normal\n";
     let r = with(Some("souffleur"), false, |ctx| {
-        refusal(&agent(watcher, Some(true)), ctx)
+        refusal(&agent(SOUFFLEUR_WATCHER, Some(true)), ctx)
     })
     .expect("refused");
     assert_eq!(
@@ -122,7 +190,7 @@ fn the_souffleurs_layers_are_refused_with_the_watcher_command() {
         )
     );
     let heartbeat_only = "Poll the Conductor's liveness every ~60 seconds using comms-link.\nConductor session ID: abc-1\nAwaiting session ID: true\nWatcher mode: heartbeat-only (PID unavailable)";
-    let r = with(None, false, |ctx| {
+    let r = with(Some("souffleur"), false, |ctx| {
         refusal(&agent(heartbeat_only, Some(true)), ctx)
     })
     .expect("refused");
@@ -131,14 +199,17 @@ fn the_souffleurs_layers_are_refused_with_the_watcher_command() {
         Some("maestro souffleur --watcher --heartbeat-only SESSION_ID:abc-1 --awaiting-session-id")
     );
     let teammate = "You are the Souffleur's self-monitor. Your job is to ensure the\nbackground watcher is alive by checking the Souffleur's heartbeat.";
-    let r = with(None, false, |ctx| refusal(&agent(teammate, None), ctx)).expect("refused");
+    let r = with(Some("souffleur"), false, |ctx| {
+        refusal(&agent(teammate, None), ctx)
+    })
+    .expect("refused");
     assert_eq!(r.replaced.role, "souffleur-teammate");
     assert_eq!(r.replaced.command, None);
 }
 
 #[test]
 fn a_session_in_a_subfolder_is_given_the_project() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = project();
     let sub = dir.path().join("src");
     std::fs::create_dir(&sub).expect("mkdir");
     let project = ProjectKey::of(dir.path());
@@ -150,7 +221,8 @@ fn a_session_in_a_subfolder_is_given_the_project() {
         session_task: task.as_ref(),
         reporting: &|| false,
     };
-    let r = refusal(&agent(WATCHER, Some(true)), &ctx).expect("refused");
+    let states = [crate::core::hooks::guard::deeds::State::Comms];
+    let r = stop_in_loop(&states, None, &ctx).expect("stopped");
     let words = shlex::split(r.replaced.command.as_deref().expect("command")).expect("words");
     assert_eq!(words[..4], ["maestro", "musician", "watch", "task-03"]);
     assert_eq!(words[4], "--project");

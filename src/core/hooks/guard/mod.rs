@@ -1,0 +1,203 @@
+//! The poller guard (`maestro hook --replace-pollers`): a subagent is judged by what it
+//! does and by who launched it, not by the words of its prompt.
+//!
+//! Every `PreToolUse` a subagent makes carries its `agent_id`; the guard keeps its calls
+//! in the session's [`ledger`] and, when they form a poll loop over the orchestration's
+//! state ([`deeds::polls`]), stops it: that call and every later one is refused with a
+//! reason telling it to end and hand its caller the maestro command that does its duty
+//! ([`replace::stop_in_loop`]). The command is then allowed to run in that session
+//! without a permission prompt, and the prompt that looped is refused at its next
+//! launch. A launch is otherwise refused only where words are certain
+//! ([`replace::refusal`]).
+
+pub mod deeds;
+pub mod ledger;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::core::hooks::replace::{self, Refusal, Replaced, Stage};
+use ledger::{Caught, Ledger};
+
+/// What the hook answers Claude Code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Answer {
+    /// The call is refused, with the reason the model reads.
+    Deny(String),
+    /// The call runs without a permission prompt (a command the guard named).
+    Allow(String),
+}
+
+impl Answer {
+    pub fn to_json(&self) -> Value {
+        match self {
+            Self::Deny(reason) => replace::answer(reason),
+            Self::Allow(reason) => replace::allow_answer(reason),
+        }
+    }
+}
+
+/// The guard's verdict on one event: its answer and, for a new refusal, what to spool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verdict {
+    pub answer: Answer,
+    pub replaced: Option<Replaced>,
+}
+
+/// Runs a decision with the refusal context (the session's task, maestro's name in a
+/// shell, …), which the hook looks up only then.
+pub type WithContext<'a> =
+    dyn Fn(&mut dyn FnMut(&replace::Context<'_>) -> Option<Refusal>) -> Option<Refusal> + 'a;
+
+/// What the guard asks of the hook. The hook runs before every tool call: an ordinary
+/// call reads one small ledger file and nothing else.
+pub struct Lookups<'a> {
+    pub root: &'a Path,
+    pub ledger: Option<&'a Ledger>,
+    pub context: &'a WithContext<'a>,
+}
+
+/// The guard's verdict on a hook event, `None` when it lets the call go on as usual.
+pub fn judge(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
+    let text = |k: &str| event.get(k).and_then(Value::as_str);
+    if text("hook_event_name") != Some("PreToolUse") {
+        return None;
+    }
+    let tool = text("tool_name")?;
+    let input = event.get("tool_input").unwrap_or(&Value::Null);
+    if let Some(agent) = text("agent_id").filter(|a| !a.is_empty()) {
+        return in_subagent(event, agent, tool, input, look);
+    }
+    match tool {
+        "Bash" => {
+            let command = input.get("command").and_then(Value::as_str)?;
+            look.ledger?.is_allowed(command).then(|| Verdict {
+                answer: Answer::Allow("maestro named this command to replace an LLM poller".into()),
+                replaced: None,
+            })
+        }
+        "Agent" | "Task" => at_launch(event, look),
+        _ => None,
+    }
+}
+
+/// A subagent's launch: refused when its prompt was caught polling in this session, or
+/// is a skill's verbatim poller prompt from the session that holds its role.
+fn at_launch(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
+    let prompt = replace::launch_prompt(event)?;
+    let caught = look
+        .ledger
+        .and_then(|l| l.caught(ledger::prompt_hash(&prompt)));
+    let refusal = match caught {
+        Some(c) => {
+            // Still only while its duty can be done.
+            let ready = (look.context)(&mut |ctx| {
+                let task = c
+                    .replaced
+                    .task_id
+                    .as_deref()
+                    .and_then(crate::core::domain::TaskId::parse);
+                let ready = replace::duty_ready(
+                    &ctx.project.root,
+                    task.as_ref().filter(|t| t.is_musician()),
+                );
+                ready.then(|| Refusal {
+                    replaced: c.replaced.clone(),
+                    reason: c.reason.clone(),
+                })
+            });
+            ready.map(|mut r| {
+                r.replaced.at = Some(Stage::Launch);
+                r
+            })
+        }
+        None => (look.context)(&mut |ctx| replace::refusal(event, ctx)),
+    }?;
+    if let (Some(ledger), Some(command)) = (look.ledger, &refusal.replaced.command) {
+        ledger.allow(command);
+    }
+    Some(Verdict {
+        answer: Answer::Deny(refusal.reason),
+        replaced: Some(refusal.replaced),
+    })
+}
+
+/// A call made inside a subagent: kept, and refused once its calls loop.
+fn in_subagent(
+    event: &Value,
+    agent: &str,
+    tool: &str,
+    input: &Value,
+    look: &Lookups<'_>,
+) -> Option<Verdict> {
+    let ledger = look.ledger?;
+    if let Some(reason) = ledger.stopped(agent) {
+        return Some(Verdict {
+            answer: Answer::Deny(reason),
+            replaced: None,
+        });
+    }
+    let deed = deeds::of_call(tool, input, look.root);
+    let history = ledger.calls(agent);
+    ledger.add_call(agent, deed);
+    if !deeds::polls(&history, deed) {
+        return None;
+    }
+    let mut all = history;
+    all.push(deed);
+    let states = deeds::states_read(&all);
+    let prompt = subagent_prompt(event, agent);
+    let refusal =
+        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))?;
+    ledger.stop(agent, &refusal.reason);
+    if let Some(command) = &refusal.replaced.command {
+        ledger.allow(command);
+    }
+    if let Some(prompt) = &prompt {
+        let launch_reason = match &refusal.replaced.command {
+            Some(c) => format!(
+                "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM. Run `{c}` with Bash (run_in_background: true) instead. {}",
+                replace::SWITCH_OFF
+            ),
+            None => format!(
+                "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM, nothing to run instead. {}",
+                replace::SWITCH_OFF
+            ),
+        };
+        ledger.add_caught(&Caught {
+            prompt_hash: ledger::prompt_hash(prompt),
+            replaced: refusal.replaced.clone(),
+            reason: launch_reason,
+        });
+    }
+    Some(Verdict {
+        answer: Answer::Deny(refusal.reason),
+        replaced: Some(refusal.replaced),
+    })
+}
+
+/// The prompt a subagent was launched with: the first line of its transcript, Claude
+/// Code 2.1's `<session>/subagents/agent-<id>.jsonl` beside the session's own.
+fn subagent_prompt(event: &Value, agent: &str) -> Option<String> {
+    let text = |k: &str| event.get(k).and_then(Value::as_str);
+    let path = match text("agent_transcript_path") {
+        Some(p) => std::path::PathBuf::from(p),
+        None => {
+            let main = Path::new(text("transcript_path")?);
+            let session = text("session_id")?;
+            main.parent()?
+                .join(session)
+                .join("subagents")
+                .join(format!("agent-{agent}.jsonl"))
+        }
+    };
+    if !path.is_absolute() {
+        return None;
+    }
+    let head = crate::core::safe_fs::read_regular(&path, 256 * 1024).ok()?;
+    let first = head
+        .split(|b| *b == b'\n')
+        .find_map(|line| serde_json::from_slice::<Value>(line).ok())?;
+    crate::core::text::prompt_text(first.get("message")?.get("content")?)
+}
