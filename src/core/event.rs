@@ -385,13 +385,15 @@ pub enum What {
         /// "permission for Bash `cargo publish`", "waiting for input".
         text: String,
     },
-    /// `maestro hook --replace-pollers` refused an LLM poller's launch and named
+    /// `maestro hook --replace-pollers` refused an LLM poller (its launch, or its loop) and named
     /// `command` instead (`None`: nothing to run).
     PollerReplaced {
         task_id: Option<String>,
         session_id: String,
         role: &'static str,
         command: Option<String>,
+        /// `launch` (refused before it ran) or `loop` (stopped while polling).
+        at: &'static str,
     },
     /// The session went on (a tool ran, a prompt came, it stopped or ended).
     NeedsYouCleared {

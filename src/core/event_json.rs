@@ -240,9 +240,10 @@ fn for_the_operator(ts: &str, what: &What) -> Option<Value> {
             session_id,
             role,
             command,
+            at,
         } => json!({
             "ts": ts, "event": "poller_replaced", "task_id": task_id,
-            "session_id": session_id, "role": role, "command": command,
+            "session_id": session_id, "role": role, "command": command, "at": at,
         }),
         _ => return None,
     })

@@ -191,11 +191,17 @@ fn operator_text(what: &What) -> Option<String> {
             session_id,
             role,
             command,
+            at,
         } => format!(
-            "POLLER: {} refused the LLM {role} of session {}; {}\n",
+            "POLLER: {} {} the LLM {role} of session {}; {}\n",
             task_id
                 .as_deref()
                 .map_or_else(|| "a session".to_owned(), one_line),
+            if *at == "loop" {
+                "stopped in its loop"
+            } else {
+                "refused at launch"
+            },
             one_line(session_id),
             command.as_deref().map_or_else(
                 || "nothing to run instead".to_owned(),
@@ -466,6 +472,7 @@ mod tests {
                 session_id: text.into(),
                 role: "musician-watcher",
                 command: Some(text.into()),
+                at: "loop",
             },
             What::Clock {
                 kind: "suspend",

@@ -39,6 +39,10 @@ pub fn hook_command(exe: &Path, project: Option<&Path>, replace_pollers: bool) -
     }
 }
 
+/// What the plugin's hooks add to the command (`maestro` is found on PATH, and may be
+/// another program, whose usage error, exit 2, Claude Code would read as "block").
+pub const FAIL_OPEN: &str = " 2>/dev/null || true";
+
 fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::new(), |mut out, b| {
@@ -51,6 +55,8 @@ fn hex(bytes: &[u8]) -> String {
 /// --project DIR` or `<maestro> hook --project-hex HEX`, quoted as [`hook_command`]
 /// quotes it. Anything more (`&& backup.sh`, a pipe, other words) is the user's.
 pub fn is_ours(command: &str) -> bool {
+    // The plugin's form: whatever `maestro` on PATH is, its failure never blocks a call.
+    let command = command.strip_suffix(FAIL_OPEN).unwrap_or(command);
     let Some(mut words) = shlex::split(command) else {
         return false;
     };
@@ -379,7 +385,7 @@ mod tests {
         assert_eq!(events.len(), EVENTS.len(), "no event of another kind");
         for group in events.values().flat_map(|v| v.as_array().unwrap()) {
             for cmd in commands(group) {
-                assert_eq!(cmd, "maestro hook --replace-pollers");
+                assert_eq!(cmd, format!("maestro hook --replace-pollers{FAIL_OPEN}"));
             }
         }
     }
@@ -387,6 +393,10 @@ mod tests {
     #[test]
     fn ours_is_told_by_program_and_verb() {
         assert!(is_ours(CMD));
+        assert!(is_ours(
+            "maestro hook --replace-pollers 2>/dev/null || true"
+        ));
+        assert!(!is_ours("maestro hook 2>/dev/null || true; rm -rf ~"));
         assert!(is_ours("maestro hook"));
         assert!(is_ours(&hook_command(
             Path::new("/a b/maestro"),

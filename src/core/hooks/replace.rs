@@ -149,13 +149,13 @@ pub fn stop_in_loop(
     let (task, command, does) = instead(&poller, ctx)?;
     let tell = match &command {
         Some(c) => format!(
-            "tell your caller to run `{c}` with Bash (run_in_background: true) in your place; it {does}"
+            "telling your caller to run `{c}` with Bash (run_in_background: true) in your place; it {does}"
         ),
-        None => format!("tell your caller that {does}"),
+        None => format!("telling your caller that {does}"),
     };
     Some(Refusal {
         reason: format!(
-            "maestro stopped this subagent: its calls wait and read the orchestration's state in a loop, and maestro does that job without an LLM. Make no more tool calls; end now with a final message that {tell} {SWITCH_OFF}"
+            "maestro stopped this subagent: its calls wait and read the orchestration's state in a loop, and maestro does that job without an LLM. Make no more tool calls; end now with a final message {tell} {SWITCH_OFF}"
         ),
         replaced: Replaced {
             role: poller.role().to_owned(),

@@ -4,6 +4,7 @@
 use super::Hub;
 use crate::core::event::What;
 use crate::core::hooks::book::{Change, HookInput};
+use crate::core::hooks::replace::Stage;
 use crate::core::told::Identity;
 
 impl Hub {
@@ -100,7 +101,7 @@ impl Hub {
         }
     }
 
-    /// Each poller launch the hook refused, once (held events applied again later do
+    /// Each poller the hook refused (at its launch or in its loop), once (held events applied again later do
     /// not pass here): a `poller_replaced` happening, counted by role.
     pub(super) async fn on_pollers_replaced(&mut self, inputs: &[HookInput]) {
         for input in inputs {
@@ -134,6 +135,7 @@ impl Hub {
                 session_id: input.event.session_id.clone(),
                 role,
                 command: replaced.command.clone(),
+                at: replaced.at.unwrap_or(Stage::Launch).name(),
             };
             self.emit_told(at, what, Some(identity)).await;
         }

@@ -53,17 +53,29 @@ impl UiState {
                 task_id,
                 role,
                 command,
+                at,
                 ..
-            } => Some(Notification {
-                title: format!(
-                    "{}: LLM {role} refused",
-                    task_id.as_deref().unwrap_or("a session")
-                ),
-                body: command.as_deref().map_or_else(
-                    || "maestro does its job; nothing to run instead".to_owned(),
-                    |c| format!("named instead: {c}"),
-                ),
-            }),
+            } => {
+                self.last_poller = Some(format!(
+                    "LLM {role} of {} {}",
+                    task_id.as_deref().unwrap_or("a session"),
+                    if *at == "loop" {
+                        "stopped in its loop"
+                    } else {
+                        "refused at launch"
+                    }
+                ));
+                Some(Notification {
+                    title: format!(
+                        "{}: LLM {role} refused",
+                        task_id.as_deref().unwrap_or("a session")
+                    ),
+                    body: command.as_deref().map_or_else(
+                        || "maestro does its job; nothing to run instead".to_owned(),
+                        |c| format!("named instead: {c}"),
+                    ),
+                })
+            }
             What::Stale { task_id, age_s } => Some(Notification {
                 title: format!("{task_id} heartbeat stale"),
                 body: format!("no heartbeat for {age_s}s — press 1 to see the task"),

@@ -142,6 +142,8 @@ pub struct UiState {
     pub message_type_filter: Option<String>,
     /// A short note for the status bar ("copied 3 lines", "no match").
     pub note: Option<String>,
+    /// The last LLM poller the hook refused, as the status bar says it.
+    pub last_poller: Option<String>,
     pub selected_pipeline: usize,
     /// The step editor's text while it is open.
     pub editor: Option<ratatui_textarea::TextArea<'static>>,
@@ -230,6 +232,7 @@ impl Default for UiState {
             message_task_filter: None,
             message_type_filter: None,
             note: None,
+            last_poller: None,
             selected_pipeline: 0,
             editor: None,
             compose: None,

@@ -115,6 +115,16 @@ fn left_segments<'a>(ctx: &DrawCtx<'a>) -> (Vec<Segment<'a>>, Option<(usize, usi
     ] {
         parts.push(Segment::new(Span::raw(format!(" · {text}")), keep));
     }
+    let replaced: u64 = ctx.snap.counts.pollers_replaced.values().sum();
+    if replaced > 0 {
+        let last = ctx.ui.last_poller.as_deref().unwrap_or_default();
+        let text = format!(
+            " · {} replaced{}{last}",
+            counted(replaced as usize, "LLM poller", "LLM pollers"),
+            if last.is_empty() { "" } else { ": " }
+        );
+        parts.push(Segment::shrinking(Span::styled(text, ctx.theme.accent), 4));
+    }
     if let Some(cost) = cost_span(ctx) {
         parts.push(Segment::new(cost, 2));
     }

@@ -8,6 +8,7 @@
 
 mod compaction;
 mod errors;
+mod guard;
 mod hooks;
 mod interactive;
 mod kitty;

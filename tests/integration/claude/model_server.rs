@@ -53,6 +53,12 @@ pub enum Say {
     /// A text response streamed up to its first block's end, and then nothing more: the
     /// stream stays open (the way a response is when its session is killed).
     Cut(String),
+    /// Text that hands on what the last tool result said (a subagent relaying its
+    /// refusal to its caller, as a compliant model does).
+    Relay,
+    /// A `Bash` call running the first command in backticks of the last tool result
+    /// (a caller running what its subagent handed it), in the foreground.
+    RunNamed,
 }
 
 #[derive(Debug, Clone)]
@@ -67,6 +73,28 @@ impl Reply {
             say: Say::Text(text.to_owned()),
             usage,
         }
+    }
+
+    pub fn relay(usage: Usage) -> Self {
+        Self {
+            say: Say::Relay,
+            usage,
+        }
+    }
+
+    pub fn run_named(usage: Usage) -> Self {
+        Self {
+            say: Say::RunNamed,
+            usage,
+        }
+    }
+
+    pub fn bash(command: &str, usage: Usage) -> Self {
+        Self::tool(
+            "Bash",
+            json!({"command": command, "description": "step"}),
+            usage,
+        )
     }
 
     pub fn tool(name: &str, input: Value, usage: Usage) -> Self {
@@ -226,6 +254,7 @@ async fn answer(req: Request<hyper::body::Incoming>, state: &Mutex<State>) -> Re
             .unwrap_or_else(|| Reply::text("done", Usage::default()));
         (reply, id)
     };
+    let reply = resolve(reply, &request);
     let model = request["model"]
         .as_str()
         .unwrap_or("claude-sonnet-4-5")
@@ -242,7 +271,7 @@ async fn answer(req: Request<hyper::body::Incoming>, state: &Mutex<State>) -> Re
             json!({"type": "tool_use", "id": format!("toolu_{id:04}"), "name": name, "input": input}),
             "tool_use",
         ),
-        Say::Error { .. } => unreachable!(),
+        Say::Error { .. } | Say::Relay | Say::RunNamed => unreachable!(),
     };
     let u = reply.usage;
     let usage = json!({"input_tokens": u.input, "output_tokens": u.output,
@@ -267,7 +296,7 @@ async fn answer(req: Request<hyper::body::Incoming>, state: &Mutex<State>) -> Re
             json!({"type": "input_json_delta", "partial_json": input.to_string()})
         }
         Say::Text(t) | Say::Cut(t) => json!({"type": "text_delta", "text": t}),
-        Say::Error { .. } => unreachable!(),
+        Say::Error { .. } | Say::Relay | Say::RunNamed => unreachable!(),
     };
     let events = [
         (
@@ -310,6 +339,62 @@ async fn answer(req: Request<hyper::body::Incoming>, state: &Mutex<State>) -> Re
         hyper::header::HeaderValue::from_static("text/event-stream"),
     );
     r
+}
+
+/// The text of the last user message in a request (what the model last heard back: a
+/// tool result, or a background subagent's notification).
+fn last_heard(request: &Value) -> String {
+    let Some(last) = request["messages"]
+        .as_array()
+        .and_then(|m| m.iter().rev().find(|m| m["role"] == "user"))
+    else {
+        return String::new();
+    };
+    let mut parts = Vec::new();
+    let mut push = |v: &Value| match v {
+        Value::String(s) => parts.push(s.clone()),
+        Value::Array(blocks) => parts.extend(
+            blocks
+                .iter()
+                .filter_map(|p| p["text"].as_str().map(str::to_owned)),
+        ),
+        _ => {}
+    };
+    match &last["content"] {
+        Value::Array(blocks) => {
+            for block in blocks {
+                match block["type"].as_str() {
+                    Some("tool_result") => push(&block["content"]),
+                    Some("text") => push(&block["text"]),
+                    _ => {}
+                }
+            }
+        }
+        other => push(other),
+    }
+    parts.join("\n")
+}
+
+/// A reply that depends on the request ([`Say::Relay`], [`Say::RunNamed`]) made concrete.
+fn resolve(reply: Reply, request: &Value) -> Reply {
+    let heard = last_heard(request);
+    let say = match reply.say {
+        Say::Relay => Say::Text(heard),
+        Say::RunNamed => match heard
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .find(|c| c.contains("maestro"))
+        {
+            Some(command) => Say::Tool {
+                name: "Bash".into(),
+                input: json!({"command": command, "description": "the command maestro named", "timeout": 120_000}),
+            },
+            None => Say::Text(format!("nothing named in: {heard}")),
+        },
+        other => other,
+    };
+    Reply { say, ..reply }
 }
 
 fn json_response(status: u16, v: &Value) -> Response<BoxBody> {

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use super::{ModelServer, Reply, Usage};
 use crate::common::{Running, event};
 
-const ONE: Usage = Usage {
+pub(super) const ONE: Usage = Usage {
     input: 100,
     output: 10,
     cache_write: 0,
@@ -23,11 +23,11 @@ const ONE: Usage = Usage {
 /// The Musician's background watcher, written from its watcher protocol.
 const MUSICIAN_WATCHER: &str = "Background watcher (WATCH-8K). Every 15 seconds: query orchestration_messages for new messages from the Conductor to this task with id > last_seen; check the task\u{2019}s last_heartbeat and refresh it when older than 60 seconds. Exit as soon as a new message arrives.";
 /// The Sentinel protocol's launch prompt, its task list filled in.
-const SENTINEL: &str = "You are the Sentinel \u{2014} a monitoring teammate watching Musicians' progress logs for anomalies.\n\n**Active tasks to monitor:** task-03 (SENT-2P)\n\n**Your job:** Read the following files every ~10 seconds:\n- `temp/task-{NN}-status` for each active task\n- `temp/task-{NN}-deviations` for each active task\n\nContinue until I message you to shut down";
+pub(super) const SENTINEL: &str = "You are the Sentinel \u{2014} a monitoring teammate watching Musicians' progress logs for anomalies.\n\n**Active tasks to monitor:** task-03 (SENT-2P)\n\n**Your job:** Read the following files every ~10 seconds:\n- `temp/task-{NN}-status` for each active task\n- `temp/task-{NN}-deviations` for each active task\n\nContinue until I message you to shut down";
 /// The Souffleur skill's self-monitor prompt, verbatim.
 const TEAMMATE: &str = "You are the Souffleur's self-monitor. Your job is to ensure the\nbackground watcher is alive by checking the Souffleur's heartbeat. (TEAM-4M)\n\n**Initial wait:** Sleep ~360 seconds before your first check.";
 
-fn agent(prompt: &str, background: bool) -> Value {
+pub(super) fn agent(prompt: &str, background: bool) -> Value {
     let mut input =
         json!({"description": "watch", "prompt": prompt, "subagent_type": "general-purpose"});
     if background {
@@ -38,13 +38,13 @@ fn agent(prompt: &str, background: bool) -> Value {
 
 /// A project (with `task`'s row), hooks installed (with `--replace-pollers` or not), and
 /// a data directory shared by the hooks and the maestro watching it.
-struct Rig {
-    rig: super::Rig,
-    data: tempfile::TempDir,
+pub(super) struct Rig {
+    pub(super) rig: super::Rig,
+    pub(super) data: tempfile::TempDir,
 }
 
 impl Rig {
-    fn new(task: &str, replace: bool) -> Self {
+    pub(super) fn new(task: &str, replace: bool) -> Self {
         let rig = super::Rig::new(task);
         let data = tempfile::tempdir().unwrap();
         let mut install = crate::common::maestro();
@@ -59,12 +59,12 @@ impl Rig {
         Self { rig, data }
     }
 
-    fn root(&self) -> &Path {
+    pub(super) fn root(&self) -> &Path {
         &self.rig.root
     }
 
     /// `maestro --no-tui --json` on the project, with more flags, once it has started.
-    fn watch(&self, extra: &[&str]) -> Running {
+    pub(super) fn watch(&self, extra: &[&str]) -> Running {
         let mut m = Running::spawn({
             let mut c = crate::common::maestro();
             c.env("HOME", self.rig.home.path())
@@ -82,7 +82,11 @@ impl Rig {
     }
 
     /// Runs `claude -p PROMPT` with the hooks, to its end; the server's requests.
-    fn session(&self, prompt: &str, script: Vec<(&str, Vec<Reply>)>) -> (ModelServer, String) {
+    pub(super) fn session(
+        &self,
+        prompt: &str,
+        script: Vec<(&str, Vec<Reply>)>,
+    ) -> (ModelServer, String) {
         let claude = super::claude_or_skip("replace_pollers").expect("checked by the caller");
         let server = ModelServer::start(script);
         let mut cmd = super::claude_command(&claude, self.rig.home.path(), &server, self.root());
@@ -104,7 +108,7 @@ impl Rig {
 
     /// The subagent transcripts Claude Code wrote for this home (`subagents/*.jsonl`;
     /// their `.meta.json` beside them aside).
-    fn subagent_files(&self) -> Vec<PathBuf> {
+    pub(super) fn subagent_files(&self) -> Vec<PathBuf> {
         crate::common::walk(&self.rig.home.path().join(".claude/projects"))
             .into_iter()
             .filter(|p| p.components().any(|c| c.as_os_str() == "subagents"))
@@ -114,7 +118,7 @@ impl Rig {
 }
 
 /// The error `tool_result`s the model was sent: the hook's refusals as it read them.
-fn refusals(server: &ModelServer) -> Vec<String> {
+pub(super) fn refusals(server: &ModelServer) -> Vec<String> {
     let mut out = Vec::new();
     for r in server.requests() {
         for m in r["messages"].as_array().into_iter().flatten() {
@@ -135,7 +139,7 @@ fn refusals(server: &ModelServer) -> Vec<String> {
 }
 
 /// The one command in backticks in a refusal.
-fn command_in(reason: &str) -> String {
+pub(super) fn command_in(reason: &str) -> String {
     let parts: Vec<&str> = reason.split('`').collect();
     assert!(parts.len() >= 3, "no command in backticks: {reason}");
     parts[1].to_owned()
@@ -157,7 +161,7 @@ fn run_in_background(command: &str, cwd: &Path, data: &Path) -> std::process::Ch
     c.spawn().unwrap()
 }
 
-fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+pub(super) fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
     let end = Instant::now() + crate::common::DEADLINE;
     while !ok() {
         assert!(Instant::now() < end, "timed out waiting for {what}");
@@ -166,7 +170,7 @@ fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
 }
 
 /// The child's exit and stdout, within the deadline.
-fn finish(child: std::process::Child) -> (i32, String) {
+pub(super) fn finish(child: std::process::Child) -> (i32, String) {
     let (tx, rx) = std::sync::mpsc::channel();
     let pid = child.id();
     std::thread::spawn(move || {
@@ -186,7 +190,7 @@ fn finish(child: std::process::Child) -> (i32, String) {
     )
 }
 
-fn heartbeat_age_s(conn: &rusqlite::Connection, task: &str) -> f64 {
+pub(super) fn heartbeat_age_s(conn: &rusqlite::Connection, task: &str) -> f64 {
     conn.query_row(
         "SELECT (julianday('now') - julianday(last_heartbeat)) * 86400 FROM orchestration_tasks WHERE task_id = ?1",
         [task],
@@ -195,7 +199,7 @@ fn heartbeat_age_s(conn: &rusqlite::Connection, task: &str) -> f64 {
     .unwrap()
 }
 
-fn conn(root: &Path) -> rusqlite::Connection {
+pub(super) fn conn(root: &Path) -> rusqlite::Connection {
     let c = rusqlite::Connection::open(root.join("comms.db")).unwrap();
     c.busy_timeout(Duration::from_secs(5)).unwrap();
     c
