@@ -13,10 +13,22 @@ const SAMPLES: usize = 200;
 
 /// Runs `maestro hook --project root` with `event` on stdin; returns its wall time.
 fn run_hook(root: &std::path::Path, data: &std::path::Path, event: &serde_json::Value) -> Duration {
+    run_hook_with(root, data, event, &[])
+}
+
+/// [`run_hook`] with more flags (`--replace-pollers`).
+fn run_hook_with(
+    root: &std::path::Path,
+    data: &std::path::Path,
+    event: &serde_json::Value,
+    flags: &[&str],
+) -> Duration {
     let t0 = Instant::now();
     let mut child = Command::new(support::exe())
         .env("XDG_DATA_HOME", data)
-        .args(["hook", "--project"])
+        .arg("hook")
+        .args(flags)
+        .arg("--project")
         .arg(root)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -40,6 +52,30 @@ fn report(name: &str, mut times: Vec<Duration>) {
         ms(times[times.len() - 1]),
         times.len()
     );
+}
+
+/// The poller guard's cost on an ordinary call: a subagent's `Read` and a main
+/// session's `Bash`, with `--replace-pollers` and without, interleaved.
+fn guard_cost(root: &std::path::Path, data: &std::path::Path) {
+    let subagent = serde_json::json!({
+        "session_id": "bench-g1", "hook_event_name": "PreToolUse", "cwd": root,
+        "transcript_path": "/nowhere/bench-g1.jsonl", "permission_mode": "default",
+        "agent_id": "a0b1c2d3", "agent_type": "general-purpose",
+        "tool_name": "Read", "tool_input": {"file_path": root.join("src/main.rs")},
+    });
+    let main_bash = serde_json::json!({
+        "session_id": "bench-g1", "hook_event_name": "PreToolUse", "cwd": root,
+        "transcript_path": "/nowhere/bench-g1.jsonl", "permission_mode": "default",
+        "tool_name": "Bash", "tool_input": {"command": "cargo test"},
+    });
+    let (mut with, mut without) = (Vec::new(), Vec::new());
+    for i in 0..SAMPLES {
+        let event = if i % 2 == 0 { &subagent } else { &main_bash };
+        with.push(run_hook_with(root, data, event, &["--replace-pollers"]));
+        without.push(run_hook_with(root, data, event, &[]));
+    }
+    report("ordinary call, hook without the guard", without);
+    report("ordinary call, hook with --replace-pollers", with);
 }
 
 fn main() {
@@ -73,6 +109,7 @@ fn main() {
         "maestro hook wall time (spawn, 0.2-20 kB event on stdin, exit)",
         alone,
     );
+    guard_cost(root, data.path());
 
     // Through a running maestro: the hook's start to the needs_you event.
     let mut cmd = Command::new(support::exe());

@@ -417,3 +417,79 @@ fn the_status_view_reaches_the_first_line_of_a_long_log() {
         sc.contains("entry 19999") && !sc.contains("read back from the file")
     });
 }
+
+/// A subagent caught polling, as `maestro hook --replace-pollers` sees its calls (wait,
+/// read of comms.db, wait again, from a Musician's session): the dashboard says so in its
+/// status line, with the count, without a key pressed.
+#[test]
+fn a_stopped_poller_shows_on_the_dashboard() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-03", "working");
+    let data = tempfile::tempdir().unwrap();
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "XDG_DATA_HOME={} {exe} --project {}; sleep 600",
+            data.path().display(),
+            s.root().display()
+        ),
+        160,
+        40,
+    );
+    t.wait("the task", |s| s.contains("task-03"));
+    // The session's transcript: its first prompt ties it to task-03.
+    let transcript = s.root().join("session-g1.jsonl");
+    std::fs::write(
+        &transcript,
+        "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"/musician task-03\"}}\n",
+    )
+    .unwrap();
+    let call = |command: &str| {
+        serde_json::json!({
+            "session_id": "guard-g1", "transcript_path": transcript, "cwd": s.root(),
+            "hook_event_name": "PreToolUse", "agent_id": "a1b2c3", "agent_type": "general-purpose",
+            "tool_name": "Bash", "tool_input": {"command": command},
+        })
+    };
+    let mut answers = Vec::new();
+    for command in [
+        "sleep 5",
+        "sqlite3 comms.db 'SELECT message FROM orchestration_messages'",
+        "sleep 5",
+    ] {
+        let mut child = Command::new(exe)
+            .env("XDG_DATA_HOME", data.path())
+            .args(["hook", "--replace-pollers", "--project"])
+            .arg(s.root())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(call(command).to_string().as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+        answers.push(String::from_utf8_lossy(&out.stdout).into_owned());
+    }
+    assert!(
+        answers[0].is_empty() && answers[1].is_empty(),
+        "{answers:?}"
+    );
+    assert!(answers[2].contains("\"deny\""), "{answers:?}");
+    let screen = t.wait("the stop in the status line", |s| {
+        s.contains("1 LLM poller replaced")
+    });
+    assert!(
+        screen.contains("musician-watcher of task-03 stopped in its loop"),
+        "{screen}"
+    );
+}
