@@ -131,8 +131,9 @@ pub enum Command {
     /// requests on stdin
     Serve,
     /// Run by Claude Code for each hook event (installed by `maestro hooks install`):
-    /// hands the event on stdin to the running maestro; prints nothing, exits 0
-    Hook,
+    /// hands the event on stdin to the running maestro; exits 0 whatever happens, and
+    /// prints nothing unless it refuses an LLM poller (or allows the command it named)
+    Hook(HookArgs),
     /// Configuration helpers
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -146,6 +147,18 @@ pub enum Command {
     /// What a Musician runs in place of its LLM watcher agents
     #[command(subcommand)]
     Musician(MusicianCommand),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct HookArgs {
+    /// The poller guard: stop a subagent polling the orchestration's state in a loop,
+    /// refuse a skill's poller launched by its role, and name the maestro command that
+    /// does its duty (docs/orchestration.md, "Switching the LLM pollers off")
+    #[arg(long)]
+    pub replace_pollers: bool,
+    /// The project as bytes in hex (a folder whose name is not UTF-8)
+    #[arg(long, hide = true, value_name = "HEX")]
+    pub project_hex: Option<String>,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -417,7 +430,9 @@ const WATCHING: [&str; 10] = [
 /// there; they are still accepted, as before).
 fn options_of(verb: &str) -> Vec<&'static str> {
     let mut shown: Vec<&'static str> = match verb {
-        "completions" | "man" | "config" | "hook" => vec![],
+        "completions" | "man" | "config" => vec![],
+        // The project the session's events go to (else the session's own folder's).
+        "hook" => vec!["projects"],
         // init reads no configuration: it makes the folder, the database and temp/.
         "init" => vec!["projects", "db", "temp", "json"],
         "launch" | "hooks" | "sentinel" => vec!["projects", "config", "json"],

@@ -43,7 +43,9 @@ use project::{Project, load_settings};
 pub fn main() -> ExitCode {
     // The hook Claude Code runs: before anything that could fail or take time.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    if argv.get(1).is_some_and(|a| a == "hook") {
+    // (`maestro hook --help` is for a person: clap answers it below.)
+    let asks_help = argv.iter().skip(2).any(|a| a == "--help" || a == "-h");
+    if argv.get(1).is_some_and(|a| a == "hook") && !asks_help {
         hooks::hook_main(&argv[2..]);
         return ExitCode::SUCCESS;
     }
@@ -175,7 +177,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let project = Project::from_args(global)?;
             musician::watch(&project, watch, global.json)
         }
-        Some(Command::Hook) => Ok(ExitCode::SUCCESS),
+        Some(Command::Hook(_)) => Ok(ExitCode::SUCCESS),
         Some(Command::Serve) => {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;

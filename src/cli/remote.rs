@@ -33,7 +33,7 @@ pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
         Command::Config(_)
         | Command::Completions { .. }
         | Command::Man
-        | Command::Hook
+        | Command::Hook(_)
         | Command::Demo(_) => false,
         Command::Launch => {
             if remote_project(cli)?.is_some() {

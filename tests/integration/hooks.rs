@@ -301,3 +301,84 @@ fn a_needs_you_from_a_session_whose_claude_is_gone_is_not_reported_at_start() {
     let _ = live.kill();
     let _ = live.wait();
 }
+
+/// `maestro hook` run as the user-wide install runs it (no `--project`, from the
+/// session's folder), with `flags`.
+fn user_hook(input: &Value, cwd: &Path, data: &Path, flags: &[&str]) -> std::process::Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_maestro"))
+        .arg("hook")
+        .args(flags)
+        .current_dir(cwd)
+        .env("XDG_DATA_HOME", data)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+/// Installed for the user with the guard and in the project without it: the project's
+/// own install wins, so the user-wide hook neither refuses nor spools (one event).
+#[test]
+fn a_projects_own_install_without_the_guard_wins_over_the_users() {
+    let s = Scratch::new();
+    let data = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let transcript = root.join("souffleur-session.jsonl");
+    std::fs::write(
+        &transcript,
+        "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"/souffleur PID:4242 SESSION_ID:abc-1\"}}\n",
+    )
+    .unwrap();
+    let launch = json!({
+        "session_id": "win-w1", "transcript_path": transcript, "cwd": root,
+        "hook_event_name": "PreToolUse", "tool_name": "Agent",
+        "tool_input": {"prompt": "Poll the Conductor's liveness every ~60 seconds using comms-link.\nConductor PID: 4242\nConductor session ID: abc-1\nAwaiting session ID: false\nWatcher mode: normal", "run_in_background": true},
+    });
+    // The user's install alone refuses the Souffleur's watcher from its session.
+    let out = user_hook(&launch, &root, data.path(), &["--replace-pollers"]);
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("\"deny\""));
+    let spool = data.path().join("maestro/hooks");
+    let lines = || -> usize {
+        crate::common::walk(&spool)
+            .iter()
+            .map(|p| {
+                std::fs::read_to_string(p)
+                    .unwrap_or_default()
+                    .lines()
+                    .filter(|l| !l.is_empty())
+                    .count()
+            })
+            .sum()
+    };
+    let before = lines();
+    // The project installs maestro's hooks without the guard: the user's hook stands aside.
+    crate::common::assert_success(&hooks(&s, &["install"]));
+    let out = user_hook(&launch, &root, data.path(), &["--replace-pollers"]);
+    assert!(out.status.success());
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert_eq!(lines(), before, "nothing spooled by the user's hook");
+}
+
+#[test]
+fn the_hook_verb_has_help_for_a_person() {
+    for args in [&["hook", "--help"][..], &["help", "hook"][..]] {
+        let out = maestro().args(args).output().unwrap();
+        assert!(out.status.success());
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(text.contains("--replace-pollers"), "{args:?}: {text}");
+        assert!(text.contains("--project"), "{args:?}: {text}");
+    }
+}

@@ -1,8 +1,10 @@
 //! `maestro hooks install --replace-pollers` with the real Claude Code: the skills'
-//! poller launches (their prompts as the skills give them) run no subagent; the reason
-//! the model reads names the command to run instead, and that command, run as written
-//! from the project in a shell with no terminal, does the poller's job. Ordinary and
-//! near-miss subagents run and are not counted; without the flag nothing is refused.
+//! verbatim poller launches from the sessions that hold their roles run no subagent; a
+//! Musician's watcher is stopped in its loop and its prompt refused at its next launch;
+//! the reason the model reads names the command to run instead, and that command, run
+//! as written from the project in a shell with no terminal, does the poller's job.
+//! Ordinary and near-miss subagents run and are not counted; without the flag nothing is
+//! refused. (`guard.rs`: pollers in other words and languages.)
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -95,6 +97,10 @@ impl Rig {
             prompt,
             "--model",
             "claude-sonnet-4-5",
+            // A poller's own calls run; a command maestro names has no rule of its own.
+            "--allowedTools",
+            "Bash(sleep:*)",
+            "Bash(sqlite3:*)",
         ]);
         let out = cmd.output().unwrap();
         assert!(
@@ -205,15 +211,16 @@ pub(super) fn conn(root: &Path) -> rusqlite::Connection {
     c
 }
 
+/// A Musician's watcher is the Musician's own writing: its launch runs, its loop is
+/// stopped, and the same prompt launched again in that session is refused up front.
 #[test]
-fn a_musicians_watcher_runs_no_subagent_and_the_named_command_does_its_job() {
-    let name = "a_musicians_watcher_runs_no_subagent_and_the_named_command_does_its_job";
+fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
+    let name = "a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch";
     if super::claude_or_skip(name).is_none() {
         return;
     }
     let rig = Rig::new("task-03", true);
-    let port = crate::metrics::free_port();
-    let mut m = rig.watch(&["--metrics", &port.to_string()]);
+    let mut m = rig.watch(&[]);
     let (server, _) = rig.session(
         "MUS-7R: /musician task-03",
         vec![
@@ -221,59 +228,43 @@ fn a_musicians_watcher_runs_no_subagent_and_the_named_command_does_its_job() {
                 "MUS-7R",
                 vec![
                     Reply::tool("Agent", agent(MUSICIAN_WATCHER, true), ONE),
-                    Reply::text("watching", ONE),
+                    Reply::text("waiting for the watcher", ONE),
+                    Reply::tool("Agent", agent(MUSICIAN_WATCHER, true), ONE),
+                    Reply::text("done", ONE),
                 ],
             ),
-            ("WATCH-8K", vec![Reply::text("message 7 arrived", ONE)]),
+            (
+                "WATCH-8K",
+                vec![
+                    Reply::tool("Bash", json!({"command": "sleep 1"}), ONE),
+                    Reply::tool(
+                        "Bash",
+                        json!({"command": "sqlite3 comms.db 'SELECT id FROM orchestration_messages'"}),
+                        ONE,
+                    ),
+                    Reply::tool("Bash", json!({"command": "sleep 1"}), ONE),
+                    Reply::relay(ONE),
+                ],
+            ),
         ],
     );
-    assert!(
-        rig.subagent_files().is_empty(),
-        "{:?}",
-        rig.subagent_files()
-    );
+    // One subagent ran (the first launch); the second launch started none.
+    assert_eq!(rig.subagent_files().len(), 1, "{:?}", rig.subagent_files());
     let said = refusals(&server);
-    assert_eq!(said.len(), 1, "{said:?}");
-    assert!(said[0].contains("maestro"), "{}", said[0]);
-    let command = command_in(&said[0]);
-    assert!(command.ends_with("musician watch task-03"), "{command}");
-    let seen = m.wait_json("the refusal", |v| event(v) == "poller_replaced");
-    assert_eq!(seen["role"], "musician-watcher", "{seen}");
-    assert_eq!(seen["task_id"], "task-03");
-    assert_eq!(seen["command"], command.as_str());
-    assert!(seen["session_id"].is_string());
-    // Counted by role; no saving is claimed (what it would have cost is unknowable).
-    crate::metrics::scrape_until(port, "the count", |s| {
-        crate::metrics::value(
-            s,
-            "maestro_pollers_replaced_total",
-            &[("role", "musician-watcher")],
-        ) == Some(1.0)
-    });
-
-    // The command as written: the stale heartbeat made fresh, then the end at the
-    // Conductor's message.
-    let db = conn(rig.root());
-    db.execute(
-        "UPDATE orchestration_tasks SET last_heartbeat = datetime('now', '-10 minutes') WHERE task_id = 'task-03'",
-        [],
-    )
-    .unwrap();
-    let child = run_in_background(&command, rig.root(), rig.data.path());
-    wait_until("the heartbeat refreshed", || {
-        heartbeat_age_s(&db, "task-03") < 30.0
-    });
-    db.execute(
-        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-03', 'task-00', 'rebase on main (MSG-5)', 'instruction')",
-        [],
-    )
-    .unwrap();
-    let (code, out) = finish(child);
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("MSG-5"), "{out}");
-
-    let usage = rig.rig.usage();
-    assert_eq!(usage["total"]["pollers"]["count"], 0, "{usage}");
+    assert_eq!(said.len(), 2, "the loop's stop, then the launch: {said:?}");
+    assert!(said[0].contains("stopped this subagent"), "{}", said[0]);
+    assert!(said[1].contains("caught polling"), "{}", said[1]);
+    for reason in &said {
+        assert!(
+            command_in(reason).ends_with("musician watch task-03"),
+            "{reason}"
+        );
+    }
+    let first = m.wait_json("the stop", |v| event(v) == "poller_replaced");
+    assert_eq!(first["at"], "loop", "{first}");
+    let second = m.wait_json("the refusal", |v| event(v) == "poller_replaced");
+    assert_eq!(second["at"], "launch", "{second}");
+    assert_eq!(second["role"], "musician-watcher", "{second}");
 }
 
 #[test]
@@ -437,7 +428,7 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
 
 /// The same hooks shipped as a Claude Code plugin (`assets/claude-plugin/`): `claude
 /// plugin validate` accepts it, and loaded with `--plugin-dir` (maestro on PATH, no
-/// settings file touched) it refuses a Musician's watcher.
+/// settings file touched) it refuses the Souffleur's watcher from the Souffleur's session.
 #[test]
 fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
     let name = "the_plugin_validates_and_refuses_a_poller_when_loaded";
@@ -447,15 +438,19 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
     let plugin = Path::new(env!("CARGO_MANIFEST_DIR")).join("assets/claude-plugin");
     let rig = super::Rig::new("task-03");
     let data = tempfile::tempdir().unwrap();
+    let session = "0d6f3c2a-5b7e-4c1d-9a8f-3e2b1c0d9f4a";
+    let watcher = format!(
+        "Poll the Conductor's liveness every ~60 seconds using comms-link. (SOUF-P)\n\nConductor PID: 4242\nConductor session ID: {session}\nAwaiting session ID: false\nWatcher mode: normal"
+    );
     let server = ModelServer::start(vec![
         (
-            "MUS-3P",
+            "SOU-3P",
             vec![
-                Reply::tool("Agent", agent(MUSICIAN_WATCHER, true), ONE),
+                Reply::tool("Agent", agent(&watcher, true), ONE),
                 Reply::text("watching", ONE),
             ],
         ),
-        ("WATCH-8K", vec![Reply::text("message 7 arrived", ONE)]),
+        ("SOUF-P", vec![Reply::text("CONDUCTOR_DEAD:pid", ONE)]),
     ]);
     let validate = super::claude_command(&claude, rig.home.path(), &server, &rig.root)
         .args(["plugin", "validate"])
@@ -482,7 +477,7 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
         .env("XDG_DATA_HOME", data.path())
         .args([
             "-p",
-            "MUS-3P: /musician task-03",
+            &format!("SOU-3P: /souffleur PID:4242 SESSION_ID:{session}"),
             "--model",
             "claude-sonnet-4-5",
         ])
@@ -497,5 +492,8 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     // maestro is on PATH: the command names it by name.
-    assert_eq!(command_in(&said[0]), "maestro musician watch task-03");
+    assert_eq!(
+        command_in(&said[0]),
+        format!("maestro souffleur --watcher PID:4242 SESSION_ID:{session}")
+    );
 }
