@@ -469,13 +469,11 @@ fn a_stopped_poller_shows_on_the_dashboard() {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(call(command).to_string().as_bytes())
-            .unwrap();
+        std::io::Write::write_all(
+            &mut child.stdin.take().unwrap(),
+            call(command).to_string().as_bytes(),
+        )
+        .unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success());
         answers.push(String::from_utf8_lossy(&out.stdout).into_owned());

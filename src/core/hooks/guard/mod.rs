@@ -181,16 +181,14 @@ fn in_subagent(
 /// Code 2.1's `<session>/subagents/agent-<id>.jsonl` beside the session's own.
 fn subagent_prompt(event: &Value, agent: &str) -> Option<String> {
     let text = |k: &str| event.get(k).and_then(Value::as_str);
-    let path = match text("agent_transcript_path") {
-        Some(p) => std::path::PathBuf::from(p),
-        None => {
-            let main = Path::new(text("transcript_path")?);
-            let session = text("session_id")?;
-            main.parent()?
-                .join(session)
-                .join("subagents")
-                .join(format!("agent-{agent}.jsonl"))
-        }
+    let path = if let Some(p) = text("agent_transcript_path") {
+        std::path::PathBuf::from(p)
+    } else {
+        let main = Path::new(text("transcript_path")?);
+        main.parent()?
+            .join(text("session_id")?)
+            .join("subagents")
+            .join(format!("agent-{agent}.jsonl"))
     };
     if !path.is_absolute() {
         return None;
