@@ -71,6 +71,9 @@ impl Ledger {
 
     fn append(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
+        if !self.dir.is_dir() {
+            self.forget_old_sessions();
+        }
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -83,6 +86,30 @@ impl Ledger {
             ));
         }
         Ok(())
+    }
+
+    /// A new session's first entry: the ledgers of sessions untouched for a week go
+    /// (a session's subagents live minutes to hours), so the folder stays small.
+    fn forget_old_sessions(&self) {
+        let Some(project) = self.dir.parent() else {
+            return;
+        };
+        let Ok(entries) = std::fs::read_dir(project) else {
+            return;
+        };
+        let week = std::time::Duration::from_secs(7 * 24 * 3600);
+        for entry in entries.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > week);
+            // `file_type` does not follow links: a link planted here is left alone.
+            if old && entry.file_type().is_ok_and(|t| t.is_dir()) {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 
     /// The subagent's calls so far, oldest first.
