@@ -446,8 +446,9 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
 /// handoff exists to shed context) and its PID recorded once it is seen alive.
 ///
 /// What can be checked before any write (the terminal, a display) is checked first, so
-/// a refused relaunch changes nothing. A window that dies at once is an error, and the
-/// task's state and worker are put back, with a message that says the launch failed.
+/// a refused relaunch changes nothing. A window whose session does not run (it exits,
+/// runs nothing, or the session ends at once) is an error, and the task's row and
+/// messages are put back as they were.
 pub fn relaunch(
     project: &Target,
     launch: &LaunchTemplates,
@@ -481,22 +482,28 @@ pub fn relaunch(
         ));
     }
     let mut conn = store::open_existing(&project.db)?;
-    store::write(&mut conn, |tx| {
+    let written = store::write(&mut conn, |tx| {
+        let heartbeat: Option<String> = tx.query_row(
+            "SELECT last_heartbeat FROM orchestration_tasks WHERE task_id = ?1",
+            [task.as_str()],
+            |row| row.get(0),
+        )?;
         store::set_state(tx, task.as_str(), "fix_proposed")?;
         store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
-        store::send_message(
+        let message = store::send_message(
             tx,
             task.as_str(),
             Author::Operator,
             "handoff",
             &r.plan.message,
-        )
+        )?;
+        Ok(Written { heartbeat, message })
     })
     .map_err(|e| db_error(project, &e))?;
     let argv = launcher.claude_window(&r.title, &musician_args(launch, task, r));
     let new = match rt.block_on(launcher.spawn_alive(&argv)) {
         Ok(new) => new,
-        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &why)),
+        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &written, &why)),
     };
     write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
     Ok(relaunched(task, r, new.pid))
@@ -522,34 +529,38 @@ fn musician_args(launch: &LaunchTemplates, task: &TaskId, r: &Relaunch) -> Vec<S
     ]
 }
 
-/// After a window that opened nothing: the task's state and worker as they were, and a
-/// message saying the launch failed (the handoff message is not taken back: it was
-/// written and may have been read). The error names both.
+/// What a relaunch wrote before its window was opened: the heartbeat it replaced and
+/// the handoff message's id, for [`undo_handoff`].
+struct Written {
+    heartbeat: Option<String>,
+    message: i64,
+}
+
+/// After a window whose session did not run: the task's state, worker and heartbeat as
+/// they were, and the handoff message taken back (it said a session was launched, and
+/// none runs). The error names what was seen.
 fn undo_handoff(
     project: &Target,
     conn: &mut rusqlite::Connection,
     task: &TaskId,
     r: &Relaunch,
+    written: &Written,
     why: &str,
 ) -> String {
-    let said = format!(
-        "Relaunch of {task} failed: {why}. No replacement session runs; the task is back to {} (worked by {}).",
-        r.state,
-        r.facts.worked_by.as_deref().unwrap_or("nobody")
-    );
     let undone = store::write(conn, |tx| {
         store::put_back(tx, task.as_str(), &r.state, r.facts.worked_by.as_deref())?;
-        store::send_message(
-            tx,
-            task.as_str(),
-            Author::Operator,
-            store::warning_type(tx),
-            &said,
+        tx.execute(
+            "UPDATE orchestration_tasks SET last_heartbeat = ?2 WHERE task_id = ?1",
+            rusqlite::params![task.as_str(), written.heartbeat],
+        )?;
+        tx.execute(
+            "DELETE FROM orchestration_messages WHERE id = ?1 AND message_type = 'handoff'",
+            [written.message],
         )
     });
     match undone {
         Ok(_) => format!(
-            "{task} was not relaunched: {why}. Its state ({}) and worker were put back, with a message saying so; fix the cause (a display, `[launch] terminal`) and relaunch again.",
+            "{task} was not relaunched: {why}. No replacement session runs; its state ({}), worker and messages are as they were. Fix the cause (a display, `[launch] terminal`, `[launch] claude`) and relaunch again.",
             printable(&r.state)
         ),
         Err(e) => format!(
@@ -565,7 +576,7 @@ fn relaunched(task: &TaskId, r: &Relaunch, pid: i32) -> Done {
                 "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
                 "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": pid}),
         text: format!(
-            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {pid}), seen alive",
+            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {pid}), its session running",
             r.plan.kind.as_str(),
             printable(&r.plan.previous),
             printable(&r.plan.next),

@@ -1,6 +1,7 @@
 //! An action's word is its result: a relaunch or a recovery reports success only once the
-//! window it opened is seen alive; what can be checked first (a display) is checked
-//! before anything is written, and what fails after a write is put back.
+//! session runs in the window it opened (a `claude` process below it, still running a
+//! moment later); what can be checked first (a display) is checked before anything is
+//! written, and what fails after a write is put back as it was.
 #![allow(clippy::unwrap_used)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -79,32 +80,150 @@ fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
     assert_eq!(task_and_messages(&s, "task-03"), before);
 }
 
-#[test]
-fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
-    let (s, bin) = working_task_and_a_dying_kitty();
-    let out = relaunch(&s, bin.path(), Some(":99"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
-    assert!(err.contains("exited at once"), "{err}");
-    assert!(err.contains("X11: The DISPLAY"), "kitty's own words: {err}");
-    let ((state, worker), _) = task_and_messages(&s, "task-03");
-    assert_eq!(state, "working");
-    assert_eq!(worker.as_deref(), Some("musician-task-03"));
-    let (kind, text): (String, String) = s
-        .conn()
+/// The task's whole row as the relaunch may touch it (state, worker, heartbeat).
+fn row(s: &Scratch) -> (String, Option<String>, Option<String>) {
+    s.conn()
         .query_row(
-            "SELECT message_type, message FROM orchestration_messages ORDER BY id DESC LIMIT 1",
+            "SELECT state, worked_by, last_heartbeat FROM orchestration_tasks WHERE task_id = 'task-03'",
             [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
+        .unwrap()
+}
+
+fn messages(s: &Scratch) -> Vec<(i64, String, String)> {
+    let c = s.conn();
+    let mut q = c
+        .prepare("SELECT id, message_type, message FROM orchestration_messages ORDER BY id")
         .unwrap();
-    assert!(
-        text.contains("Relaunch of task-03 failed"),
-        "{kind}: {text}"
+    q.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// A relaunch that fails leaves the row, the messages and the PID files as they were.
+fn assert_nothing_changed(
+    s: &Scratch,
+    before: &(
+        (String, Option<String>, Option<String>),
+        Vec<(i64, String, String)>,
+    ),
+) {
+    assert_eq!(row(s), before.0);
+    assert_eq!(
+        messages(s),
+        before.1,
+        "no message says a session was launched"
     );
     assert!(
         !s.temp().join("musician-task-03.pid").exists(),
         "no PID recorded for a window that is not there"
+    );
+}
+
+#[test]
+fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    let before = (row(&s), messages(&s));
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("before claude ran in it"), "{err}");
+    assert!(err.contains("X11: The DISPLAY"), "kitty's own words: {err}");
+    assert_nothing_changed(&s, &before);
+}
+
+/// A kitty that lives 2 s and opens nothing (it never runs the command): no relaunch.
+#[test]
+fn a_window_that_lives_two_seconds_and_runs_nothing_is_no_relaunch() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    let kitty = bin.path().join("kitty");
+    std::fs::write(
+        &kitty,
+        "#!/bin/sh
+sleep 2
+echo 'GLFW initialization failed' >&2
+exit 1
+",
+    )
+    .unwrap();
+    crate::common::stub_claude(bin.path(), 30);
+    let before = (row(&s), messages(&s));
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("before claude ran in it"), "{err}");
+    assert!(err.contains("GLFW initialization failed"), "{err}");
+    assert_nothing_changed(&s, &before);
+}
+
+/// A kitty whose session ends at once (claude runs, then exits): no relaunch either.
+#[test]
+fn a_window_whose_session_ends_at_once_is_no_relaunch() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    let kitty = bin.path().join("kitty");
+    std::fs::write(
+        &kitty,
+        format!(
+            "#!/bin/sh
+{}sleep 5
+",
+            crate::common::RUN_AFTER_DASHES
+        ),
+    )
+    .unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(
+        &claude,
+        "#!/bin/sh
+sleep 0.3
+exit 1
+",
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let before = (row(&s), messages(&s));
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("ended at once"), "{err}");
+    assert_nothing_changed(&s, &before);
+}
+
+/// A kitty that runs the command as its child: a relaunch, the live window's PID
+/// recorded, within the time it took before (the session seen running for 1.5 s).
+#[test]
+fn a_window_that_runs_the_session_is_a_relaunch_with_its_live_pid() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    let kitty = bin.path().join("kitty");
+    std::fs::write(
+        &kitty,
+        format!(
+            "#!/bin/sh
+{}",
+            crate::common::RUN_AFTER_DASHES
+        ),
+    )
+    .unwrap();
+    crate::common::stub_claude(bin.path(), 30);
+    let t0 = std::time::Instant::now();
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let took = t0.elapsed();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    eprintln!("relaunch with a running session took {took:?}");
+    let pid: i32 = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok());
+    assert_eq!(row(&s).0, "fix_proposed");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("its session running"));
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
     );
 }
 
@@ -113,6 +232,27 @@ fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
 fn a_recovery_whose_window_dies_at_once_is_not_a_success() {
     let mut rig = crate::souffleur::Rig::new(None);
     dying_kitty(&rig.stubs);
+    let mut m = rig.souffleur(rig.conductor.id());
+    crate::souffleur::confirmed(&mut m);
+    rig.conductor.kill().unwrap();
+    rig.conductor.wait().unwrap();
+    m.wait_json("death noticed", |v| event(v) == "watchdog");
+    let done = m.wait_json("recovery result", |v| {
+        event(v) == "recovery" && v["status"] != "started"
+    });
+    assert_eq!(done["status"], "failed", "{done}");
+    assert!(done["pid"].is_null(), "{done}");
+}
+
+/// The Souffleur's recovery with a kitty that lives 2 s and runs nothing: `failed`.
+#[test]
+fn a_recovery_whose_window_runs_no_session_is_not_a_success() {
+    let mut rig = crate::souffleur::Rig::new(None);
+    crate::souffleur::stub(
+        &rig.stubs,
+        "kitty",
+        "echo $$ >> \"$STUB_DIR/pids\"\nsleep 2\nexit 0\n",
+    );
     let mut m = rig.souffleur(rig.conductor.id());
     crate::souffleur::confirmed(&mut m);
     rig.conductor.kill().unwrap();

@@ -384,7 +384,29 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A scratch project with a stub `kitty` on PATH that records its argv and stays up.
+/// What a stub kitty does after recording its argv, as kitty does: runs the command
+/// after `--` as its child, and ends when it ends.
+pub const RUN_AFTER_DASHES: &str =
+    "while [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\n[ $# -gt 0 ] && shift\n\"$@\"\n";
+
+/// A stub `claude` in `dir` that stays up for `seconds` (its process is named claude).
+pub fn stub_claude(dir: &Path, seconds: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    let path = dir.join("claude");
+    std::fs::write(
+        &path,
+        format!(
+            "#!/bin/sh
+sleep {seconds}
+"
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A scratch project with a stub `kitty` on PATH that records its argv and runs the
+/// command it was given (a stub `claude` that stays up).
 pub struct Relauncher {
     pub s: Scratch,
     pub bin: std::path::PathBuf,
@@ -401,13 +423,14 @@ impl Relauncher {
         std::fs::write(
             bin.join("kitty"),
             format!(
-                "#!/bin/sh\n{{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} > {}\nexec sleep 30\n",
+                "#!/bin/sh\n{{ for a in \"$@\"; do printf '%s\\037' \"$a\"; done; printf '\\n'; }} > {}\n{RUN_AFTER_DASHES}",
                 log.display()
             ),
         )
         .unwrap();
         std::fs::set_permissions(bin.join("kitty"), std::fs::Permissions::from_mode(0o755))
             .unwrap();
+        stub_claude(&bin, 30);
         Self { s, bin, log }
     }
 

@@ -39,12 +39,21 @@ impl Rig {
         stub(
             &stubs,
             "kitty",
-            &format!("{RECORD}\necho $$ >> \"$STUB_DIR/pids\"\nexec sleep 300\n"),
+            &format!(
+                "{RECORD}\necho $$ >> \"$STUB_DIR/pids\"\n{}",
+                crate::common::RUN_AFTER_DASHES
+            ),
         );
         stub(
             &stubs,
             "claude_export",
             &format!("{RECORD}\nprintf 'SUMMARY of %s\\nlast words\\n' \"$1\"\n"),
+        );
+        // The session the windows run (named claude, as the real one's process is).
+        stub(
+            &stubs,
+            "claude",
+            "echo $$ >> \"$STUB_DIR/pids\"\nsleep 300\n",
         );
         if let Some(mode) = lethe {
             let body = match mode {
@@ -523,8 +532,9 @@ fn an_export_too_large_escalates_to_standard_compact_and_a_missing_one_does_not(
         &rig.stubs,
         "kitty",
         &format!(
-            "{RECORD}\necho $$ >> \"$STUB_DIR/pids\"\ncase \"$*\" in *\" /compact\"*) echo '{{\"type\":\"system\",\"subtype\":\"compact_boundary\"}}' >> {} ;; esac\nexec sleep 300\n",
-            transcript.display()
+            "{RECORD}\necho $$ >> \"$STUB_DIR/pids\"\ncase \"$*\" in *\" /compact\"*) echo '{{\"type\":\"system\",\"subtype\":\"compact_boundary\"}}' >> {} ;; esac\n{}",
+            transcript.display(),
+            crate::common::RUN_AFTER_DASHES
         ),
     );
     stub(

@@ -105,9 +105,13 @@ pub fn kitty_focus_problem(templates: &LaunchTemplates, project: &Path) -> Optio
     })
 }
 
-/// How long a window must live to count as opened.
+/// How long the session in a new window must have run to count as started (a session
+/// that ends sooner ended at once).
 pub const ALIVE_AFTER: std::time::Duration = std::time::Duration::from_millis(1500);
-
+/// The longest wait for the session's program to run in a new window.
+pub const SESSION_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+/// How often the window's processes are looked at while waiting.
+const LOOK_EVERY: std::time::Duration = std::time::Duration::from_millis(50);
 #[derive(Debug, Clone)]
 pub struct Launcher {
     pub templates: LaunchTemplates,
@@ -143,9 +147,30 @@ impl Launcher {
         Ok(())
     }
 
-    /// Starts a window and returns its process once it is seen alive [`ALIVE_AFTER`]
-    /// later: a terminal that cannot open a window (no display, a bad option, a missing
-    /// command) exits within moments, and that is an error in its own words.
+    /// The program a Claude window is asked to run, as its process is named: `claude`
+    /// when the template runs it (through `env -u CLAUDECODE`, say), else the
+    /// template's first word.
+    pub fn session_program(&self) -> String {
+        let base = |w: &str| {
+            Path::new(w)
+                .file_name()
+                .map_or_else(|| w.to_owned(), |n| n.to_string_lossy().into_owned())
+        };
+        let words = &self.templates.claude;
+        words
+            .iter()
+            .map(|w| base(w))
+            .find(|w| w == "claude")
+            .or_else(|| words.first().map(|w| base(w)))
+            .unwrap_or_else(|| "claude".into())
+    }
+
+    /// Starts a Claude window and returns its process once the session runs in it: a
+    /// process of [`Self::session_program`] below the window, still running
+    /// [`ALIVE_AFTER`] after the start. A window that exits first (no display, a bad
+    /// option: its own last error line is quoted), runs nothing within
+    /// [`SESSION_WAIT`], or whose session ends at once, is an error; a window still up
+    /// then is ended (maestro started it).
     pub async fn spawn_alive(&self, argv: &[String]) -> Result<ProcessId, String> {
         let (program, args) = argv.split_first().ok_or("empty launch template")?;
         // The terminal's complaints land in an unnamed file, read only if it fails: a
@@ -166,33 +191,47 @@ impl Launcher {
             .map_err(|e| format!("cannot start {program}: {e}"))?;
         let pid = child.id().ok_or("the window exited at once")? as i32;
         let recorded = ProcessId::observe(pid);
-        match tokio::time::timeout(ALIVE_AFTER, child.wait()).await {
-            Err(_) => {
-                tokio::spawn(async move {
-                    let _ = child.wait().await;
-                });
-                Ok(recorded)
-            }
-            Ok(status) => {
-                let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-                let mut said = String::new();
-                let mut errors = errors;
-                let _ = std::io::Seek::rewind(&mut errors);
-                let _ = std::io::Read::read_to_string(
-                    &mut std::io::Read::take(&mut errors, 4096),
-                    &mut said,
-                );
-                let said = crate::core::text::one_line(said.trim());
-                Err(format!(
-                    "{program} exited at once ({status}) and opened no window{}",
-                    if said.is_empty() {
-                        String::new()
+        let wanted = self.session_program();
+        let started = tokio::time::Instant::now();
+        let mut session: Option<ProcessId> = None;
+        let failure = loop {
+            tokio::select! {
+                status = child.wait() => {
+                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                    let what = if session.is_some() {
+                        format!("{program} exited ({status}) and its {wanted} session with it")
                     } else {
-                        format!(": {said}")
-                    }
-                ))
+                        format!("{program} exited ({status}) before {wanted} ran in it")
+                    };
+                    break with_last_error(what, errors);
+                }
+                () = tokio::time::sleep(LOOK_EVERY) => {}
             }
-        }
+            if session.is_none() {
+                session = program_below(pid, &wanted);
+            }
+            if let Some(s) = session {
+                if !s.is_same_alive() {
+                    break format!(
+                        "{wanted} started in the window (PID {}) and ended at once",
+                        s.pid
+                    );
+                }
+                if started.elapsed() >= ALIVE_AFTER {
+                    tokio::spawn(async move {
+                        let _ = child.wait().await;
+                    });
+                    return Ok(recorded);
+                }
+            } else if started.elapsed() >= SESSION_WAIT {
+                break format!(
+                    "{program} opened, but no {wanted} process ran in it within {} s",
+                    SESSION_WAIT.as_secs()
+                );
+            }
+        };
+        end_window(pid, &mut child).await;
+        Err(failure)
     }
 
     /// Starts a window and returns the recorded process.
@@ -213,6 +252,50 @@ impl Launcher {
             let _ = child.wait().await;
         });
         Ok(recorded)
+    }
+}
+
+/// A process of `program` below `window`: its name, or its first two arguments' (a
+/// script's interpreter, then the script).
+fn program_below(window: i32, program: &str) -> Option<ProcessId> {
+    let comm: String = program.chars().take(15).collect();
+    crate::core::procs::descendants(window)
+        .into_iter()
+        .find(|p| {
+            crate::core::procs::comm(*p).is_some_and(|c| c == comm)
+                || crate::core::procs::cmdline(*p).is_some_and(|args| {
+                    args.iter()
+                        .take(2)
+                        .any(|a| Path::new(a).file_name().is_some_and(|n| n == program))
+                })
+        })
+        .map(ProcessId::observe)
+}
+
+/// `what`, and the terminal's own last error line when it printed one.
+fn with_last_error(what: String, mut errors: std::fs::File) -> String {
+    let mut said = String::new();
+    let _ = std::io::Seek::rewind(&mut errors);
+    let _ =
+        std::io::Read::read_to_string(&mut std::io::Read::take(&mut errors, 64 * 1024), &mut said);
+    let last = said.lines().rev().map(str::trim).find(|l| !l.is_empty());
+    match last {
+        Some(line) => format!("{what}: {}", crate::core::text::one_line(line)),
+        None => what,
+    }
+}
+
+/// Ends a window maestro started that failed: its whole process group, politely first.
+async fn end_window(pid: i32, child: &mut tokio::process::Child) {
+    use nix::sys::signal::{Signal, killpg};
+    let group = nix::unistd::Pid::from_raw(pid);
+    let _ = killpg(group, Signal::SIGTERM);
+    if tokio::time::timeout(std::time::Duration::from_secs(2), child.wait())
+        .await
+        .is_err()
+    {
+        let _ = killpg(group, Signal::SIGKILL);
+        let _ = child.wait().await;
     }
 }
 
