@@ -493,3 +493,73 @@ fn tasks_without_a_session_are_folded_into_one_line() {
     );
     assert!(!text.contains("task-03: no session found"), "{text}");
 }
+
+/// One session, one task: a Musician's session that mentions task-00 is task-01's only,
+/// the Conductor's own session (`/conductor`) is task-00's, and every total counts each
+/// session once.
+#[test]
+fn each_session_is_listed_once_under_the_task_its_launch_names() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let cwd = root.to_str().unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let sessions = [
+        ("s1", "/musician task-01 read the message from task-00 to task-01", 1_000u64, 230u64),
+        ("s2", "/conductor plan the next phase", 5_000, 840),
+        ("s3", "/musician task-03", 3_000, 1_000),
+    ];
+    for (i, (sid, prompt, input, output)) in sessions.iter().enumerate() {
+        let mut t = user(sid, cwd, &format!("2026-11-20T14:0{i}:00.000Z"), prompt);
+        t += &assistant(
+            sid,
+            &format!("2026-11-20T14:0{i}:01.000Z"),
+            &format!("m{i}"),
+            &format!("r{i}"),
+            "claude-sonnet-4-5-20250929",
+            false,
+            &serde_json::json!({"input_tokens": input, "output_tokens": output}),
+        );
+        write(&projects.join(format!("{sid}.jsonl")), &t);
+    }
+    for task in ["task-00", "task-01", "task-03"] {
+        s.set_task(task, "working");
+    }
+    let out = maestro()
+        .env("HOME", home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .args(["usage", "--json", "--project"])
+        .arg(s.root())
+        .output()
+        .unwrap();
+    assert_success(&out);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let listed: Vec<(String, String)> = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| {
+            (
+                x["task_id"].as_str().unwrap_or_default().to_owned(),
+                x["session_id"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let mut want = vec![
+        ("task-00".to_owned(), "s2".to_owned()),
+        ("task-01".to_owned(), "s1".to_owned()),
+        ("task-03".to_owned(), "s3".to_owned()),
+    ];
+    let mut got = listed.clone();
+    got.sort();
+    want.sort();
+    assert_eq!(got, want, "{v}");
+    let written: u64 = sessions.iter().map(|(_, _, i, o)| i + o).sum();
+    let t = &v["total"];
+    assert_eq!(
+        t["input_tokens"].as_u64().unwrap() + t["output_tokens"].as_u64().unwrap(),
+        written,
+        "{t}"
+    );
+    assert_eq!(t["sessions"], 3, "{t}");
+}

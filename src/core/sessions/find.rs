@@ -169,6 +169,30 @@ pub fn names_task(prompt: &str, task: &str) -> bool {
     })
 }
 
+/// The one task a session's first prompt launches it for: the `/musician task-NN` it
+/// starts with (also as Claude Code expands a slash command), `/conductor` (task-00),
+/// `/souffleur`; a prompt with none of those (a relaunch's own words) is the first task
+/// it names. Tasks it merely mentions beside (a message from task-00) are not its own.
+pub fn launch_task(prompt: &str) -> Option<String> {
+    static MUSICIAN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?s)/musician\b.{0,80}?\b(task-\d+(?:-fix|-S\d+)?)\b").expect("static regex")
+    });
+    static WORD: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"task-\d+(?:-fix|-S\d+)?").expect("static regex"));
+    if let Some(c) = MUSICIAN.captures(prompt) {
+        return Some(c[1].to_owned());
+    }
+    if prompt.contains("/conductor") {
+        return Some(crate::core::domain::CONDUCTOR_ID.to_owned());
+    }
+    if prompt.contains("/souffleur") {
+        return Some(crate::core::domain::SOUFFLEUR_ID.to_owned());
+    }
+    WORD.find_iter(prompt)
+        .find(|m| names_task(prompt, m.as_str()))
+        .map(|m| m.as_str().to_owned())
+}
+
 /// A task as the database knows it.
 #[derive(Debug, Clone)]
 pub struct TaskFacts {
@@ -236,7 +260,8 @@ pub fn match_tasks(
             if t.cwd.as_deref().is_some_and(|c| in_project(c, project))
                 && t.first_prompt
                     .as_deref()
-                    .is_some_and(|p| names_task(p, &task.task_id))
+                    .and_then(launch_task)
+                    .is_some_and(|launched| launched == task.task_id)
             {
                 add(t, "transcript");
             }
@@ -260,7 +285,32 @@ pub fn match_tasks(
         mine.sort_by(|a, b| a.transcript.started.cmp(&b.transcript.started));
         found.extend(mine);
     }
-    (found, missing)
+    (one_task_each(found), missing)
+}
+
+/// Each session under one task only, the one its surest rule gave (hooks, then a
+/// process, then the transcript, then the database), so every total counts it once.
+fn one_task_each(found: Vec<Found>) -> Vec<Found> {
+    let rank = |rule: &str| match rule {
+        "hook" => 0,
+        "process" => 1,
+        "transcript" => 2,
+        _ => 3,
+    };
+    let mut best: BTreeMap<String, (u8, String)> = BTreeMap::new();
+    for f in &found {
+        let r = rank(f.rule);
+        let entry = best
+            .entry(f.transcript.session_id.clone())
+            .or_insert((r, f.task_id.clone()));
+        if r < entry.0 {
+            *entry = (r, f.task_id.clone());
+        }
+    }
+    found
+        .into_iter()
+        .filter(|f| best.get(&f.transcript.session_id).is_some_and(|(_, t)| *t == f.task_id))
+        .collect()
 }
 
 /// Rule 1: the session ids of `claude` processes below the task's window.
@@ -294,6 +344,23 @@ fn running_sessions(temp: &Path, task: &str, claude: &Path) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_belongs_to_the_task_its_launch_names() {
+        let cases = [
+            ("/musician task-01 read the message from task-00 to task-01", Some("task-01")),
+            ("read the message from task-00, then /musician task-01", Some("task-01")),
+            ("<command-name>/musician</command-name>\n<command-args>task-12</command-args>", Some("task-12")),
+            ("/conductor plan the phase; task-03 waits", Some("task-00")),
+            ("/souffleur PID:42 SESSION_ID:abc", Some("souffleur")),
+            ("Relaunch task-03.\nRead temp/task-03-HANDOFF", Some("task-03")),
+            ("/musician task-03-fix", Some("task-03-fix")),
+            ("what does this repo do?", None),
+        ];
+        for (prompt, task) in cases {
+            assert_eq!(launch_task(prompt).as_deref(), task, "{prompt}");
+        }
+    }
 
     #[test]
     fn a_task_is_named_as_a_word() {
