@@ -267,6 +267,12 @@ fn a_suspend_that_moves_the_wall_clock_does_not_kill_a_live_conductor() {
     std::thread::sleep(Duration::from_secs(5));
     marker(&mut m, &rig.scratch, "needs_review");
     assert_eq!(judgements(&m.seen), Vec::<String>::new());
+    let clocks = m
+        .seen
+        .iter()
+        .filter(|l| l.contains("\"event\":\"clock\""))
+        .count();
+    assert_eq!(clocks, 1, "one jump, one clock event: {:?}", m.seen);
 }
 
 /// A schedule runs once after a pause, not once per interval it missed.

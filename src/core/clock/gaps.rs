@@ -88,15 +88,32 @@ impl Reading {
     }
 }
 
+/// How close (in boot time, which neither stops nor steps) a second gap must follow a
+/// first to be the same one seen again: a resume can show in two readings (boot time
+/// first, the monotonic clock catching up after), and one jump is said once.
+pub const SAME_GAP: Duration = Duration::from_secs(5);
+
 /// The pure part: compares each reading with the one before it.
 #[derive(Debug, Default)]
 pub struct GapJudge {
     last: Option<Reading>,
+    /// Boot time of the last gap seen.
+    last_gap: Option<Duration>,
 }
 
 impl GapJudge {
-    /// The gap between the previous reading and this one, if there was one.
+    /// The gap between the previous reading and this one, if there was one and it is
+    /// not the last gap seen again (within [`SAME_GAP`] of it).
     pub fn observe(&mut self, now: Reading) -> Option<(GapKind, Duration)> {
+        let gap = self.compare(now)?;
+        let again = self
+            .last_gap
+            .is_some_and(|at| now.boottime.saturating_sub(at) <= SAME_GAP);
+        self.last_gap = Some(now.boottime);
+        (!again).then_some(gap)
+    }
+
+    fn compare(&mut self, now: Reading) -> Option<(GapKind, Duration)> {
         let last = self.last.replace(now)?;
         let ran = now.monotonic.saturating_sub(last.monotonic);
         let slept = now
@@ -307,6 +324,23 @@ mod tests {
             let got = judge.observe(*next).map(|(k, d)| (k, d.as_secs()));
             assert_eq!(got, *want, "{what}");
         }
+    }
+
+    /// A resume seen in two readings (boot time first, then the monotonic clock
+    /// catching up) is one gap; a gap well after it is another.
+    #[test]
+    fn one_jump_seen_in_two_readings_is_said_once() {
+        let mut judge = GapJudge::default();
+        judge.observe(at(1000.0, 10.0, 10.0));
+        let first = judge.observe(at(1601.0, 11.0, 611.0));
+        assert_eq!(first.map(|(k, _)| k), Some(GapKind::Suspend));
+        assert_eq!(judge.observe(at(1602.0, 612.0, 612.0)), None, "the same jump");
+        judge.observe(at(1603.0, 613.0, 613.0));
+        assert_eq!(
+            judge.observe(at(1633.0, 643.0, 643.0)).map(|(k, _)| k),
+            Some(GapKind::Pause),
+            "a later gap is its own"
+        );
     }
 
     #[test]
