@@ -1,7 +1,6 @@
 //! `maestro launch`: opens the dashboard for the project in a new terminal window, using
 //! the `[launch] terminal` argv template (kitty by default). Never a shell string.
 
-use std::os::unix::process::CommandExt;
 use std::path::Path;
 
 use crate::cli::CliError;
@@ -50,43 +49,28 @@ pub fn open_dashboard(
             "no display to open a window on: DISPLAY and WAYLAND_DISPLAY are both unset, so {program} cannot start here. Run `maestro` in this terminal instead, or launch from a graphical session."
         )));
     }
-    // kitty's own complaints land in an unnamed file: read if it fails, never a pipe
-    // that would break a window that lives on.
-    let errors = tempfile::tempfile()
-        .map_err(|e| CliError::Runtime(format!("cannot make a scratch file: {e}")))?;
-    let stderr = errors
-        .try_clone()
-        .map_err(|e| CliError::Runtime(format!("cannot make a scratch file: {e}")))?;
-    let mut child = std::process::Command::new(&program)
-        .args(&argv)
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::null())
-        .stderr(stderr)
-        .process_group(0)
-        .spawn()
-        .map_err(|e| CliError::Runtime(format!("cannot start {program}: {e}")))?;
-    // A window that opens stays; a terminal that cannot open one exits within moments.
-    let (tx, rx) = std::sync::mpsc::channel();
-    let waiter = std::thread::spawn(move || {
-        let status = child.wait();
-        let _ = tx.send(status);
-    });
-    let Ok(status) = rx.recv_timeout(LAUNCH_GRACE) else {
-        // The window belongs to the user now; the thread reaps it if it ends.
-        println!("opened {title} in a new {program} window");
-        return Ok(());
+    // Opened means maestro runs in it: a process named as this program below the window,
+    // still running a moment later (a window that runs nothing is ended, and said so).
+    let launcher = crate::core::recovery::launch::Launcher {
+        templates: settings.launch.clone(),
+        project: root.clone(),
     };
-    let _ = waiter.join();
-    let mut said = String::new();
-    let mut errors = errors;
-    let _ = std::io::Seek::rewind(&mut errors);
-    let _ = std::io::Read::read_to_string(&mut std::io::Read::take(&mut errors, 4096), &mut said);
-    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
-    Err(CliError::Runtime(format!(
-        "{program} exited at once ({status}) and opened no window: {}. Fix that (a display, kitty's configuration), or run `maestro` in this terminal.",
-        crate::core::text::one_line(said.trim())
-    )))
+    let wanted = me
+        .file_name()
+        .map_or_else(|| "maestro".into(), |n| n.to_string_lossy().into_owned());
+    let mut full = vec![program.clone()];
+    full.extend(argv);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
+    match rt.block_on(launcher.spawn_running(&full, &wanted)) {
+        Ok(_) => {
+            println!("opened {title} in a new {program} window, maestro running in it");
+            Ok(())
+        }
+        Err(why) => Err(CliError::Runtime(format!(
+            "{why}. Fix that (a display, kitty's configuration), or run `maestro` in this terminal."
+        ))),
+    }
 }
-
-/// How long a terminal that failed to open a window takes to say so.
-const LAUNCH_GRACE: std::time::Duration = std::time::Duration::from_secs(2);

@@ -497,12 +497,28 @@ fn launch_says_when_no_window_opened() {
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("exited at once") && err.contains("X11: The DISPLAY"),
+        err.contains("before maestro ran in it") && err.contains("X11: The DISPLAY"),
         "{err}"
     );
     assert!(
         !String::from_utf8_lossy(&out.stdout).contains("opened"),
         "claimed a window"
+    );
+    // A terminal that lives on but runs nothing: no window claimed either, and it is
+    // ended (maestro started it).
+    std::fs::write(
+        &kitty,
+        "#!/bin/sh
+exec sleep 60
+",
+    )
+    .unwrap();
+    let out = launch(Some(":99"));
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no maestro process ran in it within 10 s"),
+        "{err}"
     );
 }
 

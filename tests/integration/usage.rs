@@ -505,7 +505,12 @@ fn each_session_is_listed_once_under_the_task_its_launch_names() {
     let home = tempfile::tempdir().unwrap();
     let projects = home.path().join(".claude/projects/-fixture");
     let sessions = [
-        ("s1", "/musician task-01 read the message from task-00 to task-01", 1_000u64, 230u64),
+        (
+            "s1",
+            "/musician task-01 read the message from task-00 to task-01",
+            1_000u64,
+            230u64,
+        ),
         ("s2", "/conductor plan the next phase", 5_000, 840),
         ("s3", "/musician task-03", 3_000, 1_000),
     ];

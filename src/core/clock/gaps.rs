@@ -334,7 +334,11 @@ mod tests {
         judge.observe(at(1000.0, 10.0, 10.0));
         let first = judge.observe(at(1601.0, 11.0, 611.0));
         assert_eq!(first.map(|(k, _)| k), Some(GapKind::Suspend));
-        assert_eq!(judge.observe(at(1602.0, 612.0, 612.0)), None, "the same jump");
+        assert_eq!(
+            judge.observe(at(1602.0, 612.0, 612.0)),
+            None,
+            "the same jump"
+        );
         judge.observe(at(1603.0, 613.0, 613.0));
         assert_eq!(
             judge.observe(at(1633.0, 643.0, 643.0)).map(|(k, _)| k),

@@ -172,6 +172,11 @@ impl Launcher {
     /// [`SESSION_WAIT`], or whose session ends at once, is an error; a window still up
     /// then is ended (maestro started it).
     pub async fn spawn_alive(&self, argv: &[String]) -> Result<ProcessId, String> {
+        self.spawn_running(argv, &self.session_program()).await
+    }
+
+    /// [`Self::spawn_alive`] for a window asked to run `wanted` (a process name).
+    pub async fn spawn_running(&self, argv: &[String], wanted: &str) -> Result<ProcessId, String> {
         let (program, args) = argv.split_first().ok_or("empty launch template")?;
         // The terminal's complaints land in an unnamed file, read only if it fails: a
         // pipe would break a window that lives on.
@@ -191,7 +196,6 @@ impl Launcher {
             .map_err(|e| format!("cannot start {program}: {e}"))?;
         let pid = child.id().ok_or("the window exited at once")? as i32;
         let recorded = ProcessId::observe(pid);
-        let wanted = self.session_program();
         let started = tokio::time::Instant::now();
         let mut session: Option<ProcessId> = None;
         let failure = loop {
@@ -208,7 +212,7 @@ impl Launcher {
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
             if session.is_none() {
-                session = program_below(pid, &wanted);
+                session = program_below(pid, wanted);
             }
             if let Some(s) = session {
                 if !s.is_same_alive() {

@@ -309,7 +309,10 @@ fn one_task_each(found: Vec<Found>) -> Vec<Found> {
     }
     found
         .into_iter()
-        .filter(|f| best.get(&f.transcript.session_id).is_some_and(|(_, t)| *t == f.task_id))
+        .filter(|f| {
+            best.get(&f.transcript.session_id)
+                .is_some_and(|(_, t)| *t == f.task_id)
+        })
         .collect()
 }
 
@@ -348,12 +351,24 @@ mod tests {
     #[test]
     fn a_session_belongs_to_the_task_its_launch_names() {
         let cases = [
-            ("/musician task-01 read the message from task-00 to task-01", Some("task-01")),
-            ("read the message from task-00, then /musician task-01", Some("task-01")),
-            ("<command-name>/musician</command-name>\n<command-args>task-12</command-args>", Some("task-12")),
+            (
+                "/musician task-01 read the message from task-00 to task-01",
+                Some("task-01"),
+            ),
+            (
+                "read the message from task-00, then /musician task-01",
+                Some("task-01"),
+            ),
+            (
+                "<command-name>/musician</command-name>\n<command-args>task-12</command-args>",
+                Some("task-12"),
+            ),
             ("/conductor plan the phase; task-03 waits", Some("task-00")),
             ("/souffleur PID:42 SESSION_ID:abc", Some("souffleur")),
-            ("Relaunch task-03.\nRead temp/task-03-HANDOFF", Some("task-03")),
+            (
+                "Relaunch task-03.\nRead temp/task-03-HANDOFF",
+                Some("task-03"),
+            ),
             ("/musician task-03-fix", Some("task-03-fix")),
             ("what does this repo do?", None),
         ];
