@@ -62,6 +62,7 @@ fn inputs() -> Vec<CoreEvent> {
                 task,
                 kind: LogKind::Deviations,
                 lines: vec![format!("Medium: deviation {i}")],
+                starts: Vec::new(),
                 initial_mtime: None,
             },
             _ => CoreEvent::LogLines {
@@ -75,6 +76,7 @@ fn inputs() -> Vec<CoreEvent> {
                 } else {
                     format!("step {i} agent 1 returned [ctx: {}%]", 10 + (i / 200) % 50)
                 }],
+                starts: Vec::new(),
                 initial_mtime: None,
             },
         });

@@ -53,7 +53,7 @@ pub struct MessageRow {
 #[serde(rename_all = "snake_case")]
 pub enum HistoryPiece {
     Skipped(u64),
-    Lines(Vec<String>),
+    Lines(LineBatch),
     /// The context values read from lines just counted (their last few, in order) and
     /// the last such line: what the Sentinel compares the next value with.
     Context {
@@ -67,9 +67,34 @@ impl HistoryPiece {
     pub fn count(&self) -> u64 {
         match self {
             Self::Skipped(n) => *n,
-            Self::Lines(lines) => lines.len() as u64,
+            Self::Lines(batch) => batch.lines.len() as u64,
             Self::Context { .. } => 0,
         }
+    }
+}
+
+/// Lines kept whole by a skim, and where each starts in its file. Written (a recording,
+/// the remote link) as the lines alone, as before: a reader there has no places.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<String>", into = "Vec<String>")]
+pub struct LineBatch {
+    pub lines: Vec<String>,
+    /// Empty where not known.
+    pub starts: Vec<u64>,
+}
+
+impl From<Vec<String>> for LineBatch {
+    fn from(lines: Vec<String>) -> Self {
+        Self {
+            lines,
+            starts: Vec::new(),
+        }
+    }
+}
+
+impl From<LineBatch> for Vec<String> {
+    fn from(batch: LineBatch) -> Self {
+        batch.lines
     }
 }
 
@@ -82,6 +107,9 @@ pub enum CoreEvent {
         task: TaskId,
         kind: LogKind,
         lines: Vec<String>,
+        /// Where each line starts in its file (empty where that is not known: a
+        /// recording, a remote link): an anomaly's place, whatever a read starts from.
+        starts: Vec<u64>,
         initial_mtime: Option<SystemTime>,
     },
     /// A log file was truncated, replaced or removed.

@@ -93,11 +93,14 @@ impl CatchUp {
     /// What of `event` the hub has not been handed yet.
     pub fn filter(&mut self, event: CoreEvent) -> Vec<CoreEvent> {
         match event {
+            // Lines retold after a reconnect are matched by content: where they start in
+            // the far file is not carried.
             CoreEvent::LogLines {
                 task,
                 kind,
                 lines,
                 initial_mtime,
+                ..
             } => self.lines(task, kind, lines, initial_mtime),
             CoreEvent::LogReset { task, kind } => {
                 self.files.remove(&(task.clone(), kind));
@@ -217,6 +220,7 @@ impl CatchUp {
             task,
             kind,
             lines: fresh,
+            starts: Vec::new(),
             initial_mtime,
         });
         out
@@ -250,6 +254,7 @@ mod tests {
             task: TaskId::parse("task-01").unwrap(),
             kind: LogKind::Status,
             lines: text.iter().map(|s| (*s).to_owned()).collect(),
+            starts: Vec::new(),
             initial_mtime: initial.then(std::time::SystemTime::now),
         }
     }

@@ -288,6 +288,7 @@ pub(crate) fn anomaly(
         line: line.map(|(kind, index, text)| maestro::core::domain::SourceLine {
             kind,
             index,
+            offset: None,
             text: text.into(),
         }),
     })

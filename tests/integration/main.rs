@@ -20,6 +20,7 @@ mod hooks;
 mod house;
 mod injection;
 mod journal;
+mod journal_faults;
 mod kitty;
 mod layout_sizes;
 mod limits;

@@ -218,7 +218,11 @@ pub struct Anomaly {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SourceLine {
     pub kind: LogKind,
+    /// The line's number among the lines read of its file (the dashboard's link).
     pub index: u64,
+    /// Where the line starts in its file, when the reader knew: its identity whatever a
+    /// later read starts from (a restart reads only a long log's end).
+    pub offset: Option<u64>,
     pub text: std::sync::Arc<str>,
 }
 

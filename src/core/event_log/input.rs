@@ -253,11 +253,14 @@ pub fn wire_input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> 
 /// What the recorder writes for an event (`None`: not kept, or nothing changed).
 pub fn input_of(event: &CoreEvent, table: &mut TaskTable) -> Option<Input> {
     Some(match event {
+        // Where the lines start in their file is not recorded: a replay's anomalies are
+        // told by their line number.
         CoreEvent::LogLines {
             task,
             kind,
             lines,
             initial_mtime,
+            ..
         } => Input::Lines {
             task: task.to_string(),
             kind: kind.suffix().to_owned(),
@@ -351,6 +354,7 @@ pub fn event_of(input: &Input, table: &mut TaskTable) -> Option<CoreEvent> {
             task: TaskId::parse(task)?,
             kind: kind_of(kind)?,
             lines: lines.clone(),
+            starts: Vec::new(),
             initial_mtime: mtime_of(mtime.as_deref()),
         },
         Input::Reset { task, kind } => CoreEvent::LogReset {
@@ -427,6 +431,7 @@ mod tests {
                 task: TaskId::parse("task-03").expect("id"),
                 kind: LogKind::Status,
                 lines: vec!["step 1 started [ctx: 12%]".into(), "\u{1b}[2J".into()],
+                starts: Vec::new(),
                 initial_mtime: Some(mtime),
             },
             CoreEvent::Database(DbStatus::Replaced { tasks: 2 }),

@@ -339,6 +339,7 @@ mod tests {
             task: TaskId::parse("task-01").expect("id"),
             kind: LogKind::Status,
             lines: vec![format!("step {n} started [ctx: 10%]")],
+            starts: Vec::new(),
             initial_mtime: None,
         }
     }

@@ -13,10 +13,15 @@ impl Hub {
     pub(super) fn identity(&self, what: &What) -> Option<Identity> {
         match what {
             What::Anomaly(a) => {
+                // Its line by where it starts in the file, which no later read moves;
+                // by its number only where the reader could not say (a recording).
                 let line = a
                     .line
                     .as_ref()
-                    .map(|l| format!("{}|{}", l.kind.suffix(), l.index))
+                    .map(|l| match l.offset {
+                        Some(at) => format!("{}|@{at}", l.kind.suffix()),
+                        None => format!("{}|{}", l.kind.suffix(), l.index),
+                    })
                     .unwrap_or_default();
                 Some(Identity::new(
                     format!(

@@ -15,12 +15,12 @@ impl Hub {
         &mut self,
         task: TaskId,
         kind: LogKind,
-        lines: Vec<String>,
+        (lines, starts): (Vec<String>, Vec<u64>),
         initial_mtime: Option<std::time::SystemTime>,
     ) {
         // The anomalies first: the context's bookkeeping (history, forecasts) and the
         // lines for the dashboard follow, off the path from a line read to its report.
-        let found = self.judge(&task, kind, &lines, initial_mtime);
+        let found = self.judge(&task, kind, (&lines, &starts), initial_mtime);
         for anomaly in found {
             self.report(anomaly).await;
         }
@@ -59,9 +59,10 @@ impl Hub {
                     }
                     self.take_values(&task, &values, initial_mtime).await;
                 }
-                HistoryPiece::Lines(lines) => {
-                    found.extend(self.judge(&task, kind, &lines, initial_mtime));
-                    self.take_context(&task, kind, &lines, initial_mtime).await;
+                HistoryPiece::Lines(batch) => {
+                    let (lines, starts) = (&batch.lines, &batch.starts);
+                    found.extend(self.judge(&task, kind, (lines, starts), initial_mtime));
+                    self.take_context(&task, kind, lines, initial_mtime).await;
                 }
             }
         }
@@ -85,7 +86,7 @@ impl Hub {
         &mut self,
         task: &TaskId,
         kind: LogKind,
-        lines: &[String],
+        (lines, starts): (&[String], &[u64]),
         initial_mtime: Option<std::time::SystemTime>,
     ) -> Vec<crate::core::domain::Anomaly> {
         if !self.settings.with_database && !self.sentinel.is_active(task) {
@@ -103,7 +104,8 @@ impl Hub {
             self.sentinel.on_file_seen(task, kind, arrived_at);
             Vec::new()
         } else {
-            self.sentinel.on_lines(task, kind, lines, arrived_at)
+            self.sentinel
+                .on_lines_at(task, kind, (lines, starts), arrived_at)
         }
     }
 

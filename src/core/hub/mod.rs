@@ -309,8 +309,9 @@ impl Hub {
                 task,
                 kind,
                 lines,
+                starts,
                 initial_mtime,
-            } => self.on_lines(task, kind, lines, initial_mtime).await,
+            } => self.on_lines(task, kind, (lines, starts), initial_mtime).await,
             CoreEvent::LogReset { task, kind } => self.on_log_reset(task, kind).await,
             CoreEvent::LogHistory {
                 task,

@@ -35,6 +35,8 @@ struct TaskWatch {
     /// When the last status line arrived (or the file's mtime at start).
     last_entry_at: Option<Instant>,
     last_entry: Option<String>,
+    /// Where the last entry starts in its file, when known.
+    last_entry_offset: Option<u64>,
     /// A stall was reported and no new line has ended it yet.
     stalled: bool,
     /// Lines read so far of the status and the deviations log: the next line's index.
@@ -146,9 +148,21 @@ impl Sentinel {
         lines: &[String],
         arrived_at: Instant,
     ) -> Vec<Anomaly> {
+        self.on_lines_at(task, kind, (lines, &[]), arrived_at)
+    }
+
+    /// [`Self::on_lines`] with where each line starts in its file (`starts`; empty when
+    /// not known): each anomaly's line keeps its place.
+    pub fn on_lines_at(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        (lines, starts): (&[String], &[u64]),
+        arrived_at: Instant,
+    ) -> Vec<Anomaly> {
         let spike = self.settings.spike_threshold;
         self.update(task, |watch| {
-            watch.take_lines(task, kind, lines, arrived_at, spike)
+            watch.take_lines(task, kind, (lines, starts), arrived_at, spike)
         })
     }
 
@@ -214,6 +228,7 @@ impl Sentinel {
             let line = w.last_entry.as_deref().map(|text| SourceLine {
                 kind: LogKind::Status,
                 index: w.read[0].saturating_sub(1),
+                offset: w.last_entry_offset,
                 text: Arc::from(text),
             });
             found.push(Anomaly {
@@ -255,7 +270,7 @@ impl TaskWatch {
         &mut self,
         task: &TaskId,
         kind: LogKind,
-        lines: &[String],
+        (lines, starts): (&[String], &[u64]),
         arrived_at: Instant,
         spike: u8,
     ) -> Vec<Anomaly> {
@@ -267,6 +282,7 @@ impl TaskWatch {
         let at = |i: usize, text: &str| SourceLine {
             kind,
             index: first + i as u64,
+            offset: starts.get(i).copied(),
             text: Arc::from(text),
         };
         let mut found = Vec::new();
@@ -308,6 +324,7 @@ impl TaskWatch {
                     }
                 }
                 if let Some(last) = lines.last() {
+                    watch.last_entry_offset = starts.get(lines.len() - 1).copied();
                     watch.last_entry = Some(last.clone());
                     watch.last_entry_at = Some(arrived_at);
                     watch.stalled = false;

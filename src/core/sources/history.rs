@@ -126,8 +126,10 @@ pub fn skim(
         };
         let region = &chunk[..=last];
         match kind {
-            LogKind::Status => walk.status_region(region, &finder, &mut assembler, out),
-            LogKind::Deviations => walk.deviations_region(region, &finder, &mut assembler, out),
+            LogKind::Status => walk.status_region((region, pos), &finder, &mut assembler, out),
+            LogKind::Deviations => {
+                walk.deviations_region((region, pos), &finder, &mut assembler, out);
+            }
         }
         pos += region.len() as u64;
     }
@@ -148,10 +150,11 @@ fn newlines(bytes: &[u8]) -> u64 {
 }
 
 impl Walk {
-    /// A status log's whole lines: each holding a needle is looked at, the rest counted.
+    /// A status log's whole lines (`region`, read from byte `base` of its file): each
+    /// holding a needle is looked at, the rest counted.
     fn status_region(
         &mut self,
-        region: &[u8],
+        (region, base): (&[u8], u64),
         needles: &Needles,
         assembler: &mut LineAssembler,
         out: &mut impl FnMut(Piece),
@@ -178,7 +181,7 @@ impl Walk {
             }
             self.pieces.skip(newlines(&region[at..line_start]));
             self.status_line(
-                &region[line_start..line_end],
+                (&region[line_start..line_end], base + line_start as u64),
                 correction,
                 marker,
                 assembler,
@@ -193,7 +196,7 @@ impl Walk {
     /// last `[ctx:` starts).
     fn status_line(
         &mut self,
-        line: &[u8],
+        (line, at): (&[u8], u64),
         correction: bool,
         marker: Option<usize>,
         assembler: &mut LineAssembler,
@@ -208,13 +211,13 @@ impl Walk {
         let spike = matches!((self.prev_ctx, value),
             (Some(before), Some(now)) if now > before && now - before > self.limits.spike);
         if correction || spike || (marker.is_some() && long) {
-            let mut made = Vec::with_capacity(1);
-            assembler.feed(line, &mut made);
-            for line in made {
+            let (mut made, mut starts) = (Vec::with_capacity(1), Vec::with_capacity(1));
+            assembler.feed_at(line, at, &mut made, &mut starts);
+            for (line, start) in made.into_iter().zip(starts) {
                 if let Some(v) = crate::core::domain::context_percent(&line) {
                     self.prev_ctx = Some(v);
                 }
-                self.pieces.line(line, out);
+                self.pieces.line(line, start, out);
             }
             return;
         }
@@ -228,7 +231,7 @@ impl Walk {
     /// A deviations log's whole lines: those opening with `High:` are made whole.
     fn deviations_region(
         &mut self,
-        region: &[u8],
+        (region, base): (&[u8], u64),
         needles: &Needles,
         assembler: &mut LineAssembler,
         out: &mut impl FnMut(Piece),
@@ -241,10 +244,11 @@ impl Walk {
             self.pieces.skip(newlines(&region[at..line_start]));
             let end = memchr::memchr(b'\n', &region[line_start..])
                 .map_or(region.len(), |i| line_start + i + 1);
-            let mut made = Vec::with_capacity(1);
-            assembler.feed(&region[line_start..end], &mut made);
-            for line in made {
-                self.pieces.line(line, out);
+            let (mut made, mut starts) = (Vec::with_capacity(1), Vec::with_capacity(1));
+            let from = base + line_start as u64;
+            assembler.feed_at(&region[line_start..end], from, &mut made, &mut starts);
+            for (line, start) in made.into_iter().zip(starts) {
+                self.pieces.line(line, start, out);
             }
             at = end;
         }
@@ -262,20 +266,20 @@ fn long_line(
     out: &mut impl FnMut(Piece),
 ) -> io::Result<u64> {
     let mut buf = vec![0; CHUNK];
-    let mut made = Vec::with_capacity(1);
+    let (mut made, mut starts) = (Vec::with_capacity(1), Vec::with_capacity(1));
     while pos < stop && made.is_empty() {
         let want = usize::try_from(stop - pos).unwrap_or(CHUNK).min(CHUNK);
         file.read_exact_at(&mut buf[..want], pos)?;
         let take = memchr::memchr(b'\n', &buf[..want]).map_or(want, |i| i + 1);
-        assembler.feed(&buf[..take], &mut made);
+        assembler.feed_at(&buf[..take], pos, &mut made, &mut starts);
         pos += take as u64;
     }
-    for line in made {
+    for (line, start) in made.into_iter().zip(starts) {
         if matters(kind, &line) {
             if let Some(v) = crate::core::domain::context_percent(&line) {
                 walk.prev_ctx = Some(v);
             }
-            walk.pieces.line(line, out);
+            walk.pieces.line(line, start, out);
         } else {
             walk.pieces.skip(1);
         }
@@ -328,6 +332,8 @@ impl Needles {
 struct Pieces {
     skipped: u64,
     lines: Vec<String>,
+    /// Where each kept line starts in its file.
+    starts: Vec<u64>,
     /// Context values of the counted lines since the last line kept.
     values: Vec<u8>,
     /// The last counted line holding one.
@@ -348,16 +354,24 @@ impl Pieces {
         self.last_ctx_line.extend_from_slice(line);
     }
 
-    fn line(&mut self, line: String, out: &mut impl FnMut(Piece)) {
+    fn line(&mut self, line: String, start: u64, out: &mut impl FnMut(Piece)) {
         if self.skipped > 0 || !self.values.is_empty() {
-            if !self.lines.is_empty() {
-                out(Piece::Lines(std::mem::take(&mut self.lines)));
-            }
+            self.flush_lines(out);
             self.counted(out);
         }
         self.lines.push(line);
+        self.starts.push(start);
         if self.lines.len() >= LINES_PER_PIECE {
-            out(Piece::Lines(std::mem::take(&mut self.lines)));
+            self.flush_lines(out);
+        }
+    }
+
+    fn flush_lines(&mut self, out: &mut impl FnMut(Piece)) {
+        if !self.lines.is_empty() {
+            out(Piece::Lines(crate::core::event::LineBatch {
+                lines: std::mem::take(&mut self.lines),
+                starts: std::mem::take(&mut self.starts),
+            }));
         }
     }
 
@@ -382,9 +396,7 @@ impl Pieces {
     }
 
     fn finish(mut self, out: &mut impl FnMut(Piece)) {
-        if !self.lines.is_empty() {
-            out(Piece::Lines(std::mem::take(&mut self.lines)));
-        }
+        self.flush_lines(out);
         self.counted(out);
     }
 }
@@ -465,11 +477,11 @@ mod tests {
                     s.set_context(&task, *v.last().expect("a value"), last_line);
                     values.extend(v);
                 }
-                Piece::Lines(lines) => {
+                Piece::Lines(batch) => {
                     if kind == LogKind::Status {
-                        values.extend(lines.iter().filter_map(|l| context_percent(l)));
+                        values.extend(batch.lines.iter().filter_map(|l| context_percent(l)));
                     }
-                    found.extend(s.on_lines(&task, kind, &lines, Instant::now()));
+                    found.extend(s.on_lines(&task, kind, &batch.lines, Instant::now()));
                 }
             }
         }
@@ -572,7 +584,10 @@ mod tests {
             got,
             [
                 Piece::Skipped(1),
-                Piece::Lines(vec![cut[0].clone()]),
+                Piece::Lines(crate::core::event::LineBatch {
+                    lines: vec![cut[0].clone()],
+                    starts: vec![2],
+                }),
                 Piece::Skipped(3),
                 Piece::Context {
                     values: vec![3],

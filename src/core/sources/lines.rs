@@ -25,6 +25,10 @@ pub struct LineAssembler {
     dropped_mark: bool,
     /// Lines cut so far (the source says so).
     cut_lines: u64,
+    /// Where the current line starts in its file (with [`Self::feed_at`]).
+    line_start: u64,
+    /// The next byte fed starts a line.
+    at_line_start: bool,
 }
 
 impl LineAssembler {
@@ -36,6 +40,8 @@ impl LineAssembler {
             dropped_end: Vec::new(),
             dropped_mark: false,
             cut_lines: 0,
+            line_start: 0,
+            at_line_start: true,
         }
     }
 
@@ -45,12 +51,38 @@ impl LineAssembler {
     }
 
     /// Feeds a chunk; complete lines are pushed onto `out` (without `\n` or `\r\n`).
-    pub fn feed(&mut self, mut chunk: &[u8], out: &mut Vec<String>) {
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<String>) {
+        self.feed_inner(chunk, 0, out, None);
+    }
+
+    /// [`Self::feed`] for a chunk that starts at byte `at` of its file: each line's
+    /// start in the file is pushed onto `starts` beside it (an anomaly's place, whatever
+    /// a later read starts from).
+    pub fn feed_at(&mut self, chunk: &[u8], at: u64, out: &mut Vec<String>, starts: &mut Vec<u64>) {
+        self.feed_inner(chunk, at, out, Some(starts));
+    }
+
+    fn feed_inner(
+        &mut self,
+        mut chunk: &[u8],
+        mut at: u64,
+        out: &mut Vec<String>,
+        mut starts: Option<&mut Vec<u64>>,
+    ) {
         while !chunk.is_empty() {
+            if self.at_line_start {
+                self.line_start = at;
+                self.at_line_start = false;
+            }
             if let Some(nl) = memchr::memchr(b'\n', chunk) {
                 self.push_capped(&chunk[..nl]);
                 out.push(self.take_line());
+                if let Some(starts) = starts.as_deref_mut() {
+                    starts.push(self.line_start);
+                }
+                self.at_line_start = true;
                 chunk = &chunk[nl + 1..];
+                at += nl as u64 + 1;
             } else {
                 self.push_capped(chunk);
                 chunk = &[];
@@ -70,6 +102,7 @@ impl LineAssembler {
         self.overflowed = false;
         self.dropped_end.clear();
         self.dropped_mark = false;
+        self.at_line_start = true;
     }
 
     fn push_capped(&mut self, bytes: &[u8]) {
@@ -136,6 +169,16 @@ impl LineAssembler {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn each_line_knows_where_it_starts_in_its_file() {
+        let mut a = LineAssembler::new(8);
+        let (mut out, mut starts) = (Vec::new(), Vec::new());
+        a.feed_at(b"ab\ncd", 100, &mut out, &mut starts);
+        a.feed_at(b"e\nlong line past the cap\n\n", 105, &mut out, &mut starts);
+        assert_eq!(out.len(), 4);
+        assert_eq!(starts, [100, 103, 107, 130]);
+    }
 
     fn assemble(chunks: &[&[u8]], cap: usize) -> (Vec<String>, usize) {
         let mut a = LineAssembler::new(cap);

@@ -76,6 +76,7 @@ pub(super) fn anomaly(
             line: Some(crate::core::domain::SourceLine {
                 kind: log_kind,
                 index,
+                offset: None,
                 text: text.into(),
             }),
         }),

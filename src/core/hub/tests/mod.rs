@@ -82,6 +82,7 @@ fn lines(task: &str, kind: LogKind, v: &[&str]) -> CoreEvent {
         task: TaskId::parse(task).unwrap(),
         kind,
         lines: v.iter().map(|s| (*s).to_owned()).collect(),
+        starts: Vec::new(),
         initial_mtime: None,
     }
 }
@@ -244,6 +245,7 @@ async fn stall_is_reported_after_the_threshold_from_file_mtime() {
             task: TaskId::parse("task-04").unwrap(),
             kind: LogKind::Status,
             lines: vec!["step 3 agent 1 launched [ctx: 41%]".into()],
+            starts: Vec::new(),
             initial_mtime: Some(two_minutes_ago),
         })
         .await

@@ -114,6 +114,8 @@ struct OpenLog {
 #[derive(Default)]
 struct ReadNew {
     lines: Vec<String>,
+    /// Where each line starts in its file.
+    starts: Vec<u64>,
     sent_lines: bool,
     error: Option<std::io::Error>,
     /// Stopped before the end to send what was read (on the runtime): read on later.
@@ -559,6 +561,7 @@ impl TempLogs {
                 }
             };
             full = n == self.buf.len();
+            let mut at = tail.offset;
             tail.offset += n as u64;
             remember_tail(&mut tail.last_bytes, &self.buf[..n]);
             let mut chunk = &self.buf[..n];
@@ -567,14 +570,17 @@ impl TempLogs {
                     continue;
                 };
                 chunk = &chunk[i + 1..];
+                at += i as u64 + 1;
                 skip_partial = false;
             }
-            tail.assembler.feed(chunk, &mut read.lines);
+            tail.assembler
+                .feed_at(chunk, at, &mut read.lines, &mut read.starts);
             if read.lines.len() >= LINES_PER_EVENT {
                 self.send(CoreEvent::LogLines {
                     task: log.task.clone(),
                     kind: log.kind,
                     lines: std::mem::take(&mut read.lines),
+                    starts: std::mem::take(&mut read.starts),
                     initial_mtime: log.initial_mtime,
                 });
                 read.sent_lines = true;
@@ -611,6 +617,7 @@ impl TempLogs {
                 task: log.task,
                 kind: log.kind,
                 lines: read.lines,
+                starts: read.starts,
                 initial_mtime: log.initial_mtime,
             });
         }

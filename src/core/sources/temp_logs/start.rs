@@ -54,7 +54,7 @@ pub(super) fn skim_history(
     let limits = history::Limits { max_line, spike };
     history::skim(file, (start, stop), kind, limits, scratch, &mut |piece| {
         if let history::Piece::Lines(l) = &piece {
-            lines += l.len();
+            lines += l.lines.len();
         }
         batch.push(piece);
         if lines >= BATCH_LINES {
