@@ -24,11 +24,15 @@ pub fn output_line(h: &Happening, project: Option<&str>) -> Option<String> {
         return Some(format!("{line}\n"));
     }
     let mut v = fields(h)?;
-    if let Some(told) = &h.told {
-        v["cursor"] = json!(told.cursor.to_string());
-        if told.replayed {
-            v["replayed"] = json!(true);
-        }
+    // Always there; null for an event the journal does not hold (none is kept, or it
+    // could not be written): there is no place to resume from.
+    v["cursor"] = h
+        .told
+        .as_ref()
+        .and_then(|t| t.cursor)
+        .map_or(Value::Null, |c| json!(c.to_string()));
+    if h.told.as_ref().is_some_and(|t| t.replayed) {
+        v["replayed"] = json!(true);
     }
     if let Some(p) = project {
         v["project"] = json!(p);
@@ -69,6 +73,20 @@ pub fn gap_line(now: OffsetDateTime, count: u64, before: crate::core::told::Curs
         ),
         "count": count,
         "cursor": before.to_string(),
+    });
+    crate::core::text::json_line(&v)
+}
+
+/// The `gap` event a reader following the journal gets when a new journal (`id`)
+/// replaced it: what the old one held past the reader's place may be lost, and how much
+/// is not known (`count` null); what follows is the new journal's, from its start.
+pub fn replaced_gap_line(now: OffsetDateTime, id: u64) -> String {
+    let v = json!({
+        "ts": rfc3339(now),
+        "event": "gap",
+        "detail": "the journal was deleted, cut short or replaced under maestro, and a new one started: what the old one held after your place may be lost (how much is not known); what follows starts at the new journal's beginning",
+        "count": Value::Null,
+        "cursor": crate::core::told::Cursor { journal: id, seq: 0 }.to_string(),
     });
     crate::core::text::json_line(&v)
 }

@@ -78,7 +78,9 @@ fn a_status_log_past_the_start_up_read_is_not_retold_when_resumed() {
     let log = s.temp().join("task-03-status");
     append(&log, "step 0 started [ctx: 40%]\n");
     let mut m = headless(&s, data.path(), None);
-    m.wait_json("started", |v| event(v) == "task" && v["task_id"] == "task-03");
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
     // 110,000 lines (about 9.2 MB), a self-correction in every 500.
     let mut text = String::new();
     for i in 1..=110_000u32 {
@@ -107,7 +109,11 @@ fn a_status_log_past_the_start_up_read_is_not_retold_when_resumed() {
     let mut m = headless(&s, data.path(), Some(&after));
     marker(&mut m, &log, "SECOND-M2");
     let second = stop(m);
-    assert_eq!(anomalies(&second), ["SECOND-M2 self-correction: marker"], "{second:?}");
+    assert_eq!(
+        anomalies(&second),
+        ["SECOND-M2 self-correction: marker"],
+        "{second:?}"
+    );
 
     // 300 more plain lines, and again.
     let plain: String = (0..300)
@@ -117,7 +123,11 @@ fn a_status_log_past_the_start_up_read_is_not_retold_when_resumed() {
     let mut m = headless(&s, data.path(), Some(&last_cursor(&second)));
     marker(&mut m, &log, "THIRD-M3");
     let third = stop(m);
-    assert_eq!(anomalies(&third), ["THIRD-M3 self-correction: marker"], "{third:?}");
+    assert_eq!(
+        anomalies(&third),
+        ["THIRD-M3 self-correction: marker"],
+        "{third:?}"
+    );
 }
 
 /// The journal file of a project in `data`.

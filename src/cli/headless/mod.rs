@@ -56,9 +56,9 @@ pub async fn present(
 /// later place in the same journal, or none.
 pub fn is_after(h: &Happening, after: Option<Cursor>) -> bool {
     match (after, &h.told) {
-        (Some(after), Some(told)) => {
-            told.cursor.journal != after.journal || told.cursor.seq > after.seq
-        }
+        (Some(after), Some(told)) => told
+            .cursor
+            .is_none_or(|c| c.journal != after.journal || c.seq > after.seq),
         _ => true,
     }
 }
@@ -88,7 +88,14 @@ impl Resume {
                 return false;
             }
         }
-        for (_, json) in self.follower.next_entries() {
+        let entries = self.follower.next_entries();
+        if let Some(id) = self.follower.take_replaced() {
+            let line = crate::core::event_json::replaced_gap_line(clock.now_utc(), id);
+            if !out.push(format!("{line}\n")).await {
+                return false;
+            }
+        }
+        for (_, json) in entries {
             if !out.push(format!("{json}\n")).await {
                 return false;
             }
@@ -139,7 +146,13 @@ pub async fn present_after(
                 if !r.print_new(&clock, out).await {
                     return Ended::OutputClosed;
                 }
-                end_of(&h, until_complete)
+                // What the journal could not hold (it cannot be written) is printed as
+                // it happens, with its null cursor: never kept from the reader.
+                if h.told.as_ref().is_some_and(|t| t.cursor.is_none()) {
+                    write_one(out, format, &clock, &h, until_complete).await
+                } else {
+                    end_of(&h, until_complete)
+                }
             }
             None => write_one(out, format, &clock, &h, until_complete).await,
         };

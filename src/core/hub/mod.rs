@@ -215,6 +215,9 @@ impl Hub {
         mut events: mpsc::Receiver<CoreEvent>,
         cancel: CancellationToken,
     ) {
+        // A journal that cannot be used is said before anything it would have held.
+        let now = self.clock.now_utc();
+        self.say_journal_news(now).await;
         for ev in initial {
             self.record_and_apply(ev).await;
         }
@@ -311,7 +314,10 @@ impl Hub {
                 lines,
                 starts,
                 initial_mtime,
-            } => self.on_lines(task, kind, (lines, starts), initial_mtime).await,
+            } => {
+                self.on_lines(task, kind, (lines, starts), initial_mtime)
+                    .await
+            }
             CoreEvent::LogReset { task, kind } => self.on_log_reset(task, kind).await,
             CoreEvent::LogHistory {
                 task,
@@ -440,7 +446,12 @@ impl Hub {
                 })
             }),
         };
+        // What happened to the journal itself is said first, as it happens.
+        self.say_journal_news(at).await;
         let (at, told) = match told {
+            // Told already by this process (read again: a database replaced by a copy
+            // of itself): once is enough.
+            Some((_, told)) if told.repeat => return,
             Some((first, told)) => (first, Some(told)),
             None => (at, None),
         };
@@ -453,6 +464,21 @@ impl Hub {
         }
         // A closed receiver means the presenter is gone: shutdown is under way.
         let _ = self.out.send(happening).await;
+    }
+}
+
+impl Hub {
+    /// The journal's own news (it cannot be written, it is again, a new one replaced
+    /// it): each an `error` event, told like any other (with a cursor when it could be
+    /// kept).
+    async fn say_journal_news(&mut self, at: OffsetDateTime) {
+        for detail in self.told.take_news() {
+            let what = What::Error {
+                task_id: None,
+                detail,
+            };
+            Box::pin(self.emit_told(at, what, None)).await;
+        }
     }
 }
 

@@ -6,7 +6,10 @@
 //!
 //! Appends hold an exclusive `flock`; one past [`MAX_BYTES`] cuts the file to its newest
 //! half (written to a fresh file made with `O_EXCL` beside it, then renamed over), and a
-//! maestro that finds the name on another file opens that one.
+//! maestro that finds the name on another file opens that one when it is that cut (the
+//! same id, entries as far as this one read). Anything else under the name (nothing: the
+//! journal deleted; another journal's or an older copy; the file cut short) starts a new
+//! journal with a new id, so no cursor ever names two events; the caller is told why.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -44,6 +47,12 @@ pub struct JournalFile {
     end: u64,
     /// The file's size at the last read (past `end`: a line torn by a killed writer).
     size: u64,
+    /// The highest sequence number read or written.
+    max_seq: u64,
+    /// Why a new journal was started under the name since the caller last asked.
+    restarted: Option<String>,
+    /// The journal this one replaced, as its header says (a new journal's).
+    replaces: Option<u64>,
 }
 
 /// A new journal's id: different for every journal made, so a cursor of a removed
@@ -96,6 +105,9 @@ impl JournalFile {
             id: 0,
             end: 0,
             size: 0,
+            max_seq: 0,
+            restarted: None,
+            replaces: None,
         };
         lock(&journal.file)?;
         let read = journal.read_start();
@@ -124,29 +136,100 @@ impl JournalFile {
         Ok(entries)
     }
 
+    /// Why a new journal was started under the name, once.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.restarted.take()
+    }
+
     /// Takes the lock for one append, and learns the file's size. A file no longer named
-    /// (no link left: a maestro that cut the journal renamed a new one over it, or the
-    /// journal was removed) is left for the file the name holds now. One `fstat`, no
-    /// path lookup: this runs before every event is printed.
+    /// (a maestro that cut the journal renamed a new one over it; the journal deleted or
+    /// replaced) is left for the file the name holds now, or for a new journal; a file
+    /// cut short under its name starts a new journal. One `fstat` and one `lstat`: this
+    /// runs before every event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
         lock(&self.file)?;
-        let meta = match self.file.metadata() {
-            Ok(meta) => meta,
-            Err(e) => {
-                unlock(&self.file);
-                return Err(e);
-            }
-        };
-        self.size = meta.len();
-        if meta.nlink() == 0 {
+        let checked = self.check_name();
+        if let Err(e) = checked {
             unlock(&self.file);
-            let file = open_own(&self.path)?;
-            lock(&file)?;
-            self.file = file;
-            self.end = 0;
-            self.size = self.file.metadata().map_or(0, |m| m.len());
+            return Err(e);
         }
         Ok(Guard { journal: self })
+    }
+
+    /// Under the lock: whether the name still holds this file, whole.
+    fn check_name(&mut self) -> io::Result<()> {
+        let meta = self.file.metadata()?;
+        self.size = meta.len();
+        let named = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        if meta.nlink() > 0 && named == Some((meta.dev(), meta.ino())) {
+            if self.size < self.end {
+                return self.start_new("the journal was cut short under maestro (truncated)");
+            }
+            return Ok(());
+        }
+        if named.is_none() {
+            return self.start_new("the journal was deleted while maestro ran");
+        }
+        // Another file under the name: a sibling's cut of this journal is followed.
+        let file = open_own(&self.path)?;
+        lock(&file)?;
+        let old = std::mem::replace(&mut self.file, file);
+        unlock(&old);
+        let (id, end, max_seq) = (self.id, self.end, self.max_seq);
+        self.end = 0;
+        self.id = 0;
+        self.replaces = None;
+        self.size = self.file.metadata()?.len();
+        let entries = self.read_to_size()?;
+        let newest = entries.iter().map(|e| e.seq).max().unwrap_or(0);
+        if self.id == id && newest >= max_seq {
+            // Re-read from its top: the caller indexes what it holds again.
+            self.end = 0;
+            self.max_seq = max_seq;
+            return Ok(());
+        }
+        if self.replaces == Some(id) {
+            // Another maestro of the project started the new journal: it is followed.
+            self.restarted = Some(format!(
+                "another maestro started a new journal {:016x} at {} in place of {id:016x}; cursors of the old one are no longer places",
+                self.id,
+                self.path.display()
+            ));
+            self.end = 0;
+            self.max_seq = 0;
+            return Ok(());
+        }
+        self.id = id;
+        self.end = end;
+        self.max_seq = max_seq;
+        self.start_new(
+            "the journal was replaced by another file (an older copy, or another project's journal)",
+        )
+    }
+
+    /// A new journal under the name, with a new id: no cursor of the old one names any
+    /// of its entries.
+    fn start_new(&mut self, why: &str) -> io::Result<()> {
+        let id = new_id(&self.path);
+        // The id it replaces, so the project's other maestros follow it.
+        let header = format!("{MAGIC} 1 {id:016x} replaces={:016x}\n", self.id);
+        crate::core::safe_fs::write_atomic(&self.path, header.as_bytes(), 0o600)?;
+        let file = open_own(&self.path)?;
+        lock(&file)?;
+        let old = std::mem::replace(&mut self.file, file);
+        unlock(&old);
+        let old_id = self.id;
+        self.id = id;
+        self.end = header.len() as u64;
+        self.size = self.end;
+        self.max_seq = 0;
+        self.restarted = Some(format!(
+            "{why}: a new journal {id:016x} replaces {old_id:016x} at {}; cursors of the old one are no longer places",
+            self.path.display()
+        ));
+        Ok(())
     }
 
     /// The whole lines appended since the last read, parsed (a torn or foreign line is
@@ -174,7 +257,9 @@ impl JournalFile {
         for line in buf[..=last].split(|b| *b == b'\n') {
             if let Some(id) = header_id(line) {
                 self.id = id;
+                self.replaces = header_replaces(line);
             } else if let Some(e) = parse_entry(line) {
+                self.max_seq = self.max_seq.max(e.seq);
                 out.push(e);
             }
         }
@@ -203,6 +288,13 @@ pub fn header_id(line: &[u8]) -> Option<u64> {
     (words.next()? == MAGIC && words.next()? == "1")
         .then(|| u64::from_str_radix(words.next()?, 16).ok())
         .flatten()
+}
+
+/// The journal a new journal's header says it replaces.
+fn header_replaces(line: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(line).ok()?;
+    let hex = text.split(' ').nth(3)?.strip_prefix("replaces=")?;
+    u64::from_str_radix(hex, 16).ok()
 }
 
 /// An entry's key fields, and where its JSON starts in the line.
@@ -245,9 +337,20 @@ impl Guard<'_> {
         self.journal.read_to_size().unwrap_or_default()
     }
 
-    /// Appends one entry (its JSON must be one line). A failed write (a full disk) is
-    /// left: the event is still told, and not kept.
-    pub fn append(&mut self, e: &Entry, json: &str) {
+    /// This journal's id (it changes when a new journal was started under the name).
+    pub fn id(&self) -> u64 {
+        self.journal.id
+    }
+
+    /// Why a new journal was started under the name, once.
+    pub fn take_restart(&mut self) -> Option<String> {
+        self.journal.take_restart()
+    }
+
+    /// Appends one entry (its JSON must be one line). A write that fails (a full disk, a
+    /// read-only file) leaves nothing of the entry behind: the bytes it did write are
+    /// cut off again, so no reader meets half a line.
+    pub fn append(&mut self, e: &Entry, json: &str) -> io::Result<()> {
         let line = format!(
             "{}\t{:016x}\t{:016x}\t{}\t{}\n",
             e.seq,
@@ -260,15 +363,23 @@ impl Guard<'_> {
         // Bytes past the last whole line (as the read under this lock saw the file) are
         // a line torn by a maestro killed while writing it: ended here, so ours starts a
         // line of its own.
-        if j.size > j.end && j.file.write_all(b"\n").is_ok() {
+        if j.size > j.end {
+            j.file.write_all(b"\n")?;
             j.end = j.size + 1;
+            j.size = j.end;
         }
-        if j.file.write_all(line.as_bytes()).is_ok() {
-            j.end += line.len() as u64;
+        if let Err(e) = j.file.write_all(line.as_bytes()) {
+            // Under the lock the file ends where this process last wrote: cut back there.
+            let _ = j.file.set_len(j.end);
+            return Err(e);
         }
+        j.end += line.len() as u64;
+        j.size = j.end;
+        j.max_seq = j.max_seq.max(e.seq);
         if j.end > MAX_BYTES {
             let _ = self.cut();
         }
+        Ok(())
     }
 
     /// Keeps the newest entries, up to half the bound, in a new file renamed over the

@@ -16,6 +16,11 @@
 //! Several maestros of one project share the journal: each append holds an exclusive
 //! `flock` on the file, and first reads what the others appended since, so a fact one of
 //! them told is not told as new by another and one event has one cursor.
+//!
+//! A cursor is given only for an entry in the journal. Without one (none kept, or it
+//! cannot be written: a full disk, a read-only file) an event has none, and the journal's
+//! trouble is news ([`Journal::take_news`]) the hub tells at once; a journal deleted,
+//! cut short or replaced under maestro is followed by a new one with a new id.
 
 mod file;
 pub mod read;
@@ -32,8 +37,13 @@ use file::{Entry, JournalFile};
 /// any maestro) told it already.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Told {
-    pub cursor: Cursor,
+    /// `None`: the event is not in the journal (none is kept, or it could not be
+    /// written), so it has no place to resume from.
+    pub cursor: Option<Cursor>,
     pub replayed: bool,
+    /// This process told it already in this run (a fact read again: a database
+    /// replaced by a copy of itself): not to be told again.
+    pub repeat: bool,
     /// The JSON line as this run journaled it (none for a restatement or without a
     /// journal): the printed form, built once.
     pub line: Option<std::sync::Arc<str>>,
@@ -103,6 +113,10 @@ struct Fact {
     fingerprint: u64,
     seq: u64,
     first_ns: i128,
+    /// The journal its entry is in.
+    journal: u64,
+    /// This process told it in this run.
+    mine: bool,
 }
 
 /// The project's journal, as this run knows it.
@@ -115,11 +129,15 @@ pub struct Journal {
     last_seq: u64,
     /// Entries before this were told before this run began.
     run_start: u64,
+    /// Why the last write failed, while writes fail.
+    failing: Option<String>,
+    /// What to tell about the journal itself.
+    news: Vec<String>,
 }
 
 impl Journal {
-    /// A journal of this run only (no data directory, the demo, a test): cursors still
-    /// grow by one, and nothing is a replay.
+    /// A journal of this run only (no data directory, the demo, a test): nothing is
+    /// kept, so no event has a cursor, and nothing is a replay.
     pub fn in_memory() -> Self {
         Self {
             file: None,
@@ -127,7 +145,15 @@ impl Journal {
             facts: HashMap::new(),
             last_seq: 0,
             run_start: 1,
+            failing: None,
+            news: Vec::new(),
         }
+    }
+
+    /// What happened to the journal itself since the last call (it cannot be written,
+    /// it is written again, a new one replaced it), to be told as it happens.
+    pub fn take_news(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.news)
     }
 
     /// Opens (or starts) the journal at `path`. One that cannot be opened (a FIFO, a
@@ -142,18 +168,22 @@ impl Journal {
                     facts: HashMap::new(),
                     last_seq: 0,
                     run_start: 1,
+                    failing: None,
+                    news: Vec::new(),
                 };
                 journal.index(entries);
                 journal.run_start = journal.last_seq + 1;
                 (journal, None)
             }
-            Err(e) => (
-                Self::in_memory(),
-                Some(format!(
-                    "cannot use the journal {}: {e}; this run's events are not kept for --after",
+            Err(e) => {
+                let said = format!(
+                    "cannot use the journal {}: {e}; this run's events are not kept for --after, and are printed with a null cursor",
                     path.display()
-                )),
-            ),
+                );
+                let mut journal = Self::in_memory();
+                journal.news.push(said.clone());
+                (journal, Some(said))
+            }
         }
     }
 
@@ -163,12 +193,13 @@ impl Journal {
     }
 
     fn index(&mut self, entries: Vec<Entry>) {
-        index(&mut self.facts, &mut self.last_seq, entries);
+        index(&mut self.facts, &mut self.last_seq, self.id, entries);
     }
 
     /// Tells one happening: a fact the journal holds keeps its first time and cursor
-    /// (`replayed` when it was told before this run); anything else is appended, its
-    /// printed form made by `line` for its cursor, before this returns.
+    /// (`replayed` when it was told before this run; `repeat` when this process told it
+    /// already); anything else is appended, its printed form made by `line` for its
+    /// cursor, before this returns. An entry that cannot be written has no cursor.
     pub fn tell(
         &mut self,
         now: OffsetDateTime,
@@ -181,34 +212,55 @@ impl Journal {
                 crate::core::paths::fnv1a(id.fingerprint.as_bytes()),
             )
         });
-        let journal = self.id;
+        let kept = self.file.is_some();
         // Under the file's lock: what the other maestros appended first, then ours.
-        let mut lock = self.file.as_mut().map(JournalFile::lock);
-        if let Some(Ok(guard)) = &mut lock {
-            index(&mut self.facts, &mut self.last_seq, guard.read_new());
+        let mut lock = match self.file.as_mut().map(JournalFile::lock) {
+            Some(Ok(guard)) => Some(guard),
+            Some(Err(e)) => {
+                Self::failed(&mut self.failing, &mut self.news, &e);
+                None
+            }
+            None => None,
+        };
+        if let Some(guard) = &mut lock {
+            if let Some(why) = guard.take_restart() {
+                self.id = guard.id();
+                self.last_seq = 0;
+                self.news.push(why);
+            }
+            let entries = guard.read_new();
+            index(&mut self.facts, &mut self.last_seq, self.id, entries);
         }
         if let Some((slot, fingerprint)) = key
-            && let Some(fact) = self.facts.get(&slot).copied()
+            && let Some(fact) = self.facts.get_mut(&slot)
             && fact.fingerprint == fingerprint
         {
             let first = OffsetDateTime::from_unix_timestamp_nanos(fact.first_ns).unwrap_or(now);
+            let repeat = std::mem::replace(&mut fact.mine, true);
+            // A place in a journal since replaced is no place to resume from.
+            let cursor = (fact.journal == self.id && kept).then_some(Cursor {
+                journal: fact.journal,
+                seq: fact.seq,
+            });
+            // Journal 0: its entry was never written.
             let told = Told {
-                cursor: Cursor {
-                    journal,
-                    seq: fact.seq,
-                },
-                replayed: fact.seq < self.run_start,
+                cursor,
+                replayed: fact.journal != 0
+                    && (fact.journal != self.id || fact.seq < self.run_start),
+                repeat,
                 line: None,
             };
             return (first, told);
         }
-        self.last_seq += 1;
-        let seq = self.last_seq;
-        let cursor = Cursor { journal, seq };
+        let seq = self.last_seq + 1;
+        let cursor = Cursor {
+            journal: self.id,
+            seq,
+        };
         let (slot, fingerprint) = key.unwrap_or((0, 0));
         let first_ns = now.unix_timestamp_nanos();
         let mut text = None;
-        if let Some(Ok(guard)) = &mut lock {
+        if let Some(guard) = &mut lock {
             let entry = Entry {
                 seq,
                 slot,
@@ -216,8 +268,18 @@ impl Journal {
                 first_ns,
             };
             let json: std::sync::Arc<str> = line(cursor).into();
-            guard.append(&entry, &json);
-            text = Some(json);
+            match guard.append(&entry, &json) {
+                Ok(()) => {
+                    self.last_seq = seq;
+                    text = Some(json);
+                    if let Some(why) = self.failing.take() {
+                        self.news.push(format!(
+                            "the journal is written again (it failed: {why}); events from here on have cursors"
+                        ));
+                    }
+                }
+                Err(e) => Self::failed(&mut self.failing, &mut self.news, &e),
+            }
         }
         drop(lock);
         if slot != 0 {
@@ -227,18 +289,29 @@ impl Journal {
                     fingerprint,
                     seq,
                     first_ns,
+                    journal: if text.is_some() { self.id } else { 0 },
+                    mine: true,
                 },
             );
             bound(&mut self.facts);
         }
-        (
-            now,
-            Told {
-                cursor,
-                replayed: false,
-                line: text,
-            },
-        )
+        let told = Told {
+            cursor: text.is_some().then_some(cursor),
+            replayed: false,
+            repeat: false,
+            line: text,
+        };
+        (now, told)
+    }
+
+    /// A write or lock of the journal failed: said once, until one succeeds again.
+    fn failed(failing: &mut Option<String>, news: &mut Vec<String>, e: &std::io::Error) {
+        if failing.is_none() {
+            news.push(format!(
+                "cannot write the journal ({e}): events are printed with a null cursor, which --after cannot resume from, until it can be written again"
+            ));
+        }
+        *failing = Some(e.to_string());
     }
 }
 
@@ -246,16 +319,21 @@ impl Journal {
 /// by [`MAX_BYTES`], so only a run of one long life gets here).
 const MAX_FACTS: usize = 400_000;
 
-fn index(facts: &mut HashMap<u64, Fact>, last_seq: &mut u64, entries: Vec<Entry>) {
+fn index(facts: &mut HashMap<u64, Fact>, last_seq: &mut u64, journal: u64, entries: Vec<Entry>) {
     for e in entries {
         *last_seq = (*last_seq).max(e.seq);
         if e.slot != 0 {
+            let mine = facts
+                .get(&e.slot)
+                .is_some_and(|f| f.mine && f.fingerprint == e.fingerprint);
             facts.insert(
                 e.slot,
                 Fact {
                     fingerprint: e.fingerprint,
                     seq: e.seq,
                     first_ns: e.first_ns,
+                    journal,
+                    mine,
                 },
             );
         }

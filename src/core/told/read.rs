@@ -16,6 +16,10 @@ pub struct Follower {
     path: PathBuf,
     file: File,
     ino: (u64, u64),
+    /// The journal followed (a new one under the name is followed from its start).
+    id: u64,
+    /// A new journal replaced the one followed since the last call: its id.
+    replaced_by: Option<u64>,
     /// Bytes read so far (whole lines).
     end: u64,
     /// The last entry handed out: only later ones are handed out.
@@ -47,6 +51,8 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
         path: path.to_path_buf(),
         ino: (meta.dev(), meta.ino()),
         file,
+        id: 0,
+        replaced_by: None,
         end: 0,
         after: 0,
     };
@@ -72,6 +78,7 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
         },
     });
     follower.after = cursor.seq;
+    follower.id = id;
     follower.end = 0;
     Ok((follower, gap))
 }
@@ -98,9 +105,17 @@ impl Follower {
         Ok((id, seqs))
     }
 
+    /// A new journal that replaced the one followed (deleted, cut short or replaced
+    /// under maestro), once: what the old one held after the reader's place may be lost.
+    pub fn take_replaced(&mut self) -> Option<u64> {
+        self.replaced_by.take()
+    }
+
     /// The entries appended since the last call that come after the reader's place, as
     /// (sequence number, JSON line), in order. A journal cut and renamed meanwhile is
-    /// opened again and read from its start (what was handed out already is skipped).
+    /// opened again and read from its start (what was handed out already is skipped); a
+    /// new journal under the name is read from its start ([`Self::take_replaced`]). Only
+    /// whole entries whose JSON is one whole object are handed out.
     pub fn next_entries(&mut self) -> Vec<(u64, String)> {
         if let Ok(meta) = std::fs::symlink_metadata(&self.path)
             && (meta.dev(), meta.ino()) != self.ino
@@ -109,17 +124,32 @@ impl Follower {
             self.file = file;
             self.ino = (meta.dev(), meta.ino());
             self.end = 0;
+        } else if self.file.metadata().is_ok_and(|m| m.len() < self.end) {
+            // Cut short in place: read again from the top (nothing handed out twice).
+            self.end = 0;
         }
         let mut out = Vec::new();
         for line in self.read_lines().unwrap_or_default() {
+            if let Some(id) = header_id(&line) {
+                if id != self.id && self.id != 0 {
+                    self.replaced_by = Some(id);
+                    self.after = 0;
+                }
+                self.id = id;
+                continue;
+            }
             let Some((e, json_at)) = parse_entry_at(&line) else {
                 continue;
             };
             if e.seq <= self.after {
                 continue;
             }
+            let json = &line[json_at..];
+            if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
+                continue;
+            }
             self.after = e.seq;
-            if let Ok(json) = String::from_utf8(line[json_at..].to_vec()) {
+            if let Ok(json) = String::from_utf8(json.to_vec()) {
                 out.push((e.seq, json));
             }
         }

@@ -42,10 +42,17 @@ fn a_restart_restates_with_the_first_time_and_cursor_and_news_takes_the_next_pla
     let (mut first, problem) = Journal::open(&path);
     assert_eq!(problem, None);
     let (t, a) = first.tell(at(1), Some(&anomaly), line("anomaly"));
-    assert_eq!((t, a.replayed, a.cursor.seq), (at(1), false, 1));
+    assert_eq!(
+        (t, a.replayed, a.cursor.expect("kept").seq),
+        (at(1), false, 1)
+    );
     let (_, w) = first.tell(at(2), Some(&task("working")), line("task"));
     let (_, u) = first.tell(at(2), None, line("source"));
-    assert_eq!((w.cursor.seq, u.cursor.seq), (2, 3), "one by one");
+    assert_eq!(
+        (w.cursor.expect("kept").seq, u.cursor.expect("kept").seq),
+        (2, 3),
+        "one by one"
+    );
     // Within a run a fact told again is the same entry, not a replay.
     let (_, again) = first.tell(at(3), Some(&anomaly), line("anomaly"));
     assert_eq!((again.cursor, again.replayed), (a.cursor, false));
@@ -53,14 +60,21 @@ fn a_restart_restates_with_the_first_time_and_cursor_and_news_takes_the_next_pla
 
     // The clock went back an hour: places do not follow it.
     let (mut second, _) = Journal::open(&path);
-    assert_eq!(second.id(), a.cursor.journal, "the same journal");
+    assert_eq!(
+        second.id(),
+        a.cursor.expect("kept").journal,
+        "the same journal"
+    );
     let (t, restated) = second.tell(at(-3600), Some(&anomaly), line("anomaly"));
     assert_eq!(
         (t, restated.cursor, restated.replayed),
         (at(1), a.cursor, true)
     );
     let (t, moved) = second.tell(at(-3599), Some(&task("complete")), line("task"));
-    assert_eq!((t, moved.cursor.seq, moved.replayed), (at(-3599), 4, false));
+    assert_eq!(
+        (t, moved.cursor.expect("kept").seq, moved.replayed),
+        (at(-3599), 4, false)
+    );
     drop(second);
     let (mut third, _) = Journal::open(&path);
     assert!(
@@ -85,9 +99,15 @@ fn two_maestros_share_one_journal_and_one_event_has_one_cursor() {
     assert!(!seen.replayed, "told during this run: not a restatement");
     // News from either takes the next place after both.
     let (_, news) = script.tell(at(3), None, line("source"));
-    assert_eq!(news.cursor.seq, told.cursor.seq + 1);
+    assert_eq!(
+        news.cursor.expect("kept").seq,
+        told.cursor.expect("kept").seq + 1
+    );
     let (_, more) = dashboard.tell(at(4), None, line("source"));
-    assert_eq!(more.cursor.seq, news.cursor.seq + 1);
+    assert_eq!(
+        more.cursor.expect("kept").seq,
+        news.cursor.expect("kept").seq + 1
+    );
 }
 
 #[test]
@@ -134,7 +154,12 @@ fn a_reader_resumes_after_its_place_follows_new_entries_and_refuses_another_jour
     let path = dir.path().join("journal.tsv");
     let (mut j, _) = Journal::open(&path);
     let cursors: Vec<Cursor> = (0..5)
-        .map(|i| j.tell(at(i), None, line(&format!("e{i}"))).1.cursor)
+        .map(|i| {
+            j.tell(at(i), None, line(&format!("e{i}")))
+                .1
+                .cursor
+                .expect("kept")
+        })
         .collect();
     let (mut reader, gap) = follow_after(&path, cursors[1]).expect("follow");
     assert_eq!(gap, None);
@@ -180,16 +205,128 @@ fn a_journal_past_its_bound_is_cut_from_the_front_and_a_reader_before_it_gets_a_
     }
     let size = std::fs::metadata(&path).expect("meta").len();
     assert!(size <= MAX_BYTES + 1024, "bounded: {size}");
-    let (mut reader, gap) = follow_after(&path, first.cursor).expect("follow");
+    let (mut reader, gap) = follow_after(&path, first.cursor.expect("kept")).expect("follow");
     let gap = gap.expect("a gap");
     assert!(gap.count > 0);
     let got = reader.next_entries();
     assert_eq!(got.first().map(|(s, _)| *s), Some(gap.before.seq + 1));
-    assert_eq!(got.last().map(|(s, _)| *s), Some(last.cursor.seq));
+    assert_eq!(
+        got.last().map(|(s, _)| *s),
+        Some(last.cursor.expect("kept").seq)
+    );
     // A second journal opened on the cut file goes on after it.
     let (mut again, _) = Journal::open(&path);
     assert_eq!(
-        again.tell(at(9), None, line("n")).1.cursor.seq,
-        last.cursor.seq + 1
+        again
+            .tell(at(9), None, line("n"))
+            .1
+            .cursor
+            .expect("kept")
+            .seq,
+        last.cursor.expect("kept").seq + 1
     );
+}
+
+/// The journal's own file changed under it: each time a new journal with a new id, said
+/// once as news, and cursors of it accepted by a reader.
+#[test]
+fn a_journal_deleted_cut_short_or_replaced_starts_a_new_one() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("journal.tsv");
+    let (mut j, _) = Journal::open(&path);
+    let first = j.tell(at(1), None, line("a")).1.cursor.expect("kept");
+    assert!(j.take_news().is_empty());
+
+    std::fs::remove_file(&path).expect("rm");
+    let after_rm = j.tell(at(2), None, line("b")).1.cursor.expect("kept");
+    assert_ne!(after_rm.journal, first.journal, "a new id");
+    let news = j.take_news();
+    assert!(news.len() == 1 && news[0].contains("deleted"), "{news:?}");
+    assert!(follow_after(&path, after_rm).is_ok());
+    assert!(
+        follow_after(&path, first).is_err(),
+        "the old place is no place"
+    );
+
+    // Cut short mid-line.
+    j.tell(at(3), None, line("c"));
+    let len = std::fs::metadata(&path).expect("meta").len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    f.set_len(len - 10).expect("truncate");
+    let cut = j.tell(at(4), None, line("d")).1.cursor.expect("kept");
+    assert_ne!(cut.journal, after_rm.journal);
+    assert!(j.take_news()[0].contains("cut short"));
+    let text = std::fs::read_to_string(&path).expect("read");
+    assert!(
+        text.lines().skip(1).all(|l| l.contains("\t{")),
+        "only whole entries: {text}"
+    );
+
+    // Replaced by an older copy of itself, then by another project's journal.
+    let copy = dir.path().join("copy.tsv");
+    std::fs::copy(&path, &copy).expect("copy");
+    let kept = j.tell(at(5), None, line("e")).1.cursor.expect("kept");
+    std::fs::rename(&copy, &path).expect("rename");
+    let older = j.tell(at(6), None, line("f")).1.cursor.expect("kept");
+    assert_ne!(older.journal, kept.journal);
+    assert!(j.take_news()[0].contains("replaced"));
+    let other = dir.path().join("other.tsv");
+    let (mut o, _) = Journal::open(&other);
+    o.tell(at(1), None, line("x"));
+    drop(o);
+    std::fs::rename(&other, &path).expect("rename");
+    let foreign = j.tell(at(7), None, line("g")).1.cursor.expect("kept");
+    assert_ne!(foreign.journal, older.journal);
+    assert_eq!(j.take_news().len(), 1);
+}
+
+/// Two maestros of a project: the second follows the new journal the first started,
+/// instead of starting a third.
+#[test]
+fn a_sibling_follows_the_new_journal_another_started() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("journal.tsv");
+    let (mut a, _) = Journal::open(&path);
+    let (mut b, _) = Journal::open(&path);
+    a.tell(at(1), None, line("a"));
+    b.tell(at(2), None, line("b"));
+    std::fs::remove_file(&path).expect("rm");
+    let from_a = a.tell(at(3), None, line("c")).1.cursor.expect("kept");
+    let from_b = b.tell(at(4), None, line("d")).1.cursor.expect("kept");
+    assert_eq!(from_b.journal, from_a.journal, "one new journal");
+    assert_eq!(from_b.seq, from_a.seq + 1, "one place each");
+    assert!(b.take_news()[0].contains("another maestro started a new journal"));
+}
+
+/// A reader of a journal replaced under it is told so once, then reads the new one; a
+/// torn line that is not one whole object is never handed out.
+#[test]
+fn a_reader_is_told_of_a_new_journal_and_never_gets_a_torn_line() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("journal.tsv");
+    let (mut j, _) = Journal::open(&path);
+    let c = j.tell(at(1), None, line("a")).1.cursor.expect("kept");
+    let (mut reader, _) = follow_after(&path, c).expect("follow");
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .expect("open");
+    std::io::Write::write_all(
+        &mut f,
+        b"2\t0\t0\t1\t{\"event\":\"x\",\"cur\n3\t0\t0\t1\t{\"ev\"}{\"a\":1}\n",
+    )
+    .expect("write");
+    assert!(
+        reader.next_entries().is_empty(),
+        "a torn line is not handed out"
+    );
+    std::fs::remove_file(&path).expect("rm");
+    let new = j.tell(at(2), None, line("b")).1.cursor.expect("kept");
+    let got = reader.next_entries();
+    assert_eq!(reader.take_replaced(), Some(new.journal));
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert!(got[0].1.contains("\"b\""));
 }
