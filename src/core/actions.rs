@@ -483,11 +483,7 @@ pub fn relaunch(
     }
     let mut conn = store::open_existing(&project.db)?;
     let written = store::write(&mut conn, |tx| {
-        let heartbeat: Option<String> = tx.query_row(
-            "SELECT last_heartbeat FROM orchestration_tasks WHERE task_id = ?1",
-            [task.as_str()],
-            |row| row.get(0),
-        )?;
+        let heartbeat = store::heartbeat(tx, task.as_str())?;
         store::set_state(tx, task.as_str(), "fix_proposed")?;
         store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
         let message = store::send_message(
@@ -549,14 +545,8 @@ fn undo_handoff(
 ) -> String {
     let undone = store::write(conn, |tx| {
         store::put_back(tx, task.as_str(), &r.state, r.facts.worked_by.as_deref())?;
-        tx.execute(
-            "UPDATE orchestration_tasks SET last_heartbeat = ?2 WHERE task_id = ?1",
-            rusqlite::params![task.as_str(), written.heartbeat],
-        )?;
-        tx.execute(
-            "DELETE FROM orchestration_messages WHERE id = ?1 AND message_type = 'handoff'",
-            [written.message],
-        )
+        store::put_back_heartbeat(tx, task.as_str(), written.heartbeat.as_deref())?;
+        store::take_back_message(tx, written.message, "handoff")
     });
     match undone {
         Ok(_) => format!(

@@ -158,6 +158,18 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
     placed.map_err(|e| CoreError::io(path, &e))
 }
 
+/// A task row for the unit tests of the layers below the store (the hooks), which may
+/// not reach up to it.
+#[cfg(test)]
+pub fn seed_task(path: &Path, task: &str, state: &str) -> rusqlite::Result<()> {
+    Connection::open(path)?
+        .execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, ?2, datetime('now'))",
+            [task, state],
+        )
+        .map(drop)
+}
+
 /// Renames a damaged database (and its `-wal`/`-shm`) to `<name>.damaged-<UTC time>`
 /// beside it, keeping everything it held, so `init` can start a fresh one. A database
 /// that reads well (the schema and `quick_check`) is refused: nothing is moved.

@@ -137,3 +137,327 @@ fn journal_of(data: &Path) -> PathBuf {
         .find(|p| p.file_name().is_some_and(|n| n == "journal.tsv"))
         .expect("a journal")
 }
+
+/// A reader resuming after `cursor` starts (it would exit 2 at once on a cursor its
+/// journal refuses): its first lines, up to the marker.
+fn resumes_after(s: &Scratch, data: &Path, cursor: &str, name: &str) -> Vec<String> {
+    let log = s.temp().join("task-03-status");
+    let mut m = headless(s, data, Some(cursor));
+    marker(&mut m, &log, name);
+    stop(m)
+}
+
+fn json_lines(lines: &[String]) -> Vec<Value> {
+    lines
+        .iter()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect()
+}
+
+/// A project with a working task-03 and a running maestro that has told its start.
+fn running(data: &Path) -> (Scratch, Running) {
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    append(
+        &s.temp().join("task-03-status"),
+        "step 1 started [ctx: 40%]\n",
+    );
+    let mut m = headless(&s, data, None);
+    m.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
+    (s, m)
+}
+
+#[test]
+fn a_journal_deleted_while_running_is_started_anew_and_its_cursors_resume() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    let log = s.temp().join("task-03-status");
+    let journal = journal_of(data.path());
+    std::fs::remove_file(&journal).unwrap();
+    let said = marker(&mut m, &log, "AFTER-RM");
+    let cursor = said["cursor"].as_str().expect("a cursor").to_owned();
+    let lines = stop(m);
+    assert!(
+        json_lines(&lines)
+            .iter()
+            .any(|v| event(v) == "error" && v["detail"].as_str().unwrap().contains("deleted")),
+        "said: {lines:?}"
+    );
+    let text = std::fs::read_to_string(&journal).unwrap();
+    assert!(
+        text.starts_with("#maestro-journal 1 "),
+        "a new journal: {text}"
+    );
+    // Its cursor is accepted, and nothing before it comes again.
+    let again = resumes_after(&s, data.path(), &cursor, "NEXT-START");
+    assert_eq!(anomalies(&again), ["NEXT-START self-correction: marker"]);
+}
+
+#[test]
+fn a_journal_cut_short_mid_run_never_gives_a_reader_a_line_that_is_not_json() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    let log = s.temp().join("task-03-status");
+    let early = marker(&mut m, &log, "EARLY-1")["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    marker(&mut m, &log, "EARLY-2");
+    let journal = journal_of(data.path());
+    let len = std::fs::metadata(&journal).unwrap().len();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&journal)
+        .unwrap();
+    f.set_len(len - 40).unwrap();
+    marker(&mut m, &log, "LATE-1");
+    marker(&mut m, &log, "LATE-2");
+    let lines = stop(m);
+    assert!(
+        json_lines(&lines)
+            .iter()
+            .any(|v| event(v) == "error" && v["detail"].as_str().unwrap().contains("cut short")),
+        "said: {lines:?}"
+    );
+    // A reader of the old journal's place is refused (its journal is gone) or reads only
+    // JSON; a reader of the new one gets each later anomaly once.
+    let mut reader = headless(&s, data.path(), Some(&early));
+    let _ = reader.wait_exit();
+    json_lines(&reader.seen);
+    let text = std::fs::read_to_string(&journal).unwrap();
+    for line in text.lines().skip(1) {
+        let json = line.splitn(5, '\t').nth(4).expect("an entry");
+        serde_json::from_str::<Value>(json).unwrap_or_else(|e| panic!("{e}: {line}"));
+    }
+    let late: Vec<&str> = text.lines().filter(|l| l.contains("LATE-")).collect();
+    assert_eq!(late.len(), 2, "each later anomaly once: {text}");
+}
+
+#[test]
+fn a_reader_of_a_journal_replaced_by_an_older_copy_or_another_projects_gets_a_gap() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    let log = s.temp().join("task-03-status");
+    let journal = journal_of(data.path());
+    let first = marker(&mut m, &log, "ONE")["cursor"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let copy = data.path().join("copy.tsv");
+    std::fs::copy(&journal, &copy).unwrap();
+    // A reader following along from the first marker.
+    let mut reader = headless(&s, data.path(), Some(&first));
+    marker(&mut m, &log, "TWO");
+    reader.wait_json("TWO", |v| {
+        v["detail"].as_str().is_some_and(|d| d.contains("TWO"))
+    });
+    std::fs::rename(&copy, &journal).unwrap();
+    marker(&mut m, &log, "THREE");
+    reader.wait_json("the gap", |v| event(v) == "gap");
+    reader.wait_json("THREE", |v| {
+        v["detail"].as_str().is_some_and(|d| d.contains("THREE"))
+    });
+    // Another project's journal put in its place.
+    let other = Scratch::new();
+    let other_data = tempfile::tempdir().unwrap();
+    let mut o = headless(&other, other_data.path(), None);
+    o.wait_json("started", |v| event(v) == "source");
+    stop(o);
+    std::fs::copy(journal_of(other_data.path()), &copy).unwrap();
+    std::fs::rename(&copy, &journal).unwrap();
+    marker(&mut m, &log, "FOUR");
+    reader.wait_json("the second gap", |v| event(v) == "gap");
+    reader.wait_json("FOUR", |v| {
+        v["detail"].as_str().is_some_and(|d| d.contains("FOUR"))
+    });
+    stop(m);
+    let seen = stop(reader);
+    let told = anomalies(&seen);
+    for name in ["TWO", "THREE", "FOUR"] {
+        assert_eq!(
+            told.iter().filter(|d| d.contains(name)).count(),
+            1,
+            "{name} once: {told:?}"
+        );
+    }
+    json_lines(&seen);
+}
+
+/// The journal made read-only (its file for a user, its file system for root): said on
+/// stdout at start, and no event gets a cursor.
+#[test]
+fn a_read_only_journal_is_said_on_stdout_and_gives_no_cursor() {
+    use std::os::unix::fs::PermissionsExt;
+    let disk = Tmpfs::mount("4m");
+    let own = tempfile::tempdir().unwrap();
+    let data = disk.as_ref().map_or(own.path(), |d| d.0.path());
+    let (s, m) = running(data);
+    stop(m);
+    let journal = journal_of(data);
+    match &disk {
+        Some(d) => {
+            let ro = Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(d.0.path())
+                .output()
+                .is_ok_and(|o| o.status.success());
+            assert!(ro, "remount read-only");
+        }
+        None => {
+            std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o400)).unwrap();
+            if std::fs::OpenOptions::new()
+                .append(true)
+                .open(&journal)
+                .is_ok()
+            {
+                eprintln!(
+                    "skipped: this user writes a read-only file anyway and cannot mount a read-only tmpfs"
+                );
+                return;
+            }
+        }
+    }
+    let log = s.temp().join("task-03-status");
+    let mut m = headless(&s, data, None);
+    let said = m.wait_json("the journal's trouble", |v| event(v) == "error");
+    assert!(
+        said["detail"].as_str().unwrap().contains("journal"),
+        "{said}"
+    );
+    let anomaly = marker(&mut m, &log, "RO-1");
+    assert!(anomaly["cursor"].is_null(), "{anomaly}");
+    let lines = stop(m);
+    assert!(
+        json_lines(&lines).iter().all(|v| v["cursor"].is_null()),
+        "{lines:?}"
+    );
+}
+
+#[test]
+fn comms_db_replaced_by_a_copy_of_itself_tells_no_message_twice() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-03', 'task-00', 'rebase (MSG-1)', 'instruction')",
+            [],
+        )
+        .unwrap();
+    m.wait_json("the message", |v| event(v) == "message");
+    let copy = s.root().join("comms.copy");
+    std::fs::copy(s.db(), &copy).unwrap();
+    std::fs::rename(&copy, s.db()).unwrap();
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-03', 'task-00', 'then test (MSG-2)', 'instruction')",
+            [],
+        )
+        .unwrap();
+    m.wait_json("the second message", |v| {
+        event(v) == "message" && v["message"].as_str().is_some_and(|t| t.contains("MSG-2"))
+    });
+    let lines = stop(m);
+    let messages: Vec<Value> = json_lines(&lines)
+        .into_iter()
+        .filter(|v| event(v) == "message")
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+}
+
+/// A small tmpfs of the test's own, unmounted when dropped.
+struct Tmpfs(tempfile::TempDir);
+
+impl Tmpfs {
+    /// `None`, saying why, where a tmpfs cannot be mounted (not root, no `mount`).
+    fn mount(size: &str) -> Option<Self> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            eprintln!("skipped: cannot mount a tmpfs here (needs root and mount)");
+            return None;
+        }
+        Some(Self(dir))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(self.0.path()).output();
+    }
+}
+
+/// Fills the file system at `dir` to the last byte.
+fn fill(dir: &Path) -> PathBuf {
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).unwrap();
+    let block = vec![b'x'; 4096];
+    while f.write_all(&block).is_ok() {}
+    while f.write_all(b"x").is_ok() {}
+    path
+}
+
+#[test]
+fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
+    let Some(disk) = Tmpfs::mount("2m") else {
+        return;
+    };
+    let data = disk.0.path();
+    let (s, mut m) = running(data);
+    let log = s.temp().join("task-03-status");
+    marker(&mut m, &log, "BEFORE");
+    let filler = fill(data);
+    // The journal's last page may still have room: events until one cannot be kept.
+    let kept_on = (1..200)
+        .map(|i| marker(&mut m, &log, &format!("FULL-{i}")))
+        .take_while(|v| v["cursor"].is_string())
+        .count();
+    assert!(kept_on < 199, "the journal never filled");
+    let not_kept = marker(&mut m, &log, "FULL-LAST");
+    assert!(
+        not_kept["cursor"].is_null(),
+        "no cursor for what is not kept: {not_kept}"
+    );
+    std::fs::remove_file(&filler).unwrap();
+    let back = marker(&mut m, &log, "BACK-1");
+    assert!(back["cursor"].is_string(), "{back}");
+    let lines = stop(m);
+    let printed = json_lines(&lines);
+    let errors: Vec<&Value> = printed.iter().filter(|v| event(v) == "error").collect();
+    assert!(
+        errors.iter().any(|v| v["detail"]
+            .as_str()
+            .unwrap()
+            .contains("cannot write the journal")),
+        "said: {lines:?}"
+    );
+    // Every cursor printed names its event in the journal, and no other.
+    let text = std::fs::read_to_string(journal_of(data)).unwrap();
+    let mut seen = std::collections::HashMap::new();
+    for v in printed.iter().filter(|v| v["cursor"].is_string()) {
+        let cursor = v["cursor"].as_str().unwrap();
+        let seq = cursor.split('-').nth(1).unwrap();
+        let entry = text
+            .lines()
+            .find(|l| l.split('\t').next() == Some(seq))
+            .unwrap_or_else(|| panic!("cursor {cursor} is not in the journal"));
+        assert!(entry.contains(cursor), "{entry}");
+        assert!(
+            seen.insert(cursor.to_owned(), v.clone()).is_none(),
+            "{cursor} twice"
+        );
+    }
+    // A reader resuming from before the full disk gets only whole JSON.
+    let first = printed
+        .iter()
+        .find_map(|v| v["cursor"].as_str())
+        .unwrap()
+        .to_owned();
+    let after = resumes_after(&s, data, &first, "AFTER-ALL");
+    json_lines(&after);
+}

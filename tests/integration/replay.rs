@@ -294,7 +294,8 @@ fn nothing_to_replay_and_a_missing_event_log_are_clear_errors() {
 }
 
 /// A data directory that cannot hold the event log: maestro says so once on stderr,
-/// with the fix, and watches as always (no `error` event in the stream for it).
+/// with the fix, and watches as always; the journal it cannot keep either is said once
+/// in the stream (an `error`), and no event has a cursor `--after` would refuse.
 #[test]
 fn a_run_that_cannot_be_recorded_says_so_and_goes_on() {
     let s = Scratch::new();
@@ -315,9 +316,19 @@ fn a_run_that_cannot_be_recorded_says_so_and_goes_on() {
     m.wait_json("the anomaly", |v| v["event"] == "anomaly");
     m.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(m.wait_exit(), 0);
+    let errors: Vec<&String> = m
+        .seen
+        .iter()
+        .filter(|l| l.contains("\"event\":\"error\""))
+        .collect();
     assert!(
-        !m.seen.iter().any(|l| l.contains("\"event\":\"error\"")),
+        errors.len() == 1 && errors[0].contains("cannot use the journal"),
         "{:?}",
+        m.seen
+    );
+    assert!(
+        m.seen.iter().all(|l| l.contains("\"cursor\":null")),
+        "no cursor of a journal that is not kept: {:?}",
         m.seen
     );
     let mut err = String::new();

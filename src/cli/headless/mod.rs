@@ -148,7 +148,10 @@ pub async fn present_after(
                 }
                 // What the journal could not hold (it cannot be written) is printed as
                 // it happens, with its null cursor: never kept from the reader.
-                if h.told.as_ref().is_some_and(|t| t.cursor.is_none()) {
+                if h.told
+                    .as_ref()
+                    .is_some_and(|t| t.cursor.is_none() && !t.replayed)
+                {
                     write_one(out, format, &clock, &h, until_complete).await
                 } else {
                     end_of(&h, until_complete)

@@ -345,7 +345,8 @@ mod tests {
             serde_json::from_str(&output_line(&gap, None).expect("shown")).expect("json");
         assert_eq!(
             v,
-            serde_json::json!({"ts": "1970-01-01T00:00:00Z", "event": "clock", "kind": "suspend", "seconds": 600})
+            // Not in a journal: its cursor is null (there is no place to resume from).
+            serde_json::json!({"ts": "1970-01-01T00:00:00Z", "event": "clock", "kind": "suspend", "seconds": 600, "cursor": null})
         );
     }
 

@@ -10,6 +10,7 @@
 //!   [`book::NeedsYouBook`].
 
 pub mod book;
+pub mod deeds;
 pub mod event;
 pub mod guard;
 pub mod install;

@@ -1,7 +1,7 @@
 //! `maestro hook --replace-pollers`: what an LLM poller is refused, and the maestro
 //! command named instead (the refusal's reason, which Claude Code hands the model).
 //!
-//! A poller is known by its deeds ([`crate::core::hooks::guard`]: a subagent whose calls
+//! A poller is known by its deeds (the guard, `hooks/guard`: a subagent whose calls
 //! loop over the orchestration's state is stopped) and, at its launch, only where words
 //! are certain: a skill's verbatim poller prompt from the session whose role launches it
 //! (the Souffleur's watcher and self-monitor from the Souffleur's session, the Sentinel
@@ -117,11 +117,11 @@ pub fn launch_prompt(event: &Value) -> Option<String> {
 /// session holds the role whose duty the loop does and maestro can do it now. `prompt`
 /// is the subagent's own, when its transcript had it (the Souffleur's ids are in it).
 pub fn stop_in_loop(
-    states: &[crate::core::hooks::guard::deeds::State],
+    states: &[crate::core::hooks::deeds::State],
     prompt: Option<&str>,
     ctx: &Context<'_>,
 ) -> Option<Refusal> {
-    use crate::core::hooks::guard::deeds::State;
+    use crate::core::hooks::deeds::State;
     let role = ctx.session_task?;
     let known = prompt.and_then(|p| {
         pollers::recognise(&Launch {
@@ -268,9 +268,17 @@ pub fn duty_ready(root: &Path, task: Option<&TaskId>) -> bool {
     if !data_ok {
         return false;
     }
-    let Ok(conn) = crate::core::store::open_existing(&root.join("comms.db")) else {
+    // The schema's own checks (not the store's: hooks sit below it).
+    let db = root.join("comms.db");
+    if !db.is_file() || !crate::core::schema::writable(&db) {
+        return false;
+    }
+    let Ok(conn) = crate::core::schema::open(&db) else {
         return false;
     };
+    if crate::core::schema::verify(&conn, &db).is_err() {
+        return false;
+    }
     task.is_none_or(|t| {
         conn.query_row(
             "SELECT 1 FROM orchestration_tasks WHERE task_id = ?1",

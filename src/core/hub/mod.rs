@@ -449,9 +449,9 @@ impl Hub {
         // What happened to the journal itself is said first, as it happens.
         self.say_journal_news(at).await;
         let (at, told) = match told {
-            // Told already by this process (read again: a database replaced by a copy
-            // of itself): once is enough.
-            Some((_, told)) if told.repeat => return,
+            // A message this process told already, read again (a database replaced by
+            // a copy of itself): each message is told once.
+            Some((_, told)) if told.repeat && matches!(what, What::Message(_)) => return,
             Some((first, told)) => (first, Some(told)),
             None => (at, None),
         };

@@ -227,6 +227,38 @@ pub fn set_worked_by(conn: &Connection, task: &str, who: &str) -> rusqlite::Resu
     .map(drop)
 }
 
+/// Puts a task's heartbeat back as it was before an action that failed.
+pub fn put_back_heartbeat(
+    conn: &Connection,
+    task: &str,
+    heartbeat: Option<&str>,
+) -> rusqlite::Result<()> {
+    conn.execute(
+        "UPDATE orchestration_tasks SET last_heartbeat = ?2 WHERE task_id = ?1",
+        params![task, heartbeat],
+    )
+    .map(drop)
+}
+
+/// The task's heartbeat as written.
+pub fn heartbeat(conn: &Connection, task: &str) -> rusqlite::Result<Option<String>> {
+    conn.query_row(
+        "SELECT last_heartbeat FROM orchestration_tasks WHERE task_id = ?1",
+        [task],
+        |row| row.get(0),
+    )
+}
+
+/// Takes back a message of `kind` the operator's action wrote and that turned out
+/// untrue (a handoff whose session never ran).
+pub fn take_back_message(conn: &Connection, id: i64, kind: &str) -> rusqlite::Result<()> {
+    conn.execute(
+        "DELETE FROM orchestration_messages WHERE id = ?1 AND message_type = ?2",
+        params![id, kind],
+    )
+    .map(drop)
+}
+
 /// Puts a task's state and worker back as they were before an action that failed
 /// (its heartbeat is left alone: nothing was seen alive).
 pub fn put_back(

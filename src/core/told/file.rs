@@ -53,6 +53,9 @@ pub struct JournalFile {
     restarted: Option<String>,
     /// The journal this one replaced, as its header says (a new journal's).
     replaces: Option<u64>,
+    /// The journal this process left for the one it has now (started or followed): a
+    /// sibling that raced it to replace the same one is followed, not fought.
+    predecessor: Option<u64>,
 }
 
 /// A new journal's id: different for every journal made, so a cursor of a removed
@@ -108,6 +111,7 @@ impl JournalFile {
             max_seq: 0,
             restarted: None,
             replaces: None,
+            predecessor: None,
         };
         lock(&journal.file)?;
         let read = journal.read_start();
@@ -148,26 +152,38 @@ impl JournalFile {
     /// runs before every event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
         lock(&self.file)?;
-        let checked = self.check_name();
-        if let Err(e) = checked {
+        match self.name_holds_this_whole() {
+            Ok(true) => return Ok(Guard { journal: self }),
+            Ok(false) => unlock(&self.file),
+            Err(e) => {
+                unlock(&self.file);
+                return Err(e);
+            }
+        }
+        // Settled by one maestro of the project at a time (the others then find its new
+        // journal under the name, and follow it). The side lock first, then the file's,
+        // as everywhere: no two maestros wait on each other.
+        let settling = SideLock::take(&self.path)?;
+        lock(&self.file)?;
+        if let Err(e) = self.settle() {
             unlock(&self.file);
             return Err(e);
         }
+        drop(settling);
         Ok(Guard { journal: self })
     }
 
-    /// Under the lock: whether the name still holds this file, whole.
-    fn check_name(&mut self) -> io::Result<()> {
+    /// Under both locks: the name looked at again, and followed or replaced.
+    fn settle(&mut self) -> io::Result<()> {
+        if self.name_holds_this_whole()? {
+            return Ok(());
+        }
         let meta = self.file.metadata()?;
-        self.size = meta.len();
         let named = std::fs::symlink_metadata(&self.path)
             .ok()
             .map(|m| (m.dev(), m.ino()));
         if meta.nlink() > 0 && named == Some((meta.dev(), meta.ino())) {
-            if self.size < self.end {
-                return self.start_new("the journal was cut short under maestro (truncated)");
-            }
-            return Ok(());
+            return self.start_new("the journal was cut short under maestro (truncated)");
         }
         if named.is_none() {
             return self.start_new("the journal was deleted while maestro ran");
@@ -190,8 +206,13 @@ impl JournalFile {
             self.max_seq = max_seq;
             return Ok(());
         }
-        if self.replaces == Some(id) {
-            // Another maestro of the project started the new journal: it is followed.
+        // A new journal of another maestro's: it replaced this one, or the same one this
+        // replaced (both saw it go). An older copy of this one (its own id) is neither.
+        if self.id != id
+            && self.replaces.is_some()
+            && (self.replaces == Some(id) || self.replaces == self.predecessor)
+        {
+            self.predecessor = self.replaces;
             self.restarted = Some(format!(
                 "another maestro started a new journal {:016x} at {} in place of {id:016x}; cursors of the old one are no longer places",
                 self.id,
@@ -209,6 +230,16 @@ impl JournalFile {
         )
     }
 
+    /// Whether the name still holds this file, at least as long as this process read it.
+    fn name_holds_this_whole(&mut self) -> io::Result<bool> {
+        let meta = self.file.metadata()?;
+        self.size = meta.len();
+        let named = std::fs::symlink_metadata(&self.path)
+            .ok()
+            .map(|m| (m.dev(), m.ino()));
+        Ok(meta.nlink() > 0 && named == Some((meta.dev(), meta.ino())) && self.size >= self.end)
+    }
+
     /// A new journal under the name, with a new id: no cursor of the old one names any
     /// of its entries.
     fn start_new(&mut self, why: &str) -> io::Result<()> {
@@ -221,6 +252,7 @@ impl JournalFile {
         let old = std::mem::replace(&mut self.file, file);
         unlock(&old);
         let old_id = self.id;
+        self.predecessor = Some(old_id);
         self.id = id;
         self.end = header.len() as u64;
         self.size = self.end;
@@ -324,6 +356,26 @@ pub fn parse_entry_at(line: &[u8]) -> Option<(Entry, usize)> {
 
 fn parse_entry(line: &[u8]) -> Option<Entry> {
     parse_entry_at(line).map(|(e, _)| e)
+}
+
+/// An exclusive lock on `<journal>.lock` beside the journal, held while a maestro decides
+/// what the journal's name holds now (a file it can lock whatever the name holds).
+struct SideLock(File);
+
+impl SideLock {
+    fn take(journal: &Path) -> io::Result<Self> {
+        let mut name = journal.as_os_str().to_owned();
+        name.push(".lock");
+        let file = open_own(Path::new(&name))?;
+        lock(&file)?;
+        Ok(Self(file))
+    }
+}
+
+impl Drop for SideLock {
+    fn drop(&mut self) {
+        unlock(&self.0);
+    }
 }
 
 /// The journal locked for one append; unlocked when dropped.

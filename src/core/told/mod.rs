@@ -259,29 +259,20 @@ impl Journal {
         };
         let (slot, fingerprint) = key.unwrap_or((0, 0));
         let first_ns = now.unix_timestamp_nanos();
-        let mut text = None;
-        if let Some(guard) = &mut lock {
-            let entry = Entry {
-                seq,
-                slot,
-                fingerprint,
-                first_ns,
-            };
+        let entry = Entry {
+            seq,
+            slot,
+            fingerprint,
+            first_ns,
+        };
+        let text = lock.as_mut().and_then(|guard| {
             let json: std::sync::Arc<str> = line(cursor).into();
-            match guard.append(&entry, &json) {
-                Ok(()) => {
-                    self.last_seq = seq;
-                    text = Some(json);
-                    if let Some(why) = self.failing.take() {
-                        self.news.push(format!(
-                            "the journal is written again (it failed: {why}); events from here on have cursors"
-                        ));
-                    }
-                }
-                Err(e) => Self::failed(&mut self.failing, &mut self.news, &e),
-            }
-        }
+            Self::append(guard, (&mut self.failing, &mut self.news), &entry, json)
+        });
         drop(lock);
+        if text.is_some() {
+            self.last_seq = seq;
+        }
         if slot != 0 {
             self.facts.insert(
                 slot,
@@ -302,6 +293,30 @@ impl Journal {
             line: text,
         };
         (now, told)
+    }
+
+    /// Appends one entry: its line when it was written; a failure said once, and a
+    /// success after failures said too.
+    fn append(
+        guard: &mut file::Guard<'_>,
+        (failing, news): (&mut Option<String>, &mut Vec<String>),
+        entry: &Entry,
+        json: std::sync::Arc<str>,
+    ) -> Option<std::sync::Arc<str>> {
+        match guard.append(entry, &json) {
+            Ok(()) => {
+                if let Some(why) = failing.take() {
+                    news.push(format!(
+                        "the journal is written again (it failed: {why}); events from here on have cursors"
+                    ));
+                }
+                Some(json)
+            }
+            Err(e) => {
+                Self::failed(failing, news, &e);
+                None
+            }
+        }
     }
 
     /// A write or lock of the journal failed: said once, until one succeeds again.

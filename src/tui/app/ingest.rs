@@ -55,27 +55,7 @@ impl UiState {
                 command,
                 at,
                 ..
-            } => {
-                self.last_poller = Some(format!(
-                    "LLM {role} of {} {}",
-                    task_id.as_deref().unwrap_or("a session"),
-                    if *at == "loop" {
-                        "stopped in its loop"
-                    } else {
-                        "refused at launch"
-                    }
-                ));
-                Some(Notification {
-                    title: format!(
-                        "{}: LLM {role} refused",
-                        task_id.as_deref().unwrap_or("a session")
-                    ),
-                    body: command.as_deref().map_or_else(
-                        || "maestro does its job; nothing to run instead".to_owned(),
-                        |c| format!("named instead: {c}"),
-                    ),
-                })
-            }
+            } => Some(self.on_poller_replaced(task_id.as_deref(), role, command.as_deref(), at)),
             What::Stale { task_id, age_s } => Some(Notification {
                 title: format!("{task_id} heartbeat stale"),
                 body: format!("no heartbeat for {age_s}s — press 1 to see the task"),
@@ -124,6 +104,30 @@ impl UiState {
             | What::NeedsYouCleared { .. }
             | What::RoleEnded
             | What::Pipeline(_) => None,
+        }
+    }
+
+    /// A poller the hook refused: the status line says the last one; a notification.
+    fn on_poller_replaced(
+        &mut self,
+        task_id: Option<&str>,
+        role: &str,
+        command: Option<&str>,
+        at: &str,
+    ) -> Notification {
+        let who = task_id.unwrap_or("a session");
+        let how = if at == "loop" {
+            "stopped in its loop"
+        } else {
+            "refused at launch"
+        };
+        self.last_poller = Some(format!("LLM {role} of {who} {how}"));
+        Notification {
+            title: format!("{who}: LLM {role} {how}"),
+            body: command.map_or_else(
+                || "maestro does its job; nothing to run instead".to_owned(),
+                |c| format!("named instead: {c}"),
+            ),
         }
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::hooks::guard::deeds::Deed;
+use crate::core::hooks::deeds::Deed;
 use crate::core::hooks::replace::Replaced;
 use crate::core::paths::{self, ProjectKey};
 use crate::core::safe_fs;
@@ -193,7 +193,7 @@ pub fn prompt_hash(prompt: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::hooks::guard::deeds::State;
+    use crate::core::hooks::deeds::State;
 
     #[test]
     fn a_ledger_remembers_calls_stops_commands_and_catches() {

@@ -10,13 +10,13 @@
 //! launch. A launch is otherwise refused only where words are certain
 //! ([`replace::refusal`]).
 
-pub mod deeds;
 pub mod ledger;
 
 use std::path::Path;
 
 use serde_json::Value;
 
+use crate::core::hooks::deeds;
 use crate::core::hooks::replace::{self, Refusal, Replaced, Stage};
 use ledger::{Caught, Ledger};
 

@@ -18,12 +18,8 @@ fn agent(prompt: &str, background: Option<bool>) -> Value {
 fn project() -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
     crate::core::schema::init_database(&dir.path().join("comms.db")).expect("init");
-    let conn = rusqlite::Connection::open(dir.path().join("comms.db")).expect("open");
-    conn.execute(
-        "INSERT INTO orchestration_tasks (task_id, state) VALUES ('task-03', 'working')",
-        [],
-    )
-    .expect("insert");
+    crate::core::schema::seed_task(&dir.path().join("comms.db"), "task-03", "working")
+        .expect("the task");
     dir
 }
 
@@ -56,7 +52,7 @@ fn a_musicians_watcher_is_never_refused_for_its_words() {
 
 #[test]
 fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
-    use crate::core::hooks::guard::deeds::State;
+    use crate::core::hooks::deeds::State;
     let r = with(Some("task-03"), false, |ctx| {
         stop_in_loop(
             &[State::Comms],
@@ -221,7 +217,7 @@ fn a_session_in_a_subfolder_is_given_the_project() {
         session_task: task.as_ref(),
         reporting: &|| false,
     };
-    let states = [crate::core::hooks::guard::deeds::State::Comms];
+    let states = [crate::core::hooks::deeds::State::Comms];
     let r = stop_in_loop(&states, None, &ctx).expect("stopped");
     let words = shlex::split(r.replaced.command.as_deref().expect("command")).expect("words");
     assert_eq!(words[..4], ["maestro", "musician", "watch", "task-03"]);
