@@ -549,7 +549,7 @@ fn undo_handoff(
         store::take_back_message(tx, written.message, "handoff")
     });
     match undone {
-        Ok(_) => format!(
+        Ok(()) => format!(
             "{task} was not relaunched: {why}. No replacement session runs; its state ({}), worker and messages are as they were. Fix the cause (a display, `[launch] terminal`, `[launch] claude`) and relaunch again.",
             printable(&r.state)
         ),

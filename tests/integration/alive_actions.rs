@@ -80,8 +80,13 @@ fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
     assert_eq!(task_and_messages(&s, "task-03"), before);
 }
 
+/// The task's row as a relaunch may touch it: state, worker, heartbeat.
+type Row = (String, Option<String>, Option<String>);
+/// Each message: id, type, text.
+type Messages = Vec<(i64, String, String)>;
+
 /// The task's whole row as the relaunch may touch it (state, worker, heartbeat).
-fn row(s: &Scratch) -> (String, Option<String>, Option<String>) {
+fn row(s: &Scratch) -> Row {
     s.conn()
         .query_row(
             "SELECT state, worked_by, last_heartbeat FROM orchestration_tasks WHERE task_id = 'task-03'",
@@ -91,7 +96,7 @@ fn row(s: &Scratch) -> (String, Option<String>, Option<String>) {
         .unwrap()
 }
 
-fn messages(s: &Scratch) -> Vec<(i64, String, String)> {
+fn messages(s: &Scratch) -> Messages {
     let c = s.conn();
     let mut q = c
         .prepare("SELECT id, message_type, message FROM orchestration_messages ORDER BY id")
@@ -103,13 +108,7 @@ fn messages(s: &Scratch) -> Vec<(i64, String, String)> {
 }
 
 /// A relaunch that fails leaves the row, the messages and the PID files as they were.
-fn assert_nothing_changed(
-    s: &Scratch,
-    before: &(
-        (String, Option<String>, Option<String>),
-        Vec<(i64, String, String)>,
-    ),
-) {
+fn assert_nothing_changed(s: &Scratch, before: &(Row, Messages)) {
     assert_eq!(row(s), before.0);
     assert_eq!(
         messages(s),

@@ -116,9 +116,10 @@ fn a_status_log_past_the_start_up_read_is_not_retold_when_resumed() {
     );
 
     // 300 more plain lines, and again.
-    let plain: String = (0..300)
-        .map(|i| format!("step x{i} agent returned fine [ctx: 40%]\n"))
-        .collect();
+    let mut plain = String::new();
+    for i in 0..300 {
+        plain.push_str(&format!("step x{i} agent returned fine [ctx: 40%]\n"));
+    }
     append(&log, &plain);
     let mut m = headless(&s, data.path(), Some(&last_cursor(&second)));
     marker(&mut m, &log, "THIRD-M3");
@@ -296,27 +297,24 @@ fn a_read_only_journal_is_said_on_stdout_and_gives_no_cursor() {
     let (s, m) = running(data);
     stop(m);
     let journal = journal_of(data);
-    match &disk {
-        Some(d) => {
-            let ro = Command::new("mount")
-                .args(["-o", "remount,ro"])
-                .arg(d.0.path())
-                .output()
-                .is_ok_and(|o| o.status.success());
-            assert!(ro, "remount read-only");
-        }
-        None => {
-            std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o400)).unwrap();
-            if std::fs::OpenOptions::new()
-                .append(true)
-                .open(&journal)
-                .is_ok()
-            {
-                eprintln!(
-                    "skipped: this user writes a read-only file anyway and cannot mount a read-only tmpfs"
-                );
-                return;
-            }
+    if let Some(d) = &disk {
+        let ro = Command::new("mount")
+            .args(["-o", "remount,ro"])
+            .arg(d.0.path())
+            .output()
+            .is_ok_and(|o| o.status.success());
+        assert!(ro, "remount read-only");
+    } else {
+        std::fs::set_permissions(&journal, std::fs::Permissions::from_mode(0o400)).unwrap();
+        if std::fs::OpenOptions::new()
+            .append(true)
+            .open(&journal)
+            .is_ok()
+        {
+            eprintln!(
+                "skipped: this user writes a read-only file anyway and cannot mount a read-only tmpfs"
+            );
+            return;
         }
     }
     let log = s.temp().join("task-03-status");

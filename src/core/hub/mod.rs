@@ -316,7 +316,7 @@ impl Hub {
                 initial_mtime,
             } => {
                 self.on_lines(task, kind, (lines, starts), initial_mtime)
-                    .await
+                    .await;
             }
             CoreEvent::LogReset { task, kind } => self.on_log_reset(task, kind).await,
             CoreEvent::LogHistory {
