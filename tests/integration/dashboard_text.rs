@@ -240,13 +240,13 @@ fn the_help_stops_at_its_end() {
     for _ in 0..500 {
         ui.update(Action::Down, &snap);
     }
-    let max = ui.help_scroll_max.get();
+    let max = ui.overlay_scroll_max.get();
     assert!(max > 0 && max < 500, "{max}");
-    assert_eq!(ui.help_scroll, max);
+    assert_eq!(ui.overlay_scroll, max);
     let last = text(&render(&snap, &ui, 80, 24));
     assert!(!last.contains("↓ more"), "{last}");
     ui.update(Action::Up, &snap);
-    assert_eq!(ui.help_scroll, max - 1, "one key back up, not hundreds");
+    assert_eq!(ui.overlay_scroll, max - 1, "one key back up, not hundreds");
 }
 
 /// A 45-word status line at 120×40 reads to its last word: Enter on it in the Log

@@ -113,9 +113,13 @@ pub struct UiState {
     pub frozen: std::collections::BTreeSet<String>,
     pub focus: Pane,
     pub overlay: Option<Overlay>,
-    pub help_scroll: u16,
-    /// The furthest the help can scroll, as last drawn (the keys stop there).
-    pub help_scroll_max: std::cell::Cell<u16>,
+    /// How far the open reading overlay (help, session, headroom, message, log line) is
+    /// scrolled; 0 when one opens.
+    pub overlay_scroll: u16,
+    /// The furthest it can scroll, as last drawn (the keys stop there).
+    pub overlay_scroll_max: std::cell::Cell<u16>,
+    /// Its rows, as last drawn (a page for PgUp/PgDn).
+    pub overlay_page: std::cell::Cell<u16>,
     /// Index into the snapshot's Musicians.
     pub selected_task: usize,
     /// The task the Log pane shows (follows the selection).
@@ -209,8 +213,9 @@ impl Default for UiState {
             frozen: std::collections::BTreeSet::new(),
             focus: Pane::Tasks,
             overlay: None,
-            help_scroll: 0,
-            help_scroll_max: std::cell::Cell::new(u16::MAX),
+            overlay_scroll: 0,
+            overlay_scroll_max: std::cell::Cell::new(u16::MAX),
+            overlay_page: std::cell::Cell::new(1),
             selected_task: 0,
             log_task: None,
             logs: std::collections::HashMap::new(),

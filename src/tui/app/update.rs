@@ -86,11 +86,15 @@ impl UiState {
             Action::Suspend => return vec![Effect::Suspend],
             Action::Help => {
                 self.overlay = Some(Overlay::Help);
-                self.help_scroll = 0;
+                self.overlay_scroll = 0;
             }
             Action::Close => {
                 self.search = None;
                 self.log_pos.mark = None;
+                // A filter kept with Enter is closed here, as the help says.
+                if self.focus == Pane::Tasks && self.task_filter.take().is_some() {
+                    self.selected_task = 0;
+                }
             }
             Action::FocusNext | Action::FocusPrev => {
                 let order: Vec<Pane> = if self.tab_order.is_empty() {
@@ -208,21 +212,39 @@ impl UiState {
             (_, Action::Quit) => self.quit(snap),
             (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
                 self.overlay = None;
+                self.overlay_scroll = 0;
                 vec![]
             }
-            (Overlay::Help, Action::Down) => {
-                self.help_scroll = self
-                    .help_scroll
-                    .saturating_add(1)
-                    .min(self.help_scroll_max.get());
-                vec![]
-            }
-            (Overlay::Help, Action::Up) => {
-                self.help_scroll = self.help_scroll.saturating_sub(1);
+            (
+                Overlay::Help
+                | Overlay::Session(_)
+                | Overlay::Headroom(_)
+                | Overlay::Message(_)
+                | Overlay::LogLine(..),
+                _,
+            ) => {
+                self.scroll_overlay(action);
                 vec![]
             }
             _ => vec![],
         }
+    }
+
+    /// The keys of every list, in a reading overlay: a row, a page, the ends.
+    fn scroll_overlay(&mut self, action: Action) {
+        let max = self.overlay_scroll_max.get();
+        let page = self.overlay_page.get().saturating_sub(1).max(1);
+        let at = self.overlay_scroll.min(max);
+        self.overlay_scroll = match action {
+            Action::Down => at.saturating_add(1),
+            Action::Up => at.saturating_sub(1),
+            Action::PageDown => at.saturating_add(page),
+            Action::PageUp => at.saturating_sub(page),
+            Action::Top => 0,
+            Action::Bottom => max,
+            _ => at,
+        }
+        .min(max);
     }
 
     /// The keys that move within the panes: focus, selection, scrolling, search, sort,

@@ -4,7 +4,6 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::tui::action::Action;
 use crate::tui::app::Pane;
@@ -63,16 +62,6 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
                 .map_or_else(String::new, |c| format!("; the Musician reports {c}%"))
         ))
     });
-    let rows = text.lines().count() as u16
-        + 2
-        + u16::from(forecast.is_some())
-        + u16::from(transcript.is_some());
-    let popup = centered(area, 80.min(area.width), rows.min(area.height));
-    clear(frame, popup);
-    let block = ctx.block(
-        Pane::Tasks,
-        &format!("Headroom · {} · Esc close", printable(task)),
-    );
     let lines: Vec<Line> = text
         .lines()
         .map(|l| {
@@ -90,10 +79,12 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
     if let Some(t) = transcript {
         lines.push(Line::from(Span::styled(t, ctx.theme.accent)));
     }
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        popup,
+    crate::tui::panes::reader::draw(
+        frame,
+        area,
+        ctx,
+        (&format!("Headroom · {} · Esc close", printable(task)), Pane::Tasks),
+        80,
+        lines,
     );
 }

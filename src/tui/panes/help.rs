@@ -4,21 +4,20 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Paragraph;
 
 use crate::tui::app::Pane;
 use crate::tui::keymap::Mode;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear, wrap};
+use crate::tui::panes::ctx::{DrawCtx, centered, wrap};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    // As wide as the screen allows (up to 110), every line folded to fit.
-    let popup = centered(
-        area,
-        area.width.saturating_sub(4).clamp(40, 110),
-        area.height.saturating_sub(4),
-    );
-    clear(frame, popup);
-    let text_width = usize::from(popup.width.saturating_sub(2)).max(20);
+    // As wide as the screen allows (up to 110), every line folded to fit, a little
+    // screen left round it.
+    let width = area.width.saturating_sub(4).clamp(40, 110);
+    let room = Rect {
+        height: area.height.saturating_sub(4).max(3),
+        ..centered(area, area.width, area.height.saturating_sub(4).max(3))
+    };
+    let text_width = usize::from(width.saturating_sub(2)).max(20);
     let help = ctx.keymap.help();
     let key_width = help
         .iter()
@@ -62,21 +61,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         }
     }
     // The scroll stops at the last line: never past the end into an empty box.
-    let rows = popup.height.saturating_sub(2);
-    let max = u16::try_from(lines.len())
-        .unwrap_or(u16::MAX)
-        .saturating_sub(rows);
-    ctx.ui.help_scroll_max.set(max);
-    let scroll = ctx.ui.help_scroll.min(max);
-    let title = if scroll < max {
-        "Help · ? or Esc to close · j/k scroll · ↓ more"
-    } else {
-        "Help · ? or Esc to close · j/k scroll"
-    };
-    let block = ctx.block(Pane::Tasks, title);
-    frame.render_widget(
-        Paragraph::new(lines).block(block).scroll((scroll, 0)),
-        popup,
+    crate::tui::panes::reader::draw(
+        frame,
+        room,
+        ctx,
+        ("Help · ? or Esc to close · j/k, PgDn scroll", Pane::Tasks),
+        width,
+        lines,
     );
 }
 

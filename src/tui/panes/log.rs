@@ -15,23 +15,17 @@ use crate::tui::theme::Theme;
 /// The selected line whole, folded to the box, over the panes (Enter in the Log).
 pub fn draw_line(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) {
     let width = area.width.saturating_sub(10).clamp(20, 100);
-    let inner = usize::from(width - 2);
-    let rows = crate::tui::panes::text::wrap(&printable(text), inner);
-    let room = usize::from(area.height.saturating_sub(3));
-    let lines = crate::tui::panes::text::lines_within(
-        rows,
-        (inner, room),
-        " (the log file holds it whole)",
-        ctx.theme.muted,
+    crate::tui::panes::reader::draw(
+        frame,
+        area,
+        ctx,
+        (
+            &format!("{} · the selected line · Esc close", printable(task)),
+            Pane::Log,
+        ),
+        width,
+        vec![Line::raw(printable(text))],
     );
-    let height = (u16::try_from(lines.len()).unwrap_or(u16::MAX) + 2).min(area.height);
-    let popup = crate::tui::panes::ctx::centered(area, width.min(area.width), height);
-    crate::tui::panes::ctx::clear(frame, popup);
-    let block = ctx.block(
-        Pane::Log,
-        &format!("{} · the selected line · Esc close", printable(task)),
-    );
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
 }
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {

@@ -5,12 +5,12 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{List, ListItem, ListState, Paragraph, Wrap};
+use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{
-    DrawCtx, centered, clear, more_marks, printable, read_in_full, window_start, wrap,
+    DrawCtx, more_marks, printable, read_in_full, window_start, wrap,
 };
 
 /// Columns one message's line needs whole (its first line of text).
@@ -181,7 +181,6 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         return;
     };
     let width = area.width.saturating_sub(10).min(100);
-    let inner = usize::from(width.saturating_sub(2)).max(1);
     let field = |k: &str, v: Option<&str>| {
         Line::from(vec![
             Span::styled(format!("{k:<6} "), ctx.theme.muted),
@@ -196,29 +195,19 @@ pub fn draw_detail(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Line::raw(""),
     ];
     // Newlines are the message's own; other control characters are not shown raw.
-    // Folded here, so the box is as tall as the text needs.
-    let text: Vec<String> = m
-        .message
-        .as_deref()
-        .unwrap_or_default()
-        .lines()
-        .flat_map(|l| crate::tui::panes::text::wrap(&printable(l), inner))
-        .collect();
-    let room = usize::from(area.height.saturating_sub(4)).saturating_sub(lines.len() + 2);
-    lines.extend(crate::tui::panes::text::lines_within(
-        text,
-        (inner, room),
-        " (`maestro` prints it whole in --json)",
-        ctx.theme.muted,
-    ));
-    let height = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
-    let popup = centered(area, width, height.min(area.height));
-    clear(frame, popup);
-    let block = ctx.block(Pane::Messages, &format!("Message #{} · Esc to close", m.id));
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        popup,
+    lines.extend(
+        m.message
+            .as_deref()
+            .unwrap_or_default()
+            .lines()
+            .map(|l| Line::raw(printable(l))),
+    );
+    crate::tui::panes::reader::draw(
+        frame,
+        area,
+        ctx,
+        (&format!("Message #{} · Esc to close", m.id), Pane::Messages),
+        width,
+        lines,
     );
 }

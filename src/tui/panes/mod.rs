@@ -10,6 +10,7 @@ pub mod help;
 pub mod log;
 pub mod messages;
 pub mod projects_bar;
+pub mod reader;
 pub mod segments;
 pub mod sentinels;
 pub mod session_cells;

@@ -4,13 +4,12 @@
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::core::sessions::figures::{SessionFigures, dollars, short_tokens};
 use crate::core::sessions::tally::epoch_ms;
 use crate::core::snapshot::TaskView;
 use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear, printable, short_age};
+use crate::tui::panes::ctx::{DrawCtx, printable, short_age};
 
 /// A self-report this many points away from the transcript's context is marked.
 pub const MISMATCH_POINTS: f64 = 10.0;
@@ -127,19 +126,13 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             lines
         }
     };
-    // One spare row for a long line that wraps.
-    let height = (lines.len() as u16 + 3).min(area.height);
-    let popup = centered(area, 100.min(area.width), height);
-    clear(frame, popup);
-    let block = ctx.block(
-        Pane::Tasks,
-        &format!("Session · {} · Esc close", printable(task)),
-    );
-    frame.render_widget(
-        Paragraph::new(lines)
-            .block(block)
-            .wrap(Wrap { trim: false }),
-        popup,
+    crate::tui::panes::reader::draw(
+        frame,
+        area,
+        ctx,
+        (&format!("Session · {} · Esc close", printable(task)), Pane::Tasks),
+        100,
+        lines,
     );
 }
 
@@ -245,7 +238,11 @@ fn session_calls<'a>(
         ]));
     }
     lines.push(Line::from(Span::styled(
-        format!("last {} tool calls", s.recent.len()),
+        match s.recent.len() {
+            0 => "no tool calls yet".to_owned(),
+            1 => "its last tool call".to_owned(),
+            n => format!("its last {n} tool calls"),
+        },
         ctx.theme.muted,
     )));
     for call in s.recent.iter().rev() {
