@@ -115,7 +115,7 @@ fn a_refusal_reads_whole_in_the_clis_words_at_80x24() {
 }
 
 /// Words that only the generated texts hold (the dashboard's own words never start so).
-fn token() -> impl proptest::strategy::Strategy<Value = String> {
+pub(crate) fn token() -> impl proptest::strategy::Strategy<Value = String> {
     "qz[a-y0-9]{0,150}"
 }
 
@@ -124,7 +124,10 @@ fn token() -> impl proptest::strategy::Strategy<Value = String> {
 /// word longer than the row, broken across rows); or the rest of a broken word at the
 /// start of a row (not judged: it does not start with the words' mark). A word cut
 /// short with nothing to say so is what the rule forbids.
-fn check_screen(screen: &str, words: &std::collections::HashSet<String>) -> Result<(), String> {
+pub(crate) fn check_screen(
+    screen: &str,
+    words: &std::collections::HashSet<String>,
+) -> Result<(), String> {
     let fragment = regex::Regex::new("qz[a-y0-9]*").unwrap();
     let rows: Vec<&str> = screen.lines().collect();
     for (y, row) in rows.iter().enumerate() {
@@ -283,8 +286,9 @@ proptest::proptest! {
     /// project name (the status line), Musicians' names (the Tasks table), what a task
     /// needs you for, the last error and an action's answer (the status line and the box
     /// above it), a message and a log line opened whole (the popups), a confirmation
-    /// quoting typed text, the message editor, at sizes from
-    /// 60×12 to 250×80: every generated word drawn is whole or visibly cut.
+    /// quoting typed text, the message editor, the session overlay and the headroom
+    /// panel, at sizes from 60×12 to 250×80: every generated word drawn is whole or
+    /// visibly cut.
     #[test]
     fn the_whole_frame_draws_every_word_whole_or_marked(
         name in token(),
@@ -292,7 +296,7 @@ proptest::proptest! {
         said in proptest::collection::vec(proptest::collection::vec(token(), 1..10), 3),
         width in 60u16..=250,
         height in 12u16..=80,
-        popup in 0usize..6,
+        popup in 0usize..8,
     ) {
         let mut snap = busy_snapshot();
         let mut words: std::collections::HashSet<String> = [name.clone()].into();
@@ -333,6 +337,24 @@ proptest::proptest! {
                     editor.insert_str(said[2].join(" "));
                 }
             }
+            6 => {
+                // The session overlay, its last tool call's argument generated.
+                let t5 = snap.tasks.iter_mut().find(|t| t.id() == "task-05").unwrap();
+                std::sync::Arc::make_mut(t5).sessions = vec![crate::dashboard::session(
+                    "task-05",
+                    "claude-sonnet-4-5-20250929",
+                    136_000,
+                    90_000,
+                    3,
+                    Some(("Bash", &said[2].join(" "))),
+                )];
+                ui.focus = Pane::Tasks;
+                ui.update(Action::Session, &snap);
+            }
+            7 => ui.show_panel(
+                &maestro::core::domain::TaskId::parse("task-05").unwrap(),
+                format!("=== Context Headroom: task-05 ===\nCurrent:     62% {}", said[2].join(" ")),
+            ),
             _ => {}
         }
         let screen = text(&crate::dashboard::render_named(&snap, &ui, (width, height), &name));
@@ -350,7 +372,7 @@ proptest::proptest! {
 
 /// [`check_screen`] of a frame with a popup over `base`: a word the popup's border cuts
 /// is one `base` shows whole at the same place.
-fn check_covered(
+pub(crate) fn check_covered(
     screen: &str,
     base: &str,
     words: &std::collections::HashSet<String>,

@@ -27,6 +27,7 @@ mod limits;
 mod many;
 mod metrics;
 mod musician;
+mod overlay_sizes;
 mod paths;
 mod pipelines;
 mod planted;

@@ -203,13 +203,16 @@ fn error_text(content: &str) -> String {
     cut(&text, 200)
 }
 
-/// The first `chars` characters of `text`.
+/// The first `chars` characters of `text`, ending `…` where it was cut (a cell that
+/// shows it says it is not whole).
 fn cut(text: &str, chars: usize) -> String {
-    if text.len() <= chars {
+    if text.len() <= chars || text.chars().nth(chars).is_none() {
         // Never more characters than bytes.
         return text.to_owned();
     }
-    text.chars().take(chars).collect()
+    let mut out: String = text.chars().take(chars.saturating_sub(1)).collect();
+    out.push('…');
+    out
 }
 
 /// The keys of a tool's input that say what it works on, the first found wins.

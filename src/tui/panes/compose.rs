@@ -83,7 +83,10 @@ pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
         frame,
         area,
         ctx,
-        (&format!("Headroom · {} · Esc close", printable(task)), Pane::Tasks),
+        (
+            &format!("Headroom · {} · Esc close", printable(task)),
+            Pane::Tasks,
+        ),
         80,
         lines,
     );

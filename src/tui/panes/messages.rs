@@ -9,9 +9,7 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
-use crate::tui::panes::ctx::{
-    DrawCtx, more_marks, printable, read_in_full, window_start, wrap,
-};
+use crate::tui::panes::ctx::{DrawCtx, more_marks, printable, read_in_full, window_start, wrap};
 
 /// Columns one message's line needs whole (its first line of text).
 pub fn row_width(m: &MessageRow) -> usize {

@@ -130,7 +130,10 @@ pub fn draw_overlay(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
         frame,
         area,
         ctx,
-        (&format!("Session · {} · Esc close", printable(task)), Pane::Tasks),
+        (
+            &format!("Session · {} · Esc close", printable(task)),
+            Pane::Tasks,
+        ),
         100,
         lines,
     );
