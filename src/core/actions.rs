@@ -356,7 +356,7 @@ impl Relaunch {
             },
         };
         format!(
-            "Relaunch {task} ({previous}) after a {kind} handoff ({why})? {kill}; the task moves {state} -> fix_proposed with a `handoff` message; window \"{title}\" opens for {next}.",
+            "Relaunch {task} ({previous}) after a {kind} handoff ({why})? {kill}; {moves} with a `handoff` message; window \"{title}\" opens for {next}.",
             task = self.task,
             // Database text: never a control byte on the operator's terminal.
             previous = printable(&self.plan.previous),
@@ -370,7 +370,12 @@ impl Relaunch {
                         .map_or("unknown".into(), |c| format!("{c}%"))
                 ),
             },
-            state = printable(&self.state),
+            // A task already in fix_proposed stays there: no move to the same state.
+            moves = if self.state == "fix_proposed" {
+                "the task stays fix_proposed (its heartbeat refreshed)".to_owned()
+            } else {
+                format!("the task moves {} -> fix_proposed", printable(&self.state))
+            },
             title = printable(&self.title),
             next = printable(&self.plan.next),
         )

@@ -39,6 +39,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     ) {
         lines.push(Line::from(Span::styled(part, ctx.theme.muted)));
     }
+    for part in wrap(
+        "Marks: in CTX, 68%≠51 is the transcript's context (68%) beside the Musician's own report (51%) when they differ by more than 10 points; ▶ the selected row, ⚑ a task that needs you, ❄ a window this dashboard froze, ● unread.",
+        text_width,
+    ) {
+        lines.push(Line::from(Span::styled(part, ctx.theme.muted)));
+    }
     for (mode, rows) in help {
         lines.push(Line::raw(""));
         let heading = match mode {

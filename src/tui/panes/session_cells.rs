@@ -38,8 +38,8 @@ pub fn cost_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     Line::raw(dollars(t.cost_usd()).replace("unknown", "?"))
 }
 
-/// The transcript's context %, marked `≠` when the self-report is more than
-/// [`MISMATCH_POINTS`] away.
+/// The transcript's context %, followed by `≠N` (the Musician's own report, N%) when
+/// that is more than [`MISMATCH_POINTS`] away; `?` names the mark.
 pub fn context_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     let Some(s) = t.session() else {
         return Line::from(Span::styled("—", ctx.theme.muted));
@@ -54,10 +54,10 @@ pub fn context_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
     };
     let mismatch = t
         .context()
-        .is_some_and(|own| (f64::from(own) - v).abs() > MISMATCH_POINTS);
+        .filter(|own| (f64::from(*own) - v).abs() > MISMATCH_POINTS);
     let mut spans = vec![Span::styled(format!("{v:>3.0}%"), style)];
-    if mismatch {
-        spans.push(Span::styled("≠", ctx.theme.warn));
+    if let Some(own) = mismatch {
+        spans.push(Span::styled(format!("≠{own}"), ctx.theme.warn));
     }
     Line::from(spans)
 }

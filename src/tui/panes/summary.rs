@@ -135,7 +135,17 @@ fn heartbeats<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
         ));
     }
     if spans.is_empty() {
-        spans.push(Span::styled("no heartbeats yet", ctx.theme.muted));
+        // After the end there is nothing left to beat; before it, nothing has yet.
+        let ended = crate::tui::app::musicians(ctx.snap).next().is_some()
+            && crate::tui::app::musicians(ctx.snap).all(|t| t.row.state == "complete");
+        spans.push(Span::styled(
+            if ended {
+                "no heartbeats: every task is complete"
+            } else {
+                "no heartbeats yet"
+            },
+            ctx.theme.muted,
+        ));
     }
     spans
 }

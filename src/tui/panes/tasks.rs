@@ -469,7 +469,7 @@ fn conductors_turn(t: &TaskView, ctx: &DrawCtx<'_>) -> String {
     }
 }
 
-/// The Conductor's queue: " · 3 wait for it (task-02 12m05s longest)".
+/// The Conductor's queue: " · 3 wait for the Conductor (task-02 longest, 12m05s)".
 fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
     let waiting: Vec<&TaskView> = crate::tui::app::musicians(ctx.snap)
         .filter(|t| crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor())
@@ -481,9 +481,10 @@ fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
         .iter()
         .filter_map(|t| t.waiting_since.map(|since| (since, t.id())))
         .min()
-        .map(|(since, id)| format!(" ({} {} longest)", printable(id), short_age(ctx.age(since))))
+        .map(|(since, id)| format!(" ({} longest, {})", printable(id), short_age(ctx.age(since))))
         .unwrap_or_default();
-    Some(format!(" · {} wait for it{longest}", waiting.len()))
+    let verb = if waiting.len() == 1 { "waits" } else { "wait" };
+    Some(format!(" · {} {verb} for the Conductor{longest}", waiting.len()))
 }
 
 /// "waiting for the Conductor 12m05s" for a Musician in a state that waits on it (the
