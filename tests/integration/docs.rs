@@ -406,3 +406,46 @@ fn maestro_words(line: &str) -> Option<Vec<String>> {
             .collect()
     })
 }
+
+/// The guide's install lines for completions and the manual page, run as written (a
+/// shell, `~` expanded) against a fresh, empty home: they work, and leave the files.
+#[test]
+fn the_guides_install_commands_work_on_a_fresh_home() {
+    let text = std::fs::read_to_string(root().join("docs/guide.md")).unwrap();
+    let lines: Vec<String> = sh_blocks(&text)
+        .iter()
+        .flat_map(|b| b.lines().map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| {
+            l.starts_with("mkdir -p ~/.local")
+                || l.starts_with("maestro completions")
+                || l.starts_with("maestro man")
+        })
+        .map(|l| l.split("  #").next().unwrap_or(&l).trim().to_owned())
+        .collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    let home = tempfile::tempdir().unwrap();
+    let bin = tempfile::tempdir().unwrap();
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.path().join("maestro")).unwrap();
+    for line in &lines {
+        let out = std::process::Command::new("sh")
+            .args(["-c", line])
+            .env("HOME", home.path())
+            .env(
+                "PATH",
+                format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap()),
+            )
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "`{line}` on a fresh home: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let completions = home
+        .path()
+        .join(".local/share/bash-completion/completions/maestro");
+    assert!(std::fs::metadata(&completions).unwrap().len() > 100);
+    let man = home.path().join(".local/share/man/man1/maestro.1");
+    assert!(std::fs::read_to_string(&man).unwrap().contains(".TH"));
+}

@@ -194,10 +194,10 @@ mod tests {
 
     #[test]
     fn a_word_longer_than_a_row_is_broken_at_the_edge_and_goes_on_below() {
-        let rows = fold(Line::raw("see /a/very/long/path/to/the/file.md now"), 12);
+        let rows = fold(Line::raw("see /a/very/long/path/to/the/file_txt now"), 12);
         let joined: String = text(&rows).concat().replace('…', "");
         assert!(
-            joined.contains("/a/very/long/path/to/the/file.md"),
+            joined.contains("/a/very/long/path/to/the/file_txt"),
             "{rows:?}"
         );
         assert!(rows.iter().all(|r| r.width() <= 12), "{rows:?}");
