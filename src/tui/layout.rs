@@ -152,6 +152,56 @@ fn share(total: u16, claims: &[Claim]) -> Option<(Vec<u16>, u16)> {
     Some((heights, left))
 }
 
+/// Room by need: while a pane of a stack hides rows (shorter than it needs) and another
+/// leaves rows empty (taller than it needs), a row moves from the one with the most to
+/// spare to the first in order that lacks one. A pane left two rows high (no room for
+/// a bordered row) gives the second to the first that still lacks rows, or to `sink`.
+fn rebalance(heights: &mut [u16], needs: &[u16], sink: usize) {
+    loop {
+        let Some(short) = (0..heights.len()).find(|i| heights[*i] < needs[*i]) else {
+            break;
+        };
+        let spare = (0..heights.len())
+            .filter(|j| heights[*j] > needs[*j])
+            .max_by_key(|j| heights[*j] - needs[*j]);
+        let Some(spare) = spare else { break };
+        heights[spare] -= 1;
+        heights[short] += 1;
+    }
+    for i in 0..heights.len() {
+        if heights[i] == SUMMARY_BELOW - 1 {
+            heights[i] -= 1;
+            let to = (0..heights.len())
+                .find(|j| *j != i && heights[*j] < needs[*j])
+                .unwrap_or(sink);
+            heights[to] += 1;
+        }
+    }
+}
+
+/// Rows a list pane needs to show `rows` items whole: its borders and a row each, or a
+/// summary line when it has none.
+fn need_of(rows: usize) -> u16 {
+    if rows == 0 {
+        1
+    } else {
+        u16::try_from(rows).unwrap_or(u16::MAX).saturating_add(2)
+    }
+}
+
+/// What the Tasks pane needs: every Musician row, with its borders, header, the
+/// Conductor's line and the selected task's detail line.
+fn tasks_need(c: &Content) -> u16 {
+    u16::try_from(c.task_rows.max(1))
+        .unwrap_or(u16::MAX)
+        .saturating_add(5)
+}
+
+/// What the anomalies need: a row each (two for one wider than the screen).
+fn anomalies_need(c: &Content) -> u16 {
+    need_of(c.anomalies + c.wide_anomalies.min(c.anomalies))
+}
+
 /// Heights stacked from the top of `area`.
 fn stack(area: Rect, heights: &[u16]) -> Vec<Rect> {
     let mut y = area.y;
@@ -244,6 +294,15 @@ fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> 
             h[2] += 1;
         }
     }
+    // No pane hides rows while another leaves some empty.
+    let needs = [
+        tasks_need(c),
+        anomalies_need(c),
+        need_of(c.log_rows).max(3),
+        need_of(c.messages),
+        h[4],
+    ];
+    rebalance(&mut h, &needs, 2);
     let rows = stack(main, &h);
     let [heartbeats, watchdog] =
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(rows[4]);
@@ -273,7 +332,14 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
         }
     };
     let (h, rest) = share(main.height, &[tasks, band, Claim { min: 3, want: 3 }])?;
-    let rows = stack(main, &[h[0], h[1], h[2] + rest]);
+    let mut h = [h[0], h[1], h[2] + rest];
+    // The bottom (the Log beside the column) needs what the taller of the two needs.
+    let column_need = need_of(c.heartbeat_rows.max(1))
+        + watchdog_height(c)
+        + need_of(c.messages);
+    let bottom_need = need_of(c.log_rows).max(3).max(column_need);
+    rebalance(&mut h, &[tasks_need(c), anomalies_need(c), bottom_need], 2);
+    let rows = stack(main, &h);
     let bottom = rows[2];
     let column = c
         .message_width
@@ -302,6 +368,7 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
             ],
         )?;
         r[1] += more;
+        rebalance(&mut r, &[watchdog_height(c), need_of(c.messages)], 1);
         let col = stack(right, &r);
         return Some(PaneRects {
             tasks: rows[0],
@@ -329,6 +396,15 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
     ];
     let (mut r, more) = share(right.height, &claims)?;
     r[2] += more;
+    rebalance(
+        &mut r,
+        &[
+            need_of(c.heartbeat_rows.max(1)),
+            watchdog_height(c),
+            need_of(c.messages),
+        ],
+        2,
+    );
     let col = stack(right, &r);
     Some(PaneRects {
         tasks: rows[0],

@@ -436,3 +436,32 @@ fn a_frozen_task_is_marked_until_thawed() {
     ui.window_signalled(&TaskRequest::Thaw { task });
     assert!(!row(&ui).contains('❄'), "{}", row(&ui));
 }
+
+/// An operator's message shows who wrote it in a short mark ("you"), not the store's
+/// "[operator via maestro]" prefix eating the row; and a lone message on a fresh project
+/// folds into the rows the pane has, instead of one cut row above empty ones.
+#[test]
+fn an_operators_message_reads_as_yours_and_a_lone_message_folds() {
+    let snap = maestro::core::snapshot::Snapshot::default();
+    let mut ui = maestro::tui::app::UiState::default();
+    ui.sync_with(&snap);
+    ui.ingest(&happening(
+        1,
+        message(
+            1,
+            "task-03",
+            "task-00",
+            "instruction",
+            "[operator via maestro] Check the Conductor's plan before you start the parser rewrite, and say when the tokenizer tests pass again",
+        ),
+    ));
+    for (w, h) in [(80, 24), (120, 40)] {
+        let screen = text(&render(&snap, &ui, w, h));
+        assert!(!screen.contains("[operator via"), "{w}x{h}\n{screen}");
+        assert!(screen.contains("you: "), "{w}x{h}\n{screen}");
+        assert!(
+            screen.contains("tokenizer"),
+            "the message folds to its end where there is room ({w}x{h})\n{screen}"
+        );
+    }
+}

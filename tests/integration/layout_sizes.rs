@@ -83,19 +83,22 @@ fn cut_without_a_mark(out: &str, known: &str) -> Option<String> {
         .iter()
         .rposition(|c| matches!(c, '│' | '┃'))
         .map_or(0, |i| i + 1);
-    let continued = lines
-        .get(row + 1)
-        .map(|next| {
-            let next: String = next.chars().skip(pane_start).collect();
-            format!("{rest} {}", trim(&next))
-        })
-        .unwrap_or_default();
     let fine = |shown: &str| {
         shown == known
             || shown
                 .strip_suffix('…')
                 .is_some_and(|s| known.starts_with(s.trim_end()))
     };
+    // A folded text goes on in the rows below it, in the same pane, until it is whole
+    // or marked: followed while what is read so far begins the text.
+    let mut continued = rest.clone();
+    for next in lines.iter().skip(row + 1).take(4) {
+        if fine(&continued) || continued.starts_with(&known) || !known.starts_with(&continued) {
+            break;
+        }
+        let next: String = next.chars().skip(pane_start).collect();
+        continued = format!("{continued} {}", trim(&next));
+    }
     (!fine(&rest) && !fine(&continued) && !continued.starts_with(&known))
         .then(|| format!("{rest:?} (then {continued:?}) for {known:?}"))
 }
@@ -352,4 +355,69 @@ fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
     );
     // task-04 is past its limit: never the one hidden.
     assert!(beats.iter().any(|r| r.starts_with("task-04")), "{screen}");
+}
+
+/// Of one pane on a drawn screen: whether it says rows are hidden ("↓ N more" on its
+/// border) and how many of its inner rows are empty.
+fn hidden_and_empty(buf: &ratatui::buffer::Buffer, r: ratatui::layout::Rect) -> (bool, u16) {
+    let row = |y: u16, from: u16, to: u16| -> String {
+        (from..to).map(|x| buf[(x, y)].symbol().to_owned()).collect()
+    };
+    if r.height < maestro::tui::layout::SUMMARY_BELOW {
+        return (false, 0);
+    }
+    let border = row(r.y, r.x, r.x + r.width) + &row(r.y + r.height - 1, r.x, r.x + r.width);
+    let hidden = border.contains("more") && border.contains('↓');
+    let empty = (r.y + 1..r.y + r.height - 1)
+        .filter(|y| row(*y, r.x + 1, r.x + r.width - 1).trim().is_empty())
+        .count() as u16;
+    (hidden, empty)
+}
+
+/// Room by need: at every size, with few and many Musicians, anomalies and messages, no
+/// pane says "↓ more" while a pane of the same stack (one it could trade rows with)
+/// leaves rows empty.
+#[test]
+fn no_pane_hides_rows_while_another_leaves_rows_empty() {
+    use maestro::tui::app::Pane;
+    for musicians in [2, 4, 12] {
+        for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60)] {
+            let snap = with_musicians(musicians);
+            let ui = busy_ui(&snap);
+            let buf = render(&snap, &ui, w, h);
+            let area = maestro::tui::panes::panes_area(ratatui::layout::Rect::new(0, 0, w, h), 0);
+            let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).unwrap();
+            // Panes that share a column, top to bottom: the whole stack when narrow;
+            // Tasks and the anomalies' band when wide (below them the Log sits beside
+            // a column of its own).
+            let stacks: Vec<Vec<Pane>> = if w >= 110 {
+                vec![
+                    vec![Pane::Tasks, Pane::Anomalies],
+                    vec![Pane::Heartbeats, Pane::Watchdog, Pane::Messages],
+                ]
+            } else {
+                vec![vec![Pane::Tasks, Pane::Anomalies, Pane::Log, Pane::Messages]]
+            };
+            for stack in stacks {
+                let seen: Vec<(Pane, bool, u16)> = stack
+                    .iter()
+                    .map(|p| {
+                        let (hidden, empty) = hidden_and_empty(&buf, rects.get(*p));
+                        (*p, hidden, empty)
+                    })
+                    .collect();
+                let hiding: Vec<Pane> = seen.iter().filter(|s| s.1).map(|s| s.0).collect();
+                let room: Vec<(Pane, u16)> = seen
+                    .iter()
+                    .filter(|s| s.2 > 0)
+                    .map(|s| (s.0, s.2))
+                    .collect();
+                assert!(
+                    hiding.is_empty() || room.is_empty(),
+                    "{musicians} Musicians at {w}x{h}: {hiding:?} hide rows while {room:?} leave rows empty\n{}",
+                    text(&buf)
+                );
+            }
+        }
+    }
 }

@@ -11,23 +11,32 @@ use crate::core::event::MessageRow;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{DrawCtx, more_marks, printable, read_in_full, window_start, wrap};
 
+/// Who wrote a message and its text, as a row shows them: a message the operator sent
+/// through maestro (its text starts with the store's mark) is "you", its text without
+/// the mark, so the mark never takes the room of what was said.
+pub fn author_and_text(m: &MessageRow) -> (String, &str) {
+    let text = m.message.as_deref().unwrap_or_default();
+    match text.strip_prefix(crate::core::store::OPERATOR_MARK) {
+        Some(rest) => ("you".to_owned(), rest),
+        None => (
+            printable(m.from_session.as_deref().unwrap_or("-")),
+            text,
+        ),
+    }
+}
+
 /// Columns one message's line needs whole (its first line of text).
 pub fn row_width(m: &MessageRow) -> usize {
     let field = |v: &Option<String>| printable(v.as_deref().unwrap_or("-")).chars().count();
-    let first = m
-        .message
-        .as_deref()
-        .unwrap_or_default()
-        .lines()
-        .next()
-        .unwrap_or_default();
+    let (from, text) = author_and_text(m);
+    let first = text.lines().next().unwrap_or_default();
     6.max(m.id.to_string().len() + 2)
         + 9
         + field(&m.task_id)
         + 1
         + field(&m.message_type)
         + 1
-        + field(&m.from_session)
+        + from.chars().count()
         + 2
         + printable(first).chars().count()
 }
@@ -66,10 +75,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .nth(ui.selected_message)
         .filter(|x| focused && row_width(x) > width)
         .map_or(1, |x| {
-            (1 + wrap(
-                &printable(x.message.as_deref().unwrap_or_default()),
-                width.saturating_sub(4),
-            )
+            (1 + wrap(&printable(author_and_text(x).1), width.saturating_sub(4))
             .len())
             .min(budget)
         });
@@ -85,15 +91,17 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .enumerate()
         .map(|(k, (i, m))| {
             let prefix = row_prefix(m, ctx);
-            let text = printable(m.message.as_deref().unwrap_or_default());
+            let text = printable(author_and_text(m).1);
             let cut = row_width(m) > width;
             let room = rows_n.saturating_sub(used + (count - k - 1)).max(1);
             // The selected one, when cut, is read in full below its line (Enter opens it).
             let lines = if focused && i == ui.selected_message && cut {
                 read_in_full(prefix, &text, width, budget.min(room))
             } else {
-                // Each cut row folds onto up to three spare lines, first come first served.
-                let fold = if cut { spare.min(3).min(room - 1) } else { 0 };
+                // Each cut row folds onto up to three spare lines, first come first
+                // served; the last row shown onto all that are left.
+                let share = if k + 1 == count { spare } else { spare.min(3) };
+                let fold = if cut { share.min(room - 1) } else { 0 };
                 // One indent for every folded message, the one the selected one reads at.
                 let lines =
                     crate::tui::panes::text::fold_under(prefix, &text, width, fold, Some(4));
@@ -157,10 +165,7 @@ fn row_prefix<'a>(m: &MessageRow, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
             format!("{} ", printable(m.message_type.as_deref().unwrap_or("-"))),
             type_style(m.message_type.as_deref(), ctx),
         ),
-        Span::styled(
-            format!("{}: ", printable(m.from_session.as_deref().unwrap_or("-"))),
-            ctx.theme.muted,
-        ),
+        Span::styled(format!("{}: ", author_and_text(m).0), ctx.theme.muted),
     ]
 }
 

@@ -88,10 +88,17 @@ pub fn fold_under<'a>(
             .chain([Span::raw(text.to_owned())])
             .collect::<Vec<_>>(),
     );
-    if whole.width() <= width || fold == 0 || indent + 8 > width {
+    // A prefix as wide as the row leaves nothing to fold under it: one row, cut.
+    if whole.width() <= width || fold == 0 || width < 12 || indent >= width {
         return vec![fit_line(whole, width)];
     }
-    let parts = wrap(text, width - indent);
+    // A prefix that leaves the text no room beside it: the text starts on the row below.
+    let beside = indent + 8 <= width;
+    let parts = if beside {
+        wrap(text, width - indent)
+    } else {
+        Vec::new()
+    };
     let mut first = parts.first().cloned().unwrap_or_default();
     // A first word longer than the room beside the prefix goes whole to the next row.
     let source = text.trim_start();
