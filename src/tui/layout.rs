@@ -334,9 +334,7 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
     let (h, rest) = share(main.height, &[tasks, band, Claim { min: 3, want: 3 }])?;
     let mut h = [h[0], h[1], h[2] + rest];
     // The bottom (the Log beside the column) needs what the taller of the two needs.
-    let column_need = need_of(c.heartbeat_rows.max(1))
-        + watchdog_height(c)
-        + need_of(c.messages);
+    let column_need = need_of(c.heartbeat_rows.max(1)) + watchdog_height(c) + need_of(c.messages);
     let bottom_need = need_of(c.log_rows).max(3).max(column_need);
     rebalance(&mut h, &[tasks_need(c), anomalies_need(c), bottom_need], 2);
     let rows = stack(main, &h);

@@ -465,3 +465,27 @@ fn an_operators_message_reads_as_yours_and_a_lone_message_folds() {
         );
     }
 }
+
+/// Words a user can read: the CTX mark names the Musician's own figure (and `?` says
+/// what it is), the Conductor's queue says who waits for whom.
+#[test]
+fn marks_and_queues_explain_themselves() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    let screen = text(&render(&snap, &ui, 120, 40));
+    assert!(screen.contains("2 wait for the Conductor"), "{screen}");
+    // Where the column is narrower than the mark, the mark is cut with `…`.
+    assert!(
+        screen.contains("68%…") || screen.contains("68%≠51"),
+        "{screen}"
+    );
+    let wide = text(&render(&snap, &ui, 200, 60));
+    assert!(wide.contains("68%≠51"), "{wide}");
+    assert!(!screen.contains("wait for it"), "{screen}");
+    ui.update(Action::Help, &snap);
+    let help = text(&render(&snap, &ui, 200, 60));
+    assert!(
+        help.contains("68%≠51 is the transcript's context"),
+        "{help}"
+    );
+}

@@ -432,7 +432,11 @@ fn the_guides_install_commands_work_on_a_fresh_home() {
             .env("HOME", home.path())
             .env(
                 "PATH",
-                format!("{}:{}", bin.path().display(), std::env::var("PATH").unwrap()),
+                format!(
+                    "{}:{}",
+                    bin.path().display(),
+                    std::env::var("PATH").unwrap()
+                ),
             )
             .output()
             .unwrap();

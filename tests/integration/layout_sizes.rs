@@ -361,7 +361,9 @@ fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
 /// border) and how many of its inner rows are empty.
 fn hidden_and_empty(buf: &ratatui::buffer::Buffer, r: ratatui::layout::Rect) -> (bool, u16) {
     let row = |y: u16, from: u16, to: u16| -> String {
-        (from..to).map(|x| buf[(x, y)].symbol().to_owned()).collect()
+        (from..to)
+            .map(|x| buf[(x, y)].symbol().to_owned())
+            .collect()
     };
     if r.height < maestro::tui::layout::SUMMARY_BELOW {
         return (false, 0);
@@ -380,12 +382,17 @@ fn hidden_and_empty(buf: &ratatui::buffer::Buffer, r: ratatui::layout::Rect) -> 
 #[test]
 fn no_pane_hides_rows_while_another_leaves_rows_empty() {
     use maestro::tui::app::Pane;
-    for musicians in [2, 4, 12] {
+    for (musicians, projects) in [(2, 1), (4, 1), (12, 1), (4, 2)] {
         for (w, h) in [(80, 24), (100, 30), (120, 40), (200, 60)] {
             let snap = with_musicians(musicians);
             let ui = busy_ui(&snap);
-            let buf = render(&snap, &ui, w, h);
-            let area = maestro::tui::panes::panes_area(ratatui::layout::Rect::new(0, 0, w, h), 0);
+            let tabs: Vec<maestro::tui::project_tab::ProjectTab> = (0..projects)
+                .map(|i| maestro::tui::project_tab::ProjectTab::of(&format!("p{i}"), &snap, 0))
+                .collect();
+            let tabs = if projects > 1 { tabs } else { Vec::new() };
+            let buf = crate::dashboard::render_projects(&snap, &ui, w, h, &tabs, 0);
+            let area =
+                maestro::tui::panes::panes_area(ratatui::layout::Rect::new(0, 0, w, h), tabs.len());
             let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).unwrap();
             // Panes that share a column, top to bottom: the whole stack when narrow;
             // Tasks and the anomalies' band when wide (below them the Log sits beside
@@ -396,7 +403,12 @@ fn no_pane_hides_rows_while_another_leaves_rows_empty() {
                     vec![Pane::Heartbeats, Pane::Watchdog, Pane::Messages],
                 ]
             } else {
-                vec![vec![Pane::Tasks, Pane::Anomalies, Pane::Log, Pane::Messages]]
+                vec![vec![
+                    Pane::Tasks,
+                    Pane::Anomalies,
+                    Pane::Log,
+                    Pane::Messages,
+                ]]
             };
             for stack in stacks {
                 let seen: Vec<(Pane, bool, u16)> = stack

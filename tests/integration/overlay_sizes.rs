@@ -10,6 +10,7 @@ use maestro::tui::action::Action;
 use maestro::tui::app::{Pane, UiState};
 
 use crate::dashboard::{busy_snapshot, busy_ui, happening, message, render, text};
+
 use crate::dashboard_text::{check_covered, check_screen};
 
 const SIZES: [(u16, u16); 3] = [(80, 24), (120, 40), (200, 60)];
@@ -33,6 +34,26 @@ fn said() -> String {
 /// The busy dashboard with one overlay open, by name.
 fn with_overlay(name: &str) -> (Snapshot, UiState) {
     let mut snap = busy_snapshot();
+    snap.pipelines = vec![maestro::core::snapshot::PipelineView {
+        name: "build-fix".into(),
+        steps: 3,
+        status: "running".into(),
+        iteration: 4,
+        step: Some(1),
+        outcome: Some(format!("exit 101 {}", WORDS[0])),
+        history: vec![maestro::core::event::StepRecord {
+            pipeline: "build-fix".into(),
+            run_started: "2026-11-22T10:00:00Z".into(),
+            iteration: 4,
+            step: 0,
+            step_type: "command".into(),
+            started: "2026-11-22T10:04:12.250Z".into(),
+            duration_ms: 8210,
+            outcome: "exit 101".into(),
+            excerpt: said(),
+        }],
+        trusted: true,
+    }];
     if name == "session" {
         let t5 = snap.tasks.iter_mut().find(|t| t.id() == "task-05").unwrap();
         std::sync::Arc::make_mut(t5).sessions = vec![crate::dashboard::session(
@@ -98,15 +119,52 @@ fn with_overlay(name: &str) -> (Snapshot, UiState) {
             ui.compose.as_mut().unwrap().insert_str(said());
             effects
         }
+        "pipelines" => {
+            ui.update(Action::Sentinels, &snap);
+            Vec::new()
+        }
+        "step_editor" => {
+            ui.open_editor(
+                "build-fix".into(),
+                &format!("[{{\"type\": \"command\", \"run\": \"echo {}\"}}]", said()),
+            );
+            Vec::new()
+        }
+        "picker" => {
+            ui.overlay = Some(maestro::tui::app::Overlay::Projects(1));
+            Vec::new()
+        }
         other => panic!("no overlay {other}"),
     };
     assert!(ui.overlay.is_some(), "{name} opened");
     (snap, ui)
 }
 
-const OVERLAYS: [&str; 7] = [
-    "help", "session", "headroom", "message", "log_line", "confirm", "editor",
+const OVERLAYS: [&str; 10] = [
+    "help",
+    "session",
+    "headroom",
+    "message",
+    "log_line",
+    "confirm",
+    "editor",
+    "pipelines",
+    "step_editor",
+    "picker",
 ];
+
+/// The projects a picker lists (it is drawn only with several).
+fn tabs(snap: &Snapshot, ui: &UiState) -> Vec<maestro::tui::project_tab::ProjectTab> {
+    vec![
+        maestro::tui::project_tab::ProjectTab::of("parser-rewrite", snap, ui.unread_anomalies()),
+        maestro::tui::project_tab::ProjectTab::of(
+            &format!("api-{}", WORDS[1]),
+            &Snapshot::default(),
+            2,
+        ),
+        maestro::tui::project_tab::ProjectTab::of("billing", &Snapshot::default(), 0),
+    ]
+}
 
 #[test]
 fn every_overlay_at_80x24_120x40_and_200x60_cuts_nothing_silently() {
@@ -114,11 +172,22 @@ fn every_overlay_at_80x24_120x40_and_200x60_cuts_nothing_silently() {
     for name in OVERLAYS {
         for (w, h) in SIZES {
             let (snap, ui) = with_overlay(name);
-            let screen = text(&render(&snap, &ui, w, h));
+            let projects = if name == "picker" {
+                tabs(&snap, &ui)
+            } else {
+                Vec::new()
+            };
+            let draw = |ui: &UiState| {
+                text(&crate::dashboard::render_projects(
+                    &snap, ui, w, h, &projects, 0,
+                ))
+            };
+            let screen = draw(&ui);
             let mut base_ui = ui.clone();
             base_ui.overlay = None;
             base_ui.compose = None;
-            let base = text(&render(&snap, &base_ui, w, h));
+            base_ui.editor = None;
+            let base = draw(&base_ui);
             assert_eq!(
                 check_screen(&base, &words),
                 Ok(()),

@@ -72,6 +72,12 @@ impl DrawCtx<'_> {
             ))
     }
 
+    /// [`Self::block`] whose title is cut with `…` to fit a box `width` wide (ratatui
+    /// would cut it silently at the border).
+    pub fn block_within(&self, pane: Pane, title: &str, width: u16) -> Block<'static> {
+        self.block(pane, &fit(title, usize::from(width.saturating_sub(4))))
+    }
+
     /// Seconds since a moment, never negative.
     pub fn age(&self, at: OffsetDateTime) -> Duration {
         (self.now - at).try_into().unwrap_or_default()

@@ -18,10 +18,7 @@ pub fn author_and_text(m: &MessageRow) -> (String, &str) {
     let text = m.message.as_deref().unwrap_or_default();
     match text.strip_prefix(crate::core::store::OPERATOR_MARK) {
         Some(rest) => ("you".to_owned(), rest),
-        None => (
-            printable(m.from_session.as_deref().unwrap_or("-")),
-            text,
-        ),
+        None => (printable(m.from_session.as_deref().unwrap_or("-")), text),
     }
 }
 
@@ -75,9 +72,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .nth(ui.selected_message)
         .filter(|x| focused && row_width(x) > width)
         .map_or(1, |x| {
-            (1 + wrap(&printable(author_and_text(x).1), width.saturating_sub(4))
-            .len())
-            .min(budget)
+            (1 + wrap(&printable(author_and_text(x).1), width.saturating_sub(4)).len()).min(budget)
         });
     let mut spare = usize::from(rows)
         .saturating_sub(shown.len())

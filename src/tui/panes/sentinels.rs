@@ -15,7 +15,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let popup = centered(area, 100, area.height.saturating_sub(6).min(20));
     clear(frame, popup);
     let keys = |a| ctx.keymap.keys_in(Mode::Pipelines, a);
-    let block = ctx.block(
+    let block = ctx.block_within(
         Pane::Tasks,
         &format!(
             "Pipelines · {} start · {} stop · {} pause/resume · {} edit steps · {} trust · {} close",
@@ -26,6 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             keys(Action::PipelineTrust),
             keys(Action::Close)
         ),
+        popup.width,
     );
     let inner = block.inner(popup);
     frame.render_widget(block, popup);
@@ -52,7 +53,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(1),
     ])
     .areas(inner);
-    let rows = pipelines.iter().map(|p| pipeline_row(p, ctx));
+    // The last column has what the others leave (its text cut to it, marked).
+    let outcome_width = usize::from(table_area.width.saturating_sub(24 + 10 + 5 + 9 + 4 + 5));
+    let rows = pipelines
+        .iter()
+        .map(|p| pipeline_row(p, ctx, outcome_width));
     let table = Table::new(
         rows,
         [
@@ -79,10 +84,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
     frame.render_stateful_widget(table, table_area, &mut state);
     if let Some(p) = selected.filter(|_| history_rows > 0) {
-        frame.render_widget(
-            Paragraph::new(history_lines(p, history_rows, ctx)),
-            history_area,
-        );
+        let width = usize::from(history_area.width);
+        let lines: Vec<Line> = history_lines(p, history_rows, ctx)
+            .into_iter()
+            .map(|l| crate::tui::panes::text::fit_line(l, width))
+            .collect();
+        frame.render_widget(Paragraph::new(lines), history_area);
     }
     if let Some(n) = &ctx.ui.note {
         frame.render_widget(
@@ -94,7 +101,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
 
 /// One pipeline's row: its name, status (untrusted until trusted), steps, iteration,
 /// step and last outcome.
-fn pipeline_row<'a>(p: &crate::core::snapshot::PipelineView, ctx: &DrawCtx<'a>) -> Row<'a> {
+fn pipeline_row<'a>(
+    p: &crate::core::snapshot::PipelineView,
+    ctx: &DrawCtx<'a>,
+    outcome_width: usize,
+) -> Row<'a> {
     let style = match p.status.as_str() {
         "running" => ctx.theme.ok,
         "paused" => ctx.theme.warn,
@@ -118,7 +129,10 @@ fn pipeline_row<'a>(p: &crate::core::snapshot::PipelineView, ctx: &DrawCtx<'a>) 
             "—".into()
         }),
         Line::from(p.step.map_or_else(|| "—".into(), |s| s.to_string())),
-        Line::from(printable(p.outcome.as_deref().unwrap_or("—"))),
+        Line::from(fit(
+            &printable(p.outcome.as_deref().unwrap_or("—")),
+            outcome_width.max(1),
+        )),
     ])
 }
 

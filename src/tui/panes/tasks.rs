@@ -481,10 +481,19 @@ fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
         .iter()
         .filter_map(|t| t.waiting_since.map(|since| (since, t.id())))
         .min()
-        .map(|(since, id)| format!(" ({} longest, {})", printable(id), short_age(ctx.age(since))))
+        .map(|(since, id)| {
+            format!(
+                " ({} longest, {})",
+                printable(id),
+                short_age(ctx.age(since))
+            )
+        })
         .unwrap_or_default();
     let verb = if waiting.len() == 1 { "waits" } else { "wait" };
-    Some(format!(" · {} {verb} for the Conductor{longest}", waiting.len()))
+    Some(format!(
+        " · {} {verb} for the Conductor{longest}",
+        waiting.len()
+    ))
 }
 
 /// "waiting for the Conductor 12m05s" for a Musician in a state that waits on it (the
