@@ -157,10 +157,7 @@ fn share(total: u16, claims: &[Claim]) -> Option<(Vec<u16>, u16)> {
 /// spare to the first in order that lacks one. A pane left two rows high (no room for
 /// a bordered row) gives the second to the first that still lacks rows, or to `sink`.
 fn rebalance(heights: &mut [u16], needs: &[u16], sink: usize) {
-    loop {
-        let Some(short) = (0..heights.len()).find(|i| heights[*i] < needs[*i]) else {
-            break;
-        };
+    while let Some(short) = (0..heights.len()).find(|i| heights[*i] < needs[*i]) {
         let spare = (0..heights.len())
             .filter(|j| heights[*j] > needs[*j])
             .max_by_key(|j| heights[*j] - needs[*j]);

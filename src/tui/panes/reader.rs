@@ -133,11 +133,13 @@ fn words(line: &Line<'_>) -> Vec<(String, Style)> {
         let text = span.content.as_ref();
         for (i, word) in text.split(' ').enumerate() {
             // A span that continues a word of the one before (no space between).
-            if i == 0 && glued && !word.is_empty() {
-                if let Some(last) = out.last_mut() {
-                    last.0.push_str(word);
-                    continue;
-                }
+            if i == 0
+                && glued
+                && !word.is_empty()
+                && let Some(last) = out.last_mut()
+            {
+                last.0.push_str(word);
+                continue;
             }
             if !word.is_empty() {
                 out.push((word.to_owned(), style));
