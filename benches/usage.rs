@@ -6,8 +6,11 @@
 //! and cent for cent; the speeds are printed side by side, each the median of several
 //! runs after one to warm up (`MAESTRO_RUNS`, `CCUSAGE_RUNS`).
 //!
-//! `cargo bench --bench usage` (`USAGE_BENCH_MB=50` for a smaller corpus,
-//! `USAGE_BENCH_KEEP=1` to keep it for a profiler). ccusage is
+//! Two shapes of corpus, each compared: many sessions (20 of about 10 MB) and a few
+//! long ones (8 of about 30 MB, a user with a few long sessions), subagents beside each.
+//!
+//! `cargo bench --bench usage` (`USAGE_BENCH_MB=50` for smaller corpora,
+//! `USAGE_BENCH_KEEP=1` to keep the first for a profiler). ccusage is
 //! found through `MAESTRO_TEST_CCUSAGE` or the test tools' cache (`.ci/run` installs it);
 //! without it only maestro is timed.
 #![allow(clippy::unwrap_used)]
@@ -19,7 +22,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-const TASKS: usize = 20;
 const AGENTS_PER_SESSION: usize = 3;
 
 fn main() {
@@ -27,17 +29,27 @@ fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    // Many small sessions, then a few large ones (8 × 30 MB at the default size).
+    for (sessions, mb) in [(20, mb), (8, mb * 6 / 5)] {
+        println!("== {sessions} sessions ==");
+        compare(sessions, mb);
+    }
+}
+
+/// One corpus of `sessions` sessions and `mb` MB: maestro timed, then ccusage, totals
+/// held equal.
+fn compare(sessions: usize, mb: u64) {
     let dir = tempfile::tempdir().unwrap();
     let root = std::fs::canonicalize(dir.path()).unwrap();
     std::fs::create_dir(root.join("temp")).unwrap();
     support::init(&root);
     let home = tempfile::tempdir().unwrap();
-    let corpus = Corpus::write(&root, home.path(), mb * 1_000_000);
+    let corpus = Corpus::write(&root, home.path(), mb * 1_000_000, sessions);
     println!(
-        "corpus: {:.0} MB in {} files ({TASKS} sessions, {} subagents), {} responses",
+        "corpus: {:.0} MB in {} files ({sessions} sessions, {} subagents), {} responses",
         corpus.bytes as f64 / 1e6,
         corpus.files,
-        TASKS * AGENTS_PER_SESSION,
+        sessions * AGENTS_PER_SESSION,
         corpus.responses
     );
 
@@ -54,7 +66,7 @@ fn main() {
     let mine = corpus.bytes as f64 / 1e6 / secs.median;
     println!("maestro usage: {secs}, median {mine:.0} MB/s");
 
-    live_source_at_start(&root, home.path(), corpus.bytes);
+    live_source_at_start(&root, home.path(), corpus.bytes, sessions);
     if std::env::var_os("USAGE_BENCH_KEEP").is_some() {
         println!(
             "kept for profiling: HOME={} maestro usage --project {}",
@@ -98,7 +110,7 @@ fn main() {
 
 /// The dashboard's session source on the same corpus: from start to every task's
 /// session `found` with its figures (process start included).
-fn live_source_at_start(root: &Path, home: &Path, bytes: u64) {
+fn live_source_at_start(root: &Path, home: &Path, bytes: u64, sessions: usize) {
     let mut cmd = Command::new(support::exe());
     cmd.env("HOME", home)
         .env_remove("CLAUDE_CONFIG_DIR")
@@ -108,7 +120,7 @@ fn live_source_at_start(root: &Path, home: &Path, bytes: u64) {
     let (mut child, lines) = support::spawn_stamped(cmd);
     let mut found = 0;
     let mut last = start;
-    while found < TASKS {
+    while found < sessions {
         let (at, l) = lines
             .recv_timeout(std::time::Duration::from_secs(60))
             .unwrap();
@@ -121,7 +133,7 @@ fn live_source_at_start(root: &Path, home: &Path, bytes: u64) {
     let _ = child.wait();
     let secs = (last - start).as_secs_f64();
     println!(
-        "live session source at start: all {TASKS} sessions found with their figures after {secs:.3} s, {:.0} MB/s",
+        "live session source at start: all {sessions} sessions found with their figures after {secs:.3} s, {:.0} MB/s",
         bytes as f64 / 1e6 / secs
     );
 }
@@ -207,7 +219,7 @@ fn file_text(n: usize, len: usize) -> String {
 }
 
 impl Corpus {
-    fn write(root: &Path, home: &Path, bytes: u64) -> Self {
+    fn write(root: &Path, home: &Path, bytes: u64, sessions: usize) -> Self {
         let folder = home.join(".claude/projects/-bench");
         std::fs::create_dir_all(&folder).unwrap();
         let conn = rusqlite::Connection::open(root.join("comms.db")).unwrap();
@@ -218,10 +230,10 @@ impl Corpus {
             tokens: 0,
         };
         // Each session gets its share; a subagent a tenth of its parent's.
-        let per_session = bytes / TASKS as u64;
+        let per_session = bytes / sessions as u64;
         let per_agent = per_session / 10;
         let per_main = per_session - per_agent * AGENTS_PER_SESSION as u64;
-        for t in 1..=TASKS {
+        for t in 1..=sessions {
             let task = format!("task-{t:02}");
             conn.execute(
                 "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'working', datetime('now'))",
