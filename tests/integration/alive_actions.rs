@@ -263,3 +263,37 @@ fn a_recovery_whose_window_runs_no_session_is_not_a_success() {
     assert_eq!(done["status"], "failed", "{done}");
     assert!(done["pid"].is_null(), "{done}");
 }
+
+/// A terminal that hands the command to an instance already running (the session is
+/// not a process below the window): the new session's `SessionStart` hook says it runs.
+#[test]
+fn a_session_started_outside_the_window_is_seen_by_its_start_hook() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    // The command runs detached (not a child of the stub), as a single-instance
+    // terminal runs it; the window itself stays up.
+    std::fs::write(
+        bin.path().join("kitty"),
+        format!(
+            "#!/bin/sh\n{}",
+            crate::common::RUN_AFTER_DASHES.replace("\"$@\"\n", "( \"$@\" & )\nexec sleep 30\n")
+        ),
+    )
+    .unwrap();
+    let claude = bin.path().join("claude");
+    std::fs::write(
+        &claude,
+        format!(
+            "#!/bin/sh\nprintf '%s' '{{\"session_id\":\"s-new\",\"hook_event_name\":\"SessionStart\",\"cwd\":\"{}\"}}' | {} hook --project {}\nexec sleep 30\n",
+            root.display(),
+            env!("CARGO_BIN_EXE_maestro"),
+            root.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert_eq!(row(&s).0, "fix_proposed");
+}

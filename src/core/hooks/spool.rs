@@ -64,6 +64,15 @@ pub struct SpoolReader {
 }
 
 impl SpoolReader {
+    /// A reader of what is appended from now on (what the spool holds is skipped).
+    pub fn at_end(path: PathBuf) -> Self {
+        let offset = std::fs::metadata(&path).map_or(0, |m| m.len());
+        Self {
+            offset,
+            ..Self::new(path)
+        }
+    }
+
     pub fn new(path: PathBuf) -> Self {
         Self {
             path,

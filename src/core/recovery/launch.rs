@@ -166,7 +166,8 @@ impl Launcher {
     }
 
     /// Starts a Claude window and returns its process once the session runs in it: a
-    /// process of [`Self::session_program`] below the window, still running
+    /// process of [`Self::session_program`] below the window, or the new session's
+    /// `SessionStart` hook in the project (whichever comes first), still running
     /// [`ALIVE_AFTER`] after the start. A window that exits first (no display, a bad
     /// option: its own last error line is quoted), runs nothing within
     /// [`SESSION_WAIT`], or whose session ends at once, is an error; a window still up
@@ -198,6 +199,7 @@ impl Launcher {
         let recorded = ProcessId::observe(pid);
         let started = tokio::time::Instant::now();
         let mut session: Option<ProcessId> = None;
+        let mut hook = StartHook::watch(&self.project);
         let failure = loop {
             tokio::select! {
                 status = child.wait() => {
@@ -212,7 +214,8 @@ impl Launcher {
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
             if session.is_none() {
-                session = program_below(pid, wanted);
+                session = program_below(pid, wanted)
+                    .or_else(|| hook.as_mut().and_then(StartHook::session));
             }
             if let Some(s) = session {
                 if !s.is_same_alive() {
@@ -256,6 +259,41 @@ impl Launcher {
             let _ = child.wait().await;
         });
         Ok(recorded)
+    }
+}
+
+/// The new session's `SessionStart` hook in the project's spool (maestro's hooks
+/// installed): evidence of a session whose process is not below the window (a terminal
+/// that hands its windows to an instance already running).
+struct StartHook {
+    reader: crate::core::hooks::spool::SpoolReader,
+    project: PathBuf,
+    since_ms: i64,
+}
+
+impl StartHook {
+    fn watch(project: &Path) -> Option<Self> {
+        let key = crate::core::paths::ProjectKey::of(project);
+        let path = crate::core::hooks::spool::spool_path(&key)?;
+        Some(Self {
+            reader: crate::core::hooks::spool::SpoolReader::at_end(path),
+            project: project.to_path_buf(),
+            since_ms: (time::OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000) as i64,
+        })
+    }
+
+    /// The `claude` process of a session that started in the project since the launch.
+    fn session(&mut self) -> Option<ProcessId> {
+        self.reader
+            .read_new()
+            .into_iter()
+            .filter(|e| e.event == "SessionStart" && e.at_ms >= self.since_ms)
+            .filter(|e| {
+                e.cwd
+                    .as_deref()
+                    .is_some_and(|c| Path::new(c).starts_with(&self.project))
+            })
+            .find_map(|e| e.claude_pid.map(ProcessId::observe))
     }
 }
 
