@@ -390,3 +390,20 @@ fn the_core_never_imports_the_settings() {
         .collect();
     assert!(back.is_empty(), "core modules importing settings: {back:?}");
 }
+
+/// The core draws nothing: no file under `src/core` names the terminal libraries, so a
+/// headless maestro, `serve` and the hooks never depend on how a screen is drawn.
+#[test]
+fn the_core_imports_neither_ratatui_nor_crossterm() {
+    let mut files = Vec::new();
+    rust_files(&src().join("core"), &mut files);
+    let drawn: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            text.contains("ratatui::") || text.contains("crossterm::")
+        })
+        .map(|f| f.display().to_string())
+        .collect();
+    assert!(drawn.is_empty(), "core modules importing a terminal library: {drawn:?}");
+}
