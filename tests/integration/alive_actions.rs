@@ -10,13 +10,11 @@ use crate::common::{Scratch, event, maestro};
 
 /// A kitty that cannot open a window, as kitty says it without a display.
 fn dying_kitty(dir: &std::path::Path) {
-    let kitty = dir.join("kitty");
-    std::fs::write(
-        &kitty,
-        "#!/bin/sh\necho 'X11: The DISPLAY environment variable is missing' >&2\nexit 1\n",
-    )
-    .unwrap();
-    std::fs::set_permissions(&kitty, std::fs::Permissions::from_mode(0o755)).unwrap();
+    stub(
+        dir,
+        "kitty",
+        "echo 'X11: The DISPLAY environment variable is missing' >&2\nexit 1\n",
+    );
 }
 
 /// The task's state and worker, and how many messages the database holds.
@@ -121,73 +119,59 @@ fn assert_nothing_changed(s: &Scratch, before: &(Row, Messages)) {
     );
 }
 
+/// Writes an executable stub `name` in `bin` with this body (after its `#!/bin/sh`).
+fn stub(bin: &std::path::Path, name: &str, body: &str) {
+    let path = bin.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// A relaunch with these stubs in place that must fail: exit 1, and the row, the
+/// messages and the PID file as they were. Its stderr.
+fn failed_relaunch(s: &Scratch, bin: &std::path::Path) -> String {
+    let before = (row(s), messages(s));
+    let out = relaunch(s, bin, Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_nothing_changed(s, &before);
+    err
+}
+
 #[test]
 fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
     let (s, bin) = working_task_and_a_dying_kitty();
-    let before = (row(&s), messages(&s));
-    let out = relaunch(&s, bin.path(), Some(":99"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = failed_relaunch(&s, bin.path());
     assert!(err.contains("before claude ran in it"), "{err}");
     assert!(err.contains("X11: The DISPLAY"), "kitty's own words: {err}");
-    assert_nothing_changed(&s, &before);
 }
 
 /// A kitty that lives 2 s and opens nothing (it never runs the command): no relaunch.
 #[test]
 fn a_window_that_lives_two_seconds_and_runs_nothing_is_no_relaunch() {
     let (s, bin) = working_task_and_a_dying_kitty();
-    let kitty = bin.path().join("kitty");
-    std::fs::write(
-        &kitty,
-        "#!/bin/sh
-sleep 2
-echo 'GLFW initialization failed' >&2
-exit 1
-",
-    )
-    .unwrap();
+    stub(
+        bin.path(),
+        "kitty",
+        "sleep 2\necho 'GLFW initialization failed' >&2\nexit 1\n",
+    );
     crate::common::stub_claude(bin.path(), 30);
-    let before = (row(&s), messages(&s));
-    let out = relaunch(&s, bin.path(), Some(":99"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    let err = failed_relaunch(&s, bin.path());
     assert!(err.contains("before claude ran in it"), "{err}");
     assert!(err.contains("GLFW initialization failed"), "{err}");
-    assert_nothing_changed(&s, &before);
 }
 
 /// A kitty whose session ends at once (claude runs, then exits): no relaunch either.
 #[test]
 fn a_window_whose_session_ends_at_once_is_no_relaunch() {
     let (s, bin) = working_task_and_a_dying_kitty();
-    let kitty = bin.path().join("kitty");
-    std::fs::write(
-        &kitty,
-        format!(
-            "#!/bin/sh
-{}sleep 5
-",
-            crate::common::RUN_AFTER_DASHES
-        ),
-    )
-    .unwrap();
-    let claude = bin.path().join("claude");
-    std::fs::write(
-        &claude,
-        "#!/bin/sh
-sleep 0.3
-exit 1
-",
-    )
-    .unwrap();
-    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let before = (row(&s), messages(&s));
-    let out = relaunch(&s, bin.path(), Some(":99"));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{err}");
+    stub(
+        bin.path(),
+        "kitty",
+        &format!("{}sleep 5\n", crate::common::RUN_AFTER_DASHES),
+    );
+    stub(bin.path(), "claude", "sleep 0.3\nexit 1\n");
+    let err = failed_relaunch(&s, bin.path());
     assert!(err.contains("ended at once"), "{err}");
-    assert_nothing_changed(&s, &before);
 }
 
 /// A kitty that runs the command as its child: a relaunch, the live window's PID
@@ -195,16 +179,7 @@ exit 1
 #[test]
 fn a_window_that_runs_the_session_is_a_relaunch_with_its_live_pid() {
     let (s, bin) = working_task_and_a_dying_kitty();
-    let kitty = bin.path().join("kitty");
-    std::fs::write(
-        &kitty,
-        format!(
-            "#!/bin/sh
-{}",
-            crate::common::RUN_AFTER_DASHES
-        ),
-    )
-    .unwrap();
+    stub(bin.path(), "kitty", crate::common::RUN_AFTER_DASHES);
     crate::common::stub_claude(bin.path(), 30);
     let t0 = std::time::Instant::now();
     let out = relaunch(&s, bin.path(), Some(":99"));
@@ -272,26 +247,21 @@ fn a_session_started_outside_the_window_is_seen_by_its_start_hook() {
     let root = std::fs::canonicalize(s.root()).unwrap();
     // The command runs detached (not a child of the stub), as a single-instance
     // terminal runs it; the window itself stays up.
-    std::fs::write(
-        bin.path().join("kitty"),
-        format!(
-            "#!/bin/sh\n{}",
-            crate::common::RUN_AFTER_DASHES.replace("\"$@\"\n", "( \"$@\" & )\nexec sleep 30\n")
-        ),
-    )
-    .unwrap();
-    let claude = bin.path().join("claude");
-    std::fs::write(
-        &claude,
-        format!(
-            "#!/bin/sh\nprintf '%s' '{{\"session_id\":\"s-new\",\"hook_event_name\":\"SessionStart\",\"cwd\":\"{}\"}}' | {} hook --project {}\nexec sleep 30\n",
+    stub(
+        bin.path(),
+        "kitty",
+        &crate::common::RUN_AFTER_DASHES.replace("\"$@\"\n", "( \"$@\" & )\nexec sleep 30\n"),
+    );
+    stub(
+        bin.path(),
+        "claude",
+        &format!(
+            "printf '%s' '{{\"session_id\":\"s-new\",\"hook_event_name\":\"SessionStart\",\"cwd\":\"{}\"}}' | {} hook --project {}\nexec sleep 30\n",
             root.display(),
             env!("CARGO_BIN_EXE_maestro"),
             root.display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(&claude, std::fs::Permissions::from_mode(0o755)).unwrap();
+    );
     let out = relaunch(&s, bin.path(), Some(":99"));
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");

@@ -506,13 +506,7 @@ fn launch_says_when_no_window_opened() {
     );
     // A terminal that lives on but runs nothing: no window claimed either, and it is
     // ended (maestro started it).
-    std::fs::write(
-        &kitty,
-        "#!/bin/sh
-exec sleep 60
-",
-    )
-    .unwrap();
+    std::fs::write(&kitty, "#!/bin/sh\nexec sleep 60\n").unwrap();
     let out = launch(Some(":99"));
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);

@@ -393,15 +393,7 @@ pub const RUN_AFTER_DASHES: &str =
 pub fn stub_claude(dir: &Path, seconds: u32) {
     use std::os::unix::fs::PermissionsExt;
     let path = dir.join("claude");
-    std::fs::write(
-        &path,
-        format!(
-            "#!/bin/sh
-sleep {seconds}
-"
-        ),
-    )
-    .unwrap();
+    std::fs::write(&path, format!("#!/bin/sh\nsleep {seconds}\n")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
 }
 

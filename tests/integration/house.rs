@@ -405,5 +405,8 @@ fn the_core_imports_neither_ratatui_nor_crossterm() {
         })
         .map(|f| f.display().to_string())
         .collect();
-    assert!(drawn.is_empty(), "core modules importing a terminal library: {drawn:?}");
+    assert!(
+        drawn.is_empty(),
+        "core modules importing a terminal library: {drawn:?}"
+    );
 }
