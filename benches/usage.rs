@@ -67,7 +67,9 @@ fn compare(sessions: usize, mb: u64) {
     println!("maestro usage: {secs}, median {mine:.0} MB/s");
 
     live_source_at_start(&root, home.path(), corpus.bytes, sessions);
-    if std::env::var_os("USAGE_BENCH_KEEP").is_some() {
+    // `USAGE_BENCH_KEEP=1` keeps the first corpus, `=8` the one of 8 sessions.
+    let keep = std::env::var("USAGE_BENCH_KEEP").ok();
+    if keep.as_deref() == Some("1") || keep.as_deref() == Some(&sessions.to_string()) {
         println!(
             "kept for profiling: HOME={} maestro usage --project {}",
             home.path().display(),
@@ -75,7 +77,7 @@ fn compare(sessions: usize, mb: u64) {
         );
         std::mem::forget(home);
         std::mem::forget(dir);
-        return;
+        std::process::exit(0);
     }
     let Some(ccusage) = ccusage() else {
         println!("ccusage not found (MAESTRO_TEST_CCUSAGE or `bash .ci/run`): not compared");
