@@ -352,21 +352,10 @@ fn transcript_task(transcript: &Path) -> Option<TaskId> {
     task_of_prompt(&prompt)
 }
 
-/// `/musician task-03 …` → task-03; `/conductor …` → task-00; `/souffleur …` → souffleur.
+/// `/musician task-03 …` → task-03; `/conductor …` → task-00; `/souffleur …` → souffleur
+/// (as `maestro usage` ties a session: [`crate::core::sessions::find::task_by_command`]).
 pub fn task_of_prompt(prompt: &str) -> Option<TaskId> {
-    static MUSICIAN: std::sync::LazyLock<regex::Regex> = std::sync::LazyLock::new(|| {
-        regex::Regex::new(r"(?s)/musician\b.{0,80}?\b(task-\d{2,4})\b").expect("static regex")
-    });
-    if let Some(c) = MUSICIAN.captures(prompt) {
-        return TaskId::parse(&c[1]);
-    }
-    if prompt.contains("/conductor") {
-        return TaskId::parse(crate::core::domain::CONDUCTOR_ID);
-    }
-    prompt
-        .contains("/souffleur")
-        .then(|| TaskId::parse(crate::core::domain::SOUFFLEUR_ID))
-        .flatten()
+    TaskId::parse(&crate::core::sessions::find::task_by_command(prompt)?)
 }
 
 #[cfg(test)]

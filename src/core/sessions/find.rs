@@ -159,11 +159,13 @@ pub fn is_jsonl(path: &Path) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case("jsonl"))
 }
 
+/// A task id as a prompt writes it.
+static TASK_WORD: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"task-\d+(?:-fix|-S\d+)?").expect("static regex"));
+
 /// Whether a prompt names the task as a word (`task-03` is not named by `task-03-fix`).
 pub fn names_task(prompt: &str, task: &str) -> bool {
-    static WORD: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"task-\d+(?:-fix|-S\d+)?").expect("static regex"));
-    WORD.find_iter(prompt).any(|m| {
+    TASK_WORD.find_iter(prompt).any(|m| {
         let end = prompt[m.end()..].chars().next();
         m.as_str() == task && !end.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_')
     })
@@ -174,23 +176,29 @@ pub fn names_task(prompt: &str, task: &str) -> bool {
 /// `/souffleur`; a prompt with none of those (a relaunch's own words) is the first task
 /// it names. Tasks it merely mentions beside (a message from task-00) are not its own.
 pub fn launch_task(prompt: &str) -> Option<String> {
+    task_by_command(prompt).or_else(|| {
+        TASK_WORD
+            .find_iter(prompt)
+            .find(|m| names_task(prompt, m.as_str()))
+            .map(|m| m.as_str().to_owned())
+    })
+}
+
+/// The task a prompt's launch command names: `/musician task-NN` (also as Claude Code
+/// expands a slash command), `/conductor` (task-00), `/souffleur`; none for other words.
+pub fn task_by_command(prompt: &str) -> Option<String> {
     static MUSICIAN: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(?s)/musician\b.{0,80}?\b(task-\d+(?:-fix|-S\d+)?)\b").expect("static regex")
     });
-    static WORD: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"task-\d+(?:-fix|-S\d+)?").expect("static regex"));
     if let Some(c) = MUSICIAN.captures(prompt) {
         return Some(c[1].to_owned());
     }
     if prompt.contains("/conductor") {
         return Some(crate::core::domain::CONDUCTOR_ID.to_owned());
     }
-    if prompt.contains("/souffleur") {
-        return Some(crate::core::domain::SOUFFLEUR_ID.to_owned());
-    }
-    WORD.find_iter(prompt)
-        .find(|m| names_task(prompt, m.as_str()))
-        .map(|m| m.as_str().to_owned())
+    prompt
+        .contains("/souffleur")
+        .then(|| crate::core::domain::SOUFFLEUR_ID.to_owned())
 }
 
 /// A task as the database knows it.
