@@ -69,15 +69,22 @@ impl Ledger {
         safe_fs::read_regular(path, MAX_READ).unwrap_or_default()
     }
 
-    fn append(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    /// The session's folder, made owner-only when it is new (a new session's first
+    /// entry forgets the week-old ones).
+    fn make_dir(&self) -> std::io::Result<()> {
         use std::os::unix::fs::DirBuilderExt;
-        if !self.dir.is_dir() {
-            self.forget_old_sessions();
+        if self.dir.is_dir() {
+            return Ok(());
         }
+        self.forget_old_sessions();
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
-            .create(&self.dir)?;
+            .create(&self.dir)
+    }
+
+    fn append(&self, path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+        self.make_dir()?;
         let written = (&safe_fs::open_append(path, 0o600)?).write(bytes)?;
         if written < bytes.len() {
             return Err(std::io::Error::new(
@@ -137,8 +144,9 @@ impl Ledger {
     /// Marks the subagent stopped: every later call of it gets `reason`.
     pub fn stop(&self, agent: &str, reason: &str) {
         if let Some(p) = self.file("stopped", agent) {
-            let _ = std::fs::create_dir_all(&self.dir);
-            let _ = safe_fs::write_atomic(&p, reason.as_bytes(), 0o600);
+            if self.make_dir().is_ok() {
+                let _ = safe_fs::write_atomic(&p, reason.as_bytes(), 0o600);
+            }
         }
     }
 
