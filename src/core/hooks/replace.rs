@@ -166,6 +166,18 @@ pub fn stop_in_loop(
     })
 }
 
+/// The reason a prompt caught polling is refused at its next launch in that session.
+pub fn caught_reason(command: Option<&str>) -> String {
+    match command {
+        Some(c) => format!(
+            "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM. Run `{c}` with Bash (run_in_background: true) instead. {SWITCH_OFF}"
+        ),
+        None => format!(
+            "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM, nothing to run instead. {SWITCH_OFF}"
+        ),
+    }
+}
+
 fn launch_reason(poller: &Poller, command: Option<&str>, does: &str) -> String {
     let who = match poller {
         Poller::Sentinel => "the Sentinel's",

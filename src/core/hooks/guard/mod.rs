@@ -155,20 +155,10 @@ fn in_subagent(
         ledger.allow(command);
     }
     if let Some(prompt) = &prompt {
-        let launch_reason = match &refusal.replaced.command {
-            Some(c) => format!(
-                "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM. Run `{c}` with Bash (run_in_background: true) instead. {}",
-                replace::SWITCH_OFF
-            ),
-            None => format!(
-                "maestro: this prompt was caught polling the orchestration's state in a loop; maestro does its job without an LLM, nothing to run instead. {}",
-                replace::SWITCH_OFF
-            ),
-        };
         ledger.add_caught(&Caught {
             prompt_hash: ledger::prompt_hash(prompt),
             replaced: refusal.replaced.clone(),
-            reason: launch_reason,
+            reason: replace::caught_reason(refusal.replaced.command.as_deref()),
         });
     }
     Some(Verdict {
