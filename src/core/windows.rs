@@ -84,9 +84,17 @@ pub fn window_programs(launch: &LaunchTemplates) -> Vec<String> {
     if let Some(t) = launch.terminal.first() {
         names.push(base(t).to_owned());
     }
-    let mut claude = launch.claude.iter().map(String::as_str);
+    names.extend(launched_program(&launch.claude));
+    names.sort();
+    names.dedup();
+    names
+}
+
+/// The program the `claude` template runs, by its file name, seen through `env` and
+/// its options (`env -u CLAUDECODE claude` runs `claude`).
+pub fn launched_program(claude: &[String]) -> Option<String> {
     let mut skip_next = false;
-    for word in claude.by_ref() {
+    for word in claude {
         if skip_next {
             skip_next = false;
             continue;
@@ -95,15 +103,12 @@ pub fn window_programs(launch: &LaunchTemplates) -> Vec<String> {
             continue;
         }
         if word.starts_with('-') {
-            skip_next = matches!(word, "-u" | "-C" | "--unset" | "--chdir");
+            skip_next = matches!(word.as_str(), "-u" | "-C" | "--unset" | "--chdir");
             continue;
         }
-        names.push(base(word).to_owned());
-        break;
+        return Some(base(word).to_owned());
     }
-    names.sort();
-    names.dedup();
-    names
+    None
 }
 
 fn base(p: &str) -> &str {

@@ -147,21 +147,10 @@ impl Launcher {
         Ok(())
     }
 
-    /// The program a Claude window is asked to run, as its process is named: `claude`
-    /// when the template runs it (through `env -u CLAUDECODE`, say), else the
-    /// template's first word.
+    /// The program a Claude window is asked to run, as its process is named (seen
+    /// through `env` and its options: `env -u CLAUDECODE claude` runs `claude`).
     pub fn session_program(&self) -> String {
-        let base = |w: &str| {
-            Path::new(w)
-                .file_name()
-                .map_or_else(|| w.to_owned(), |n| n.to_string_lossy().into_owned())
-        };
-        let words = &self.templates.claude;
-        words
-            .iter()
-            .map(|w| base(w))
-            .find(|w| w == "claude")
-            .or_else(|| words.first().map(|w| base(w)))
+        crate::core::windows::launched_program(&self.templates.claude)
             .unwrap_or_else(|| "claude".into())
     }
 
