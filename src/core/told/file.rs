@@ -152,9 +152,9 @@ impl JournalFile {
     /// runs before every event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
         lock(&self.file)?;
-        match self.name_holds_this_whole() {
-            Ok(true) => return Ok(Guard { journal: self }),
-            Ok(false) => unlock(&self.file),
+        match self.named() {
+            Ok(Named::Whole) => return Ok(Guard { journal: self }),
+            Ok(_) => unlock(&self.file),
             Err(e) => {
                 unlock(&self.file);
                 return Err(e);
@@ -175,18 +175,13 @@ impl JournalFile {
 
     /// Under both locks: the name looked at again, and followed or replaced.
     fn settle(&mut self) -> io::Result<()> {
-        if self.name_holds_this_whole()? {
-            return Ok(());
-        }
-        let meta = self.file.metadata()?;
-        let named = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        if meta.nlink() > 0 && named == Some((meta.dev(), meta.ino())) {
-            return self.start_new("the journal was cut short under maestro (truncated)");
-        }
-        if named.is_none() {
-            return self.start_new("the journal was deleted while maestro ran");
+        match self.named()? {
+            Named::Whole => return Ok(()),
+            Named::CutShort => {
+                return self.start_new("the journal was cut short under maestro (truncated)");
+            }
+            Named::Gone => return self.start_new("the journal was deleted while maestro ran"),
+            Named::Other => {}
         }
         // Another file under the name: a sibling's cut of this journal is followed.
         let file = open_own(&self.path)?;
@@ -230,14 +225,24 @@ impl JournalFile {
         )
     }
 
-    /// Whether the name still holds this file, at least as long as this process read it.
-    fn name_holds_this_whole(&mut self) -> io::Result<bool> {
+    /// What the journal's name holds now, against this process's file (its size learnt).
+    fn named(&mut self) -> io::Result<Named> {
         let meta = self.file.metadata()?;
         self.size = meta.len();
         let named = std::fs::symlink_metadata(&self.path)
             .ok()
             .map(|m| (m.dev(), m.ino()));
-        Ok(meta.nlink() > 0 && named == Some((meta.dev(), meta.ino())) && self.size >= self.end)
+        Ok(match named {
+            None => Named::Gone,
+            Some(id) if meta.nlink() > 0 && id == (meta.dev(), meta.ino()) => {
+                if self.size >= self.end {
+                    Named::Whole
+                } else {
+                    Named::CutShort
+                }
+            }
+            Some(_) => Named::Other,
+        })
     }
 
     /// A new journal under the name, with a new id: no cursor of the old one names any
@@ -356,6 +361,18 @@ pub fn parse_entry_at(line: &[u8]) -> Option<(Entry, usize)> {
 
 fn parse_entry(line: &[u8]) -> Option<Entry> {
     parse_entry_at(line).map(|(e, _)| e)
+}
+
+/// What the journal's name holds, against the file a maestro has open.
+enum Named {
+    /// This file, at least as long as this process read it.
+    Whole,
+    /// This file, shorter than this process read it.
+    CutShort,
+    /// Nothing: the journal was deleted.
+    Gone,
+    /// Another file (a sibling's cut or new journal, or a replacement).
+    Other,
 }
 
 /// An exclusive lock on `<journal>.lock` beside the journal, held while a maestro decides
