@@ -143,10 +143,10 @@ impl Ledger {
 
     /// Marks the subagent stopped: every later call of it gets `reason`.
     pub fn stop(&self, agent: &str, reason: &str) {
-        if let Some(p) = self.file("stopped", agent) {
-            if self.make_dir().is_ok() {
-                let _ = safe_fs::write_atomic(&p, reason.as_bytes(), 0o600);
-            }
+        if let Some(p) = self.file("stopped", agent)
+            && self.make_dir().is_ok()
+        {
+            let _ = safe_fs::write_atomic(&p, reason.as_bytes(), 0o600);
         }
     }
 
