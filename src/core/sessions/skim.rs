@@ -5,8 +5,12 @@
 //! a tool's output, most of the bytes, is skipped 64 bytes at a time: `skim::json`),
 //! and only when the line has exactly the shape Claude Code writes; anything else (a
 //! prompt, a line of another shape, a key seen twice) is left to the full parse. A
-//! property test (`tests`) checks both ways agree. Responses have their own walk
-//! (`skim::response`).
+//! property test (`tests`) checks both ways agree. Two things the full parse would
+//! check are left unread, as ccusage leaves them (such a line bills nothing either
+//! way): the tool's own copy of its output (`toolUseResult`, half the line) and what
+//! follows it, once the line's type, chain, time and results are read; and whether
+//! the text of a result that is no error is UTF-8 without control characters.
+//! Responses have their own walk (`skim::response`).
 
 mod calls;
 mod json;
@@ -14,8 +18,8 @@ mod response;
 
 pub use calls::{Call, members, tool_calls};
 use json::{
-    Line, Seen, array, boolean, json_or_null, object, plain_or_null, plain_string, skip_value,
-    string_or_null,
+    Line, Seen, array, boolean, json_or_null, object, plain_or_null, plain_string, skip_unread,
+    skip_value, string_or_null,
 };
 pub use response::{Response, response};
 
@@ -62,12 +66,21 @@ pub fn tool_results(bytes: &[u8]) -> Option<ToolResults<'_>> {
     let line = &Line::new(bytes);
     let mut head = Head::wanting("user");
     let mut results = Vec::new();
+    let mut read_all_it_needs = false;
     let end = object(line, 0, |key, at| match key {
         b"isApiErrorMessage" if head.once(key) => boolean(line, at).map(|(_, after)| after),
         b"requestId" if head.once(key) => string_or_null(line, at),
         b"message" if head.once(key) => user_message(line, at, &mut results),
+        // The tool's own copy of its results, half the line's bytes, says nothing the
+        // tally reads: once the line's type, chain, time and results are known, the
+        // walk ends at it (the newline already told where the line ends).
+        b"toolUseResult" if head.knows_all() && !results.is_empty() => {
+            read_all_it_needs = true;
+            None
+        }
         _ => head.field(line, key, at),
-    })?;
+    });
+    let end = if read_all_it_needs { line.len() } else { end? };
     let only_results = head.is_whole(line, end) && !results.is_empty();
     only_results.then_some(ToolResults {
         timestamp: head.timestamp,
@@ -131,6 +144,12 @@ impl<'a> Head<'a> {
         }
     }
 
+    /// The line's type (the one wanted), chain and time are read.
+    fn knows_all(&self) -> bool {
+        let met = |key: &[u8]| self.seen.has(key, LINE_FIELDS);
+        !self.twice && self.kind.is_some() && met(b"isSidechain") && met(b"timestamp")
+    }
+
     /// The walk ended at the line's end, on a line of the type wanted.
     fn is_whole(&self, line: &Line<'_>, end: usize) -> bool {
         !self.twice && end == line.len() && self.kind.is_some()
@@ -147,7 +166,10 @@ fn user_message<'a>(
     object(line, at, |key, at| {
         seen.once(key, &[b"role", b"content"])?;
         match key {
-            b"role" => skip_value(line, at),
+            // A response's message ends the walk here, before its content.
+            b"role" => plain_string(line, at)
+                .filter(|(role, _)| *role == "user")
+                .map(|(_, after)| after),
             b"content" => array(line, at, |at| {
                 let (id, error, after) = tool_result(line, at)?;
                 results.push((id, error));
@@ -165,10 +187,13 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
     let end = object(line, at, |key, at| {
         seen.once(key, BLOCK_FIELDS)?;
         match key {
-            b"type" => plain_string(line, at).map(|(k, after)| {
-                kind = Some(k);
-                after
-            }),
+            // Another block (a prompt's text) ends the walk at its type.
+            b"type" => plain_string(line, at)
+                .filter(|(k, _)| *k == "tool_result")
+                .map(|(k, after)| {
+                    kind = Some(k);
+                    after
+                }),
             b"tool_use_id" => plain_string(line, at).map(|(i, after)| {
                 id = Some(i);
                 after
@@ -177,9 +202,9 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
                 error = e == Some(true);
                 after
             }),
-            // Kept for an error's text.
-            b"content" => json_or_null(line, at).map(|(raw, after)| {
-                content = raw;
+            // Where it lies, read as text only for an error.
+            b"content" => skip_unread(line, at).map(|after| {
+                content = Some((at, after));
                 after
             }),
             b"id" | b"name" | b"text" => string_or_null(line, at),
@@ -187,7 +212,17 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
         }
     })?;
     let id = id.filter(|_| kind == Some("tool_result"))?;
-    Some((id, error.then_some(content.unwrap_or_default()), end))
+    if !error {
+        return Some((id, None, end));
+    }
+    let text = match content {
+        Some((at, after)) => json_or_null(line, at)
+            .filter(|&(_, end)| end == after)?
+            .0
+            .unwrap_or_default(),
+        None => "",
+    };
+    Some((id, Some(text), end))
 }
 
 #[cfg(test)]

@@ -122,7 +122,7 @@ pub struct Tally {
     pub activity: Activity,
     /// The keys of the responses counted: `<id's length>:<id><requestId>`, one string
     /// (one allocation, one hash) for the pair.
-    counted: HashSet<String>,
+    counted: HashSet<String, foldhash::fast::RandomState>,
     /// The key counted last (a response's lines come one after another).
     last_counted: String,
     /// Where the key of the line being counted is made (no allocation per line).
