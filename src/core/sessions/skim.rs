@@ -203,10 +203,7 @@ fn tool_result<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, Option<&'a st
                 after
             }),
             // Where it lies, read as text only for an error.
-            b"content" => skip_unread(line, at).map(|after| {
-                content = Some((at, after));
-                after
-            }),
+            b"content" => skip_unread(line, at).inspect(|&after| content = Some((at, after))),
             b"id" | b"name" | b"text" => string_or_null(line, at),
             _ => skip_value(line, at),
         }
