@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::core::sessions::skim;
+use crate::core::sessions::skim::{self, ARGUMENT_KEYS, Arguments, Content};
 
 /// The last tool call of the main chain.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -75,15 +75,24 @@ struct Block<'a> {
 
 impl Activity {
     /// A main-chain response: its tool calls, and whether the turn ended.
-    pub fn response(&mut self, content: Option<&str>, stop_reason: Option<&str>, at: Option<&str>) {
+    pub fn response(&mut self, content: &Content<'_>, stop_reason: Option<&str>, at: Option<&str>) {
         self.state = "working";
         if std::mem::take(&mut self.api_error) {
             self.last_error = None;
         }
-        if let Some(raw) = content.filter(|c| c.contains("\"tool_use\"")) {
-            let calls = calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw));
-            for (id, name, argument) in calls {
-                self.call(id.as_deref(), name.as_deref(), argument, at);
+        match content {
+            Content::Calls(calls) => {
+                for c in calls {
+                    self.call(c.id, c.name, first_argument(c.arguments), at);
+                }
+            }
+            Content::Raw(raw) => {
+                if let Some(raw) = raw.filter(|c| c.contains("\"tool_use\"")) {
+                    let calls = calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw));
+                    for (id, name, argument) in calls {
+                        self.call(id.as_deref(), name.as_deref(), argument, at);
+                    }
+                }
             }
         }
         if stop_reason == Some("end_turn") {
@@ -215,17 +224,6 @@ fn cut(text: &str, chars: usize) -> String {
     out
 }
 
-/// The keys of a tool's input that say what it works on, the first found wins.
-const ARGUMENT_KEYS: [&str; 7] = [
-    "file_path",
-    "command",
-    "pattern",
-    "path",
-    "url",
-    "description",
-    "prompt",
-];
-
 /// The argument that says what a tool works on, cut to 120 characters: the value of
 /// the first of [`ARGUMENT_KEYS`] that is a string (a key written twice: its last).
 fn main_argument(input: &str) -> Option<String> {
@@ -233,6 +231,11 @@ fn main_argument(input: &str) -> Option<String> {
         Some(values) => values,
         None => arguments_parsed(input)?,
     };
+    first_argument(values)
+}
+
+/// The first of an input's values under [`ARGUMENT_KEYS`] that is a string, cut.
+fn first_argument(values: Arguments<'_>) -> Option<String> {
     values
         .into_iter()
         .flatten()
@@ -242,7 +245,7 @@ fn main_argument(input: &str) -> Option<String> {
 
 /// The values under [`ARGUMENT_KEYS`] by the full parse: what the skim must agree with.
 fn arguments_parsed(input: &str) -> Option<[Option<&str>; ARGUMENT_KEYS.len()]> {
-    let Arguments(values) = serde_json::from_str(input).ok()?;
+    let ParsedArguments(values) = serde_json::from_str(input).ok()?;
     Some(values.map(|v| v.map(RawValue::get)))
 }
 
@@ -257,7 +260,7 @@ fn calls_skimmed(content: &str) -> Option<Vec<NewCall<'_>>> {
         calls
             .into_iter()
             .map(|c| {
-                let argument = c.input.and_then(main_argument);
+                let argument = first_argument(c.arguments);
                 (c.id.map(Cow::Borrowed), c.name.map(Cow::Borrowed), argument)
             })
             .collect(),
@@ -281,13 +284,13 @@ fn calls_parsed(content: &str) -> Vec<NewCall<'_>> {
 
 /// An input's values under [`ARGUMENT_KEYS`], unparsed; every other value skipped
 /// without being built. Not an object: none.
-struct Arguments<'a>([Option<&'a RawValue>; ARGUMENT_KEYS.len()]);
+struct ParsedArguments<'a>([Option<&'a RawValue>; ARGUMENT_KEYS.len()]);
 
 /// A key, borrowed from the line unless it has an escape.
 #[derive(Deserialize)]
 struct Key<'a>(#[serde(borrow)] Cow<'a, str>);
 
-impl<'de> Deserialize<'de> for Arguments<'de> {
+impl<'de> Deserialize<'de> for ParsedArguments<'de> {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         d.deserialize_any(ArgumentsVisitor)
     }
@@ -296,7 +299,7 @@ impl<'de> Deserialize<'de> for Arguments<'de> {
 struct ArgumentsVisitor;
 
 impl<'de> serde::de::Visitor<'de> for ArgumentsVisitor {
-    type Value = Arguments<'de>;
+    type Value = ParsedArguments<'de>;
 
     fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("a tool's input")
@@ -312,7 +315,7 @@ impl<'de> serde::de::Visitor<'de> for ArgumentsVisitor {
                 }
             }
         }
-        Ok(Arguments(values))
+        Ok(ParsedArguments(values))
     }
 }
 
@@ -324,9 +327,9 @@ mod tests {
     fn a_tool_call_waits_for_its_result_and_an_end_of_turn_is_idle() {
         let mut a = Activity::default();
         a.response(
-            Some(
+            &Content::Raw(Some(
                 r#"[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"cargo test"}}]"#,
-            ),
+            )),
             Some("tool_use"),
             Some("2026-11-20T14:02:15.911Z"),
         );
@@ -345,7 +348,7 @@ mod tests {
         assert_eq!(a.recent[0].1, Some(true));
         assert!(!a.tool.as_ref().expect("tool").waiting);
         a.response(
-            Some(r#"[{"type":"text","text":"done"}]"#),
+            &Content::Raw(Some(r#"[{"type":"text","text":"done"}]"#)),
             Some("end_turn"),
             None,
         );
@@ -388,7 +391,7 @@ mod tests {
             let content = format!(
                 r#"[{{"type":"tool_use",{id}"name":"Bash","input":{{"command":"ls {n}"}}}}]"#
             );
-            a.response(Some(&content), Some("tool_use"), None);
+            a.response(&Content::Raw(Some(&content)), Some("tool_use"), None);
         }
         assert_eq!((a.recent.len(), a.ids.len()), (RECENT, RECENT));
         a.results([("t23", None)]);

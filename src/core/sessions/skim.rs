@@ -16,12 +16,12 @@ mod calls;
 mod json;
 mod response;
 
-pub use calls::{Call, members, tool_calls};
+pub use calls::{ARGUMENT_KEYS, Arguments, Call, members, tool_calls};
 use json::{
     Line, Seen, array, boolean, json_or_null, object, plain_or_null, plain_string, skip_unread,
     skip_value, string_or_null,
 };
-pub use response::{Response, response};
+pub use response::{Content, Response, response};
 
 /// What a tool-results line says.
 #[derive(Debug, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use serde_json::value::RawValue;
 
 use crate::core::sessions::activity::Activity;
 use crate::core::sessions::prices::{PriceTable, Tokens};
-use crate::core::sessions::skim::{self, Response};
+use crate::core::sessions::skim::{self, Content, Response};
 
 /// The fields of a transcript line that are counted (every one optional).
 #[derive(Deserialize)]
@@ -236,7 +236,7 @@ impl Tally {
                             && m.model.as_deref() == Some("<synthetic>"),
                         id: m.id.as_deref(),
                         model: m.model.as_deref(),
-                        content: m.content.map(RawValue::get),
+                        content: Content::Raw(m.content.map(RawValue::get)),
                         stop_reason: m.stop_reason.as_deref(),
                         usage: m.usage.as_ref().map(Usage::tokens),
                     };
@@ -270,10 +270,10 @@ impl Tally {
     /// A response of the main chain or a subagent: what it is doing, and its bill.
     fn assistant(&mut self, response: &Response<'_>, prices: &PriceTable) {
         if !response.sidechain && response.api_error {
-            self.activity.api_error(response.content);
+            self.activity.api_error(response.content.raw());
         } else if !response.sidechain {
             self.activity
-                .response(response.content, response.stop_reason, response.timestamp);
+                .response(&response.content, response.stop_reason, response.timestamp);
         }
         self.bill(response, prices);
     }

@@ -6,9 +6,8 @@
 //! goes to the full parse. The property test in `tests` checks both ways agree.
 
 use super::Head;
-use super::json::{
-    Line, Seen, boolean, count, json_or_null, null, object, plain_or_null, skip_value,
-};
+use super::calls::{Call, calls_at};
+use super::json::{Line, Seen, boolean, count, null, object, plain_or_null, skip_value};
 use crate::core::sessions::prices::Tokens;
 
 /// What a response line says that the tally counts, however it was read.
@@ -22,10 +21,35 @@ pub struct Response<'a> {
     pub api_error: bool,
     pub id: Option<&'a str>,
     pub model: Option<&'a str>,
-    /// The message's content as JSON text, unparsed.
-    pub content: Option<&'a str>,
+    /// The message's content: its tool calls when the skim read it.
+    pub content: Content<'a>,
     pub stop_reason: Option<&'a str>,
     pub usage: Option<Tokens>,
+}
+
+/// A response's content, as the way that read the line left it.
+#[derive(Debug, PartialEq)]
+pub enum Content<'a> {
+    /// JSON text, unparsed (the full parse), or absent.
+    Raw(Option<&'a str>),
+    /// Its tool calls, read as the skim walked the line: the content is walked once.
+    Calls(Vec<Call<'a>>),
+}
+
+impl Default for Content<'_> {
+    fn default() -> Self {
+        Self::Raw(None)
+    }
+}
+
+impl<'a> Content<'a> {
+    /// The JSON text, when the content was left unparsed.
+    pub fn raw(&self) -> Option<&'a str> {
+        match self {
+            Self::Raw(raw) => *raw,
+            Self::Calls(_) => None,
+        }
+    }
 }
 
 /// The fields of a message and of its usage the full parse reads: each may appear once.
@@ -67,13 +91,24 @@ fn message<'a>(line: &Line<'a>, at: usize, r: &mut Response<'a>) -> Option<usize
             b"id" => (&mut r.id, plain_or_null(line, at)?),
             b"model" => (&mut r.model, plain_or_null(line, at)?),
             b"stop_reason" => (&mut r.stop_reason, plain_or_null(line, at)?),
-            b"content" => (&mut r.content, json_or_null(line, at)?),
+            b"content" => return content(line, at, &mut r.content),
             b"usage" => return usage(line, at, &mut r.usage),
             _ => return skip_value(line, at),
         };
         *slot = after.0;
         Some(after.1)
     })
+}
+
+/// The content's tool calls: an array of blocks walked once (the text of what is not
+/// read skipped unchecked); anything else has none.
+fn content<'a>(line: &Line<'a>, at: usize, content: &mut Content<'a>) -> Option<usize> {
+    let (calls, after) = match line.get(at) {
+        Some(b'[') => calls_at(line, at)?,
+        _ => (Vec::new(), skip_value(line, at)?),
+    };
+    *content = Content::Calls(calls);
+    Some(after)
 }
 
 fn usage(line: &Line<'_>, at: usize, usage: &mut Option<Tokens>) -> Option<usize> {

@@ -39,6 +39,23 @@ fn a_real_tool_result_line_is_skimmed_and_an_error_is_not() {
     assert_eq!(got.results, [("toolu_0001", Some(content.as_str()))]);
 }
 
+/// The tool's own copy is not walked once the line's head and results are read (a
+/// damage there goes unseen, as ccusage does not see it); before them it still is.
+#[test]
+fn a_tool_results_line_is_read_up_to_the_tools_own_copy() {
+    let head = r#"{"parentUuid":"p1","isSidechain":false,"type":"user","message":{"role":"user","content":[{"tool_use_id":"t1","type":"tool_result","content":"ok"}]},"timestamp":"2026-11-25T09:13:15.895Z","#;
+    let damaged = format!(r#"{head}"toolUseResult":{{"file":"cut sh"#);
+    let got = tool_results(damaged.as_bytes()).expect("read up to the copy");
+    assert_eq!(got.results, [("t1", None)]);
+    assert_eq!(got.timestamp, Some("2026-11-25T09:13:15.895Z"));
+    let no_time = damaged.replace(r#""timestamp":"2026-11-25T09:13:15.895Z","#, "");
+    assert_eq!(
+        tool_results(no_time.as_bytes()),
+        None,
+        "the time may follow: walked"
+    );
+}
+
 /// Text a tool returns may hold every marker; serialized, their quotes are escaped.
 fn hostile_text() -> impl Strategy<Value = String> {
     let piece = prop_oneof![
