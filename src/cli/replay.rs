@@ -154,7 +154,8 @@ fn load(
     source: ReplaySource,
     fallback: &RecordedSettings,
 ) -> Result<Timeline, CliError> {
-    let files = paths::event_log(&ProjectKey::of(&project.root)).map_err(CliError::Runtime)?;
+    let files = paths::event_log(&ProjectKey::of(&project.root))
+        .map_err(|e| CliError::Runtime(e.to_string()))?;
     if source != ReplaySource::Files {
         match Timeline::from_event_log(&files).map_err(CliError::Runtime)? {
             Some(timeline) => return Ok(timeline),

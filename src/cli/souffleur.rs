@@ -161,7 +161,7 @@ fn role_config(
             kill_grace: s.kill_grace,
             claude_projects_dir: s.claude_projects_dir.clone(),
             export_dir: s.export_dir.clone(),
-            trimmed_dir: paths::exports_dir().map_err(CliError::Runtime)?,
+            trimmed_dir: paths::exports_dir().map_err(|e| CliError::Runtime(e.to_string()))?,
             force_compact: orchestra.force_compact,
             compact_timeout: s.compact_timeout,
             events: core.events.clone(),
@@ -172,7 +172,8 @@ fn role_config(
     })
 }
 
-type Control = Result<(std::path::PathBuf, tokio::net::UnixListener), String>;
+type Control =
+    Result<(std::path::PathBuf, tokio::net::UnixListener), crate::core::paths::PathError>;
 
 /// The control socket served (`maestro conductor …`), or why it cannot be, said as an
 /// error event: the role runs either way.

@@ -223,8 +223,10 @@ fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
 fn time_forecast(project: &Project, task: &TaskId, current: Option<i64>) -> serde_json::Value {
     use crate::core::clock::rfc3339;
     let key = crate::core::paths::ProjectKey::of(&project.root);
-    let Ok(Some(timeline)) = crate::core::paths::event_log(&key)
-        .and_then(|files| crate::core::event_log::timeline::Timeline::from_event_log(&files))
+    let Ok(files) = crate::core::paths::event_log(&key) else {
+        return serde_json::Value::Null;
+    };
+    let Ok(Some(timeline)) = crate::core::event_log::timeline::Timeline::from_event_log(&files)
     else {
         return serde_json::Value::Null;
     };

@@ -10,14 +10,22 @@ use std::time::Duration;
 
 use tokio::net::UnixListener;
 
+use crate::core::paths::PathError;
+
 /// Binds a control socket with owner-only permissions. The caller holds the service's
 /// lock, so a socket file already there is a stale one from a crashed process.
-pub fn bind_owner_only(path: &Path) -> Result<UnixListener, String> {
+pub fn bind_owner_only(path: &Path) -> Result<UnixListener, PathError> {
     let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)
-        .map_err(|e| format!("cannot listen on {}: {e}", path.display()))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot make {} private: {e}", path.display()))?;
+    let listener = UnixListener::bind(path).map_err(|source| PathError::Listen {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(|source| {
+        PathError::SocketPrivate {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
     Ok(listener)
 }
 

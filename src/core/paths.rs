@@ -8,6 +8,7 @@
 //! NUL), so when a long folder would overflow it the name shrinks to a short hash, and
 //! when even that does not fit, `/tmp/maestro-<uid>` is used.
 
+use std::io;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
@@ -70,32 +71,66 @@ pub fn fnv1a(bytes: &[u8]) -> u64 {
     hash
 }
 
+/// Why one of maestro's own file names cannot be given: each says the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PathError {
+    #[error("cannot find maestro's data directory: set HOME (or XDG_DATA_HOME) and try again.")]
+    NoDataDir,
+    #[error("cannot create {} ({source}).", .dir.display())]
+    Create { dir: PathBuf, source: io::Error },
+    #[error("cannot read {} ({source}).", .dir.display())]
+    Read { dir: PathBuf, source: io::Error },
+    #[error("{} is not a folder; remove it so maestro can keep its sockets there.", .dir.display())]
+    NotAFolder { dir: PathBuf },
+    #[error(
+        "{} belongs to uid {owner}, not to you (uid {uid}); another user could reach maestro's sockets there. Remove it or set XDG_RUNTIME_DIR.",
+        .dir.display()
+    )]
+    NotYours { dir: PathBuf, owner: u32, uid: u32 },
+    #[error("cannot make {} private ({source}).", .dir.display())]
+    MakePrivate { dir: PathBuf, source: io::Error },
+    #[error(
+        "no folder gives a socket path shorter than {} bytes; set XDG_RUNTIME_DIR to a short folder such as /run/user/{uid}.",
+        MAX_SOCKET_PATH + 1
+    )]
+    NoShortSocketPath { uid: u32 },
+    #[error("cannot listen on {}: {source}", .path.display())]
+    Listen { path: PathBuf, source: io::Error },
+    #[error("cannot make {} private: {source}", .path.display())]
+    SocketPrivate { path: PathBuf, source: io::Error },
+}
+
+/// For the callers in `core` whose own errors are still text (issue 67 types them
+/// one module at a time): the message, as before.
+impl From<PathError> for String {
+    fn from(e: PathError) -> Self {
+        e.to_string()
+    }
+}
+
 /// maestro's own data directory (locks, trimmed exports, hold flags).
 pub fn data_dir() -> Option<PathBuf> {
     directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
 }
 
-fn data_dir_or_err() -> Result<PathBuf, String> {
-    data_dir().ok_or_else(|| {
-        "cannot find maestro's data directory: set HOME (or XDG_DATA_HOME) and try again."
-            .to_owned()
-    })
+fn data_dir_or_err() -> Result<PathBuf, PathError> {
+    data_dir().ok_or(PathError::NoDataDir)
 }
 
 /// Where a service's exclusive lock for a project lives.
-pub fn lock_file(service: Service, project: &ProjectKey) -> Result<PathBuf, String> {
+pub fn lock_file(service: Service, project: &ProjectKey) -> Result<PathBuf, PathError> {
     Ok(data_dir_or_err()?
         .join("locks")
         .join(format!("{}-{}.lock", service.name(), project.key)))
 }
 
 /// Where trimmed transcript exports are written.
-pub fn exports_dir() -> Result<PathBuf, String> {
+pub fn exports_dir() -> Result<PathBuf, PathError> {
     Ok(data_dir_or_err()?.join("exports"))
 }
 
 /// The file whose presence means "the operator holds recoveries" for a project.
-pub fn hold_file(project: &ProjectKey) -> Result<PathBuf, String> {
+pub fn hold_file(project: &ProjectKey) -> Result<PathBuf, PathError> {
     Ok(data_dir_or_err()?
         .join("holds")
         .join(format!("{}.hold", project.key)))
@@ -103,12 +138,12 @@ pub fn hold_file(project: &ProjectKey) -> Result<PathBuf, String> {
 
 /// The folder of a project's Musician watchers: one file per task and mode, holding
 /// the live watcher's PID (empty when none), locked by that watcher.
-pub fn watchers_dir(project: &ProjectKey) -> Result<PathBuf, String> {
+pub fn watchers_dir(project: &ProjectKey) -> Result<PathBuf, PathError> {
     Ok(data_dir_or_err()?.join("watchers").join(&project.key))
 }
 
 /// `<watchers dir>/<task>.<mode>` (`background` or `pause`).
-pub fn watcher_file(project: &ProjectKey, task: &str, mode: &str) -> Result<PathBuf, String> {
+pub fn watcher_file(project: &ProjectKey, task: &str, mode: &str) -> Result<PathBuf, PathError> {
     Ok(watchers_dir(project)?.join(format!("{task}.{mode}")))
 }
 
@@ -126,7 +161,7 @@ pub struct EventLogFiles {
 }
 
 /// `<data dir>/events/<project key>/`: where maestro records what a project told it.
-pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
+pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, PathError> {
     let dir = data_dir_or_err()?.join("events").join(&project.key);
     Ok(EventLogFiles {
         current: dir.join("events.jsonl"),
@@ -138,7 +173,7 @@ pub fn event_log(project: &ProjectKey) -> Result<EventLogFiles, String> {
 
 /// `<data dir>/trust/<project key>.json`: the pipeline definitions the operator trusts
 /// in a project, by content hash.
-pub fn trust_file(project: &ProjectKey) -> Result<PathBuf, String> {
+pub fn trust_file(project: &ProjectKey) -> Result<PathBuf, PathError> {
     Ok(data_dir_or_err()?
         .join("trust")
         .join(format!("{}.json", project.key)))
@@ -150,7 +185,7 @@ pub fn definitions_dir(project: &Path) -> PathBuf {
 }
 
 /// Where a service of a project listens. Creates (and checks) the socket folder.
-pub fn socket_path(service: Service, project: &ProjectKey) -> Result<PathBuf, String> {
+pub fn socket_path(service: Service, project: &ProjectKey) -> Result<PathBuf, PathError> {
     socket_path_in(
         std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
         &std::env::temp_dir(),
@@ -165,7 +200,7 @@ pub fn socket_path_in(
     temp_dir: &Path,
     service: Service,
     project: &ProjectKey,
-) -> Result<PathBuf, String> {
+) -> Result<PathBuf, PathError> {
     let uid = rustix::process::getuid().as_raw();
     let mut candidates = Vec::new();
     if let Some(run) = runtime_dir.filter(|d| d.is_absolute() && d.is_dir()) {
@@ -191,12 +226,7 @@ pub fn socket_path_in(
             }
         }
     }
-    Err(last_problem.unwrap_or_else(|| {
-        format!(
-            "no folder gives a socket path shorter than {} bytes; set XDG_RUNTIME_DIR to a short folder such as /run/user/{uid}.",
-            MAX_SOCKET_PATH + 1
-        )
-    }))
+    Err(last_problem.unwrap_or(PathError::NoShortSocketPath { uid }))
 }
 
 /// What is wrong with the socket folders maestro would use, looked at without creating
@@ -238,30 +268,28 @@ pub fn socket_dir_problems() -> Vec<String> {
 }
 
 /// Creates `dir` with mode 0700 if missing; refuses one another user owns or can enter.
-fn private_dir(dir: &Path, uid: u32) -> Result<(), String> {
-    if let Err(e) = std::fs::create_dir(dir)
-        && e.kind() != std::io::ErrorKind::AlreadyExists
+fn private_dir(dir: &Path, uid: u32) -> Result<(), PathError> {
+    let at = || dir.to_path_buf();
+    if let Err(source) = std::fs::create_dir(dir)
+        && source.kind() != io::ErrorKind::AlreadyExists
     {
-        return Err(format!("cannot create {} ({e}).", dir.display()));
+        return Err(PathError::Create { dir: at(), source });
     }
-    let meta = std::fs::symlink_metadata(dir)
-        .map_err(|e| format!("cannot read {} ({e}).", dir.display()))?;
+    let meta =
+        std::fs::symlink_metadata(dir).map_err(|source| PathError::Read { dir: at(), source })?;
     if !meta.is_dir() {
-        return Err(format!(
-            "{} is not a folder; remove it so maestro can keep its sockets there.",
-            dir.display()
-        ));
+        return Err(PathError::NotAFolder { dir: at() });
     }
     if meta.uid() != uid {
-        return Err(format!(
-            "{} belongs to uid {}, not to you (uid {uid}); another user could reach maestro's sockets there. Remove it or set XDG_RUNTIME_DIR.",
-            dir.display(),
-            meta.uid()
-        ));
+        return Err(PathError::NotYours {
+            dir: at(),
+            owner: meta.uid(),
+            uid,
+        });
     }
     if meta.mode() & 0o077 != 0 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-            .map_err(|e| format!("cannot make {} private ({e}).", dir.display()))?;
+            .map_err(|source| PathError::MakePrivate { dir: at(), source })?;
     }
     Ok(())
 }
@@ -343,7 +371,7 @@ mod tests {
         let dir = tmp.path().join("maestro-0");
         std::fs::create_dir(&dir).expect("mkdir");
         std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).expect("chown");
-        let err = private_dir(&dir, 0).expect_err("refused");
+        let err = private_dir(&dir, 0).expect_err("refused").to_string();
         assert!(err.contains("belongs to uid 65534"), "{err}");
         // The squatted folder is passed over, never used.
         if let Ok(p) = socket_path_in(None, tmp.path(), Service::Souffleur, &project()) {

@@ -329,7 +329,7 @@ fn open_told(config: &CoreConfig) -> (crate::core::told::Journal, Option<String>
     let key = ProjectKey::of(&config.project);
     match crate::core::paths::event_log(&key) {
         Ok(files) => crate::core::told::Journal::open(&files.journal),
-        Err(e) => (crate::core::told::Journal::in_memory(), Some(e)),
+        Err(e) => (crate::core::told::Journal::in_memory(), Some(e.to_string())),
     }
 }
 
@@ -341,7 +341,7 @@ pub fn journal_path(config: &CoreConfig) -> Result<std::path::PathBuf, String> {
                 .into(),
         );
     }
-    crate::core::paths::event_log(&ProjectKey::of(&config.project)).map(|f| f.journal)
+    Ok(crate::core::paths::event_log(&ProjectKey::of(&config.project))?.journal)
 }
 
 /// The flight recorder for this project, unless another maestro records it.
