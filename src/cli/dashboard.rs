@@ -35,7 +35,7 @@ async fn present(
     tui: TuiConfig,
 ) -> Result<(), CliError> {
     let config = runtime::CoreConfig {
-        forward_logs: true,
+        presenter: runtime::Presenter::Screen,
         ..project.core_config(settings)
     };
     let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
@@ -79,7 +79,7 @@ async fn present_many(
     global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
 ) -> Result<(), CliError> {
-    let (mut started, feeds) = crate::cli::many::Started::all(&chosen, settings, tui.clock, true)?;
+    let (mut started, feeds) = crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;

@@ -72,7 +72,7 @@ pub async fn run(
     settings: &Settings,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let (mut started, feeds) = Started::all(&chosen, settings, clock, false)?;
+    let (mut started, feeds) = Started::all(&chosen, settings, clock, runtime::Presenter::Lines)?;
     let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);
     for (i, core) in started.cores.iter_mut().enumerate() {
         // Each core's happenings go, tagged, to the one presenter (waiting when it
@@ -146,7 +146,7 @@ impl Started {
         chosen: &[(String, Place)],
         settings: &Settings,
         clock: Clock,
-        forward_logs: bool,
+        presenter: runtime::Presenter,
     ) -> Result<(Self, Vec<ProjectFeed>), CliError> {
         let mut started = Self {
             cores: Vec::new(),
@@ -159,7 +159,7 @@ impl Started {
                 Place::Local(p) => p,
                 Place::Remote(remote) => {
                     let config = runtime::CoreConfig {
-                        forward_logs,
+                        presenter,
                         ..Project::of_remote(remote).core_config(settings)
                     };
                     let core = runtime::start_fed(&config, clock);
@@ -181,7 +181,7 @@ impl Started {
                 }
             };
             let config = runtime::CoreConfig {
-                forward_logs,
+                presenter,
                 ..project.core_config(settings)
             };
             let core = runtime::start(&config, clock).map_err(crate::cli::error::runtime)?;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
-use crate::core::runtime::CoreConfig;
+use crate::core::runtime::{CoreConfig, Presenter};
 use crate::settings::{Overrides, Settings, config_path};
 
 /// Where a watched project is: a folder here, or one on another host.
@@ -119,14 +119,12 @@ impl Project {
             max_line: settings.max_line,
             fallback_poll: settings.fallback_poll,
             souffleur_role: false,
-            forward_logs: false,
-            skim_history: true,
+            presenter: Presenter::Lines,
             event_log_bytes: settings.event_log_bytes,
             history_runs: settings.pipeline_limits.history_runs,
             budgets: settings.budgets,
             context_windows: settings.context_windows.clone(),
             prices: settings.prices.clone(),
-            follow_sessions: true,
             claude_dir: None,
         }
     }

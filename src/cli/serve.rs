@@ -30,7 +30,7 @@ pub async fn run(
 ) -> Result<ExitCode, CliError> {
     let config = runtime::CoreConfig {
         report_to_db: false,
-        skim_history: false,
+        presenter: runtime::Presenter::Link,
         ..project.core_config(settings)
     };
     let (tap, mut inputs) = mpsc::channel::<Line>(TAP_QUEUE);

@@ -78,7 +78,9 @@ async fn run_role(
     let mut resume = headless::resume_for(project, settings, args)?;
     let mut config = project.core_config(settings);
     config.souffleur_role = true;
-    config.forward_logs = tui.is_some();
+    if tui.is_some() {
+        config.presenter = runtime::Presenter::Screen;
+    }
     let mut core = runtime::start(&config, clock).map_err(|e| CliError::Runtime(e.to_string()))?;
     crate::cli::headless::say_unrecorded(&core);
     let role_config = role_config(project, settings, invocation, clock, key, &core)?;

@@ -46,11 +46,8 @@ pub struct CoreConfig {
     pub fallback_poll: Duration,
     /// This process holds the Souffleur role (its watcher reports the watchdog reasons).
     pub souffleur_role: bool,
-    /// The presenter shows log lines (the dashboard).
-    pub forward_logs: bool,
-    /// Skim what the logs hold at start (only the lines the Sentinel judges, and each
-    /// file's last lines); off for `serve`, whose link counts every line it tells.
-    pub skim_history: bool,
+    /// Who reads what the core says: what it forwards and skims follows from it.
+    pub presenter: Presenter,
     /// Record the hub's inputs in the project's event log, each file bounded to this
     /// many bytes (0: no recording).
     pub event_log_bytes: u64,
@@ -62,10 +59,33 @@ pub struct CoreConfig {
     pub context_windows: crate::core::sessions::ContextWindows,
     /// The prices session costs are estimated at.
     pub prices: crate::core::sessions::prices::PriceTable,
-    /// Follow the tasks' Claude Code sessions.
-    pub follow_sessions: bool,
     /// Claude Code's folder, when not `$CLAUDE_CONFIG_DIR` or `~/.claude` (the demo's).
     pub claude_dir: Option<PathBuf>,
+}
+
+/// Who reads what the core says, the one choice from which the core's parts follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Presenter {
+    /// Lines on stdout or a script's pipe (`--no-tui`, the Souffleur without a screen).
+    Lines,
+    /// The dashboard: log lines are forwarded to it as they come.
+    Screen,
+    /// `serve`'s link to a remote maestro, which counts every line it tells: what the
+    /// logs hold at start is read whole, not skimmed.
+    Link,
+}
+
+impl Presenter {
+    /// Log lines go to the presenter as they come.
+    pub fn shows_log_lines(self) -> bool {
+        self == Self::Screen
+    }
+
+    /// What the logs hold at start is skimmed (only the lines the Sentinel judges, and
+    /// each file's last lines).
+    pub fn skims_history(self) -> bool {
+        self != Self::Link
+    }
 }
 
 /// A running core. Dropping it stops the sources.
@@ -146,12 +166,8 @@ pub fn start_tapped(
     if let Some(tap) = tap {
         hub = hub.with_tap(tap);
     }
-    let sessions = config
-        .follow_sessions
-        .then(|| spawn_sessions(config, events_tx.clone()));
-    if let Some(s) = &sessions {
-        hub = hub.with_session_facts(s.facts.clone());
-    }
+    let sessions = spawn_sessions(config, events_tx.clone());
+    hub = hub.with_session_facts(sessions.facts.clone());
     let mut unrecorded = None;
     // Only an orchestration is recorded: a folder with neither comms.db nor temp/ (maestro
     // started anywhere) leaves no event log behind.
@@ -190,7 +206,7 @@ pub fn start_tapped(
             dir: config.temp.clone(),
             max_line: config.max_line,
             fallback_poll: config.fallback_poll,
-            skim_history: config.skim_history,
+            skim_history: config.presenter.skims_history(),
             spike_threshold: config.spike_threshold,
         },
         events_tx.clone(),
@@ -205,7 +221,7 @@ pub fn start_tapped(
         unrecorded,
         hub: Some(hub),
         _logs: Some(logs),
-        _sessions: sessions,
+        _sessions: Some(sessions),
         // None when the data directory cannot hold it: the LLM Sentinel is then not
         // refused, which leaves no duty undone.
         _reporter: config
@@ -308,7 +324,7 @@ pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
         report_to_db: config.report_to_db,
         with_database,
         observe_watchdog: !config.souffleur_role,
-        forward_logs: config.forward_logs,
+        forward_logs: config.presenter.shows_log_lines(),
         forecast_lead: config.forecast_lead,
         budgets: config.budgets,
         db_name: config

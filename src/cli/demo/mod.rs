@@ -151,7 +151,11 @@ async fn show(
     let config = runtime::CoreConfig {
         // The demo's sessions are its own, never the user's.
         claude_dir: Some(claude),
-        forward_logs: !global.no_tui,
+        presenter: if global.no_tui {
+            runtime::Presenter::Lines
+        } else {
+            runtime::Presenter::Screen
+        },
         // A scratch project that is deleted at exit leaves no event log behind.
         event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
         ..project.core_config(settings)
