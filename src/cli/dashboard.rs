@@ -79,7 +79,8 @@ async fn present_many(
     global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
 ) -> Result<(), CliError> {
-    let (mut started, feeds) = crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
+    let (mut started, feeds) =
+        crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
     let stop = CancellationToken::new();
     headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;

@@ -163,23 +163,8 @@ impl Tally {
         if line.is_empty() {
             return;
         }
-        if skim && self.session_id.is_some() && self.cwd.is_some() {
-            if let Some(results) = skim::tool_results(line) {
-                if let Some(ts) = results.timestamp {
-                    self.seen_at(ts);
-                }
-                if !results.sidechain {
-                    self.activity.results(results.results);
-                }
-                return;
-            }
-            if let Some(response) = skim::response(line) {
-                if let Some(ts) = response.timestamp {
-                    self.seen_at(ts);
-                }
-                self.assistant(&response, prices);
-                return;
-            }
+        if skim && self.session_id.is_some() && self.cwd.is_some() && self.skimmed(line, prices) {
+            return;
         }
         // Only the fields counted are read; the rest (a response's text, a tool's
         // output) is skipped without being built.
@@ -245,6 +230,38 @@ impl Tally {
             }
             _ => {}
         }
+    }
+
+    /// Reads the line without parsing it (`sessions::skim`), when it has one of the
+    /// shapes the walks know; false leaves it to the full parse. Two lines in three are
+    /// responses: one that says so near its start is walked as one first (a hint only;
+    /// each walk checks the whole line).
+    fn skimmed(&mut self, line: &[u8], prices: &PriceTable) -> bool {
+        let response_first = looks_like_response(line);
+        if response_first && self.skimmed_response(line, prices) {
+            return true;
+        }
+        if let Some(results) = skim::tool_results(line) {
+            if let Some(ts) = results.timestamp {
+                self.seen_at(ts);
+            }
+            if !results.sidechain {
+                self.activity.results(results.results);
+            }
+            return true;
+        }
+        !response_first && self.skimmed_response(line, prices)
+    }
+
+    fn skimmed_response(&mut self, line: &[u8], prices: &PriceTable) -> bool {
+        let Some(response) = skim::response(line) else {
+            return false;
+        };
+        if let Some(ts) = response.timestamp {
+            self.seen_at(ts);
+        }
+        self.assistant(&response, prices);
+        true
     }
 
     fn seen_at(&mut self, timestamp: &str) {
@@ -382,6 +399,14 @@ impl Tally {
         let window = self.context_window(default_window).max(1);
         self.context_tokens as f64 * 100.0 / window as f64
     }
+}
+
+/// Whether a response's role shows in the line's first bytes (its message comes
+/// after a few short members): which walk to try first.
+fn looks_like_response(line: &[u8]) -> bool {
+    static ROLE: std::sync::LazyLock<memchr::memmem::Finder<'static>> =
+        std::sync::LazyLock::new(|| memchr::memmem::Finder::new(br#""role":"assistant""#));
+    ROLE.find(&line[..line.len().min(512)]).is_some()
 }
 
 /// An RFC 3339 timestamp as milliseconds since the epoch.
