@@ -48,7 +48,40 @@ enum Tok {
     Close,
 }
 
-fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
+/// What is wrong with a condition, or why it cannot be evaluated; each names the fix.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ConditionError {
+    #[error("`$` at {at} must be followed by a variable name")]
+    DollarWithoutName { at: usize },
+    #[error("`{word}` is not allowed; variables start with `$`")]
+    BareWord { word: String },
+    #[error("`{found}` is not part of the condition language")]
+    NotInLanguage { found: char },
+    #[error("`[` at {at} must hold a number and close with `]`")]
+    BadIndex { at: usize },
+    #[error("index too large")]
+    IndexTooLarge,
+    #[error("a string is not closed")]
+    UnclosedString,
+    #[error("{text:?} is not a number")]
+    NotANumber { text: String },
+    #[error("`!` and parentheses nest more than {MAX_NESTING} deep; simplify the condition")]
+    TooDeep,
+    #[error("a `(` is not closed")]
+    UnclosedParen,
+    #[error("unexpected {found}")]
+    Unexpected { found: String },
+    #[error("the condition ends too early")]
+    EndsEarly,
+    #[error("the condition is {len} bytes long; at most {MAX_CONDITION_LEN} are allowed")]
+    TooLong { len: usize },
+    #[error("unexpected {found} after a complete condition")]
+    Trailing { found: String },
+    #[error("${name} is not set")]
+    NotSet { name: String },
+}
+
+fn tokenize(src: &str) -> Result<Vec<Tok>, ConditionError> {
     let chars: Vec<char> = src.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
@@ -107,7 +140,7 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
                 let name = ident(&mut i);
                 if name.is_empty() {
-                    return Err(format!("`$` at {i} must be followed by a variable name"));
+                    return Err(ConditionError::DollarWithoutName { at: i });
                 }
                 out.push(Tok::Var(name));
             }
@@ -135,40 +168,38 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 match word.as_str() {
                     "true" => out.push(Tok::Bool(true)),
                     "false" => out.push(Tok::Bool(false)),
-                    _ => return Err(format!("`{word}` is not allowed; variables start with `$`")),
+                    _ => return Err(ConditionError::BareWord { word }),
                 }
             }
-            other => return Err(format!("`{other}` is not part of the condition language")),
+            other => return Err(ConditionError::NotInLanguage { found: other }),
         }
     }
     Ok(out)
 }
 
 /// `[N]` from just after its `[`: the index and where the token ends.
-fn index_token(chars: &[char], mut i: usize) -> Result<(usize, usize), String> {
+fn index_token(chars: &[char], mut i: usize) -> Result<(usize, usize), ConditionError> {
     let start = i;
     while i < chars.len() && chars[i].is_ascii_digit() {
         i += 1;
     }
     let n: String = chars[start..i].iter().collect();
     if chars.get(i) != Some(&']') || n.is_empty() {
-        return Err(format!(
-            "`[` at {start} must hold a number and close with `]`"
-        ));
+        return Err(ConditionError::BadIndex { at: start });
     }
-    let index = n.parse().map_err(|_| "index too large".to_owned())?;
+    let index = n.parse().map_err(|_| ConditionError::IndexTooLarge)?;
     Ok((index, i + 1))
 }
 
 /// A quoted string from its opening quote (`\n`, `\t` and `\<char>` escapes): the
 /// text and where the token ends.
-fn string_token(chars: &[char], mut i: usize) -> Result<(String, usize), String> {
+fn string_token(chars: &[char], mut i: usize) -> Result<(String, usize), ConditionError> {
     let quote = chars[i];
     i += 1;
     let mut s = String::new();
     loop {
         match chars.get(i) {
-            None => return Err("a string is not closed".into()),
+            None => return Err(ConditionError::UnclosedString),
             Some('\\') => {
                 if let Some(e) = chars.get(i + 1) {
                     s.push(match e {
@@ -189,14 +220,16 @@ fn string_token(chars: &[char], mut i: usize) -> Result<(String, usize), String>
 }
 
 /// A number (maybe negative, maybe with a fraction): its value and where it ends.
-fn number_token(chars: &[char], mut i: usize) -> Result<(f64, usize), String> {
+fn number_token(chars: &[char], mut i: usize) -> Result<(f64, usize), ConditionError> {
     let start = i;
     i += 1;
     while i < chars.len() && (chars[i].is_ascii_digit() || chars[i] == '.') {
         i += 1;
     }
     let n: String = chars[start..i].iter().collect();
-    let value = n.parse().map_err(|_| format!("{n:?} is not a number"))?;
+    let value = n
+        .parse()
+        .map_err(|_| ConditionError::NotANumber { text: n.clone() })?;
     Ok((value, i))
 }
 
@@ -224,7 +257,7 @@ impl Parser {
         t
     }
 
-    fn binary(&mut self, level: u8) -> Result<Expr, String> {
+    fn binary(&mut self, level: u8) -> Result<Expr, ConditionError> {
         if level == 3 {
             return self.unary();
         }
@@ -245,17 +278,15 @@ impl Parser {
         Ok(left)
     }
 
-    fn deeper(&mut self) -> Result<(), String> {
+    fn deeper(&mut self) -> Result<(), ConditionError> {
         self.depth += 1;
         if self.depth > MAX_NESTING {
-            return Err(format!(
-                "`!` and parentheses nest more than {MAX_NESTING} deep; simplify the condition"
-            ));
+            return Err(ConditionError::TooDeep);
         }
         Ok(())
     }
 
-    fn unary(&mut self) -> Result<Expr, String> {
+    fn unary(&mut self) -> Result<Expr, ConditionError> {
         match self.next() {
             Some(Tok::Not) => {
                 self.deeper()?;
@@ -269,15 +300,17 @@ impl Parser {
                 self.depth -= 1;
                 match self.next() {
                     Some(Tok::Close) => Ok(self.accessors(e)),
-                    _ => Err("a `(` is not closed".into()),
+                    _ => Err(ConditionError::UnclosedParen),
                 }
             }
             Some(Tok::Num(n)) => Ok(Expr::Lit(serde_json::json!(n))),
             Some(Tok::Str(s)) => Ok(Expr::Lit(Value::String(s))),
             Some(Tok::Bool(b)) => Ok(Expr::Lit(Value::Bool(b))),
             Some(Tok::Var(name)) => Ok(self.accessors(Expr::Var(name, Vec::new()))),
-            Some(other) => Err(format!("unexpected {other:?}")),
-            None => Err("the condition ends too early".into()),
+            Some(other) => Err(ConditionError::Unexpected {
+                found: format!("{other:?}"),
+            }),
+            None => Err(ConditionError::EndsEarly),
         }
     }
 
@@ -298,12 +331,9 @@ impl Parser {
 }
 
 /// Parses a condition; the error says what is wrong.
-pub fn parse(src: &str) -> Result<Expr, String> {
+pub fn parse(src: &str) -> Result<Expr, ConditionError> {
     if src.len() > MAX_CONDITION_LEN {
-        return Err(format!(
-            "the condition is {} bytes long; at most {MAX_CONDITION_LEN} are allowed",
-            src.len()
-        ));
+        return Err(ConditionError::TooLong { len: src.len() });
     }
     let mut p = Parser {
         toks: tokenize(src)?,
@@ -312,19 +342,24 @@ pub fn parse(src: &str) -> Result<Expr, String> {
     };
     let e = p.binary(0)?;
     if p.pos < p.toks.len() {
-        return Err(format!(
-            "unexpected {:?} after a complete condition",
-            p.toks[p.pos]
-        ));
+        return Err(ConditionError::Trailing {
+            found: format!("{:?}", p.toks[p.pos]),
+        });
     }
     Ok(e)
 }
 
 /// Looks a variable path up; `.length` of a string or array is its length.
-pub fn lookup(vars: &HashMap<String, Value>, name: &str, path: &[Access]) -> Result<Value, String> {
+pub fn lookup(
+    vars: &HashMap<String, Value>,
+    name: &str,
+    path: &[Access],
+) -> Result<Value, ConditionError> {
     let mut v = vars
         .get(name)
-        .ok_or_else(|| format!("${name} is not set"))?
+        .ok_or_else(|| ConditionError::NotSet {
+            name: name.to_owned(),
+        })?
         .clone();
     for a in path {
         v = match (a, &v) {
@@ -346,7 +381,7 @@ pub fn lookup(vars: &HashMap<String, Value>, name: &str, path: &[Access]) -> Res
 
 /// Evaluates to a JSON value; a reference to a missing variable is an error.
 #[allow(clippy::many_single_char_names)] // operands and their numbers: a, b, x, y
-pub fn eval(e: &Expr, vars: &HashMap<String, Value>) -> Result<Value, String> {
+pub fn eval(e: &Expr, vars: &HashMap<String, Value>) -> Result<Value, ConditionError> {
     Ok(match e {
         Expr::Lit(v) => v.clone(),
         Expr::Var(name, path) => lookup(vars, name, path)?,
@@ -368,7 +403,7 @@ pub fn eval(e: &Expr, vars: &HashMap<String, Value>) -> Result<Value, String> {
     })
 }
 
-pub fn eval_bool(e: &Expr, vars: &HashMap<String, Value>) -> Result<bool, String> {
+pub fn eval_bool(e: &Expr, vars: &HashMap<String, Value>) -> Result<bool, ConditionError> {
     eval(e, vars).map(|v| truthy(&v))
 }
 
@@ -425,9 +460,19 @@ mod tests {
     #[test]
     fn deep_and_long_conditions_are_refused_not_crashed_on() {
         let deep = format!("{}true", "!".repeat(500_000));
-        assert!(parse(&deep).unwrap_err().contains("at most 4096"));
+        assert!(
+            parse(&deep)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 4096")
+        );
         let nested = format!("{}true", "!".repeat(MAX_NESTING + 1));
-        assert!(parse(&nested).unwrap_err().contains("nest more than 64"));
+        assert!(
+            parse(&nested)
+                .unwrap_err()
+                .to_string()
+                .contains("nest more than 64")
+        );
         let parens = format!("{}true{}", "(".repeat(100), ")".repeat(100));
         assert!(parse(&parens).is_err());
         assert!(parse(&format!("{}true", "!".repeat(MAX_NESTING))).is_ok());
@@ -475,6 +520,6 @@ mod tests {
             assert!(parse(bad).is_err(), "{bad}");
         }
         let e = parse("$nope.x == 1").unwrap();
-        assert!(eval(&e, &vars()).unwrap_err().contains("$nope"));
+        assert!(eval(&e, &vars()).unwrap_err().to_string().contains("$nope"));
     }
 }

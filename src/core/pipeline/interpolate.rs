@@ -11,13 +11,28 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::core::pipeline::expr::{self, Access};
+use crate::core::pipeline::expr::{self, Access, ConditionError};
 use crate::core::pipeline::program_text::{self, Role};
 
 static REFERENCE: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(r"\$([A-Za-z_][A-Za-z0-9_]*)((?:\.[A-Za-z_][A-Za-z0-9_]*|\[\d+\])*)")
         .expect("static regex")
 });
+
+/// Why a step's text cannot be filled in.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FillError {
+    /// A reference to a variable that is not set.
+    #[error(transparent)]
+    Reference(#[from] ConditionError),
+    /// A word another program reads as code holds a variable.
+    #[error("args[{index}]: {why}")]
+    ProgramText { index: usize, why: String },
+    #[error(
+        "args[{index}]: its value starts with `-` and {program} would read it as an option; put \"--\" before it in the definition"
+    )]
+    ReadAsOption { index: usize, program: String },
+}
 
 /// A command step's arguments with the variables filled in the words that are data.
 /// Program text and the options that decide what runs are passed as written (a `$HOME`
@@ -27,21 +42,23 @@ pub fn command_args(
     program: &str,
     args: &[String],
     vars: &HashMap<String, Value>,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, FillError> {
     let names: Vec<String> = vars.keys().cloned().collect();
-    program_text::check(program, args, &names).map_err(|(i, why)| format!("args[{i}]: {why}"))?;
+    program_text::check(program, args, &names)
+        .map_err(|(index, why)| FillError::ProgramText { index, why })?;
     program_text::roles(program, args)
         .into_iter()
         .zip(args)
         .enumerate()
         .map(|(i, (role, a))| match role {
-            Role::Plain => interpolate(a, vars),
+            Role::Plain => Ok(interpolate(a, vars)?),
             Role::OptionsOpen => {
                 let value = interpolate(a, vars)?;
                 if value.starts_with('-') && a.starts_with('$') {
-                    Err(format!(
-                        "args[{i}]: its value starts with `-` and {program} would read it as an option; put \"--\" before it in the definition"
-                    ))
+                    Err(FillError::ReadAsOption {
+                        index: i,
+                        program: program.to_owned(),
+                    })
                 } else {
                     Ok(value)
                 }
@@ -72,15 +89,7 @@ fn path_of(accessors: &str) -> Vec<Access> {
 
 /// Replaces each `$name.field` in text with its value (strings as they are, other
 /// values as JSON). A missing variable is a step error.
-pub fn interpolate(text: &str, vars: &HashMap<String, Value>) -> Result<String, String> {
-    interpolate_with(text, vars, |s| Ok(s.to_owned()))
-}
-
-fn interpolate_with(
-    text: &str,
-    vars: &HashMap<String, Value>,
-    quote: impl Fn(&str) -> Result<String, String>,
-) -> Result<String, String> {
+pub fn interpolate(text: &str, vars: &HashMap<String, Value>) -> Result<String, ConditionError> {
     let mut out = String::new();
     let mut last = 0;
     for c in REFERENCE.captures_iter(text) {
@@ -96,7 +105,7 @@ fn interpolate_with(
                 .join("\n"),
             other => other.to_string(),
         };
-        out.push_str(&quote(&value)?);
+        out.push_str(&value);
         last = whole.end;
     }
     out.push_str(&text[last..]);
@@ -104,7 +113,10 @@ fn interpolate_with(
 }
 
 /// A whole-string reference (`"$push"`) keeps its JSON value; other text interpolates.
-pub fn interpolate_value(text: &str, vars: &HashMap<String, Value>) -> Result<Value, String> {
+pub fn interpolate_value(
+    text: &str,
+    vars: &HashMap<String, Value>,
+) -> Result<Value, ConditionError> {
     if let Some(c) = REFERENCE.captures(text)
         && c.get(0).is_some_and(|m| m.range() == (0..text.len()))
     {
@@ -157,15 +169,17 @@ mod tests {
     #[test]
     fn a_variable_in_program_text_is_refused_even_when_the_definition_was_not_checked() {
         let vars = HashMap::from([("event".to_owned(), json!({"detail": "$(touch pwned)"}))]);
-        let err =
-            command_args("sh", &args(&["-c", "echo $event.detail"]), &vars).expect_err("refused");
+        let err = command_args("sh", &args(&["-c", "echo $event.detail"]), &vars)
+            .expect_err("refused")
+            .to_string();
         assert!(err.starts_with("args[1]:"), "{err}");
         let err = command_args(
             "perl",
             &args(&["-e", "print @ARGV", "$event.detail"]),
             &HashMap::from([("event".to_owned(), json!({"detail": "-esystem(1)"}))]),
         )
-        .expect_err("refused");
+        .expect_err("refused")
+        .to_string();
         assert!(err.contains("--"), "{err}");
     }
 }

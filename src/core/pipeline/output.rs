@@ -32,7 +32,7 @@ impl ProcessSlots {
     }
 
     /// A slot, or why there is none (the step fails with that reason).
-    pub fn take(self: &Arc<Self>) -> Result<Slot, String> {
+    pub fn take(self: &Arc<Self>) -> Result<Slot, NoSlot> {
         let taken = self
             .live
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
@@ -40,16 +40,26 @@ impl ProcessSlots {
             });
         match taken {
             Ok(_) => Ok(Slot(Arc::clone(self))),
-            Err(_) => Err(format!(
-                "{} step processes are running {} (the most allowed; `[pipelines] max_processes` and `max_processes_per_run` set it); this one was not started",
-                self.max, self.what
-            )),
+            Err(_) => Err(NoSlot {
+                max: self.max,
+                what: self.what,
+            }),
         }
     }
 
     pub fn live(&self) -> usize {
         self.live.load(Ordering::Acquire)
     }
+}
+
+/// No slot is free: the step is not started.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{max} step processes are running {what} (the most allowed; `[pipelines] max_processes` and `max_processes_per_run` set it); this one was not started"
+)]
+pub struct NoSlot {
+    max: usize,
+    what: &'static str,
 }
 
 /// One live step process; dropping it frees the slot.
@@ -63,7 +73,7 @@ impl Drop for Slot {
 }
 
 /// A step process's two slots: its run's and the global one.
-pub fn take_slots(run: &Arc<ProcessSlots>, all: &Arc<ProcessSlots>) -> Result<[Slot; 2], String> {
+pub fn take_slots(run: &Arc<ProcessSlots>, all: &Arc<ProcessSlots>) -> Result<[Slot; 2], NoSlot> {
     Ok([run.take()?, all.take()?])
 }
 
@@ -206,7 +216,7 @@ mod tests {
         let slots = ProcessSlots::new(2, "in this run");
         let a = slots.take().expect("one");
         let _b = slots.take().expect("two");
-        let err = slots.take().expect_err("full");
+        let err = slots.take().expect_err("full").to_string();
         assert!(err.contains("max_processes"), "{err}");
         drop(a);
         assert!(slots.take().is_ok());

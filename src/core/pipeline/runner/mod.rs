@@ -333,13 +333,13 @@ impl Run<'_> {
         step: &Step,
         iteration: u64,
         index: usize,
-    ) -> Option<Result<(), String>> {
+    ) -> Option<Result<(), StepError>> {
         let started = Instant::now();
         self.last_excerpt.clear();
         let outcome = self.step(step).await;
         let mut excerpt = std::mem::take(&mut self.last_excerpt);
         if let Err(e) = &outcome {
-            excerpt = tail(e);
+            excerpt = tail(&e.to_string());
         }
         let trace = StepTrace {
             step_type: step_type(&step.kind),
@@ -350,11 +350,15 @@ impl Run<'_> {
             Ok(text) => (Ok(()), text),
             Err(e) if step.on_error == OnError::Skip => {
                 if let Some(name) = &step.output_to {
-                    self.vars.insert(name.clone(), json!({"error": e}));
+                    self.vars
+                        .insert(name.clone(), json!({"error": e.to_string()}));
                 }
                 (Ok(()), format!("skipped: {e}"))
             }
-            Err(e) => (Err(e.clone()), format!("error: {e}")),
+            Err(e) => {
+                let text = format!("error: {e}");
+                (Err(e), text)
+            }
         };
         let _ = self
             .env
@@ -385,15 +389,15 @@ impl Run<'_> {
     fn step<'s>(
         &'s mut self,
         step: &'s Step,
-    ) -> Pin<Box<dyn std::future::Future<Output = Result<String, String>> + Send + 's>> {
+    ) -> Pin<Box<dyn std::future::Future<Output = Result<String, StepError>> + Send + 's>> {
         Box::pin(async move {
             let attempts = if step.on_error == OnError::Retry {
                 3
             } else {
                 1
             };
-            let mut last = String::new();
-            for _ in 0..attempts {
+            let mut attempt = 1;
+            loop {
                 match self.execute(&step.kind).await {
                     Ok((value, outcome)) => {
                         if let (Some(name), Some(value)) = (&step.output_to, value) {
@@ -401,12 +405,15 @@ impl Run<'_> {
                         }
                         return Ok(outcome);
                     }
-                    Err(e) => last = e,
+                    Err(_) if attempt < attempts => attempt += 1,
+                    Err(e) => return Err(e),
                 }
             }
-            Err(last)
         })
     }
 }
 
+mod error;
 mod steps;
+
+pub use error::StepError;

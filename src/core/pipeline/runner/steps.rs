@@ -9,6 +9,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use super::error::StepError;
 use super::{Ended, Execution, Run, STEP_KILL_GRACE, run, tail};
 use crate::core::children::GroupChild;
 use crate::core::pipeline::expr;
@@ -51,7 +52,7 @@ impl Run<'_> {
     pub(super) async fn execute(
         &mut self,
         kind: &StepKind,
-    ) -> Result<(Option<Value>, String), String> {
+    ) -> Result<(Option<Value>, String), StepError> {
         match kind {
             StepKind::Command {
                 program,
@@ -98,7 +99,8 @@ impl Run<'_> {
                         Ok(_) => {}
                         Err(e) if s.on_error == OnError::Skip => {
                             if let Some(name) = &s.output_to {
-                                self.vars.insert(name.clone(), json!({"error": e}));
+                                self.vars
+                                    .insert(name.clone(), json!({"error": e.to_string()}));
                             }
                         }
                         Err(e) => return Err(e),
@@ -116,7 +118,7 @@ impl Run<'_> {
                     let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
                     let value = Value::Object(vars.into_iter().collect());
                     match ended {
-                        Ended::Failed(why) => Err(format!("nested pipeline failed: {why}")),
+                        Ended::Failed(why) => Err(StepError::Nested { why }),
                         _ => Ok((Some(value), "nested pipeline completed".into())),
                     }
                 } else {
@@ -148,12 +150,14 @@ impl Run<'_> {
         mut cmd: tokio::process::Command,
         program: &str,
         timeout: Option<std::time::Duration>,
-    ) -> Result<(Option<Value>, String), String> {
+    ) -> Result<(Option<Value>, String), StepError> {
         let started = Instant::now();
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let _slots = take_slots(&self.slots, &self.env.all_slots)?;
-        let mut child =
-            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
+        let mut child = GroupChild::spawn(&mut cmd).map_err(|source| StepError::Start {
+            program: program.to_owned(),
+            source,
+        })?;
         let output = collect_output(&mut child, self.env.limits.output_bytes);
         let limit = async {
             match timeout {
@@ -162,17 +166,20 @@ impl Run<'_> {
             }
         };
         let status = tokio::select! {
-            status = child.wait() => status.map_err(|e| format!("cannot run {program}: {e}"))?,
+            status = child.wait() => status.map_err(|source| StepError::Start {
+                program: program.to_owned(),
+                source,
+            })?,
             () = limit => {
                 child.terminate(STEP_KILL_GRACE).await;
-                return Err(format!(
-                    "{program} timed out after {:?}; its processes were ended",
-                    timeout.unwrap_or_default()
-                ));
+                return Err(StepError::TimedOut {
+                    program: program.to_owned(),
+                    after: timeout.unwrap_or_default(),
+                });
             }
             () = self.stop.cancelled() => {
                 child.terminate(STEP_KILL_GRACE).await;
-                return Err("stopped; the step's processes were ended".into());
+                return Err(StepError::Stopped);
             }
         };
         // What the command left running in its group does not outlive it.
@@ -205,12 +212,12 @@ impl Run<'_> {
         execution_id: &str,
         rules: &[(regex::Regex, String)],
         until: Until,
-    ) -> Result<(Option<Value>, String), String> {
+    ) -> Result<(Option<Value>, String), StepError> {
         let id = interpolate(execution_id, &self.vars)?;
         let exec = self
             .executions
             .get_mut(&id)
-            .ok_or_else(|| format!("no running execution {id:?}"))?;
+            .ok_or_else(|| StepError::NoExecution { id: id.clone() })?;
         let mut lines = Vec::new();
         while let Some(Some(line)) = exec.lines.recv().await {
             let class = rules
@@ -240,10 +247,8 @@ impl Run<'_> {
 
     /// An `llm` step: the prompt to the configured provider's stdin, its stdout as the
     /// variable.
-    async fn llm(&mut self, prompt: &str) -> Result<(Option<Value>, String), String> {
-        let argv = self.env.llm.clone().ok_or(
-            "llm steps need `[pipelines] llm` in the configuration (for example [\"claude\", \"-p\"])",
-        )?;
+    async fn llm(&mut self, prompt: &str) -> Result<(Option<Value>, String), StepError> {
+        let argv = self.env.llm.clone().ok_or(StepError::NoProvider)?;
         let prompt = interpolate(prompt, &self.vars)?;
         let mut cmd = tokio::process::Command::new(&argv[0]);
         cmd.envs(event_environment(self.vars.get("event")));
@@ -253,26 +258,31 @@ impl Run<'_> {
             .stdout(Stdio::piped())
             .stderr(Stdio::null());
         let _slots = take_slots(&self.slots, &self.env.all_slots)?;
-        let mut child =
-            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        let mut child = GroupChild::spawn(&mut cmd).map_err(|source| StepError::Start {
+            program: argv[0].clone(),
+            source,
+        })?;
         if let Some(mut stdin) = child.child_mut().stdin.take() {
             stdin
                 .write_all(prompt.as_bytes())
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(StepError::Provider)?;
         }
         let output = collect_output(&mut child, self.env.limits.output_bytes);
         let status = tokio::select! {
-            status = child.wait() => status.map_err(|e| e.to_string())?,
+            status = child.wait() => status.map_err(StepError::Provider)?,
             () = self.stop.cancelled() => {
                 child.terminate(STEP_KILL_GRACE).await;
-                return Err("stopped; the provider's processes were ended".into());
+                return Err(StepError::ProviderStopped);
             }
         };
         child.end_leftovers(STEP_KILL_GRACE).await;
         let ((stdout, cut), _) = output.await.unwrap_or_default();
         if !status.success() {
-            return Err(format!("{} exited with {status}", argv[0]));
+            return Err(StepError::ProviderFailed {
+                program: argv[0].clone(),
+                status,
+            });
         }
         let text = captured_text(&stdout, cut);
         self.last_excerpt = tail(&text);
@@ -284,11 +294,13 @@ impl Run<'_> {
         &mut self,
         mut cmd: tokio::process::Command,
         program: &str,
-    ) -> Result<String, String> {
+    ) -> Result<String, StepError> {
         cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
         let slots = take_slots(&self.slots, &self.env.all_slots)?;
-        let mut child =
-            GroupChild::spawn(&mut cmd).map_err(|e| format!("cannot run {program}: {e}"))?;
+        let mut child = GroupChild::spawn(&mut cmd).map_err(|source| StepError::Start {
+            program: program.to_owned(),
+            source,
+        })?;
         self.next_execution += 1;
         let id = format!("exec-{}", self.next_execution);
         let (line_tx, lines) = line_queue();
@@ -335,8 +347,10 @@ impl Run<'_> {
 
 /// A step's working folder: `dir` under the project, which it may not leave (through
 /// `..`, an absolute path or a symlink).
-fn inside_project(project: &std::path::Path, dir: &str) -> Result<PathBuf, String> {
-    let refused = || format!("params.cwd {dir:?} is not a folder inside the project");
+fn inside_project(project: &std::path::Path, dir: &str) -> Result<PathBuf, StepError> {
+    let refused = || StepError::OutsideProject {
+        dir: dir.to_owned(),
+    };
     if !crate::core::pipeline::spec::stays_inside(dir) {
         return Err(refused());
     }
