@@ -35,3 +35,8 @@ impl std::error::Error for CliError {}
 pub fn runtime(e: impl fmt::Display) -> CliError {
     CliError::Runtime(e.to_string())
 }
+
+/// Shorthand for a usage problem from any displayable error.
+pub fn usage(e: impl fmt::Display) -> CliError {
+    CliError::Usage(e.to_string())
+}

@@ -20,6 +20,7 @@ use crate::core::pipeline::trust::{TrustStore, content_hash};
 use crate::core::store;
 use crate::core::text::printable;
 
+use crate::cli::error::{runtime, usage};
 use CliError::{Runtime, Usage};
 
 const NO_HOST: &str = "no maestro is running this project's pipelines; start `maestro` or `maestro --no-tui` in the project first";
@@ -95,7 +96,7 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             file_of(&dir, name)?;
             let mut store = TrustStore::load(&ProjectKey::of(&project.root));
             let was = store.untrust(name);
-            store.save().map_err(Runtime)?;
+            store.save().map_err(runtime)?;
             let _ = ask(json!({"op": "reload", "name": name}));
             let detail = if was {
                 format!("{name} is no longer trusted: it runs nothing until trusted again")
@@ -128,10 +129,10 @@ fn trust(
     let mut refused: Vec<(String, String)> = Vec::new();
     for name in names {
         let checked = file_of(dir, name).and_then(|path| {
-            let bytes = read_definition_bytes(&path).map_err(Runtime)?;
+            let bytes = read_definition_bytes(&path).map_err(runtime)?;
             let def = serde_json::from_slice::<Value>(&bytes)
                 .map_err(|e| format!("{} is not JSON ({e})", path.display()))
-                .and_then(|raw| parse_definition(&raw, name, ""))
+                .and_then(|raw| parse_definition(&raw, name, "").map_err(|e| e.to_string()))
                 .map_err(|e| Runtime(format!("{e}; fix it before trusting it.")))?;
             Ok((bytes, def))
         });
@@ -145,7 +146,7 @@ fn trust(
             Err(e) => return Err(e),
         }
     }
-    store.save().map_err(Runtime)?;
+    store.save().map_err(runtime)?;
     for t in &trusted {
         let _ = ask(json!({"op": "reload", "name": t["name"]}));
     }
@@ -270,7 +271,7 @@ fn edit(
         }
     };
     // The whole definition must still be usable before anything is written.
-    write_definition(&path, name, &def).map_err(Usage)?;
+    write_definition(&path, name, &def).map_err(usage)?;
     let answer = ask(json!({"op": "reload", "name": name}))
         .unwrap_or_else(|| json!({"ok": true, "detail": "written; no maestro is running it now"}));
     let steps = def["steps"].clone();
@@ -362,7 +363,7 @@ fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CliError> {
 
 fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CliError> {
     if valid_name(name) {
-        definition_file(dir, name).map_err(Runtime)
+        definition_file(dir, name).map_err(runtime)
     } else {
         Err(Usage(format!(
             "{name:?} is not a pipeline name (letters, digits, - and _)."
@@ -371,7 +372,7 @@ fn file_of(dir: &Path, name: &str) -> Result<PathBuf, CliError> {
 }
 
 fn read(path: &Path) -> Result<Value, CliError> {
-    read_definition(path).map_err(Runtime)
+    read_definition(path).map_err(runtime)
 }
 
 /// The definitions' names and files, by name.
@@ -409,7 +410,7 @@ fn from_folder(project: &Project, dir: &Path) -> Vec<Value> {
             match parsed {
                 Some(Ok(steps)) => json!({"name": name, "status": status, "steps": steps}),
                 Some(Err(e)) => {
-                    json!({"name": name, "status": "invalid", "steps": null, "detail": e})
+                    json!({"name": name, "status": "invalid", "steps": null, "detail": e.to_string()})
                 }
                 None => {
                     json!({"name": name, "status": "invalid", "steps": null, "detail": "not JSON"})

@@ -175,7 +175,7 @@ pub(super) async fn pipeline_effect(
                 .map(|d| serde_json::to_string_pretty(&d["steps"]).unwrap_or_default());
             match steps {
                 Ok(text) => ui.open_editor(name, &text),
-                Err(e) => ui.note = Some(e),
+                Err(e) => ui.note = Some(e.to_string()),
             }
         }
         Effect::DescribeTrust(name) => {
@@ -187,7 +187,7 @@ pub(super) async fn pipeline_effect(
                         question,
                     }));
                 }
-                Err(e) => ui.note = Some(e),
+                Err(e) => ui.note = Some(e.to_string()),
             }
         }
         Effect::Trust { name, hash } => {
@@ -199,7 +199,7 @@ pub(super) async fn pipeline_effect(
                         .await;
                     ui.note = Some(format!("{name}: trusted ({answer})"));
                 }
-                Err(e) => ui.note = Some(e),
+                Err(e) => ui.note = Some(e.to_string()),
             }
         }
         Effect::SaveSteps { name, steps } => {
@@ -212,7 +212,7 @@ pub(super) async fn pipeline_effect(
                     ui.editor = None;
                     ui.overlay = Some(app::Overlay::Sentinels);
                 }
-                Err(e) => ui.note = Some(e),
+                Err(e) => ui.note = Some(e.to_string()),
             }
         }
         _ => {}

@@ -50,7 +50,7 @@ fn install_examples(project: &Project) -> Result<(), String> {
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
         trust.trust(name, &content_hash(text.as_bytes()));
     }
-    trust.save()
+    trust.save().map_err(|e| e.to_string())
 }
 
 /// A scratch project: the folder, its database and its logs. `at` is a folder the

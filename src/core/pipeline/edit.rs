@@ -2,28 +2,53 @@
 //! whole definition is checked before anything is written, and the file is replaced
 //! atomically (a temporary file in the same folder, then a rename).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 use crate::core::paths::ProjectKey;
-use crate::core::pipeline::files::{definition_file, read_definition_bytes};
-use crate::core::pipeline::spec::parse_definition;
-use crate::core::pipeline::trust::{TrustStore, content_hash};
+use crate::core::pipeline::files::{
+    DefinitionFileError, definition_file, read_definition_bytes, read_definition_json,
+};
+use crate::core::pipeline::spec::{DefinitionError, parse_definition};
+use crate::core::pipeline::trust::{TrustError, TrustStore, content_hash};
 use crate::core::safe_fs;
 
-pub fn read_definition(path: &Path) -> Result<Value, String> {
-    let bytes = read_definition_bytes(path)?;
-    serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))
+/// Why a definition cannot be changed; each says the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum EditError {
+    #[error(transparent)]
+    File(#[from] DefinitionFileError),
+    #[error("{}: the change would make it unusable: {source}", .path.display())]
+    Unusable {
+        path: PathBuf,
+        source: DefinitionError,
+    },
+    #[error("the steps are not JSON ({source})")]
+    StepsNotJson { source: serde_json::Error },
+    #[error("the steps must be a JSON list")]
+    StepsNotList,
+    #[error("cannot write {}: {source}", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Trust(#[from] TrustError),
+}
+
+pub fn read_definition(path: &Path) -> Result<Value, DefinitionFileError> {
+    read_definition_json(path)
 }
 
 /// Checks `def` as a whole, then writes it over `path` atomically. The operator's own
 /// edit keeps the trust the definition had: if the old content was trusted, the new
 /// one is.
-pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), String> {
-    parse_definition(def, name, "")
-        .map_err(|e| format!("{}: the change would make it unusable: {e}", path.display()))?;
+pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), EditError> {
+    parse_definition(def, name, "").map_err(|source| EditError::Unusable {
+        path: path.to_path_buf(),
+        source,
+    })?;
     let text = serde_json::to_string_pretty(def).unwrap_or_default() + "\n";
     let project = path
         .parent()
@@ -41,8 +66,10 @@ pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), Stri
         t.also_trust(name, &new);
         t.save()?;
     }
-    safe_fs::write_atomic(path, text.as_bytes(), 0o644)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    safe_fs::write_atomic(path, text.as_bytes(), 0o644).map_err(|source| EditError::Write {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if let Some(t) = trust.as_mut() {
         t.trust(name, &new);
         t.save()?;
@@ -51,12 +78,12 @@ pub fn write_definition(path: &Path, name: &str, def: &Value) -> Result<(), Stri
 }
 
 /// Replaces the `steps` of pipeline `name` with `steps` (a JSON array, as text).
-pub fn replace_steps(dir: &Path, name: &str, steps: &str) -> Result<(), String> {
+pub fn replace_steps(dir: &Path, name: &str, steps: &str) -> Result<(), EditError> {
     let path = definition_file(dir, name)?;
     let steps: Value =
-        serde_json::from_str(steps).map_err(|e| format!("the steps are not JSON ({e})"))?;
+        serde_json::from_str(steps).map_err(|source| EditError::StepsNotJson { source })?;
     if !steps.is_array() {
-        return Err("the steps must be a JSON list".into());
+        return Err(EditError::StepsNotList);
     }
     let mut def = read_definition(&path)?;
     def["steps"] = steps;
@@ -73,7 +100,9 @@ mod tests {
         let path = dir.path().join("p.json");
         let original = r#"{"steps": [], "safety": {"maxIterations": 1}}"#;
         std::fs::write(&path, original).unwrap();
-        let err = replace_steps(dir.path(), "p", r#"[{"type": "command"}]"#).unwrap_err();
+        let err = replace_steps(dir.path(), "p", r#"[{"type": "command"}]"#)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("steps[0].command"), "{err}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), original);
         replace_steps(

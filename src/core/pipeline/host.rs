@@ -285,7 +285,7 @@ impl Host {
         let bytes = match read_definition_bytes(path) {
             Ok(b) => b,
             Err(e) => {
-                self.refuse(&name, String::new(), e).await;
+                self.refuse(&name, String::new(), e.to_string()).await;
                 return Some(name);
             }
         };
@@ -293,9 +293,13 @@ impl Host {
         if self.refused.get(&name) == Some(&hash) {
             return Some(name);
         }
-        let parsed = serde_json::from_slice::<Value>(&bytes)
-            .map_err(|e| format!("not JSON ({e})"))
-            .and_then(|raw| parse_definition(&raw, &name, "").map(|def| (raw, def)));
+        let parsed = match serde_json::from_slice::<Value>(&bytes) {
+            Err(e) => Err(format!("not JSON ({e})")),
+            Ok(raw) => match parse_definition(&raw, &name, "") {
+                Ok(def) => Ok((raw, def)),
+                Err(e) => Err(e.to_string()),
+            },
+        };
         let (raw, def) = match parsed {
             Ok(ok) => ok,
             Err(e) => {

@@ -7,7 +7,7 @@ use std::time::Duration;
 use regex::Regex;
 use serde_json::Value;
 
-use crate::core::pipeline::expr::{self, Expr};
+use crate::core::pipeline::expr::{self, ConditionError, Expr};
 use crate::core::pipeline::program_text;
 
 #[derive(Debug, Clone)]
@@ -98,10 +98,39 @@ pub enum Trigger {
     Schedule(Duration),
 }
 
-type Res<T> = Result<T, String>;
+/// What is wrong in a pipeline definition, and where (`steps[2].params.args[0]`), as
+/// globset says which glob and what of it.
+#[derive(Debug, thiserror::Error)]
+#[error("{at}: {problem}")]
+pub struct DefinitionError {
+    pub at: String,
+    pub problem: Problem,
+}
 
-fn at(path: &str, what: impl std::fmt::Display) -> String {
-    format!("{path}: {what}")
+/// The part of a definition that is wrong, and how to fix it.
+#[derive(Debug, thiserror::Error)]
+pub enum Problem {
+    /// A value that breaks a rule of the format (the text says which, and the fix).
+    #[error("{0}")]
+    Rule(String),
+    #[error("{shown:?}{more} is not a valid condition ({source})")]
+    Condition {
+        shown: String,
+        more: &'static str,
+        source: ConditionError,
+    },
+    #[error("not a regular expression ({source})")]
+    Pattern { source: regex::Error },
+}
+
+type Res<T> = Result<T, DefinitionError>;
+
+/// A rule broken at `path`.
+fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
+    DefinitionError {
+        at: path.to_owned(),
+        problem: Problem::Rule(what.to_string()),
+    }
 }
 
 fn obj<'a>(v: &'a Value, path: &str) -> Res<&'a serde_json::Map<String, Value>> {
@@ -160,14 +189,18 @@ pub fn stays_inside(dir: &str) -> bool {
 }
 
 fn condition(src: &str, path: &str) -> Res<Expr> {
-    expr::parse(src).map_err(|e| {
+    expr::parse(src).map_err(|source| {
         // Quoted in an error line: a long condition is shown by its beginning.
         let shown: String = src.chars().take(80).collect();
         let more = if shown.len() < src.len() { "…" } else { "" };
-        at(
-            path,
-            format!("{shown:?}{more} is not a valid condition ({e})"),
-        )
+        DefinitionError {
+            at: path.to_owned(),
+            problem: Problem::Condition {
+                shown,
+                more,
+                source,
+            },
+        }
     })
 }
 
@@ -438,11 +471,9 @@ fn watch_step(m: &serde_json::Map<String, Value>, path: &str) -> Res<StepKind> {
                 let rp = format!("{path}.rules[{i}]");
                 let rm = obj(r, &rp)?;
                 let pattern = required(rm, "pattern", &rp)?;
-                let re = Regex::new(&pattern).map_err(|e| {
-                    at(
-                        &format!("{rp}.pattern"),
-                        format!("not a regular expression ({e})"),
-                    )
+                let re = Regex::new(&pattern).map_err(|source| DefinitionError {
+                    at: format!("{rp}.pattern"),
+                    problem: Problem::Pattern { source },
                 })?;
                 Ok((re, required(rm, "classification", &rp)?))
             })
@@ -613,7 +644,7 @@ mod tests {
             ),
         ];
         for (def, path) in table {
-            let err = parse_definition(&def, "x", "").unwrap_err();
+            let err = parse_definition(&def, "x", "").unwrap_err().to_string();
             assert!(err.starts_with(&format!("{path}:")), "{path}: {err}");
         }
     }

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::core::paths::{self, ProjectKey};
+use crate::core::paths::{self, PathError, ProjectKey};
 use crate::core::pipeline::files;
 use crate::core::safe_fs;
 
@@ -93,12 +93,9 @@ impl TrustStore {
     }
 
     /// Writes the trust file atomically (0600 in a 0700 folder).
-    pub fn save(&self) -> Result<(), String> {
+    pub fn save(&self) -> Result<(), TrustError> {
         let Some(path) = &self.path else {
-            return Err(
-                "cannot find maestro's data directory: set HOME (or XDG_DATA_HOME) and try again."
-                    .into(),
-            );
+            return Err(TrustError::Place(PathError::NoDataDir));
         };
         let dir = path.parent().unwrap_or(Path::new("."));
         std::fs::create_dir_all(dir)
@@ -106,20 +103,48 @@ impl TrustStore {
                 use std::os::unix::fs::PermissionsExt;
                 std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
             })
-            .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+            .map_err(|source| TrustError::Folder {
+                dir: dir.to_path_buf(),
+                source,
+            })?;
         let text = serde_json::to_string_pretty(&self.file).unwrap_or_default() + "\n";
-        safe_fs::write_atomic(path, text.as_bytes(), 0o600)
-            .map_err(|e| format!("cannot write {} ({e}).", path.display()))
+        safe_fs::write_atomic(path, text.as_bytes(), 0o600).map_err(|source| TrustError::Write {
+            path: path.clone(),
+            source,
+        })
     }
+}
+
+/// Why the trust file cannot be written.
+#[derive(Debug, thiserror::Error)]
+pub enum TrustError {
+    #[error(transparent)]
+    Place(#[from] PathError),
+    #[error("cannot create {} ({source}).", .dir.display())]
+    Folder {
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot write {} ({source}).", .path.display())]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
 }
 
 /// What trusting `name` would trust: the content's hash, and a question that shows
 /// every step (type, program and arguments, trigger), for the dashboard's dialog.
-pub fn describe_for_trust(dir: &Path, name: &str) -> Result<(String, String), String> {
+pub fn describe_for_trust(
+    dir: &Path,
+    name: &str,
+) -> Result<(String, String), files::DefinitionFileError> {
     let path = files::definition_file(dir, name)?;
     let bytes = files::read_definition_bytes(&path)?;
-    let raw: serde_json::Value = serde_json::from_slice(&bytes)
-        .map_err(|e| format!("{} is not JSON ({e}); fix it first.", path.display()))?;
+    let raw: serde_json::Value =
+        serde_json::from_slice(&bytes).map_err(|source| files::DefinitionFileError::NotJson {
+            path: path.clone(),
+            source,
+        })?;
     crate::core::pipeline::spec::parse_definition(&raw, name, "")?;
     let printable =
         |v: &serde_json::Value| crate::core::text::printable(&v.to_string()).into_owned();
@@ -145,7 +170,7 @@ pub fn describe_for_trust(dir: &Path, name: &str) -> Result<(String, String), St
 
 /// Trusts `name` with the content of this hash (what the operator was shown), and
 /// saves.
-pub fn trust_content(project: &ProjectKey, name: &str, hash: &str) -> Result<(), String> {
+pub fn trust_content(project: &ProjectKey, name: &str, hash: &str) -> Result<(), TrustError> {
     let mut store = TrustStore::load(project);
     store.trust(name, hash);
     store.save()
