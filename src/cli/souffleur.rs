@@ -67,7 +67,7 @@ async fn run_role(
         )));
     }
     // The schema is checked before anything is locked or written.
-    RoleDb::open(&project.db).map_err(CliError::Runtime)?;
+    RoleDb::open(&project.db).map_err(super::error::runtime)?;
     let lock = role::acquire_lock(&project.root).map_err(CliError::Runtime)?;
     let key = ProjectKey::of(&project.root);
     // A control socket that cannot be made never stops the role: it runs, and says why
@@ -159,7 +159,7 @@ fn role_config(
                 project: root,
             },
             temp: project.temp.clone(),
-            db: RoleDb::open(&project.db).map_err(CliError::Runtime)?,
+            db: RoleDb::open(&project.db).map_err(super::error::runtime)?,
             kill_grace: s.kill_grace,
             claude_projects_dir: s.claude_projects_dir.clone(),
             export_dir: s.export_dir.clone(),

@@ -249,7 +249,7 @@ fn open_database(config: &CoreConfig) -> Result<(Vec<CoreEvent>, Option<DbSource
         .and_then(|mut source| source.initial_events().map(|events| (source, events)));
     match read {
         Ok((source, events)) => Ok((events, Some(source))),
-        Err(CoreError::Busy(_)) => Ok((
+        Err(CoreError::Busy { .. }) => Ok((
             vec![CoreEvent::Database(crate::core::event::DbStatus::Waiting(
                 format!(
                     "{} is busy (another process holds a lock); maestro waits and retries",

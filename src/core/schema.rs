@@ -126,7 +126,7 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, &e))?;
+    std::fs::create_dir_all(dir).map_err(|e| CoreError::io(dir, e))?;
     let tmp = dir.join(format!(
         ".{}.maestro-init-{}",
         path.file_name()
@@ -143,10 +143,10 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
     };
     if let Err(e) = build() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(CoreError::Database(format!(
-            "could not create {}: {e}",
-            path.display()
-        )));
+        return Err(CoreError::database(
+            e,
+            format!("could not create {}", path.display()),
+        ));
     }
     // The WAL was checkpointed on close; only the main file moves.
     for suffix in ["-wal", "-shm"] {
@@ -155,7 +155,7 @@ pub fn init_database(path: &Path) -> Result<(), CoreError> {
     // Link instead of rename: it fails if someone created the file meanwhile.
     let placed = std::fs::hard_link(&tmp, path);
     let _ = std::fs::remove_file(&tmp);
-    placed.map_err(|e| CoreError::io(path, &e))
+    placed.map_err(|e| CoreError::io(path, e))
 }
 
 /// A task row for the unit tests of the layers below the store (the hooks), which may
@@ -200,7 +200,7 @@ pub fn set_aside_damaged(path: &Path) -> Result<PathBuf, CoreError> {
             kept.display()
         )));
     }
-    std::fs::rename(path, &kept).map_err(|e| CoreError::io(path, &e))?;
+    std::fs::rename(path, &kept).map_err(|e| CoreError::io(path, e))?;
     for suffix in ["-wal", "-shm"] {
         let side = PathBuf::from(format!("{}{suffix}", path.display()));
         if side.exists() {
@@ -268,7 +268,8 @@ pub fn open_read_only(path: &Path) -> Result<(Connection, bool), CoreError> {
     if side("-shm") {
         let conn =
             Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY).map_err(|e| {
-                CoreError::Database(format!("could not open {} read-only: {e}", path.display()))
+                let text = format!("could not open {} read-only: {e}", path.display());
+                CoreError::database(e, text)
             })?;
         if conn
             .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
@@ -292,7 +293,8 @@ pub fn open_read_only(path: &Path) -> Result<(Connection, bool), CoreError> {
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_URI,
     )
     .map_err(|e| {
-        CoreError::Database(format!("could not open {} read-only: {e}", path.display()))
+        let text = format!("could not open {} read-only: {e}", path.display());
+        CoreError::database(e, text)
     })?;
     Ok((conn, true))
 }
@@ -303,11 +305,15 @@ pub fn open(path: &Path) -> Result<Connection, CoreError> {
         | OpenFlags::SQLITE_OPEN_NO_MUTEX
         | OpenFlags::SQLITE_OPEN_URI;
     let conn = Connection::open_with_flags(path, flags).map_err(|e| {
-        CoreError::Database(format!("could not open {}: {e}. {FIX}", path.display()))
+        let text = format!("could not open {}: {e}. {FIX}", path.display());
+        CoreError::database(e, text)
     })?;
     // Other processes write concurrently: wait for their short transactions.
     conn.busy_timeout(std::time::Duration::from_secs(2))
-        .map_err(|e| CoreError::Database(e.to_string()))?;
+        .map_err(|e| {
+            let text = e.to_string();
+            CoreError::database(e, text)
+        })?;
     Ok(conn)
 }
 
@@ -329,10 +335,10 @@ pub fn verify(conn: &Connection, path: &Path) -> Result<(), CoreError> {
                     path.display()
                 ))
             }
-            other => CoreError::database(
-                &other,
-                format!("could not read {}: {other}", path.display()),
-            ),
+            other => {
+                let text = format!("could not read {}: {other}", path.display());
+                CoreError::database(other, text)
+            }
         })?;
     if let Some(old) = OBSOLETE_TABLES
         .iter()
@@ -346,7 +352,10 @@ pub fn verify(conn: &Connection, path: &Path) -> Result<(), CoreError> {
         if !tables.iter().any(|n| n == table) {
             return Err(bad(format!("the table `{table}` is missing")));
         }
-        let have = columns_of(conn, table).map_err(|e| CoreError::Database(e.to_string()))?;
+        let have = columns_of(conn, table).map_err(|e| {
+            let text = e.to_string();
+            CoreError::database(e, text)
+        })?;
         if *table == "orchestration_tasks" && have.iter().any(|c| c == "status") {
             return Err(bad(
                 "`orchestration_tasks` has a `status` column of an obsolete design".into(),

@@ -10,6 +10,7 @@ use std::time::Duration;
 use rusqlite::{Connection, OptionalExtension};
 
 use crate::core::domain::souffleur::ConductorView;
+use crate::core::error::CoreError;
 use crate::core::schema;
 use crate::core::store::{self, Author};
 
@@ -21,9 +22,9 @@ pub struct RoleDb {
 }
 
 impl RoleDb {
-    pub fn open(path: &Path) -> Result<Self, String> {
-        let conn = schema::open(path).map_err(|e| e.to_string())?;
-        schema::verify(&conn, path).map_err(|e| e.to_string())?;
+    pub fn open(path: &Path) -> Result<Self, CoreError> {
+        let conn = schema::open(path)?;
+        schema::verify(&conn, path)?;
         Ok(Self {
             warning_type: store::warning_type(&conn),
             conn: Arc::new(Mutex::new(conn)),
@@ -33,30 +34,30 @@ impl RoleDb {
     async fn with<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
-    ) -> Result<T, String> {
+    ) -> Result<T, CoreError> {
         let conn = self.conn.clone();
         tokio::task::spawn_blocking(move || {
-            let guard = conn
-                .lock()
-                .map_err(|_| "database connection poisoned".to_owned())?;
-            f(&guard).map_err(|e| e.to_string())
+            let guard = conn.lock().map_err(|_| CoreError::Poisoned)?;
+            f(&guard).map_err(|e| {
+                let text = e.to_string();
+                CoreError::database(e, text)
+            })
         })
-        .await
-        .map_err(|e| e.to_string())?
+        .await?
     }
 
     /// Sets the `souffleur` row's state (and, as every writer must, its heartbeat).
-    pub async fn set_souffleur_state(&self, state: &'static str) -> Result<(), String> {
+    pub async fn set_souffleur_state(&self, state: &'static str) -> Result<(), CoreError> {
         self.with(move |c| store::set_state(c, "souffleur", state).map(drop))
             .await
     }
 
-    pub async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
+    pub async fn refresh_souffleur_heartbeat(&self) -> Result<(), CoreError> {
         self.with(|c| store::refresh_heartbeat(c, "souffleur").map(drop))
             .await
     }
 
-    pub async fn souffleur_row_exists(&self) -> Result<bool, String> {
+    pub async fn souffleur_row_exists(&self) -> Result<bool, CoreError> {
         self.with(|c| {
             c.query_row(
                 "SELECT count(*) FROM orchestration_tasks WHERE task_id = 'souffleur'",
@@ -69,7 +70,7 @@ impl RoleDb {
     }
 
     /// Age of the `souffleur` heartbeat, measured by `SQLite`'s own clock.
-    pub async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
+    pub async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, CoreError> {
         self.with(|c| {
             c.query_row(
                 "SELECT (julianday('now') - julianday(last_heartbeat)) * 86400 FROM orchestration_tasks WHERE task_id = 'souffleur'",
@@ -82,7 +83,7 @@ impl RoleDb {
         .await
     }
 
-    pub async fn task_count(&self) -> Result<u64, String> {
+    pub async fn task_count(&self) -> Result<u64, CoreError> {
         self.with(|c| {
             c.query_row("SELECT count(*) FROM orchestration_tasks", [], |r| {
                 r.get::<_, i64>(0)
@@ -93,7 +94,7 @@ impl RoleDb {
     }
 
     /// What the watcher reads each cycle, in one short read.
-    pub async fn conductor_view(&self) -> Result<ConductorView, String> {
+    pub async fn conductor_view(&self) -> Result<ConductorView, CoreError> {
         self.with(|c| {
             let (age, state, session) = c
                 .query_row(
@@ -122,7 +123,7 @@ impl RoleDb {
         task: &'static str,
         kind: &'static str,
         text: String,
-    ) -> Result<(), String> {
+    ) -> Result<(), CoreError> {
         let kind = if kind == "warning" {
             self.warning_type
         } else {
@@ -132,7 +133,7 @@ impl RoleDb {
             .await
     }
 
-    pub async fn max_message_id(&self) -> Result<i64, String> {
+    pub async fn max_message_id(&self) -> Result<i64, CoreError> {
         self.with(|c| {
             c.query_row(
                 "SELECT coalesce(max(id), 0) FROM orchestration_messages",
@@ -144,7 +145,7 @@ impl RoleDb {
     }
 
     /// `instruction` messages for the Souffleur after `after`, oldest first.
-    pub async fn instructions_after(&self, after: i64) -> Result<Vec<(i64, String)>, String> {
+    pub async fn instructions_after(&self, after: i64) -> Result<Vec<(i64, String)>, CoreError> {
         self.with(move |c| {
             let mut s = c.prepare(
                 "SELECT id, coalesce(message, '') FROM orchestration_messages
@@ -156,7 +157,7 @@ impl RoleDb {
     }
 
     /// The newest recovery payload message for the Souffleur, if any.
-    pub async fn latest_payload(&self) -> Result<Option<String>, String> {
+    pub async fn latest_payload(&self) -> Result<Option<String>, CoreError> {
         self.with(|c| {
             c.query_row(
                 "SELECT message FROM orchestration_messages

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{ConductorView, WatchdogReason, WatcherMode};
+use crate::core::error::CoreError;
 use crate::core::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::checks::{watcher_check, watcher_is_dead};
@@ -31,6 +32,15 @@ pub(super) enum WatcherMsg {
     Exit(WatchdogReason, u64),
 }
 
+/// Why the layers were not replaced.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    #[error("the new watcher could not start ({0}); the teammate keeps watching")]
+    Watcher(#[source] CoreError),
+    #[error("the teammate could not start: {0}")]
+    Teammate(#[source] CoreError),
+}
+
 #[derive(Default)]
 pub(super) struct Layers {
     watcher: Option<JoinHandle<()>>,
@@ -44,13 +54,11 @@ impl Layers {
     /// watcher cannot start, everything running keeps running.
     pub(super) fn replace(
         &mut self,
-        start_watcher: impl FnOnce(u64) -> Result<JoinHandle<()>, String>,
-        start_teammate: impl FnOnce() -> Result<JoinHandle<()>, String>,
-    ) -> Result<(), String> {
+        start_watcher: impl FnOnce(u64) -> Result<JoinHandle<()>, CoreError>,
+        start_teammate: impl FnOnce() -> Result<JoinHandle<()>, CoreError>,
+    ) -> Result<(), LayerError> {
         let id = self.watcher_id + 1;
-        let watcher = start_watcher(id).map_err(|e| {
-            format!("the new watcher could not start ({e}); the teammate keeps watching")
-        })?;
+        let watcher = start_watcher(id).map_err(LayerError::Watcher)?;
         if let Some(old) = self.watcher.replace(watcher) {
             old.abort();
         }
@@ -58,8 +66,7 @@ impl Layers {
         if let Some(old) = self.teammate.take() {
             old.abort();
         }
-        self.teammate =
-            Some(start_teammate().map_err(|e| format!("the teammate could not start: {e}"))?);
+        self.teammate = Some(start_teammate().map_err(LayerError::Teammate)?);
         Ok(())
     }
 
@@ -84,33 +91,33 @@ impl Drop for Layers {
 pub trait RoleStore: Send + Sync + 'static {
     fn refresh_souffleur_heartbeat(
         &self,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send;
+    ) -> impl std::future::Future<Output = Result<(), CoreError>> + Send;
     fn conductor_view(
         &self,
-    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send;
-    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<ConductorView, CoreError>> + Send;
+    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, CoreError>> + Send;
     fn souffleur_heartbeat_age(
         &self,
-    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send;
+    ) -> impl std::future::Future<Output = Result<Option<Duration>, CoreError>> + Send;
 }
 
 impl RoleStore for RoleDb {
     fn refresh_souffleur_heartbeat(
         &self,
-    ) -> impl std::future::Future<Output = Result<(), String>> + Send {
+    ) -> impl std::future::Future<Output = Result<(), CoreError>> + Send {
         RoleDb::refresh_souffleur_heartbeat(self)
     }
     fn conductor_view(
         &self,
-    ) -> impl std::future::Future<Output = Result<ConductorView, String>> + Send {
+    ) -> impl std::future::Future<Output = Result<ConductorView, CoreError>> + Send {
         RoleDb::conductor_view(self)
     }
-    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, String>> + Send {
+    fn task_count(&self) -> impl std::future::Future<Output = Result<u64, CoreError>> + Send {
         RoleDb::task_count(self)
     }
     fn souffleur_heartbeat_age(
         &self,
-    ) -> impl std::future::Future<Output = Result<Option<Duration>, String>> + Send {
+    ) -> impl std::future::Future<Output = Result<Option<Duration>, CoreError>> + Send {
         RoleDb::souffleur_heartbeat_age(self)
     }
 }
@@ -275,17 +282,17 @@ mod tests {
     }
 
     impl RoleStore for FakeStore {
-        async fn refresh_souffleur_heartbeat(&self) -> Result<(), String> {
+        async fn refresh_souffleur_heartbeat(&self) -> Result<(), CoreError> {
             *self.refreshes.lock().unwrap() += 1;
             Ok(())
         }
-        async fn conductor_view(&self) -> Result<ConductorView, String> {
+        async fn conductor_view(&self) -> Result<ConductorView, CoreError> {
             Ok(self.view.lock().unwrap().clone())
         }
-        async fn task_count(&self) -> Result<u64, String> {
+        async fn task_count(&self) -> Result<u64, CoreError> {
             Ok(4)
         }
-        async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, String> {
+        async fn souffleur_heartbeat_age(&self) -> Result<Option<Duration>, CoreError> {
             Ok(*self.souffleur_age.lock().unwrap())
         }
     }
@@ -466,10 +473,10 @@ mod tests {
 
         // A watcher that cannot start leaves the old teammate running.
         let failed = layers.replace(
-            |_| Err("database locked".into()),
+            |_| Err(CoreError::database_text("database locked".into())),
             || unreachable!("no teammate without a watcher"),
         );
-        assert!(failed.unwrap_err().contains("teammate keeps watching"));
+        assert!(failed.unwrap_err().to_string().contains("teammate keeps watching"));
         tokio::task::yield_now().await;
         assert!(!old_handle.is_finished());
 

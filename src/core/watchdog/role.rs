@@ -581,7 +581,7 @@ impl Role {
             Ok(()) => {
                 self.next_check = Some(self.cfg.clock.now_utc() + self.cfg.timings.initial_wait);
             }
-            Err(e) => alert(&self.events, e).await,
+            Err(e) => alert(&self.events, e.to_string()).await,
         }
     }
 

@@ -115,7 +115,7 @@ impl DbSource {
     /// Opens and verifies the database. Nothing is written.
     pub fn open(settings: DbSettings) -> Result<Self, CoreError> {
         let identity = file_identity(&settings.path).ok_or_else(|| {
-            CoreError::Database(format!("{} does not exist", settings.path.display()))
+            CoreError::database_text(format!("{} does not exist", settings.path.display()))
         })?;
         let (conn, immutable) = if schema::writable(&settings.path) {
             (schema::open(&settings.path)?, false)
@@ -142,11 +142,11 @@ impl DbSource {
     pub fn initial_events(&mut self) -> Result<Vec<CoreEvent>, CoreError> {
         let mut out = Vec::new();
         if self.settings.report_to_db {
-            let recorded = self.recorded_reports().map_err(|e| db_error(&e))?;
+            let recorded = self.recorded_reports().map_err(db_error)?;
             out.push(CoreEvent::RecordedReports(recorded));
         }
         self.refresh(true, &mut |e| out.push(e))
-            .map_err(|e| db_error(&e))?;
+            .map_err(db_error)?;
         // The whole table, even empty: after a replacement the hub drops the old rows.
         if !out.iter().any(|e| matches!(e, CoreEvent::Tasks(_))) {
             out.push(CoreEvent::Tasks(Vec::new()));
@@ -471,8 +471,9 @@ fn describe(e: &rusqlite::Error) -> String {
     }
 }
 
-fn db_error(e: &rusqlite::Error) -> CoreError {
-    CoreError::database(e, describe(e))
+fn db_error(e: rusqlite::Error) -> CoreError {
+    let text = describe(&e);
+    CoreError::database(e, text)
 }
 
 mod rows;
