@@ -29,8 +29,8 @@ pub fn run(project: &Project, word: &str, yes: bool, as_json: bool) -> Result<()
     }
     let key = ProjectKey::of(&project.root);
     let recorded = match word {
-        "hold" => Some(hold::set(&key, true).map_err(CliError::Runtime)?),
-        "release" => Some(hold::set(&key, false).map_err(CliError::Runtime)?),
+        "hold" => Some(hold::set(&key, true).map_err(super::error::runtime)?),
+        "release" => Some(hold::set(&key, false).map_err(super::error::runtime)?),
         _ => None,
     };
     let socket = paths::socket_path(Service::Souffleur, &key);

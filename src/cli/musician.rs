@@ -75,10 +75,10 @@ fn wait(
         let mut term = listen(SignalKind::terminate())?;
         let mut int = listen(SignalKind::interrupt())?;
         // Listening first, then claiming: nothing committed after the claim is missed.
-        let prepared = musician_watch::prepare(&cfg, &conn).map_err(CliError::Runtime)?;
+        let prepared = musician_watch::prepare(&cfg, &conn).map_err(crate::cli::error::runtime)?;
         let claim = musician_watch::claim(&ProjectKey::of(&project.root), &task, mode)
             .await
-            .map_err(CliError::Runtime)?;
+            .map_err(crate::cli::error::runtime)?;
         let (r, s) = (replaced.clone(), stop.clone());
         tokio::spawn(async move {
             tokio::select! {
@@ -89,7 +89,7 @@ fn wait(
         });
         let outcome = musician_watch::watch(&cfg, &mut conn, prepared, replaced, stop).await;
         claim.release(matches!(outcome, Ok(Outcome::Replaced)));
-        outcome.map_err(CliError::Runtime)
+        outcome.map_err(crate::cli::error::runtime)
     })?;
     Ok(((task, mode), outcome))
 }

@@ -157,7 +157,7 @@ fn load(
     let files = paths::event_log(&ProjectKey::of(&project.root))
         .map_err(|e| CliError::Runtime(e.to_string()))?;
     if source != ReplaySource::Files {
-        match Timeline::from_event_log(&files).map_err(CliError::Runtime)? {
+        match Timeline::from_event_log(&files).map_err(crate::cli::error::runtime)? {
             Some(timeline) => return Ok(timeline),
             None if source == ReplaySource::Log => {
                 return Err(CliError::Usage(format!(

@@ -68,7 +68,7 @@ async fn run_role(
     }
     // The schema is checked before anything is locked or written.
     RoleDb::open(&project.db).map_err(super::error::runtime)?;
-    let lock = role::acquire_lock(&project.root).map_err(CliError::Runtime)?;
+    let lock = role::acquire_lock(&project.root).map_err(super::error::runtime)?;
     let key = ProjectKey::of(&project.root);
     // A control socket that cannot be made never stops the role: it runs, and says why
     // `maestro conductor …` cannot reach it.

@@ -66,3 +66,25 @@ impl CoreError {
         }
     }
 }
+
+/// One of maestro's own files (a lock, a flag, a record in its data folder) that could
+/// not be made, opened, locked, written or removed: what was done, where, and why.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot {doing} {} ({source}).", .path.display())]
+pub struct OwnFileError {
+    pub doing: &'static str,
+    pub path: PathBuf,
+    pub source: std::io::Error,
+}
+
+impl OwnFileError {
+    /// A closure for `map_err`: `cannot <doing> <path> (<the system's error>).`
+    pub fn doing(doing: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self {
+            doing,
+            path,
+            source,
+        }
+    }
+}

@@ -27,8 +27,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::domain::TaskId;
+use crate::core::error::OwnFileError;
 use crate::core::event::MessageRow;
-use crate::core::paths::{self, ProjectKey};
+use crate::core::paths::{self, PathError, ProjectKey};
 use crate::core::procs;
 use crate::core::sources::db::{RECHECKS, message_row, watch_database};
 use crate::core::sources::watchers::{WatchMode, successor_file};
@@ -130,34 +131,32 @@ fn identity_of(path: &Path) -> Option<(u64, u64)> {
 
 /// Whether the database file is still the one the watcher opened; otherwise what
 /// happened to it, with the fix.
-fn still_the_database(cfg: &WatchConfig, opened: Option<(u64, u64)>) -> Result<(), String> {
+fn still_the_database(cfg: &WatchConfig, opened: Option<(u64, u64)>) -> Result<(), WatchError> {
     let now = identity_of(&cfg.db);
     if now.is_none() {
-        return Err(format!(
-            "{} was removed while watching {}; the watcher can no longer see its messages. Start the watcher again once the orchestration's database is back.",
-            cfg.db.display(),
-            cfg.task
-        ));
+        return Err(WatchError::DatabaseRemoved {
+            db: cfg.db.clone(),
+            task: cfg.task.clone(),
+        });
     }
     if opened.is_some() && now != opened {
-        return Err(format!(
-            "{} was replaced by another file while watching {}; the watcher was reading the old one. Start the watcher again to follow the new database.",
-            cfg.db.display(),
-            cfg.task
-        ));
+        return Err(WatchError::DatabaseReplaced {
+            db: cfg.db.clone(),
+            task: cfg.task.clone(),
+        });
     }
     Ok(())
 }
 
-fn read_error(cfg: &WatchConfig, e: &rusqlite::Error) -> String {
-    format!(
-        "cannot read {} ({e}); check it with `maestro doctor`.",
-        cfg.db.display()
-    )
+fn read_error(cfg: &WatchConfig, source: rusqlite::Error) -> WatchError {
+    WatchError::Read {
+        db: cfg.db.clone(),
+        source,
+    }
 }
 
 /// Reads the starting point and starts listening to the database's files.
-pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String> {
+pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, WatchError> {
     let task = cfg.task.as_str();
     let (wake_tx, wake) = mpsc::unbounded_channel::<()>();
     let watcher = watch_database(&cfg.db, move || {
@@ -165,11 +164,11 @@ pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String>
     })
     .ok();
     let identity = identity_of(&cfg.db);
-    let Some((start_state, _)) = task_row(conn, task).map_err(|e| read_error(cfg, &e))? else {
-        return Err(format!(
-            "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
-            cfg.db.display()
-        ));
+    let Some((start_state, _)) = task_row(conn, task).map_err(|e| read_error(cfg, e))? else {
+        return Err(WatchError::NotClaimed {
+            task: cfg.task.clone(),
+            db: cfg.db.clone(),
+        });
     };
     let since = match cfg.since_id {
         Some(n) => n,
@@ -179,7 +178,7 @@ pub fn prepare(cfg: &WatchConfig, conn: &Connection) -> Result<Prepared, String>
                 [],
                 |r| r.get(0),
             )
-            .map_err(|e| read_error(cfg, &e))?,
+            .map_err(|e| read_error(cfg, e))?,
     };
     Ok(Prepared {
         since,
@@ -198,9 +197,9 @@ pub async fn watch(
     prepared: Prepared,
     replaced: CancellationToken,
     stop: CancellationToken,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, WatchError> {
     let task = cfg.task.as_str();
-    let db_err = |e: rusqlite::Error| read_error(cfg, &e);
+    let db_err = |e: rusqlite::Error| read_error(cfg, e);
     let Prepared {
         since,
         start_state,
@@ -219,7 +218,9 @@ pub async fn watch(
         still_the_database(cfg, identity)?;
         // Look: what the Musician waits for, then the heartbeat.
         let Some((state, age)) = task_row(conn, task).map_err(db_err)? else {
-            return Err(format!("{task} was removed from orchestration_tasks."));
+            return Err(WatchError::TaskRemoved {
+                task: cfg.task.clone(),
+            });
         };
         match cfg.mode {
             WatchMode::Background => {
@@ -294,7 +295,7 @@ fn keep_heartbeat(
     conn: &mut Connection,
     age: Option<Duration>,
     last_refresh: &mut Option<Instant>,
-) -> Result<Instant, String> {
+) -> Result<Instant, WatchError> {
     let task = cfg.task.as_str();
     let not_before = last_refresh.map(|t| t + cfg.heartbeat_after);
     let next_beat = match age {
@@ -305,17 +306,63 @@ fn keep_heartbeat(
             not_before.unwrap_or_else(Instant::now)
         }
         _ => {
-            store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|e| {
-                format!(
-                    "cannot refresh {task}'s heartbeat in {} ({e}); the Conductor will see the task as stale.",
-                    cfg.db.display()
-                )
+            store::write(conn, |tx| store::refresh_heartbeat(tx, task)).map_err(|source| {
+                WatchError::Heartbeat {
+                    task: cfg.task.clone(),
+                    db: cfg.db.clone(),
+                    source,
+                }
             })?;
             *last_refresh = Some(Instant::now());
             Instant::now() + cfg.heartbeat_after
         }
     };
     Ok(not_before.map_or(next_beat, |t| next_beat.max(t)))
+}
+
+/// Why a watcher cannot start or stopped watching; each says the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    #[error(
+        "{} was removed while watching {task}; the watcher can no longer see its messages. Start the watcher again once the orchestration's database is back.",
+        .db.display()
+    )]
+    DatabaseRemoved { db: PathBuf, task: TaskId },
+    #[error(
+        "{} was replaced by another file while watching {task}; the watcher was reading the old one. Start the watcher again to follow the new database.",
+        .db.display()
+    )]
+    DatabaseReplaced { db: PathBuf, task: TaskId },
+    #[error("cannot read {} ({source}); check it with `maestro doctor`.", .db.display())]
+    Read {
+        db: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(
+        "{task} is not in orchestration_tasks of {}; start the watcher after the task is claimed.",
+        .db.display()
+    )]
+    NotClaimed { task: TaskId, db: PathBuf },
+    #[error("{task} was removed from orchestration_tasks.")]
+    TaskRemoved { task: TaskId },
+    #[error(
+        "cannot refresh {task}'s heartbeat in {} ({source}); the Conductor will see the task as stale.",
+        .db.display()
+    )]
+    Heartbeat {
+        task: TaskId,
+        db: PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error(transparent)]
+    Place(#[from] PathError),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+    #[error(
+        "another watcher holds {} and did not stand down; stop it (its PID is in the file) and try again.",
+        .path.display()
+    )]
+    NotStandingDown { path: PathBuf },
 }
 
 /// This process's hold on "the watcher of this kind for this task".
@@ -346,16 +393,17 @@ impl Drop for Claim {
 
 /// Becomes the task's watcher of this kind: a previous one (if alive, and a maestro
 /// watcher) is asked to stand down with SIGUSR1, then its lock is waited for.
-pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Result<Claim, String> {
+pub async fn claim(
+    project: &ProjectKey,
+    task: &TaskId,
+    mode: WatchMode,
+) -> Result<Claim, WatchError> {
     let path = paths::watcher_file(project, task.as_str(), mode.as_str())?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
     }
-    let open = || {
-        crate::core::safe_fs::open_own(&path, 0o600)
-            .map_err(|e| format!("cannot open {} ({e}).", path.display()))
-    };
+    let open =
+        || crate::core::safe_fs::open_own(&path, 0o600).map_err(OwnFileError::doing("open", &path));
     let mut lock = if let Ok(lock) = Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
         lock
     } else {
@@ -379,17 +427,16 @@ pub async fn claim(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Resu
         )
         .await;
         let Ok(Ok(Ok(lock))) = waited else {
-            return Err(format!(
-                "another watcher holds {} and did not stand down; stop it (its PID is in the file) and try again.",
-                path.display()
-            ));
+            return Err(WatchError::NotStandingDown { path });
         };
         lock
     };
-    lock.set_len(0).map_err(|e| e.to_string())?;
-    lock.rewind().map_err(|e| e.to_string())?;
-    writeln!(lock, "{}", std::process::id()).map_err(|e| e.to_string())?;
-    lock.flush().map_err(|e| e.to_string())?;
+    let written = lock
+        .set_len(0)
+        .and_then(|()| lock.rewind())
+        .and_then(|()| writeln!(lock, "{}", std::process::id()))
+        .and_then(|()| lock.flush());
+    written.map_err(OwnFileError::doing("write its PID in", &path))?;
     let _ = std::fs::remove_file(successor_file(&path));
     Ok(Claim {
         file: Some(lock),

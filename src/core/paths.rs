@@ -94,18 +94,15 @@ pub enum PathError {
         MAX_SOCKET_PATH + 1
     )]
     NoShortSocketPath { uid: u32 },
+    #[error(
+        "{} leaves no room for kitty's pid in a socket path; set XDG_RUNTIME_DIR to a short folder",
+        .base.display()
+    )]
+    NoRoomForPid { base: PathBuf },
     #[error("cannot listen on {}: {source}", .path.display())]
     Listen { path: PathBuf, source: io::Error },
     #[error("cannot make {} private: {source}", .path.display())]
     SocketPrivate { path: PathBuf, source: io::Error },
-}
-
-/// For the callers in `core` whose own errors are still text (issue 67 types them
-/// one module at a time): the message, as before.
-impl From<PathError> for String {
-    fn from(e: PathError) -> Self {
-        e.to_string()
-    }
 }
 
 /// maestro's own data directory (locks, trimmed exports, hold flags).

@@ -176,7 +176,7 @@ pub fn start_tapped(
         match start_recorder(config, recorded, clock) {
             Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
             Ok(None) => {}
-            Err(detail) => unrecorded = Some(detail),
+            Err(e) => unrecorded = Some(e.to_string()),
         }
     }
     if orchestration {
@@ -350,14 +350,22 @@ fn open_told(config: &CoreConfig) -> (crate::core::told::Journal, Option<String>
 }
 
 /// Where this project's journal is (for `--after`), when maestro keeps one.
-pub fn journal_path(config: &CoreConfig) -> Result<std::path::PathBuf, String> {
+pub fn journal_path(config: &CoreConfig) -> Result<std::path::PathBuf, JournalPathError> {
     if config.event_log_bytes == 0 {
-        return Err(
-            "this project keeps no journal ([logs] event_log_mib = 0), so there is nothing to resume from: drop --after or the setting"
-                .into(),
-        );
+        return Err(JournalPathError::NoJournal);
     }
     Ok(crate::core::paths::event_log(&ProjectKey::of(&config.project))?.journal)
+}
+
+/// Why there is no journal to resume from.
+#[derive(Debug, thiserror::Error)]
+pub enum JournalPathError {
+    #[error(
+        "this project keeps no journal ([logs] event_log_mib = 0), so there is nothing to resume from: drop --after or the setting"
+    )]
+    NoJournal,
+    #[error(transparent)]
+    Place(#[from] crate::core::paths::PathError),
 }
 
 /// The flight recorder for this project, unless another maestro records it.
@@ -365,7 +373,10 @@ fn start_recorder(
     config: &CoreConfig,
     settings: RecordedSettings,
     clock: Clock,
-) -> Result<Option<crate::core::event_log::recorder::Recorder>, String> {
+) -> Result<
+    Option<crate::core::event_log::recorder::Recorder>,
+    crate::core::event_log::recorder::RecorderError,
+> {
     let key = ProjectKey::of(&config.project);
     let files = crate::core::paths::event_log(&key)?;
     crate::core::event_log::recorder::Recorder::start(

@@ -323,7 +323,8 @@ pub fn resume_for(
             "--after prints the journal's events as JSON, each with its cursor: add --json.".into(),
         ));
     }
-    let path = runtime::journal_path(&project.core_config(settings)).map_err(CliError::Usage)?;
+    let path =
+        runtime::journal_path(&project.core_config(settings)).map_err(crate::cli::error::usage)?;
     Resume::open(&path, cursor).map(Some)
 }
 

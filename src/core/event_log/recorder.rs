@@ -19,6 +19,7 @@ use std::thread::JoinHandle;
 use nix::fcntl::{Flock, FlockArg};
 use time::OffsetDateTime;
 
+use crate::core::error::OwnFileError;
 use crate::core::event::CoreEvent;
 use crate::core::event_log::input::{Input, Line, RecordedSettings, TaskTable, input_of};
 use crate::core::paths::EventLogFiles;
@@ -72,18 +73,18 @@ impl Recorder {
         settings: RecordedSettings,
         project: String,
         at: OffsetDateTime,
-    ) -> Result<Option<Self>, String> {
+    ) -> Result<Option<Self>, RecorderError> {
         let dir = files
             .current
             .parent()
-            .ok_or_else(|| format!("{} has no folder", files.current.display()))?;
+            .ok_or_else(|| RecorderError::NoFolder(files.current.clone()))?;
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(dir)
-            .map_err(|e| format!("cannot create the event log folder {}: {e}", dir.display()))?;
+            .map_err(OwnFileError::doing("create the event log folder", dir))?;
         let lock_file = crate::core::safe_fs::open_own(&files.lock, 0o600)
-            .map_err(|e| format!("cannot open {}: {e}", files.lock.display()))?;
+            .map_err(OwnFileError::doing("open", &files.lock))?;
         let Ok(lock) = Flock::lock(lock_file, FlockArg::LockExclusiveNonblock) else {
             return Ok(None);
         };
@@ -108,7 +109,7 @@ impl Recorder {
         let thread = std::thread::Builder::new()
             .name("maestro-recorder".into())
             .spawn(move || writer.run(&rx))
-            .map_err(|e| format!("cannot start the event log writer: {e}"))?;
+            .map_err(RecorderError::Writer)?;
         Ok(Some(Self {
             held: Vec::new(),
             tx: Some(tx),
@@ -237,7 +238,7 @@ impl Writer {
                     self.file = next;
                     self.size = 0;
                 }
-                Err(e) => self.fail(e),
+                Err(e) => self.fail(e.to_string()),
             }
             self.put(at, self.start_input(true));
             self.put(at, self.table.whole());
@@ -292,19 +293,30 @@ impl<W: Write> Write for Counting<'_, W> {
     }
 }
 
-fn open_append(path: &std::path::Path) -> Result<BufWriter<File>, String> {
+fn open_append(path: &std::path::Path) -> Result<BufWriter<File>, OwnFileError> {
     crate::core::safe_fs::open_append(path, 0o600)
         .map(BufWriter::new)
-        .map_err(|e| format!("cannot open the event log {}: {e}", path.display()))
+        .map_err(OwnFileError::doing("open the event log", path))
 }
 
-fn rotate(files: &EventLogFiles) -> Result<(), String> {
-    std::fs::rename(&files.current, &files.previous).map_err(|e| {
-        format!(
-            "cannot move the full event log {} aside: {e}",
-            files.current.display()
-        )
-    })
+fn rotate(files: &EventLogFiles) -> Result<(), OwnFileError> {
+    std::fs::rename(&files.current, &files.previous).map_err(OwnFileError::doing(
+        "move aside the full event log",
+        &files.current,
+    ))
+}
+
+/// Why this maestro cannot record the project.
+#[derive(Debug, thiserror::Error)]
+pub enum RecorderError {
+    #[error(transparent)]
+    Place(#[from] crate::core::paths::PathError),
+    #[error("{} has no folder", .0.display())]
+    NoFolder(std::path::PathBuf),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+    #[error("cannot start the event log writer: {0}")]
+    Writer(#[source] std::io::Error),
 }
 
 #[cfg(test)]

@@ -3,6 +3,7 @@
 
 use time::OffsetDateTime;
 
+use crate::core::error::OwnFileError;
 use crate::core::event_log::input::{Input, Line, RecordedSettings, read_stamp};
 use crate::core::paths::EventLogFiles;
 
@@ -69,13 +70,13 @@ impl Timeline {
 
     /// The project's event log (the rotated file first), or `None` when maestro never
     /// recorded this project.
-    pub fn from_event_log(files: &EventLogFiles) -> Result<Option<Self>, String> {
+    pub fn from_event_log(files: &EventLogFiles) -> Result<Option<Self>, OwnFileError> {
         let mut parts = Vec::new();
         for path in [&files.previous, &files.current] {
             match std::fs::read(path) {
                 Ok(bytes) => parts.push((path.display().to_string(), bytes)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(format!("cannot read the event log {}: {e}", path.display())),
+                Err(e) => return Err(OwnFileError::doing("read the event log", path)(e)),
             }
         }
         if parts.is_empty() {

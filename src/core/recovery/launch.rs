@@ -78,7 +78,7 @@ pub fn is_kitty(program: &str) -> bool {
 /// in maestro's private socket folder, short enough for `sun_path` with the pid. An
 /// error says why windows cannot listen (a socket folder another user owns, a path too
 /// long), for a warning: focus is then off for the windows maestro opens.
-pub fn kitty_socket_base(project: &Path) -> Result<PathBuf, String> {
+pub fn kitty_socket_base(project: &Path) -> Result<PathBuf, crate::core::paths::PathError> {
     let key = crate::core::paths::ProjectKey::of(project);
     let path = crate::core::paths::socket_path(crate::core::paths::Service::Kitty, &key)?;
     let base = path.with_extension("");
@@ -86,10 +86,7 @@ pub fn kitty_socket_base(project: &Path) -> Result<PathBuf, String> {
     if base.as_os_str().len() + 8 <= 107 {
         Ok(base)
     } else {
-        Err(format!(
-            "{} leaves no room for kitty's pid in a socket path; set XDG_RUNTIME_DIR to a short folder",
-            base.display()
-        ))
+        Err(crate::core::paths::PathError::NoRoomForPid { base })
     }
 }
 

@@ -2,34 +2,40 @@
 //! outlives a role: set before a role starts, or kept across a role's crash and restart,
 //! until released.
 
-use crate::core::paths::{self, ProjectKey};
+use crate::core::error::OwnFileError;
+use crate::core::paths::{self, PathError, ProjectKey};
 
 /// Whether recoveries are held for the project (false when the flag cannot be read).
 pub fn is_held(project: &ProjectKey) -> bool {
     paths::hold_file(project).is_ok_and(|p| p.exists())
 }
 
+/// Why a hold cannot be recorded or cleared.
+#[derive(Debug, thiserror::Error)]
+pub enum HoldError {
+    #[error(transparent)]
+    Place(#[from] PathError),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+}
+
 /// Records a hold (`true`) or a release (`false`); returns the value recorded.
-pub fn set(project: &ProjectKey, held: bool) -> Result<bool, String> {
+pub fn set(project: &ProjectKey, held: bool) -> Result<bool, HoldError> {
     let path = paths::hold_file(project)?;
     if held {
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| format!("cannot create {} ({e}).", dir.display()))?;
+            std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
         }
         crate::core::safe_fs::write_atomic(
             &path,
             format!("{}\n", project.root.display()).as_bytes(),
             0o600,
         )
-        .map_err(|e| format!("cannot record the hold in {} ({e}).", path.display()))?;
+        .map_err(OwnFileError::doing("record the hold in", &path))?;
     } else if let Err(e) = std::fs::remove_file(&path)
         && e.kind() != std::io::ErrorKind::NotFound
     {
-        return Err(format!(
-            "cannot clear the hold in {} ({e}).",
-            path.display()
-        ));
+        return Err(OwnFileError::doing("clear the hold in", &path)(e).into());
     }
     Ok(held)
 }

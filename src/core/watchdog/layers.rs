@@ -476,7 +476,12 @@ mod tests {
             |_| Err(CoreError::database_text("database locked".into())),
             || unreachable!("no teammate without a watcher"),
         );
-        assert!(failed.unwrap_err().to_string().contains("teammate keeps watching"));
+        assert!(
+            failed
+                .unwrap_err()
+                .to_string()
+                .contains("teammate keeps watching")
+        );
         tokio::task::yield_now().await;
         assert!(!old_handle.is_finished());
 

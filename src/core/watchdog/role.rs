@@ -15,8 +15,9 @@ use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{
     Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
 };
+use crate::core::error::OwnFileError;
 use crate::core::event::{CoreEvent, RoleReport, RoleView, SouffleurSettings};
-use crate::core::paths::{self, ProjectKey, Service};
+use crate::core::paths::{self, PathError, ProjectKey, Service};
 use crate::core::procs::{self, ProcessId};
 use crate::core::recovery::payload::{self, OrchestraConfig};
 use crate::core::recovery::transcript::find_transcript;
@@ -75,27 +76,39 @@ pub struct RoleLock {
     pub path: PathBuf,
 }
 
+/// Why this process cannot take the Souffleur role.
+#[derive(Debug, thiserror::Error)]
+pub enum RoleLockError {
+    #[error(transparent)]
+    Place(#[from] PathError),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+    #[error(
+        "another maestro (PID {holder}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
+        .project.display()
+    )]
+    Held { holder: String, project: PathBuf },
+}
+
 /// Takes the project's Souffleur lock, or says who holds it.
-pub fn acquire_lock(project: &Path) -> Result<RoleLock, String> {
+pub fn acquire_lock(project: &Path) -> Result<RoleLock, RoleLockError> {
     let key = ProjectKey::of(project);
     let path = paths::lock_file(Service::Souffleur, &key)?;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
     }
-    let file = crate::core::safe_fs::open_own(&path, 0o600)
-        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    let file =
+        crate::core::safe_fs::open_own(&path, 0o600).map_err(OwnFileError::doing("open", &path))?;
     if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         // Only the holder writes its PID, after it holds the lock.
         let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
         Ok(RoleLock { _lock: lock, path })
     } else {
         let holder = std::fs::read_to_string(&path).unwrap_or_default();
-        Err(format!(
-            "another maestro (PID {}) already holds the Souffleur role for {}. Only one Souffleur may run per project; dashboards can watch alongside it with plain `maestro`.",
-            holder.trim(),
-            key.root.display()
-        ))
+        Err(RoleLockError::Held {
+            holder: holder.trim().to_owned(),
+            project: key.root,
+        })
     }
 }
 
@@ -245,7 +258,7 @@ impl Role {
         if let (Some(key), WatchdogCmd::Hold | WatchdogCmd::Release) = (&self.cfg.hold, request.cmd)
             && let Err(e) = hold::set(key, request.cmd == WatchdogCmd::Hold)
         {
-            alert(&self.events, e).await;
+            alert(&self.events, e.to_string()).await;
         }
         let effects = self.router.step(match request.cmd {
             WatchdogCmd::Hold => Input::Hold,

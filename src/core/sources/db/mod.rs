@@ -145,8 +145,7 @@ impl DbSource {
             let recorded = self.recorded_reports().map_err(db_error)?;
             out.push(CoreEvent::RecordedReports(recorded));
         }
-        self.refresh(true, &mut |e| out.push(e))
-            .map_err(db_error)?;
+        self.refresh(true, &mut |e| out.push(e)).map_err(db_error)?;
         // The whole table, even empty: after a replacement the hub drops the old rows.
         if !out.iter().any(|e| matches!(e, CoreEvent::Tasks(_))) {
             out.push(CoreEvent::Tasks(Vec::new()));
