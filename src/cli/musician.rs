@@ -64,7 +64,8 @@ fn wait(
         conductor_check_after: args.conductor_check_after,
         conductor_fresh_within: args.conductor_fresh_within,
     };
-    let mut conn = crate::core::store::open_existing(&cfg.db).map_err(CliError::Runtime)?;
+    let mut conn =
+        crate::core::store::open_existing(&cfg.db).map_err(crate::cli::error::runtime)?;
     let outcome = runtime.block_on(async {
         let replaced = CancellationToken::new();
         let stop = CancellationToken::new();

@@ -134,10 +134,14 @@ impl Doer {
     /// What the dashboard would have done with the request, done here.
     fn answer(&self, ask: Ask) -> Result<String, String> {
         match ask {
-            Ask::Describe { request } => crate::core::actions::describe(&self.target, &request),
+            // The answer crosses the link as text.
+            Ask::Describe { request } => {
+                crate::core::actions::describe(&self.target, &request).map_err(|e| e.to_string())
+            }
             Ask::Perform { request } => {
                 crate::core::actions::perform(&self.target, &self.launch, self.grace, &request)
                     .map(|d| d.text)
+                    .map_err(|e| e.to_string())
             }
             Ask::Headroom { task } => Ok(crate::core::headroom::report(
                 &self.target.temp,

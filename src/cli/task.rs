@@ -54,7 +54,7 @@ pub fn run(
         Some(done) => done,
         None => on_window(&target, settings, &task, &cmd.action, yes)?,
     }
-    .map_err(CliError::Runtime)?;
+    .map_err(crate::cli::error::runtime)?;
     report(as_json, &done.json, &done.text);
     Ok(0)
 }
@@ -77,7 +77,7 @@ fn focus(project: &Project, settings: &Settings, raw: &str, as_json: bool) -> Re
     Ok(0)
 }
 
-type Outcome = Result<actions::Done, String>;
+type Outcome = Result<actions::Done, actions::ActionError>;
 
 /// The Conductor's answers (approve, reject, fix, instruct); `None` for other actions.
 fn answer(
@@ -130,7 +130,7 @@ fn on_window(
 ) -> Result<Outcome, CliError> {
     let grace = settings.souffleur.kill_grace;
     let asked = |request: TaskRequest| -> Result<Outcome, CliError> {
-        let what = actions::describe(target, &request).map_err(CliError::Runtime)?;
+        let what = actions::describe(target, &request).map_err(crate::cli::error::runtime)?;
         confirm(&what, yes)?;
         Ok(actions::perform(target, &settings.launch, grace, &request))
     };
@@ -146,7 +146,8 @@ fn on_window(
             &TaskRequest::Thaw { task },
         )),
         TaskAction::Relaunch(_) => {
-            let prepared = actions::prepare_relaunch(target, &task).map_err(CliError::Runtime)?;
+            let prepared =
+                actions::prepare_relaunch(target, &task).map_err(crate::cli::error::runtime)?;
             confirm(&prepared.describe(), yes)?;
             Ok(actions::relaunch(
                 target,

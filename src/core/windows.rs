@@ -118,6 +118,18 @@ fn base(p: &str) -> &str {
 /// Interpreters a launcher script runs under: the script is the program then.
 const INTERPRETERS: [&str; 6] = ["sh", "bash", "dash", "zsh", "python3", "node"];
 
+/// A PID file's process that is not the task's window, and why (the mismatch seen).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "PID {pid} in {} is not acted on: {why}. maestro signals only the task's own window.",
+    .file.display()
+)]
+pub struct NotTheWindow {
+    pub pid: i32,
+    pub file: std::path::PathBuf,
+    pub why: String,
+}
+
 /// The process of `temp/<pid_file>` holding `pid`, if it is the task's window; else
 /// why not, naming the mismatch.
 pub fn verify(
@@ -125,12 +137,13 @@ pub fn verify(
     pid_file: &str,
     pid: i32,
     programs: &[String],
-) -> Result<ProcessId, String> {
+) -> Result<ProcessId, NotTheWindow> {
     let refuse = |why: String| {
-        Err(format!(
-            "PID {pid} in {} is not acted on: {why}. maestro signals only the task's own window.",
-            temp.join(pid_file).display()
-        ))
+        Err(NotTheWindow {
+            pid,
+            file: temp.join(pid_file),
+            why,
+        })
     };
     let live = ProcessId::observe(pid);
     let me = std::process::id() as i32;
@@ -231,10 +244,13 @@ mod tests {
             sleep.id() as i32,
             &programs,
         )
-        .expect_err("a sleep is no window");
+        .expect_err("a sleep is no window")
+        .to_string();
         assert!(err.contains("`sleep 30`"), "{err}");
         let me = std::process::id() as i32;
-        let err = verify(temp.path(), "x.pid", me, &programs).expect_err("self");
+        let err = verify(temp.path(), "x.pid", me, &programs)
+            .expect_err("self")
+            .to_string();
         assert!(err.contains("maestro itself"), "{err}");
         if let Some(parent) = procs::parent_of(me) {
             assert!(verify(temp.path(), "x.pid", parent, &programs).is_err());

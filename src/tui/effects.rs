@@ -52,7 +52,8 @@ pub(super) fn task_effect(
         }
         let answer = match effect {
             Effect::DescribeTask(request) => {
-                let what = crate::core::actions::describe(&access.target, &request);
+                let what = crate::core::actions::describe(&access.target, &request)
+                    .map_err(|e| e.to_string());
                 ActionAnswer::Described(request, what)
             }
             Effect::Task(request) => {
@@ -62,7 +63,8 @@ pub(super) fn task_effect(
                     access.kill_grace,
                     &request,
                 )
-                .map(|d| d.text);
+                .map(|d| d.text)
+                .map_err(|e| e.to_string());
                 ActionAnswer::Performed(request, outcome)
             }
             Effect::Focus(task) => ActionAnswer::Done(crate::core::focus::focus_task(

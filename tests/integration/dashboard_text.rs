@@ -101,7 +101,10 @@ fn a_refusal_reads_whole_in_the_clis_words_at_80x24() {
         task: maestro::core::domain::TaskId::parse("task-01").unwrap(),
         message: None,
     };
-    let refusal = maestro::core::actions::describe(&target, &request).unwrap_err();
+    // The dashboard shows the error's words, as the command line does.
+    let refusal = maestro::core::actions::describe(&target, &request)
+        .unwrap_err()
+        .to_string();
     assert!(
         said.contains(&refusal),
         "the CLI says {said:?}; the dashboard {refusal:?}"

@@ -9,6 +9,7 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
+use crate::core::error::OwnFileError;
 use crate::core::sources::lines::LineAssembler;
 
 /// Whether a transcript line is the compaction boundary. Lines that are not JSON are
@@ -48,9 +49,9 @@ pub struct BoundaryWatch {
 
 impl BoundaryWatch {
     /// Starts following `path` after its first `baseline` lines.
-    pub fn start(path: PathBuf, baseline: usize) -> Result<Self, String> {
-        let offset = offset_after_lines(&path, baseline)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    pub fn start(path: PathBuf, baseline: usize) -> Result<Self, OwnFileError> {
+        let offset =
+            offset_after_lines(&path, baseline).map_err(OwnFileError::doing("read", &path))?;
         let (wake_tx, mut wake_rx) = mpsc::unbounded_channel::<()>();
         let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         let name = path.file_name().map(std::ffi::OsStr::to_os_string);

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use crate::core::error::OwnFileError;
 use crate::core::procs::ProcessId;
 use crate::core::windows::LaunchTemplates;
 
@@ -102,6 +103,36 @@ pub fn kitty_focus_problem(templates: &LaunchTemplates, project: &Path) -> Optio
     })
 }
 
+/// Why no window (or no session in it) was started; each says what was seen or the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error("`[launch] terminal` is empty: set it to your terminal's argv")]
+    NoTerminal,
+    #[error(
+        "{program} was not found on PATH, so no window can be opened: install kitty, or set `[launch] terminal` to your terminal's argv"
+    )]
+    NotFound { program: String },
+    #[error(
+        "no display to open a window on: DISPLAY and WAYLAND_DISPLAY are both unset, so {program} cannot start here; run this from a graphical session"
+    )]
+    NoDisplay { program: String },
+    #[error("empty launch template")]
+    EmptyTemplate,
+    #[error("cannot make a scratch file: {0}")]
+    Scratch(#[source] std::io::Error),
+    #[error("cannot start {program}: {source}")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("the window exited at once")]
+    ExitedAtOnce,
+    /// The window ran no session that stayed: what was seen, with the window's own
+    /// last error line when it printed one.
+    #[error("{0}")]
+    NoSession(String),
+}
+
 /// How long the session in a new window must have run to count as started (a session
 /// that ends sooner ended at once).
 pub const ALIVE_AFTER: std::time::Duration = std::time::Duration::from_millis(1500);
@@ -126,20 +157,20 @@ impl Launcher {
 
     /// What can be checked before anything is written: the terminal program is there,
     /// and kitty has a display to open a window on. An error names the fix.
-    pub fn preflight(&self) -> Result<(), String> {
+    pub fn preflight(&self) -> Result<(), LaunchError> {
         let Some(program) = self.templates.terminal.first() else {
-            return Err("`[launch] terminal` is empty: set it to your terminal's argv".into());
+            return Err(LaunchError::NoTerminal);
         };
         if find_program(program).is_none() {
-            return Err(format!(
-                "{program} was not found on PATH, so no window can be opened: install kitty, or set `[launch] terminal` to your terminal's argv"
-            ));
+            return Err(LaunchError::NotFound {
+                program: program.clone(),
+            });
         }
         let unset = |v: &str| std::env::var_os(v).is_none_or(|d| d.is_empty());
         if is_kitty(program) && unset("DISPLAY") && unset("WAYLAND_DISPLAY") {
-            return Err(format!(
-                "no display to open a window on: DISPLAY and WAYLAND_DISPLAY are both unset, so {program} cannot start here; run this from a graphical session"
-            ));
+            return Err(LaunchError::NoDisplay {
+                program: program.clone(),
+            });
         }
         Ok(())
     }
@@ -158,20 +189,21 @@ impl Launcher {
     /// option: its own last error line is quoted), runs nothing within
     /// [`SESSION_WAIT`], or whose session ends at once, is an error; a window still up
     /// then is ended (maestro started it).
-    pub async fn spawn_alive(&self, argv: &[String]) -> Result<ProcessId, String> {
+    pub async fn spawn_alive(&self, argv: &[String]) -> Result<ProcessId, LaunchError> {
         self.spawn_running(argv, &self.session_program()).await
     }
 
     /// [`Self::spawn_alive`] for a window asked to run `wanted` (a process name).
-    pub async fn spawn_running(&self, argv: &[String], wanted: &str) -> Result<ProcessId, String> {
-        let (program, args) = argv.split_first().ok_or("empty launch template")?;
+    pub async fn spawn_running(
+        &self,
+        argv: &[String],
+        wanted: &str,
+    ) -> Result<ProcessId, LaunchError> {
+        let (program, args) = argv.split_first().ok_or(LaunchError::EmptyTemplate)?;
         // The terminal's complaints land in an unnamed file, read only if it fails: a
         // pipe would break a window that lives on.
-        let errors =
-            tempfile::tempfile().map_err(|e| format!("cannot make a scratch file: {e}"))?;
-        let stderr = errors
-            .try_clone()
-            .map_err(|e| format!("cannot make a scratch file: {e}"))?;
+        let errors = tempfile::tempfile().map_err(LaunchError::Scratch)?;
+        let stderr = errors.try_clone().map_err(LaunchError::Scratch)?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .current_dir(&self.project)
@@ -180,8 +212,11 @@ impl Launcher {
             .stderr(stderr)
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
-        let pid = child.id().ok_or("the window exited at once")? as i32;
+            .map_err(|source| LaunchError::Start {
+                program: program.clone(),
+                source,
+            })?;
+        let pid = child.id().ok_or(LaunchError::ExitedAtOnce)? as i32;
         let recorded = ProcessId::observe(pid);
         let started = tokio::time::Instant::now();
         let mut session: Option<ProcessId> = None;
@@ -224,12 +259,12 @@ impl Launcher {
             }
         };
         end_window(pid, &mut child).await;
-        Err(failure)
+        Err(LaunchError::NoSession(failure))
     }
 
     /// Starts a window and returns the recorded process.
-    pub fn spawn(&self, argv: &[String]) -> Result<ProcessId, String> {
-        let (program, args) = argv.split_first().ok_or("empty launch template")?;
+    pub fn spawn(&self, argv: &[String]) -> Result<ProcessId, LaunchError> {
+        let (program, args) = argv.split_first().ok_or(LaunchError::EmptyTemplate)?;
         let mut child = tokio::process::Command::new(program)
             .args(args)
             .current_dir(&self.project)
@@ -238,8 +273,11 @@ impl Launcher {
             .stderr(Stdio::null())
             .process_group(0)
             .spawn()
-            .map_err(|e| format!("cannot start {program}: {e}"))?;
-        let pid = child.id().ok_or("the window exited at once")? as i32;
+            .map_err(|source| LaunchError::Start {
+                program: program.clone(),
+                source,
+            })?;
+        let pid = child.id().ok_or(LaunchError::ExitedAtOnce)? as i32;
         let recorded = ProcessId::observe(pid);
         tokio::spawn(async move {
             let _ = child.wait().await;
@@ -328,13 +366,13 @@ async fn end_window(pid: i32, child: &mut tokio::process::Child) {
 }
 
 /// Writes a PID file under `temp/` atomically (temporary file, then rename).
-pub fn write_pid_file(temp: &Path, name: &str, pid: i32) -> Result<(), String> {
-    std::fs::create_dir_all(temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+pub fn write_pid_file(temp: &Path, name: &str, pid: i32) -> Result<(), OwnFileError> {
+    std::fs::create_dir_all(temp).map_err(OwnFileError::doing("create", temp))?;
     let path = temp.join(name);
     // Replaced atomically through an unpredictable name: a symlink planted at either
     // name is never written through.
     crate::core::safe_fs::write_atomic(&path, format!("{pid}\n").as_bytes(), 0o644)
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(OwnFileError::doing("write", &path))?;
     crate::core::windows::record_launch(temp, name, ProcessId::observe(pid));
     Ok(())
 }

@@ -15,11 +15,12 @@ use tokio::process::Command;
 use tokio::sync::mpsc;
 
 use crate::core::domain::souffleur::{Provider, RecoveryKind, RecoveryOutcome, valid_session_id};
+use crate::core::error::OwnFileError;
 use crate::core::event::{CoreEvent, RecoveryStatus, RecoveryStep, RoleReport};
 use crate::core::procs::{self, ProcessId};
 use crate::core::store::role::RoleDb;
 use compact::{BoundaryWatch, count_lines};
-use launch::{Launcher, find_program, write_pid_file};
+use launch::{LaunchError, Launcher, find_program, write_pid_file};
 use payload::Resolved;
 use transcript::find_transcript;
 
@@ -92,7 +93,7 @@ impl RecoveryEnv {
         &self,
         generation: u32,
         args: &[String],
-    ) -> Result<ProcessId, String> {
+    ) -> Result<ProcessId, RecoveryError> {
         self.launcher.preflight()?;
         let argv = self
             .launcher
@@ -270,7 +271,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
         }
         // docs/orchestration.md escalates only on size: without an export the Conductor is
         // relaunched with the resume prompt alone.
-        Err(e) => Some(Err(format!("claude_export failed: {e}"))),
+        Err(e) => Some(Err(RecoveryError::Export(Box::new(e)))),
     };
     let Some(saved) = relaunch else {
         return standard_compact(env, req).await;
@@ -320,14 +321,14 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                 None,
             )
             .await;
-            failed(Provider::ClaudeExport, e)
+            failed(Provider::ClaudeExport, e.to_string())
         }
     }
 }
 
 /// Runs `claude_export <session>`; the export is the newest matching file it wrote to
 /// the export folder, else its standard output.
-async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, String> {
+async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, RecoveryError> {
     let argv = &env.launcher.templates.claude_export;
     let started = SystemTime::now();
     let run = Command::new(&argv[0])
@@ -338,21 +339,31 @@ async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, String> 
         .stderr(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
+    let program = || argv[0].clone();
     let out = tokio::time::timeout(EXPORT_TIMEOUT, run)
         .await
-        .map_err(|_| format!("{} did not finish within {EXPORT_TIMEOUT:?}", argv[0]))?
-        .map_err(|e| format!("cannot run {}: {e}", argv[0]))?;
+        .map_err(|_| RecoveryError::ExportTimeout {
+            program: program(),
+            after: EXPORT_TIMEOUT,
+        })?
+        .map_err(|source| RecoveryError::ExportStart {
+            program: program(),
+            source,
+        })?;
     if !out.status.success() {
-        return Err(format!("{} exited with {}", argv[0], out.status));
+        return Err(RecoveryError::ExportFailed {
+            program: program(),
+            status: out.status,
+        });
     }
     if let Some(file) = export::newest_export(&env.export_dir, session, started) {
         return std::fs::read(&file)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .map_err(|e| format!("cannot read {}: {e}", file.display()));
+            .map_err(|e| OwnFileError::doing("read", &file)(e).into());
     }
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if text.trim().is_empty() {
-        return Err(format!("{} produced no export", argv[0]));
+        return Err(RecoveryError::NoExport { program: program() });
     }
     Ok(text)
 }
@@ -362,10 +373,11 @@ fn save_trimmed(
     session: &str,
     generation: u32,
     text: &str,
-) -> Result<PathBuf, String> {
-    std::fs::create_dir_all(&env.trimmed_dir).map_err(|e| e.to_string())?;
+) -> Result<PathBuf, RecoveryError> {
+    std::fs::create_dir_all(&env.trimmed_dir)
+        .map_err(OwnFileError::doing("create", &env.trimmed_dir))?;
     let path = env.trimmed_dir.join(format!("{session}-S{generation}.md"));
-    std::fs::write(&path, text).map_err(|e| e.to_string())?;
+    std::fs::write(&path, text).map_err(OwnFileError::doing("write", &path))?;
     Ok(path)
 }
 
@@ -389,7 +401,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             procs::guarded_kill(p, env.kill_grace).await;
         }
         if let Err(e) = compact_once(env, req).await {
-            last_error = e;
+            last_error = e.to_string();
             continue;
         }
         let args = vec![
@@ -420,7 +432,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
                     conductor: Some(pid),
                 };
             }
-            Err(e) => last_error = e,
+            Err(e) => last_error = e.to_string(),
         }
     }
     env.report(
@@ -439,18 +451,16 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
 /// One `/compact` of the Conductor's session in a window of its own: the transcript
 /// followed from its end *before* the window starts (the boundary cannot be missed),
 /// the window ended once the boundary is seen or the time is up.
-async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), String> {
+async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), RecoveryError> {
     let transcript =
         find_transcript(&env.claude_projects_dir, &req.session_id).ok_or_else(|| {
-            format!(
-                "no transcript {}/*/{}*.jsonl",
-                env.claude_projects_dir.display(),
-                req.session_id
-            )
+            RecoveryError::NoTranscript {
+                dir: env.claude_projects_dir.clone(),
+                session: req.session_id.clone(),
+            }
         })?;
-    let watch = count_lines(&transcript)
-        .map_err(|e| e.to_string())
-        .and_then(|n| BoundaryWatch::start(transcript.clone(), n))?;
+    let lines = count_lines(&transcript).map_err(OwnFileError::doing("read", &transcript))?;
+    let watch = BoundaryWatch::start(transcript.clone(), lines)?;
     let argv = env.launcher.claude_window(
         &format!("Compact: {}", conductor_title(req.generation)),
         &[
@@ -467,11 +477,39 @@ async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), St
     if compacted {
         Ok(())
     } else {
-        Err(format!(
-            "no compact_boundary within {:?}",
-            env.compact_timeout
-        ))
+        Err(RecoveryError::NotCompacted {
+            after: env.compact_timeout,
+        })
     }
+}
+
+/// Why a step of a recovery failed; the recovery's report says it in these words.
+#[derive(Debug, thiserror::Error)]
+pub enum RecoveryError {
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+    #[error("claude_export failed: {0}")]
+    Export(#[source] Box<RecoveryError>),
+    #[error("{program} did not finish within {after:?}")]
+    ExportTimeout { program: String, after: Duration },
+    #[error("cannot run {program}: {source}")]
+    ExportStart {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("{program} exited with {status}")]
+    ExportFailed {
+        program: String,
+        status: std::process::ExitStatus,
+    },
+    #[error("{program} produced no export")]
+    NoExport { program: String },
+    #[error("no transcript {}/*/{session}*.jsonl", .dir.display())]
+    NoTranscript { dir: PathBuf, session: String },
+    #[error("no compact_boundary within {after:?}")]
+    NotCompacted { after: Duration },
 }
 
 /// The window title of a Conductor generation: `Conductor (S2)`.

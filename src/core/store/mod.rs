@@ -46,23 +46,32 @@ impl<'a> Author<'a> {
     }
 }
 
+/// Why the orchestration's database cannot be opened for a write.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("there is no database at {}; pass --project or --db.", .db.display())]
+    NoDatabase { db: std::path::PathBuf },
+    #[error("{note}. Ask the project's owner, or run this as the user who owns it.")]
+    ReadOnly { note: String },
+    #[error(transparent)]
+    Core(#[from] crate::core::error::CoreError),
+}
+
 /// Opens an existing database and checks its schema, for a command that acts on it:
 /// a missing file or a foreign schema is an error naming the fix.
-pub fn open_existing(db: &std::path::Path) -> Result<Connection, String> {
+pub fn open_existing(db: &std::path::Path) -> Result<Connection, OpenError> {
     if !db.exists() {
-        return Err(format!(
-            "there is no database at {}; pass --project or --db.",
-            db.display()
-        ));
+        return Err(OpenError::NoDatabase {
+            db: db.to_path_buf(),
+        });
     }
     if !schema::writable(db) {
-        return Err(format!(
-            "{}. Ask the project's owner, or run this as the user who owns it.",
-            schema::read_only_note(db)
-        ));
+        return Err(OpenError::ReadOnly {
+            note: schema::read_only_note(db),
+        });
     }
-    let conn = schema::open(db).map_err(|e| e.to_string())?;
-    schema::verify(&conn, db).map_err(|e| e.to_string())?;
+    let conn = schema::open(db)?;
+    schema::verify(&conn, db)?;
     Ok(conn)
 }
 

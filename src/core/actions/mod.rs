@@ -19,10 +19,13 @@ use serde_json::{Value, json};
 use crate::core::domain::TaskId;
 use crate::core::handoff;
 use crate::core::procs::{self, ProcessId};
-use crate::core::recovery::launch::{Launcher, write_pid_file};
+use crate::core::recovery::launch::{LaunchError, Launcher, write_pid_file};
+
+mod error;
 use crate::core::store::{self, Author, Moved};
 use crate::core::text::printable;
 use crate::core::windows::LaunchTemplates;
+pub use error::ActionError;
 
 /// Where the orchestration lives.
 #[derive(Debug, Clone)]
@@ -93,18 +96,26 @@ impl TaskRequest {
 
 /// The refusal of a request made in another state: the same words before the
 /// confirmation (the dashboard) as at the write (the command line).
-fn wrong_state(task: &TaskId, now: &str, from: &str) -> String {
-    format!("{task} is {now}, not {from}; nothing changed.")
+fn wrong_state(task: &TaskId, now: &str, from: &str) -> ActionError {
+    ActionError::WrongState {
+        task: task.clone(),
+        now: now.to_owned(),
+        from: from.to_owned(),
+    }
+}
+
+fn not_in_table(task: &TaskId) -> ActionError {
+    ActionError::NotInTable { task: task.clone() }
 }
 
 /// What a request will do, in one paragraph, read from the database and the files
 /// (the confirmation dialog shows it; nothing is changed).
-pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, String> {
-    let state = |task: &TaskId| -> Result<String, String> {
+pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, ActionError> {
+    let state = |task: &TaskId| -> Result<String, ActionError> {
         let conn = store::open_existing(&project.db)?;
         store::task_state(&conn, task.as_str())
-            .map_err(|e| db_error(project, &e))?
-            .ok_or_else(|| format!("{task} is not in orchestration_tasks."))
+            .map_err(|e| db_error(project, e))?
+            .ok_or_else(|| not_in_table(task))
     };
     let quote = |m: &str| {
         let m = crate::core::text::printable(m).into_owned();
@@ -121,7 +132,7 @@ pub fn describe(project: &Target, request: &TaskRequest) -> Result<String, Strin
                   to: &str,
                   kind: &str,
                   m: &str|
-     -> Result<String, String> {
+     -> Result<String, ActionError> {
         let now = state(task)?;
         if now != from {
             return Err(wrong_state(task, &now, from));
@@ -190,7 +201,7 @@ pub fn perform(
     launch: &LaunchTemplates,
     kill_grace: Duration,
     request: &TaskRequest,
-) -> Result<Done, String> {
+) -> Result<Done, ActionError> {
     match request {
         TaskRequest::Approve { task, message } => review(
             project,
@@ -235,7 +246,7 @@ pub fn review(
     to: &str,
     kind: &str,
     message: Option<String>,
-) -> Result<Done, String> {
+) -> Result<Done, ActionError> {
     let mut conn = store::open_existing(&project.db)?;
     let text = message.unwrap_or_else(|| "Approved.".into());
     let moved = store::write(&mut conn, |tx| {
@@ -245,11 +256,11 @@ pub fn review(
         }
         Ok(moved)
     })
-    .map_err(|e| db_error(project, &e))?;
+    .map_err(|e| db_error(project, e))?;
     match moved {
         Moved::Done { .. } => {}
         Moved::NoSuchTask => {
-            return Err(format!("{task} is not in orchestration_tasks."));
+            return Err(not_in_table(task));
         }
         Moved::WrongState(s) => {
             return Err(wrong_state(task, &s, from));
@@ -262,7 +273,7 @@ pub fn review(
     Ok(done)
 }
 
-pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, String> {
+pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, ActionError> {
     let mut conn = store::open_existing(&project.db)?;
     let sent = store::write(&mut conn, |tx| {
         if store::task_state(tx, task.as_str())?.is_none() {
@@ -271,9 +282,9 @@ pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, Str
         store::send_message(tx, task.as_str(), Author::Operator, "instruction", text)?;
         Ok(true)
     })
-    .map_err(|e| db_error(project, &e))?;
+    .map_err(|e| db_error(project, e))?;
     if !sent {
-        return Err(format!("{task} is not in orchestration_tasks."));
+        return Err(not_in_table(task));
     }
     let done = Done {
         json: json!({"ok": true, "task_id": task, "message_type": "instruction"}),
@@ -283,26 +294,39 @@ pub fn instruct(project: &Target, task: &TaskId, text: &str) -> Result<Done, Str
 }
 
 /// The Musician window's process, from its PID file, if it is running.
-pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, String> {
+pub fn window(project: &Target, task: &TaskId) -> Result<ProcessId, ActionError> {
     let name = task.window_pid_file();
     let file = project.temp.join(&name);
     let text = crate::core::safe_fs::read_regular(&file, 64)
-        .map_err(|e| format!("{e}; maestro only signals windows it can identify."))?;
+        .map_err(|source| ActionError::Unidentified { source })?;
     let pid: i32 = String::from_utf8_lossy(&text)
         .trim()
         .parse()
         .ok()
         .filter(|p| *p > 1)
-        .ok_or_else(|| format!("{} does not hold a PID.", file.display()))?;
+        .ok_or_else(|| ActionError::NoPid { file: file.clone() })?;
     if !procs::is_alive(pid) {
-        return Err(format!("{task}'s window (PID {pid}) is not running."));
+        return Err(ActionError::NotRunning {
+            task: task.clone(),
+            pid,
+        });
     }
-    crate::core::windows::verify(&project.temp, &name, pid, &project.window_programs)
+    Ok(crate::core::windows::verify(
+        &project.temp,
+        &name,
+        pid,
+        &project.window_programs,
+    )?)
 }
 
-pub fn signal(project: &Target, task: &TaskId, sig: Signal, verb: &str) -> Result<Done, String> {
+pub fn signal(
+    project: &Target,
+    task: &TaskId,
+    sig: Signal,
+    verb: &str,
+) -> Result<Done, ActionError> {
     let p = window(project, task)?;
-    kill(Pid::from_raw(p.pid), sig).map_err(|e| format!("cannot signal PID {}: {e}", p.pid))?;
+    kill(Pid::from_raw(p.pid), sig).map_err(|source| ActionError::Signal { pid: p.pid, source })?;
     let done = Done {
         json: json!({"ok": true, "task_id": task, "pid": p.pid, "action": verb}),
         text: format!("{task}: {verb} (PID {})", p.pid),
@@ -310,12 +334,16 @@ pub fn signal(project: &Target, task: &TaskId, sig: Signal, verb: &str) -> Resul
     Ok(done)
 }
 
-pub fn kill_window(project: &Target, task: &TaskId, kill_grace: Duration) -> Result<Done, String> {
+pub fn kill_window(
+    project: &Target,
+    task: &TaskId,
+    kill_grace: Duration,
+) -> Result<Done, ActionError> {
     let p = window(project, task)?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(ActionError::Runtime)?;
     // A frozen window cannot act on SIGTERM: let it run again first.
     let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
     let outcome = rt.block_on(procs::guarded_kill(p, kill_grace));
@@ -384,7 +412,7 @@ impl Relaunch {
 
 /// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
 /// PID, who worked the task, the last completed step, the deviations.
-pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, String> {
+pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, ActionError> {
     let conn = store::open_existing(&project.db)?;
     let row: Option<(String, Option<String>)> = conn
         .query_row(
@@ -393,14 +421,12 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
             |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .optional()
-        .map_err(|e| db_error(project, &e))?;
+        .map_err(|e| db_error(project, e))?;
     let Some((state, worked_by)) = row else {
-        return Err(format!("{task} is not in orchestration_tasks."));
+        return Err(not_in_table(task));
     };
     if state == "complete" {
-        return Err(format!(
-            "{task} is complete; a completed task is not relaunched (create a {task}-fix task instead)."
-        ));
+        return Err(ActionError::Complete { task: task.clone() });
     }
     // Files of the Musician's: never through a link, never blocking, the last part of
     // a huge one.
@@ -420,8 +446,8 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Str
     let refused = found
         .as_ref()
         .err()
-        .filter(|e| e.contains("is not acted on"))
-        .cloned();
+        .filter(|e| matches!(e, ActionError::NotTheWindow(_)))
+        .map(ToString::to_string);
     let window = found.ok();
     let facts = handoff::Facts {
         handoff_present,
@@ -460,7 +486,7 @@ pub fn relaunch(
     kill_grace: Duration,
     task: &TaskId,
     r: &Relaunch,
-) -> Result<Done, String> {
+) -> Result<Done, ActionError> {
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
     let launcher = Launcher {
         templates: launch.clone(),
@@ -468,23 +494,26 @@ pub fn relaunch(
     };
     launcher
         .preflight()
-        .map_err(|why| format!("{task} was not relaunched: {why}. Nothing was changed."))?;
+        .map_err(|source| ActionError::NotLaunchable {
+            task: task.clone(),
+            source,
+        })?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| e.to_string())?;
+        .map_err(ActionError::Runtime)?;
     if let Some(p) = r.window {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
         rt.block_on(procs::guarded_kill(p, kill_grace));
     }
     let pid_file = project.temp.join(task.window_pid_file());
-    if let Err(e) = std::fs::remove_file(&pid_file)
-        && e.kind() != std::io::ErrorKind::NotFound
+    if let Err(source) = std::fs::remove_file(&pid_file)
+        && source.kind() != std::io::ErrorKind::NotFound
     {
-        return Err(format!(
-            "cannot remove {} ({e}); fix its permissions and relaunch again.",
-            pid_file.display()
-        ));
+        return Err(ActionError::PidFile {
+            file: pid_file,
+            source,
+        });
     }
     let mut conn = store::open_existing(&project.db)?;
     let written = store::write(&mut conn, |tx| {
@@ -500,11 +529,11 @@ pub fn relaunch(
         )?;
         Ok(Written { heartbeat, message })
     })
-    .map_err(|e| db_error(project, &e))?;
+    .map_err(|e| db_error(project, e))?;
     let argv = launcher.claude_window(&r.title, &musician_args(launch, task, r));
     let new = match rt.block_on(launcher.spawn_alive(&argv)) {
         Ok(new) => new,
-        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &written, &why)),
+        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &written, why)),
     };
     write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
     Ok(relaunched(task, r, new.pid))
@@ -546,22 +575,24 @@ fn undo_handoff(
     task: &TaskId,
     r: &Relaunch,
     written: &Written,
-    why: &str,
-) -> String {
+    why: LaunchError,
+) -> ActionError {
     let undone = store::write(conn, |tx| {
         store::put_back(tx, task.as_str(), &r.state, r.facts.worked_by.as_deref())?;
         store::put_back_heartbeat(tx, task.as_str(), written.heartbeat.as_deref())?;
         store::take_back_message(tx, written.message, "handoff")
     });
     match undone {
-        Ok(()) => format!(
-            "{task} was not relaunched: {why}. No replacement session runs; its state ({}), worker and messages are as they were. Fix the cause (a display, `[launch] terminal`, `[launch] claude`) and relaunch again.",
-            printable(&r.state)
-        ),
-        Err(e) => format!(
-            "{task} was not relaunched: {why}; and putting its state back failed too: {}",
-            db_error(project, &e)
-        ),
+        Ok(()) => ActionError::PutBack {
+            task: task.clone(),
+            state: r.state.clone(),
+            source: why,
+        },
+        Err(e) => ActionError::NotPutBack {
+            task: task.clone(),
+            why,
+            source: Box::new(db_error(project, e)),
+        },
     }
 }
 
@@ -581,21 +612,9 @@ fn relaunched(task: &TaskId, r: &Relaunch, pid: i32) -> Done {
 }
 
 /// A failed write, naming the file and what to do about it.
-pub fn db_error(project: &Target, e: &rusqlite::Error) -> String {
-    use rusqlite::ErrorCode;
-    let fix = match e.sqlite_error_code() {
-        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
-            "another process held the write lock for too long; try again in a moment"
-        }
-        Some(ErrorCode::ReadOnly) => "make the file (and its folder) writable for this user",
-        Some(ErrorCode::DiskFull) => "free some disk space and try again",
-        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
-            "the file is damaged; restore it from a backup or start a new orchestration"
-        }
-        _ => "check the file and try again",
-    };
-    format!(
-        "cannot write to {} ({e}); nothing was changed. Fix: {fix}.",
-        project.db.display()
-    )
+fn db_error(project: &Target, source: rusqlite::Error) -> ActionError {
+    ActionError::Database {
+        db: project.db.clone(),
+        source,
+    }
 }

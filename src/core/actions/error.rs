@@ -1,0 +1,91 @@
+//! Why a task action was refused or failed.
+
+use crate::core::domain::TaskId;
+use crate::core::error::OwnFileError;
+use crate::core::recovery::launch::LaunchError;
+use crate::core::store;
+use crate::core::text::printable;
+
+/// Why a task action was refused or failed; each says the fix, and that nothing
+/// changed where nothing did.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionError {
+    #[error(transparent)]
+    Open(#[from] store::OpenError),
+    #[error(
+        "cannot write to {} ({source}); nothing was changed. Fix: {}.",
+        .db.display(),
+        db_fix(.source)
+    )]
+    Database {
+        db: std::path::PathBuf,
+        source: rusqlite::Error,
+    },
+    #[error("{task} is not in orchestration_tasks.")]
+    NotInTable { task: TaskId },
+    #[error("{task} is {now}, not {from}; nothing changed.")]
+    WrongState {
+        task: TaskId,
+        now: String,
+        from: String,
+    },
+    #[error("{source}; maestro only signals windows it can identify.")]
+    Unidentified {
+        source: crate::core::safe_fs::Refused,
+    },
+    #[error("{} does not hold a PID.", .file.display())]
+    NoPid { file: std::path::PathBuf },
+    #[error("{task}'s window (PID {pid}) is not running.")]
+    NotRunning { task: TaskId, pid: i32 },
+    #[error(transparent)]
+    NotTheWindow(#[from] crate::core::windows::NotTheWindow),
+    #[error("cannot signal PID {pid}: {source}")]
+    Signal { pid: i32, source: nix::errno::Errno },
+    /// The runtime a blocking action waits on could not be built.
+    #[error(transparent)]
+    Runtime(std::io::Error),
+    #[error(
+        "{task} is complete; a completed task is not relaunched (create a {task}-fix task instead)."
+    )]
+    Complete { task: TaskId },
+    #[error("{task} was not relaunched: {source}. Nothing was changed.")]
+    NotLaunchable { task: TaskId, source: LaunchError },
+    #[error("cannot remove {} ({source}); fix its permissions and relaunch again.", .file.display())]
+    PidFile {
+        file: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "{task} was not relaunched: {source}. No replacement session runs; its state ({}), worker and messages are as they were. Fix the cause (a display, `[launch] terminal`, `[launch] claude`) and relaunch again.",
+        printable(.state)
+    )]
+    PutBack {
+        task: TaskId,
+        state: String,
+        source: LaunchError,
+    },
+    #[error("{task} was not relaunched: {why}; and putting its state back failed too: {source}")]
+    NotPutBack {
+        task: TaskId,
+        why: LaunchError,
+        source: Box<ActionError>,
+    },
+    #[error(transparent)]
+    NewPidFile(#[from] OwnFileError),
+}
+
+/// What to do about a failed write.
+fn db_fix(e: &rusqlite::Error) -> &'static str {
+    use rusqlite::ErrorCode;
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+            "another process held the write lock for too long; try again in a moment"
+        }
+        Some(ErrorCode::ReadOnly) => "make the file (and its folder) writable for this user",
+        Some(ErrorCode::DiskFull) => "free some disk space and try again",
+        Some(ErrorCode::DatabaseCorrupt | ErrorCode::NotADatabase) => {
+            "the file is damaged; restore it from a backup or start a new orchestration"
+        }
+        _ => "check the file and try again",
+    }
+}
