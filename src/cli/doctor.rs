@@ -593,7 +593,7 @@ fn hooks(project: &Project, add: &mut dyn FnMut(Level, &'static str, String)) {
                     ));
                 }
             }
-            Err(e) => add(Level::Warning, "hooks", e),
+            Err(e) => add(Level::Warning, "hooks", e.to_string()),
         }
     }
     let key = crate::core::paths::ProjectKey::of(&root);

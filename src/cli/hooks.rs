@@ -216,8 +216,8 @@ pub fn run(
     let path = install::settings_path((!user).then_some(root.as_path())).ok_or_else(|| {
         CliError::Runtime("cannot find Claude Code's folder: set HOME or CLAUDE_CONFIG_DIR.".into())
     })?;
-    install::refuse_unwritable(&path).map_err(CliError::Runtime)?;
-    let (settings, mode) = install::read(&path).map_err(CliError::Runtime)?;
+    install::refuse_unwritable(&path).map_err(crate::cli::error::runtime)?;
+    let (settings, mode) = install::read(&path).map_err(crate::cli::error::runtime)?;
     let changed = match action {
         "install" => {
             let exe = std::env::current_exe()
@@ -235,7 +235,7 @@ pub fn run(
     };
     let done = changed.is_some();
     if let Some(new) = changed {
-        install::write(&path, &new, mode).map_err(CliError::Runtime)?;
+        install::write(&path, &new, mode).map_err(crate::cli::error::runtime)?;
     }
     let said = match (action, done) {
         ("install", true) => format!(

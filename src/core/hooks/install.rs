@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use crate::core::error::OwnFileError;
 use crate::core::hooks::event::EVENTS;
 use crate::core::safe_fs;
 
@@ -115,18 +116,61 @@ pub fn installed_events(settings: &Value) -> Vec<&'static str> {
         .collect()
 }
 
+/// What in a Claude Code settings file stops maestro from changing it; nothing is
+/// changed then.
+#[derive(Debug, thiserror::Error)]
+pub enum SettingsError {
+    #[error("its top level is not a JSON object")]
+    TopNotObject,
+    #[error("its \"hooks\" is not a JSON object")]
+    HooksNotObject,
+    #[error("its \"hooks\".\"{event}\" is not a JSON array")]
+    EventNotArray { event: &'static str },
+    #[error(
+        "{} belongs to uid {owner}, not to you (uid {uid}); maestro edits only your own settings, keeping their owner. Run this as that user; the file was left untouched",
+        .path.display()
+    )]
+    NotYours { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "{} is read-only (mode {mode:o}); maestro does not override that. Make it writable (chmod u+w) and run this again; it was left untouched",
+        .path.display()
+    )]
+    ReadOnly { path: PathBuf, mode: u32 },
+    #[error(
+        "{} is a symlink; maestro edits only a regular file (edit the file it points to, or replace the link with a copy)",
+        .path.display()
+    )]
+    Symlink { path: PathBuf },
+    #[error("{} is not a regular file", .path.display())]
+    NotRegular { path: PathBuf },
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+    #[error(transparent)]
+    Unreadable { source: safe_fs::Refused },
+    #[error(
+        "{} is not valid JSON (line {}, column {}: {source}); fix it and run this again; it was left untouched",
+        .path.display(),
+        .source.line(),
+        .source.column()
+    )]
+    NotJson {
+        path: PathBuf,
+        source: serde_json::Error,
+    },
+}
+
 /// The settings with maestro's entry for every event, running `command`. `Ok(None)`:
 /// nothing to change. An error names the part of the file that is not as Claude Code
 /// writes it (nothing is changed then).
-pub fn merged(mut settings: Value, command: &str) -> Result<Option<Value>, String> {
+pub fn merged(mut settings: Value, command: &str) -> Result<Option<Value>, SettingsError> {
     let Some(root) = settings.as_object_mut() else {
-        return Err("its top level is not a JSON object".into());
+        return Err(SettingsError::TopNotObject);
     };
     let hooks = root
         .entry("hooks")
         .or_insert_with(|| Value::Object(Map::new()));
     let Some(hooks) = hooks.as_object_mut() else {
-        return Err("its \"hooks\" is not a JSON object".into());
+        return Err(SettingsError::HooksNotObject);
     };
     let mut changed = false;
     for event in EVENTS {
@@ -134,7 +178,7 @@ pub fn merged(mut settings: Value, command: &str) -> Result<Option<Value>, Strin
             .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()));
         let Some(list) = list.as_array_mut() else {
-            return Err(format!("its \"hooks\".\"{event}\" is not a JSON array"));
+            return Err(SettingsError::EventNotArray { event });
         };
         let mut found = false;
         for group in list.iter_mut() {
@@ -208,72 +252,59 @@ pub fn removed(mut settings: Value) -> Option<Value> {
 /// Refuses, before anything changes, a settings file maestro could not replace as it
 /// was: another user's (the new file would be the caller's), or one without write
 /// permission (the user made it read-only; maestro does not override that).
-pub fn refuse_unwritable(path: &Path) -> Result<(), String> {
+pub fn refuse_unwritable(path: &Path) -> Result<(), SettingsError> {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     match std::fs::symlink_metadata(path) {
-        Ok(m) if m.uid() != rustix::process::geteuid().as_raw() => Err(format!(
-            "{} belongs to uid {}, not to you (uid {}); maestro edits only your own settings, keeping their owner. Run this as that user; the file was left untouched",
-            path.display(),
-            m.uid(),
-            rustix::process::geteuid().as_raw()
-        )),
-        Ok(m) if m.permissions().mode() & 0o200 == 0 => Err(format!(
-            "{} is read-only (mode {:o}); maestro does not override that. Make it writable (chmod u+w) and run this again; it was left untouched",
-            path.display(),
-            m.permissions().mode() & 0o777
-        )),
+        Ok(m) if m.uid() != rustix::process::geteuid().as_raw() => Err(SettingsError::NotYours {
+            path: path.to_path_buf(),
+            owner: m.uid(),
+            uid: rustix::process::geteuid().as_raw(),
+        }),
+        Ok(m) if m.permissions().mode() & 0o200 == 0 => Err(SettingsError::ReadOnly {
+            path: path.to_path_buf(),
+            mode: m.permissions().mode() & 0o777,
+        }),
         _ => Ok(()),
     }
 }
 
 /// A settings file read for a change: its JSON (an empty object when absent) and mode.
-pub fn read(path: &Path) -> Result<(Value, Option<u32>), String> {
+pub fn read(path: &Path) -> Result<(Value, Option<u32>), SettingsError> {
     use std::os::unix::fs::PermissionsExt;
+    let at = || path.to_path_buf();
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((json!({}), None)),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
-        Ok(m) if m.file_type().is_symlink() => {
-            return Err(format!(
-                "{} is a symlink; maestro edits only a regular file (edit the file it points to, or replace the link with a copy)",
-                path.display()
-            ));
-        }
-        Ok(m) if !m.is_file() => {
-            return Err(format!("{} is not a regular file", path.display()));
-        }
+        Err(e) => return Err(OwnFileError::doing("read", path)(e).into()),
+        Ok(m) if m.file_type().is_symlink() => return Err(SettingsError::Symlink { path: at() }),
+        Ok(m) if !m.is_file() => return Err(SettingsError::NotRegular { path: at() }),
         Ok(_) => {}
     }
     let bytes = safe_fs::read_regular(path, 16 * 1024 * 1024)
-        .map_err(|e| format!("cannot read {}: {e:?}", path.display()))?;
+        .map_err(|source| SettingsError::Unreadable { source })?;
     let mode = std::fs::metadata(path)
         .ok()
         .map(|m| m.permissions().mode() & 0o777);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok((json!({}), mode));
     }
-    serde_json::from_slice(&bytes).map(|v| (v, mode)).map_err(|e| {
-        format!(
-            "{} is not valid JSON (line {}, column {}: {e}); fix it and run this again; it was left untouched",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })
+    serde_json::from_slice(&bytes)
+        .map(|v| (v, mode))
+        .map_err(|source| SettingsError::NotJson { path: at(), source })
 }
 
 /// Writes settings atomically (a new file is owner-only; an existing one keeps its mode
 /// and group, and its owner: [`read`] refused another user's).
-pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), String> {
+pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), OwnFileError> {
     use std::os::unix::fs::MetadataExt;
     let group = std::fs::symlink_metadata(path).ok().map(|m| m.gid());
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
     }
-    let mut text = serde_json::to_string_pretty(settings).map_err(|e| e.to_string())?;
+    // A `Value` always serializes.
+    let mut text = serde_json::to_string_pretty(settings).unwrap_or_default();
     text.push('\n');
     safe_fs::write_atomic(path, text.as_bytes(), mode.unwrap_or(0o600))
-        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        .map_err(OwnFileError::doing("write", path))?;
     if let Some(gid) = group {
         let _ = std::os::unix::fs::chown(path, None, Some(gid));
     }
@@ -369,6 +400,7 @@ mod tests {
         assert!(
             merged(json!({"hooks": {"Stop": {}}}), CMD)
                 .unwrap_err()
+                .to_string()
                 .contains("Stop")
         );
     }
@@ -436,7 +468,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("settings.json");
         std::fs::write(&path, "{\n  \"a\": 1,\n  oops\n}\n").unwrap();
-        let err = read(&path).unwrap_err();
+        let err = read(&path).unwrap_err().to_string();
         assert!(err.contains("line 3, column 3"), "{err}");
         assert_eq!(
             std::fs::read_to_string(&path).unwrap(),
@@ -444,6 +476,6 @@ mod tests {
         );
         let link = dir.path().join("link.json");
         std::os::unix::fs::symlink(&path, &link).unwrap();
-        assert!(read(&link).unwrap_err().contains("symlink"));
+        assert!(read(&link).unwrap_err().to_string().contains("symlink"));
     }
 }
