@@ -75,8 +75,8 @@ impl Resume {
     /// Checks `cursor` against the project's journal at `path`: the error (for exit 2)
     /// says whose journal it belongs to, or how far this one goes.
     pub fn open(path: &std::path::Path, cursor: Cursor) -> Result<Self, CliError> {
-        let (follower, gap) =
-            crate::core::told::read::follow_after(path, cursor).map_err(CliError::Usage)?;
+        let (follower, gap) = crate::core::told::read::follow_after(path, cursor)
+            .map_err(crate::cli::error::usage)?;
         Ok(Self { follower, gap })
     }
 

@@ -58,7 +58,7 @@ pub struct Cursor {
 
 impl Cursor {
     /// Reads a cursor printed by maestro; the error says what to do.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, CursorError> {
         let parsed = text.split_once('-').and_then(|(id, seq)| {
             let id_ok = id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit());
             let seq_ok =
@@ -72,17 +72,27 @@ impl Cursor {
         });
         parsed.ok_or_else(|| {
             let old = text.starts_with('c') && text[1..].bytes().all(|b| b.is_ascii_digit());
+            let text = text.to_owned();
             if old && text.len() > 1 {
-                format!(
-                    "{text:?} is a cursor of maestro's older ledger, before the journal: it names a time, not a place. Start once without --after and keep the new `cursor` fields."
-                )
+                CursorError::OfTheLedger { text }
             } else {
-                format!(
-                    "{text:?} is not a cursor maestro printed (they look like \"3f9c2a7d1e5b4c60-1042\"); pass the `cursor` field of a JSON event as it was printed."
-                )
+                CursorError::NotACursor { text }
             }
         })
     }
+}
+
+/// A `--after` that names no place in a journal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CursorError {
+    #[error(
+        "{text:?} is a cursor of maestro's older ledger, before the journal: it names a time, not a place. Start once without --after and keep the new `cursor` fields."
+    )]
+    OfTheLedger { text: String },
+    #[error(
+        "{text:?} is not a cursor maestro printed (they look like \"3f9c2a7d1e5b4c60-1042\"); pass the `cursor` field of a JSON event as it was printed."
+    )]
+    NotACursor { text: String },
 }
 
 impl std::fmt::Display for Cursor {

@@ -37,14 +37,39 @@ pub struct Gap {
 
 /// Opens the journal at `path` for a reader resuming after `cursor`: refused with the
 /// reason when the cursor is not one of this journal's places.
-pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap>), String> {
+/// Why a reader cannot resume after a cursor; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum ResumeError {
+    #[error(
+        "this project has no journal yet, so cursor {cursor} is not one of its places (it is another project's, or from a journal since removed). Start without --after."
+    )]
+    NoJournal { cursor: Cursor },
+    #[error("cannot read this project's journal: {0}")]
+    Unreadable(#[source] crate::core::safe_fs::Refused),
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    #[error(
+        "{} is not a journal maestro wrote (no header); remove it and maestro starts a new one",
+        .path.display()
+    )]
+    NotAJournal { path: std::path::PathBuf },
+    #[error(
+        "cursor {cursor} belongs to journal {:016x}, not to this project's ({id:016x}): it is another project's, or from a journal since removed. Start without --after.",
+        .cursor.journal
+    )]
+    OtherJournal { cursor: Cursor, id: u64 },
+    #[error(
+        "cursor {cursor} is past the end of this project's journal, which goes to {id:016x}-{last}: no maestro printed it. Pass a cursor maestro printed, or start without --after."
+    )]
+    PastTheEnd { cursor: Cursor, id: u64, last: u64 },
+}
+
+pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap>), ResumeError> {
     let (file, meta) = crate::core::safe_fs::open_regular(path).map_err(|e| {
         if e.is_missing() {
-            format!(
-                "this project has no journal yet, so cursor {cursor} is not one of its places (it is another project's, or from a journal since removed). Start without --after."
-            )
+            ResumeError::NoJournal { cursor }
         } else {
-            format!("cannot read this project's journal: {e}")
+            ResumeError::Unreadable(e)
         }
     })?;
     let mut follower = Follower {
@@ -58,16 +83,11 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
     };
     let (id, entries) = follower.scan()?;
     if id != cursor.journal {
-        return Err(format!(
-            "cursor {cursor} belongs to journal {:016x}, not to this project's ({id:016x}): it is another project's, or from a journal since removed. Start without --after.",
-            cursor.journal
-        ));
+        return Err(ResumeError::OtherJournal { cursor, id });
     }
     let last = entries.last().copied().unwrap_or(0);
     if cursor.seq > last {
-        return Err(format!(
-            "cursor {cursor} is past the end of this project's journal, which goes to {id:016x}-{last}: no maestro printed it. Pass a cursor maestro printed, or start without --after."
-        ));
+        return Err(ResumeError::PastTheEnd { cursor, id, last });
     }
     let first = entries.first().copied().unwrap_or(last + 1);
     let gap = (cursor.seq + 1 < first).then(|| Gap {
@@ -86,21 +106,18 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
 impl Follower {
     /// The journal's id and every entry's sequence number, in order; the read position
     /// is left at the end.
-    fn scan(&mut self) -> Result<(u64, Vec<u64>), String> {
+    fn scan(&mut self) -> Result<(u64, Vec<u64>), ResumeError> {
         let mut id = None;
         let mut seqs = Vec::new();
-        for line in self.read_lines().map_err(|e| e.to_string())? {
+        for line in self.read_lines()? {
             if let Some(h) = header_id(&line) {
                 id = Some(h);
             } else if let Some((e, _)) = parse_entry_at(&line) {
                 seqs.push(e.seq);
             }
         }
-        let id = id.ok_or_else(|| {
-            format!(
-                "{} is not a journal maestro wrote (no header); remove it and maestro starts a new one",
-                self.path.display()
-            )
+        let id = id.ok_or_else(|| ResumeError::NotAJournal {
+            path: self.path.clone(),
         })?;
         Ok((id, seqs))
     }

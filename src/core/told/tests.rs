@@ -25,10 +25,12 @@ fn cursors_print_and_parse_and_strange_or_old_ones_are_refused() {
         "zz9c2a7d1e5b4c60-1",
         "3f9c2a7d1e5b4c60-1 2",
     ] {
-        let err = Cursor::parse(bad).expect_err(bad);
+        let err = Cursor::parse(bad).expect_err(bad).to_string();
         assert!(err.contains("`cursor` field"), "{err}");
     }
-    let err = Cursor::parse("c1764089705123456789").expect_err("old");
+    let err = Cursor::parse("c1764089705123456789")
+        .expect_err("old")
+        .to_string();
     assert!(err.contains("older ledger"), "{err}");
 }
 
@@ -174,13 +176,13 @@ fn a_reader_resumes_after_its_place_follows_new_entries_and_refuses_another_jour
         journal: j.id() ^ 0xff,
         seq: 2,
     };
-    let err = follow_after(&path, other).expect_err("foreign");
+    let err = follow_after(&path, other).expect_err("foreign").to_string();
     assert!(err.contains("belongs to journal"), "{err}");
     let ahead = Cursor {
         journal: j.id(),
         seq: 999,
     };
-    let err = follow_after(&path, ahead).expect_err("ahead");
+    let err = follow_after(&path, ahead).expect_err("ahead").to_string();
     assert!(err.contains("past the end") && err.contains("-6"), "{err}");
 }
 
