@@ -68,7 +68,7 @@ fn focus(project: &Project, settings: &Settings, raw: &str, as_json: bool) -> Re
     })?;
     let said =
         crate::core::focus::focus_task(&project.root, &project.temp, &task, None, &settings.launch)
-            .map_err(CliError::Runtime)?;
+            .map_err(crate::cli::error::runtime)?;
     report(
         as_json,
         &json!({"ok": true, "task_id": task.as_str()}),

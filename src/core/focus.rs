@@ -72,8 +72,37 @@ pub struct Target {
     pub window_pid: i32,
 }
 
+/// Why a task's window was not brought to the front; each says what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum FocusError {
+    #[error(
+        "no running claude process is known for {task}: install the hooks (`maestro hooks install`) or check temp/{}",
+        .task.window_pid_file()
+    )]
+    NoSession { task: TaskId },
+    #[error("{task}: {source}")]
+    Of {
+        task: TaskId,
+        source: Box<FocusError>,
+    },
+    #[error("its claude process (PID {claude}) does not run in a kitty window")]
+    NotInKitty { claude: i32 },
+    #[error("kitty (PID {kitty}) does not listen for remote control; {REMOTE_CONTROL_HELP}")]
+    NoRemoteControl { kitty: i32 },
+    #[error("cannot run kitty @: {0}")]
+    Kitty(#[source] std::io::Error),
+    #[error("kitty @ focus-window did not answer within {}s", KITTY_WAIT.as_secs())]
+    NoAnswer,
+    #[error("kitty @ focus-window failed for {task}: {said}; {REMOTE_CONTROL_HELP}")]
+    Refused { task: TaskId, said: String },
+}
+
 /// The kitty window a process runs in and the socket to reach that kitty.
-pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Result<Target, String> {
+pub fn target_of(
+    claude: i32,
+    project: &Path,
+    launch: &LaunchTemplates,
+) -> Result<Target, FocusError> {
     let mut window = claude;
     let mut kitty = None;
     for _ in 0..16 {
@@ -88,9 +117,7 @@ pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Resul
         }
     }
     let Some(kitty) = kitty else {
-        return Err(format!(
-            "its claude process (PID {claude}) does not run in a kitty window"
-        ));
+        return Err(FocusError::NotInKitty { claude });
     };
     // The operator's configured socket, then the one of a window maestro opened, and
     // only then what the window's environment says (a process could set it to point
@@ -106,9 +133,7 @@ pub fn target_of(claude: i32, project: &Path, launch: &LaunchTemplates) -> Resul
         .clone()
         .or(ours)
         .or_else(from_env)
-        .ok_or_else(|| {
-            format!("kitty (PID {kitty}) does not listen for remote control; {REMOTE_CONTROL_HELP}")
-        })?;
+        .ok_or(FocusError::NoRemoteControl { kitty })?;
     Ok(Target {
         socket,
         window_pid: window,
@@ -159,14 +184,13 @@ pub fn focus_task(
     task: &TaskId,
     hint: Option<ProcessId>,
     launch: &LaunchTemplates,
-) -> Result<String, String> {
-    let claude = claude_of(project, temp, task, hint, launch).ok_or_else(|| {
-        format!(
-            "no running claude process is known for {task}: install the hooks (`maestro hooks install`) or check temp/{}",
-            task.window_pid_file()
-        )
+) -> Result<String, FocusError> {
+    let claude = claude_of(project, temp, task, hint, launch)
+        .ok_or_else(|| FocusError::NoSession { task: task.clone() })?;
+    let target = target_of(claude.pid, project, launch).map_err(|e| FocusError::Of {
+        task: task.clone(),
+        source: Box::new(e),
     })?;
-    let target = target_of(claude.pid, project, launch).map_err(|e| format!("{task}: {e}"))?;
     let mut child = std::process::Command::new(kitty_program(launch))
         .args(["@", "--to", &target.socket, "focus-window", "--match"])
         .arg(format!("pid:{}", target.window_pid))
@@ -174,7 +198,7 @@ pub fn focus_task(
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run kitty @: {e}"))?;
+        .map_err(FocusError::Kitty)?;
     let end = Instant::now() + KITTY_WAIT;
     let status = loop {
         match child.try_wait() {
@@ -183,10 +207,7 @@ pub fn focus_task(
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!(
-                    "kitty @ focus-window did not answer within {}s",
-                    KITTY_WAIT.as_secs()
-                ));
+                return Err(FocusError::NoAnswer);
             }
         }
     };
@@ -198,9 +219,10 @@ pub fn focus_task(
             let _ = std::io::Read::read_to_string(&mut e, &mut err);
         }
         let err = crate::core::text::printable(err.trim()).into_owned();
-        Err(format!(
-            "kitty @ focus-window failed for {task}: {err}; {REMOTE_CONTROL_HELP}"
-        ))
+        Err(FocusError::Refused {
+            task: task.clone(),
+            said: err,
+        })
     }
 }
 

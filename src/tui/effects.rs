@@ -67,13 +67,16 @@ pub(super) fn task_effect(
                 .map_err(|e| e.to_string());
                 ActionAnswer::Performed(request, outcome)
             }
-            Effect::Focus(task) => ActionAnswer::Done(crate::core::focus::focus_task(
-                &access.target.root,
-                &access.target.temp,
-                &task,
-                None,
-                &access.launch,
-            )),
+            Effect::Focus(task) => ActionAnswer::Done(
+                crate::core::focus::focus_task(
+                    &access.target.root,
+                    &access.target.temp,
+                    &task,
+                    None,
+                    &access.launch,
+                )
+                .map_err(|e| e.to_string()),
+            ),
             Effect::Headroom(task) => {
                 let report = crate::core::headroom::report(&access.target.temp, task.as_str());
                 ActionAnswer::Headroom(task, report)
