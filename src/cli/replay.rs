@@ -65,7 +65,8 @@ pub fn run(
     let timeline = Arc::new(timeline);
     if global.no_tui {
         crate::cli::runtime()?.block_on(async {
-            let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
+            let mut replay =
+                Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
             let stop = CancellationToken::new();
             headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
             headless::present_on_stdout(
@@ -90,7 +91,8 @@ pub fn run(
     // What happened then is no news now: no desktop notifications.
     tui.notifier = crate::tui::notify::Notifier::Off;
     crate::cli::runtime()?.block_on(async {
-        let mut replay = Replay::spawn(timeline, config, clock).map_err(CliError::Runtime)?;
+        let mut replay =
+            Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         tui.clock = replay.clock;
         let stop = CancellationToken::new();
         headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;

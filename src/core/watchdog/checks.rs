@@ -52,28 +52,43 @@ static SESSION_ARG: LazyLock<Regex> =
 
 /// Parses `PID:<pid> SESSION_ID:<id>` from free text (the arguments joined, or a
 /// message). Names the part that is wrong.
-pub fn parse_invocation(text: &str) -> Result<(i32, String), String> {
+pub fn parse_invocation(text: &str) -> Result<(i32, String), InvocationError> {
     let pid = PID_ARG
         .captures(text)
-        .ok_or("no PID:<pid> given")?
+        .ok_or(InvocationError::NoPid)?
         .get(1)
         .map_or("", |m| m.as_str());
     let pid: i32 = pid
         .parse()
         .ok()
         .filter(|p| *p > 1)
-        .ok_or_else(|| format!("PID:{pid} is not a process id"))?;
+        .ok_or_else(|| InvocationError::BadPid {
+            pid: pid.to_owned(),
+        })?;
     let session = SESSION_ARG
         .captures(text)
-        .ok_or("no SESSION_ID:<id> given")?
+        .ok_or(InvocationError::NoSession)?
         .get(1)
         .map_or("", |m| m.as_str());
     if !valid_session_id(session) {
-        return Err(format!(
-            "SESSION_ID:{session} is not a session id (letters, digits, - and _)"
-        ));
+        return Err(InvocationError::BadSession {
+            session: session.to_owned(),
+        });
     }
     Ok((pid, session.to_owned()))
+}
+
+/// The part of `PID:<pid> SESSION_ID:<id>` that is missing or wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InvocationError {
+    #[error("no PID:<pid> given")]
+    NoPid,
+    #[error("PID:{pid} is not a process id")]
+    BadPid { pid: String },
+    #[error("no SESSION_ID:<id> given")]
+    NoSession,
+    #[error("SESSION_ID:{session} is not a session id (letters, digits, - and _)")]
+    BadSession { session: String },
 }
 
 #[cfg(test)]
@@ -185,11 +200,13 @@ mod tests {
         assert!(
             parse_invocation("SESSION_ID:x")
                 .unwrap_err()
+                .to_string()
                 .contains("PID")
         );
         assert!(
             parse_invocation("PID:abc SESSION_ID:x")
                 .unwrap_err()
+                .to_string()
                 .contains("PID:abc")
         );
         assert!(
@@ -199,6 +216,7 @@ mod tests {
         assert!(
             parse_invocation("PID:42 SESSION_ID:../../etc")
                 .unwrap_err()
+                .to_string()
                 .contains("SESSION_ID")
         );
         assert!(parse_invocation("PID:42 SESSION_ID:*").is_err());

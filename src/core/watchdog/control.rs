@@ -33,7 +33,19 @@ impl WatchdogCmd {
 #[derive(Debug)]
 pub struct WatchdogRequest {
     pub cmd: WatchdogCmd,
-    pub reply: Option<tokio::sync::oneshot::Sender<Result<String, String>>>,
+    pub reply: Option<tokio::sync::oneshot::Sender<Result<String, Refusal>>>,
+}
+
+/// Why the role did not do an operator's command (the `refused: …` line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("unknown command {line:?}; use hold, release, recover or relaunch")]
+    Unknown { line: String },
+    #[error("the Souffleur role has ended")]
+    Ended,
+    /// The role's own alert, in its words.
+    #[error("{0}")]
+    Alert(String),
 }
 
 /// Serves the control socket until the listener fails. One line in (`hold`), one line
@@ -44,10 +56,9 @@ pub async fn serve(listener: UnixListener, requests: mpsc::Sender<WatchdogReques
         let requests = requests.clone();
         async move {
             let answer = match WatchdogCmd::parse(&line) {
-                None => Err(format!(
-                    "unknown command {:?}; use hold, release, recover or relaunch",
-                    line.trim()
-                )),
+                None => Err(Refusal::Unknown {
+                    line: line.trim().to_owned(),
+                }),
                 Some(cmd) => ask(&requests, cmd).await,
             };
             match answer {
@@ -59,15 +70,17 @@ pub async fn serve(listener: UnixListener, requests: mpsc::Sender<WatchdogReques
     .await;
 }
 
-async fn ask(requests: &mpsc::Sender<WatchdogRequest>, cmd: WatchdogCmd) -> Result<String, String> {
-    let ended = || "the Souffleur role has ended".to_owned();
+async fn ask(
+    requests: &mpsc::Sender<WatchdogRequest>,
+    cmd: WatchdogCmd,
+) -> Result<String, Refusal> {
     let (tx, rx) = oneshot::channel();
     let request = WatchdogRequest {
         cmd,
         reply: Some(tx),
     };
     if requests.send(request).await.is_err() {
-        return Err(ended());
+        return Err(Refusal::Ended);
     }
-    rx.await.unwrap_or_else(|_| Err(ended()))
+    rx.await.unwrap_or(Err(Refusal::Ended))
 }

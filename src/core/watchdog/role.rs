@@ -23,15 +23,15 @@ use crate::core::recovery::payload::{self, OrchestraConfig};
 use crate::core::recovery::transcript::find_transcript;
 use crate::core::recovery::{self, Recovered, RecoveryEnv, RecoveryRequest};
 use crate::core::store::role::RoleDb;
-use crate::core::watchdog::checks::{parse_invocation, watcher_is_dead};
-use crate::core::watchdog::control::{WatchdogCmd, WatchdogRequest};
+use crate::core::watchdog::checks::{InvocationError, parse_invocation, watcher_is_dead};
+use crate::core::watchdog::control::{Refusal, WatchdogCmd, WatchdogRequest};
 use crate::core::watchdog::hold;
 pub use crate::core::watchdog::layers::RoleTimings;
 use crate::core::watchdog::layers::{Layers, WatcherArgs, WatcherMsg, teammate, watcher};
 use crate::core::watchdog::machine::{Effect, Input, Phase, Router};
 
 /// The role's answer to a command, from the effects the router returned for it.
-fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, String> {
+fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, Refusal> {
     let alert = effects.iter().find_map(|e| match e {
         Effect::Alert(a) => Some(a.clone()),
         _ => None,
@@ -40,12 +40,8 @@ fn answer(cmd: WatchdogCmd, effects: &[Effect]) -> Result<String, String> {
         WatchdogCmd::Recover(_) if effects.iter().any(|e| matches!(e, Effect::Recover(_))) => {
             Ok("recovery started".into())
         }
-        WatchdogCmd::Recover(_) => {
-            Err(alert.unwrap_or_else(|| "the Souffleur role has ended".into()))
-        }
-        WatchdogCmd::Hold | WatchdogCmd::Release => {
-            alert.ok_or_else(|| "the Souffleur role has ended".into())
-        }
+        WatchdogCmd::Recover(_) => Err(alert.map_or(Refusal::Ended, Refusal::Alert)),
+        WatchdogCmd::Hold | WatchdogCmd::Release => alert.ok_or(Refusal::Ended),
     }
 }
 
@@ -387,22 +383,37 @@ async fn validate(
     cfg: &RoleConfig,
     db: &RoleDb,
     invocation: &str,
-) -> Result<(i32, String), String> {
-    let (pid, session) = parse_invocation(invocation).map_err(|e| format!("arguments: {e}"))?;
+) -> Result<(i32, String), ValidationError> {
+    let (pid, session) = parse_invocation(invocation)?;
     if !procs::is_alive(pid) {
-        return Err(format!("PID check: process {pid} is not running"));
+        return Err(ValidationError::NotRunning { pid });
     }
     if find_transcript(&cfg.claude_projects_dir, &session).is_none() {
-        return Err(format!(
-            "session check: no transcript {}/*/{session}*.jsonl",
-            cfg.claude_projects_dir.display()
-        ));
+        return Err(ValidationError::NoTranscript {
+            dir: cfg.claude_projects_dir.clone(),
+            session,
+        });
     }
     match db.souffleur_row_exists().await {
         Ok(true) => Ok((pid, session)),
-        Ok(false) => Err("table check: orchestration_tasks has no souffleur row".into()),
-        Err(e) => Err(format!("table check: {e}")),
+        Ok(false) => Err(ValidationError::NoRow),
+        Err(e) => Err(ValidationError::Table(e)),
     }
+}
+
+/// Which check of the role's arguments failed, and what it saw.
+#[derive(Debug, thiserror::Error)]
+enum ValidationError {
+    #[error("arguments: {0}")]
+    Arguments(#[from] InvocationError),
+    #[error("PID check: process {pid} is not running")]
+    NotRunning { pid: i32 },
+    #[error("session check: no transcript {}/*/{session}*.jsonl", .dir.display())]
+    NoTranscript { dir: PathBuf, session: String },
+    #[error("table check: orchestration_tasks has no souffleur row")]
+    NoRow,
+    #[error("table check: {0}")]
+    Table(#[source] crate::core::error::CoreError),
 }
 
 /// Waits for an `instruction` to the Souffleur that holds new arguments.

@@ -82,6 +82,16 @@ pub struct ReplayConfig {
     pub fallback: RecordedSettings,
 }
 
+/// Why a replay could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// Its own clock (a paused runtime) could not be built.
+    #[error("cannot start the replay's clock: {0}")]
+    Clock(#[source] std::io::Error),
+    #[error("cannot start the replay: {0}")]
+    Thread(#[source] std::io::Error),
+}
+
 /// A replay under way on its own thread. Dropping it stops it.
 pub struct Replay {
     pub happenings: mpsc::Receiver<Happening>,
@@ -99,7 +109,7 @@ impl Replay {
         timeline: Arc<Timeline>,
         config: ReplayConfig,
         clock: Clock,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, ReplayError> {
         let start = timeline.start().unwrap_or(OffsetDateTime::UNIX_EPOCH);
         let end = timeline.end().unwrap_or(start);
         // The replay clock is read by presenters for as long as they run; one small cell
@@ -109,7 +119,7 @@ impl Replay {
             .enable_time()
             .start_paused(true)
             .build()
-            .map_err(|e| format!("cannot start the replay's clock: {e}"))?;
+            .map_err(ReplayError::Clock)?;
         let (out_tx, out_rx) = mpsc::channel(4096);
         let (snap_tx, snap_rx) = watch::channel(Arc::new(Snapshot::default()));
         let status = ReplayStatus {
@@ -147,7 +157,7 @@ impl Replay {
                 drop(runtime);
                 let _ = forwarder.join();
             })
-            .map_err(|e| format!("cannot start the replay: {e}"))?;
+            .map_err(ReplayError::Thread)?;
         Ok(Self {
             happenings: out_rx,
             snapshots: snap_rx,

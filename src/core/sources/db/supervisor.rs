@@ -13,6 +13,7 @@ use super::{
     DbCmd, DbSettings, DbSource, Followed, Input, MISSING_RECHECK, RECHECKS, SOURCE, file_identity,
     queue_write,
 };
+use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, DbStatus};
 
 /// Handle to the running source: commands in, and a clean stop when dropped.
@@ -115,7 +116,9 @@ fn supervise(
                         last_problem = None;
                         break;
                     }
-                    Err(problem) => {
+                    Err(e) => {
+                        // Said once while it stays the same.
+                        let problem = e.to_string();
                         if last_problem.as_ref() != Some(&problem) {
                             send(CoreEvent::Database(DbStatus::Waiting(format!(
                                 "{problem}; waiting for a usable database"
@@ -197,15 +200,14 @@ fn say_opened(initial: Vec<CoreEvent>, replaced: bool, send: &dyn Fn(CoreEvent))
     }
 }
 
-fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>), String> {
+fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>), CoreError> {
     let mut source = DbSource::open(DbSettings {
         path: settings.path.clone(),
         report_to_db: settings.report_to_db,
         fallback_poll: settings.fallback_poll,
         history_runs: settings.history_runs,
-    })
-    .map_err(|e| e.to_string())?;
-    let initial = source.initial_events().map_err(|e| e.to_string())?;
+    })?;
+    let initial = source.initial_events()?;
     Ok((source, initial))
 }
 
