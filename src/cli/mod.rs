@@ -77,7 +77,14 @@ pub fn main() -> ExitCode {
     match dispatch(&cli, Clock::system(local_offset)) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("maestro: {}", crate::core::text::printable(&e.to_string()));
+            // Each line made safe for the terminal on its own: the causes stay lines.
+            let report = e.report();
+            let mut lines = report.lines();
+            let first = lines.next().unwrap_or_default();
+            eprintln!("maestro: {}", crate::core::text::printable(first));
+            for cause in lines {
+                eprintln!("{}", crate::core::text::printable(cause));
+            }
             ExitCode::from(e.exit_code())
         }
     }

@@ -410,3 +410,24 @@ fn the_core_imports_neither_ratatui_nor_crossterm() {
         "core modules importing a terminal library: {drawn:?}"
     );
 }
+
+/// The core's errors are types that keep their cause: no function of `src/core`
+/// answers with bare text (`Result<_, String>`), which would drop the cause and leave
+/// callers matching on words.
+#[test]
+fn no_function_of_the_core_fails_with_bare_text() {
+    let mut files = Vec::new();
+    rust_files(&src().join("core"), &mut files);
+    let pattern = regex::Regex::new(r"Result<[^;{]*,\s*String>").unwrap();
+    let texty: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            pattern
+                .find_iter(&text)
+                .map(|m| format!("{}: {}", f.display(), m.as_str()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(texty.is_empty(), "text errors in core: {texty:#?}");
+}
