@@ -5,6 +5,7 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::life::Life;
 use crate::cli::project::{Place, Project};
 use crate::cli::{CliError, headless};
 use crate::core::clock::Clock;
@@ -38,20 +39,10 @@ async fn present(
         presenter: runtime::Presenter::Screen,
         ..project.core_config(settings)
     };
-    let mut core = runtime::start(&config, tui.clock).map_err(super::error::runtime)?;
-    let metrics = crate::cli::metrics::start(global, settings, project, &core, tui.clock).await?;
-    crate::cli::headless::say_unrecorded(&core);
-    let pipelines = project.host_pipelines(settings, &core);
-    let stop = CancellationToken::new();
-    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-    let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
-    if let Some(p) = pipelines {
-        p.shutdown().await;
-    }
-    if let Some(m) = metrics {
-        m.cancel();
-    }
-    core.shutdown().await;
+    let mut life = Life::start(project, settings, global, &config, tui.clock).await?;
+    let stop = life.stop.clone();
+    let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
+    life.shutdown().await;
     result.map_err(CliError::Runtime)
 }
 

@@ -13,6 +13,7 @@ pub mod headless;
 pub mod hooks;
 pub mod init;
 pub mod launch;
+pub mod life;
 pub mod many;
 pub mod metrics;
 pub mod musician;

@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 use std::process::ExitCode;
 
 use crate::cli::args::GlobalArgs;
+use crate::cli::life::Life;
 use crate::cli::project::Project;
 use crate::cli::{CliError, dashboard, headless};
 use crate::core::clock::Clock;
@@ -81,30 +82,27 @@ async fn run_role(
     if tui.is_some() {
         config.presenter = runtime::Presenter::Screen;
     }
-    let mut core = runtime::start(&config, clock).map_err(|e| CliError::Runtime(e.to_string()))?;
-    crate::cli::headless::say_unrecorded(&core);
-    let role_config = role_config(project, settings, invocation, clock, key, &core)?;
-    let pipelines = project.host_pipelines(settings, &core);
+    let mut life = Life::start(project, settings, args, &config, clock).await?;
+    let role_config = role_config(project, settings, invocation, clock, key, &life.core)?;
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let (socket, server) = serve_control(control, &cmd_tx, &core).await;
+    let (socket, server) = serve_control(control, &cmd_tx, &life.core).await;
     let role_cancel = CancellationToken::new();
     let role_task = tokio::spawn(role::run(
         role_config,
-        core.events.clone(),
+        life.core.events.clone(),
         cmd_rx,
         role_cancel.clone(),
     ));
 
-    let stop = CancellationToken::new();
-    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    let stop = life.stop.clone();
     let presented = if let Some(mut tui) = tui {
         tui.watchdog = Some(cmd_tx);
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await
+        crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await
     } else {
         headless::present_on_stdout(
-            &mut core.happenings,
+            &mut life.core.happenings,
             args.json,
             clock,
             false,
@@ -126,10 +124,7 @@ async fn run_role(
     let end = role_task
         .await
         .unwrap_or(RoleEnd::Failed("the role task panicked".into()));
-    if let Some(p) = pipelines {
-        p.shutdown().await;
-    }
-    core.shutdown().await;
+    life.shutdown().await;
     drop(lock);
     presented.map_err(CliError::Runtime)?;
     Ok(!matches!(end, RoleEnd::Failed(_)))

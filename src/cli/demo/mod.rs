@@ -16,10 +16,10 @@ use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::args::{DemoArgs, GlobalArgs};
 use crate::cli::headless;
+use crate::cli::life::Life;
 use crate::cli::project::Project;
 use crate::core::clock::Clock;
 use crate::core::domain::{LogKind, TaskId};
@@ -160,11 +160,10 @@ async fn show(
         event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
         ..project.core_config(settings)
     };
-    let mut core = runtime::start(&config, clock).map_err(|e| e.to_string())?;
-    crate::cli::headless::say_unrecorded(&core);
-    let pipelines = project.host_pipelines(settings, &core);
-    let stop = CancellationToken::new();
-    headless::stop_on_signals(stop.clone())?;
+    let mut life = Life::start(project, settings, global, &config, clock)
+        .await
+        .map_err(|e| e.to_string())?;
+    let stop = life.stop.clone();
     if !global.no_tui {
         let tui = crate::tui::TuiConfig::from_settings(
             format!("demo: {}", scenario.name),
@@ -185,20 +184,22 @@ async fn show(
         ));
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        let result = crate::tui::run(crate::tui::Feeds::live(&mut core), tui, stop).await;
+        let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
         drop(player);
-        if let Some(p) = pipelines {
-            p.shutdown().await;
-        }
-        core.shutdown().await;
+        life.shutdown().await;
         return result;
     }
-    headless::present_on_stdout(&mut core.happenings, global.json, clock, true, None, stop).await;
+    headless::present_on_stdout(
+        &mut life.core.happenings,
+        global.json,
+        clock,
+        true,
+        None,
+        stop,
+    )
+    .await;
     drop(player);
-    if let Some(p) = pipelines {
-        p.shutdown().await;
-    }
-    core.shutdown().await;
+    life.shutdown().await;
     Ok(())
 }
 

@@ -344,39 +344,34 @@ pub async fn run(
     }
     // A cursor is checked before anything starts: another journal's is exit 2.
     let mut resume = resume_for(project, settings, args)?;
-    let mut core = runtime::start(&project.core_config(settings), clock)
-        .map_err(crate::cli::error::runtime)?;
-    // The metrics read snapshots; nothing else here does.
-    let metrics = crate::cli::metrics::start(args, settings, project, &core, clock).await?;
-    core.without_snapshots();
-    let pipelines = project.host_pipelines(settings, &core);
-    say_unrecorded(&core);
-    if !core.with_database {
+    let mut life = crate::cli::life::Life::start(
+        project,
+        settings,
+        args,
+        &project.core_config(settings),
+        clock,
+    )
+    .await?;
+    // The metrics (started with the core) read snapshots; nothing else here does.
+    life.core.without_snapshots();
+    if !life.core.with_database {
         eprintln!(
             "maestro: no database at {}; watching {} only.",
             project.db.display(),
             project.temp.display()
         );
     }
-    let stop = CancellationToken::new();
-    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     // Every way headless output ends (signal, completion, closed stdout) is a success.
     present_on_stdout(
-        &mut core.happenings,
+        &mut life.core.happenings,
         args.json,
         clock,
         args.until_complete,
         resume.as_mut(),
-        stop,
+        life.stop.clone(),
     )
     .await;
-    if let Some(p) = pipelines {
-        p.shutdown().await;
-    }
-    if let Some(m) = metrics {
-        m.cancel();
-    }
-    core.shutdown().await;
+    life.shutdown().await;
     Ok(std::process::ExitCode::SUCCESS)
 }
 

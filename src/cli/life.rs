@@ -1,0 +1,63 @@
+//! One life for every verb that runs one project's core (the dashboard, `--no-tui`, the
+//! Souffleur, the demo): what it needs is started in one order and ended in the reverse
+//! one, whatever presents it. `many` runs several cores (`many::Started`, the same order
+//! for each) and `serve` lends its core to a link; both end in this order too.
+
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::CliError;
+use crate::cli::args::GlobalArgs;
+use crate::cli::headless::{say_unrecorded, stop_on_signals};
+use crate::cli::project::Project;
+use crate::core::clock::Clock;
+use crate::core::pipeline::host::HostHandle;
+use crate::core::runtime::{self, CoreConfig, RunningCore};
+use crate::settings::Settings;
+
+/// A project's core and what runs beside it until the verb ends.
+pub struct Life {
+    pub core: RunningCore,
+    /// The `/metrics` feed, when an address is configured.
+    metrics: Option<CancellationToken>,
+    /// The project's pipeline host, unless another maestro hosts them.
+    pipelines: Option<HostHandle>,
+    /// Cancelled by SIGINT, SIGTERM or SIGHUP: the presenter ends on it.
+    pub stop: CancellationToken,
+}
+
+impl Life {
+    /// Starts, in this order: the core for `config`, its metrics feed, the notice that
+    /// the run is not recorded (when it is not), the pipeline host, the signals.
+    pub async fn start(
+        project: &Project,
+        settings: &Settings,
+        global: &GlobalArgs,
+        config: &CoreConfig,
+        clock: Clock,
+    ) -> Result<Self, CliError> {
+        let core = runtime::start(config, clock).map_err(crate::cli::error::runtime)?;
+        let metrics = crate::cli::metrics::start(global, settings, project, &core, clock).await?;
+        say_unrecorded(&core);
+        let pipelines = project.host_pipelines(settings, &core);
+        let stop = CancellationToken::new();
+        stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        Ok(Self {
+            core,
+            metrics,
+            pipelines,
+            stop,
+        })
+    }
+
+    /// Ends what [`Life::start`] began, in the reverse order: the pipelines (their runs
+    /// and processes), the metrics feed, then the core.
+    pub async fn shutdown(self) {
+        if let Some(p) = self.pipelines {
+            p.shutdown().await;
+        }
+        if let Some(m) = self.metrics {
+            m.cancel();
+        }
+        self.core.shutdown().await;
+    }
+}
