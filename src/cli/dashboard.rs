@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::cli::CliError;
 use crate::cli::life::Life;
 use crate::cli::project::{Place, Project};
-use crate::cli::{CliError, headless};
 use crate::core::clock::Clock;
 use crate::core::runtime;
 use crate::settings::Settings;
@@ -74,7 +74,7 @@ async fn present_many(
         crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
     let stop = CancellationToken::new();
-    headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     let screens = started
         .cores
         .iter_mut()

@@ -7,11 +7,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
-use crate::cli::headless::{say_unrecorded, stop_on_signals};
 use crate::cli::project::Project;
 use crate::core::clock::Clock;
 use crate::core::pipeline::host::HostHandle;
 use crate::core::runtime::{self, CoreConfig, RunningCore};
+use crate::core::text::printable;
 use crate::settings::Settings;
 
 /// A project's core and what runs beside it until the verb ends.
@@ -60,4 +60,32 @@ impl Life {
         }
         self.core.shutdown().await;
     }
+}
+
+/// Says on stderr (not in the event stream) that this run is not recorded.
+pub fn say_unrecorded(core: &runtime::RunningCore) {
+    if let Some(why) = &core.unrecorded {
+        eprintln!(
+            "maestro: this run is not recorded for `maestro replay`: {}. Make maestro's data directory writable (or point XDG_DATA_HOME elsewhere), or set [logs] event_log_mib = 0 to stop recording.",
+            printable(why)
+        );
+    }
+}
+
+/// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
+pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
+    let mut int = listen(SignalKind::interrupt())?;
+    let mut term = listen(SignalKind::terminate())?;
+    let mut hup = listen(SignalKind::hangup())?;
+    tokio::spawn(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            _ = hup.recv() => {}
+        }
+        stop.cancel();
+    });
+    Ok(())
 }

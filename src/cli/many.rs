@@ -11,7 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
-use crate::cli::headless::{self, stop_on_signals};
+use crate::cli::headless;
+use crate::cli::life::stop_on_signals;
 use crate::cli::output_queue::OutputQueue;
 use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
@@ -192,7 +193,7 @@ impl Started {
             });
             started.hosts.push(project.host_pipelines(settings, &core));
             started.links.push(None);
-            headless::say_unrecorded(&core);
+            crate::cli::life::say_unrecorded(&core);
             started.cores.push(core);
         }
         Ok((started, feeds))

@@ -68,7 +68,7 @@ pub fn run(
             let mut replay =
                 Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
             let stop = CancellationToken::new();
-            headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+            crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
             headless::present_on_stdout(
                 &mut replay.happenings,
                 global.json,
@@ -95,7 +95,7 @@ pub fn run(
             Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         tui.clock = replay.clock;
         let stop = CancellationToken::new();
-        headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
         let feeds = Feeds {
             replay: Some(ReplayAccess {
                 status: replay.status.clone(),

@@ -50,7 +50,7 @@ pub async fn run(
     let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
     tokio::spawn(async move { while happenings.recv().await.is_some() {} });
     let stop = CancellationToken::new();
-    crate::cli::headless::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
     let target = Target {
         root: project.root.clone(),
         db: project.db.clone(),

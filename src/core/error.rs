@@ -88,3 +88,13 @@ impl OwnFileError {
         }
     }
 }
+
+/// A file of maestro's own in its data folder (a lock, a flag): no folder to put it
+/// in, or what could not be done to it there.
+#[derive(Debug, thiserror::Error)]
+pub enum DataFileError {
+    #[error(transparent)]
+    Place(#[from] crate::core::paths::PathError),
+    #[error(transparent)]
+    File(#[from] OwnFileError),
+}

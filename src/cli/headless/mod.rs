@@ -13,7 +13,6 @@ use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
 use crate::core::event_json::output_line;
 use crate::core::runtime;
-use crate::core::text::printable;
 use crate::core::told::Cursor;
 use crate::core::told::read::{Follower, Gap};
 use crate::settings::Settings;
@@ -279,34 +278,6 @@ fn end_of(h: &Happening, until_complete: bool) -> Option<Ended> {
         What::RoleEnded => Some(Ended::RoleEnded),
         _ => None,
     }
-}
-
-/// Says on stderr (not in the event stream) that this run is not recorded.
-pub fn say_unrecorded(core: &runtime::RunningCore) {
-    if let Some(why) = &core.unrecorded {
-        eprintln!(
-            "maestro: this run is not recorded for `maestro replay`: {}. Make maestro's data directory writable (or point XDG_DATA_HOME elsewhere), or set [logs] event_log_mib = 0 to stop recording.",
-            printable(why)
-        );
-    }
-}
-
-/// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
-pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
-    let mut int = listen(SignalKind::interrupt())?;
-    let mut term = listen(SignalKind::terminate())?;
-    let mut hup = listen(SignalKind::hangup())?;
-    tokio::spawn(async move {
-        tokio::select! {
-            _ = int.recv() => {}
-            _ = term.recv() => {}
-            _ = hup.recv() => {}
-        }
-        stop.cancel();
-    });
-    Ok(())
 }
 
 /// The journal to resume from, for `--after`: the cursor checked against it.

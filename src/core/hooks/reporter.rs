@@ -7,8 +7,8 @@ use std::fs::File;
 
 use nix::fcntl::{Flock, FlockArg};
 
-use crate::core::error::OwnFileError;
-use crate::core::paths::{self, PathError, ProjectKey, Service};
+use crate::core::error::{DataFileError, OwnFileError};
+use crate::core::paths::{self, ProjectKey, Service};
 use crate::core::safe_fs;
 
 /// The reporter's hold on the lock: dropped, the project has one reporter fewer.
@@ -17,7 +17,7 @@ pub struct ReporterLock {
 }
 
 /// Takes the project's reporter lock, shared with every other reporter.
-pub fn hold(project: &ProjectKey) -> Result<ReporterLock, ReporterError> {
+pub fn hold(project: &ProjectKey) -> Result<ReporterLock, DataFileError> {
     let path = paths::lock_file(Service::Reporter, project)?;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
@@ -26,15 +26,6 @@ pub fn hold(project: &ProjectKey) -> Result<ReporterLock, ReporterError> {
     let lock = Flock::lock(file, FlockArg::LockSharedNonblock)
         .map_err(|(_, e)| OwnFileError::doing("lock", &path)(e.into()))?;
     Ok(ReporterLock { _lock: lock })
-}
-
-/// Why this maestro cannot say it reports to the project's database.
-#[derive(Debug, thiserror::Error)]
-pub enum ReporterError {
-    #[error(transparent)]
-    Place(#[from] PathError),
-    #[error(transparent)]
-    File(#[from] OwnFileError),
 }
 
 /// Whether any process holds the project's reporter lock. A lock file that cannot be

@@ -2,25 +2,16 @@
 //! outlives a role: set before a role starts, or kept across a role's crash and restart,
 //! until released.
 
-use crate::core::error::OwnFileError;
-use crate::core::paths::{self, PathError, ProjectKey};
+use crate::core::error::{DataFileError, OwnFileError};
+use crate::core::paths::{self, ProjectKey};
 
 /// Whether recoveries are held for the project (false when the flag cannot be read).
 pub fn is_held(project: &ProjectKey) -> bool {
     paths::hold_file(project).is_ok_and(|p| p.exists())
 }
 
-/// Why a hold cannot be recorded or cleared.
-#[derive(Debug, thiserror::Error)]
-pub enum HoldError {
-    #[error(transparent)]
-    Place(#[from] PathError),
-    #[error(transparent)]
-    File(#[from] OwnFileError),
-}
-
 /// Records a hold (`true`) or a release (`false`); returns the value recorded.
-pub fn set(project: &ProjectKey, held: bool) -> Result<bool, HoldError> {
+pub fn set(project: &ProjectKey, held: bool) -> Result<bool, DataFileError> {
     let path = paths::hold_file(project)?;
     if held {
         if let Some(dir) = path.parent() {
