@@ -13,9 +13,8 @@ use crate::core::clock::Clock;
 use crate::core::error::CoreError;
 use crate::core::event::{CoreEvent, Happening, PipelineBus};
 use crate::core::event_log::input::RecordedSettings;
-use crate::core::hub::{Hub, HubSettings, ReportSink};
+use crate::core::hub::{Hub, HubSettings, ReportSink, Rules};
 use crate::core::paths::ProjectKey;
-use crate::core::sentinel::SentinelSettings;
 use crate::core::snapshot::Snapshot;
 use crate::core::sources::db::{self, DbSettings, DbSource};
 use crate::core::sources::temp_logs::{self, TempLogSettings, TempLogsHandle};
@@ -34,13 +33,8 @@ pub struct CoreConfig {
     pub project: PathBuf,
     pub db: PathBuf,
     pub temp: PathBuf,
-    pub stall_after: Duration,
-    pub spike_threshold: u8,
-    pub task_stale_after: Duration,
-    /// Warn when a task should reach 65 % / 75 % context sooner than this.
-    pub forecast_lead: Duration,
-    pub conductor_stale_after: Duration,
-    pub souffleur_stale_after: Duration,
+    /// What the hub judges by, built once from the settings.
+    pub rules: Rules,
     pub report_to_db: bool,
     pub max_line: usize,
     pub fallback_poll: Duration,
@@ -53,8 +47,6 @@ pub struct CoreConfig {
     pub event_log_bytes: u64,
     /// Runs kept per pipeline in the run history.
     pub history_runs: usize,
-    /// `[budget]`.
-    pub budgets: crate::core::sessions::Budgets,
     /// `[sessions]` context windows.
     pub context_windows: crate::core::sessions::ContextWindows,
     /// The prices session costs are estimated at.
@@ -207,7 +199,7 @@ pub fn start_tapped(
             max_line: config.max_line,
             fallback_poll: config.fallback_poll,
             skim_history: config.presenter.skims_history(),
-            spike_threshold: config.spike_threshold,
+            spike_threshold: config.rules.sentinel.spike_threshold,
         },
         events_tx.clone(),
     );
@@ -314,19 +306,11 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
 /// The hub's settings for a configuration, with or without a database at start.
 pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
     HubSettings {
-        sentinel: SentinelSettings {
-            stall_after: config.stall_after,
-            spike_threshold: config.spike_threshold,
-        },
-        task_stale_after: config.task_stale_after,
-        conductor_stale_after: config.conductor_stale_after,
-        souffleur_stale_after: config.souffleur_stale_after,
+        rules: config.rules,
         report_to_db: config.report_to_db,
         with_database,
         observe_watchdog: !config.souffleur_role,
         forward_logs: config.presenter.shows_log_lines(),
-        forecast_lead: config.forecast_lead,
-        budgets: config.budgets,
         db_name: config
             .db
             .file_name()

@@ -198,6 +198,24 @@ pub struct Settings {
     pub remote: crate::remote::RemoteSettings,
 }
 
+impl Settings {
+    /// What the hub judges by, built from these settings (the file and the flags): the
+    /// one place these values become the core's.
+    pub fn rules(&self) -> crate::core::hub::Rules {
+        crate::core::hub::Rules {
+            sentinel: crate::core::sentinel::SentinelSettings {
+                stall_after: self.stall_after,
+                spike_threshold: self.spike_threshold,
+            },
+            task_stale_after: self.task_stale_after,
+            conductor_stale_after: self.conductor_stale_after,
+            souffleur_stale_after: self.souffleur.watcher_stale_after,
+            forecast_lead: self.forecast_lead,
+            budgets: self.budgets,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct SouffleurTimings {
     pub initial_wait: Duration,

@@ -4,7 +4,7 @@
 
 use std::io::{Read, Write};
 
-use crate::common::{Scratch, event};
+use crate::common::{Running, Scratch, event};
 
 /// A free loopback port (bound, then released for maestro to take).
 pub fn free_port() -> u16 {
@@ -415,4 +415,30 @@ fn configured_budgets_are_series_before_any_money_is_spent() {
         ),
         Some(0.0)
     );
+}
+
+/// The role's process serves `--metrics` as every verb that runs a core does (one life:
+/// it used to start without it).
+#[test]
+fn the_souffleur_serves_metrics_when_asked() {
+    let rig = crate::souffleur::Rig::new(None);
+    let port = free_port();
+    let invocation = format!(
+        "PID:{} SESSION_ID:{}",
+        rig.conductor.id(),
+        crate::souffleur::SESSION
+    );
+    let mut role = Running::spawn(rig.command(&[
+        "souffleur",
+        &invocation,
+        "--no-tui",
+        "--json",
+        "--metrics",
+        &port.to_string(),
+    ]));
+    crate::souffleur::confirmed(&mut role);
+    let scraped = scrape_until(port, "the role's project in /metrics", |s| {
+        value(s, "maestro_source_up", &[("source", "database")]) == Some(1.0)
+    });
+    assert!(value(&scraped, "maestro_build_info", &[]).is_some());
 }

@@ -9,7 +9,7 @@ use std::process::{Child, Command};
 
 use crate::common::{Running, Scratch, event, maestro};
 
-const SESSION: &str = "5f2e1c3a-session";
+pub(crate) const SESSION: &str = "5f2e1c3a-session";
 
 pub(crate) struct Rig {
     pub(crate) scratch: Scratch,
@@ -419,28 +419,6 @@ fn only_one_souffleur_per_project() {
     // Dashboards may still watch alongside it.
     let mut watcher = Running::spawn(rig.command(&["--no-tui", "--json"]));
     watcher.wait_json("observer runs", |v| event(v) == "task");
-}
-
-/// The role's process serves `--metrics` as every verb that runs a core does (one life:
-/// it used to start without it).
-#[test]
-fn the_souffleur_serves_metrics_when_asked() {
-    let rig = Rig::new(None);
-    let port = crate::metrics::free_port();
-    let invocation = format!("PID:{} SESSION_ID:{SESSION}", rig.conductor.id());
-    let mut role = Running::spawn(rig.command(&[
-        "souffleur",
-        &invocation,
-        "--no-tui",
-        "--json",
-        "--metrics",
-        &port.to_string(),
-    ]));
-    confirmed(&mut role);
-    let scraped = crate::metrics::scrape_until(port, "the role's project in /metrics", |s| {
-        crate::metrics::value(s, "maestro_source_up", &[("source", "database")]) == Some(1.0)
-    });
-    assert!(crate::metrics::value(&scraped, "maestro_build_info", &[]).is_some());
 }
 
 #[test]

@@ -27,10 +27,8 @@ use crate::core::sources::db::{DbCmd, DbHandle};
 
 #[derive(Debug, Clone)]
 pub struct HubSettings {
-    pub sentinel: SentinelSettings,
-    pub task_stale_after: Duration,
-    pub conductor_stale_after: Duration,
-    pub souffleur_stale_after: Duration,
+    /// What it judges by, as the settings built it.
+    pub rules: Rules,
     pub report_to_db: bool,
     /// Whether a database is being read (otherwise every task with files is watched).
     pub with_database: bool,
@@ -41,6 +39,17 @@ pub struct HubSettings {
     pub forward_logs: bool,
     /// The database's file name, for announcements ("comms.db replaced: …").
     pub db_name: String,
+}
+
+/// What the hub judges by: the Sentinel's thresholds, when a heartbeat is stale, how
+/// early a context forecast warns, the budgets. Built once from the settings (file and
+/// flags, `Settings::rules`) and handed down whole, to the core and on to the hub.
+#[derive(Debug, Clone, Copy)]
+pub struct Rules {
+    pub sentinel: SentinelSettings,
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    pub souffleur_stale_after: Duration,
     /// A `forecast` event comes when a context threshold is less than this away.
     pub forecast_lead: Duration,
     /// `[budget]`: a `budget` event at 80 % and 100 % of each.
@@ -164,7 +173,7 @@ impl Hub {
         snapshot_tx: watch::Sender<Arc<Snapshot>>,
         reports: Option<Box<dyn ReportSink>>,
     ) -> Self {
-        let forecasts = ForecastBook::new(settings.forecast_lead);
+        let forecasts = ForecastBook::new(settings.rules.forecast_lead);
         let snapshot = Snapshot {
             database: if settings.with_database {
                 DatabaseHealth::Ok
@@ -174,7 +183,7 @@ impl Hub {
             ..Snapshot::default()
         };
         let mut hub = Self {
-            sentinel: Sentinel::new(settings.sentinel),
+            sentinel: Sentinel::new(settings.rules.sentinel),
             settings,
             clock,
             tasks: BTreeMap::new(),

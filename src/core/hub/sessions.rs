@@ -368,7 +368,7 @@ impl Hub {
     /// Each configured budget is a series from the start, at 0 until money is spent
     /// (an alert rule on a metric that does not exist cannot be checked).
     pub(super) fn budgets_at_zero(&mut self, task: Option<&str>) {
-        let b = self.settings.budgets;
+        let b = self.settings.rules.budgets;
         let mut add = |key: (Option<String>, &'static str)| {
             self.snapshot.budgets.entry(key).or_insert(0.0);
         };
@@ -393,7 +393,7 @@ impl Hub {
     /// Tells each budget of this task (and the orchestration's) reaching 80 % and
     /// 100 % of its limit, once each.
     async fn check_budgets(&mut self, task: &str) {
-        let b = self.settings.budgets;
+        let b = self.settings.rules.budgets;
         let mut reached = Vec::new();
         if let Some(limit) = b.task_usd {
             reached.push((

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use crate::core::event_log::input::RecordedSettings;
-use crate::core::hub::HubSettings;
+use crate::core::hub::{HubSettings, Rules};
 use crate::core::sentinel::SentinelSettings;
 
 /// A duration in whole milliseconds (saturating).
@@ -15,12 +15,12 @@ pub fn millis(d: Duration) -> u64 {
 /// What a recording notes of the hub's settings.
 pub fn recorded(s: &HubSettings) -> RecordedSettings {
     RecordedSettings {
-        stall_after_ms: millis(s.sentinel.stall_after),
-        spike_threshold: s.sentinel.spike_threshold,
-        task_stale_after_ms: millis(s.task_stale_after),
-        conductor_stale_after_ms: millis(s.conductor_stale_after),
-        souffleur_stale_after_ms: millis(s.souffleur_stale_after),
-        forecast_lead_ms: millis(s.forecast_lead),
+        stall_after_ms: millis(s.rules.sentinel.stall_after),
+        spike_threshold: s.rules.sentinel.spike_threshold,
+        task_stale_after_ms: millis(s.rules.task_stale_after),
+        conductor_stale_after_ms: millis(s.rules.conductor_stale_after),
+        souffleur_stale_after_ms: millis(s.rules.souffleur_stale_after),
+        forecast_lead_ms: millis(s.rules.forecast_lead),
         with_database: s.with_database,
         observe_watchdog: s.observe_watchdog,
         db_name: s.db_name.clone(),
@@ -30,13 +30,17 @@ pub fn recorded(s: &HubSettings) -> RecordedSettings {
 /// Hub settings for a replay: the recorded rules, no database writes.
 pub fn for_replay(r: &RecordedSettings, forward_logs: bool) -> HubSettings {
     HubSettings {
-        sentinel: SentinelSettings {
-            stall_after: Duration::from_millis(r.stall_after_ms),
-            spike_threshold: r.spike_threshold,
+        rules: Rules {
+            sentinel: SentinelSettings {
+                stall_after: Duration::from_millis(r.stall_after_ms),
+                spike_threshold: r.spike_threshold,
+            },
+            task_stale_after: Duration::from_millis(r.task_stale_after_ms),
+            conductor_stale_after: Duration::from_millis(r.conductor_stale_after_ms),
+            souffleur_stale_after: Duration::from_millis(r.souffleur_stale_after_ms),
+            forecast_lead: Duration::from_millis(r.forecast_lead_ms),
+            budgets: crate::core::sessions::Budgets::default(),
         },
-        task_stale_after: Duration::from_millis(r.task_stale_after_ms),
-        conductor_stale_after: Duration::from_millis(r.conductor_stale_after_ms),
-        souffleur_stale_after: Duration::from_millis(r.souffleur_stale_after_ms),
         report_to_db: false,
         with_database: r.with_database,
         // A recording maestro that held the Souffleur role heard the watchdog from its
@@ -45,7 +49,5 @@ pub fn for_replay(r: &RecordedSettings, forward_logs: bool) -> HubSettings {
         observe_watchdog: true,
         forward_logs,
         db_name: r.db_name.clone(),
-        forecast_lead: Duration::from_millis(r.forecast_lead_ms),
-        budgets: crate::core::sessions::Budgets::default(),
     }
 }

@@ -22,18 +22,20 @@ impl ReportSink for Recorder {
 
 fn settings(report_to_db: bool) -> HubSettings {
     HubSettings {
-        sentinel: SentinelSettings {
-            stall_after: Duration::from_secs(300),
-            spike_threshold: 15,
+        rules: Rules {
+            sentinel: SentinelSettings {
+                stall_after: Duration::from_secs(300),
+                spike_threshold: 15,
+            },
+            task_stale_after: Duration::from_secs(540),
+            conductor_stale_after: Duration::from_secs(240),
+            souffleur_stale_after: Duration::from_secs(180),
+            forecast_lead: Duration::from_secs(600),
+            budgets: crate::core::sessions::Budgets::default(),
         },
-        task_stale_after: Duration::from_secs(540),
-        conductor_stale_after: Duration::from_secs(240),
-        souffleur_stale_after: Duration::from_secs(180),
         report_to_db,
         with_database: true,
         db_name: "comms.db".into(),
-        forecast_lead: Duration::from_secs(600),
-        budgets: crate::core::sessions::Budgets::default(),
         observe_watchdog: true,
         forward_logs: true,
     }
@@ -436,7 +438,7 @@ fn budget_events(got: &[What]) -> Vec<(&'static str, u8)> {
 async fn session_usage_is_told_at_most_every_ten_seconds_and_budgets_once_each() {
     use crate::core::sessions::figures::SessionReport;
     let mut hub_settings = settings(false);
-    hub_settings.budgets.task_usd = Some(1.0);
+    hub_settings.rules.budgets.task_usd = Some(1.0);
     let mut r = rig_with(
         vec![CoreEvent::Tasks(vec![row("task-01", "working", START)])],
         hub_settings,
@@ -544,9 +546,9 @@ async fn the_forecast_follows_the_transcript_once_a_session_is_known() {
 async fn after_a_pause_nothing_is_stale_or_stalled_until_a_full_interval_passes() {
     use crate::core::clock::gaps::{GapKind, Gaps};
     let mut s = settings(false);
-    s.sentinel.stall_after = Duration::from_secs(4);
-    s.task_stale_after = Duration::from_secs(4);
-    s.conductor_stale_after = Duration::from_secs(4);
+    s.rules.sentinel.stall_after = Duration::from_secs(4);
+    s.rules.task_stale_after = Duration::from_secs(4);
+    s.rules.conductor_stale_after = Duration::from_secs(4);
     let gaps = Gaps::detached();
     let start = parse_sqlite_utc(START).unwrap();
     let clock = Clock::following_tokio(start).with_gaps(gaps);

@@ -15,7 +15,7 @@ fn stalled(got: &[What]) -> Vec<String> {
 #[tokio::test(start_paused = true)]
 async fn a_task_waiting_on_the_conductor_never_stalls_and_back_at_work_is_judged_from_then() {
     let mut s = settings(false);
-    s.sentinel.stall_after = Duration::from_secs(3);
+    s.rules.sentinel.stall_after = Duration::from_secs(3);
     let mut r = rig_with(
         vec![CoreEvent::Tasks(vec![
             row("task-01", "working", START),
