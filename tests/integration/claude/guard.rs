@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use serde_json::{Value, json};
 
 use super::replace_pollers::{
-    ONE, Rig, agent, command_in, conn, heartbeat_age_s, refusals, wait_until,
+    ONE, Rig, agent, command_in, conn, heartbeat_age_s, refusals, tool_results, wait_until,
 };
 use super::{ModelServer, Reply};
 use crate::common::event;
@@ -51,40 +51,10 @@ fn french_watcher_calls() -> Vec<Reply> {
     ]
 }
 
-/// `claude -p PROMPT` with the hooks and `extra` flags, started; the caller waits.
-fn start(rig: &Rig, prompt: &str, server: &ModelServer, extra: &[&str]) -> Child {
-    let claude = super::claude_or_skip("guard").expect("checked by the caller");
-    let mut cmd = super::claude_command(&claude, rig.rig.home.path(), server, rig.root());
-    cmd.env("XDG_DATA_HOME", rig.data.path())
-        .args(["-p", prompt, "--model", "claude-sonnet-4-5"])
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().unwrap()
-}
-
 /// The session's end, within the deadline: its stdout.
 fn end(child: Child) -> String {
     let (code, out) = super::replace_pollers::finish(child);
     assert_eq!(code, 0, "{out}");
-    out
-}
-
-/// The `tool_result`s the model was sent for `Bash` calls that ran (not refused).
-fn bash_results(server: &ModelServer) -> Vec<String> {
-    let mut out = Vec::new();
-    for r in server.requests() {
-        for m in r["messages"].as_array().into_iter().flatten() {
-            for block in m["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["is_error"] != true {
-                    let text = block["content"].to_string();
-                    if !out.contains(&text) {
-                        out.push(text);
-                    }
-                }
-            }
-        }
-    }
     out
 }
 
@@ -128,7 +98,7 @@ fn a_french_watcher_is_stopped_by_its_third_call_and_the_named_command_takes_its
         ("FR-7W", french_watcher_calls()),
     ]);
     // The default permission mode: the named command has no rule of its own.
-    let session = start(&rig, "MUS-8F: /musician task-03", &server, POLLER_TOOLS);
+    let session = rig.start("MUS-8F: /musician task-03", &server, POLLER_TOOLS);
     wait_until("the named command refreshes the heartbeat", || {
         heartbeat_age_s(&db, "task-03") < 30.0
     });
@@ -141,7 +111,7 @@ fn a_french_watcher_is_stopped_by_its_third_call_and_the_named_command_takes_its
     assert!(command.contains("musician watch task-03"), "{command}");
     assert!(said[0].contains("switches it off"), "{}", said[0]);
     // Two of its calls ran (the first sleep and the read); the third was refused.
-    let ran = bash_results(&server);
+    let ran = tool_results(&server, false);
     assert!(
         ran.iter().any(|r| r.contains("MSG-9")),
         "the named command ran and printed the message: {ran:?}"
@@ -203,7 +173,7 @@ fn a_plain_words_watcher_over_the_comms_link_mcp_tool_is_stopped() {
     let mut extra = vec!["--mcp-config".to_owned(), mcp.to_string()];
     extra.extend(POLLER_TOOLS.iter().map(|s| (*s).to_owned()));
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let session = start(&rig, "MUS-2M: /musician task-03", &server, &extra);
+    let session = rig.start("MUS-2M: /musician task-03", &server, &extra);
     wait_until("the named command refreshes the heartbeat", || {
         heartbeat_age_s(&db, "task-03") < 30.0
     });
@@ -217,7 +187,7 @@ fn a_plain_words_watcher_over_the_comms_link_mcp_tool_is_stopped() {
         said[0]
     );
     // The first query ran through the stand-in: the MCP tool was really called.
-    let ran = bash_results(&server);
+    let ran = tool_results(&server, false);
     assert!(ran.iter().any(|r| r.contains("MSG-4")), "{ran:?}");
 }
 
@@ -255,13 +225,13 @@ fn a_spanish_sentinel_runs_its_loop_unless_a_maestro_reports_and_then_is_stopped
     };
     // No maestro reports: its duty would be undone, so its whole loop runs.
     let server = ModelServer::start(script("CON-1E"));
-    end(start(&rig, "CON-1E: /conductor", &server, POLLER_TOOLS));
+    end(rig.start("CON-1E: /conductor", &server, POLLER_TOOLS));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
 
     // One reports: stopped by its third call, nothing to run instead.
     let mut m = rig.watch(&["--report-to-db"]);
     let server = ModelServer::start(script("CON-2E"));
-    end(start(&rig, "CON-2E: /conductor", &server, POLLER_TOOLS));
+    end(rig.start("CON-2E: /conductor", &server, POLLER_TOOLS));
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("report"), "{}", said[0]);
@@ -329,12 +299,7 @@ fn ordinary_work_in_a_musicians_session_runs_and_its_watcher_is_untouched() {
     main.push(Reply::text("done", ONE));
     script.insert(0, ("MUS-0O", main));
     let server = ModelServer::start(script);
-    end(start(
-        &rig,
-        "MUS-0O: /musician task-03",
-        &server,
-        POLLER_TOOLS,
-    ));
+    end(rig.start("MUS-0O: /musician task-03", &server, POLLER_TOOLS));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
     assert_eq!(rig.subagent_files().len(), ordinary.len(), "each ran");
     // The task's watcher still runs (not displaced), the Souffleur's heartbeat is old.
@@ -365,12 +330,7 @@ fn a_damaged_database_means_no_refusal() {
         ),
         ("FR-7W", french_watcher_calls()),
     ]);
-    end(start(
-        &rig,
-        "MUS-5D: /musician task-03",
-        &server,
-        POLLER_TOOLS,
-    ));
+    end(rig.start("MUS-5D: /musician task-03", &server, POLLER_TOOLS));
     assert!(
         refusals(&server).iter().all(|r| !r.contains("maestro")),
         "{:?}",

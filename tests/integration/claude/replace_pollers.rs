@@ -7,7 +7,7 @@
 //! refused. (`guard.rs`: pollers in other words and languages.)
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -83,33 +83,26 @@ impl Rig {
         m
     }
 
-    /// Runs `claude -p PROMPT` with the hooks, to its end; the server's requests.
-    pub(super) fn session(
-        &self,
-        prompt: &str,
-        script: Vec<(&str, Vec<Reply>)>,
-    ) -> (ModelServer, String) {
+    /// `claude -p PROMPT` with the hooks and `extra` flags, started; the caller waits.
+    pub(super) fn start(&self, prompt: &str, server: &ModelServer, extra: &[&str]) -> Child {
         let claude = super::claude_or_skip("replace_pollers").expect("checked by the caller");
+        let mut cmd = super::claude_command(&claude, self.rig.home.path(), server, self.root());
+        cmd.env("XDG_DATA_HOME", self.data.path())
+            .args(["-p", prompt, "--model", "claude-sonnet-4-5"])
+            .args(extra)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        cmd.spawn().unwrap()
+    }
+
+    /// Runs `claude -p PROMPT` with the hooks, to its end; the server, for its requests.
+    pub(super) fn session(&self, prompt: &str, script: Vec<(&str, Vec<Reply>)>) -> ModelServer {
         let server = ModelServer::start(script);
-        let mut cmd = super::claude_command(&claude, self.rig.home.path(), &server, self.root());
-        cmd.env("XDG_DATA_HOME", self.data.path()).args([
-            "-p",
-            prompt,
-            "--model",
-            "claude-sonnet-4-5",
-            // A poller's own calls run; a command maestro names has no rule of its own.
-            "--allowedTools",
-            "Bash(sleep:*)",
-            "Bash(sqlite3:*)",
-        ]);
-        let out = cmd.output().unwrap();
-        assert!(
-            out.status.success(),
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (server, String::from_utf8_lossy(&out.stdout).into_owned())
+        // A poller's own calls run; a command maestro names has no rule of its own.
+        let tools = ["--allowedTools", "Bash(sleep:*)", "Bash(sqlite3:*)"];
+        let (code, out) = finish(self.start(prompt, &server, &tools));
+        assert_eq!(code, 0, "{out}");
+        server
     }
 
     /// The subagent transcripts Claude Code wrote for this home (`subagents/*.jsonl`;
@@ -125,11 +118,16 @@ impl Rig {
 
 /// The error `tool_result`s the model was sent: the hook's refusals as it read them.
 pub(super) fn refusals(server: &ModelServer) -> Vec<String> {
+    tool_results(server, true)
+}
+
+/// The `tool_result`s the model was sent, errors or the calls that ran, each once.
+pub(super) fn tool_results(server: &ModelServer, errors: bool) -> Vec<String> {
     let mut out = Vec::new();
     for r in server.requests() {
         for m in r["messages"].as_array().into_iter().flatten() {
             for block in m["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" && block["is_error"] == true {
+                if block["type"] == "tool_result" && (block["is_error"] == true) == errors {
                     let text = match &block["content"] {
                         Value::String(s) => s.clone(),
                         other => other.to_string(),
@@ -221,7 +219,7 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
     }
     let rig = Rig::new("task-03", true);
     let mut m = rig.watch(&[]);
-    let (server, _) = rig.session(
+    let server = rig.session(
         "MUS-7R: /musician task-03",
         vec![
             (
@@ -287,13 +285,13 @@ fn the_sentinel_is_refused_only_while_a_maestro_reports_to_the_database() {
         ]
     };
     // No maestro reports: the LLM Sentinel runs, as before.
-    let (server, _) = rig.session("COND-1A: /conductor", script("COND-1A"));
+    let server = rig.session("COND-1A: /conductor", script("COND-1A"));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
     assert_eq!(rig.subagent_files().len(), 1, "the Sentinel ran");
 
     // With one reporting, it is refused and the reason says why.
     let mut m = rig.watch(&["--report-to-db"]);
-    let (server, _) = rig.session("COND-2B: /conductor", script("COND-2B"));
+    let server = rig.session("COND-2B: /conductor", script("COND-2B"));
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("report_to_db"), "{}", said[0]);
@@ -317,7 +315,7 @@ fn the_souffleurs_layers_run_no_subagent_and_its_watcher_command_reports_the_dea
         "Poll the Conductor's liveness every ~60 seconds using comms-link. (SOUF-W)\n\nConductor PID: {}\nConductor session ID: {session}\nAwaiting session ID: false\nWatcher mode: normal\n\n**Initial wait:** Sleep ~240 seconds before your first check.",
         conductor.id()
     );
-    let (server, _) = rig.session(
+    let server = rig.session(
         &format!(
             "SOUF-9Z: /souffleur PID:{} SESSION_ID:{session}",
             conductor.id()
@@ -394,7 +392,7 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
         ]
     };
     let rig = Rig::new("task-03", true);
-    let (server, _) = rig.session("MUS-1C: /musician task-03", script("MUS-1C"));
+    let server = rig.session("MUS-1C: /musician task-03", script("MUS-1C"));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
     assert_eq!(rig.subagent_files().len(), 2, "both ran");
     let usage = rig.rig.usage();
@@ -405,7 +403,7 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
 
     // Without the flag even a real poller's launch goes through.
     let plain = Rig::new("task-03", false);
-    let (server, _) = plain.session(
+    let server = plain.session(
         "MUS-2D: /musician task-03",
         vec![
             (
