@@ -201,11 +201,9 @@ fn a_window_that_runs_the_session_is_a_relaunch_with_its_live_pid() {
     );
 }
 
-/// The Souffleur's recovery with a terminal that dies at once: never `success`.
-#[test]
-fn a_recovery_whose_window_dies_at_once_is_not_a_success() {
-    let mut rig = crate::souffleur::Rig::new(None);
-    dying_kitty(&rig.stubs);
+/// The Souffleur confirmed, its Conductor killed: the recovery ends `failed`, with no
+/// PID to show for it.
+fn recovery_after_the_conductor_dies_fails(rig: &mut crate::souffleur::Rig) {
     let mut m = rig.souffleur(rig.conductor.id());
     crate::souffleur::confirmed(&mut m);
     rig.conductor.kill().unwrap();
@@ -218,6 +216,14 @@ fn a_recovery_whose_window_dies_at_once_is_not_a_success() {
     assert!(done["pid"].is_null(), "{done}");
 }
 
+/// The Souffleur's recovery with a terminal that dies at once: never `success`.
+#[test]
+fn a_recovery_whose_window_dies_at_once_is_not_a_success() {
+    let mut rig = crate::souffleur::Rig::new(None);
+    dying_kitty(&rig.stubs);
+    recovery_after_the_conductor_dies_fails(&mut rig);
+}
+
 /// The Souffleur's recovery with a kitty that lives 2 s and runs nothing: `failed`.
 #[test]
 fn a_recovery_whose_window_runs_no_session_is_not_a_success() {
@@ -227,16 +233,7 @@ fn a_recovery_whose_window_runs_no_session_is_not_a_success() {
         "kitty",
         "echo $$ >> \"$STUB_DIR/pids\"\nsleep 2\nexit 0\n",
     );
-    let mut m = rig.souffleur(rig.conductor.id());
-    crate::souffleur::confirmed(&mut m);
-    rig.conductor.kill().unwrap();
-    rig.conductor.wait().unwrap();
-    m.wait_json("death noticed", |v| event(v) == "watchdog");
-    let done = m.wait_json("recovery result", |v| {
-        event(v) == "recovery" && v["status"] != "started"
-    });
-    assert_eq!(done["status"], "failed", "{done}");
-    assert!(done["pid"].is_null(), "{done}");
+    recovery_after_the_conductor_dies_fails(&mut rig);
 }
 
 /// A terminal that hands the command to an instance already running (the session is
