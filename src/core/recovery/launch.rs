@@ -199,23 +199,11 @@ impl Launcher {
         argv: &[String],
         wanted: &str,
     ) -> Result<ProcessId, LaunchError> {
-        let (program, args) = argv.split_first().ok_or(LaunchError::EmptyTemplate)?;
         // The terminal's complaints land in an unnamed file, read only if it fails: a
         // pipe would break a window that lives on.
         let errors = tempfile::tempfile().map_err(LaunchError::Scratch)?;
         let stderr = errors.try_clone().map_err(LaunchError::Scratch)?;
-        let mut child = tokio::process::Command::new(program)
-            .args(args)
-            .current_dir(&self.project)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .process_group(0)
-            .spawn()
-            .map_err(|source| LaunchError::Start {
-                program: program.clone(),
-                source,
-            })?;
+        let (mut child, program) = self.start_window(argv, stderr.into())?;
         let pid = child.id().ok_or(LaunchError::ExitedAtOnce)? as i32;
         let recorded = ProcessId::observe(pid);
         let started = tokio::time::Instant::now();
@@ -262,21 +250,32 @@ impl Launcher {
         Err(LaunchError::NoSession(failure))
     }
 
-    /// Starts a window and returns the recorded process.
-    pub fn spawn(&self, argv: &[String]) -> Result<ProcessId, LaunchError> {
+    /// The window's program started from the project in a process group of its own,
+    /// its stderr to `stderr`; with the program's name, for what is said about it.
+    fn start_window(
+        &self,
+        argv: &[String],
+        stderr: Stdio,
+    ) -> Result<(tokio::process::Child, String), LaunchError> {
         let (program, args) = argv.split_first().ok_or(LaunchError::EmptyTemplate)?;
-        let mut child = tokio::process::Command::new(program)
+        let child = tokio::process::Command::new(program)
             .args(args)
             .current_dir(&self.project)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .process_group(0)
             .spawn()
             .map_err(|source| LaunchError::Start {
                 program: program.clone(),
                 source,
             })?;
+        Ok((child, program.clone()))
+    }
+
+    /// Starts a window and returns the recorded process.
+    pub fn spawn(&self, argv: &[String]) -> Result<ProcessId, LaunchError> {
+        let (mut child, _) = self.start_window(argv, Stdio::null())?;
         let pid = child.id().ok_or(LaunchError::ExitedAtOnce)? as i32;
         let recorded = ProcessId::observe(pid);
         tokio::spawn(async move {
