@@ -399,11 +399,7 @@ pub async fn claim(
     mode: WatchMode,
 ) -> Result<Claim, WatchError> {
     let path = paths::watcher_file(project, task.as_str(), mode.as_str())?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
-    }
-    let open =
-        || crate::core::safe_fs::open_own(&path, 0o600).map_err(OwnFileError::doing("open", &path));
+    let open = || crate::core::safe_fs::open_own_lock(&path);
     let mut lock = if let Ok(lock) = Flock::lock(open()?, FlockArg::LockExclusiveNonblock) {
         lock
     } else {

@@ -136,6 +136,16 @@ pub fn open_own(path: &Path, mode: u32) -> std::io::Result<File> {
         .open(path)
 }
 
+/// [`open_own`] of a lock file in maestro's data folder, its folder made first; the
+/// error says which of the two failed, and where.
+pub fn open_own_lock(path: &Path) -> Result<File, crate::core::error::OwnFileError> {
+    use crate::core::error::OwnFileError;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
+    }
+    open_own(path, 0o600).map_err(OwnFileError::doing("open", path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

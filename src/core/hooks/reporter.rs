@@ -19,10 +19,7 @@ pub struct ReporterLock {
 /// Takes the project's reporter lock, shared with every other reporter.
 pub fn hold(project: &ProjectKey) -> Result<ReporterLock, DataFileError> {
     let path = paths::lock_file(Service::Reporter, project)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
-    }
-    let file = safe_fs::open_own(&path, 0o600).map_err(OwnFileError::doing("open", &path))?;
+    let file = safe_fs::open_own_lock(&path)?;
     let lock = Flock::lock(file, FlockArg::LockSharedNonblock)
         .map_err(|(_, e)| OwnFileError::doing("lock", &path)(e.into()))?;
     Ok(ReporterLock { _lock: lock })

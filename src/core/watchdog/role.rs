@@ -90,11 +90,7 @@ pub enum RoleLockError {
 pub fn acquire_lock(project: &Path) -> Result<RoleLock, RoleLockError> {
     let key = ProjectKey::of(project);
     let path = paths::lock_file(Service::Souffleur, &key)?;
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
-    }
-    let file =
-        crate::core::safe_fs::open_own(&path, 0o600).map_err(OwnFileError::doing("open", &path))?;
+    let file = crate::core::safe_fs::open_own_lock(&path)?;
     if let Ok(lock) = Flock::lock(file, FlockArg::LockExclusiveNonblock) {
         // Only the holder writes its PID, after it holds the lock.
         let _ = std::fs::write(&path, format!("{}\n", std::process::id()));
