@@ -578,8 +578,12 @@ fn undo_handoff(
     why: LaunchError,
 ) -> ActionError {
     let undone = store::write(conn, |tx| {
-        store::put_back(tx, task.as_str(), &r.state, r.facts.worked_by.as_deref())?;
-        store::put_back_heartbeat(tx, task.as_str(), written.heartbeat.as_deref())?;
+        let before = store::RowBefore {
+            state: &r.state,
+            worked_by: r.facts.worked_by.as_deref(),
+            heartbeat: written.heartbeat.as_deref(),
+        };
+        store::put_back(tx, task.as_str(), &before)?;
         store::take_back_message(tx, written.message, "handoff")
     });
     match undone {

@@ -236,19 +236,6 @@ pub fn set_worked_by(conn: &Connection, task: &str, who: &str) -> rusqlite::Resu
     .map(drop)
 }
 
-/// Puts a task's heartbeat back as it was before an action that failed.
-pub fn put_back_heartbeat(
-    conn: &Connection,
-    task: &str,
-    heartbeat: Option<&str>,
-) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE orchestration_tasks SET last_heartbeat = ?2 WHERE task_id = ?1",
-        params![task, heartbeat],
-    )
-    .map(drop)
-}
-
 /// The task's heartbeat as written.
 pub fn heartbeat(conn: &Connection, task: &str) -> rusqlite::Result<Option<String>> {
     conn.query_row(
@@ -268,17 +255,19 @@ pub fn take_back_message(conn: &Connection, id: i64, kind: &str) -> rusqlite::Re
     .map(drop)
 }
 
-/// Puts a task's state and worker back as they were before an action that failed
-/// (its heartbeat is left alone: nothing was seen alive).
-pub fn put_back(
-    conn: &Connection,
-    task: &str,
-    state: &str,
-    worked_by: Option<&str>,
-) -> rusqlite::Result<()> {
+/// A task's row as it was before an action that failed: its state, worker and
+/// heartbeat (the action's refresh undone: nothing was seen alive).
+pub struct RowBefore<'a> {
+    pub state: &'a str,
+    pub worked_by: Option<&'a str>,
+    pub heartbeat: Option<&'a str>,
+}
+
+/// Puts a task's row back as it was before an action that failed.
+pub fn put_back(conn: &Connection, task: &str, before: &RowBefore<'_>) -> rusqlite::Result<()> {
     conn.execute(
-        "UPDATE orchestration_tasks SET state = ?2, worked_by = ?3 WHERE task_id = ?1",
-        params![task, state, worked_by],
+        "UPDATE orchestration_tasks SET state = ?2, worked_by = ?3, last_heartbeat = ?4 WHERE task_id = ?1",
+        params![task, before.state, before.worked_by, before.heartbeat],
     )
     .map(drop)
 }
