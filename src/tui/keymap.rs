@@ -39,11 +39,6 @@ impl Mode {
         }
     }
 
-    /// Overlay modes take no global bindings: only their own keys answer there.
-    pub fn is_overlay(self) -> bool {
-        matches!(self, Self::Confirm | Self::Pipelines | Self::Editor)
-    }
-
     fn parse(name: &str) -> Option<Self> {
         [
             Self::Global,
@@ -290,14 +285,11 @@ impl Keymap {
         })
     }
 
-    /// The action of a key in `mode`, falling back to the global table (except in an
-    /// overlay's mode, where only its own keys answer).
+    /// The action of a key in a pane's `mode`, falling back to the global table (an
+    /// overlay's own table is read with [`Self::only`]: see `app::overlays::route`).
     pub fn action(&self, mode: Mode, ev: &KeyEvent) -> Option<Action> {
         let key = Key::from_event(ev)?;
         let own = self.bindings.get(&(mode, key));
-        if mode.is_overlay() {
-            return own.copied();
-        }
         own.or_else(|| self.bindings.get(&(Mode::Global, key)))
             .copied()
     }

@@ -22,7 +22,7 @@ use std::io::{Stdout, Write};
 use std::sync::Arc;
 use std::time::Duration;
 
-use crossterm::event::{Event, KeyCode, KeyEventKind, MouseButton, MouseEventKind};
+use crossterm::event::{Event, KeyEventKind, MouseButton, MouseEventKind};
 use crossterm::{execute, queue};
 use ratatui::DefaultTerminal;
 use tokio::sync::mpsc;
@@ -34,6 +34,7 @@ use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::older::OlderLines;
 use action::Action;
+use app::overlays::Route;
 use app::{Effect, Notification, UiState};
 pub use effects::{ActionAccess, PipelineAccess};
 use effects::{ActionAnswer, pipeline_effect, task_effect};
@@ -453,42 +454,20 @@ fn handle_event(
 ) -> Vec<Effect> {
     match ev {
         Event::Key(key) if key.kind != KeyEventKind::Release => {
-            // An overlay answers only its own keys (from the keymap); the step editor
-            // takes every other key as text.
-            let overlay_mode = match &ui.overlay {
-                Some(app::Overlay::Confirm(_)) => Some(Mode::Confirm),
-                Some(app::Overlay::Sentinels) => Some(Mode::Pipelines),
-                Some(app::Overlay::Editor(_) | app::Overlay::Compose(_)) => Some(Mode::Editor),
-                _ => None,
+            let action = match app::overlays::route(ui, &cfg.keymap, key) {
+                Route::Action(action) => action,
+                Route::Text => {
+                    app::overlays::type_text(ui, *key);
+                    return vec![];
+                }
+                Route::Prompt => {
+                    ui.prompt_key(key.code);
+                    ui.log_follows_selection(snap);
+                    return vec![];
+                }
+                Route::Nowhere => return vec![],
             };
-            if let Some(mode) = overlay_mode {
-                if let Some(action) = cfg.keymap.action(mode, key) {
-                    return ui.update(action, snap);
-                }
-                if mode == Mode::Editor {
-                    let editor = match ui.overlay {
-                        Some(app::Overlay::Compose(_)) => ui.compose.as_mut(),
-                        _ => ui.editor.as_mut(),
-                    };
-                    if let Some(editor) = editor {
-                        editor.input(*key);
-                    }
-                }
-                return vec![];
-            }
-            if ui.search_input.is_some() {
-                match key.code {
-                    KeyCode::Enter => ui.search_finish(true),
-                    KeyCode::Esc => ui.search_finish(false),
-                    KeyCode::Backspace => ui.search_type(None),
-                    KeyCode::Char(c) => ui.search_type(Some(c)),
-                    _ => {}
-                }
-                ui.log_follows_selection(snap);
-                return vec![];
-            }
-            let action = cfg.keymap.action(ui.focus.mode(), key);
-            if matches!(action, Some(Action::FocusNext | Action::FocusPrev))
+            if matches!(action, Action::FocusNext | Action::FocusPrev)
                 && let Ok(size) = guard.terminal.size()
             {
                 // Tab follows the screen as it is laid out now.
@@ -500,7 +479,7 @@ fn handle_event(
                     .map(|rects| rects.reading_order())
                     .unwrap_or_default();
             }
-            action.map_or_else(Vec::new, |a| ui.update(a, snap))
+            ui.update(action, snap)
         }
         Event::Mouse(m) => {
             let Ok(size) = guard.terminal.size() else {

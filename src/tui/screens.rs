@@ -133,29 +133,11 @@ pub fn picker_key(
         }
         return None;
     }
-    if let Some(crate::tui::app::Overlay::Projects(sel)) = &mut ui.overlay {
-        match key.code {
-            KeyCode::Up | KeyCode::Char('k') => *sel = sel.saturating_sub(1),
-            KeyCode::Down | KeyCode::Char('j') => *sel = (*sel + 1).min(count - 1),
-            KeyCode::Enter => {
-                let n = *sel;
-                ui.overlay = None;
-                return Some(Picked::Switch(n));
-            }
-            KeyCode::Esc | KeyCode::Char('q') => ui.overlay = None,
-            KeyCode::Char(c) if c.is_ascii_digit() => {
-                if let Some(n) = c
-                    .to_digit(10)
-                    .map(|n| n as usize)
-                    .filter(|n| (1..=count).contains(n))
-                {
-                    ui.overlay = None;
-                    return Some(Picked::Switch(n - 1));
-                }
-            }
-            _ => {}
-        }
-        return Some(Picked::Handled);
+    if matches!(ui.overlay, Some(crate::tui::app::Overlay::Projects(_))) {
+        return Some(
+            crate::tui::app::overlays::projects::answer(ui, key.code, count)
+                .map_or(Picked::Handled, Picked::Switch),
+        );
     }
     if ui.overlay.is_none() && keymap.only(Mode::Global, key) == Some(Action::ProjectPicker) {
         ui.overlay = Some(crate::tui::app::Overlay::Projects(current));

@@ -9,7 +9,7 @@ use crate::core::snapshot::Snapshot;
 use crate::tui::app::scrollback::{
     AnomalyEntry, LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
 };
-use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, Overlay, UiState};
+use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, UiState};
 
 impl UiState {
     /// Takes one happening in; returns a notification to raise, if it deserves one.
@@ -321,14 +321,6 @@ impl UiState {
         });
         if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {
             self.show_task(TaskId::parse(&row));
-        }
-    }
-
-    /// The message shown in the overlay, if any.
-    pub fn overlay_message(&self) -> Option<&MessageRow> {
-        match &self.overlay {
-            Some(Overlay::Message(id)) => self.messages.iter().find(|m| m.id == *id),
-            _ => None,
         }
     }
 }

@@ -1,24 +1,27 @@
 //! The dashboard's own state ([`UiState`]) and how it changes: `ingest` takes the hub's
 //! happenings (log lines, anomalies, messages), `update` takes an [`Action`] and returns
 //! the [`Effect`]s the loop must carry out. No terminal, no clock, no I/O here, so the
-//! key handling is tested on plain values.
+//! key handling is tested on plain values (an overlay draws into a frame it is given).
 //!
 //! - `state`: [`UiState`] itself, the panes, the effects;
 //! - `scrollback`: the bounded per-task log views and the Log pane's position;
 //! - `ingest`: happenings in (log lines, anomalies linked to their lines, messages);
 //! - `update`: one [`Action`] in, [`Effect`]s out;
 //! - `navigation`: moving, scrolling, following, search, marks and copy;
-//! - `overlay`: help, message, confirmation, pipelines and the step editor.
+//! - `overlays`: the overlays over the panes, one component each (its keys, what an
+//!   action does while it is open, its drawing), and the one place a key is routed;
+//! - `task_actions`: the task action keys, quitting, and what an action's outcome does.
 //!
 //! [`Action`]: crate::tui::action::Action
 
 mod ingest;
 mod navigation;
 pub mod older;
-mod overlay;
+pub mod overlays;
 mod rows;
 pub mod scrollback;
 pub mod state;
+mod task_actions;
 mod update;
 
 #[cfg(test)]
@@ -28,7 +31,8 @@ mod tests_actions;
 #[cfg(test)]
 mod tests_memory;
 
+pub use overlays::{Compose, ComposeKind, Confirm, Overlay};
 pub use scrollback::{
     AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
 };
-pub use state::{Confirm, Effect, Notification, Overlay, Pane, TaskSort, UiState, musicians};
+pub use state::{Effect, Notification, Pane, TaskSort, UiState, musicians};

@@ -1,12 +1,27 @@
 //! Moving through panes and lines: selection, scrolling, following the end, search,
 //! anomaly jumps, marks and copy.
 
+use crossterm::event::KeyCode;
+
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
+use crate::tui::app::overlays::Overlay;
 use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT};
-use crate::tui::app::state::{Effect, Overlay, Pane, UiState};
+use crate::tui::app::state::{Effect, Pane, UiState};
 
 impl UiState {
+    /// A key typed into the prompt: Enter keeps what was typed, Esc drops it, Backspace
+    /// and characters edit it.
+    pub fn prompt_key(&mut self, code: KeyCode) {
+        match code {
+            KeyCode::Enter => self.search_finish(true),
+            KeyCode::Esc => self.search_finish(false),
+            KeyCode::Backspace => self.search_type(None),
+            KeyCode::Char(c) => self.search_type(Some(c)),
+            _ => {}
+        }
+    }
+
     /// Typing into the search prompt: `Some(c)` adds a character, `None` is backspace.
     pub fn search_type(&mut self, c: Option<char>) {
         if let Some(input) = &mut self.search_input {

@@ -11,6 +11,10 @@ use crate::tui::app::older::OlderLines;
 use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
 use crate::tui::keymap::Mode;
 
+// The state holds the open overlay, and each overlay's component edits the state: the
+// one mutual reference of this folder, as an application and its popups.
+use super::overlays::{Compose, Overlay};
+
 pub(crate) const ANOMALIES_KEPT: usize = 1_000;
 pub(crate) const MESSAGES_KEPT: usize = 5_000;
 
@@ -306,84 +310,4 @@ pub fn musicians(snap: &Snapshot) -> impl Iterator<Item = &crate::core::snapshot
         .iter()
         .map(AsRef::as_ref)
         .filter(|t| !t.is_conductor() && !t.is_souffleur())
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Overlay {
-    Help,
-    /// Full text of the message with this id.
-    Message(i64),
-    /// A destructive action waiting for y/n.
-    Confirm(Confirm),
-    /// The pipelines this process hosts.
-    Sentinels,
-    /// Editing the steps of this pipeline (the text is in `UiState::editor`).
-    Editor(String),
-    /// Writing the message of a task action (the text is in `UiState::compose`).
-    Compose(Compose),
-    /// A task's context headroom report (the text is in `UiState::panel`).
-    Headroom(String),
-    /// A task's Claude Code session: tokens, cost, context, tool calls.
-    Session(String),
-    /// The project picker (several projects): the highlighted one.
-    Projects(usize),
-    /// The Log's selected line, whole: its task, and its text.
-    LogLine(String, std::sync::Arc<str>),
-}
-
-/// A task action that needs a message, waiting for it in the editor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ComposeKind {
-    Reject,
-    Fix,
-    Instruct,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Compose {
-    pub kind: ComposeKind,
-    pub task: TaskId,
-}
-
-impl ComposeKind {
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::Reject => "Reject: why, and what to change",
-            Self::Fix => "Propose a fix",
-            Self::Instruct => "Instruction",
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    /// Kill and relaunch the Conductor now.
-    Recover,
-    /// Quit, which stops the Souffleur role this process holds.
-    QuitRole,
-    /// A task action, with what it will do (from `core::actions::describe`).
-    Task {
-        request: TaskRequest,
-        question: String,
-    },
-    /// Trust a pipeline definition, with its steps in the question.
-    Trust {
-        name: String,
-        hash: String,
-        question: String,
-    },
-}
-
-impl Confirm {
-    pub fn question(&self) -> &str {
-        match self {
-            Self::Recover => {
-                "Recover the Conductor now? Its window is killed and a new generation launched."
-            }
-            Self::QuitRole => {
-                "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
-            }
-            Self::Task { question, .. } | Self::Trust { question, .. } => question,
-        }
-    }
 }

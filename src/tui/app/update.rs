@@ -4,8 +4,9 @@ use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::core::watchdog::control::WatchdogCmd;
 use crate::tui::action::Action;
+use crate::tui::app::overlays::{Confirm, Overlay};
 use crate::tui::app::scrollback::LogView;
-use crate::tui::app::state::{Confirm, Effect, Overlay, Pane, UiState};
+use crate::tui::app::state::{Effect, Pane, UiState};
 
 impl UiState {
     /// Applies one action; then the selected row (▶) and the Log's task agree again at
@@ -18,28 +19,9 @@ impl UiState {
 
     fn apply(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
         self.note = None;
-        if let Some(Overlay::Confirm(c)) = self.overlay.clone() {
-            // Only an explicit answer leaves a confirmation (see `confirm`).
-            return match action {
-                Action::No | Action::Close => self.confirm(c, false),
-                Action::Yes | Action::Open => self.confirm(c, true),
-                _ => vec![],
-            };
-        }
-        match &self.overlay {
-            Some(Overlay::Compose(_)) => return self.compose_action(action),
-            Some(Overlay::Sentinels) => return self.pipelines_action(action, snap),
-            Some(Overlay::Editor(_)) => {
-                return match action {
-                    Action::SaveEdit => self.close_editor(true),
-                    Action::Close => self.close_editor(false),
-                    _ => vec![],
-                };
-            }
-            _ => {}
-        }
-        if self.overlay.is_some() {
-            return self.overlay_action(action, snap);
+        // An open overlay takes every action (its component says what it does).
+        if let Some(component) = self.overlay.as_ref().map(Overlay::component) {
+            return component.on_action(self, action, snap);
         }
         match action {
             Action::Quit => return self.quit(snap),
@@ -200,51 +182,6 @@ impl UiState {
             _ => {}
         }
         vec![]
-    }
-
-    /// A key while an overlay is open (not a confirmation, compose box, pipelines list
-    /// or editor, which take their own keys): close it, scroll the help, or quit.
-    fn overlay_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
-        let Some(overlay) = &self.overlay else {
-            return vec![];
-        };
-        match (overlay, action) {
-            (_, Action::Quit) => self.quit(snap),
-            (Overlay::Help, Action::Help) | (_, Action::Close | Action::Open) => {
-                self.overlay = None;
-                self.overlay_scroll = 0;
-                vec![]
-            }
-            (
-                Overlay::Help
-                | Overlay::Session(_)
-                | Overlay::Headroom(_)
-                | Overlay::Message(_)
-                | Overlay::LogLine(..),
-                _,
-            ) => {
-                self.scroll_overlay(action);
-                vec![]
-            }
-            _ => vec![],
-        }
-    }
-
-    /// The keys of every list, in a reading overlay: a row, a page, the ends.
-    fn scroll_overlay(&mut self, action: Action) {
-        let max = self.overlay_scroll_max.get();
-        let page = self.overlay_page.get().saturating_sub(1).max(1);
-        let at = self.overlay_scroll.min(max);
-        self.overlay_scroll = match action {
-            Action::Down => at.saturating_add(1),
-            Action::Up => at.saturating_sub(1),
-            Action::PageDown => at.saturating_add(page),
-            Action::PageUp => at.saturating_sub(page),
-            Action::Top => 0,
-            Action::Bottom => max,
-            _ => at,
-        }
-        .min(max);
     }
 
     /// The keys that move within the panes: focus, selection, scrolling, search, sort,

@@ -12,22 +12,6 @@ use crate::tui::app::{LogEntry, Pane};
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
 
-/// The selected line whole, folded to the box, over the panes (Enter in the Log).
-pub fn draw_line(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) {
-    let width = area.width.saturating_sub(10).clamp(20, 100);
-    crate::tui::panes::reader::draw(
-        frame,
-        area,
-        ctx,
-        (
-            &format!("{} · the selected line · Esc close", printable(task)),
-            Pane::Log,
-        ),
-        width,
-        vec![Line::raw(printable(text))],
-    );
-}
-
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let task = ui

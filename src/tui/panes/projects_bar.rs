@@ -44,47 +44,15 @@ fn spans<'a>(ctx: &DrawCtx<'a>, full: bool) -> Vec<Span<'a>> {
     spans
 }
 
-/// The project picker: every project with its figures, the highlighted one marked.
-pub fn draw_picker(frame: &mut Frame, area: Rect, ctx: &DrawCtx, selected: usize) {
-    let height = (ctx.projects.len() as u16 + 2).min(area.height.saturating_sub(2));
-    let popup =
-        crate::tui::panes::ctx::centered(area, area.width.saturating_sub(8).min(100), height);
-    crate::tui::panes::ctx::clear(frame, popup);
-    let block = ctx.block(
-        crate::tui::app::Pane::Tasks,
-        "Projects · j/k move · Enter show · Esc close",
-    );
-    let lines: Vec<Line> = ctx
-        .projects
-        .iter()
-        .enumerate()
-        .map(|(i, tab)| {
-            let mut spans = vec![Span::styled(
-                format!(
-                    " {} {:<24}",
-                    i + 1,
-                    crate::tui::panes::ctx::fit(&printable(&tab.name), 24)
-                ),
-                if i == selected {
-                    ctx.theme.selection
-                } else {
-                    ctx.theme.title(false)
-                },
-            )];
-            spans.extend(figures(ctx, tab, true, true));
-            if i == ctx.project_index {
-                spans.push(Span::styled("  (shown)", ctx.theme.muted));
-            }
-            Line::from(spans)
-        })
-        .collect();
-    frame.render_widget(Paragraph::new(lines).block(block), popup);
-}
-
 /// A tab's figures: tasks by state, trouble, tasks that need the operator, unread
 /// anomalies, the Conductor's state and the cost (`full`: all of them; `words`: with
 /// their names, for the picker).
-fn figures<'a>(ctx: &DrawCtx<'a>, tab: &ProjectTab, full: bool, words: bool) -> Vec<Span<'a>> {
+pub(crate) fn figures<'a>(
+    ctx: &DrawCtx<'a>,
+    tab: &ProjectTab,
+    full: bool,
+    words: bool,
+) -> Vec<Span<'a>> {
     let mut spans = Vec::new();
     if full {
         spans.push(Span::styled(

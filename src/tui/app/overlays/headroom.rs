@@ -1,41 +1,34 @@
-//! The task action overlays: the message editor (reject, propose a fix, instruct) and
-//! the headroom panel.
+//! The headroom panel (`H` on a task): the report of `maestro headroom`, with the
+//! time forecast and the transcript's own count beside it.
 
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::tui::action::Action;
-use crate::tui::app::Pane;
-use crate::tui::app::state::Compose;
-use crate::tui::keymap::Mode;
-use crate::tui::panes::ctx::{DrawCtx, centered, clear, printable};
+use crate::core::domain::TaskId;
+use crate::tui::app::overlays::{Component, Overlay};
+use crate::tui::app::state::{Pane, UiState};
+use crate::tui::panes::ctx::{DrawCtx, printable};
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &Compose) {
-    let popup = centered(
-        area,
-        area.width.saturating_sub(10).min(100),
-        14.min(area.height),
-    );
-    clear(frame, popup);
-    let block = ctx.block(
-        Pane::Log,
-        &format!(
-            "{} · {} · {} send · {} discard",
-            c.kind.title(),
-            c.task,
-            ctx.keymap.keys_in(Mode::Editor, Action::SaveEdit),
-            ctx.keymap.keys_in(Mode::Editor, Action::Close)
-        ),
-    );
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
-    if let Some(editor) = &ctx.ui.compose {
-        frame.render_widget(editor, inner);
+pub struct Headroom;
+
+impl Component for Headroom {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        if let Some(Overlay::Headroom(task)) = &ctx.ui.overlay {
+            draw(frame, area, ctx, task);
+        }
     }
 }
 
-pub fn draw_panel(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
+impl UiState {
+    /// The headroom report arrived: show it.
+    pub fn show_panel(&mut self, task: &TaskId, text: String) {
+        self.panel = Some(text);
+        self.overlay = Some(Overlay::Headroom(task.to_string()));
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
     let text = ctx.ui.panel.as_deref().unwrap_or_default();
     // The time forecast needs arrival times: the running core has them.
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);

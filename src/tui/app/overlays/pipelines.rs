@@ -1,17 +1,82 @@
-//! The pipelines overlay (`S`): every definition this process hosts with its state, and
-//! the step editor (`e`), a text area on the steps' JSON that is checked before saving.
+//! The pipelines overlay (`S`): every definition this process hosts with its state and
+//! history; keys start, stop, pause or resume one, trust it, or open its steps in the
+//! step editor.
 
-use crate::tui::action::Action;
-use crate::tui::keymap::Mode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
-use crate::tui::app::Pane;
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::overlays::{Component, Keys};
+use crate::tui::app::state::{Effect, Pane, UiState};
+use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+pub struct Pipelines;
+
+impl Component for Pipelines {
+    fn keys(&self) -> Keys {
+        Keys::Own(Mode::Pipelines)
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        ui.pipelines_action(action, snap)
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+}
+
+impl UiState {
+    /// An action in the pipelines overlay: move, start, stop, pause or resume, edit
+    /// steps, close (the keys are the keymap's `[keys.pipelines]`).
+    pub(crate) fn pipelines_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        let selected = snap.pipelines.get(self.selected_pipeline);
+        let request = |op: &'static str| {
+            selected.map_or_else(Vec::new, |p| {
+                vec![Effect::Pipeline {
+                    op,
+                    name: p.name.clone(),
+                }]
+            })
+        };
+        match action {
+            Action::Down => {
+                self.selected_pipeline =
+                    (self.selected_pipeline + 1).min(snap.pipelines.len().saturating_sub(1));
+                vec![]
+            }
+            Action::Up => {
+                self.selected_pipeline = self.selected_pipeline.saturating_sub(1);
+                vec![]
+            }
+            Action::PipelineStart => request("start"),
+            Action::PipelineStop => request("stop"),
+            Action::PipelinePause => request(if selected.is_some_and(|p| p.status == "paused") {
+                "resume"
+            } else {
+                "pause"
+            }),
+            Action::EditSteps => {
+                selected.map_or_else(Vec::new, |p| vec![Effect::EditSteps(p.name.clone())])
+            }
+            Action::PipelineTrust => {
+                selected.map_or_else(Vec::new, |p| vec![Effect::DescribeTrust(p.name.clone())])
+            }
+            Action::Close => {
+                self.overlay = None;
+                vec![]
+            }
+            Action::Quit => self.quit(snap),
+            _ => vec![],
+        }
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let popup = centered(area, 100, area.height.saturating_sub(6).min(20));
     clear(frame, popup);
     let keys = |a| ctx.keymap.keys_in(Mode::Pipelines, a);
@@ -167,33 +232,4 @@ fn history_lines<'a>(
         ]));
     }
     lines
-}
-
-pub fn draw_editor(frame: &mut Frame, area: Rect, ctx: &DrawCtx, name: &str) {
-    let popup = centered(
-        area,
-        area.width.saturating_sub(8),
-        area.height.saturating_sub(4),
-    );
-    clear(frame, popup);
-    let block = ctx.block(
-        Pane::Log,
-        &format!(
-            "Steps of {name} · {} check and save · {} cancel",
-            ctx.keymap.keys_in(Mode::Editor, Action::SaveEdit),
-            ctx.keymap.keys_in(Mode::Editor, Action::Close)
-        ),
-    );
-    let inner = block.inner(popup);
-    frame.render_widget(block, popup);
-    let [text, note] = Layout::vertical([Constraint::Min(1), Constraint::Length(1)]).areas(inner);
-    if let Some(editor) = &ctx.ui.editor {
-        frame.render_widget(editor, text);
-    }
-    if let Some(n) = &ctx.ui.note {
-        frame.render_widget(
-            Paragraph::new(Span::styled(printable(n), ctx.theme.error)),
-            note,
-        );
-    }
 }

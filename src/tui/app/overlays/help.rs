@@ -5,11 +5,31 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
-use crate::tui::app::Pane;
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::overlays::{Component, close, read};
+use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, wrap};
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+pub struct Help;
+
+impl Component for Help {
+    /// `?` again closes it; the rest as in every reading overlay.
+    fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        if action == Action::Help {
+            close(ui);
+            return vec![];
+        }
+        read(ui, action, snap)
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // As wide as the screen allows (up to 110), every line folded to fit, a little
     // screen left round it.
     let width = area.width.saturating_sub(4).clamp(40, 110);

@@ -1,0 +1,165 @@
+//! The message editor of a task action (reject, propose a fix, instruct): typed, sent
+//! to a confirmation, and never lost on the way (a refused or cancelled action brings
+//! the text back).
+
+use crossterm::event::KeyEvent;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+use crate::core::actions::TaskRequest;
+use crate::core::domain::TaskId;
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::overlays::{Component, Keys, Overlay, text_area};
+use crate::tui::app::state::{Effect, Pane, UiState};
+use crate::tui::keymap::Mode;
+use crate::tui::panes::ctx::{DrawCtx, centered, clear};
+
+pub struct MessageEditor;
+
+impl Component for MessageEditor {
+    fn keys(&self) -> Keys {
+        Keys::Text(Mode::Editor)
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, _: &Snapshot) -> Vec<Effect> {
+        ui.compose_action(action)
+    }
+
+    fn on_text(&self, ui: &mut UiState, key: KeyEvent) {
+        if let Some(editor) = ui.compose.as_mut() {
+            editor.input(key);
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        if let Some(Overlay::Compose(c)) = &ctx.ui.overlay {
+            draw(frame, area, ctx, c);
+        }
+    }
+}
+
+/// A task action that needs a message, waiting for it in the editor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ComposeKind {
+    Reject,
+    Fix,
+    Instruct,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compose {
+    pub kind: ComposeKind,
+    pub task: TaskId,
+}
+
+impl ComposeKind {
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::Reject => "Reject: why, and what to change",
+            Self::Fix => "Propose a fix",
+            Self::Instruct => "Instruction",
+        }
+    }
+}
+
+impl UiState {
+    /// Keys in the message editor: send (to the confirmation) or discard.
+    pub(crate) fn compose_action(&mut self, action: Action) -> Vec<Effect> {
+        let Some(Overlay::Compose(c)) = self.overlay.clone() else {
+            return vec![];
+        };
+        match action {
+            Action::Close => {
+                let lines = self.compose.as_ref().map_or(0, |e| {
+                    e.lines().iter().filter(|l| !l.trim().is_empty()).count()
+                });
+                if lines > 1 && !self.discard_armed {
+                    self.discard_armed = true;
+                    self.note = Some(format!(
+                        "Esc again discards these {lines} lines; ctrl-s sends them"
+                    ));
+                    return vec![];
+                }
+                self.discard_armed = false;
+                self.overlay = None;
+                self.compose = None;
+                self.note = Some("message discarded".into());
+                vec![]
+            }
+            Action::SaveEdit => {
+                let text = self
+                    .compose
+                    .as_ref()
+                    .map(|e| e.lines().join("\n"))
+                    .unwrap_or_default();
+                if text.trim().is_empty() {
+                    self.note =
+                        Some("the message is empty; say what the Musician should do".into());
+                    return vec![];
+                }
+                self.overlay = None;
+                self.compose = None;
+                self.discard_armed = false;
+                self.draft = Some((c.clone(), text.clone()));
+                let task = c.task;
+                let message = text.trim_end().to_owned();
+                vec![Effect::DescribeTask(match c.kind {
+                    ComposeKind::Reject => TaskRequest::Reject { task, message },
+                    ComposeKind::Fix => TaskRequest::Fix { task, message },
+                    ComposeKind::Instruct => TaskRequest::Instruct { task, message },
+                })]
+            }
+            _ => {
+                self.discard_armed = false;
+                vec![]
+            }
+        }
+    }
+
+    /// Opens the editor again on the message that was sent, saying why.
+    pub(crate) fn restore_draft(&mut self, why: &str) {
+        let Some((compose, text)) = self.draft.take() else {
+            return;
+        };
+        let area = text_area(&text);
+        self.compose = Some(area);
+        self.overlay = Some(Overlay::Compose(compose));
+        if let Some(note) = &mut self.note {
+            note.push_str(&format!(" ({why})"));
+        } else {
+            self.note = Some(why.to_owned());
+        }
+    }
+
+    /// A task action was refused before its confirmation (the dashboard asked what it
+    /// would do): the refusal, whole, and the message typed for it back in the editor.
+    pub fn refused(&mut self, why: &str) {
+        self.note = Some(format!("refused: {why}"));
+        self.restore_draft("your message is back in the editor");
+    }
+}
+
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, c: &Compose) {
+    let popup = centered(
+        area,
+        area.width.saturating_sub(10).min(100),
+        14.min(area.height),
+    );
+    clear(frame, popup);
+    let block = ctx.block(
+        Pane::Log,
+        &format!(
+            "{} · {} · {} send · {} discard",
+            c.kind.title(),
+            c.task,
+            ctx.keymap.keys_in(Mode::Editor, Action::SaveEdit),
+            ctx.keymap.keys_in(Mode::Editor, Action::Close)
+        ),
+    );
+    let inner = block.inner(popup);
+    frame.render_widget(block, popup);
+    if let Some(editor) = &ctx.ui.compose {
+        frame.render_widget(editor, inner);
+    }
+}

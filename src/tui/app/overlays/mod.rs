@@ -1,0 +1,188 @@
+//! The overlays over the panes, one component each. A component owns its keys (which
+//! key table answers while it is open, and whether other keys are typed into it), what
+//! an action does while it is open, and its drawing. [`Overlay`] names the overlay open
+//! and carries what it shows; the registry at the bottom ties each variant to its
+//! component, so adding an overlay is its own file and one line there
+//! (docs/architecture.md, "Overlays").
+//!
+//! Who gets a key is decided in one place, [`route`]: the open overlay, else the prompt
+//! being typed, else the focused pane's table, else the global one.
+
+mod compose;
+mod confirm;
+mod editor;
+mod headroom;
+mod help;
+mod log_line;
+mod message;
+mod pipelines;
+pub mod projects;
+mod session;
+
+use crossterm::event::KeyEvent;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::state::{Effect, UiState};
+use crate::tui::keymap::{Keymap, Mode};
+use crate::tui::panes::ctx::DrawCtx;
+
+pub use compose::{Compose, ComposeKind};
+pub use confirm::Confirm;
+
+/// How an open overlay takes keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Keys {
+    /// Its own key table only: no other binding answers while it is open.
+    Own(Mode),
+    /// Its own key table, and every other key is typed into its text.
+    Text(Mode),
+    /// The focused pane's and the global keys, read as a reader's: the moves scroll,
+    /// Close or Open closes, Quit quits.
+    Reading,
+}
+
+/// One overlay: its keys, what an action does while it is open, its drawing.
+pub trait Component: Sync {
+    fn keys(&self) -> Keys {
+        Keys::Reading
+    }
+
+    /// An action while it is open (the note was cleared before).
+    fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        read(ui, action, snap)
+    }
+
+    /// A key its table does not bind, with [`Keys::Text`]: typed into its text.
+    fn on_text(&self, _ui: &mut UiState, _key: KeyEvent) {}
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx);
+}
+
+/// Where a key goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// An action for [`UiState::update`].
+    Action(Action),
+    /// Typed into the open overlay's text.
+    Text,
+    /// Typed into the prompt (a search, or the Tasks filter).
+    Prompt,
+    /// Nothing answers it.
+    Nowhere,
+}
+
+/// Decides who gets a key: the open overlay (its table, its text), the prompt being
+/// typed, then the focused pane's table and the global one.
+pub fn route(ui: &UiState, keymap: &Keymap, key: &KeyEvent) -> Route {
+    let own = ui.overlay.as_ref().map(|o| o.component().keys());
+    match own {
+        Some(Keys::Own(mode)) => keymap.only(mode, key).map_or(Route::Nowhere, Route::Action),
+        Some(Keys::Text(mode)) => keymap.only(mode, key).map_or(Route::Text, Route::Action),
+        _ if ui.search_input.is_some() => Route::Prompt,
+        _ => keymap
+            .action(ui.focus.mode(), key)
+            .map_or(Route::Nowhere, Route::Action),
+    }
+}
+
+/// Types a key into the open overlay's text.
+pub fn type_text(ui: &mut UiState, key: KeyEvent) {
+    if let Some(component) = ui.overlay.as_ref().map(Overlay::component) {
+        component.on_text(ui, key);
+    }
+}
+
+/// Draws the open overlay, if any, over `area`.
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    if let Some(overlay) = &ctx.ui.overlay {
+        overlay.component().draw(frame, area, ctx);
+    }
+}
+
+/// A reading overlay's keys: Quit quits, Close or Open closes, the moves of every list
+/// scroll it (a row, a page, the ends).
+pub(crate) fn read(ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+    match action {
+        Action::Quit => return ui.quit(snap),
+        Action::Close | Action::Open => close(ui),
+        _ => scroll(ui, action),
+    }
+    vec![]
+}
+
+/// An editor's text area holding `text`: no cursor-line style, long lines folded
+/// (soft wrap) so what is typed stays in view.
+pub(crate) fn text_area(text: &str) -> ratatui_textarea::TextArea<'static> {
+    let mut area = ratatui_textarea::TextArea::new(text.lines().map(str::to_owned).collect());
+    area.set_cursor_line_style(ratatui::style::Style::default());
+    area.set_wrap_mode(ratatui_textarea::WrapMode::WordOrGlyph);
+    area
+}
+
+/// Closes the open overlay; the next one opens at its top.
+pub(crate) fn close(ui: &mut UiState) {
+    ui.overlay = None;
+    ui.overlay_scroll = 0;
+}
+
+fn scroll(ui: &mut UiState, action: Action) {
+    let max = ui.overlay_scroll_max.get();
+    let page = ui.overlay_page.get().saturating_sub(1).max(1);
+    let at = ui.overlay_scroll.min(max);
+    ui.overlay_scroll = match action {
+        Action::Down => at.saturating_add(1),
+        Action::Up => at.saturating_sub(1),
+        Action::PageDown => at.saturating_add(page),
+        Action::PageUp => at.saturating_sub(page),
+        Action::Top => 0,
+        Action::Bottom => max,
+        _ => at,
+    }
+    .min(max);
+}
+
+/// Declares [`Overlay`] and ties each variant to its component: one line an overlay.
+macro_rules! registry {
+    ($( $(#[$doc:meta])* $variant:ident $(($($payload:ty),+))? => $component:path, )+) => {
+        /// The overlay open over the panes, with what it shows.
+        #[derive(Debug, Clone, PartialEq, Eq)]
+        pub enum Overlay {
+            $( $(#[$doc])* $variant $(($($payload),+))?, )+
+        }
+
+        impl Overlay {
+            /// The component that takes this overlay's keys and draws it.
+            pub fn component(&self) -> &'static dyn Component {
+                match self {
+                    $( Self::$variant { .. } => &$component, )+
+                }
+            }
+        }
+    };
+}
+
+registry! {
+    /// Every key the dashboard answers, from the keymap.
+    Help => help::Help,
+    /// Full text of the message with this id.
+    Message(i64) => message::MessageText,
+    /// A destructive action waiting for y/n.
+    Confirm(Confirm) => confirm::Confirmation,
+    /// The pipelines this process hosts.
+    Sentinels => pipelines::Pipelines,
+    /// Editing the steps of this pipeline (the text is in `UiState::editor`).
+    Editor(String) => editor::StepEditor,
+    /// Writing the message of a task action (the text is in `UiState::compose`).
+    Compose(Compose) => compose::MessageEditor,
+    /// A task's context headroom report (the text is in `UiState::panel`).
+    Headroom(String) => headroom::Headroom,
+    /// A task's Claude Code session: tokens, cost, context, tool calls.
+    Session(String) => session::Session,
+    /// The project picker (several projects): the highlighted one.
+    Projects(usize) => projects::Picker,
+    /// The Log's selected line, whole: its task, and its text.
+    LogLine(String, std::sync::Arc<str>) => log_line::LogLine,
+}
