@@ -63,17 +63,16 @@ impl Hub {
             self.sentinel.restart_clocks(at);
             self.forecasts.restart_all();
         }
-        let since = match &self.snapshot.link {
+        let since = match &self.draft.read().link {
             // Retrying is still down: "down since" the first failure.
             Some(v) if v.is_down() && self.link.blind => v.since,
             _ => now,
         };
-        self.snapshot.link = Some(LinkView {
+        self.draft.edit().link = Some(LinkView {
             status: report.status,
             since,
             detail: report.detail.clone(),
         });
-        self.dirty = true;
         self.emit(What::Link(report)).await;
     }
 }

@@ -114,12 +114,10 @@ pub struct Hub {
     recorder: Option<crate::core::event_log::recorder::Recorder>,
     out: mpsc::Sender<Happening>,
     snapshot_tx: watch::Sender<Arc<Snapshot>>,
-    snapshot: Snapshot,
-    dirty: bool,
+    /// The snapshot being built, and what changed in it since it was published.
+    draft: draft::Draft,
     /// Each task's published view, in the Tasks pane's order.
     views: BTreeMap<(bool, String), Arc<TaskView>>,
-    /// Tasks whose view must be built again before the next publication.
-    changed_views: HashSet<String>,
     /// Each task's Claude Code sessions.
     sessions: sessions::SessionBook,
     /// Where the session source learns the tasks.
@@ -201,10 +199,8 @@ impl Hub {
             recorder: None,
             out,
             snapshot_tx,
-            snapshot,
-            dirty: true,
+            draft: draft::Draft::new(snapshot),
             views: BTreeMap::new(),
-            changed_views: HashSet::new(),
             sessions: sessions::SessionBook::default(),
             session_facts: None,
             gap_seen: 0,
@@ -312,7 +308,7 @@ impl Hub {
     /// Applies one event (public for tests that drive the hub by hand).
     pub async fn apply(&mut self, event: CoreEvent) {
         // A remote project's every input is the host speaking.
-        if self.snapshot.link.is_some() {
+        if self.draft.read().link.is_some() {
             self.link.last_heard = Some(Instant::now());
         }
         match event {
@@ -368,13 +364,11 @@ impl Hub {
                 self.emit(What::Pipeline(report)).await;
             }
             CoreEvent::PipelineCatalog(names) => {
-                PipelineViews::catalog(&mut self.snapshot.pipelines, names);
-                self.dirty = true;
+                PipelineViews::catalog(&mut self.draft.edit().pipelines, names);
             }
             CoreEvent::SourceHealthy { source } => {
                 if source == "database" {
-                    self.snapshot.database = DatabaseHealth::Ok;
-                    self.dirty = true;
+                    self.draft.edit().database = DatabaseHealth::Ok;
                 }
             }
             CoreEvent::Database(status) => self.on_database(status).await,
@@ -399,9 +393,10 @@ impl Hub {
         }
         self.last_anomaly
             .insert(anomaly.task_id.clone(), anomaly.kind);
-        self.snapshot.anomaly_count += 1;
+        self.draft.edit().anomaly_count += 1;
         *self
-            .snapshot
+            .draft
+            .edit()
             .counts
             .anomalies
             .entry(anomaly.kind.as_str())
@@ -412,8 +407,7 @@ impl Hub {
 
     async fn watchdog(&mut self, reason: WatchdogReason) {
         let at = self.clock.now_utc();
-        self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
-        self.dirty = true;
+        self.draft.edit().watchdog.last_reason = Some((at, reason.clone()));
         let task_count = self.tasks.len() as u64;
         self.emit_at(at, What::Watchdog { reason, task_count })
             .await;
@@ -518,6 +512,7 @@ async fn sleep_until_opt(deadline: Option<Instant>) {
     }
 }
 
+mod draft;
 mod identity;
 mod lines;
 mod link;

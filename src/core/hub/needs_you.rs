@@ -116,12 +116,12 @@ impl Hub {
                 continue;
             };
             *self
-                .snapshot
+                .draft
+                .edit()
                 .counts
                 .pollers_replaced
                 .entry(role)
                 .or_default() += 1;
-            self.dirty = true;
             let identity = Identity::new(
                 format!("poller_replaced|{}", input.event.session_id),
                 format!("{}|{role}", input.event.at_ms),

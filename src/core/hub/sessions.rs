@@ -228,8 +228,7 @@ impl Hub {
                 .await;
             }
             SessionReport::Folder { seeing, detail } => {
-                self.snapshot.sessions_waiting = (!seeing).then(|| detail.clone());
-                self.dirty = true;
+                self.draft.edit().sessions_waiting = (!seeing).then(|| detail.clone());
                 self.emit(What::Source {
                     source: "sessions",
                     status: if seeing { "watching" } else { "waiting" },
@@ -343,9 +342,9 @@ impl Hub {
 
     fn session_changed(&mut self, task: &str) {
         let (total, unknown) = self.sessions.cost(None);
-        self.snapshot.session_cost_usd = Some(total);
-        self.snapshot.session_cost_unknown = unknown;
-        self.snapshot.unpriced_models = self.sessions.unpriced_models();
+        self.draft.edit().session_cost_usd = Some(total);
+        self.draft.edit().session_cost_unknown = unknown;
+        self.draft.edit().unpriced_models = self.sessions.unpriced_models();
         self.view_changed(task);
     }
 
@@ -370,7 +369,7 @@ impl Hub {
     pub(super) fn budgets_at_zero(&mut self, task: Option<&str>) {
         let b = self.settings.rules.budgets;
         let mut add = |key: (Option<String>, &'static str)| {
-            self.snapshot.budgets.entry(key).or_insert(0.0);
+            self.draft.edit().budgets.entry(key).or_insert(0.0);
         };
         match task {
             None => {
@@ -387,7 +386,6 @@ impl Hub {
                 }
             }
         }
-        self.dirty = true;
     }
 
     /// Tells each budget of this task (and the orchestration's) reaching 80 % and
@@ -420,10 +418,10 @@ impl Hub {
             if limit <= 0.0 {
                 continue;
             }
-            self.snapshot
+            self.draft
+                .edit()
                 .budgets
                 .insert((task_id.clone(), budget), value / limit);
-            self.dirty = true;
             for level in [80u8, 100] {
                 if value >= limit * f64::from(level) / 100.0
                     && self

@@ -52,9 +52,8 @@ impl Hub {
                 })
                 .or_insert_with(|| (*mode).to_owned());
         }
-        self.snapshot.watchers = summary;
+        self.draft.edit().watchers = summary;
         self.watchers = now;
-        self.dirty = true;
     }
 
     /// The database file came, went or was replaced: the source has re-armed itself;
@@ -63,11 +62,11 @@ impl Hub {
         let name = self.settings.db_name.clone();
         let (state, detail) = match status {
             DbStatus::Waiting(d) => {
-                self.snapshot.database = DatabaseHealth::Absent;
+                self.draft.edit().database = DatabaseHealth::Absent;
                 ("waiting", d)
             }
             DbStatus::Removed => {
-                self.snapshot.database = DatabaseHealth::Absent;
+                self.draft.edit().database = DatabaseHealth::Absent;
                 // Its rows are history now: no staleness, no anomalies judged by them.
                 self.on_tasks(Vec::new()).await;
                 ("removed", format!("{name} was removed"))
@@ -75,13 +74,13 @@ impl Hub {
             DbStatus::Appeared { tasks } | DbStatus::Replaced { tasks } => {
                 let replaced = matches!(status, DbStatus::Replaced { .. });
                 self.settings.with_database = true;
-                self.snapshot.database = DatabaseHealth::Ok;
+                self.draft.edit().database = DatabaseHealth::Ok;
                 // Reports recorded in the old file say nothing about the new one.
                 self.recorded.clear();
                 // Activity comes from the new rows from now on (the Tasks event follows).
                 self.sentinel.deactivate_all();
                 let all: Vec<String> = self.views.keys().map(|(_, id)| id.clone()).collect();
-                self.changed_views.extend(all);
+                self.draft.tasks_changed(all);
                 if replaced {
                     (
                         "replaced",
@@ -92,7 +91,6 @@ impl Hub {
                 }
             }
         };
-        self.dirty = true;
         self.emit(What::Source {
             source: "database",
             status: state,
@@ -104,10 +102,13 @@ impl Hub {
     /// Keeps the pipelines' state for the dashboard; a finished step goes to the history.
     pub(super) fn on_pipeline(&mut self, r: &crate::core::event::PipelineReport) {
         let now = self.clock.now_utc();
-        let record = self.pipelines.report(&mut self.snapshot.pipelines, r, now);
+        let record = self
+            .pipelines
+            .report(&mut self.draft.edit().pipelines, r, now);
         if matches!(r.status, "completed" | "failed" | "stopped") {
             *self
-                .snapshot
+                .draft
+                .edit()
                 .counts
                 .pipeline_runs
                 .entry((r.name.clone(), r.status.to_owned()))
@@ -116,21 +117,20 @@ impl Hub {
         if let (Some(record), Some(sink)) = (record, &self.reports) {
             sink.record_step(record);
         }
-        self.dirty = true;
     }
 
     pub(super) async fn on_role(&mut self, report: RoleReport) {
-        self.dirty = true;
         match report {
             RoleReport::Reason { reason, task_count } => {
                 let at = self.clock.now_utc();
-                self.snapshot.watchdog.last_reason = Some((at, reason.clone()));
+                self.draft.edit().watchdog.last_reason = Some((at, reason.clone()));
                 self.emit_at(at, What::Watchdog { reason, task_count })
                     .await;
             }
             RoleReport::Recovery(step) => {
                 *self
-                    .snapshot
+                    .draft
+                    .edit()
                     .counts
                     .recoveries
                     .entry((
@@ -138,7 +138,7 @@ impl Hub {
                         step.status.as_str().to_owned(),
                     ))
                     .or_default() += 1;
-                if let Some(role) = &mut self.snapshot.watchdog.role {
+                if let Some(role) = &mut self.draft.edit().watchdog.role {
                     role.last_provider = Some((
                         step.provider.as_str().to_owned(),
                         step.status.as_str().to_owned(),
@@ -148,7 +148,8 @@ impl Hub {
             }
             RoleReport::Status(view) => {
                 let keep = self
-                    .snapshot
+                    .draft
+                    .read()
                     .watchdog
                     .role
                     .as_ref()
@@ -158,20 +159,20 @@ impl Hub {
                     view.last_provider = view.last_provider.or(provider);
                     view.alert = view.alert.or(alert);
                 }
-                self.snapshot.watchdog.role = Some(view);
+                self.draft.edit().watchdog.role = Some(view);
             }
             RoleReport::Alert(text) => {
-                if let Some(role) = &mut self.snapshot.watchdog.role {
+                if let Some(role) = &mut self.draft.edit().watchdog.role {
                     role.alert = Some(text);
                 }
             }
             RoleReport::Settings(s) => self.emit(What::Settings(s)).await,
             RoleReport::Ended => self.emit(What::RoleEnded).await,
             RoleReport::Fatal(detail) => {
-                if let Some(role) = &mut self.snapshot.watchdog.role {
+                if let Some(role) = &mut self.draft.edit().watchdog.role {
                     role.alert = Some(detail.clone());
                 }
-                self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
+                self.draft.edit().last_error = Some((self.clock.now_utc(), detail.clone()));
                 self.emit(What::Error {
                     task_id: Some(crate::core::domain::SOUFFLEUR_ID.to_owned()),
                     detail: format!("souffleur: {detail}"),
@@ -208,7 +209,7 @@ impl Hub {
     /// New database messages: counted by type (a type the schema does not name is
     /// `other`), each told once.
     pub(super) async fn on_messages(&mut self, rows: Vec<crate::core::event::MessageRow>) {
-        self.snapshot.message_count += rows.len() as u64;
+        self.draft.edit().message_count += rows.len() as u64;
         for row in &rows {
             let kind = row
                 .message_type
@@ -216,13 +217,13 @@ impl Hub {
                 .filter(|t| *t == "warning" || crate::core::schema::MESSAGE_TYPES.contains(t))
                 .unwrap_or("other");
             *self
-                .snapshot
+                .draft
+                .edit()
                 .counts
                 .messages
                 .entry(kind.to_owned())
                 .or_default() += 1;
         }
-        self.dirty = true;
         for row in rows {
             self.emit(What::Message(row)).await;
         }
@@ -238,10 +239,9 @@ impl Hub {
     ) {
         let detail = format!("{source}: {detail}");
         if source == "database" {
-            self.snapshot.database = DatabaseHealth::Failing(detail.clone());
+            self.draft.edit().database = DatabaseHealth::Failing(detail.clone());
         }
-        self.snapshot.last_error = Some((self.clock.now_utc(), detail.clone()));
-        self.dirty = true;
+        self.draft.edit().last_error = Some((self.clock.now_utc(), detail.clone()));
         self.emit(What::Error {
             task_id: task.map(|t| t.to_string()),
             detail,
@@ -253,15 +253,14 @@ impl Hub {
     pub(super) async fn on_log_folder(&mut self, status: crate::core::event::FolderStatus) {
         let (state, detail) = match status {
             crate::core::event::FolderStatus::Waiting(d) => {
-                self.snapshot.logs_waiting = Some(d.clone());
+                self.draft.edit().logs_waiting = Some(d.clone());
                 ("waiting", d)
             }
             crate::core::event::FolderStatus::Watching(d) => {
-                self.snapshot.logs_waiting = None;
+                self.draft.edit().logs_waiting = None;
                 ("watching", d)
             }
         };
-        self.dirty = true;
         self.emit(What::Source {
             source: "temp",
             status: state,

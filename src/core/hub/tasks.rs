@@ -259,8 +259,7 @@ impl Hub {
         self.forecasts.restart_all();
         let kind = gap.kind.as_str();
         let seconds = gap.length.as_secs();
-        self.snapshot.last_gap = Some((gap.resumed_wall, kind, seconds));
-        self.dirty = true;
+        self.draft.edit().last_gap = Some((gap.resumed_wall, kind, seconds));
         self.emit_at(gap.resumed_wall, What::Clock { kind, seconds })
             .await;
     }

@@ -11,10 +11,7 @@ use time::OffsetDateTime;
 impl Hub {
     /// A task's view must be built again before the next publication.
     pub(super) fn view_changed(&mut self, task: &str) {
-        if !self.changed_views.contains(task) {
-            self.changed_views.insert(task.to_owned());
-        }
-        self.dirty = true;
+        self.draft.task_changed(task);
     }
 
     /// The view of one task as it stands, if it is shown: a row of the table, or,
@@ -61,14 +58,16 @@ impl Hub {
     }
 
     pub(super) fn publish_snapshot(&mut self) {
-        if !self.dirty || self.snapshot_tx.receiver_count() == 0 {
+        if self.snapshot_tx.receiver_count() == 0 {
             return;
         }
-        self.dirty = false;
+        let Some(changed) = self.draft.take_changes() else {
+            return;
+        };
         // Only the views of tasks that changed are built again; the others are shared
         // with the previous snapshot.
-        let mut rebuilt = false;
-        for key in std::mem::take(&mut self.changed_views) {
+        let rebuilt = !changed.is_empty();
+        for key in changed {
             let special = key == crate::core::domain::CONDUCTOR_ID
                 || key == crate::core::domain::SOUFFLEUR_ID;
             let slot = (special, key);
@@ -80,17 +79,18 @@ impl Hub {
                     self.views.remove(&slot);
                 }
             }
-            rebuilt = true;
         }
-        if rebuilt {
-            self.snapshot.tasks = self.views.values().cloned().collect();
-        }
+        let views = &self.views;
         let conductor = self.tasks.get(crate::core::domain::CONDUCTOR_ID);
-        self.snapshot.watchdog.conductor_heartbeat = conductor.and_then(|c| c.heartbeat);
-        self.snapshot.watchdog.conductor_state = conductor.map(|c| c.row.state.clone());
-        self.snapshot.watchdog.task_count = self.tasks.len() as u64;
-        self.snapshot.version += 1;
-        self.snapshot_tx
-            .send_replace(Arc::new(self.snapshot.clone()));
+        let task_count = self.tasks.len() as u64;
+        let snapshot = self.draft.finish(|s| {
+            if rebuilt {
+                s.tasks = views.values().cloned().collect();
+            }
+            s.watchdog.conductor_heartbeat = conductor.and_then(|c| c.heartbeat);
+            s.watchdog.conductor_state = conductor.map(|c| c.row.state.clone());
+            s.watchdog.task_count = task_count;
+        });
+        self.snapshot_tx.send_replace(Arc::new(snapshot));
     }
 }

@@ -1,0 +1,66 @@
+//! The snapshot the hub builds, and what changed in it since it was last published.
+//! Editing it marks it changed, and naming a task changed has its view built again: what
+//! is sent again derives from what was written, never from a flag set by hand beside the
+//! write (a write without its flag was a snapshot not sent until something else changed).
+
+use std::collections::HashSet;
+
+use crate::core::snapshot::Snapshot;
+
+#[derive(Debug)]
+pub(super) struct Draft {
+    snapshot: Snapshot,
+    /// Something was written since the last publication.
+    changed: bool,
+    /// Tasks whose view must be built again before the next publication.
+    views: HashSet<String>,
+}
+
+impl Draft {
+    /// A first snapshot, to be published.
+    pub(super) fn new(snapshot: Snapshot) -> Self {
+        Self {
+            snapshot,
+            changed: true,
+            views: HashSet::new(),
+        }
+    }
+
+    pub(super) fn read(&self) -> &Snapshot {
+        &self.snapshot
+    }
+
+    /// The snapshot, to change: it is sent again at the next publication.
+    pub(super) fn edit(&mut self) -> &mut Snapshot {
+        self.changed = true;
+        &mut self.snapshot
+    }
+
+    /// A task's view must be built again (and the snapshot sent).
+    pub(super) fn task_changed(&mut self, task: &str) {
+        self.changed = true;
+        if !self.views.contains(task) {
+            self.views.insert(task.to_owned());
+        }
+    }
+
+    /// Every one of these tasks' views must be built again.
+    pub(super) fn tasks_changed(&mut self, tasks: impl IntoIterator<Item = String>) {
+        self.changed = true;
+        self.views.extend(tasks);
+    }
+
+    /// The snapshot to send: `derive` sets what is derived at publication (the task
+    /// views, the Conductor's figures) and the version grows by one; nothing is marked.
+    pub(super) fn finish(&mut self, derive: impl FnOnce(&mut Snapshot)) -> Snapshot {
+        derive(&mut self.snapshot);
+        self.snapshot.version += 1;
+        self.snapshot.clone()
+    }
+
+    /// What changed since the last publication, taken (the tasks whose view to build
+    /// again), or `None` when nothing did.
+    pub(super) fn take_changes(&mut self) -> Option<HashSet<String>> {
+        std::mem::take(&mut self.changed).then(|| std::mem::take(&mut self.views))
+    }
+}
