@@ -214,8 +214,7 @@ pub(super) async fn pipeline_effect(
                         .ask(serde_json::json!({"op": "reload", "name": name}))
                         .await;
                     ui.note = Some(format!("{name}: steps saved ({answer})"));
-                    ui.editor = None;
-                    ui.overlay = Some(app::Overlay::Sentinels);
+                    ui.steps_saved();
                 }
                 Err(e) => ui.note = Some(e.to_string()),
             }

@@ -43,12 +43,10 @@ impl UiState {
             return vec![];
         };
         let compose = |ui: &mut Self, kind| {
-            let area = crate::tui::app::overlays::text_area("");
-            ui.compose = Some(area);
-            ui.overlay = Some(Overlay::Compose(Compose {
+            ui.open_compose(Compose {
                 kind,
                 task: task.clone(),
-            }));
+            });
             vec![]
         };
         let ask = |request| vec![Effect::DescribeTask(request)];
@@ -111,7 +109,7 @@ impl UiState {
         self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
         match outcome {
             Ok(text) => {
-                self.draft = None;
+                self.forget_draft();
                 self.note = Some(text);
             }
             Err(e) => self.refused(&e),

@@ -115,12 +115,7 @@ impl UiState {
                     WatchdogCmd::Hold
                 })];
             }
-            Action::Sentinels => {
-                self.overlay = Some(Overlay::Sentinels);
-                self.selected_pipeline = self
-                    .selected_pipeline
-                    .min(snap.pipelines.len().saturating_sub(1));
-            }
+            Action::Sentinels => self.open_pipelines(snap),
             Action::RecoverNow => {
                 if snap.watchdog.role.is_none() {
                     self.note = Some(

@@ -64,6 +64,17 @@ impl ComposeKind {
 }
 
 impl UiState {
+    /// Opens the message editor, empty, for a task action.
+    pub(crate) fn open_compose(&mut self, compose: Compose) {
+        self.compose = Some(text_area(""));
+        self.overlay = Some(Overlay::Compose(compose));
+    }
+
+    /// The action the message was written for was carried out: nothing to bring back.
+    pub(crate) fn forget_draft(&mut self) {
+        self.draft = None;
+    }
+
     /// Keys in the message editor: send (to the confirmation) or discard.
     pub(crate) fn compose_action(&mut self, action: Action) -> Vec<Effect> {
         let Some(Overlay::Compose(c)) = self.overlay.clone() else {

@@ -43,6 +43,12 @@ impl Component for StepEditor {
 }
 
 impl UiState {
+    /// The steps were written and taken: back to the pipelines.
+    pub fn steps_saved(&mut self) {
+        self.editor = None;
+        self.overlay = Some(Overlay::Sentinels);
+    }
+
     /// Opens the step editor on a pipeline's steps (pretty JSON).
     pub fn open_editor(&mut self, name: String, steps: &str) {
         let area = text_area(steps);

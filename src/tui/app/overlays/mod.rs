@@ -8,17 +8,6 @@
 //! Who gets a key is decided in one place, [`route`]: the open overlay, else the prompt
 //! being typed, else the focused pane's table, else the global one.
 
-mod compose;
-mod confirm;
-mod editor;
-mod headroom;
-mod help;
-mod log_line;
-mod message;
-mod pipelines;
-pub mod projects;
-mod session;
-
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
 use ratatui::layout::Rect;
@@ -144,9 +133,15 @@ fn scroll(ui: &mut UiState, action: Action) {
     .min(max);
 }
 
-/// Declares [`Overlay`] and ties each variant to its component: one line an overlay.
+/// Declares [`Overlay`], each component's module (its file), and ties each variant to
+/// its component: one line an overlay.
 macro_rules! registry {
-    ($( $(#[$doc:meta])* $variant:ident $(($($payload:ty),+))? => $component:path, )+) => {
+    ($(
+        $(#[$doc:meta])*
+        $variant:ident $(($($payload:ty),+))? => $module:ident::$component:ident,
+    )+) => {
+        $( pub mod $module; )+
+
         /// The overlay open over the panes, with what it shows.
         #[derive(Debug, Clone, PartialEq, Eq)]
         pub enum Overlay {
@@ -157,7 +152,7 @@ macro_rules! registry {
             /// The component that takes this overlay's keys and draws it.
             pub fn component(&self) -> &'static dyn Component {
                 match self {
-                    $( Self::$variant { .. } => &$component, )+
+                    $( Self::$variant { .. } => &$module::$component, )+
                 }
             }
         }

@@ -9,7 +9,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Keys};
+use crate::tui::app::overlays::{Component, Keys, Overlay};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
@@ -31,6 +31,14 @@ impl Component for Pipelines {
 }
 
 impl UiState {
+    /// Opens the pipelines overlay, the selection kept on a row that still exists.
+    pub(crate) fn open_pipelines(&mut self, snap: &Snapshot) {
+        self.overlay = Some(Overlay::Sentinels);
+        self.selected_pipeline = self
+            .selected_pipeline
+            .min(snap.pipelines.len().saturating_sub(1));
+    }
+
     /// An action in the pipelines overlay: move, start, stop, pause or resume, edit
     /// steps, close (the keys are the keymap's `[keys.pipelines]`).
     pub(crate) fn pipelines_action(&mut self, action: Action, snap: &Snapshot) -> Vec<Effect> {
