@@ -222,43 +222,12 @@ pub async fn watch(
                 task: cfg.task.clone(),
             });
         };
-        match cfg.mode {
-            WatchMode::Background => {
-                if let Some(m) = next_message(conn, task, since).map_err(db_err)? {
-                    return Ok(Outcome::Message(m));
-                }
-                if matches!(state.as_str(), "complete" | "exited") {
-                    return Ok(Outcome::Terminal { state });
-                }
-            }
-            WatchMode::Pause => {
-                if !is_paused(&state) {
-                    let message = newest_message(conn, task).map_err(db_err)?;
-                    return Ok(Outcome::StateChanged {
-                        state,
-                        prev_state: start_state,
-                        message,
-                    });
-                }
-                if let Some(at) = conductor_check
-                    && Instant::now() >= at
-                {
-                    // An age that includes a suspend or pause of this watcher is no evidence.
-                    let age = task_row(conn, "task-00")
-                        .map_err(db_err)?
-                        .and_then(|r| secs(r.1))
-                        .map(|a| crate::core::clock::gaps::Gaps::system().evidence(a));
-                    match age {
-                        Some(a) if a <= cfg.conductor_fresh_within => {
-                            // Alive but busy: look again when it would turn stale.
-                            let left = cfg.conductor_fresh_within.saturating_sub(a);
-                            conductor_check =
-                                Some(Instant::now() + left + Duration::from_millis(500));
-                        }
-                        other => return Ok(Outcome::ConductorStale { age: other }),
-                    }
-                }
-            }
+        let looked = match cfg.mode {
+            WatchMode::Background => background_look(cfg, conn, state, since)?,
+            WatchMode::Pause => pause_look(cfg, conn, (state, &start_state), &mut conductor_check)?,
+        };
+        if let Some(outcome) = looked {
+            return Ok(outcome);
         }
         let next_beat = keep_heartbeat(cfg, conn, secs(age), &mut last_refresh)?;
         // Wait for the next reason to look.
@@ -284,6 +253,59 @@ pub async fn watch(
                 }
             }
         }
+    }
+}
+
+/// In the background: a message for the task, or its end, is the outcome.
+fn background_look(
+    cfg: &WatchConfig,
+    conn: &Connection,
+    state: String,
+    since: i64,
+) -> Result<Option<Outcome>, WatchError> {
+    let db_err = |e: rusqlite::Error| read_error(cfg, e);
+    if let Some(m) = next_message(conn, cfg.task.as_str(), since).map_err(db_err)? {
+        return Ok(Some(Outcome::Message(m)));
+    }
+    Ok(matches!(state.as_str(), "complete" | "exited").then_some(Outcome::Terminal { state }))
+}
+
+/// In a pause: a state that is no pause any more is the outcome, with the newest
+/// message; after the check delay, so is a Conductor whose heartbeat is stale (one
+/// alive but busy is looked at again when it would turn stale).
+fn pause_look(
+    cfg: &WatchConfig,
+    conn: &Connection,
+    (state, start_state): (String, &str),
+    conductor_check: &mut Option<Instant>,
+) -> Result<Option<Outcome>, WatchError> {
+    let db_err = |e: rusqlite::Error| read_error(cfg, e);
+    if !is_paused(&state) {
+        let message = newest_message(conn, cfg.task.as_str()).map_err(db_err)?;
+        return Ok(Some(Outcome::StateChanged {
+            state,
+            prev_state: start_state.to_owned(),
+            message,
+        }));
+    }
+    let Some(at) = *conductor_check else {
+        return Ok(None);
+    };
+    if Instant::now() < at {
+        return Ok(None);
+    }
+    // An age that includes a suspend or pause of this watcher is no evidence.
+    let age = task_row(conn, "task-00")
+        .map_err(db_err)?
+        .and_then(|r| secs(r.1))
+        .map(|a| crate::core::clock::gaps::Gaps::system().evidence(a));
+    match age {
+        Some(a) if a <= cfg.conductor_fresh_within => {
+            let left = cfg.conductor_fresh_within.saturating_sub(a);
+            *conductor_check = Some(Instant::now() + left + Duration::from_millis(500));
+            Ok(None)
+        }
+        other => Ok(Some(Outcome::ConductorStale { age: other })),
     }
 }
 

@@ -152,57 +152,17 @@ pub fn start_tapped(
     )));
     let settings = hub_settings(config, with_database);
     let recorded = crate::core::replay::rules::recorded(&settings);
-    let hub = Hub::new(settings, clock, out_tx, snap_tx, reports);
     let bus = broadcast::channel(BUS_QUEUE).0;
-    let mut hub = hub.with_bus(bus.clone());
+    let mut hub = Hub::new(settings, clock, out_tx, snap_tx, reports).with_bus(bus.clone());
     if let Some(tap) = tap {
         hub = hub.with_tap(tap);
     }
     let sessions = spawn_sessions(config, events_tx.clone());
     hub = hub.with_session_facts(sessions.facts.clone());
-    let mut unrecorded = None;
-    // Only an orchestration is recorded: a folder with neither comms.db nor temp/ (maestro
-    // started anywhere) leaves no event log behind.
-    let orchestration = database_exists(&config.db) || config.temp.is_dir();
-    if config.event_log_bytes > 0 && orchestration {
-        match start_recorder(config, recorded, clock) {
-            Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
-            Ok(None) => {}
-            Err(e) => unrecorded = Some(e.to_string()),
-        }
-    }
-    if orchestration {
-        // A data directory that cannot hold the ledger is said once on stderr, as for
-        // the event log beside it.
-        let (ledger, problem) = open_told(config);
-        hub = hub.with_told(ledger);
-        if unrecorded.is_none() {
-            unrecorded = problem;
-        }
-    }
+    let (hub, unrecorded) = with_records(hub, config, recorded, clock);
     let cancel = CancellationToken::new();
     let hub = tokio::spawn(hub.run(initial, events_rx, cancel.clone()));
-    tokio::spawn(crate::core::sources::watchers::run(
-        ProjectKey::of(&config.project),
-        events_tx.clone(),
-        cancel.clone(),
-    ));
-    tokio::spawn(crate::core::sources::hooks::run(
-        ProjectKey::of(&config.project),
-        config.temp.clone(),
-        events_tx.clone(),
-        cancel.clone(),
-    ));
-    let logs = temp_logs::spawn(
-        TempLogSettings {
-            dir: config.temp.clone(),
-            max_line: config.max_line,
-            fallback_poll: config.fallback_poll,
-            skim_history: config.presenter.skims_history(),
-            spike_threshold: config.rules.sentinel.spike_threshold,
-        },
-        events_tx.clone(),
-    );
+    let logs = spawn_file_sources(config, &events_tx, &cancel);
     Ok(RunningCore {
         happenings: out_rx,
         events: events_tx,
@@ -221,6 +181,63 @@ pub fn start_tapped(
             .then(|| crate::core::hooks::reporter::hold(&ProjectKey::of(&config.project)).ok())
             .flatten(),
     })
+}
+
+/// The hub with the project's event log and journal, when it is an orchestration (a
+/// folder with neither comms.db nor temp/, maestro started anywhere, leaves neither
+/// behind); the first reason either cannot be kept, said once on stderr by the verb.
+fn with_records(
+    mut hub: Hub,
+    config: &CoreConfig,
+    recorded: RecordedSettings,
+    clock: Clock,
+) -> (Hub, Option<String>) {
+    let orchestration = database_exists(&config.db) || config.temp.is_dir();
+    if !orchestration {
+        return (hub, None);
+    }
+    let mut unrecorded = None;
+    if config.event_log_bytes > 0 {
+        match start_recorder(config, recorded, clock) {
+            Ok(Some(recorder)) => hub = hub.with_recorder(recorder),
+            Ok(None) => {}
+            Err(e) => unrecorded = Some(e.to_string()),
+        }
+    }
+    let (ledger, problem) = open_told(config);
+    (hub.with_told(ledger), unrecorded.or(problem))
+}
+
+/// The sources that follow the project's files: the Musician watchers' folder, the
+/// hook spool and `temp/`'s logs (whose handle stops its thread when dropped).
+fn spawn_file_sources(
+    config: &CoreConfig,
+    events: &mpsc::Sender<CoreEvent>,
+    cancel: &CancellationToken,
+) -> TempLogsHandle {
+    tokio::spawn(crate::core::sources::watchers::run(
+        ProjectKey::of(&config.project),
+        events.clone(),
+        cancel.clone(),
+    ));
+    tokio::spawn(crate::core::sources::hooks::run(
+        ProjectKey::of(&config.project),
+        config.temp.clone(),
+        events.clone(),
+        cancel.clone(),
+    ));
+    temp_logs::spawn(log_settings(config), events.clone())
+}
+
+/// The log source's settings for a configuration.
+fn log_settings(config: &CoreConfig) -> TempLogSettings {
+    TempLogSettings {
+        dir: config.temp.clone(),
+        max_line: config.max_line,
+        fallback_poll: config.fallback_poll,
+        skim_history: config.presenter.skims_history(),
+        spike_threshold: config.rules.sentinel.spike_threshold,
+    }
 }
 
 fn db_settings(config: &CoreConfig) -> DbSettings {

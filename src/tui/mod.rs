@@ -194,17 +194,8 @@ pub async fn run_screens(
                 last_draw = Some(Instant::now());
             }
             Some(ev) = input.recv() => {
-                let mut quit = false;
-                for ev in std::iter::once(ev).chain(std::iter::from_fn(|| input.try_recv().ok())) {
-                    if navigate(&ev, &mut shown, &mut current, &cfg, replay.as_ref()) {
-                        continue;
-                    }
-                    let rows = shown.len();
-                    let s = &mut shown[current];
-                    let effects = handle_event(&ev, &mut s.ui, &s.snap, &cfg, &guard, rows);
-                    quit |= apply_effects(effects, s, &cfg, &mut guard, current, &answer_tx).await;
-                }
-                if quit {
+                let to = Screens { shown: &mut shown, current: &mut current, replay: replay.as_ref() };
+                if take_input(ev, &mut input, to, (&cfg, &mut guard), &answer_tx).await {
                     break;
                 }
                 dirty = true;
@@ -214,12 +205,9 @@ pub async fn run_screens(
                 dirty = true;
             }
             (i, h) = screens::next_happening(&mut receivers) => {
-                let mut batch = vec![h];
-                while let Ok(h) = receivers[i].try_recv() {
-                    batch.push(h);
-                }
-                for h in &batch {
-                    if let Some(n) = shown[i].ui.ingest(h) {
+                let batch = std::iter::once(h).chain(std::iter::from_fn(|| receivers[i].try_recv().ok()));
+                for h in batch.collect::<Vec<_>>() {
+                    if let Some(n) = shown[i].ui.ingest(&h) {
                         pending_notes.push(screens::announce(&mut shown, i, current, n));
                     }
                 }
@@ -249,6 +237,36 @@ pub async fn run_screens(
     }
     drop(guard);
     Ok(())
+}
+
+/// The screens as the loop holds them: each project's, the one shown, the replay.
+struct Screens<'a> {
+    shown: &'a mut [screens::Shown],
+    current: &'a mut usize,
+    replay: Option<&'a ReplayAccess>,
+}
+
+/// The keys and mouse events waiting, `first` first, in order: a switch of project or
+/// replay command, else the shown screen's; true when one of them quits.
+async fn take_input(
+    first: Event,
+    input: &mut mpsc::Receiver<Event>,
+    to: Screens<'_>,
+    (cfg, guard): (&TuiConfig, &mut TerminalGuard),
+    answer_tx: &mpsc::UnboundedSender<(usize, ActionAnswer)>,
+) -> bool {
+    let mut quit = false;
+    for ev in std::iter::once(first).chain(std::iter::from_fn(|| input.try_recv().ok())) {
+        if navigate(&ev, to.shown, to.current, cfg, to.replay) {
+            continue;
+        }
+        let rows = to.shown.len();
+        let current = *to.current;
+        let s = &mut to.shown[current];
+        let effects = handle_event(&ev, &mut s.ui, &s.snap, cfg, guard, rows);
+        quit |= apply_effects(effects, s, cfg, guard, current, answer_tx).await;
+    }
+    quit
 }
 
 /// Each project's screen: its happenings, its state shown, the replay if one plays; the

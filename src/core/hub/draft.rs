@@ -1,7 +1,7 @@
 //! The snapshot the hub builds, and what changed in it since it was last published.
 //! Editing it marks it changed, and naming a task changed has its view built again: what
 //! is sent again derives from what was written, never from a flag set by hand beside the
-//! write (a write without its flag was a snapshot not sent until something else changed).
+//! write (one forgotten is a snapshot not sent until something else changes).
 
 use std::collections::HashSet;
 

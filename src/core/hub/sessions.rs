@@ -165,52 +165,8 @@ impl Hub {
     pub(super) async fn on_session(&mut self, report: SessionReport) {
         let now = Instant::now();
         match report {
-            SessionReport::Found(f) => {
-                let f = self.as_known(f);
-                self.sessions.lost.remove(&f.session_id);
-                self.sessions.keep(f.clone());
-                // A new current session's context starts over: so does the forecast, from
-                // now on the transcript's (the self-report stays in the views beside it).
-                if self.sessions.is_current(&f)
-                    && let Some(task) = crate::core::domain::TaskId::parse(&f.task_id)
-                {
-                    self.forecasts.reset(&task);
-                }
-                self.forecast_from(&f).await;
-                self.told(&f.session_id, now, f.activity_key());
-                self.session_changed(&f.task_id);
-                self.emit_session("found", &f, None).await;
-                self.check_budgets(&f.task_id).await;
-                self.release_held_hooks().await;
-            }
-            SessionReport::Update(f) => {
-                let f = self.as_known(f);
-                let before = self
-                    .sessions
-                    .find(&f.session_id)
-                    .map(|old| old.context_tokens);
-                self.sessions.keep(f.clone());
-                if before != Some(f.context_tokens) {
-                    self.forecast_from(&f).await;
-                }
-                self.session_changed(&f.task_id);
-                let key = f.activity_key();
-                let told = self.sessions.told.get(&f.session_id);
-                if told.is_none_or(|t| t.key != key) {
-                    self.told(&f.session_id, now, key);
-                    self.emit_session("activity", &f, None).await;
-                } else if told.is_some_and(|t| now >= t.at + USAGE_EVERY) {
-                    self.told(&f.session_id, now, key);
-                    self.emit_session("usage", &f, None).await;
-                } else if let Some(t) = self.sessions.told.get_mut(&f.session_id)
-                    && t.due.is_none()
-                {
-                    let due = t.at + USAGE_EVERY;
-                    t.due = Some(due);
-                    self.sessions.due.insert((due, f.session_id.clone()));
-                }
-                self.check_budgets(&f.task_id).await;
-            }
+            SessionReport::Found(f) => self.on_session_found(f, now).await,
+            SessionReport::Update(f) => self.on_session_update(f, now).await,
             SessionReport::Lost {
                 task_id,
                 session_id,
@@ -249,6 +205,57 @@ impl Hub {
                 }
             }
         }
+    }
+
+    /// A session seen for the first time (or again after it was lost).
+    async fn on_session_found(&mut self, f: Box<SessionFigures>, now: Instant) {
+        let f = self.as_known(f);
+        self.sessions.lost.remove(&f.session_id);
+        self.sessions.keep(f.clone());
+        // A new current session's context starts over: so does the forecast, from now
+        // on the transcript's (the self-report stays in the views beside it).
+        if self.sessions.is_current(&f)
+            && let Some(task) = crate::core::domain::TaskId::parse(&f.task_id)
+        {
+            self.forecasts.reset(&task);
+        }
+        self.forecast_from(&f).await;
+        self.told(&f.session_id, now, f.activity_key());
+        self.session_changed(&f.task_id);
+        self.emit_session("found", &f, None).await;
+        self.check_budgets(&f.task_id).await;
+        self.release_held_hooks().await;
+    }
+
+    /// New figures of a known session: a change of activity is told at once, the
+    /// figures alone at most every [`USAGE_EVERY`] (a due `usage` event waits).
+    async fn on_session_update(&mut self, f: Box<SessionFigures>, now: Instant) {
+        let f = self.as_known(f);
+        let before = self
+            .sessions
+            .find(&f.session_id)
+            .map(|old| old.context_tokens);
+        self.sessions.keep(f.clone());
+        if before != Some(f.context_tokens) {
+            self.forecast_from(&f).await;
+        }
+        self.session_changed(&f.task_id);
+        let key = f.activity_key();
+        let told = self.sessions.told.get(&f.session_id);
+        if told.is_none_or(|t| t.key != key) {
+            self.told(&f.session_id, now, key);
+            self.emit_session("activity", &f, None).await;
+        } else if told.is_some_and(|t| now >= t.at + USAGE_EVERY) {
+            self.told(&f.session_id, now, key);
+            self.emit_session("usage", &f, None).await;
+        } else if let Some(t) = self.sessions.told.get_mut(&f.session_id)
+            && t.due.is_none()
+        {
+            let due = t.at + USAGE_EVERY;
+            t.due = Some(due);
+            self.sessions.due.insert((due, f.session_id.clone()));
+        }
+        self.check_budgets(&f.task_id).await;
     }
 
     /// The `usage` events that waited out their interval.

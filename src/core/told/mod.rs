@@ -129,6 +129,32 @@ struct Fact {
     mine: bool,
 }
 
+impl Fact {
+    /// This fact told again: its first time and cursor. `journal` is the journal's id
+    /// now, `kept` whether it is kept in a file, `run_start` where this run began in it.
+    fn restated(
+        &mut self,
+        now: OffsetDateTime,
+        (journal, kept, run_start): (u64, bool, u64),
+    ) -> (OffsetDateTime, Told) {
+        let first = OffsetDateTime::from_unix_timestamp_nanos(self.first_ns).unwrap_or(now);
+        let repeat = std::mem::replace(&mut self.mine, true);
+        // A place in a journal since replaced is no place to resume from.
+        let cursor = (self.journal == journal && kept).then_some(Cursor {
+            journal: self.journal,
+            seq: self.seq,
+        });
+        // Journal 0: its entry was never written.
+        let told = Told {
+            cursor,
+            replayed: self.journal != 0 && (self.journal != journal || self.seq < run_start),
+            repeat,
+            line: None,
+        };
+        (first, told)
+    }
+}
+
 /// The project's journal, as this run knows it.
 #[derive(Debug)]
 pub struct Journal {
@@ -245,22 +271,7 @@ impl Journal {
             && let Some(fact) = self.facts.get_mut(&slot)
             && fact.fingerprint == fingerprint
         {
-            let first = OffsetDateTime::from_unix_timestamp_nanos(fact.first_ns).unwrap_or(now);
-            let repeat = std::mem::replace(&mut fact.mine, true);
-            // A place in a journal since replaced is no place to resume from.
-            let cursor = (fact.journal == self.id && kept).then_some(Cursor {
-                journal: fact.journal,
-                seq: fact.seq,
-            });
-            // Journal 0: its entry was never written.
-            let told = Told {
-                cursor,
-                replayed: fact.journal != 0
-                    && (fact.journal != self.id || fact.seq < self.run_start),
-                repeat,
-                line: None,
-            };
-            return (first, told);
+            return fact.restated(now, (self.id, kept, self.run_start));
         }
         let seq = self.last_seq + 1;
         let cursor = Cursor {

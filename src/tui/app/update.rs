@@ -26,11 +26,7 @@ impl UiState {
         match action {
             Action::Quit => return self.quit(snap),
             Action::Zoom => {
-                self.zoomed = if self.zoomed.is_some() {
-                    None
-                } else {
-                    Some(self.focus)
-                };
+                self.zoomed = self.zoomed.is_none().then_some(self.focus);
             }
             Action::Approve
             | Action::Reject
@@ -78,24 +74,27 @@ impl UiState {
                     self.selected_task = 0;
                 }
             }
-            Action::FocusNext | Action::FocusPrev => {
-                let order: Vec<Pane> = if self.tab_order.is_empty() {
-                    Pane::ALL.to_vec()
-                } else {
-                    self.tab_order.clone()
-                };
-                let i = order.iter().position(|p| *p == self.focus).unwrap_or(0);
-                let n = order.len();
-                let next = if action == Action::FocusNext {
-                    (i + 1) % n
-                } else {
-                    (i + n - 1) % n
-                };
-                self.focus = order[next];
-            }
+            Action::FocusNext => self.focus_step(true),
+            Action::FocusPrev => self.focus_step(false),
             _ => return self.pane_action(action, snap),
         }
         vec![]
+    }
+
+    /// Tab (`forward`) or shift-Tab: the next pane in the order the screen shows them.
+    fn focus_step(&mut self, forward: bool) {
+        let order: Vec<Pane> = if self.tab_order.is_empty() {
+            Pane::ALL.to_vec()
+        } else {
+            self.tab_order.clone()
+        };
+        let i = order.iter().position(|p| *p == self.focus).unwrap_or(0);
+        let n = order.len();
+        self.focus = order[if forward {
+            (i + 1) % n
+        } else {
+            (i + n - 1) % n
+        }];
     }
 
     /// The Souffleur's keys (hold, recover now) and the pipelines list.

@@ -92,8 +92,6 @@ fn supervise(
             path.display()
         ))));
     }
-    // What the last failed attempt to open said, so it is said once.
-    let mut last_problem: Option<String> = None;
     loop {
         if let Some(mut source) = current.take() {
             match source.follow(rx, events, idle_wait, &mut pending) {
@@ -104,48 +102,58 @@ fn supervise(
                 }
             }
         }
-        // No database (or a replacement to open): try now, then on every file event,
-        // with the re-check schedule after each (a new file's schema commits later).
-        let mut attempt = 0;
-        loop {
-            if file_identity(&path).is_some() {
-                match open_with_events(settings) {
-                    Ok((source, initial)) => {
-                        say_opened(initial, replaced, &send);
-                        current = Some(source);
-                        last_problem = None;
-                        break;
-                    }
-                    Err(e) => {
-                        // Said once while it stays the same.
-                        let problem = e.to_string();
-                        if last_problem.as_ref() != Some(&problem) {
-                            send(CoreEvent::Database(DbStatus::Waiting(format!(
-                                "{problem}; waiting for a usable database"
-                            ))));
-                            last_problem = Some(problem);
-                        }
+        let Some(source) = open_when_there(settings, rx, replaced, &mut pending, &send) else {
+            return;
+        };
+        current = Some(source);
+    }
+}
+
+/// No database (or a replacement to open): tries now, then on every file event, with
+/// the re-check schedule after each (a new file's schema commits later), until one
+/// opens; `None` when asked to stop. What a failed attempt says is said once while it
+/// stays the same; writes asked meanwhile wait in `pending`.
+fn open_when_there(
+    settings: &DbSettings,
+    rx: &std_mpsc::Receiver<Input>,
+    replaced: bool,
+    pending: &mut VecDeque<DbCmd>,
+    send: &dyn Fn(CoreEvent),
+) -> Option<DbSource> {
+    let mut last_problem: Option<String> = None;
+    let mut attempt = 0;
+    loop {
+        if file_identity(&settings.path).is_some() {
+            match open_with_events(settings) {
+                Ok((source, initial)) => {
+                    say_opened(initial, replaced, send);
+                    return Some(source);
+                }
+                Err(e) => {
+                    let problem = e.to_string();
+                    if last_problem.as_ref() != Some(&problem) {
+                        send(CoreEvent::Database(DbStatus::Waiting(format!(
+                            "{problem}; waiting for a usable database"
+                        ))));
+                        last_problem = Some(problem);
                     }
                 }
             }
-            // After the re-checks, look twice a second while there is no database: a
-            // file behind a symlink can appear without an event in this folder.
-            let wait = RECHECKS.get(attempt).copied().or(Some(MISSING_RECHECK));
-            attempt += 1;
-            let input = match wait {
-                Some(d) => match rx.recv_timeout(d) {
-                    Ok(i) => Some(i),
-                    Err(std_mpsc::RecvTimeoutError::Timeout) => None,
-                    Err(std_mpsc::RecvTimeoutError::Disconnected) => return,
-                },
-                None => rx.recv().ok(),
-            };
-            for input in input.into_iter().chain(rx.try_iter()) {
-                match input {
-                    Input::Stop => return,
-                    Input::FileEvent => attempt = 0,
-                    Input::Cmd(cmd) => queue_write(&mut pending, cmd, &send),
-                }
+        }
+        // After the re-checks, look twice a second while there is no database: a file
+        // behind a symlink can appear without an event in this folder.
+        let wait = RECHECKS.get(attempt).copied().unwrap_or(MISSING_RECHECK);
+        attempt += 1;
+        let input = match rx.recv_timeout(wait) {
+            Ok(i) => Some(i),
+            Err(std_mpsc::RecvTimeoutError::Timeout) => None,
+            Err(std_mpsc::RecvTimeoutError::Disconnected) => return None,
+        };
+        for input in input.into_iter().chain(rx.try_iter()) {
+            match input {
+                Input::Stop => return None,
+                Input::FileEvent => attempt = 0,
+                Input::Cmd(cmd) => queue_write(pending, cmd, send),
             }
         }
     }
