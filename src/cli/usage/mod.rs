@@ -31,6 +31,78 @@ fn claude_dir_for(project: &Project) -> Result<std::path::PathBuf, CliError> {
     })
 }
 
+/// The sessions' figures summed: tokens, the priced cost, what is unpriced, and the LLM
+/// pollers among the subagents.
+struct Totals {
+    tokens: Tokens,
+    cost: f64,
+    unpriced: usize,
+    unpriced_models: std::collections::BTreeSet<String>,
+    /// (count, tokens, cost: none once one is unpriced).
+    pollers: (usize, u64, Option<f64>),
+}
+
+impl Default for Totals {
+    fn default() -> Self {
+        Self {
+            tokens: Tokens::default(),
+            cost: 0.0,
+            unpriced: 0,
+            unpriced_models: std::collections::BTreeSet::new(),
+            pollers: (0, 0, Some(0.0)),
+        }
+    }
+}
+
+impl Totals {
+    fn add(&mut self, figures: &SessionFigures) {
+        self.tokens.add(&Tokens {
+            input: figures.input_tokens,
+            output: figures.output_tokens,
+            cache_write: figures.cache_write_tokens,
+            cache_read: figures.cache_read_tokens,
+            cache_write_1h: 0,
+        });
+        if let Some(c) = figures.cost_usd {
+            self.cost += c;
+        } else {
+            self.unpriced += 1;
+            self.unpriced_models
+                .extend(figures.unpriced_models.iter().cloned());
+        }
+        for p in &figures.pollers {
+            self.pollers.0 += 1;
+            self.pollers.1 += p.total_tokens;
+            self.pollers.2 = self.pollers.2.zip(p.cost_usd).map(|(a, b)| a + b);
+        }
+    }
+
+    /// The `total` object of `--json` (and the table's last row) for `sessions` rows.
+    fn to_json(&self, sessions: usize) -> Value {
+        let t = &self.tokens;
+        json!({
+            "sessions": sessions,
+            "input_tokens": t.input,
+            "output_tokens": t.output,
+            "cache_write_tokens": t.cache_write,
+            "cache_read_tokens": t.cache_read,
+            "total_tokens": t.total(),
+            // Nothing priced: unknown, never 0. Otherwise the priced part, with the
+            // sessions and models left out named beside it.
+            "cost_usd": (self.unpriced == 0 || self.unpriced < sessions)
+                .then(|| (self.cost * 1e6).round() / 1e6),
+            "sessions_without_price": self.unpriced,
+            "unpriced_models": self.unpriced_models,
+            // The LLM pollers among the subagents (null cost where a model is unpriced).
+            "pollers": {
+                "count": self.pollers.0,
+                "total_tokens": self.pollers.1,
+                "cost_usd": self.pollers.2.map(|c| (c * 1e6).round() / 1e6),
+            },
+        })
+    }
+}
+
 pub fn run(
     project: &Project,
     windows: &ContextWindows,
@@ -42,11 +114,7 @@ pub fn run(
     let claude = claude_dir_for(project)?;
     let (found, missing) = find::sessions_of(&project.root, &project.temp, &tasks, &claude);
     let mut rows = Vec::new();
-    let mut total = Tokens::default();
-    let mut total_cost = 0.0;
-    let mut unpriced = 0;
-    let mut unpriced_models = std::collections::BTreeSet::new();
-    let mut pollers_total = (0usize, 0u64, Some(0.0f64));
+    let mut totals = Totals::default();
     let now_ms = crate::core::sessions::now_ms();
     for (f, (main, agents)) in found.iter().zip(tally_all(&found, prices)) {
         let agents: Vec<_> = agents.iter().collect();
@@ -62,24 +130,7 @@ pub fn run(
             now_ms,
             windows,
         );
-        total.add(&Tokens {
-            input: figures.input_tokens,
-            output: figures.output_tokens,
-            cache_write: figures.cache_write_tokens,
-            cache_read: figures.cache_read_tokens,
-            cache_write_1h: 0,
-        });
-        if let Some(c) = figures.cost_usd {
-            total_cost += c;
-        } else {
-            unpriced += 1;
-            unpriced_models.extend(figures.unpriced_models.iter().cloned());
-        }
-        for p in &figures.pollers {
-            pollers_total.0 += 1;
-            pollers_total.1 += p.total_tokens;
-            pollers_total.2 = pollers_total.2.zip(p.cost_usd).map(|(a, b)| a + b);
-        }
+        totals.add(&figures);
         let mut row = serde_json::to_value(&figures).unwrap_or_default();
         if let Some(fields) = row.as_object_mut() {
             fields.remove("recent");
@@ -88,25 +139,7 @@ pub fn run(
         }
         rows.push(row);
     }
-    let total = json!({
-        "sessions": rows.len(),
-        "input_tokens": total.input,
-        "output_tokens": total.output,
-        "cache_write_tokens": total.cache_write,
-        "cache_read_tokens": total.cache_read,
-        "total_tokens": total.total(),
-        // Nothing priced: unknown, never 0. Otherwise the priced part, with the
-        // sessions and models left out named beside it.
-        "cost_usd": (unpriced == 0 || unpriced < rows.len()).then(|| (total_cost * 1e6).round() / 1e6),
-        "sessions_without_price": unpriced,
-        "unpriced_models": unpriced_models,
-        // The LLM pollers among the subagents (null cost where a model is unpriced).
-        "pollers": {
-            "count": pollers_total.0,
-            "total_tokens": pollers_total.1,
-            "cost_usd": pollers_total.2.map(|c| (c * 1e6).round() / 1e6),
-        },
-    });
+    let total = totals.to_json(rows.len());
     let missing: Vec<Value> = missing
         .iter()
         .map(|(task, why)| json!({"task_id": task, "why": why}))

@@ -424,41 +424,50 @@ impl Host {
         true
     }
 
+    /// A pipeline's state as `list` and `show` say it.
+    fn status(&self, name: &str) -> &'static str {
+        match self.running.get(name) {
+            Some(r) if r.paused => "paused",
+            Some(_) => "running",
+            None if self.defs.get(name).is_some_and(|e| !e.trusted) => "untrusted",
+            None => "stopped",
+        }
+    }
+
+    /// Every definition with its state and steps, and the files refused (not loaded
+    /// from an earlier version), by name.
+    fn list(&self) -> Value {
+        let mut list: Vec<(String, Value)> = self
+            .defs
+            .iter()
+            .map(|(n, e)| {
+                (
+                    n.clone(),
+                    json!({"name": n, "status": self.status(n), "steps": e.def.steps.len()}),
+                )
+            })
+            .collect();
+        list.extend(
+            self.refused
+                .keys()
+                .filter(|n| !self.defs.contains_key(*n))
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!({"name": n, "status": "invalid", "steps": null}),
+                    )
+                }),
+        );
+        list.sort_by(|a, b| a.0.cmp(&b.0));
+        let list: Vec<Value> = list.into_iter().map(|(_, v)| v).collect();
+        json!({"ok": true, "pipelines": list})
+    }
+
     async fn handle(&mut self, req: &Value) -> Value {
         let op = req["op"].as_str().unwrap_or_default();
         let name = req["name"].as_str().unwrap_or_default().to_owned();
-        let status = |h: &Self, n: &str| match h.running.get(n) {
-            Some(r) if r.paused => "paused",
-            Some(_) => "running",
-            None if h.defs.get(n).is_some_and(|e| !e.trusted) => "untrusted",
-            None => "stopped",
-        };
         if op == "list" {
-            let mut list: Vec<(String, Value)> = self
-                .defs
-                .iter()
-                .map(|(n, e)| {
-                    (
-                        n.clone(),
-                        json!({"name": n, "status": status(self, n), "steps": e.def.steps.len()}),
-                    )
-                })
-                .collect();
-            // Files refused (and not loaded from an earlier version) are listed too.
-            list.extend(
-                self.refused
-                    .keys()
-                    .filter(|n| !self.defs.contains_key(*n))
-                    .map(|n| {
-                        (
-                            n.clone(),
-                            json!({"name": n, "status": "invalid", "steps": null}),
-                        )
-                    }),
-            );
-            list.sort_by(|a, b| a.0.cmp(&b.0));
-            let list: Vec<Value> = list.into_iter().map(|(_, v)| v).collect();
-            return json!({"ok": true, "pipelines": list});
+            return self.list();
         }
         if op == "reload" {
             self.rescan().await;
@@ -477,7 +486,7 @@ impl Host {
             |h: &Self, cmd: RunCmd| h.running.get(&name).map(|r| r.cmds.try_send(cmd).is_ok());
         match op {
             "show" => {
-                json!({"ok": true, "name": name, "status": status(self, &name), "definition": self.defs[&name].raw})
+                json!({"ok": true, "name": name, "status": self.status(&name), "definition": self.defs[&name].raw})
             }
             "start" => {
                 if !self.defs[&name].trusted {

@@ -17,7 +17,7 @@ use crate::core::pipeline::interpolate::{command_args, interpolate, interpolate_
 use crate::core::pipeline::output::{
     captured_text, forward_lines, line_queue, read_tail, take_slots,
 };
-use crate::core::pipeline::spec::{OnError, StepKind, Until};
+use crate::core::pipeline::spec::{Definition, OnError, Step, StepKind, Until};
 
 /// The event that started the run, for a script to read as data: `MAESTRO_EVENT` (the
 /// whole event as JSON) and `MAESTRO_EVENT_<FIELD>` for each field (`MAESTRO_EVENT_DETAIL`,
@@ -62,19 +62,7 @@ impl Run<'_> {
                 timeout,
                 wait,
             } => {
-                let args = command_args(program, args, &self.vars)?;
-                let dir = match cwd {
-                    Some(c) => inside_project(&self.env.project, &interpolate(c, &self.vars)?)?,
-                    None => self.env.project.clone(),
-                };
-                let mut cmd = tokio::process::Command::new(program);
-                cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
-                for (k, v) in event_environment(self.vars.get("event")) {
-                    cmd.env(k, v);
-                }
-                for (k, v) in env {
-                    cmd.env(k, interpolate(v, &self.vars)?);
-                }
+                let cmd = self.command(program, args, cwd.as_deref(), env)?;
                 if *wait {
                     self.run_waited(cmd, program, *timeout).await
                 } else {
@@ -94,44 +82,10 @@ impl Run<'_> {
                 otherwise,
             } => {
                 let yes = expr::eval_bool(check, &self.vars)?;
-                for s in if yes { then } else { otherwise } {
-                    match self.step(s).await {
-                        Ok(_) => {}
-                        Err(e) if s.on_error == OnError::Skip => {
-                            if let Some(name) = &s.output_to {
-                                self.vars
-                                    .insert(name.clone(), json!({"error": e.to_string()}));
-                            }
-                        }
-                        Err(e) => return Err(e),
-                    }
-                }
+                self.branch(if yes { then } else { otherwise }).await?;
                 Ok((None, if yes { "then".into() } else { "else".into() }))
             }
-            StepKind::Sentinel { definition, wait } => {
-                let child = (**definition).clone();
-                let env = self.env.clone();
-                let stop = self.stop.child_token();
-                let event = self.vars.get("event").cloned();
-                if *wait {
-                    let (_tx, mut rx) = mpsc::channel(1);
-                    let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
-                    let value = Value::Object(vars.into_iter().collect());
-                    match ended {
-                        Ended::Failed(why) => Err(StepError::Nested { why }),
-                        _ => Ok((Some(value), "nested pipeline completed".into())),
-                    }
-                } else {
-                    tokio::spawn(async move {
-                        let (_tx, mut rx) = mpsc::channel(1);
-                        let _ = Box::pin(run(child, &env, &mut rx, stop, event)).await;
-                    });
-                    Ok((
-                        Some(json!({"started": true})),
-                        "nested pipeline started".into(),
-                    ))
-                }
-            }
+            StepKind::Sentinel { definition, wait } => self.nested(definition, *wait).await,
             StepKind::Emit { event, data } => {
                 let payload = match data {
                     Some(d) => interpolate_value(d, &self.vars)?,
@@ -141,6 +95,79 @@ impl Run<'_> {
                 Ok((None, format!("emitted {event}")))
             }
         }
+    }
+
+    /// A `command` step's process, not started: its arguments and folder (inside the
+    /// project) filled in from the run's values, the event in its environment.
+    fn command(
+        &self,
+        program: &str,
+        args: &[String],
+        cwd: Option<&str>,
+        env: &[(String, String)],
+    ) -> Result<tokio::process::Command, StepError> {
+        let args = command_args(program, args, &self.vars)?;
+        let dir = match cwd {
+            Some(c) => inside_project(&self.env.project, &interpolate(c, &self.vars)?)?,
+            None => self.env.project.clone(),
+        };
+        let mut cmd = tokio::process::Command::new(program);
+        cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
+        for (k, v) in event_environment(self.vars.get("event")) {
+            cmd.env(k, v);
+        }
+        for (k, v) in env {
+            cmd.env(k, interpolate(v, &self.vars)?);
+        }
+        Ok(cmd)
+    }
+
+    /// The steps of a condition's branch, in order; a step that may be skipped leaves
+    /// its error in its output.
+    async fn branch(&mut self, steps: &[Step]) -> Result<(), StepError> {
+        for s in steps {
+            match self.step(s).await {
+                Ok(_) => {}
+                Err(e) if s.on_error == OnError::Skip => {
+                    if let Some(name) = &s.output_to {
+                        self.vars
+                            .insert(name.clone(), json!({"error": e.to_string()}));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// A nested pipeline: waited for (its values are the step's output) or started
+    /// beside this one.
+    async fn nested(
+        &mut self,
+        definition: &Definition,
+        wait: bool,
+    ) -> Result<(Option<Value>, String), StepError> {
+        let child = definition.clone();
+        let env = self.env.clone();
+        let stop = self.stop.child_token();
+        let event = self.vars.get("event").cloned();
+        if wait {
+            let (_tx, mut rx) = mpsc::channel(1);
+            let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+            let value = Value::Object(vars.into_iter().collect());
+            return match ended {
+                Ended::Failed(why) => Err(StepError::Nested { why }),
+                _ => Ok((Some(value), "nested pipeline completed".into())),
+            };
+        }
+        tokio::spawn(async move {
+            let (_tx, mut rx) = mpsc::channel(1);
+            let _ = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+        });
+        Ok((
+            Some(json!({"started": true})),
+            "nested pipeline started".into(),
+        ))
     }
 
     /// A `command` step waited for: its output kept (bounded), its time limit and a stop

@@ -182,22 +182,9 @@ impl DbSource {
                     Err(()) => return Followed::Stop,
                 },
             };
-            let mut from_file_event = false;
-            let mut force = false;
-            for input in first.into_iter().chain(rx.try_iter()) {
-                match input {
-                    Input::Stop => {
-                        // What was asked before the stop is written before it.
-                        let _ = self.flush(pending);
-                        return Followed::Stop;
-                    }
-                    Input::FileEvent => from_file_event = true,
-                    Input::Cmd(cmd) => {
-                        force = true;
-                        queue_write(pending, cmd, &send);
-                    }
-                }
-            }
+            let Some((from_file_event, force)) = self.take_inputs(first, rx, pending, &send) else {
+                return Followed::Stop;
+            };
             // The file at the path is still the one this connection reads?
             match file_identity(&self.settings.path) {
                 None => return Followed::Gone(DbStatus::Removed),
@@ -226,28 +213,35 @@ impl DbSource {
                     }
                 }
             }
-            match result {
-                Ok(_) if !write_failing => {
-                    if retry_in.take().is_some() {
-                        send(CoreEvent::SourceHealthy { source: SOURCE });
-                    }
+            retry_in = next_retry(result.err().as_ref(), write_failing, retry_in, &send);
+        }
+    }
+
+    /// The inputs waiting, `first` first: whether a file event came, and whether a write
+    /// was asked (the tables are then read whatever their version says); `None` for a
+    /// stop, after what was asked before it is written.
+    fn take_inputs(
+        &mut self,
+        first: Option<Input>,
+        rx: &std_mpsc::Receiver<Input>,
+        pending: &mut VecDeque<DbCmd>,
+        send: &dyn Fn(CoreEvent),
+    ) -> Option<(bool, bool)> {
+        let (mut from_file_event, mut force) = (false, false);
+        for input in first.into_iter().chain(rx.try_iter()) {
+            match input {
+                Input::Stop => {
+                    let _ = self.flush(pending);
+                    return None;
                 }
-                Ok(_) => {
-                    // Reads work but a report is still unwritten: try again soon.
-                    let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
-                    retry_in = Some(next);
-                }
-                Err(e) => {
-                    let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
-                    retry_in = Some(next);
-                    send(CoreEvent::SourceFailed {
-                        source: SOURCE,
-                        task: None,
-                        detail: format!("{} (retrying in {next:?})", describe(&e)),
-                    });
+                Input::FileEvent => from_file_event = true,
+                Input::Cmd(cmd) => {
+                    force = true;
+                    queue_write(pending, cmd, send);
                 }
             }
         }
+        Some((from_file_event, force))
     }
 
     /// Writes what waits; a failure is said once (and its end), the records kept.
@@ -419,6 +413,32 @@ enum Followed {
 
 /// Reports kept while they cannot be written; past this, the oldest are dropped.
 const PENDING_MAX: usize = 10_000;
+
+/// When to try again after a turn: not at all once reads and writes work (saying the
+/// source is healthy again if it was not), else after a doubling back-off; a failed
+/// read is said with when it is retried.
+fn next_retry(
+    failed: Option<&rusqlite::Error>,
+    write_failing: bool,
+    retry_in: Option<Duration>,
+    send: &dyn Fn(CoreEvent),
+) -> Option<Duration> {
+    if failed.is_none() && !write_failing {
+        if retry_in.is_some() {
+            send(CoreEvent::SourceHealthy { source: SOURCE });
+        }
+        return None;
+    }
+    let next = retry_in.map_or(BACKOFF_MIN, |d| (d * 2).min(BACKOFF_MAX));
+    if let Some(e) = failed {
+        send(CoreEvent::SourceFailed {
+            source: SOURCE,
+            task: None,
+            detail: format!("{} (retrying in {next:?})", describe(e)),
+        });
+    }
+    Some(next)
+}
 
 fn queue_write(pending: &mut VecDeque<DbCmd>, cmd: DbCmd, send: &dyn Fn(CoreEvent)) {
     if pending.len() == PENDING_MAX {
