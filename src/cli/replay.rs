@@ -64,31 +64,52 @@ pub fn run(
     };
     let timeline = Arc::new(timeline);
     if global.no_tui {
-        crate::cli::runtime()?.block_on(async {
-            let mut replay =
-                Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
-            let stop = CancellationToken::new();
-            crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
-            headless::present_on_stdout(
-                &mut replay.happenings,
-                global.json,
-                clock,
-                global.until_complete,
-                None,
-                stop,
-            )
-            .await;
-            tokio::task::spawn_blocking(move || drop(replay)).await.ok();
-            Ok::<_, CliError>(())
-        })?;
-        return Ok(ExitCode::SUCCESS);
+        play_on_stdout(timeline, config, global, clock)?;
+    } else {
+        play_on_screen(timeline, config, (project, settings), clock)?;
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The replay's happenings printed as `--no-tui` prints them, to its end or a signal.
+fn play_on_stdout(
+    timeline: Arc<Timeline>,
+    config: ReplayConfig,
+    global: &GlobalArgs,
+    clock: Clock,
+) -> Result<(), CliError> {
+    crate::cli::runtime()?.block_on(async {
+        let mut replay =
+            Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
+        let stop = CancellationToken::new();
+        crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        headless::present_on_stdout(
+            &mut replay.happenings,
+            global.json,
+            clock,
+            global.until_complete,
+            None,
+            stop,
+        )
+        .await;
+        tokio::task::spawn_blocking(move || drop(replay)).await.ok();
+        Ok(())
+    })
+}
+
+/// The replay on the dashboard, with its clock and keys (no desktop notifications:
+/// what happened then is no news now).
+fn play_on_screen(
+    timeline: Arc<Timeline>,
+    config: ReplayConfig,
+    (project, settings): (&Project, &Settings),
+    clock: Clock,
+) -> Result<(), CliError> {
     dashboard::require_terminal()?;
     // Built before the replay starts: a bad theme or key table is a usage error.
     let mut tui =
         TuiConfig::from_settings(format!("replay of {}", project.name()), settings, clock)
             .map_err(CliError::Usage)?;
-    // What happened then is no news now: no desktop notifications.
     tui.notifier = crate::tui::notify::Notifier::Off;
     crate::cli::runtime()?.block_on(async {
         let mut replay =
@@ -107,8 +128,7 @@ pub fn run(
         let result = crate::tui::run(feeds, tui, stop).await;
         tokio::task::spawn_blocking(move || drop(replay)).await.ok();
         result.map_err(CliError::Runtime)
-    })?;
-    Ok(ExitCode::SUCCESS)
+    })
 }
 
 /// The rules a run that did not record its own is judged by: this configuration's.

@@ -215,6 +215,26 @@ impl Link<'_> {
         Ok(())
     }
 
+    /// ssh started, its pipes taken, the host's maestro's hello heard.
+    async fn connect(&self, cancel: &CancellationToken) -> Result<Connected, Ended> {
+        let mut child = self.start_ssh()?;
+        let mut stderr = keep_stderr(&mut child);
+        let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+            return Err(down("ssh started without its pipes.", false));
+        };
+        let mut lines = FrameReader::new(stdout);
+        let version = self
+            .await_hello(&mut lines, &mut child, &mut stderr, cancel)
+            .await?;
+        Ok(Connected {
+            child,
+            stderr,
+            stdin,
+            lines,
+            version,
+        })
+    }
+
     /// One connection, from ssh's start to its end.
     async fn follow<F, Fut>(
         mut self,
@@ -227,20 +247,14 @@ impl Link<'_> {
         Fut: std::future::Future<Output = ()>,
     {
         let host = self.project.host.clone();
-        let mut child = match self.start_ssh() {
-            Ok(c) => c,
-            Err(ended) => return ended,
-        };
-        let mut stderr = keep_stderr(&mut child);
-        let (Some(stdout), Some(mut stdin)) = (child.stdout.take(), child.stdin.take()) else {
-            return down("ssh started without its pipes.", false);
-        };
-        let mut lines = FrameReader::new(stdout);
-        let version = match self
-            .await_hello(&mut lines, &mut child, &mut stderr, cancel)
-            .await
-        {
-            Ok(version) => version,
+        let Connected {
+            mut child,
+            mut stderr,
+            mut stdin,
+            mut lines,
+            version,
+        } = match self.connect(cancel).await {
+            Ok(connected) => connected,
             Err(ended) => return ended,
         };
         self.catch_up.reconnected();
@@ -474,6 +488,16 @@ fn check_hello(line: &str, host: &str) -> Result<String, String> {
 struct Stderr {
     kept: Arc<Mutex<Vec<u8>>>,
     reader: Option<tokio::task::JoinHandle<()>>,
+}
+
+/// A connection whose host said hello: ssh, what it says on stderr, its pipes, and the
+/// host's maestro's version.
+struct Connected {
+    child: Child,
+    stderr: Stderr,
+    stdin: tokio::process::ChildStdin,
+    lines: FrameReader<tokio::process::ChildStdout>,
+    version: String,
 }
 
 fn keep_stderr(child: &mut Child) -> Stderr {

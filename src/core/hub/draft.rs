@@ -64,3 +64,29 @@ impl Draft {
         std::mem::take(&mut self.changed).then(|| std::mem::take(&mut self.views))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Draft;
+    use crate::core::snapshot::Snapshot;
+
+    #[test]
+    fn what_is_published_again_follows_what_was_written() {
+        let mut draft = Draft::new(Snapshot::default());
+        // The first snapshot is sent, then nothing until something is written.
+        assert_eq!(draft.take_changes().map(|v| v.len()), Some(0));
+        assert_eq!(draft.take_changes(), None);
+        let _ = draft.read();
+        assert_eq!(draft.take_changes(), None, "a read changes nothing");
+        draft.edit().anomaly_count += 1;
+        assert_eq!(draft.take_changes().map(|v| v.len()), Some(0));
+        draft.task_changed("task-01");
+        draft.task_changed("task-01");
+        draft.tasks_changed(["task-02".to_owned()]);
+        let views = draft.take_changes().expect("changed");
+        assert_eq!(views.len(), 2);
+        let sent = draft.finish(|s| s.anomaly_count += 0);
+        assert_eq!((sent.version, sent.anomaly_count), (1, 1));
+        assert_eq!(draft.take_changes(), None, "finishing marks nothing");
+    }
+}

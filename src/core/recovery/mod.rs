@@ -154,76 +154,10 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
     for attempt in 1..=2 {
         env.report(Provider::Lethe, RecoveryStatus::Started, generation, None)
             .await;
-        let mut argv = env.launcher.templates.lethe.clone();
-        argv.extend(
-            [
-                "compact",
-                "--session",
-                &req.session_id,
-                "--project",
-                &env.launcher.project.display().to_string(),
-                "--title",
-                &conductor_title(generation),
-                "--permission-mode",
-                req.resolved.permission.as_str(),
-                "--prompt",
-                &req.resolved.prompt,
-            ]
-            .map(str::to_owned),
-        );
-        let run = Command::new(&argv[0])
-            .args(&argv[1..])
-            .current_dir(&env.launcher.project)
-            .stdin(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .output();
-        let result = match tokio::time::timeout(LETHE_TIMEOUT, run).await {
-            Ok(Ok(out)) => parse_lethe_output(&String::from_utf8_lossy(&out.stdout))
-                .map(|r| (out.status.success(), r)),
-            _ => None,
-        };
-        match result {
+        match run_lethe(env, req).await {
             Some((exit_ok, r)) if r.relaunch_started || (exit_ok && r.status == "success") => {
                 // A Conductor generation started: no second provider in this cycle.
-                let new_session = r
-                    .session_id
-                    .filter(|s| valid_session_id(s) && *s != req.session_id);
-                let session = new_session
-                    .clone()
-                    .unwrap_or_else(|| req.session_id.clone());
-                let conductor = r
-                    .pid
-                    .filter(|p| procs::is_alive(*p))
-                    .or_else(|| procs::find_resumed_claude(&session))
-                    .map(ProcessId::observe);
-                if let Some(p) = conductor {
-                    let _ = write_pid_file(&env.temp, CONDUCTOR_PID_FILE, p.pid);
-                }
-                let ok = r.status == "success";
-                let status = if ok {
-                    RecoveryStatus::Success
-                } else {
-                    RecoveryStatus::Failed
-                };
-                env.report(
-                    Provider::Lethe,
-                    status,
-                    generation,
-                    conductor.map(|p| p.pid),
-                )
-                .await;
-                return Some(Recovered {
-                    outcome: RecoveryOutcome {
-                        provider: Provider::Lethe,
-                        relaunched: true,
-                        pid_known: conductor.is_some(),
-                        session_rediscover: false,
-                        new_session_id: new_session,
-                        failure: None,
-                    },
-                    conductor,
-                });
+                return Some(lethe_relaunched(env, req, r).await);
             }
             _ => {
                 env.report(Provider::Lethe, RecoveryStatus::Failed, generation, None)
@@ -234,6 +168,82 @@ async fn lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<Recovered> {
         }
     }
     None
+}
+
+/// One run of `lethe compact` for the Conductor's session, bounded in time: whether it
+/// exited well, and the contract it printed (none: no contract, or it did not end).
+async fn run_lethe(env: &RecoveryEnv, req: &RecoveryRequest) -> Option<(bool, LetheResult)> {
+    let mut argv = env.launcher.templates.lethe.clone();
+    argv.extend(
+        [
+            "compact",
+            "--session",
+            &req.session_id,
+            "--project",
+            &env.launcher.project.display().to_string(),
+            "--title",
+            &conductor_title(req.generation),
+            "--permission-mode",
+            req.resolved.permission.as_str(),
+            "--prompt",
+            &req.resolved.prompt,
+        ]
+        .map(str::to_owned),
+    );
+    let run = Command::new(&argv[0])
+        .args(&argv[1..])
+        .current_dir(&env.launcher.project)
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    match tokio::time::timeout(LETHE_TIMEOUT, run).await {
+        Ok(Ok(out)) => parse_lethe_output(&String::from_utf8_lossy(&out.stdout))
+            .map(|r| (out.status.success(), r)),
+        _ => None,
+    }
+}
+
+/// Lethe started a new Conductor: its process found (the PID it said, if alive, else
+/// the claude resuming its session) and recorded, the outcome reported.
+async fn lethe_relaunched(env: &RecoveryEnv, req: &RecoveryRequest, r: LetheResult) -> Recovered {
+    let new_session = r
+        .session_id
+        .filter(|s| valid_session_id(s) && *s != req.session_id);
+    let session = new_session
+        .clone()
+        .unwrap_or_else(|| req.session_id.clone());
+    let conductor = r
+        .pid
+        .filter(|p| procs::is_alive(*p))
+        .or_else(|| procs::find_resumed_claude(&session))
+        .map(ProcessId::observe);
+    if let Some(p) = conductor {
+        let _ = write_pid_file(&env.temp, CONDUCTOR_PID_FILE, p.pid);
+    }
+    let status = if r.status == "success" {
+        RecoveryStatus::Success
+    } else {
+        RecoveryStatus::Failed
+    };
+    env.report(
+        Provider::Lethe,
+        status,
+        req.generation,
+        conductor.map(|p| p.pid),
+    )
+    .await;
+    Recovered {
+        outcome: RecoveryOutcome {
+            provider: Provider::Lethe,
+            relaunched: true,
+            pid_known: conductor.is_some(),
+            session_rediscover: false,
+            new_session_id: new_session,
+            failure: None,
+        },
+        conductor,
+    }
 }
 
 /// Guarded kill, export, trim, size gate, relaunch; escalates to `standard_compact` when
@@ -253,27 +263,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
         env.note(format!("Conductor PID {}: {outcome:?}", p.pid))
             .await;
     }
-    let exported = run_export(env, &req.session_id).await;
-    let relaunch = match exported {
-        Ok(text) => {
-            let trimmed = export::trim(&text);
-            let tokens = export::estimate_tokens(&trimmed);
-            if tokens > env.force_compact {
-                env.note(format!(
-                    "export is still ~{tokens} tokens (> FORCE_COMPACT {}); escalating to standard_compact",
-                    env.force_compact
-                ))
-                .await;
-                None
-            } else {
-                Some(save_trimmed(env, &req.session_id, generation, &trimmed))
-            }
-        }
-        // docs/orchestration.md escalates only on size: without an export the Conductor is
-        // relaunched with the resume prompt alone.
-        Err(e) => Some(Err(RecoveryError::Export(Box::new(e)))),
-    };
-    let Some(saved) = relaunch else {
+    let Some(saved) = export_for_relaunch(env, req).await else {
         return standard_compact(env, req).await;
     };
     let prompt = match &saved {
@@ -323,6 +313,33 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
             .await;
             failed(Provider::ClaudeExport, e.to_string())
         }
+    }
+}
+
+/// The Conductor's session exported, trimmed and saved for the new one (its file), or
+/// why there is none; `None` when even trimmed it is too large: escalate.
+async fn export_for_relaunch(
+    env: &RecoveryEnv,
+    req: &RecoveryRequest,
+) -> Option<Result<PathBuf, RecoveryError>> {
+    match run_export(env, &req.session_id).await {
+        Ok(text) => {
+            let trimmed = export::trim(&text);
+            let tokens = export::estimate_tokens(&trimmed);
+            if tokens > env.force_compact {
+                env.note(format!(
+                    "export is still ~{tokens} tokens (> FORCE_COMPACT {}); escalating to standard_compact",
+                    env.force_compact
+                ))
+                .await;
+                None
+            } else {
+                Some(save_trimmed(env, &req.session_id, req.generation, &trimmed))
+            }
+        }
+        // docs/orchestration.md escalates only on size: without an export the Conductor is
+        // relaunched with the resume prompt alone.
+        Err(e) => Some(Err(RecoveryError::Export(Box::new(e)))),
     }
 }
 

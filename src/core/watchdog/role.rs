@@ -136,32 +136,9 @@ async fn run_role(
     mut cmds: mpsc::Receiver<WatchdogRequest>,
     cancel: CancellationToken,
 ) -> RoleEnd {
-    let events = events.clone();
-    let db = match RoleDb::open(&cfg.db_path) {
-        Ok(db) => db,
-        Err(e) => return fail(&events, format!("cannot open the database: {e}")).await,
-    };
-    announce_settings(&cfg, &db, &events).await;
-    let wake = DbWake::start(&cfg.db_path);
-    let (pid, session) = match validate_with_retries(&cfg, &db, &events, &wake, &cancel).await {
-        Ok(v) => v,
+    let mut role = match start_role(cfg, events, &cancel).await {
+        Ok(role) => role,
         Err(end) => return end,
-    };
-    alert(
-        &events,
-        format!("validated: Conductor PID {pid}, session {session}"),
-    )
-    .await;
-    let task_count = db.task_count().await.unwrap_or(0);
-    let mut role = Role {
-        router: Router::new(session, task_count, cfg.timings.max_no_progress),
-        conductor: Some(ProcessId::observe(pid)),
-        layers: Layers::default(),
-        recovery: None,
-        next_check: None,
-        db,
-        cfg,
-        events,
     };
     let (watch_tx, mut watch_rx) = mpsc::channel::<(u64, WatcherMsg)>(16);
     let (alarm_tx, mut alarm_rx) = mpsc::channel::<()>(4);
@@ -179,12 +156,7 @@ async fn run_role(
         role.publish().await;
         let recovering = role.recovery.is_some();
         let effects = tokio::select! {
-            () = cancel.cancelled() => {
-                role.layers.stop();
-                let _ = role.db.set_souffleur_state("exited").await;
-                let _ = role.db.message("souffleur", "system", "Souffleur stopped by the operator; no watchdog is running.".into()).await;
-                return RoleEnd::Stopped;
-            }
+            () = cancel.cancelled() => return role.stopped_by_operator().await,
             Some((id, msg)) = watch_rx.recv() => match msg {
                 _ if id != role.layers.watcher_id => vec![],
                 WatcherMsg::NextCheck(at) => {
@@ -196,16 +168,7 @@ async fn run_role(
                     role.router.step(Input::WatcherExit { reason, task_count })
                 }
             },
-            Some(()) = alarm_rx.recv() => {
-                let age = role.db.souffleur_heartbeat_age().await.ok().flatten();
-                let age = age.map(|a| role.cfg.clock.evidence(a));
-                let fresh_now = !watcher_is_dead(age, role.cfg.timings.watcher_stale_after);
-                if !fresh_now {
-                    let task_count = role.db.task_count().await.unwrap_or(0);
-                    role.report(RoleReport::Reason { reason: WatchdogReason::WatcherDead, task_count }).await;
-                }
-                role.router.step(Input::WatcherDead { fresh_now })
-            }
+            Some(()) = alarm_rx.recv() => role.on_alarm().await,
             Some(request) = cmds.recv() => role.on_request(request).await,
             done = join_recovery(&mut role.recovery), if recovering => role.on_recovered(done),
             // While recovering, no watcher runs: the role keeps the heartbeat itself.
@@ -219,6 +182,39 @@ async fn run_role(
             return end;
         }
     }
+}
+
+/// The role's database opened, its settings told, the Conductor validated (with
+/// retries): the role, ready to start its layers; or how it ended before.
+async fn start_role(
+    cfg: RoleConfig,
+    events: &mpsc::Sender<CoreEvent>,
+    cancel: &CancellationToken,
+) -> Result<Role, RoleEnd> {
+    let events = events.clone();
+    let db = match RoleDb::open(&cfg.db_path) {
+        Ok(db) => db,
+        Err(e) => return Err(fail(&events, format!("cannot open the database: {e}")).await),
+    };
+    announce_settings(&cfg, &db, &events).await;
+    let wake = DbWake::start(&cfg.db_path);
+    let (pid, session) = validate_with_retries(&cfg, &db, &events, &wake, cancel).await?;
+    alert(
+        &events,
+        format!("validated: Conductor PID {pid}, session {session}"),
+    )
+    .await;
+    let task_count = db.task_count().await.unwrap_or(0);
+    Ok(Role {
+        router: Router::new(session, task_count, cfg.timings.max_no_progress),
+        conductor: Some(ProcessId::observe(pid)),
+        layers: Layers::default(),
+        recovery: None,
+        next_check: None,
+        db,
+        cfg,
+        events,
+    })
 }
 
 /// The settings the role runs with, told; each warning about them said and written.
@@ -474,6 +470,39 @@ struct Role {
 impl Role {
     async fn report(&self, r: RoleReport) {
         let _ = self.events.send(CoreEvent::Role(r)).await;
+    }
+
+    /// The operator stopped the role: its layers end, and the project is told no
+    /// watchdog runs.
+    async fn stopped_by_operator(&mut self) -> RoleEnd {
+        self.layers.stop();
+        let _ = self.db.set_souffleur_state("exited").await;
+        let _ = self
+            .db
+            .message(
+                "souffleur",
+                "system",
+                "Souffleur stopped by the operator; no watchdog is running.".into(),
+            )
+            .await;
+        RoleEnd::Stopped
+    }
+
+    /// The watcher's alarm rang: its heartbeat is looked at again (an age across a
+    /// suspend is no evidence) before it is called dead.
+    async fn on_alarm(&mut self) -> Vec<Effect> {
+        let age = self.db.souffleur_heartbeat_age().await.ok().flatten();
+        let age = age.map(|a| self.cfg.clock.evidence(a));
+        let fresh_now = !watcher_is_dead(age, self.cfg.timings.watcher_stale_after);
+        if !fresh_now {
+            let task_count = self.db.task_count().await.unwrap_or(0);
+            self.report(RoleReport::Reason {
+                reason: WatchdogReason::WatcherDead,
+                task_count,
+            })
+            .await;
+        }
+        self.router.step(Input::WatcherDead { fresh_now })
     }
 
     async fn publish(&self) {

@@ -181,3 +181,6 @@ registry! {
     /// The Log's selected line, whole: its task, and its text.
     LogLine(String, std::sync::Arc<str>) => log_line::LogLine,
 }
+
+#[cfg(test)]
+mod tests;
