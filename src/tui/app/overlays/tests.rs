@@ -15,8 +15,10 @@ fn key(code: KeyCode) -> KeyEvent {
 #[test]
 fn a_confirmation_hears_only_its_own_keys() {
     let keymap = Keymap::defaults();
-    let mut ui = UiState::default();
-    ui.overlay = Some(Overlay::Confirm(super::Confirm::Recover));
+    let ui = UiState {
+        overlay: Some(Overlay::Confirm(super::Confirm::Recover)),
+        ..UiState::default()
+    };
     assert_eq!(
         route(&ui, &keymap, &key(KeyCode::Char('y'))),
         Route::Action(Action::Yes)
@@ -31,8 +33,10 @@ fn a_confirmation_hears_only_its_own_keys() {
 #[test]
 fn an_editor_takes_its_keys_as_actions_and_the_rest_as_text() {
     let keymap = Keymap::defaults();
-    let mut ui = UiState::default();
-    ui.overlay = Some(Overlay::Editor("lint".into()));
+    let mut ui = UiState {
+        overlay: Some(Overlay::Editor("lint".into())),
+        ..UiState::default()
+    };
     let save = KeyEvent::new(KeyCode::Char('s'), KeyModifiers::CONTROL);
     assert_eq!(route(&ui, &keymap, &save), Route::Action(Action::SaveEdit));
     assert_eq!(route(&ui, &keymap, &key(KeyCode::Char('q'))), Route::Text);
@@ -48,8 +52,10 @@ fn an_editor_takes_its_keys_as_actions_and_the_rest_as_text() {
 #[test]
 fn a_reader_scrolls_with_the_panes_keys_and_a_prompt_takes_what_is_typed() {
     let keymap = Keymap::defaults();
-    let mut ui = UiState::default();
-    ui.overlay = Some(Overlay::Help);
+    let mut ui = UiState {
+        overlay: Some(Overlay::Help),
+        ..UiState::default()
+    };
     assert_eq!(
         route(&ui, &keymap, &key(KeyCode::Char('j'))),
         Route::Action(Action::Down)
