@@ -160,10 +160,6 @@ pub struct UiState {
     /// A message sent from the editor and not yet carried out: it comes back to the
     /// editor if the action is refused or not confirmed (nothing typed is lost).
     pub draft: Option<(Compose, String)>,
-    /// Escape was pressed once in an editor holding more than a line.
-    pub discard_armed: bool,
-    /// The text of an information panel (the headroom report).
-    pub panel: Option<String>,
     /// The pane shown on the whole screen, if one is zoomed.
     pub zoomed: Option<Pane>,
     /// Task actions sent and not answered yet (the status bar says so).
@@ -246,8 +242,6 @@ impl Default for UiState {
             editor: None,
             compose: None,
             draft: None,
-            discard_armed: false,
-            panel: None,
             zoomed: None,
             actions_in_flight: 0,
             replay: None,

@@ -46,6 +46,7 @@ impl UiState {
             ui.open_compose(Compose {
                 kind,
                 task: task.clone(),
+                discard_armed: false,
             });
             vec![]
         };

@@ -51,6 +51,8 @@ pub enum ComposeKind {
 pub struct Compose {
     pub kind: ComposeKind,
     pub task: TaskId,
+    /// Escape was pressed once on more than a line: the next one discards them.
+    pub discard_armed: bool,
 }
 
 impl ComposeKind {
@@ -77,22 +79,26 @@ impl UiState {
 
     /// Keys in the message editor: send (to the confirmation) or discard.
     pub(crate) fn compose_action(&mut self, action: Action) -> Vec<Effect> {
-        let Some(Overlay::Compose(c)) = self.overlay.clone() else {
+        let Some(Overlay::Compose(c)) = &mut self.overlay else {
             return vec![];
         };
+        // Any key but a second Escape disarms the discard.
+        let armed = std::mem::replace(&mut c.discard_armed, false);
+        let c = c.clone();
         match action {
             Action::Close => {
                 let lines = self.compose.as_ref().map_or(0, |e| {
                     e.lines().iter().filter(|l| !l.trim().is_empty()).count()
                 });
-                if lines > 1 && !self.discard_armed {
-                    self.discard_armed = true;
+                if lines > 1 && !armed {
+                    if let Some(Overlay::Compose(c)) = &mut self.overlay {
+                        c.discard_armed = true;
+                    }
                     self.note = Some(format!(
                         "Esc again discards these {lines} lines; ctrl-s sends them"
                     ));
                     return vec![];
                 }
-                self.discard_armed = false;
                 self.overlay = None;
                 self.compose = None;
                 self.note = Some("message discarded".into());
@@ -111,7 +117,6 @@ impl UiState {
                 }
                 self.overlay = None;
                 self.compose = None;
-                self.discard_armed = false;
                 self.draft = Some((c.clone(), text.clone()));
                 let task = c.task;
                 let message = text.trim_end().to_owned();
@@ -121,10 +126,7 @@ impl UiState {
                     ComposeKind::Instruct => TaskRequest::Instruct { task, message },
                 })]
             }
-            _ => {
-                self.discard_armed = false;
-                vec![]
-            }
+            _ => vec![],
         }
     }
 

@@ -14,8 +14,8 @@ pub struct Headroom;
 
 impl Component for Headroom {
     fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-        if let Some(Overlay::Headroom(task)) = &ctx.ui.overlay {
-            draw(frame, area, ctx, task);
+        if let Some(Overlay::Headroom(task, report)) = &ctx.ui.overlay {
+            draw(frame, area, ctx, (task, report));
         }
     }
 }
@@ -23,13 +23,11 @@ impl Component for Headroom {
 impl UiState {
     /// The headroom report arrived: show it.
     pub fn show_panel(&mut self, task: &TaskId, text: String) {
-        self.panel = Some(text);
-        self.overlay = Some(Overlay::Headroom(task.to_string()));
+        self.overlay = Some(Overlay::Headroom(task.to_string(), text));
     }
 }
 
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
-    let text = ctx.ui.panel.as_deref().unwrap_or_default();
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, (task, text): (&str, &str)) {
     // The time forecast needs arrival times: the running core has them.
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
     let forecast = view.and_then(|t| t.forecast.as_ref()).map(|f| {

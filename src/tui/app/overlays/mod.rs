@@ -172,8 +172,8 @@ registry! {
     Editor(String) => editor::StepEditor,
     /// Writing the message of a task action (the text is in `UiState::compose`).
     Compose(Compose) => compose::MessageEditor,
-    /// A task's context headroom report (the text is in `UiState::panel`).
-    Headroom(String) => headroom::Headroom,
+    /// A task's context headroom report: the task, and the report.
+    Headroom(String, String) => headroom::Headroom,
     /// A task's Claude Code session: tokens, cost, context, tool calls.
     Session(String) => session::Session,
     /// The project picker (several projects): the highlighted one.
