@@ -11,9 +11,7 @@ use crate::tui::app::older::OlderLines;
 use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
 use crate::tui::keymap::Mode;
 
-// The state holds the open overlay, and each overlay's component edits the state: the
-// one mutual reference of this folder, as an application and its popups.
-use super::overlays::{Compose, Overlay};
+use crate::tui::app::overlays::kinds::{Compose, Overlay};
 
 pub(crate) const ANOMALIES_KEPT: usize = 1_000;
 pub(crate) const MESSAGES_KEPT: usize = 5_000;

@@ -7,10 +7,10 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 
 use crate::core::actions::TaskRequest;
-use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Keys, Overlay, text_area};
+use crate::tui::app::overlays::kinds::{Compose, ComposeKind, Overlay};
+use crate::tui::app::overlays::{Component, Keys, text_area};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear};
@@ -39,31 +39,6 @@ impl Component for MessageEditor {
     }
 }
 
-/// A task action that needs a message, waiting for it in the editor.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ComposeKind {
-    Reject,
-    Fix,
-    Instruct,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Compose {
-    pub kind: ComposeKind,
-    pub task: TaskId,
-    /// Escape was pressed once on more than a line: the next one discards them.
-    pub discard_armed: bool,
-}
-
-impl ComposeKind {
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::Reject => "Reject: why, and what to change",
-            Self::Fix => "Propose a fix",
-            Self::Instruct => "Instruction",
-        }
-    }
-}
 
 impl UiState {
     /// Opens the message editor, empty, for a task action.

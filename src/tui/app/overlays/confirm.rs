@@ -9,7 +9,8 @@ use ratatui::widgets::Paragraph;
 use crate::core::actions::TaskRequest;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Keys, Overlay};
+use crate::tui::app::overlays::kinds::{Confirm, Overlay};
+use crate::tui::app::overlays::{Component, Keys};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear};
@@ -41,38 +42,6 @@ impl Component for Confirmation {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Confirm {
-    /// Kill and relaunch the Conductor now.
-    Recover,
-    /// Quit, which stops the Souffleur role this process holds.
-    QuitRole,
-    /// A task action, with what it will do (from `core::actions::describe`).
-    Task {
-        request: TaskRequest,
-        question: String,
-    },
-    /// Trust a pipeline definition, with its steps in the question.
-    Trust {
-        name: String,
-        hash: String,
-        question: String,
-    },
-}
-
-impl Confirm {
-    pub fn question(&self) -> &str {
-        match self {
-            Self::Recover => {
-                "Recover the Conductor now? Its window is killed and a new generation launched."
-            }
-            Self::QuitRole => {
-                "Quit? This process holds the Souffleur role: the Conductor will be unwatched."
-            }
-            Self::Task { question, .. } | Self::Trust { question, .. } => question,
-        }
-    }
-}
 
 impl UiState {
     /// The answer to a confirmation: `y`/Enter (true) or `n`/Esc (false).

@@ -1,8 +1,8 @@
 //! The overlays over the panes, one component each. A component owns its keys (which
 //! key table answers while it is open, and whether other keys are typed into it), what
 //! an action does while it is open, and its drawing. [`Overlay`] names the overlay open
-//! and carries what it shows; the registry at the bottom ties each variant to its
-//! component, so adding an overlay is its own file and one line there
+//! and carries what it shows ([`kinds`], plain data); the list of overlays there ties
+//! each variant to its component, so adding an overlay is its own file and one line
 //! (docs/architecture.md, "Overlays").
 //!
 //! Who gets a key is decided in one place, [`route`]: the open overlay, else the prompt
@@ -18,8 +18,9 @@ use crate::tui::app::state::{Effect, UiState};
 use crate::tui::keymap::{Keymap, Mode};
 use crate::tui::panes::ctx::DrawCtx;
 
-pub use compose::{Compose, ComposeKind};
-pub use confirm::Confirm;
+pub mod kinds;
+
+pub use kinds::{Compose, ComposeKind, Confirm, Overlay};
 
 /// How an open overlay takes keys.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,20 +134,14 @@ fn scroll(ui: &mut UiState, action: Action) {
     .min(max);
 }
 
-/// Declares [`Overlay`], each component's module (its file), and ties each variant to
-/// its component: one line an overlay.
+/// Declares each component's module (its file) and ties each variant of [`Overlay`] to
+/// its component, from the one list in [`kinds`].
 macro_rules! registry {
     ($(
         $(#[$doc:meta])*
         $variant:ident $(($($payload:ty),+))? => $module:ident::$component:ident,
     )+) => {
         $( pub mod $module; )+
-
-        /// The overlay open over the panes, with what it shows.
-        #[derive(Debug, Clone, PartialEq, Eq)]
-        pub enum Overlay {
-            $( $(#[$doc])* $variant $(($($payload),+))?, )+
-        }
 
         impl Overlay {
             /// The component that takes this overlay's keys and draws it.
@@ -159,28 +154,7 @@ macro_rules! registry {
     };
 }
 
-registry! {
-    /// Every key the dashboard answers, from the keymap.
-    Help => help::Help,
-    /// Full text of the message with this id.
-    Message(i64) => message::MessageText,
-    /// A destructive action waiting for y/n.
-    Confirm(Confirm) => confirm::Confirmation,
-    /// The pipelines this process hosts.
-    Sentinels => pipelines::Pipelines,
-    /// Editing the steps of this pipeline (the text is in `UiState::editor`).
-    Editor(String) => editor::StepEditor,
-    /// Writing the message of a task action (the text is in `UiState::compose`).
-    Compose(Compose) => compose::MessageEditor,
-    /// A task's context headroom report: the task, and the report.
-    Headroom(String, String) => headroom::Headroom,
-    /// A task's Claude Code session: tokens, cost, context, tool calls.
-    Session(String) => session::Session,
-    /// The project picker (several projects): the highlighted one.
-    Projects(usize) => projects::Picker,
-    /// The Log's selected line, whole: its task, and its text.
-    LogLine(String, std::sync::Arc<str>) => log_line::LogLine,
-}
+kinds::overlay_list!(registry);
 
 #[cfg(test)]
 mod tests;
