@@ -88,10 +88,8 @@ impl UiState {
         }
     }
 
-    /// A task action ended: its outcome on the status line.
     /// A freeze or thaw delivered: the task's row says so (or no longer).
-    pub fn window_signalled(&mut self, request: &crate::core::actions::TaskRequest) {
-        use crate::core::actions::TaskRequest;
+    pub fn window_signalled(&mut self, request: &TaskRequest) {
         match request {
             TaskRequest::Freeze { task } => {
                 self.frozen.insert(task.to_string());
@@ -106,6 +104,8 @@ impl UiState {
         }
     }
 
+    /// A task action ended: its outcome on the status line (a refusal brings the
+    /// message typed for it back to the editor).
     pub fn action_done(&mut self, outcome: Result<String, String>) {
         self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
         match outcome {
