@@ -45,10 +45,6 @@ impl UiState {
                 self.messages.push_back(m.clone());
                 None
             }
-            What::NeedsYou { task_id, text, .. } => Some(Notification {
-                title: format!("{task_id} needs you"),
-                body: format!("{text} — press w to go to its window"),
-            }),
             What::PollerReplaced {
                 task_id,
                 role,
@@ -56,55 +52,27 @@ impl UiState {
                 at,
                 ..
             } => Some(self.on_poller_replaced(task_id.as_deref(), role, command.as_deref(), at)),
-            What::Stale { task_id, age_s } => Some(Notification {
-                title: format!("{task_id} heartbeat stale"),
-                body: format!("no heartbeat for {age_s}s — press 1 to see the task"),
-            }),
-            What::Watchdog { reason, .. } => Some(Notification {
-                title: format!("watchdog: {reason}"),
-                body: "press 6 to see the watchdog".into(),
-            }),
-            What::Recovery(r) => Some(Notification {
-                title: format!("recovery {} {}", r.provider.as_str(), r.status.as_str()),
-                body: format!(
-                    "Conductor (S{}) — press 6 to see the watchdog",
-                    r.generation
-                ),
-            }),
             What::Source {
                 source: "replay",
                 status: "rewound",
                 ..
             } => {
-                // The replay starts over: what was shown belongs to a later moment.
-                self.logs.clear();
-                self.anomalies.clear();
-                self.messages.clear();
-                self.anomalies_seen = 0;
-                self.messages_seen = 0;
-                self.selected_anomaly = 0;
-                self.selected_message = 0;
+                self.start_over();
                 None
             }
-            What::Link(l) if l.status == "down" => Some(Notification {
-                title: format!("link down: {}", l.project),
-                body: format!("{} — its tasks show their last known state", l.detail),
-            }),
-            What::Task { .. }
-            | What::Link(_)
-            | What::Error { .. }
-            | What::Settings(_)
-            | What::Source { .. }
-            | What::Watcher { .. }
-            | What::Forecast { .. }
-            | What::ForecastWithdrawn { .. }
-            | What::Session { .. }
-            | What::Budget { .. }
-            | What::Clock { .. }
-            | What::NeedsYouCleared { .. }
-            | What::RoleEnded
-            | What::Pipeline(_) => None,
+            other => notification_of(other),
         }
+    }
+
+    /// The replay starts over: what was shown belongs to a later moment.
+    fn start_over(&mut self) {
+        self.logs.clear();
+        self.anomalies.clear();
+        self.messages.clear();
+        self.anomalies_seen = 0;
+        self.messages_seen = 0;
+        self.selected_anomaly = 0;
+        self.selected_message = 0;
     }
 
     /// A poller the hook refused: the status line says the last one; a notification.
@@ -321,6 +289,54 @@ impl UiState {
         });
         if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {
             self.show_task(TaskId::parse(&row));
+        }
+    }
+}
+
+/// The desktop notification a happening raises by itself (a task that needs the
+/// operator or went stale, the watchdog, a recovery, a link down); none for the rest.
+fn notification_of(what: &What) -> Option<Notification> {
+    match what {
+        What::NeedsYou { task_id, text, .. } => Some(Notification {
+            title: format!("{task_id} needs you"),
+            body: format!("{text} — press w to go to its window"),
+        }),
+        What::Stale { task_id, age_s } => Some(Notification {
+            title: format!("{task_id} heartbeat stale"),
+            body: format!("no heartbeat for {age_s}s — press 1 to see the task"),
+        }),
+        What::Watchdog { reason, .. } => Some(Notification {
+            title: format!("watchdog: {reason}"),
+            body: "press 6 to see the watchdog".into(),
+        }),
+        What::Recovery(r) => Some(Notification {
+            title: format!("recovery {} {}", r.provider.as_str(), r.status.as_str()),
+            body: format!(
+                "Conductor (S{}) — press 6 to see the watchdog",
+                r.generation
+            ),
+        }),
+        What::Link(l) if l.status == "down" => Some(Notification {
+            title: format!("link down: {}", l.project),
+            body: format!("{} — its tasks show their last known state", l.detail),
+        }),
+        What::Task { .. }
+        | What::Link(_)
+        | What::Error { .. }
+        | What::Settings(_)
+        | What::Source { .. }
+        | What::Watcher { .. }
+        | What::Forecast { .. }
+        | What::ForecastWithdrawn { .. }
+        | What::Session { .. }
+        | What::Budget { .. }
+        | What::Clock { .. }
+        | What::NeedsYouCleared { .. }
+        | What::RoleEnded
+        | What::Pipeline(_) => None,
+        // Taken in by `UiState::take_in`, which says their notification.
+        What::Log { .. } | What::Anomaly(_) | What::Message(_) | What::PollerReplaced { .. } => {
+            None
         }
     }
 }

@@ -22,16 +22,35 @@ pub fn row_width(a: &AnomalyEntry) -> usize {
         + printable(&a.detail).chars().count()
 }
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    let ui = ctx.ui;
+/// `Anomalies (N)`, with the unread among them.
+fn title(ui: &crate::tui::app::UiState) -> String {
     let unread = ui.unread_anomalies();
     let count = crate::tui::panes::ctx::kept_of(ui.anomalies.len(), ui.anomalies_seen);
-    let title = if unread > 0 {
+    if unread > 0 {
         format!("Anomalies ({count} · {unread} unread)")
     } else {
         format!("Anomalies ({count})")
+    }
+}
+
+/// A row's start: the unread mark, the time, the task and the kind.
+fn row_prefix<'a>(a: &AnomalyEntry, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let dot = if a.unread {
+        Span::styled("● ", ctx.theme.warn)
+    } else {
+        Span::raw("  ")
     };
-    let block = ctx.block(Pane::Anomalies, &title);
+    vec![
+        dot,
+        Span::styled(format!("{} ", ctx.clock.hms(a.at)), ctx.theme.muted),
+        Span::raw(format!("{} ", a.task)),
+        Span::styled(format!("{:<15} ", a.kind.as_str()), ctx.theme.error),
+    ]
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let ui = ctx.ui;
+    let block = ctx.block(Pane::Anomalies, &title(ui));
     if ui.anomalies.is_empty() {
         let inner = block.inner(area);
         frame.render_widget(block, area);
@@ -79,17 +98,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let items: Vec<ListItem> = shown
         .into_iter()
         .map(|(i, a)| {
-            let dot = if a.unread {
-                Span::styled("● ", ctx.theme.warn)
-            } else {
-                Span::raw("  ")
-            };
-            let prefix = vec![
-                dot,
-                Span::styled(format!("{} ", ctx.clock.hms(a.at)), ctx.theme.muted),
-                Span::raw(format!("{} ", a.task)),
-                Span::styled(format!("{:<15} ", a.kind.as_str()), ctx.theme.error),
-            ];
+            let prefix = row_prefix(a, ctx);
             let detail = printable(&a.detail);
             let cut = row_width(a) > width;
             // The selected one, when cut, is read in full below its line.

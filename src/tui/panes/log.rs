@@ -12,8 +12,9 @@ use crate::tui::app::{LogEntry, Pane};
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
 
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    let ui = ctx.ui;
+/// The pane's title: its task and view, following or paused (and what arrived since),
+/// the search, and where the cursor is when the file is read back.
+fn title(ui: &crate::tui::app::UiState) -> String {
     let task = ui
         .log_task
         .as_ref()
@@ -55,6 +56,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     {
         title.push_str(" · older lines: v for a log read back from its file");
     }
+    title
+}
+
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    let ui = ctx.ui;
+    let title = title(ui);
     let block = ctx.block(Pane::Log, &title);
     let inner = block.inner(area);
     frame.render_widget(block, area);
