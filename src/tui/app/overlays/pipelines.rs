@@ -126,12 +126,34 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         Constraint::Length(1),
     ])
     .areas(inner);
-    // The last column has what the others leave (its text cut to it, marked).
-    let outcome_width = usize::from(table_area.width.saturating_sub(24 + 10 + 5 + 9 + 4 + 5));
-    let rows = pipelines
+    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
+    frame.render_stateful_widget(table(ctx, table_area.width), table_area, &mut state);
+    if let Some(p) = selected.filter(|_| history_rows > 0) {
+        let width = usize::from(history_area.width);
+        let lines: Vec<Line> = history_lines(p, history_rows, ctx)
+            .into_iter()
+            .map(|l| crate::tui::panes::text::fit_line(l, width))
+            .collect();
+        frame.render_widget(Paragraph::new(lines), history_area);
+    }
+    if let Some(n) = &ctx.ui.note {
+        frame.render_widget(
+            Paragraph::new(Span::styled(printable(n), ctx.theme.accent)),
+            note,
+        );
+    }
+}
+
+/// Every pipeline, a row each, in a table `width` wide: the last column has what the
+/// others leave (its text cut to it, marked).
+fn table<'a>(ctx: &DrawCtx<'a>, width: u16) -> Table<'a> {
+    let outcome_width = usize::from(width.saturating_sub(24 + 10 + 5 + 9 + 4 + 5));
+    let rows = ctx
+        .snap
+        .pipelines
         .iter()
         .map(|p| pipeline_row(p, ctx, outcome_width));
-    let table = Table::new(
+    Table::new(
         rows,
         [
             Constraint::Length(24),
@@ -153,23 +175,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ])
         .style(ctx.theme.muted),
     )
-    .row_highlight_style(ctx.theme.selection);
-    let mut state = TableState::default().with_selected(Some(ctx.ui.selected_pipeline));
-    frame.render_stateful_widget(table, table_area, &mut state);
-    if let Some(p) = selected.filter(|_| history_rows > 0) {
-        let width = usize::from(history_area.width);
-        let lines: Vec<Line> = history_lines(p, history_rows, ctx)
-            .into_iter()
-            .map(|l| crate::tui::panes::text::fit_line(l, width))
-            .collect();
-        frame.render_widget(Paragraph::new(lines), history_area);
-    }
-    if let Some(n) = &ctx.ui.note {
-        frame.render_widget(
-            Paragraph::new(Span::styled(printable(n), ctx.theme.accent)),
-            note,
-        );
-    }
+    .row_highlight_style(ctx.theme.selection)
 }
 
 /// One pipeline's row: its name, status (untrusted until trusted), steps, iteration,
