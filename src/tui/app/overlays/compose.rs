@@ -39,7 +39,6 @@ impl Component for MessageEditor {
     }
 }
 
-
 impl UiState {
     /// Opens the message editor, empty, for a task action.
     pub(crate) fn open_compose(&mut self, compose: Compose) {
@@ -54,26 +53,24 @@ impl UiState {
 
     /// Keys in the message editor: send (to the confirmation) or discard.
     pub(crate) fn compose_action(&mut self, action: Action) -> Vec<Effect> {
+        let filled = self.compose.as_ref().map_or(0, |e| {
+            e.lines().iter().filter(|l| !l.trim().is_empty()).count()
+        });
         let Some(Overlay::Compose(c)) = &mut self.overlay else {
             return vec![];
         };
-        // Any key but a second Escape disarms the discard.
-        let armed = std::mem::replace(&mut c.discard_armed, false);
+        // Escape on more than a line arms the discard; the next key discards (a second
+        // Escape) or disarms it.
+        c.discard_armed = action == Action::Close && filled > 1 && !c.discard_armed;
+        if c.discard_armed {
+            self.note = Some(format!(
+                "Esc again discards these {filled} lines; ctrl-s sends them"
+            ));
+            return vec![];
+        }
         let c = c.clone();
         match action {
             Action::Close => {
-                let lines = self.compose.as_ref().map_or(0, |e| {
-                    e.lines().iter().filter(|l| !l.trim().is_empty()).count()
-                });
-                if lines > 1 && !armed {
-                    if let Some(Overlay::Compose(c)) = &mut self.overlay {
-                        c.discard_armed = true;
-                    }
-                    self.note = Some(format!(
-                        "Esc again discards these {lines} lines; ctrl-s sends them"
-                    ));
-                    return vec![];
-                }
                 self.overlay = None;
                 self.compose = None;
                 self.note = Some("message discarded".into());
@@ -110,8 +107,7 @@ impl UiState {
         let Some((compose, text)) = self.draft.take() else {
             return;
         };
-        let area = text_area(&text);
-        self.compose = Some(area);
+        self.compose = Some(text_area(&text));
         self.overlay = Some(Overlay::Compose(compose));
         if let Some(note) = &mut self.note {
             note.push_str(&format!(" ({why})"));

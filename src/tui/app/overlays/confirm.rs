@@ -42,7 +42,6 @@ impl Component for Confirmation {
     }
 }
 
-
 impl UiState {
     /// The answer to a confirmation: `y`/Enter (true) or `n`/Esc (false).
     pub fn confirm(&mut self, what: Confirm, yes: bool) -> Vec<Effect> {

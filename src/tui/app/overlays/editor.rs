@@ -51,8 +51,7 @@ impl UiState {
 
     /// Opens the step editor on a pipeline's steps (pretty JSON).
     pub fn open_editor(&mut self, name: String, steps: &str) {
-        let area = text_area(steps);
-        self.editor = Some(area);
+        self.editor = Some(text_area(steps));
         self.overlay = Some(Overlay::Editor(name));
     }
 
