@@ -6,6 +6,7 @@
 //! (`core::sources::sessions`) follows them with a [`follow::Follower`] per file.
 
 pub mod activity;
+pub mod counted;
 pub mod figures;
 pub mod find;
 pub mod follow;

@@ -5,7 +5,7 @@
 //! one at a time (a whole file, or what was appended), so the same tally follows a
 //! growing transcript; a line that is not JSON (half written, damaged) is skipped.
 
-use std::collections::{BTreeSet, HashSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -14,6 +14,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use crate::core::sessions::activity::Activity;
+use crate::core::sessions::counted::CountedKeys;
 use crate::core::sessions::prices::{PriceTable, Tokens};
 use crate::core::sessions::skim::{self, Content, Response};
 
@@ -121,10 +122,8 @@ pub struct Tally {
     /// What the main chain is doing as of its last line.
     pub activity: Activity,
     /// The keys of the responses counted: `<id's length>:<id><requestId>`, one string
-    /// (one allocation, one hash) for the pair.
-    counted: HashSet<String, foldhash::fast::RandomState>,
-    /// The key counted last (a response's lines come one after another).
-    last_counted: String,
+    /// (one hash) for the pair.
+    counted: CountedKeys,
     /// Where the key of the line being counted is made (no allocation per line).
     key: String,
     cost_known: bool,
@@ -362,12 +361,7 @@ impl Tally {
         self.key.clear();
         // The length makes the pair one string without ambiguity ("ab"+"c", "a"+"bc").
         let _ = write!(self.key, "{}:{id}{request}", id.len());
-        if self.key == self.last_counted || self.counted.contains(&self.key) {
-            return false;
-        }
-        self.counted.insert(self.key.clone());
-        self.last_counted.clone_from(&self.key);
-        true
+        self.counted.insert(&self.key)
     }
 
     /// Tokens and cost of the responses of the ten minutes before `now_ms` (the cost
