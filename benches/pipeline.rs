@@ -1,10 +1,11 @@
 //! End-to-end figures for the core at 10, 100 and 1,000 active tasks, each against a
 //! baseline measured by the same driver in the same run. Run with
-//! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for fewer samples).
+//! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for 300 samples instead of 1,000 and a shorter poller run).
 //!
 //! - append → anomaly: one line appended to one of N status files, isolated (10 to
-//!   40 ms apart, after 20 uncounted), until maestro prints its report; the same against
-//!   `tail -F -n0 FILES | grep --line-buffered` on the same files;
+//!   40 ms apart, after 20 uncounted), until maestro prints its report, read from its
+//!   stdout by this process; the same against `tail -F -n0 FILES | grep
+//!   --line-buffered` on a project of the same shape, both running, timed in turns;
 //! - commit → event: a message committed by this (other) process, from the moment the
 //!   commit returns until maestro prints it;
 //! - the same appends to maestro's core run inside this process, stamped as the hub
@@ -37,17 +38,16 @@ struct Row {
 
 fn main() {
     let quick = std::env::var_os("MAESTRO_BENCH_QUICK").is_some();
-    let samples = if quick { 100 } else { 1000 };
+    let samples = if quick { 300 } else { 1000 };
     println!("maestro pipeline benchmark: {samples} samples per latency and size");
     let mut rows = Vec::new();
     for tasks in SIZES {
-        let dir = tempfile::tempdir().unwrap();
+        // Two projects of the same shape, one for each reader: an append wakes one.
+        let (tail_dir, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let tail_project = Project::create(tail_dir.path(), tasks);
         let project = Project::create(dir.path(), tasks);
 
-        let mut tail = Stream::tail_grep(&project);
-        let theirs = append_latency(&project, &mut tail, samples, "t");
-        drop(tail);
-
+        let mut tail = Stream::tail_grep(&tail_project);
         let mut maestro = Stream::maestro(&project);
         // Ready when every task has been seen (`init` writes no participant rows).
         for _ in 0..tasks {
@@ -65,7 +65,12 @@ fn main() {
                 rss as f64 / 1024.0
             );
         }
-        let ours = append_latency(&project, &mut maestro, samples, "m");
+        let (theirs, ours) = side_by_side(
+            (&tail_project, &mut tail),
+            (&project, &mut maestro),
+            samples,
+        );
+        drop(tail);
         let commits = commit_latency(&project, &mut maestro, samples);
         println!("{tasks} tasks:");
         report(
@@ -351,17 +356,47 @@ const WARM_UP: usize = 20;
 fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec<Duration> {
     let mut out = Vec::with_capacity(samples + WARM_UP);
     for n in 0..samples + WARM_UP {
-        let marker = format!("{tag}{n}#");
-        // Spread over the files, in an order unrelated to their names.
-        let i = 1 + (n * 7919) % p.tasks;
-        let start = Instant::now();
-        p.append(i, &format!("step {n} self-correction: {marker}\n"));
-        let at = s.next_matching(|l| l.contains(&marker), Duration::from_secs(10));
-        out.push(at - start);
+        out.push(one_append(p, s, n, tag));
         // Isolated lines, 10 to 40 ms apart, as a real orchestration writes them.
         std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
     }
     out.split_off(WARM_UP)
+}
+
+/// Two readers timed in turns, sample by sample (which goes first alternates), each
+/// on its own project: whatever the machine does over the minutes of a run (another
+/// load, a clock's speed) weighs on both alike, which one reader after the other
+/// does not give. Each line is as isolated as in [`append_latency`].
+fn side_by_side(
+    (pa, a): (&Project, &mut Stream),
+    (pb, b): (&Project, &mut Stream),
+    samples: usize,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+    for n in 0..samples + WARM_UP {
+        let pause = || std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
+        if n % 2 == 0 {
+            out_a.push(one_append(pa, a, n, "t"));
+            pause();
+            out_b.push(one_append(pb, b, n, "m"));
+        } else {
+            out_b.push(one_append(pb, b, n, "m"));
+            pause();
+            out_a.push(one_append(pa, a, n, "t"));
+        }
+        pause();
+    }
+    (out_a.split_off(WARM_UP), out_b.split_off(WARM_UP))
+}
+
+/// One line appended to a file of `p` (spread over the files, in an order unrelated
+/// to their names): from before the append until the reader printed it.
+fn one_append(p: &Project, s: &mut Stream, n: usize, tag: &str) -> Duration {
+    let marker = format!("{tag}{n}#");
+    let i = 1 + (n * 7919) % p.tasks;
+    let start = Instant::now();
+    p.append(i, &format!("step {n} self-correction: {marker}\n"));
+    s.next_matching(|l| l.contains(&marker), Duration::from_secs(10)) - start
 }
 
 fn commit_latency(p: &Project, s: &mut Stream, samples: usize) -> Vec<Duration> {

@@ -98,7 +98,9 @@ impl KernelWatch {
     /// Reads the events queued now (as many as the buffer holds, some thousands) into
     /// `woken`. One read: what did not fit makes the next wait return at once, and an
     /// isolated append costs no second read to learn the queue is empty. True when the
-    /// read found the queue empty.
+    /// queue is known empty: the read found nothing, or left room in the buffer for
+    /// one more event of the longest name (the kernel hands over all it holds that
+    /// fits, so nothing was left behind).
     pub fn drain(&mut self, woken: &mut Woken) -> bool {
         let events = match self.inotify.read_events(&mut self.buf) {
             Ok(events) => events,
@@ -109,7 +111,9 @@ impl KernelWatch {
                 return false;
             }
         };
+        let mut count = 0;
         for event in events {
+            count += 1;
             if event.mask.contains(EventMask::Q_OVERFLOW) {
                 woken.rescan = true;
                 continue;
@@ -135,9 +139,12 @@ impl KernelWatch {
                 woken.rescan = true;
             }
         }
-        false
+        (count + 1) * MAX_EVENT <= self.buf.len()
     }
 }
+
+/// The most one event takes in a read: its header and the longest name with its end.
+const MAX_EVENT: usize = 16 + 255 + 1;
 
 /// Waits for the kernel's events (when there is a watch), the stop pipe, or `period`.
 pub fn wait(kernel: Option<&mut KernelWatch>, stop: &OwnedFd, period: Option<Duration>) -> Woken {

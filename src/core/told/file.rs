@@ -42,6 +42,8 @@ pub struct Entry {
 pub struct JournalFile {
     path: PathBuf,
     file: File,
+    /// The file's (device, inode) once learnt: what the name must hold.
+    file_id: Option<(u64, u64)>,
     id: u64,
     /// Bytes read (and indexed) so far: whole lines only.
     end: u64,
@@ -105,6 +107,7 @@ impl JournalFile {
         let mut journal = Self {
             path: path.to_path_buf(),
             file,
+            file_id: None,
             id: 0,
             end: 0,
             size: 0,
@@ -186,7 +189,7 @@ impl JournalFile {
         // Another file under the name: a sibling's cut of this journal is followed.
         let file = open_own(&self.path)?;
         lock(&file)?;
-        let old = std::mem::replace(&mut self.file, file);
+        let old = self.swap_file(file);
         unlock(&old);
         let (id, end, max_seq) = (self.id, self.end, self.max_seq);
         self.end = 0;
@@ -226,23 +229,38 @@ impl JournalFile {
     }
 
     /// What the journal's name holds now, against this process's file (its size learnt).
+    /// While the name holds this process's file, one `lstat` tells both (the same inode,
+    /// the same size); the file's own `fstat` is asked only when it does not.
     fn named(&mut self) -> io::Result<Named> {
+        let named = std::fs::symlink_metadata(&self.path).ok();
+        if let (Some(m), Some(id)) = (&named, self.file_id)
+            && (m.dev(), m.ino()) == id
+        {
+            self.size = m.len();
+            return Ok(self.whole_or_cut());
+        }
         let meta = self.file.metadata()?;
+        self.file_id = Some((meta.dev(), meta.ino()));
         self.size = meta.len();
-        let named = std::fs::symlink_metadata(&self.path)
-            .ok()
-            .map(|m| (m.dev(), m.ino()));
-        Ok(match named {
+        Ok(match named.map(|m| (m.dev(), m.ino())) {
             None => Named::Gone,
-            Some(id) if meta.nlink() > 0 && id == (meta.dev(), meta.ino()) => {
-                if self.size >= self.end {
-                    Named::Whole
-                } else {
-                    Named::CutShort
-                }
-            }
+            Some(id) if meta.nlink() > 0 && id == (meta.dev(), meta.ino()) => self.whole_or_cut(),
             Some(_) => Named::Other,
         })
+    }
+
+    fn whole_or_cut(&self) -> Named {
+        if self.size >= self.end {
+            Named::Whole
+        } else {
+            Named::CutShort
+        }
+    }
+
+    /// Goes on with `file` (its identity learnt at the next look); the old one back.
+    fn swap_file(&mut self, file: File) -> File {
+        self.file_id = None;
+        std::mem::replace(&mut self.file, file)
     }
 
     /// A new journal under the name, with a new id: no cursor of the old one names any
@@ -254,7 +272,7 @@ impl JournalFile {
         crate::core::safe_fs::write_atomic(&self.path, header.as_bytes(), 0o600)?;
         let file = open_own(&self.path)?;
         lock(&file)?;
-        let old = std::mem::replace(&mut self.file, file);
+        let old = self.swap_file(file);
         unlock(&old);
         let old_id = self.id;
         self.predecessor = Some(old_id);
@@ -469,7 +487,7 @@ impl Guard<'_> {
         let file = open_own(&j.path)?;
         lock(&file)?;
         unlock(&j.file);
-        j.file = file;
+        j.swap_file(file);
         j.end = text.len() as u64;
         j.size = j.end;
         Ok(())

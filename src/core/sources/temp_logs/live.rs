@@ -81,8 +81,8 @@ async fn next(kernel: Option<&mut AsyncFd<KernelWatch>>, period: Option<Duration
                 };
             };
             let mut woken = Woken::default();
-            // Readiness is cleared only once a read finds the queue empty: an event
-            // queued meanwhile is never left unread.
+            // Readiness is cleared only once a read leaves the queue empty: an event
+            // queued after it raises readiness again (the reactor hears each new one).
             if ready.get_inner_mut().drain(&mut woken) {
                 ready.clear_ready();
             }
