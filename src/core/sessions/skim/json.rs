@@ -270,7 +270,7 @@ pub(super) fn object<'a>(
         }
         let (key, after) = string(line, at)?;
         let colon = skip_space(line, after);
-        if key.iter().any(|&b| b == b'\\') || line.get(colon) != Some(&b':') {
+        if key.contains(&b'\\') || line.get(colon) != Some(&b':') {
             return None;
         }
         let end = member(key, skip_space(line, colon + 1))?;
