@@ -181,7 +181,8 @@ pub(super) fn plain_string<'a>(line: &Line<'a>, at: usize) -> Option<(&'a str, u
     if text.iter().any(|&b| b == b'\\' || b < 0x20) {
         return None;
     }
-    Some((std::str::from_utf8(text).ok()?, after))
+    // Checked here only when the line's text is not already known to be UTF-8.
+    Some((line.text(at + 1, after - 1)?, after))
 }
 
 /// A plain string, or `null` (absent).
@@ -369,7 +370,7 @@ pub(super) struct Seen(u32);
 impl Seen {
     /// `None` when `key` is one of `fields` (at most 32) and was met before.
     pub(super) fn once(&mut self, key: &[u8], fields: &[&[u8]]) -> Option<()> {
-        let Some(i) = fields.iter().position(|f| *f == key) else {
+        let Some(i) = position(key, fields) else {
             return Some(());
         };
         let bit = 1 << i;
@@ -382,9 +383,16 @@ impl Seen {
 
     /// Whether `key`, one of `fields`, was met.
     pub(super) fn has(&self, key: &[u8], fields: &[&[u8]]) -> bool {
-        let i = fields.iter().position(|f| *f == key);
-        i.is_some_and(|i| self.0 & (1 << i) != 0)
+        position(key, fields).is_some_and(|i| self.0 & (1 << i) != 0)
     }
+}
+
+/// Where `key` is in `fields`: the first bytes and lengths told apart before the
+/// rest is compared (the fields differ there; this runs for every key of a line).
+fn position(key: &[u8], fields: &[&[u8]]) -> Option<usize> {
+    fields
+        .iter()
+        .position(|f| f.len() == key.len() && f.first() == key.first() && *f == key)
 }
 
 /// JSON's four spaces (a form feed is not one).

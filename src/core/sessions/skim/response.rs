@@ -64,7 +64,9 @@ const USAGE_FIELDS: &[&[u8]] = &[
 
 /// The response an `assistant` line holds; `None` sends the line to the full parse.
 pub fn response(bytes: &[u8]) -> Option<Response<'_>> {
-    let line = &Line::new(bytes);
+    // The line's UTF-8 checked once, not string by string (a dozen are read); a line
+    // that is not UTF-8 is left to the full parse.
+    let line = &Line::of_text(std::str::from_utf8(bytes).ok()?);
     let mut head = Head::wanting("assistant");
     let mut r = Response::default();
     let end = object(line, 0, |key, at| match key {
