@@ -18,6 +18,7 @@ mod support;
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::mpsc;
@@ -308,7 +309,8 @@ impl Stream {
         );
         let s = Self::spawn({
             let mut c = Command::new("sh");
-            c.arg("-c").arg(script);
+            // Its own process group: the shell, `tail` and `grep` end together.
+            c.arg("-c").arg(script).process_group(0);
             c
         });
         // Ready once a warm-up line comes through.
@@ -348,6 +350,14 @@ impl Drop for Stream {
             let _ = thread.join();
         }
         if let Some(child) = &mut self.child {
+            // A pipeline's shell leads its group (`tail_grep`): the whole group goes,
+            // or its `tail` and `grep` would outlive the run and wake every second.
+            if let Ok(pid) = i32::try_from(child.id()) {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
             let _ = child.kill();
             let _ = child.wait();
         }
