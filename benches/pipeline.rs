@@ -1,6 +1,7 @@
 //! End-to-end figures for the core at 10, 100 and 1,000 active tasks, each against a
 //! baseline measured by the same driver in the same run. Run with
-//! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for 300 samples instead of 1,000 and a shorter poller run).
+//! `cargo bench --bench pipeline` (set `MAESTRO_BENCH_QUICK=1` for 300 samples instead
+//! of 1,000 and a shorter poller run).
 //!
 //! - append → anomaly: one line appended to one of N status files, isolated (10 to
 //!   40 ms apart, after 20 uncounted), until maestro prints its report, read from its

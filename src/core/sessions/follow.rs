@@ -205,7 +205,8 @@ fn is_cached(file: &std::fs::File, from: u64, len: u64) -> bool {
 
 /// Reads every follower on a pool of threads sized to the cores, one file a job, the
 /// largest files taken first so one big transcript does not finish last alone; each
-/// file is handed to the kernel's read-ahead when its length is taken.
+/// file whose pages are not all in memory is handed to the kernel's read-ahead when
+/// its length is taken.
 pub fn read_all(followers: &mut [Follower], prices: &PriceTable) {
     let workers = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)

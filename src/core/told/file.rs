@@ -151,8 +151,9 @@ impl JournalFile {
     /// Takes the lock for one append, and learns the file's size. A file no longer named
     /// (a maestro that cut the journal renamed a new one over it; the journal deleted or
     /// replaced) is left for the file the name holds now, or for a new journal; a file
-    /// cut short under its name starts a new journal. One `fstat` and one `lstat`: this
-    /// runs before every event is printed.
+    /// cut short under its name starts a new journal. One `lstat` while the name holds
+    /// this process's file (an `fstat` too when it does not): this runs before every
+    /// event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
         lock(&self.file)?;
         match self.named() {
