@@ -373,8 +373,7 @@ fn append_latency(p: &Project, s: &mut Stream, samples: usize, tag: &str) -> Vec
     let mut out = Vec::with_capacity(samples + WARM_UP);
     for n in 0..samples + WARM_UP {
         out.push(one_append(p, s, n, tag));
-        // Isolated lines, 10 to 40 ms apart, as a real orchestration writes them.
-        std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
+        pause(n);
     }
     out.split_off(WARM_UP)
 }
@@ -390,19 +389,23 @@ fn side_by_side(
 ) -> (Vec<Duration>, Vec<Duration>) {
     let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
     for n in 0..samples + WARM_UP {
-        let pause = || std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
         if n % 2 == 0 {
             out_a.push(one_append(pa, a, n, "t"));
-            pause();
+            pause(n);
             out_b.push(one_append(pb, b, n, "m"));
         } else {
             out_b.push(one_append(pb, b, n, "m"));
-            pause();
+            pause(n);
             out_a.push(one_append(pa, a, n, "t"));
         }
-        pause();
+        pause(n);
     }
     (out_a.split_off(WARM_UP), out_b.split_off(WARM_UP))
+}
+
+/// Isolated lines, 10 to 40 ms apart, as a real orchestration writes them.
+fn pause(n: usize) {
+    std::thread::sleep(Duration::from_millis(10 + (n as u64 * 13) % 31));
 }
 
 /// Writes back what is dirty (`sync`), so a timed run starts on a quiet disk.
