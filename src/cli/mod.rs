@@ -50,6 +50,15 @@ pub fn main() -> ExitCode {
         hooks::hook_main(&argv[2..]);
         return ExitCode::SUCCESS;
     }
+    // The gate in a window maestro opened (`maestro gate DIR -- claude …`): internal,
+    // so not among the commands clap lists.
+    if let [_, gate, dir, dashes, command @ ..] = argv.as_slice()
+        && gate == "gate"
+        && dashes == "--"
+    {
+        let code = crate::core::recovery::gate::run_gate(std::path::Path::new(dir), command);
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
     raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);

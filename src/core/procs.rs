@@ -233,6 +233,60 @@ pub async fn guarded_kill(process: ProcessId, grace: Duration) -> KillOutcome {
     }
 }
 
+/// The user a process runs as (the owner of `/proc/<pid>`).
+pub fn owner(pid: i32) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+}
+
+/// Processes held with SIGSTOP while something that may fail is tried in their place:
+/// each root and everything below it (a terminal's claude runs in a session of its
+/// own, so stopping the terminal alone would not stop it). Resumed when the attempt
+/// failed, ended when it succeeded; never left stopped.
+#[derive(Debug, Default)]
+pub struct Paused {
+    roots: Vec<ProcessId>,
+    stopped: Vec<ProcessId>,
+}
+
+impl Paused {
+    /// Stops each live root and its descendants.
+    pub fn pause(roots: &[ProcessId]) -> Self {
+        let mut paused = Self::default();
+        for root in roots.iter().filter(|r| r.is_same_alive()) {
+            paused.roots.push(*root);
+            let below = descendants(root.pid).into_iter().map(ProcessId::observe);
+            for p in std::iter::once(*root).chain(below) {
+                if kill(Pid::from_raw(p.pid), Signal::SIGSTOP).is_ok() {
+                    paused.stopped.push(p);
+                }
+            }
+        }
+        paused
+    }
+
+    /// Lets every stopped process run again, as it was.
+    pub fn resume(self) {
+        self.cont();
+    }
+
+    fn cont(&self) {
+        for p in self.stopped.iter().filter(|p| p.is_same_alive()) {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        }
+    }
+
+    /// Ends each root (running again first, so it can act on SIGTERM): what each got.
+    pub async fn end(self, grace: Duration) -> Vec<(i32, KillOutcome)> {
+        self.cont();
+        let mut out = Vec::new();
+        for root in &self.roots {
+            out.push((root.pid, guarded_kill(*root, grace).await));
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,6 @@ use crate::core::domain::TaskId;
 use crate::core::error::OwnFileError;
 use crate::core::recovery::launch::LaunchError;
 use crate::core::store;
-use crate::core::text::printable;
 
 /// Why a task action was refused or failed; each says the fix, and that nothing
 /// changed where nothing did.
@@ -56,19 +55,20 @@ pub enum ActionError {
         source: std::io::Error,
     },
     #[error(
-        "{task} was not relaunched: {source}. No replacement session runs; its state ({}), worker and messages are as they were. Fix the cause (a display, `[launch] terminal`, `[launch] claude`) and relaunch again.",
-        printable(.state)
+        "{task} was not relaunched: its session PID {pid} belongs to another user (uid {uid}), and maestro may not end it. Nothing was changed. Ask that user to end it, or relaunch as them."
     )]
-    PutBack {
+    ForeignSession { task: TaskId, pid: i32, uid: u32 },
+    #[error(
+        "{task} was not relaunched: {source}. The handoff was written (message #{handoff}) before the session was released, and stays (a row is never deleted to undo); {}. Its previous sessions run on as before{}. Fix the cause (`[launch] claude`) and relaunch again.",
+        match .notice { Some(id) => format!("message #{id} tells the task the relaunch failed"), None => "telling the task the relaunch failed could not be written".to_owned() },
+        if .running.is_empty() { String::new() } else { format!(" (PID {})", .running.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")) }
+    )]
+    NotStarted {
         task: TaskId,
-        state: String,
+        handoff: i64,
+        notice: Option<i64>,
+        running: Vec<i32>,
         source: LaunchError,
-    },
-    #[error("{task} was not relaunched: {why}; and putting its state back failed too: {source}")]
-    NotPutBack {
-        task: TaskId,
-        why: LaunchError,
-        source: Box<ActionError>,
     },
     #[error(transparent)]
     NewPidFile(#[from] OwnFileError),

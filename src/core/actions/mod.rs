@@ -22,6 +22,7 @@ use crate::core::procs::{self, ProcessId};
 use crate::core::recovery::launch::{LaunchError, Launcher, write_pid_file};
 
 mod error;
+pub mod live;
 use crate::core::store::{self, Author, Moved};
 use crate::core::text::printable;
 use crate::core::windows::LaunchTemplates;
@@ -365,6 +366,8 @@ pub struct Relaunch {
     pub facts: handoff::Facts,
     pub state: String,
     pub window: Option<ProcessId>,
+    /// Every live session of the task (the window's first), ended once the new one runs.
+    pub sessions: Vec<live::LiveSession>,
     /// Why the PID file's process is not the window (it is left alone).
     pub refused: Option<String>,
     pub title: String,
@@ -373,15 +376,20 @@ pub struct Relaunch {
 impl Relaunch {
     /// What will happen, in one paragraph: for the confirmation dialog and prompt.
     pub fn describe(&self) -> String {
-        let kill = match self.window {
-            Some(p) => format!(
-                "PID {} gets SIGTERM (SIGKILL after the grace period) and its PID file is removed",
-                p.pid
-            ),
-            None => match &self.refused {
+        let kill = if self.sessions.is_empty() {
+            match &self.refused {
                 Some(why) => format!("nothing is killed ({why})"),
-                None => "no window is running (nothing is killed)".to_owned(),
-            },
+                None => "no session of it is running (nothing is killed)".to_owned(),
+            }
+        } else {
+            format!(
+                "once the new session runs, {} get SIGTERM (SIGKILL after the grace period), and if it does not, they run on as before",
+                self.sessions
+                    .iter()
+                    .map(|l| format!("PID {} ({})", l.process.pid, l.how))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
         };
         format!(
             "Relaunch {task} ({previous}) after a {kind} handoff ({why})? {kill}; {moves} with a `handoff` message; window \"{title}\" opens for {next}.",
@@ -414,15 +422,15 @@ impl Relaunch {
 /// PID, who worked the task, the last completed step, the deviations.
 pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, ActionError> {
     let conn = store::open_existing(&project.db)?;
-    let row: Option<(String, Option<String>)> = conn
+    let row: Option<(String, Option<String>, Option<String>)> = conn
         .query_row(
-            "SELECT coalesce(state, ''), worked_by FROM orchestration_tasks WHERE task_id = ?1",
+            "SELECT coalesce(state, ''), worked_by, session_id FROM orchestration_tasks WHERE task_id = ?1",
             [task.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )
         .optional()
         .map_err(|e| db_error(project, e))?;
-    let Some((state, worked_by)) = row else {
+    let Some((state, worked_by, recorded)) = row else {
         return Err(not_in_table(task));
     };
     if state == "complete" {
@@ -449,10 +457,12 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Act
         .filter(|e| matches!(e, ActionError::NotTheWindow(_)))
         .map(ToString::to_string);
     let window = found.ok();
+    let sessions = live::live_sessions(&project.root, task, window, recorded.as_deref());
     let facts = handoff::Facts {
         handoff_present,
         context: crate::core::headroom::analyze(status.as_deref()).current,
-        pid_alive: window.is_some(),
+        // "Crashed" only when no session of the task was alive.
+        pid_alive: !sessions.is_empty(),
         worked_by,
         last_completed: status.as_deref().and_then(handoff::last_completed_step),
         deviations: read(format!("{task}-deviations"))
@@ -466,20 +476,22 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Act
         facts,
         state,
         window,
+        sessions,
         refused,
         title,
     })
 }
 
-/// The Conductor's handoff procedure: guarded kill of the old window and its PID file
-/// removed; `fix_proposed` (heartbeat refreshed), the next `worked_by` and a `handoff`
-/// message in one transaction; the replacement window opened (a fresh session: a
-/// handoff exists to shed context) and its PID recorded once it is seen alive.
+/// The Conductor's handoff procedure, proved before it is committed: the new window is
+/// opened with its session held at a gate; once the window runs, the task's old
+/// sessions are paused, `fix_proposed` (heartbeat refreshed), the next `worked_by` and a
+/// `handoff` message are written in one transaction, and the session is released. Only
+/// when it runs are the old sessions ended and the new window's PID recorded.
 ///
-/// What can be checked before any write (the terminal, a display) is checked first, so
-/// a refused relaunch changes nothing. A window whose session does not run (it exits,
-/// runs nothing, or the session ends at once) is an error, and the task's row and
-/// messages are put back as they were.
+/// A window that fails changes nothing: no row, no message, no id consumed, the old
+/// sessions running as before. A session that fails after its release leaves the
+/// handoff written (never deleted) and a message saying the relaunch failed; the old
+/// sessions run on.
 pub fn relaunch(
     project: &Target,
     launch: &LaunchTemplates,
@@ -492,20 +504,44 @@ pub fn relaunch(
         templates: launch.clone(),
         project: root,
     };
-    launcher
-        .preflight()
-        .map_err(|source| ActionError::NotLaunchable {
+    let not_launchable = |source| ActionError::NotLaunchable {
+        task: task.clone(),
+        source,
+    };
+    launcher.preflight().map_err(not_launchable)?;
+    if let Some((pid, uid)) = live::foreign(&r.sessions) {
+        return Err(ActionError::ForeignSession {
             task: task.clone(),
-            source,
-        })?;
+            pid,
+            uid,
+        });
+    }
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(ActionError::Runtime)?;
-    if let Some(p) = r.window {
-        let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
-        rt.block_on(procs::guarded_kill(p, kill_grace));
-    }
+    let argv = musician_args(launch, task, r);
+    let held = rt
+        .block_on(launcher.open_held(&r.title, &argv))
+        .map_err(not_launchable)?;
+    let roots: Vec<ProcessId> = r.sessions.iter().map(|l| l.process).collect();
+    let paused = procs::Paused::pause(&roots);
+    let written = match write_handoff(project, task, r) {
+        Ok(id) => id,
+        Err(e) => {
+            rt.block_on(held.close());
+            paused.resume();
+            return Err(e);
+        }
+    };
+    let window = match rt.block_on(held.release()) {
+        Ok(window) => window,
+        Err(source) => {
+            paused.resume();
+            return Err(not_started(project, task, r, written, source));
+        }
+    };
+    let ended = rt.block_on(paused.end(kill_grace));
     let pid_file = project.temp.join(task.window_pid_file());
     if let Err(source) = std::fs::remove_file(&pid_file)
         && source.kind() != std::io::ErrorKind::NotFound
@@ -515,28 +551,60 @@ pub fn relaunch(
             source,
         });
     }
+    write_pid_file(&project.temp, &task.window_pid_file(), window.pid)?;
+    Ok(relaunched(task, r, window.pid, &ended))
+}
+
+/// The handoff in one transaction: state, worker, heartbeat and the message; its id.
+/// A failed transaction leaves nothing (SQLite rolls it back; no id is consumed).
+fn write_handoff(project: &Target, task: &TaskId, r: &Relaunch) -> Result<i64, ActionError> {
     let mut conn = store::open_existing(&project.db)?;
-    let written = store::write(&mut conn, |tx| {
-        let heartbeat = store::heartbeat(tx, task.as_str())?;
+    store::write(&mut conn, |tx| {
+        store::heartbeat(tx, task.as_str())?;
         store::set_state(tx, task.as_str(), "fix_proposed")?;
         store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
-        let message = store::send_message(
+        store::send_message(
             tx,
             task.as_str(),
             Author::Operator,
             "handoff",
             &r.plan.message,
-        )?;
-        Ok(Written { heartbeat, message })
+        )
     })
-    .map_err(|e| db_error(project, e))?;
-    let argv = launcher.claude_window(&r.title, &musician_args(launch, task, r));
-    let new = match rt.block_on(launcher.spawn_alive(&argv)) {
-        Ok(new) => new,
-        Err(why) => return Err(undo_handoff(project, &mut conn, task, r, &written, why)),
-    };
-    write_pid_file(&project.temp, &task.window_pid_file(), new.pid)?;
-    Ok(relaunched(task, r, new.pid))
+    .map_err(|e| db_error(project, e))
+}
+
+/// After a released session that did not run: the handoff stays (a row is never
+/// deleted to undo), a further message tells the task's sessions the relaunch failed,
+/// and the error says exactly that.
+fn not_started(
+    project: &Target,
+    task: &TaskId,
+    r: &Relaunch,
+    handoff: i64,
+    source: LaunchError,
+) -> ActionError {
+    let text = format!(
+        "The relaunch as {} failed: its session did not run ({}). {} carries on with the task; ignore message #{handoff}.",
+        r.plan.next,
+        crate::core::text::one_line(&source.to_string()),
+        r.plan.previous,
+    );
+    let notice = store::open_existing(&project.db)
+        .map_err(ActionError::from)
+        .and_then(|mut conn| {
+            store::write(&mut conn, |tx| {
+                store::send_message(tx, task.as_str(), Author::Operator, "instruction", &text)
+            })
+            .map_err(|e| db_error(project, e))
+        });
+    ActionError::NotStarted {
+        task: task.clone(),
+        handoff,
+        notice: notice.ok(),
+        running: r.sessions.iter().map(|l| l.process.pid).collect(),
+        source,
+    }
 }
 
 /// The replacement Musician's arguments: the skill's prompt and where to pick up.
@@ -559,54 +627,26 @@ fn musician_args(launch: &LaunchTemplates, task: &TaskId, r: &Relaunch) -> Vec<S
     ]
 }
 
-/// What a relaunch wrote before its window was opened: the heartbeat it replaced and
-/// the handoff message's id, for [`undo_handoff`].
-struct Written {
-    heartbeat: Option<String>,
-    message: i64,
-}
-
-/// After a window whose session did not run: the task's state, worker and heartbeat as
-/// they were, and the handoff message taken back (it said a session was launched, and
-/// none runs). The error names what was seen.
-fn undo_handoff(
-    project: &Target,
-    conn: &mut rusqlite::Connection,
-    task: &TaskId,
-    r: &Relaunch,
-    written: &Written,
-    why: LaunchError,
-) -> ActionError {
-    let undone = store::write(conn, |tx| {
-        let before = store::RowBefore {
-            state: &r.state,
-            worked_by: r.facts.worked_by.as_deref(),
-            heartbeat: written.heartbeat.as_deref(),
-        };
-        store::put_back(tx, task.as_str(), &before)?;
-        store::take_back_message(tx, written.message, "handoff")
-    });
-    match undone {
-        Ok(()) => ActionError::PutBack {
-            task: task.clone(),
-            state: r.state.clone(),
-            source: why,
-        },
-        Err(e) => ActionError::NotPutBack {
-            task: task.clone(),
-            why,
-            source: Box::new(db_error(project, e)),
-        },
-    }
-}
-
-fn relaunched(task: &TaskId, r: &Relaunch, pid: i32) -> Done {
+fn relaunched(task: &TaskId, r: &Relaunch, pid: i32, ended: &[(i32, procs::KillOutcome)]) -> Done {
+    let ended_pids: Vec<i32> = ended.iter().map(|(p, _)| *p).collect();
+    let said = if ended.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; ended {}",
+            ended
+                .iter()
+                .map(|(p, o)| format!("PID {p} ({})", format!("{o:?}").to_lowercase()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     Done {
         json: json!({"ok": true, "task_id": task, "handoff": r.plan.kind, "context": r.facts.context,
                 "previous": r.plan.previous, "next": r.plan.next, "prev_state": r.state,
-                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "pid": pid}),
+                "state": "fix_proposed", "old_pid": r.window.map(|p| p.pid), "ended": ended_pids, "pid": pid}),
         text: format!(
-            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {pid}), its session running",
+            "{task}: {} handoff, {} -> {}, window \"{}\" (PID {pid}), its session running{said}",
             r.plan.kind.as_str(),
             printable(&r.plan.previous),
             printable(&r.plan.next),

@@ -89,6 +89,8 @@ pub struct RecoveryOutcome {
     pub new_session_id: Option<String>,
     /// Why it failed, when no relaunch happened.
     pub failure: Option<String>,
+    /// The file a recovery left for the next Conductor (the trimmed export), if any.
+    pub artifact: Option<String>,
 }
 
 /// What the watcher reads of `task-00` each cycle.

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
+use super::gate::{Gate, GateSays};
 use crate::core::error::OwnFileError;
 use crate::core::procs::ProcessId;
 use crate::core::windows::LaunchTemplates;
@@ -127,6 +128,10 @@ pub enum LaunchError {
     },
     #[error("the window exited at once")]
     ExitedAtOnce,
+    #[error(
+        "maestro's own program cannot be found (replaced or deleted while it ran), so a new window cannot hold its session until the handoff is written: start maestro again"
+    )]
+    NoMaestro,
     /// The window ran no session that stayed: what was seen, with the window's own
     /// last error line when it printed one.
     #[error("{0}")]
@@ -283,6 +288,146 @@ impl Launcher {
         });
         Ok(recorded)
     }
+}
+
+/// A window opened with its session held at a gate (`super::gate`): the window is
+/// proven to run the gate, and nothing in it has started yet.
+pub struct HeldWindow {
+    child: tokio::process::Child,
+    program: String,
+    wanted: String,
+    window: ProcessId,
+    gate_process: ProcessId,
+    gate: Gate,
+    errors: std::fs::File,
+}
+
+impl Launcher {
+    /// Opens a Claude window whose session waits at a gate until [`HeldWindow::release`].
+    /// A window that exits first (its own last error line quoted), whose gate refuses
+    /// (the session's program is missing there), or that shows no gate within
+    /// [`SESSION_WAIT`], is an error; a window still up then is ended.
+    pub async fn open_held(&self, title: &str, args: &[String]) -> Result<HeldWindow, LaunchError> {
+        let gate = Gate::new().map_err(LaunchError::Scratch)?;
+        let maestro = std::env::current_exe()
+            .ok()
+            .filter(|p| p.is_file())
+            .ok_or(LaunchError::NoMaestro)?;
+        let mut argv = terminal_argv(&self.templates, &self.project, title);
+        argv.extend(gate.argv(&maestro));
+        argv.extend(fill(&self.templates.claude, &self.project, title));
+        argv.extend(args.iter().cloned());
+        let wanted = self.session_program();
+        let errors = tempfile::tempfile().map_err(LaunchError::Scratch)?;
+        let stderr = errors.try_clone().map_err(LaunchError::Scratch)?;
+        let (mut child, program) = self.start_window(&argv, stderr.into())?;
+        let pid = child.id().ok_or(LaunchError::ExitedAtOnce)? as i32;
+        let window = ProcessId::observe(pid);
+        let started = tokio::time::Instant::now();
+        let failure = loop {
+            tokio::select! {
+                status = child.wait() => {
+                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                    break with_last_error(format!("{program} exited ({status}) before {wanted} ran in it"), errors);
+                }
+                () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+            match gate.says() {
+                GateSays::Ready(gate_process) => {
+                    return Ok(HeldWindow { child, program, wanted, window, gate_process, gate, errors });
+                }
+                GateSays::Refused(why) => break format!("{program} opened, but {why}"),
+                GateSays::Nothing if started.elapsed() >= SESSION_WAIT => {
+                    break format!(
+                        "{program} opened, but no {wanted} process ran in it within {} s",
+                        SESSION_WAIT.as_secs()
+                    );
+                }
+                GateSays::Nothing => {}
+            }
+        };
+        end_window(pid, &mut child).await;
+        Err(LaunchError::NoSession(failure))
+    }
+}
+
+impl HeldWindow {
+    /// The window's own process (what its PID file records).
+    pub fn window(&self) -> ProcessId {
+        self.window
+    }
+
+    /// Lets the session start and returns the window once the session runs in it:
+    /// the gate's process now runs [`Launcher::session_program`] (or it runs below it),
+    /// still [`ALIVE_AFTER`] after the release. Otherwise the window is ended and the
+    /// error says what was seen.
+    pub async fn release(mut self) -> Result<ProcessId, LaunchError> {
+        if let Err(e) = self.gate.release() {
+            let what = format!("the gate in the {} window was gone ({e})", self.program);
+            return Err(self.fail(what).await);
+        }
+        let released = tokio::time::Instant::now();
+        let session = self.gate_process;
+        let failure = loop {
+            tokio::select! {
+                status = self.child.wait() => {
+                    let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
+                    break format!("{} exited ({status}) and its {} session with it", self.program, self.wanted);
+                }
+                () = tokio::time::sleep(LOOK_EVERY) => {}
+            }
+            if !session.is_same_alive() {
+                break format!("{} started in the window (PID {}) and ended at once", self.wanted, session.pid);
+            }
+            let runs = runs_program(session.pid, &self.wanted);
+            if runs && released.elapsed() >= ALIVE_AFTER {
+                let mut child = self.child;
+                tokio::spawn(async move {
+                    let _ = child.wait().await;
+                });
+                return Ok(self.window);
+            }
+            if !runs && released.elapsed() >= SESSION_WAIT {
+                break format!(
+                    "{} opened, but no {} process ran in it within {} s",
+                    self.program, self.wanted, SESSION_WAIT.as_secs()
+                );
+            }
+        };
+        Err(self.fail(failure).await)
+    }
+
+    /// Ends a window whose session was never released: nothing ran in it.
+    pub async fn close(mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.gate_process.pid),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        end_window(self.window.pid, &mut self.child).await;
+    }
+
+    async fn fail(mut self, what: String) -> LaunchError {
+        if self.gate_process.is_same_alive() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(self.gate_process.pid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+        }
+        end_window(self.window.pid, &mut self.child).await;
+        LaunchError::NoSession(with_last_error(what, self.errors))
+    }
+}
+
+/// Whether `pid` runs `program`, or a process below it does.
+fn runs_program(pid: i32, program: &str) -> bool {
+    let comm: String = program.chars().take(15).collect();
+    crate::core::procs::comm(pid).is_some_and(|c| c == comm)
+        || crate::core::procs::cmdline(pid).is_some_and(|args| {
+            args.iter()
+                .take(2)
+                .any(|a| Path::new(a).file_name().is_some_and(|n| n == program))
+        })
+        || program_below(pid, program).is_some()
 }
 
 /// The new session's `SessionStart` hook in the project's spool (maestro's hooks

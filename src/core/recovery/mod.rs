@@ -4,6 +4,7 @@
 
 pub mod compact;
 pub mod export;
+pub mod gate;
 pub mod launch;
 pub mod payload;
 pub mod transcript;
@@ -17,7 +18,7 @@ use tokio::sync::mpsc;
 use crate::core::domain::souffleur::{Provider, RecoveryKind, RecoveryOutcome, valid_session_id};
 use crate::core::error::OwnFileError;
 use crate::core::event::{CoreEvent, RecoveryStatus, RecoveryStep, RoleReport};
-use crate::core::procs::{self, ProcessId};
+use crate::core::procs::{self, Paused, ProcessId};
 use crate::core::store::role::RoleDb;
 use compact::{BoundaryWatch, count_lines};
 use launch::{LaunchError, Launcher, find_program, write_pid_file};
@@ -87,18 +88,37 @@ impl RecoveryEnv {
             .await;
     }
 
-    /// Starts a Conductor window and records its PID in `temp/` once the window is seen
-    /// alive (one that dies at once is a failed relaunch, never a success).
+    /// Starts a Conductor window and, once its session runs, ends the old Conductor and
+    /// records the new window's PID in `temp/`. Until then the old one is kept (paused
+    /// while the new session proves itself, so two Conductors never act at once); if
+    /// the new one fails, the old runs on exactly as before.
     async fn launch_conductor(
         &self,
         generation: u32,
         args: &[String],
+        old: Paused,
     ) -> Result<ProcessId, RecoveryError> {
-        self.launcher.preflight()?;
-        let argv = self
-            .launcher
-            .claude_window(&conductor_title(generation), args);
-        let pid = self.launcher.spawn_alive(&argv).await?;
+        let held = match self.launcher.preflight() {
+            Ok(()) => self.launcher.open_held(&conductor_title(generation), args).await,
+            Err(e) => Err(e),
+        };
+        let released = match held {
+            Ok(held) => held.release().await,
+            Err(e) => Err(e),
+        };
+        let pid = match released {
+            Ok(pid) => pid,
+            Err(e) => {
+                old.resume();
+                return Err(e.into());
+            }
+        };
+        for (old_pid, outcome) in old.end(self.kill_grace).await {
+            self.note(format!(
+                "Conductor PID {old_pid}: {outcome:?} once S{generation} ran"
+            ))
+            .await;
+        }
         write_pid_file(&self.temp, CONDUCTOR_PID_FILE, pid.pid)?;
         Ok(pid)
     }
@@ -241,14 +261,15 @@ async fn lethe_relaunched(env: &RecoveryEnv, req: &RecoveryRequest, r: LetheResu
             session_rediscover: false,
             new_session_id: new_session,
             failure: None,
+            artifact: None,
         },
         conductor,
     }
 }
 
-/// Guarded kill, export, trim, size gate, relaunch; escalates to `standard_compact` when
-/// the trimmed export is still too large (docs/orchestration.md §4). Without an export, the
-/// Conductor is relaunched with the resume prompt alone.
+/// Export, trim, size gate, relaunch, and only then the old Conductor ended; escalates
+/// to `standard_compact` when no export comes back or the trimmed export is still too
+/// large (docs/orchestration.md §4): a fresh Conductor never starts without its history.
 async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let generation = req.generation;
     env.report(
@@ -258,30 +279,22 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
         None,
     )
     .await;
-    if let Some(p) = req.conductor {
-        let outcome = procs::guarded_kill(p, env.kill_grace).await;
-        env.note(format!("Conductor PID {}: {outcome:?}", p.pid))
-            .await;
-    }
-    let Some(saved) = export_for_relaunch(env, req).await else {
-        return standard_compact(env, req).await;
+    let saved = match export_for_relaunch(env, req).await {
+        Ok(path) => path,
+        Err(why) => {
+            env.note(format!("{why}; escalating to standard_compact"))
+                .await;
+            return standard_compact(env, req).await;
+        }
     };
-    let prompt = match &saved {
-        Ok(path) => format!("{} {}", req.resolved.prompt, path.display()),
-        Err(_) => req.resolved.prompt.clone(),
-    };
-    if let Err(e) = &saved {
-        env.note(format!(
-            "no export for the new Conductor ({e}); relaunching without it"
-        ))
-        .await;
-    }
     let args = vec![
         "--permission-mode".to_owned(),
         req.resolved.permission.as_str().to_owned(),
-        prompt,
+        format!("{} {}", req.resolved.prompt, saved.display()),
     ];
-    match env.launch_conductor(generation, &args).await {
+    let artifact = Some(saved.display().to_string());
+    let old = Paused::pause(&req.conductor.into_iter().collect::<Vec<_>>());
+    match env.launch_conductor(generation, &args, old).await {
         Ok(pid) => {
             env.report(
                 Provider::ClaudeExport,
@@ -299,6 +312,7 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                     session_rediscover: true,
                     new_session_id: None,
                     failure: None,
+                    artifact,
                 },
                 conductor: Some(pid),
             }
@@ -311,36 +325,29 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                 None,
             )
             .await;
-            failed(Provider::ClaudeExport, e.to_string())
+            let mut done = failed(Provider::ClaudeExport, e.to_string());
+            done.outcome.artifact = artifact;
+            done
         }
     }
 }
 
 /// The Conductor's session exported, trimmed and saved for the new one (its file), or
-/// why there is none; `None` when even trimmed it is too large: escalate.
-async fn export_for_relaunch(
-    env: &RecoveryEnv,
-    req: &RecoveryRequest,
-) -> Option<Result<PathBuf, RecoveryError>> {
-    match run_export(env, &req.session_id).await {
-        Ok(text) => {
-            let trimmed = export::trim(&text);
-            let tokens = export::estimate_tokens(&trimmed);
-            if tokens > env.force_compact {
-                env.note(format!(
-                    "export is still ~{tokens} tokens (> FORCE_COMPACT {}); escalating to standard_compact",
-                    env.force_compact
-                ))
-                .await;
-                None
-            } else {
-                Some(save_trimmed(env, &req.session_id, req.generation, &trimmed))
-            }
-        }
-        // docs/orchestration.md escalates only on size: without an export the Conductor is
-        // relaunched with the resume prompt alone.
-        Err(e) => Some(Err(RecoveryError::Export(Box::new(e)))),
+/// why there is none to relaunch with (no export, or too large even trimmed).
+async fn export_for_relaunch(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<PathBuf, String> {
+    let text = run_export(env, &req.session_id)
+        .await
+        .map_err(|e| format!("no export for the new Conductor ({e})"))?;
+    let trimmed = export::trim(&text);
+    let tokens = export::estimate_tokens(&trimmed);
+    if tokens > env.force_compact {
+        return Err(format!(
+            "export is still ~{tokens} tokens (> FORCE_COMPACT {})",
+            env.force_compact
+        ));
     }
+    save_trimmed(env, &req.session_id, req.generation, &trimmed)
+        .map_err(|e| format!("the trimmed export could not be saved ({e})"))
 }
 
 /// Runs `claude_export <session>`; the export is the newest matching file it wrote to
@@ -413,11 +420,11 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
         .await;
         env.note(format!("standard_compact attempt {attempt}"))
             .await;
-        if let Some(p) = req.conductor {
-            // Already killed by claude_export in this cycle: a no-op then.
-            procs::guarded_kill(p, env.kill_grace).await;
-        }
+        // The old Conductor must not act on its session while another process compacts
+        // it: paused, and run on as it was if the attempt fails.
+        let old = Paused::pause(&req.conductor.into_iter().collect::<Vec<_>>());
         if let Err(e) = compact_once(env, req).await {
+            old.resume();
             last_error = e.to_string();
             continue;
         }
@@ -428,7 +435,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             req.resolved.permission.as_str().to_owned(),
             req.resolved.prompt.clone(),
         ];
-        match env.launch_conductor(generation, &args).await {
+        match env.launch_conductor(generation, &args, old).await {
             Ok(pid) => {
                 env.report(
                     Provider::StandardCompact,
@@ -445,6 +452,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
                         session_rediscover: false,
                         new_session_id: None,
                         failure: None,
+                        artifact: None,
                     },
                     conductor: Some(pid),
                 };
@@ -543,6 +551,7 @@ fn failed(provider: Provider, why: String) -> Recovered {
             session_rediscover: false,
             new_session_id: None,
             failure: Some(why),
+            artifact: None,
         },
         conductor: None,
     }

@@ -11,6 +11,10 @@ pub const DEFAULT_FORCE_COMPACT: u64 = 400_000;
 /// Claude Code permission modes maestro passes on, from least to most powerful.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Permission {
+    /// Read-only planning: the least a session may do.
+    Plan,
+    /// Asks before every edit and command.
+    Default,
     AcceptEdits,
     BypassPermissions,
 }
@@ -18,6 +22,8 @@ pub enum Permission {
 impl Permission {
     pub fn parse(s: &str) -> Option<Self> {
         match s.trim() {
+            "plan" => Some(Self::Plan),
+            "default" => Some(Self::Default),
             "acceptEdits" => Some(Self::AcceptEdits),
             "bypassPermissions" => Some(Self::BypassPermissions),
             _ => None,
@@ -26,13 +32,20 @@ impl Permission {
 
     /// Exactly a mode's name: no quotes, no spaces (the config file's rule).
     pub fn parse_exact(s: &str) -> Option<Self> {
-        [Self::AcceptEdits, Self::BypassPermissions]
-            .into_iter()
+        [
+            Self::Plan,
+            Self::Default,
+            Self::AcceptEdits,
+            Self::BypassPermissions,
+        ]
+        .into_iter()
             .find(|p| p.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {
         match self {
+            Self::Plan => "plan",
+            Self::Default => "default",
             Self::AcceptEdits => "acceptEdits",
             Self::BypassPermissions => "bypassPermissions",
         }
@@ -309,6 +322,24 @@ mod tests {
         ];
         for (text, expected) in table {
             assert_eq!(&parse_payload(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn a_narrower_mode_asked_for_is_honoured() {
+        for (asked, given) in [
+            ("plan", Permission::Plan),
+            ("default", Permission::Default),
+            ("acceptEdits", Permission::AcceptEdits),
+        ] {
+            let p = Payload {
+                permission_mode: Some(asked.into()),
+                resume_prompt: None,
+            };
+            let r = resolve(Some(&p), Permission::AcceptEdits);
+            assert_eq!(r.permission, given, "{asked}");
+            assert_eq!(r.permission.as_str(), asked);
+            assert!(r.warnings.is_empty(), "{r:?}");
         }
     }
 

@@ -245,33 +245,6 @@ pub fn heartbeat(conn: &Connection, task: &str) -> rusqlite::Result<Option<Strin
     )
 }
 
-/// Takes back a message of `kind` the operator's action wrote and that turned out
-/// untrue (a handoff whose session never ran).
-pub fn take_back_message(conn: &Connection, id: i64, kind: &str) -> rusqlite::Result<()> {
-    conn.execute(
-        "DELETE FROM orchestration_messages WHERE id = ?1 AND message_type = ?2",
-        params![id, kind],
-    )
-    .map(drop)
-}
-
-/// A task's row as it was before an action that failed: its state, worker and
-/// heartbeat (the action's refresh undone: nothing was seen alive).
-pub struct RowBefore<'a> {
-    pub state: &'a str,
-    pub worked_by: Option<&'a str>,
-    pub heartbeat: Option<&'a str>,
-}
-
-/// Puts a task's row back as it was before an action that failed.
-pub fn put_back(conn: &Connection, task: &str, before: &RowBefore<'_>) -> rusqlite::Result<()> {
-    conn.execute(
-        "UPDATE orchestration_tasks SET state = ?2, worked_by = ?3, last_heartbeat = ?4 WHERE task_id = ?1",
-        params![task, before.state, before.worked_by, before.heartbeat],
-    )
-    .map(drop)
-}
-
 /// Records a task's last error (`context_exhaustion_warning`, …).
 pub fn set_last_error(conn: &Connection, task: &str, error: &str) -> rusqlite::Result<()> {
     conn.execute(

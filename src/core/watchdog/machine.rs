@@ -72,6 +72,8 @@ pub struct Router {
     /// The running recovery was asked for by the operator (it does not count towards
     /// retry exhaustion, which guards against automatic loops).
     manual: bool,
+    /// The newest export or handoff a recovery wrote (named at retry exhaustion).
+    last_artifact: Option<String>,
 }
 
 impl Router {
@@ -89,6 +91,7 @@ impl Router {
             held: false,
             completed: false,
             manual: false,
+            last_artifact: None,
         }
     }
 
@@ -199,21 +202,11 @@ impl Router {
         if self.phase != Phase::Recovering {
             return vec![];
         }
+        if outcome.artifact.is_some() {
+            self.last_artifact.clone_from(&outcome.artifact);
+        }
         if !outcome.relaunched {
-            self.phase = Phase::Exited;
-            let why = outcome.failure.unwrap_or_else(|| "recovery failed".into());
-            return vec![
-                Effect::SetRow("error"),
-                Effect::Message {
-                    kind: "error",
-                    text: format!(
-                        "Souffleur: recovery through {} failed: {why}. Stopping; relaunch the Conductor by hand.",
-                        outcome.provider.as_str()
-                    ),
-                },
-                Effect::Alert(format!("recovery failed: {why}")),
-                Effect::Stop,
-            ];
+            return self.on_failed(outcome);
         }
         // Progress is judged by the task count between Conductor launches.
         if self.trigger_task_count > self.last_task_count {
@@ -243,23 +236,63 @@ impl Router {
             });
         }
         if self.no_progress >= self.max_no_progress {
-            self.phase = Phase::Exited;
-            fx.extend([
-                Effect::SetRow("error"),
-                Effect::Message {
-                    kind: "error",
-                    text: format!(
-                        "Souffleur: {} recoveries in a row without new tasks; stopping. Look at the last export and relaunch by hand.",
-                        self.no_progress
-                    ),
-                },
-                Effect::Alert(format!("retry exhaustion after {} recoveries without progress", self.no_progress)),
-                Effect::Stop,
-            ]);
+            fx.extend(self.exhausted("recoveries in a row without new tasks"));
             return fx;
         }
         fx.push(self.layers());
         fx
+    }
+
+    /// A recovery that relaunched nothing is one attempt: the old Conductor (if alive)
+    /// runs on as it was, and the Souffleur keeps watching; the next alarm tries again,
+    /// until retry exhaustion (the seed's three exits: validation, exhaustion, complete).
+    fn on_failed(&mut self, outcome: RecoveryOutcome) -> Vec<Effect> {
+        let why = outcome.failure.unwrap_or_else(|| "recovery failed".into());
+        if !self.manual {
+            self.no_progress += 1;
+        }
+        self.phase = Phase::Watching;
+        let said = format!(
+            "recovery through {} failed: {why}",
+            outcome.provider.as_str()
+        );
+        if self.no_progress >= self.max_no_progress {
+            let mut fx = vec![Effect::Alert(said)];
+            fx.extend(self.exhausted("recoveries in a row without a new Conductor or new tasks"));
+            return fx;
+        }
+        vec![
+            Effect::Alert(format!(
+                "{said}; still watching, the next alarm tries again (attempt {} of {})",
+                self.no_progress, self.max_no_progress
+            )),
+            self.layers(),
+        ]
+    }
+
+    /// Retry exhaustion: the row in `error`, the Conductor told where the last recovery
+    /// artifact is, and the role stops.
+    fn exhausted(&mut self, what: &str) -> Vec<Effect> {
+        self.phase = Phase::Exited;
+        let artifact = match &self.last_artifact {
+            Some(path) => format!("the last recovery artifact is {path}"),
+            None => "no recovery artifact was written".to_owned(),
+        };
+        vec![
+            Effect::SetRow("error"),
+            Effect::Message {
+                kind: "error",
+                text: format!(
+                    "Souffleur: {} {what}; stopping ({artifact}). Relaunch the Conductor by hand.",
+                    self.no_progress
+                ),
+            },
+            Effect::Alert(format!(
+                "retry exhaustion after {} recoveries without progress; {artifact}",
+                self.no_progress
+            )),
+            Effect::Stop,
+        ]
     }
 }
 
@@ -392,23 +425,43 @@ mod tests {
         assert_eq!(r.no_progress, 0);
     }
 
-    #[test]
-    fn a_failed_recovery_fails_closed() {
-        let mut r = Router::new("s1".into(), 5, 3);
-        r.step(exit(WatchdogReason::ConductorDeadPid, 5));
-        let fx = r.step(Input::RecoveryFinished(RecoveryOutcome {
-            provider: Provider::StandardCompact,
+    fn failed_with(provider: Provider, artifact: Option<&str>) -> Input {
+        Input::RecoveryFinished(RecoveryOutcome {
+            provider,
             relaunched: false,
             pid_known: false,
             session_rediscover: false,
             new_session_id: None,
             failure: Some("no compact_boundary within 300s, twice".into()),
-        }));
-        assert_eq!(fx[0], Effect::SetRow("error"));
-        assert!(
-            matches!(&fx[1], Effect::Message { kind: "error", text } if text.contains("standard_compact"))
-        );
-        assert_eq!(r.phase, Phase::Exited);
+            artifact: artifact.map(str::to_owned),
+        })
+    }
+
+    #[test]
+    fn a_failed_recovery_is_one_attempt_and_watching_goes_on() {
+        let mut r = Router::new("s1".into(), 5, 3);
+        for round in 1..=3u32 {
+            assert_eq!(
+                r.step(exit(WatchdogReason::ContextRecovery, 5)),
+                [Effect::Recover(RecoveryKind::ContextRecovery)]
+            );
+            let artifact = (round == 2).then_some("/data/trimmed/s1-S2.md");
+            let fx = r.step(failed_with(Provider::StandardCompact, artifact));
+            if round < 3 {
+                assert_eq!(r.phase, Phase::Watching, "round {round}: {fx:?}");
+                assert_eq!(fx.last(), Some(&layers(WatcherMode::Normal, false)));
+                assert!(!fx.contains(&Effect::Stop));
+                assert!(!fx.contains(&Effect::SetRow("error")));
+            } else {
+                assert_eq!(r.phase, Phase::Exited);
+                assert!(fx.contains(&Effect::SetRow("error")));
+                assert_eq!(fx.last(), Some(&Effect::Stop));
+                assert!(
+                    fx.iter().any(|e| matches!(e, Effect::Message { kind: "error", text } if text.contains("/data/trimmed/s1-S2.md"))),
+                    "{fx:?}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -271,6 +271,7 @@ impl Role {
                 session_rediscover: false,
                 new_session_id: None,
                 failure: Some(format!("the recovery task failed: {e}")),
+                artifact: None,
             },
             conductor: None,
         });
