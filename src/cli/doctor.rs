@@ -476,7 +476,17 @@ fn pollers(
     add: &mut dyn FnMut(Level, &'static str, String),
 ) {
     let lately = std::time::Duration::from_secs(15 * 60);
-    let running = sessions.running_pollers(lately);
+    let key = crate::core::paths::ProjectKey::of(&project.root);
+    // A poller the guard has already stopped is no longer one to warn about.
+    let stopped = |session: &str, agent: &str| {
+        crate::core::hooks::guard::ledger::Ledger::of(&key, session)
+            .is_some_and(|l| l.stopped(agent).is_some())
+    };
+    let running: Vec<_> = sessions
+        .running_pollers(lately)
+        .into_iter()
+        .filter(|p| !stopped(&p.session_id, &p.agent))
+        .collect();
     if running.is_empty() {
         return;
     }

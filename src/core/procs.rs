@@ -276,12 +276,18 @@ impl Paused {
         }
     }
 
-    /// Ends each root (running again first, so it can act on SIGTERM): what each got.
+    /// Ends each root (running again first, so it can act on SIGTERM), then whatever
+    /// ran below it and outlived it (a window's claude): what each root got.
     pub async fn end(self, grace: Duration) -> Vec<(i32, KillOutcome)> {
         self.cont();
         let mut out = Vec::new();
         for root in &self.roots {
             out.push((root.pid, guarded_kill(*root, grace).await));
+        }
+        for p in self.stopped.iter().filter(|p| !self.roots.contains(p)) {
+            if p.is_same_alive() {
+                guarded_kill(*p, grace).await;
+            }
         }
         out
     }

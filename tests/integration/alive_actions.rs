@@ -1,7 +1,7 @@
 //! An action's word is its result: a relaunch or a recovery reports success only once the
 //! session runs in the window it opened (a `claude` process below it, still running a
-//! moment later); what can be checked first (a display) is checked before anything is
-//! written, and what fails after a write is put back as it was.
+//! moment later). Prove, then commit: a window that fails changes nothing (no row, no
+//! message, no id consumed), and the task's live session runs on as it was.
 #![allow(clippy::unwrap_used)]
 
 use std::os::unix::fs::PermissionsExt;
@@ -137,6 +137,149 @@ fn failed_relaunch(s: &Scratch, bin: &std::path::Path) -> String {
     err
 }
 
+/// Every row of the orchestration's tables, as text: a dump to compare.
+pub(crate) fn dump(s: &Scratch) -> Vec<String> {
+    let c = s.conn();
+    let mut out = Vec::new();
+    for table in ["orchestration_tasks", "orchestration_messages"] {
+        let mut q = c.prepare(&format!("SELECT * FROM {table}")).unwrap();
+        let n = q.column_count();
+        let rows = q
+            .query_map([], |r| {
+                Ok((0..n)
+                    .map(|i| format!("{:?}", r.get_ref(i).unwrap()))
+                    .collect::<Vec<_>>()
+                    .join("|"))
+            })
+            .unwrap();
+        out.extend(rows.map(|r| format!("{table}: {}", r.unwrap())));
+    }
+    out
+}
+
+/// task-03's Musician as maestro would have launched it: a window named `kitty` (a
+/// script) with a `claude` in it, its PID in `temp/musician-task-03.pid`. The window
+/// and the claude's PID.
+pub(crate) fn musician_window(s: &Scratch) -> (std::process::Child, u32) {
+    let dir = s.root().join("old-window");
+    std::fs::create_dir_all(&dir).unwrap();
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .unwrap();
+    let claude = dir.join("claude");
+    if !claude.exists() {
+        std::os::unix::fs::symlink(sleep, &claude).unwrap();
+    }
+    stub(&dir, "kitty", &format!("{} 300\n", claude.display()));
+    let window = std::process::Command::new(dir.join("kitty")).spawn().unwrap();
+    std::fs::write(
+        s.temp().join("musician-task-03.pid"),
+        format!("{}\n", window.id()),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let child = std::fs::read_to_string(format!(
+            "/proc/{0}/task/{0}/children",
+            window.id()
+        ))
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .and_then(|p| p.parse::<u32>().ok());
+        if let Some(pid) = child {
+            return (window, pid);
+        }
+        assert!(std::time::Instant::now() < deadline, "the old claude never started");
+        std::thread::yield_now();
+    }
+}
+
+/// Whether a process is stopped (state `T`).
+fn stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('T')))
+        .unwrap_or(false)
+}
+
+/// Three failed relaunches of task-03 while its Musician runs (a window, a claude in
+/// it) and a headless maestro watches: after each, the old window and its claude are
+/// alive with the same PIDs and running, the PID file is byte for byte the same, the
+/// tables hold the same rows; the next message gets `max(id) + 1` of the rows before;
+/// and the watching maestro never printed a message id that is not in the table.
+pub(crate) fn failed_relaunches_keep_the_musician(
+    s: &Scratch,
+    run: &dyn Fn() -> std::process::Output,
+) {
+    let (mut window, claude) = musician_window(s);
+    let mut watching = s.headless(&[]);
+    watching.wait_json("started", |v| event(v) == "task" && v["task_id"] == "task-00");
+    let pid_file = s.temp().join("musician-task-03.pid");
+    let recorded = std::fs::read(&pid_file).unwrap();
+    let before = dump(s);
+    let max_id: i64 = s
+        .conn()
+        .query_row("SELECT coalesce(max(id), 0) FROM orchestration_messages", [], |r| r.get(0))
+        .unwrap();
+    for round in 0..3 {
+        let out = run();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
+        assert!(err.contains("Nothing was changed"), "round {round}: {err}");
+        assert!(window.try_wait().unwrap().is_none(), "round {round}: the window ended");
+        assert!(crate::common::alive(claude), "round {round}: its claude ended");
+        assert!(!stopped(claude) && !stopped(window.id()), "round {round}: left paused");
+        assert_eq!(std::fs::read(&pid_file).unwrap(), recorded, "round {round}");
+        assert_eq!(dump(s), before, "round {round}");
+    }
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-03', 'task-00', 'next', 'instruction')",
+            [],
+        )
+        .unwrap();
+    let next: i64 = s
+        .conn()
+        .query_row("SELECT max(id) FROM orchestration_messages", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(next, max_id + 1, "no id was consumed");
+    watching.wait_json("the next message", |v| event(v) == "message" && v["id"] == next);
+    let ids: Vec<i64> = messages(s).iter().map(|m| m.0).collect();
+    for line in &watching.seen {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap();
+        if event(&v) == "message" {
+            let id = v["id"].as_i64().unwrap();
+            assert!(ids.contains(&id), "printed message #{id} is not in the table: {line}");
+        }
+    }
+    let _ = window.kill();
+    let _ = window.wait();
+}
+
+fn failing_kitty_keeps_the_musician(seconds: u32) {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(
+        bin.path(),
+        "kitty",
+        &format!("sleep {seconds}\necho 'GLFW initialization failed' >&2\nexit 1\n"),
+    );
+    failed_relaunches_keep_the_musician(&s, &|| relaunch(&s, bin.path(), Some(":99")));
+}
+
+/// A kitty that gives up after 2 s: three relaunches, the Musician untouched.
+#[test]
+fn a_kitty_failing_after_two_seconds_leaves_the_musician_running() {
+    failing_kitty_keeps_the_musician(2);
+}
+
+/// A kitty that gives up after 9 s (inside the 10 s wait): the same.
+#[test]
+fn a_kitty_failing_after_nine_seconds_leaves_the_musician_running() {
+    failing_kitty_keeps_the_musician(9);
+}
+
 #[test]
 fn a_window_that_dies_at_once_is_no_relaunch_and_the_task_is_put_back() {
     let (s, bin) = working_task_and_a_dying_kitty();
@@ -160,7 +303,9 @@ fn a_window_that_lives_two_seconds_and_runs_nothing_is_no_relaunch() {
     assert!(err.contains("GLFW initialization failed"), "{err}");
 }
 
-/// A kitty whose session ends at once (claude runs, then exits): no relaunch either.
+/// A kitty whose session ends at once once released (claude runs, then exits): no
+/// relaunch. The handoff was written before the release and stays (nothing is
+/// deleted); a second message says the relaunch failed, and ids only grow.
 #[test]
 fn a_window_whose_session_ends_at_once_is_no_relaunch() {
     let (s, bin) = working_task_and_a_dying_kitty();
@@ -170,8 +315,18 @@ fn a_window_whose_session_ends_at_once_is_no_relaunch() {
         &format!("{}sleep 5\n", crate::common::RUN_AFTER_DASHES),
     );
     stub(bin.path(), "claude", "sleep 0.3\nexit 1\n");
-    let err = failed_relaunch(&s, bin.path());
+    let before = messages(&s);
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("ended at once"), "{err}");
+    assert!(err.contains("The handoff was written"), "{err}");
+    let after = messages(&s);
+    assert_eq!(after[..before.len()], before[..], "no row changed or deleted");
+    let added: Vec<&str> = after[before.len()..].iter().map(|m| m.1.as_str()).collect();
+    assert_eq!(added, ["handoff", "instruction"], "{after:?}");
+    assert!(after.last().unwrap().2.contains("relaunch"), "{after:?}");
+    assert!(!s.temp().join("musician-task-03.pid").exists());
 }
 
 /// A kitty that runs the command as its child: a relaunch, the live window's PID
@@ -263,4 +418,71 @@ fn a_session_started_outside_the_window_is_seen_by_its_start_hook() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{err}");
     assert_eq!(row(&s).0, "fix_proposed");
+}
+
+/// A claude of task-03 outside maestro's window (as in tmux), tied to the task by its
+/// hooks (`/musician task-03`): its PID.
+fn tied_claude_elsewhere(s: &Scratch) -> std::process::Child {
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let dir = s.root().join("elsewhere");
+    std::fs::create_dir_all(&dir).unwrap();
+    stub(
+        &dir,
+        "claude",
+        &format!(
+            "printf '%s' '{{\"session_id\":\"s-tmux\",\"hook_event_name\":\"UserPromptSubmit\",\"prompt\":\"/musician task-03\",\"cwd\":\"{root}\"}}' | {maestro} hook --project {root}\ntouch {root}/elsewhere/hooked\nexec sleep 300\n",
+            root = root.display(),
+            maestro = env!("CARGO_BIN_EXE_maestro"),
+        ),
+    );
+    let child = std::process::Command::new(dir.join("claude"))
+        .env("XDG_DATA_HOME", crate::common::data_home())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !dir.join("hooked").exists() {
+        assert!(std::time::Instant::now() < deadline, "the hook never ran");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
+
+/// A proven relaunch: the new session, at its first read of comms.db, finds the handoff,
+/// the new state and worker; then every old session of the task (its window, a claude
+/// the hooks tie to it in another terminal) is ended and named. Never two Musicians.
+#[test]
+fn a_proven_relaunch_ends_every_old_session_and_the_new_one_finds_its_handoff() {
+    if crate::common::find_on_path("sqlite3").is_none() {
+        eprintln!("skipped: sqlite3 is not installed (.ci/run installs it with apt)");
+        return;
+    }
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(bin.path(), "kitty", crate::common::RUN_AFTER_DASHES);
+    stub(
+        bin.path(),
+        "claude",
+        "sqlite3 comms.db \"SELECT count(*) FROM orchestration_messages WHERE task_id = 'task-03' AND message_type = 'handoff'; SELECT state || ' ' || worked_by FROM orchestration_tasks WHERE task_id = 'task-03'\" > first-read.txt\nsleep 30\n",
+    );
+    let (mut window, old_claude) = musician_window(&s);
+    let mut elsewhere = tied_claude_elsewhere(&s);
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let first = std::fs::read_to_string(s.root().join("first-read.txt")).unwrap();
+    assert_eq!(first, "1\nfix_proposed musician-task-03-S2\n", "{first}");
+    for pid in [window.id(), elsewhere.id()] {
+        assert!(said.contains(&format!("PID {pid}")), "names {pid}: {said}");
+    }
+    assert!(window.wait().is_ok() && elsewhere.wait().is_ok());
+    assert!(!crate::common::alive(old_claude), "the old window's claude was ended");
+    let new: i32 = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(crate::common::alive(new as u32));
+    let _ = nix::sys::signal::killpg(
+        nix::unistd::Pid::from_raw(new),
+        nix::sys::signal::Signal::SIGKILL,
+    );
 }

@@ -291,6 +291,22 @@ impl Drop for Running {
     }
 }
 
+/// A program on PATH, as a shell would find it.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Whether a process runs (exists and is not a zombie).
+pub fn alive(pid: u32) -> bool {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')))
+            .unwrap_or(true)
+}
+
 pub fn event(v: &Value) -> &str {
     v["event"].as_str().unwrap_or_default()
 }

@@ -492,3 +492,21 @@ fn marks_and_queues_explain_themselves() {
         "{help}"
     );
 }
+
+/// `fix_proposed` is the Musician's turn (the skill: "Musician applies proposed fix"):
+/// neither counted in the Conductor's queue nor said to wait for it.
+#[test]
+fn a_proposed_fix_is_the_musicians_turn() {
+    let mut snap = busy_snapshot();
+    let before = text(&render(&snap, &busy_ui(&snap), 200, 60));
+    assert!(before.contains("2 wait for the Conductor"), "{before}");
+    for t in &mut snap.tasks {
+        if t.id() == "task-02" {
+            std::sync::Arc::make_mut(t).row.state = "fix_proposed".into();
+        }
+    }
+    let ui = busy_ui(&snap);
+    let screen = text(&render(&snap, &ui, 200, 60));
+    assert!(screen.contains("fix_proposed"), "{screen}");
+    assert!(screen.contains("1 waits for the Conductor"), "{screen}");
+}

@@ -133,18 +133,19 @@ impl TaskState {
     }
 
     /// States in which a Musician works (and so can stall): not claimed yet, waiting on
-    /// the Conductor (`needs_review`, `error`, `fix_proposed`) and the ends are not.
+    /// the Conductor (`needs_review`, `error`) and the ends are not. `fix_proposed` is
+    /// the Musician's turn (the skill: "Musician applies proposed fix").
     pub fn is_working(&self) -> bool {
         matches!(
             self.as_str(),
-            "working" | "review_approved" | "review_failed"
+            "working" | "review_approved" | "review_failed" | "fix_proposed"
         )
     }
 
-    /// States in which a Musician waits on the Conductor (its answer, its fix): the
-    /// Conductor's queue, not a stall.
+    /// States in which a Musician waits on the Conductor (its answer to a review, its
+    /// fix for an error): the Conductor's queue, not a stall.
     pub fn waits_on_conductor(&self) -> bool {
-        matches!(self.as_str(), "needs_review" | "error" | "fix_proposed")
+        matches!(self.as_str(), "needs_review" | "error")
     }
 
     /// States in which a Musician must keep its heartbeat fresh.
@@ -364,6 +365,15 @@ pub fn without_context_marker(line: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fix_proposed_is_the_musicians_turn_not_the_conductors() {
+        let s = TaskState("fix_proposed".into());
+        assert!(s.is_working());
+        assert!(!s.waits_on_conductor());
+        assert!(TaskState("needs_review".into()).waits_on_conductor());
+        assert!(TaskState("error".into()).waits_on_conductor());
+    }
 
     #[test]
     fn task_ids_are_strict() {

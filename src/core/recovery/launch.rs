@@ -293,6 +293,7 @@ impl Launcher {
 /// A window opened with its session held at a gate (`super::gate`): the window is
 /// proven to run the gate, and nothing in it has started yet.
 pub struct HeldWindow {
+    project: PathBuf,
     child: tokio::process::Child,
     program: String,
     wanted: String,
@@ -334,7 +335,8 @@ impl Launcher {
             }
             match gate.says() {
                 GateSays::Ready(gate_process) => {
-                    return Ok(HeldWindow { child, program, wanted, window, gate_process, gate, errors });
+                    let project = self.project.clone();
+                    return Ok(HeldWindow { project, child, program, wanted, window, gate_process, gate, errors });
                 }
                 GateSays::Refused(why) => break format!("{program} opened, but {why}"),
                 GateSays::Nothing if started.elapsed() >= SESSION_WAIT => {
@@ -366,8 +368,11 @@ impl HeldWindow {
             let what = format!("the gate in the {} window was gone ({e})", self.program);
             return Err(self.fail(what).await);
         }
+        // Its SessionStart hook is evidence too (a session whose program execs on).
+        let mut hook = StartHook::watch(&self.project);
         let released = tokio::time::Instant::now();
         let session = self.gate_process;
+        let mut seen = false;
         let failure = loop {
             tokio::select! {
                 status = self.child.wait() => {
@@ -379,7 +384,10 @@ impl HeldWindow {
             if !session.is_same_alive() {
                 break format!("{} started in the window (PID {}) and ended at once", self.wanted, session.pid);
             }
-            let runs = runs_program(session.pid, &self.wanted);
+            seen = seen
+                || runs_program(session.pid, &self.wanted)
+                || hook.as_mut().and_then(StartHook::session).is_some();
+            let runs = seen;
             if runs && released.elapsed() >= ALIVE_AFTER {
                 let mut child = self.child;
                 tokio::spawn(async move {

@@ -313,6 +313,7 @@ mod tests {
             session_rediscover: rediscover,
             new_session_id: None,
             failure: None,
+            artifact: None,
         })
     }
 

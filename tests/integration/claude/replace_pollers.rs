@@ -263,6 +263,23 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
     let second = m.wait_json("the refusal", |v| event(v) == "poller_replaced");
     assert_eq!(second["at"], "launch", "{second}");
     assert_eq!(second["role"], "musician-watcher", "{second}");
+
+    // The watcher the guard stopped is not a poller doctor warns about.
+    let out = crate::common::maestro()
+        .env("HOME", rig.rig.home.path())
+        .env_remove("CLAUDE_CONFIG_DIR")
+        .env("XDG_DATA_HOME", rig.data.path())
+        .args(["doctor", "--json", "--project"])
+        .arg(rig.root())
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warned = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["check"] == "pollers");
+    assert!(!warned, "a stopped poller is not warned about: {report}");
 }
 
 #[test]
