@@ -561,11 +561,29 @@ pub fn claude_window(s: &Scratch, task: &str) -> (Child, u32) {
     }
 }
 
+/// An argv without the gate maestro puts before a new window's session
+/// (`<maestro> gate <dir> --`), checked to be well formed where it is there.
+pub fn without_gate(argv: &[String]) -> Vec<String> {
+    let Some(at) = argv.windows(2).position(|w| {
+        w[1] == "gate" && Path::new(&w[0]).file_name().is_some_and(|n| n == "maestro")
+    }) else {
+        return argv.to_vec();
+    };
+    assert!(
+        argv.get(at + 2).is_some_and(|d| d.contains("maestro-gate-")) && argv.get(at + 3).is_some_and(|d| d == "--"),
+        "{argv:?}"
+    );
+    let mut out = argv[..at].to_vec();
+    out.extend_from_slice(&argv[at + 4..]);
+    out
+}
+
 /// A kitty argv without the options maestro adds to the windows it opens, right
 /// before `--` (`--listen-on <socket>`, `-o allow_remote_control=socket-only` and the
 /// window size), checked to be there and well formed, so tests can read the template's
 /// own positions.
 pub fn without_remote_control(argv: &[String]) -> Vec<String> {
+    let argv = &without_gate(argv);
     let Some(at) = argv.iter().position(|a| a == "--listen-on") else {
         return argv.to_vec();
     };

@@ -476,7 +476,7 @@ fn marks_and_queues_explain_themselves() {
     let snap = busy_snapshot();
     let mut ui = busy_ui(&snap);
     let screen = text(&render(&snap, &ui, 120, 40));
-    assert!(screen.contains("2 wait for the Conductor"), "{screen}");
+    assert!(screen.contains("1 waits for the Conductor"), "{screen}");
     // Where the column is narrower than the mark, the mark is cut with `…`.
     assert!(
         screen.contains("68%…") || screen.contains("68%≠51"),
@@ -499,7 +499,7 @@ fn marks_and_queues_explain_themselves() {
 fn a_proposed_fix_is_the_musicians_turn() {
     let mut snap = busy_snapshot();
     let before = text(&render(&snap, &busy_ui(&snap), 200, 60));
-    assert!(before.contains("2 wait for the Conductor"), "{before}");
+    assert!(before.contains("1 waits for the Conductor"), "{before}");
     for t in &mut snap.tasks {
         if t.id() == "task-02" {
             std::sync::Arc::make_mut(t).row.state = "fix_proposed".into();
@@ -508,5 +508,6 @@ fn a_proposed_fix_is_the_musicians_turn() {
     let ui = busy_ui(&snap);
     let screen = text(&render(&snap, &ui, 200, 60));
     assert!(screen.contains("fix_proposed"), "{screen}");
-    assert!(screen.contains("1 waits for the Conductor"), "{screen}");
+    assert!(!screen.contains("for the Conductor"), "{screen}");
+    assert!(!screen.contains("Conductor's turn"), "{screen}");
 }
