@@ -258,7 +258,11 @@ fn configuration(
         Ok(Err(e)) => add(Level::Error, "config", e),
         Err(e) => add(Level::Error, "config", e.to_string()),
     }
-    let orchestra = load_orchestra_config(&project.root);
+    let ceiling = settings.ok().map_or(
+        crate::core::recovery::payload::Permission::AcceptEdits,
+        |s| s.souffleur.max_external_permission,
+    );
+    let orchestra = load_orchestra_config(&project.root, ceiling);
     add(
         if orchestra.warnings.is_empty() {
             Level::Ok

@@ -142,7 +142,7 @@ fn role_config(
 ) -> Result<RoleConfig, CliError> {
     let s = &settings.souffleur;
     let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
-    let orchestra = load_orchestra_config(&root);
+    let orchestra = load_orchestra_config(&root, s.max_external_permission);
     Ok(RoleConfig {
         db_path: project.db.clone(),
         invocation,

@@ -104,6 +104,7 @@ pub struct SouffleurSection {
     pub teammate_poll: Option<String>,
     pub watcher_stale_after: Option<String>,
     pub max_no_progress_recoveries: Option<u32>,
+    pub max_external_permission: Option<String>,
     pub kill_grace: Option<String>,
     pub claude_projects_dir: Option<String>,
     pub export_dir: Option<String>,
@@ -224,6 +225,9 @@ pub struct SouffleurTimings {
     pub teammate_poll: Duration,
     pub watcher_stale_after: Duration,
     pub max_no_progress_recoveries: u32,
+    /// The highest permission mode a relaunched Conductor may get: only the user's own
+    /// configuration sets it; a project's `.orchestra_configs/souffleur` may only lower it.
+    pub max_external_permission: crate::core::recovery::payload::Permission,
     pub kill_grace: Duration,
     pub claude_projects_dir: PathBuf,
     pub export_dir: PathBuf,

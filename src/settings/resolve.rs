@@ -260,6 +260,16 @@ fn souffleur(l: &Layers) -> Result<SouffleurTimings, ConfigError> {
             "souffleur.watcher_stale_after",
         )?,
         max_no_progress_recoveries: pick!(l, souffleur.max_no_progress_recoveries).unwrap_or(3),
+        max_external_permission: {
+            let value = pick!(l, souffleur.max_external_permission)
+                .unwrap_or_else(|| "acceptEdits".into());
+            crate::core::recovery::payload::Permission::parse_exact(&value).ok_or_else(|| {
+                ConfigError(format!(
+                    "{}: souffleur.max_external_permission = {value:?} is not a mode: use plan, default, acceptEdits or bypassPermissions.",
+                    l.file.display()
+                ))
+            })?
+        },
         kill_grace: l.dur(pick!(l, souffleur.kill_grace), "souffleur.kill_grace")?,
         claude_projects_dir: path(pick!(l, souffleur.claude_projects_dir)),
         export_dir: path(pick!(l, souffleur.export_dir)),

@@ -486,3 +486,54 @@ fn a_proven_relaunch_ends_every_old_session_and_the_new_one_finds_its_handoff() 
         nix::sys::signal::Signal::SIGKILL,
     );
 }
+
+/// A live session of the task that belongs to another user (the task's recorded
+/// session, run as `nobody`): the relaunch refuses before anything changes, naming its
+/// PID, and that session runs on.
+#[test]
+fn another_users_session_of_the_task_makes_the_relaunch_refuse() {
+    let Some(setpriv) = crate::common::find_on_path("setpriv") else {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    };
+    if rustix::process::getuid().as_raw() != 0 {
+        eprintln!("skipped: starting another user's process needs root");
+        return;
+    }
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(bin.path(), "kitty", crate::common::RUN_AFTER_DASHES);
+    crate::common::stub_claude(bin.path(), 30);
+    // A folder `nobody` can read, holding its `claude`.
+    let shared = tempfile::Builder::new().prefix("maestro-foreign-").tempdir().unwrap();
+    std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    stub(shared.path(), "claude", "sleep 300\n");
+    let mut foreign = std::process::Command::new(setpriv)
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh"])
+        .arg(shared.path().join("claude"))
+        .args(["--resume", "s-foreign"])
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !std::fs::read(format!("/proc/{}/cmdline", foreign.id()))
+        .is_ok_and(|c| String::from_utf8_lossy(&c).contains("s-foreign"))
+        || std::fs::metadata(format!("/proc/{}", foreign.id()))
+            .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) != 65534)
+    {
+        assert!(std::time::Instant::now() < deadline, "the foreign session never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    s.conn()
+        .execute("UPDATE orchestration_tasks SET session_id = 's-foreign' WHERE task_id = 'task-03'", [])
+        .unwrap();
+    let before = dump(&s);
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains(&format!("PID {}", foreign.id())), "{err}");
+    assert!(err.contains("another user"), "{err}");
+    assert!(err.contains("Nothing was changed"), "{err}");
+    assert_eq!(dump(&s), before);
+    assert!(foreign.try_wait().unwrap().is_none(), "the other user's session runs on");
+    let _ = foreign.kill();
+    let _ = foreign.wait();
+}

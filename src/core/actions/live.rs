@@ -151,13 +151,13 @@ fn claudes_of_session(session: &str) -> Vec<i32> {
     pids
 }
 
-/// The first of these sessions maestro may not end (another user's process): its PID
-/// and owner.
+/// The first of these sessions maestro may not end (another user's process, even for
+/// root: a relaunch never ends someone else's work): its PID and owner.
 pub fn foreign(sessions: &[LiveSession]) -> Option<(i32, u32)> {
     let me = rustix::process::geteuid().as_raw();
     sessions.iter().find_map(|s| {
         procs::owner(s.process.pid)
-            .filter(|uid| *uid != me && me != 0)
+            .filter(|uid| *uid != me)
             .map(|uid| (s.process.pid, uid))
     })
 }

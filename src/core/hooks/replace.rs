@@ -288,6 +288,11 @@ pub fn duty_ready(root: &Path, task: Option<&TaskId>) -> bool {
     let Ok(conn) = crate::core::schema::open(&db) else {
         return false;
     };
+    // A hook never waits long: a database held by another writer fails open (the
+    // session's call goes on as if maestro had no replacement to name).
+    if conn.busy_timeout(HOOK_BUSY_WAIT).is_err() {
+        return false;
+    }
     if crate::core::schema::verify(&conn, &db).is_err() {
         return false;
     }
@@ -300,6 +305,9 @@ pub fn duty_ready(root: &Path, task: Option<&TaskId>) -> bool {
         .is_ok()
     })
 }
+
+/// The longest a hook waits on a database another process holds.
+const HOOK_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// ` --project DIR` when the session's folder is not the project's root.
 fn project_flag(ctx: &Context<'_>) -> String {

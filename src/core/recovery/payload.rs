@@ -190,9 +190,36 @@ impl OrchestraConfig {
 }
 
 /// Reads the first of `<project>/.orchestra_configs/souffleur` and the parent's that is
-/// a regular file. Missing: defaults. Unreadable or not UTF-8: defaults and a warning
-/// (the parent's file is not consulted then, as the first hit wins).
-pub fn load_orchestra_config(project: &Path) -> OrchestraConfig {
+/// a regular file, held to `ceiling`, the user's own: a project file (anyone who can
+/// write in the project, or in a shared parent, wrote it) may lower the permission
+/// ceiling, never raise it; one that asks for more gets the user's, with a warning.
+pub fn load_orchestra_config(project: &Path, ceiling: Permission) -> OrchestraConfig {
+    let mut config = read_orchestra_config(project);
+    config.max_permission_from = if config.max_permission_from == "default" {
+        "your maestro configuration".to_owned()
+    } else {
+        config.max_permission_from
+    };
+    if config.source.is_none() {
+        config.max_permission = ceiling;
+    } else if config.max_permission > ceiling {
+        config.warnings.push(format!(
+            "{} asks for MAX_EXTERNAL_PERMISSION={}, above your own ceiling {}; using {} (only `[souffleur] max_external_permission` in your maestro configuration raises it)",
+            config.max_permission_from,
+            config.max_permission.as_str(),
+            ceiling.as_str(),
+            ceiling.as_str()
+        ));
+        config.max_permission = ceiling;
+        config.max_permission_from = "your maestro configuration".to_owned();
+    }
+    config
+}
+
+/// The project's (or its parent's) file as the ecosystem's script reads it. Missing:
+/// defaults. Unreadable or not UTF-8: defaults and a warning (the parent's file is not
+/// consulted then, as the first hit wins).
+fn read_orchestra_config(project: &Path) -> OrchestraConfig {
     let candidates = [Some(project), project.parent()];
     let Some(path) = candidates
         .into_iter()
@@ -284,7 +311,10 @@ pub fn parse_orchestra_config(origin: &str, text: &str) -> OrchestraConfig {
         }
     }
     if let Some((line_no, value)) = permission {
-        match Permission::parse_exact(value) {
+        // The script takes these two only (a narrower mode comes from the payload).
+        let ceiling = Permission::parse_exact(value)
+            .filter(|p| matches!(p, Permission::AcceptEdits | Permission::BypassPermissions));
+        match ceiling {
             Some(p) => {
                 c.max_permission = p;
                 c.max_permission_from = format!("{origin}:{line_no}");
@@ -462,7 +492,7 @@ mod tests {
             b"FORCE_COMPACT=\xff\n",
         )
         .expect("write");
-        let c = load_orchestra_config(&project);
+        let c = load_orchestra_config(&project, Permission::AcceptEdits);
         assert_eq!(c.force_compact, DEFAULT_FORCE_COMPACT);
         assert!(c.warnings[0].contains("not UTF-8"), "{c:?}");
     }
@@ -540,9 +570,39 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            load_orchestra_config(&project).force_compact,
+            load_orchestra_config(&project, Permission::AcceptEdits).force_compact,
             1000,
             "the parent's file is read"
         );
+    }
+
+    /// A project's (or its parent's) file lowers the ceiling, never raises it above the
+    /// user's own; one that asks for more is said.
+    #[test]
+    fn a_project_file_never_raises_the_users_ceiling() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("proj");
+        std::fs::create_dir_all(&project).unwrap();
+        let none = load_orchestra_config(&project, Permission::BypassPermissions);
+        assert_eq!(none.max_permission, Permission::BypassPermissions, "the user's own");
+        for planted in [dir.path(), project.as_path()] {
+            std::fs::create_dir_all(planted.join(".orchestra_configs")).unwrap();
+            std::fs::write(
+                planted.join(".orchestra_configs/souffleur"),
+                "MAX_EXTERNAL_PERMISSION=bypassPermissions\n",
+            )
+            .unwrap();
+            let c = load_orchestra_config(&project, Permission::AcceptEdits);
+            assert_eq!(c.max_permission, Permission::AcceptEdits, "{c:?}");
+            assert!(c.warnings.iter().any(|w| w.contains("above your own ceiling")), "{c:?}");
+        }
+        std::fs::write(
+            project.join(".orchestra_configs/souffleur"),
+            "MAX_EXTERNAL_PERMISSION=acceptEdits\n",
+        )
+        .unwrap();
+        let lowered = load_orchestra_config(&project, Permission::BypassPermissions);
+        assert_eq!(lowered.max_permission, Permission::AcceptEdits);
+        assert!(lowered.warnings.is_empty(), "{lowered:?}");
     }
 }

@@ -150,10 +150,12 @@ impl Ledger {
         }
     }
 
-    /// Whether `command` is one the guard named to this session.
+    /// Whether `command` is one the guard named to this session: byte for byte, but for
+    /// spaces, tabs and newlines around it (never `trim()`: bash keeps `\v`, `\f` and
+    /// NBSP as part of a word, so `\vmaestro` is another program).
     pub fn is_allowed(&self, command: &str) -> bool {
         let all = Self::read(&self.dir.join("allowed"));
-        let command = command.trim();
+        let command = command.trim_matches([' ', '\t', '\n']);
         !command.is_empty()
             && all
                 .split(|b| *b == b'\n')
@@ -222,6 +224,12 @@ mod tests {
         ledger.allow("maestro musician watch task-03");
         assert!(ledger.is_allowed(" maestro musician watch task-03 "));
         assert!(!ledger.is_allowed("maestro musician watch task-03; rm -rf ~"));
+        assert!(ledger.is_allowed("\tmaestro musician watch task-03\n"));
+        // What bash keeps as part of a word is another program.
+        for odd in ["\u{b}", "\u{c}", "\u{a0}", "\r", "\u{2028}"] {
+            let planted = format!("{odd}maestro musician watch task-03");
+            assert!(!ledger.is_allowed(&planted), "{planted:?}");
+        }
         ledger.allow("a\nb");
         assert!(!ledger.is_allowed("a"));
         let caught = Caught {

@@ -1,5 +1,5 @@
-//! Only work stalls: a Musician waiting on the Conductor (`needs_review`, `error`,
-//! `fix_proposed`) is the Conductor's queue, not a stalled task.
+//! Only work stalls: a Musician waiting on the Conductor (`needs_review`, `error`) is
+//! the Conductor's queue, not a stalled task; `fix_proposed` is the Musician's turn.
 
 use super::*;
 
@@ -32,7 +32,7 @@ async fn a_task_waiting_on_the_conductor_never_stalls_and_back_at_work_is_judged
             .unwrap();
     }
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(stalled(&drain(&mut r.out).await), ["task-01"]);
+    assert_eq!(stalled(&drain(&mut r.out).await), ["task-01", "task-04"]);
 
     // The Conductor answers: task-02 works again. Its minute of waiting is no silence.
     r.events
