@@ -236,7 +236,9 @@ pub async fn guarded_kill(process: ProcessId, grace: Duration) -> KillOutcome {
 /// The user a process runs as (the owner of `/proc/<pid>`).
 pub fn owner(pid: i32) -> Option<u32> {
     use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}")).ok().map(|m| m.uid())
+    std::fs::metadata(format!("/proc/{pid}"))
+        .ok()
+        .map(|m| m.uid())
 }
 
 /// Processes held with SIGSTOP while something that may fail is tried in their place:

@@ -261,8 +261,8 @@ fn souffleur(l: &Layers) -> Result<SouffleurTimings, ConfigError> {
         )?,
         max_no_progress_recoveries: pick!(l, souffleur.max_no_progress_recoveries).unwrap_or(3),
         max_external_permission: {
-            let value = pick!(l, souffleur.max_external_permission)
-                .unwrap_or_else(|| "acceptEdits".into());
+            let value =
+                pick!(l, souffleur.max_external_permission).unwrap_or_else(|| "acceptEdits".into());
             crate::core::recovery::payload::Permission::parse_exact(&value).ok_or_else(|| {
                 ConfigError(format!(
                     "{}: souffleur.max_external_permission = {value:?} is not a mode: use plan, default, acceptEdits or bypassPermissions.",

@@ -157,6 +157,8 @@ pub(crate) fn dump(s: &Scratch) -> Vec<String> {
     out
 }
 
+// The window is returned to the caller, who kills and waits on it.
+#[allow(clippy::zombie_processes)]
 /// task-03's Musician as maestro would have launched it: a window named `kitty` (a
 /// script) with a `claude` in it, its PID in `temp/musician-task-03.pid`. The window
 /// and the claude's PID.
@@ -172,7 +174,9 @@ pub(crate) fn musician_window(s: &Scratch) -> (std::process::Child, u32) {
         std::os::unix::fs::symlink(sleep, &claude).unwrap();
     }
     stub(&dir, "kitty", &format!("{} 300\n", claude.display()));
-    let window = std::process::Command::new(dir.join("kitty")).spawn().unwrap();
+    let window = std::process::Command::new(dir.join("kitty"))
+        .spawn()
+        .unwrap();
     std::fs::write(
         s.temp().join("musician-task-03.pid"),
         format!("{}\n", window.id()),
@@ -180,18 +184,18 @@ pub(crate) fn musician_window(s: &Scratch) -> (std::process::Child, u32) {
     .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let child = std::fs::read_to_string(format!(
-            "/proc/{0}/task/{0}/children",
-            window.id()
-        ))
-        .unwrap_or_default()
-        .split_whitespace()
-        .next()
-        .and_then(|p| p.parse::<u32>().ok());
+        let child = std::fs::read_to_string(format!("/proc/{0}/task/{0}/children", window.id()))
+            .unwrap_or_default()
+            .split_whitespace()
+            .next()
+            .and_then(|p| p.parse::<u32>().ok());
         if let Some(pid) = child {
             return (window, pid);
         }
-        assert!(std::time::Instant::now() < deadline, "the old claude never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the old claude never started"
+        );
         std::thread::yield_now();
     }
 }
@@ -200,7 +204,11 @@ pub(crate) fn musician_window(s: &Scratch) -> (std::process::Child, u32) {
 fn stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('T')))
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('T'))
+        })
         .unwrap_or(false)
 }
 
@@ -215,22 +223,37 @@ pub(crate) fn failed_relaunches_keep_the_musician(
 ) {
     let (mut window, claude) = musician_window(s);
     let mut watching = s.headless(&[]);
-    watching.wait_json("started", |v| event(v) == "task" && v["task_id"] == "task-00");
+    watching.wait_json("started", |v| {
+        event(v) == "task" && v["task_id"] == "task-00"
+    });
     let pid_file = s.temp().join("musician-task-03.pid");
     let recorded = std::fs::read(&pid_file).unwrap();
     let before = dump(s);
     let max_id: i64 = s
         .conn()
-        .query_row("SELECT coalesce(max(id), 0) FROM orchestration_messages", [], |r| r.get(0))
+        .query_row(
+            "SELECT coalesce(max(id), 0) FROM orchestration_messages",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     for round in 0..3 {
         let out = run();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "round {round}: {err}");
         assert!(err.contains("Nothing was changed"), "round {round}: {err}");
-        assert!(window.try_wait().unwrap().is_none(), "round {round}: the window ended");
-        assert!(crate::common::alive(claude), "round {round}: its claude ended");
-        assert!(!stopped(claude) && !stopped(window.id()), "round {round}: left paused");
+        assert!(
+            window.try_wait().unwrap().is_none(),
+            "round {round}: the window ended"
+        );
+        assert!(
+            crate::common::alive(claude),
+            "round {round}: its claude ended"
+        );
+        assert!(
+            !stopped(claude) && !stopped(window.id()),
+            "round {round}: left paused"
+        );
         assert_eq!(std::fs::read(&pid_file).unwrap(), recorded, "round {round}");
         assert_eq!(dump(s), before, "round {round}");
     }
@@ -242,16 +265,23 @@ pub(crate) fn failed_relaunches_keep_the_musician(
         .unwrap();
     let next: i64 = s
         .conn()
-        .query_row("SELECT max(id) FROM orchestration_messages", [], |r| r.get(0))
+        .query_row("SELECT max(id) FROM orchestration_messages", [], |r| {
+            r.get(0)
+        })
         .unwrap();
     assert_eq!(next, max_id + 1, "no id was consumed");
-    watching.wait_json("the next message", |v| event(v) == "message" && v["id"] == next);
+    watching.wait_json("the next message", |v| {
+        event(v) == "message" && v["id"] == next
+    });
     let ids: Vec<i64> = messages(s).iter().map(|m| m.0).collect();
     for line in &watching.seen {
         let v: serde_json::Value = serde_json::from_str(line).unwrap();
         if event(&v) == "message" {
             let id = v["id"].as_i64().unwrap();
-            assert!(ids.contains(&id), "printed message #{id} is not in the table: {line}");
+            assert!(
+                ids.contains(&id),
+                "printed message #{id} is not in the table: {line}"
+            );
         }
     }
     let _ = window.kill();
@@ -322,7 +352,11 @@ fn a_window_whose_session_ends_at_once_is_no_relaunch() {
     assert!(err.contains("ended at once"), "{err}");
     assert!(err.contains("The handoff was written"), "{err}");
     let after = messages(&s);
-    assert_eq!(after[..before.len()], before[..], "no row changed or deleted");
+    assert_eq!(
+        after[..before.len()],
+        before[..],
+        "no row changed or deleted"
+    );
     let added: Vec<&str> = after[before.len()..].iter().map(|m| m.1.as_str()).collect();
     assert_eq!(added, ["handoff", "instruction"], "{after:?}");
     assert!(after.last().unwrap().2.contains("relaunch"), "{after:?}");
@@ -467,14 +501,22 @@ fn a_proven_relaunch_ends_every_old_session_and_the_new_one_finds_its_handoff() 
     let mut elsewhere = tied_claude_elsewhere(&s);
     let out = relaunch(&s, bin.path(), Some(":99"));
     let said = String::from_utf8_lossy(&out.stdout);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let first = std::fs::read_to_string(s.root().join("first-read.txt")).unwrap();
     assert_eq!(first, "1\nfix_proposed musician-task-03-S2\n", "{first}");
     for pid in [window.id(), elsewhere.id()] {
         assert!(said.contains(&format!("PID {pid}")), "names {pid}: {said}");
     }
     assert!(window.wait().is_ok() && elsewhere.wait().is_ok());
-    assert!(!crate::common::alive(old_claude), "the old window's claude was ended");
+    assert!(
+        !crate::common::alive(old_claude),
+        "the old window's claude was ended"
+    );
     let new: i32 = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))
         .unwrap()
         .trim()
@@ -504,11 +546,19 @@ fn another_users_session_of_the_task_makes_the_relaunch_refuse() {
     stub(bin.path(), "kitty", crate::common::RUN_AFTER_DASHES);
     crate::common::stub_claude(bin.path(), 30);
     // A folder `nobody` can read, holding its `claude`.
-    let shared = tempfile::Builder::new().prefix("maestro-foreign-").tempdir().unwrap();
+    let shared = tempfile::Builder::new()
+        .prefix("maestro-foreign-")
+        .tempdir()
+        .unwrap();
     std::fs::set_permissions(shared.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
     stub(shared.path(), "claude", "sleep 300\n");
     let mut foreign = std::process::Command::new(setpriv)
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "/bin/sh"])
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "/bin/sh",
+        ])
         .arg(shared.path().join("claude"))
         .args(["--resume", "s-foreign"])
         .spawn()
@@ -519,11 +569,17 @@ fn another_users_session_of_the_task_makes_the_relaunch_refuse() {
         || std::fs::metadata(format!("/proc/{}", foreign.id()))
             .is_ok_and(|m| std::os::unix::fs::MetadataExt::uid(&m) != 65534)
     {
-        assert!(std::time::Instant::now() < deadline, "the foreign session never started");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the foreign session never started"
+        );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
     s.conn()
-        .execute("UPDATE orchestration_tasks SET session_id = 's-foreign' WHERE task_id = 'task-03'", [])
+        .execute(
+            "UPDATE orchestration_tasks SET session_id = 's-foreign' WHERE task_id = 'task-03'",
+            [],
+        )
         .unwrap();
     let before = dump(&s);
     let out = relaunch(&s, bin.path(), Some(":99"));
@@ -533,7 +589,10 @@ fn another_users_session_of_the_task_makes_the_relaunch_refuse() {
     assert!(err.contains("another user"), "{err}");
     assert!(err.contains("Nothing was changed"), "{err}");
     assert_eq!(dump(&s), before);
-    assert!(foreign.try_wait().unwrap().is_none(), "the other user's session runs on");
+    assert!(
+        foreign.try_wait().unwrap().is_none(),
+        "the other user's session runs on"
+    );
     let _ = foreign.kill();
     let _ = foreign.wait();
 }

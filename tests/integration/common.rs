@@ -303,7 +303,11 @@ pub fn alive(pid: u32) -> bool {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok()
         && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
-            .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('Z')))
+            .and_then(|s| {
+                s.rsplit(')')
+                    .next()
+                    .map(|r| r.trim_start().starts_with('Z'))
+            })
             .unwrap_or(true)
 }
 
@@ -570,7 +574,9 @@ pub fn without_gate(argv: &[String]) -> Vec<String> {
         return argv.to_vec();
     };
     assert!(
-        argv.get(at + 2).is_some_and(|d| d.contains("maestro-gate-")) && argv.get(at + 3).is_some_and(|d| d == "--"),
+        argv.get(at + 2)
+            .is_some_and(|d| d.contains("maestro-gate-"))
+            && argv.get(at + 3).is_some_and(|d| d == "--"),
         "{argv:?}"
     );
     let mut out = argv[..at].to_vec();
@@ -583,9 +589,9 @@ pub fn without_gate(argv: &[String]) -> Vec<String> {
 /// window size), checked to be there and well formed, so tests can read the template's
 /// own positions.
 pub fn without_remote_control(argv: &[String]) -> Vec<String> {
-    let argv = &without_gate(argv);
+    let argv = without_gate(argv);
     let Some(at) = argv.iter().position(|a| a == "--listen-on") else {
-        return argv.to_vec();
+        return argv;
     };
     assert!(
         argv[at + 1].starts_with("unix:/") && argv[at + 1].ends_with("-{kitty_pid}"),

@@ -382,3 +382,63 @@ fn the_hook_verb_has_help_for_a_person() {
         assert!(text.contains("--project"), "{args:?}: {text}");
     }
 }
+
+/// Hook events are told once across restarts: two waits and a clear, then `kill -9`, then
+/// `--after` the last cursor printed. None of them comes back (with a new cursor or
+/// not); a wait that comes after the restart is told.
+#[test]
+fn hook_events_are_told_once_across_a_kill_and_a_resume() {
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    assert!(hooks(&s, &["install"]).status.success());
+    let mut m = s.headless(&[]);
+    m.wait_json("the task", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
+    let mut claude = stub_claude(s.root(), &installed_command(&s, "PermissionRequest"));
+    let cwd = s.root().display().to_string();
+    let base = |sid: &str, name: &str| json!({"session_id": sid, "hook_event_name": name, "cwd": cwd, "transcript_path": format!("/nowhere/{sid}.jsonl")});
+    let ask = |sid: &str| {
+        let mut a = base(sid, "PermissionRequest");
+        a["tool_name"] = json!("Bash");
+        a["tool_input"] = json!({"command": "cargo publish"});
+        a
+    };
+    let mut prompt = base("s1", "UserPromptSubmit");
+    prompt["prompt"] = json!("/musician task-03");
+    send(&mut claude, &prompt);
+    send(&mut claude, &ask("s1"));
+    m.wait_json("the first wait", |v| event(v) == "needs_you");
+    let mut ran = base("s1", "PostToolUse");
+    ran["tool_name"] = json!("Bash");
+    send(&mut claude, &ran);
+    m.wait_json("cleared", |v| event(v) == "needs_you_cleared");
+    let mut idle = base("s1", "Notification");
+    idle["notification_type"] = json!("idle_prompt");
+    idle["message"] = json!("Claude is waiting for your input");
+    send(&mut claude, &idle);
+    let last = m.wait_json("the second wait", |v| event(v) == "needs_you");
+    let cursor = last["cursor"].as_str().unwrap().to_owned();
+    m.signal(nix::sys::signal::Signal::SIGKILL);
+    m.wait_exit();
+
+    let mut resumed = s.headless(&["--after", &cursor]);
+    let mut prompt = base("s2", "UserPromptSubmit");
+    prompt["prompt"] = json!("/musician task-03");
+    send(&mut claude, &prompt);
+    send(&mut claude, &ask("s2"));
+    let new = resumed.wait_json("the wait after the restart", |v| {
+        event(v) == "needs_you" && v["session_id"] == "s2"
+    });
+    assert!(new["cursor"].is_string(), "{new}");
+    for line in &resumed.seen {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let hooked = matches!(event(&v), "needs_you" | "needs_you_cleared");
+        assert!(
+            !hooked || v["session_id"] == "s2",
+            "told again after the resume: {line}"
+        );
+    }
+    let _ = claude.kill();
+    let _ = claude.wait();
+}

@@ -669,7 +669,11 @@ fn default_settings(m: &mut Running) {
 fn is_stopped(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
-        .and_then(|s| s.rsplit(')').next().map(|r| r.trim_start().starts_with('T')))
+        .and_then(|s| {
+            s.rsplit(')')
+                .next()
+                .map(|r| r.trim_start().starts_with('T'))
+        })
         .unwrap_or(false)
 }
 
@@ -696,7 +700,10 @@ fn a_failed_context_recovery_keeps_the_conductor_and_tries_again() {
             rig.conductor.try_wait().unwrap().is_none(),
             "attempt {attempt}: the old Conductor was ended"
         );
-        assert!(!is_stopped(rig.conductor.id()), "attempt {attempt}: left paused");
+        assert!(
+            !is_stopped(rig.conductor.id()),
+            "attempt {attempt}: left paused"
+        );
     }
     m.wait_exit();
     assert_eq!(rig.souffleur_state(), "error");
@@ -714,7 +721,7 @@ fn a_failed_context_recovery_keeps_the_conductor_and_tries_again() {
     assert!(rig.conductor.try_wait().unwrap().is_none());
 }
 
-/// An export that writes nothing, or fails, escalates to standard_compact (`/compact`
+/// An export that writes nothing, or fails, escalates to `standard_compact` (`/compact`
 /// on the session, then `--resume`): never a fresh Conductor with the prompt alone.
 #[test]
 fn an_empty_or_failed_export_escalates_to_standard_compact() {
@@ -725,7 +732,11 @@ fn an_empty_or_failed_export_escalates_to_standard_compact() {
 
 fn empty_export_escalates(export: &str) {
     let mut rig = Rig::new(None);
-    stub(&rig.stubs, "claude_export", &format!("{RECORD}\n{export}\n"));
+    stub(
+        &rig.stubs,
+        "claude_export",
+        &format!("{RECORD}\n{export}\n"),
+    );
     let mut m = rig.souffleur(rig.conductor.id());
     default_settings(&mut m);
     confirmed(&mut m);

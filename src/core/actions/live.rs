@@ -40,9 +40,8 @@ pub fn live_sessions(
             how: "window",
         })
         .collect();
-    let inside_window = |pid: i32| {
-        window.is_some_and(|w| w.pid == pid || procs::ancestors(pid).contains(&w.pid))
-    };
+    let inside_window =
+        |pid: i32| window.is_some_and(|w| w.pid == pid || procs::ancestors(pid).contains(&w.pid));
     let mut add = |process: ProcessId, how: &'static str| {
         if process.is_same_alive()
             && !inside_window(process.pid)

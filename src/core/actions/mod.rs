@@ -556,7 +556,7 @@ pub fn relaunch(
 }
 
 /// The handoff in one transaction: state, worker, heartbeat and the message; its id.
-/// A failed transaction leaves nothing (SQLite rolls it back; no id is consumed).
+/// A failed transaction leaves nothing (`SQLite` rolls it back; no id is consumed).
 fn write_handoff(project: &Target, task: &TaskId, r: &Relaunch) -> Result<i64, ActionError> {
     let mut conn = store::open_existing(&project.db)?;
     store::write(&mut conn, |tx| {

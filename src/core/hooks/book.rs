@@ -34,7 +34,12 @@ pub struct Waiting {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Change {
     Needs(Waiting),
-    Cleared { task_id: String, waited_s: u64 },
+    Cleared {
+        task_id: String,
+        waited_s: u64,
+        /// When the wait it ends began, Unix milliseconds (which wait it was).
+        since_ms: i64,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -122,10 +127,12 @@ impl NeedsYouBook {
             WaitChange::Clears => match self.waiting.get(&task) {
                 Some(w) if w.session_id == e.session_id => {
                     let waited_s = (e.at_ms - w.since_ms).max(0) as u64 / 1000;
+                    let since_ms = w.since_ms;
                     self.waiting.remove(&task);
                     vec![Change::Cleared {
                         task_id: task,
                         waited_s,
+                        since_ms,
                     }]
                 }
                 _ => Vec::new(),
@@ -252,7 +259,8 @@ mod tests {
             got,
             [Change::Cleared {
                 task_id: "task-03".into(),
-                waited_s: 45
+                waited_s: 45,
+                since_ms: 2_000
             }]
         );
         assert!(book.waiting("task-03").is_none());

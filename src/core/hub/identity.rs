@@ -1,7 +1,9 @@
 //! What makes a happening the same fact another run already told (see
 //! [`crate::core::told`]): an anomaly's line, a message's id and content, a task's state,
-//! a stale heartbeat's stamp, a watchdog reason's stamp. Live observations (sessions,
-//! sources, errors, links, clock gaps, forecasts) have none: each is news.
+//! a stale heartbeat's stamp, a watchdog reason's stamp, a session found, lost or
+//! missing. Live observations (a session's activity and usage, sources, errors, links,
+//! clock gaps, forecasts) have none: each is news. The hooks' events (`needs_you`,
+//! `poller_replaced`) carry theirs from `needs_you.rs`: each event a slot of its own.
 
 use super::Hub;
 use crate::core::domain::souffleur::WatchdogReason;
@@ -56,6 +58,20 @@ impl Hub {
                     self.heartbeat_text(whose),
                 ))
             }
+            // A session's finding, loss or absence is a fact of that session: one slot
+            // each, so a restart that finds it again restates it (never retells it).
+            What::Session {
+                status: status @ ("found" | "lost" | "missing"),
+                task_id,
+                session_id,
+                ..
+            } => Some(Identity::new(
+                format!(
+                    "session|{status}|{task_id}|{}",
+                    session_id.as_deref().unwrap_or_default()
+                ),
+                "",
+            )),
             _ => None,
         }
     }

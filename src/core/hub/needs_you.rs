@@ -54,10 +54,12 @@ impl Hub {
                     }
                     crate::core::hooks::event::Wait::Input => (None, None),
                 };
-                // One wait is one fact, however often a restart reads its hook event.
+                // One wait is one fact, however often a restart reads its hook event: a
+                // slot of its own (a slot per task would hold only the latest wait, and
+                // a restart would retell the earlier ones as new).
                 let identity = Identity::new(
-                    format!("needs_you|{}", w.task_id),
-                    format!("{}|{}", w.session_id, w.since_ms),
+                    format!("needs_you|{}|{}|{}", w.task_id, w.session_id, w.since_ms),
+                    "",
                 );
                 let what = What::NeedsYou {
                     task_id: w.task_id.clone(),
@@ -70,10 +72,16 @@ impl Hub {
                 let now = self.clock.now_utc();
                 self.emit_told(now, what, Some(identity)).await;
             }
-            Change::Cleared { task_id, waited_s } => {
+            Change::Cleared {
+                task_id,
+                waited_s,
+                since_ms,
+            } => {
                 self.view_changed(&task_id);
-                let identity =
-                    Identity::new(format!("needs_you_cleared|{task_id}"), waited_s.to_string());
+                let identity = Identity::new(
+                    format!("needs_you_cleared|{task_id}|{since_ms}|{waited_s}"),
+                    "",
+                );
                 let now = self.clock.now_utc();
                 self.emit_told(
                     now,
@@ -123,8 +131,11 @@ impl Hub {
                 .entry(role)
                 .or_default() += 1;
             let identity = Identity::new(
-                format!("poller_replaced|{}", input.event.session_id),
-                format!("{}|{role}", input.event.at_ms),
+                format!(
+                    "poller_replaced|{}|{}|{role}",
+                    input.event.session_id, input.event.at_ms
+                ),
+                "",
             );
             let at = time::OffsetDateTime::from_unix_timestamp_nanos(
                 i128::from(input.event.at_ms) * 1_000_000,

@@ -336,7 +336,16 @@ impl Launcher {
             match gate.says() {
                 GateSays::Ready(gate_process) => {
                     let project = self.project.clone();
-                    return Ok(HeldWindow { project, child, program, wanted, window, gate_process, gate, errors });
+                    return Ok(HeldWindow {
+                        project,
+                        child,
+                        program,
+                        wanted,
+                        window,
+                        gate_process,
+                        gate,
+                        errors,
+                    });
                 }
                 GateSays::Refused(why) => break format!("{program} opened, but {why}"),
                 GateSays::Nothing if started.elapsed() >= SESSION_WAIT => {
@@ -382,7 +391,10 @@ impl HeldWindow {
                 () = tokio::time::sleep(LOOK_EVERY) => {}
             }
             if !session.is_same_alive() {
-                break format!("{} started in the window (PID {}) and ended at once", self.wanted, session.pid);
+                break format!(
+                    "{} started in the window (PID {}) and ended at once",
+                    self.wanted, session.pid
+                );
             }
             seen = seen
                 || runs_program(session.pid, &self.wanted)
@@ -398,7 +410,9 @@ impl HeldWindow {
             if !runs && released.elapsed() >= SESSION_WAIT {
                 break format!(
                     "{} opened, but no {} process ran in it within {} s",
-                    self.program, self.wanted, SESSION_WAIT.as_secs()
+                    self.program,
+                    self.wanted,
+                    SESSION_WAIT.as_secs()
                 );
             }
         };

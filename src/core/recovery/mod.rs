@@ -99,7 +99,11 @@ impl RecoveryEnv {
         old: Paused,
     ) -> Result<ProcessId, RecoveryError> {
         let held = match self.launcher.preflight() {
-            Ok(()) => self.launcher.open_held(&conductor_title(generation), args).await,
+            Ok(()) => {
+                self.launcher
+                    .open_held(&conductor_title(generation), args)
+                    .await
+            }
             Err(e) => Err(e),
         };
         let released = match held {

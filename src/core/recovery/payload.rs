@@ -39,7 +39,7 @@ impl Permission {
             Self::BypassPermissions,
         ]
         .into_iter()
-            .find(|p| p.as_str() == s)
+        .find(|p| p.as_str() == s)
     }
 
     pub fn as_str(self) -> &'static str {
@@ -211,7 +211,7 @@ pub fn load_orchestra_config(project: &Path, ceiling: Permission) -> OrchestraCo
             ceiling.as_str()
         ));
         config.max_permission = ceiling;
-        config.max_permission_from = "your maestro configuration".to_owned();
+        "your maestro configuration".clone_into(&mut config.max_permission_from);
     }
     config
 }
@@ -584,7 +584,11 @@ mod tests {
         let project = dir.path().join("proj");
         std::fs::create_dir_all(&project).unwrap();
         let none = load_orchestra_config(&project, Permission::BypassPermissions);
-        assert_eq!(none.max_permission, Permission::BypassPermissions, "the user's own");
+        assert_eq!(
+            none.max_permission,
+            Permission::BypassPermissions,
+            "the user's own"
+        );
         for planted in [dir.path(), project.as_path()] {
             std::fs::create_dir_all(planted.join(".orchestra_configs")).unwrap();
             std::fs::write(
@@ -594,7 +598,12 @@ mod tests {
             .unwrap();
             let c = load_orchestra_config(&project, Permission::AcceptEdits);
             assert_eq!(c.max_permission, Permission::AcceptEdits, "{c:?}");
-            assert!(c.warnings.iter().any(|w| w.contains("above your own ceiling")), "{c:?}");
+            assert!(
+                c.warnings
+                    .iter()
+                    .any(|w| w.contains("above your own ceiling")),
+                "{c:?}"
+            );
         }
         std::fs::write(
             project.join(".orchestra_configs/souffleur"),
