@@ -35,6 +35,7 @@ mod remote;
 mod replay;
 mod sessions;
 mod souffleur;
+mod souffleur_recovery;
 mod task_commands;
 mod tmux;
 mod told;

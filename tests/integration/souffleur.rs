@@ -18,7 +18,7 @@ pub(crate) struct Rig {
     pub(crate) conductor: Child,
 }
 
-const RECORD: &str = r#"{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\037%s' "$a"; done; printf '\n'; } >> "$STUB_DIR/calls.log""#;
+pub(crate) const RECORD: &str = r#"{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\037%s' "$a"; done; printf '\n'; } >> "$STUB_DIR/calls.log""#;
 
 impl Rig {
     pub(crate) fn new(lethe: Option<&str>) -> Self {
@@ -114,7 +114,7 @@ impl Rig {
     /// Each recorded call: program name, then its arguments.
     /// The stubs' complete records (a stub writes its record in several pieces: a last
     /// line without its newline is still being written).
-    fn calls(&self) -> Vec<Vec<String>> {
+    pub(crate) fn calls(&self) -> Vec<Vec<String>> {
         std::fs::read_to_string(self.stubs.join("calls.log"))
             .unwrap_or_default()
             .split_inclusive('\n')
@@ -128,7 +128,11 @@ impl Rig {
 
     /// The recorded calls once `pred` holds for them: a stub writes its record a moment
     /// after the process starts. Fails after the common deadline.
-    fn calls_when(&self, what: &str, pred: impl Fn(&[Vec<String>]) -> bool) -> Vec<Vec<String>> {
+    pub(crate) fn calls_when(
+        &self,
+        what: &str,
+        pred: impl Fn(&[Vec<String>]) -> bool,
+    ) -> Vec<Vec<String>> {
         let end = std::time::Instant::now() + crate::common::DEADLINE;
         loop {
             let calls = self.calls();
@@ -143,7 +147,7 @@ impl Rig {
         }
     }
 
-    fn souffleur_state(&self) -> String {
+    pub(crate) fn souffleur_state(&self) -> String {
         self.scratch
             .conn()
             .query_row(
@@ -652,7 +656,7 @@ pub(crate) fn confirmed(m: &mut Running) {
 }
 
 /// Waits for the role's settings event and checks it names the defaults.
-fn default_settings(m: &mut Running) {
+pub(crate) fn default_settings(m: &mut Running) {
     let settings = m.wait_json("settings", |v| event(v) == "souffleur_settings");
     assert_eq!(
         (
@@ -663,119 +667,4 @@ fn default_settings(m: &mut Running) {
         (Some(400_000), Some("acceptEdits"), Some("default")),
         "{settings}"
     );
-}
-
-/// Whether a process is stopped (state `T`).
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| r.trim_start().starts_with('T'))
-        })
-        .unwrap_or(false)
-}
-
-/// A context recovery whose window fails: the old Conductor is alive and running
-/// afterwards, the Souffleur keeps watching and tries again, up to retry exhaustion,
-/// whose message names the last recovery artifact (the trimmed export).
-#[test]
-fn a_failed_context_recovery_keeps_the_conductor_and_tries_again() {
-    let mut rig = Rig::new(None);
-    stub(
-        &rig.stubs,
-        "kitty",
-        &format!("{RECORD}\necho 'GLFW initialization failed' >&2\nexit 1\n"),
-    );
-    let mut m = rig.souffleur(rig.conductor.id());
-    confirmed(&mut m);
-    rig.scratch.set_task("task-00", "context_recovery");
-    for attempt in 1..=3 {
-        let done = m.wait_json("a recovery result", |v| {
-            event(v) == "recovery" && v["status"] != "started"
-        });
-        assert_eq!(done["status"], "failed", "attempt {attempt}: {done}");
-        assert!(
-            rig.conductor.try_wait().unwrap().is_none(),
-            "attempt {attempt}: the old Conductor was ended"
-        );
-        assert!(
-            !is_stopped(rig.conductor.id()),
-            "attempt {attempt}: left paused"
-        );
-    }
-    m.wait_exit();
-    assert_eq!(rig.souffleur_state(), "error");
-    let told: String = rig
-        .scratch
-        .conn()
-        .query_row(
-            "SELECT message FROM orchestration_messages WHERE from_session = 'souffleur' AND message_type = 'error' ORDER BY id DESC LIMIT 1",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert!(told.contains("the last recovery artifact is /"), "{told}");
-    assert!(told.contains(&format!("{SESSION}-S2.md")), "{told}");
-    assert!(rig.conductor.try_wait().unwrap().is_none());
-}
-
-/// An export that writes nothing, or fails, escalates to `standard_compact` (`/compact`
-/// on the session, then `--resume`): never a fresh Conductor with the prompt alone.
-#[test]
-fn an_empty_or_failed_export_escalates_to_standard_compact() {
-    for export in ["exit 0", "exit 3"] {
-        empty_export_escalates(export);
-    }
-}
-
-fn empty_export_escalates(export: &str) {
-    let mut rig = Rig::new(None);
-    stub(
-        &rig.stubs,
-        "claude_export",
-        &format!("{RECORD}\n{export}\n"),
-    );
-    let mut m = rig.souffleur(rig.conductor.id());
-    default_settings(&mut m);
-    confirmed(&mut m);
-    rig.conductor.kill().unwrap();
-    rig.conductor.wait().unwrap();
-    m.wait_json("standard_compact", |v| {
-        event(v) == "recovery" && v["step"] == "standard_compact"
-    });
-    let calls = rig.calls_when("the compact window", |c| c.iter().any(|c| c[0] == "kitty"));
-    for kitty in calls.iter().filter(|c| c[0] == "kitty") {
-        assert!(
-            kitty.iter().any(|a| a == "--resume"),
-            "every window resumes the session: {kitty:?}"
-        );
-    }
-}
-
-/// A payload asking for `plan` is honoured: the relaunched Conductor runs in plan mode,
-/// not in a more permissive one.
-#[test]
-fn a_payloads_plan_mode_reaches_the_relaunched_conductor() {
-    let mut rig = Rig::new(None);
-    rig.scratch
-        .conn()
-        .execute(
-            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('souffleur', 'task-00', ?1, 'instruction')",
-            ["CONTEXT_RECOVERY_PAYLOAD_V1\npermission_mode: plan\nresume_prompt: /conductor --recovery-bootstrap"],
-        )
-        .unwrap();
-    let mut m = rig.souffleur(rig.conductor.id());
-    confirmed(&mut m);
-    rig.conductor.kill().unwrap();
-    rig.conductor.wait().unwrap();
-    let done = m.wait_json("recovery result", |v| {
-        event(v) == "recovery" && v["status"] != "started"
-    });
-    assert_eq!(done["status"], "success", "{done}");
-    let calls = rig.calls_when("the window's record", |c| c.iter().any(|c| c[0] == "kitty"));
-    let kitty = calls.iter().find(|c| c[0] == "kitty").unwrap();
-    let at = kitty.iter().position(|a| a == "--permission-mode").unwrap();
-    assert_eq!(kitty[at + 1], "plan", "{kitty:?}");
 }

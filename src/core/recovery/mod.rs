@@ -338,20 +338,22 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
 
 /// The Conductor's session exported, trimmed and saved for the new one (its file), or
 /// why there is none to relaunch with (no export, or too large even trimmed).
-async fn export_for_relaunch(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<PathBuf, String> {
+async fn export_for_relaunch(
+    env: &RecoveryEnv,
+    req: &RecoveryRequest,
+) -> Result<PathBuf, RecoveryError> {
     let text = run_export(env, &req.session_id)
         .await
-        .map_err(|e| format!("no export for the new Conductor ({e})"))?;
+        .map_err(|e| RecoveryError::Export(Box::new(e)))?;
     let trimmed = export::trim(&text);
     let tokens = export::estimate_tokens(&trimmed);
     if tokens > env.force_compact {
-        return Err(format!(
-            "export is still ~{tokens} tokens (> FORCE_COMPACT {})",
-            env.force_compact
-        ));
+        return Err(RecoveryError::TooLarge {
+            tokens,
+            limit: env.force_compact,
+        });
     }
     save_trimmed(env, &req.session_id, req.generation, &trimmed)
-        .map_err(|e| format!("the trimmed export could not be saved ({e})"))
 }
 
 /// Runs `claude_export <session>`; the export is the newest matching file it wrote to
@@ -535,6 +537,8 @@ pub enum RecoveryError {
     },
     #[error("{program} produced no export")]
     NoExport { program: String },
+    #[error("export is still ~{tokens} tokens (> FORCE_COMPACT {limit})")]
+    TooLarge { tokens: u64, limit: u64 },
     #[error("no transcript {}/*/{session}*.jsonl", .dir.display())]
     NoTranscript { dir: PathBuf, session: String },
     #[error("no compact_boundary within {after:?}")]

@@ -446,7 +446,7 @@ mod tests {
                 r.step(exit(WatchdogReason::ContextRecovery, 5)),
                 [Effect::Recover(RecoveryKind::ContextRecovery)]
             );
-            let artifact = (round == 2).then_some("/data/trimmed/s1-S2.md");
+            let artifact = (round == 2).then_some("the s1-S2 export");
             let fx = r.step(failed_with(Provider::StandardCompact, artifact));
             if round < 3 {
                 assert_eq!(r.phase, Phase::Watching, "round {round}: {fx:?}");
@@ -458,7 +458,7 @@ mod tests {
                 assert!(fx.contains(&Effect::SetRow("error")));
                 assert_eq!(fx.last(), Some(&Effect::Stop));
                 assert!(
-                    fx.iter().any(|e| matches!(e, Effect::Message { kind: "error", text } if text.contains("/data/trimmed/s1-S2.md"))),
+                    fx.iter().any(|e| matches!(e, Effect::Message { kind: "error", text } if text.contains("the s1-S2 export"))),
                     "{fx:?}"
                 );
             }
