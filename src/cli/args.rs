@@ -323,8 +323,10 @@ pub enum StepAction {
 #[derive(Debug, Clone, Args)]
 pub struct ConductorArgs {
     /// hold or release automatic recovery; recover (Lethe first) or relaunch
-    /// (claude_export) the Conductor now
-    #[arg(value_parser = ["hold", "release", "recover", "relaunch"])]
+    /// (claude_export) the Conductor now; watch: the Conductor's message-watcher (waits
+    /// for a Musician entering needs_review, error, complete or exited, or a message to
+    /// task-00, keeping task-00's heartbeat fresh; exits 0 printing each once)
+    #[arg(value_parser = ["hold", "release", "recover", "relaunch", "watch"])]
     pub action: String,
 }
 

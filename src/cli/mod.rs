@@ -5,6 +5,7 @@
 
 pub mod args;
 pub mod conductor;
+mod conductor_watch;
 pub mod dashboard;
 pub mod demo;
 pub mod doctor;
@@ -175,6 +176,10 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let project = Project::from_args(global)?;
             sentinel::run(&project, action, global.json)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Some(Command::Conductor(c)) if c.action == "watch" => {
+            let project = Project::from_args(global)?;
+            conductor_watch::watch(&project, global.json)
         }
         Some(Command::Conductor(c)) => {
             let project = Project::from_args(global)?;

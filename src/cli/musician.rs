@@ -25,6 +25,13 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
     let ((task, mode), outcome) = wait(project, args, &runtime)?;
     let code = print(&task, mode, &outcome, as_json);
     let _ = std::io::Write::flush(&mut std::io::stdout());
+    // Printed first, kept after: the next watcher starts after the last message told,
+    // so one posted between two watchers is told by the second (never by neither).
+    if let Outcome::Message(m) = &outcome
+        && let Some(path) = told_path(project, &task)
+    {
+        let _ = crate::core::safe_fs::write_atomic(&path, m.id.to_string().as_bytes(), 0o600);
+    }
     // The slot is released and the answer printed: the process ends now, without
     // waiting for the runtime's and the database's teardown (nothing is left to
     // write), so a Musician's shell sees the exit as soon as the line.
@@ -55,11 +62,18 @@ fn wait(
             "--since-id is for background mode; a pause watcher waits for the task's state.".into(),
         ));
     }
+    // Without --since-id, a background watcher starts after the last message a watcher
+    // of this task told (the highest id at start when none did).
+    let told = (mode == WatchMode::Background)
+        .then(|| told_path(project, &task))
+        .flatten()
+        .and_then(|p| crate::core::safe_fs::read_regular(&p, 64).ok())
+        .and_then(|b| String::from_utf8_lossy(&b).trim().parse::<i64>().ok());
     let cfg = WatchConfig {
         db: project.db.clone(),
         task: task.clone(),
         mode,
-        since_id: args.since_id,
+        since_id: args.since_id.or(told),
         heartbeat_after: args.heartbeat_after,
         conductor_check_after: args.conductor_check_after,
         conductor_fresh_within: args.conductor_fresh_within,
@@ -93,6 +107,11 @@ fn wait(
         outcome.map_err(crate::cli::error::runtime)
     })?;
     Ok(((task, mode), outcome))
+}
+
+/// Where the last message a background watcher of `task` told is kept.
+fn told_path(project: &Project, task: &TaskId) -> Option<std::path::PathBuf> {
+    crate::core::paths::watcher_file(&ProjectKey::of(&project.root), task.as_str(), "told").ok()
 }
 
 /// Prints the outcome (nothing for a signal) and returns the exit status.
@@ -161,7 +180,7 @@ fn print(task: &TaskId, mode: WatchMode, outcome: &Outcome, as_json: bool) -> u8
         Outcome::Stopped => return 0,
     };
     if as_json {
-        println!("{value}");
+        println!("{}", crate::core::text::json_line(&value));
     } else {
         println!("{text}");
     }

@@ -3,6 +3,7 @@
 pub mod actions;
 pub mod children;
 pub mod clock;
+pub mod conductor_watch;
 pub mod domain;
 pub mod error;
 pub mod event;

@@ -312,7 +312,7 @@ fn pause_look(
 /// Refreshes the task's heartbeat when it is older than `heartbeat_after` (never more
 /// often than that by our own last refresh: stamps are stored to the second); when the
 /// next refresh is due.
-fn keep_heartbeat(
+pub fn keep_heartbeat(
     cfg: &WatchConfig,
     conn: &mut Connection,
     age: Option<Duration>,
@@ -462,9 +462,11 @@ pub async fn claim(
     })
 }
 
-/// Whether `pid` is a `maestro musician watch` process (never signal anything else).
+/// Whether `pid` is a `maestro musician watch` or `maestro conductor watch` process
+/// (never signal anything else).
 fn is_watcher(pid: i32) -> bool {
     procs::cmdline(pid).is_some_and(|argv| {
-        argv.iter().any(|a| a == "musician") && argv.iter().any(|a| a == "watch")
+        argv.iter().any(|a| a == "musician" || a == "conductor")
+            && argv.iter().any(|a| a == "watch")
     })
 }

@@ -8,6 +8,7 @@ mod alive_actions;
 mod bad_input;
 mod claude;
 mod clock_gaps;
+mod conductor_watch;
 mod dashboard;
 mod dashboard_overlays;
 mod dashboard_text;

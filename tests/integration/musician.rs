@@ -8,13 +8,13 @@ use std::time::{Duration, Instant};
 
 use crate::common::{DEADLINE, Scratch, maestro, walk};
 
-struct Rig {
-    s: Scratch,
-    data: tempfile::TempDir,
+pub(crate) struct Rig {
+    pub(crate) s: Scratch,
+    pub(crate) data: tempfile::TempDir,
 }
 
 impl Rig {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let s = Scratch::new();
         s.set_task("task-03", "working");
         s.set_task("task-04", "working");
@@ -24,7 +24,7 @@ impl Rig {
         }
     }
 
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = maestro();
         c.env("XDG_DATA_HOME", self.data.path())
             .args(["musician", "watch"])
@@ -37,7 +37,7 @@ impl Rig {
         c
     }
 
-    fn spawn(&self, args: &[&str]) -> Child {
+    pub(crate) fn spawn(&self, args: &[&str]) -> Child {
         let child = self.cmd(args).spawn().unwrap();
         self.attached(
             child.id(),
@@ -51,7 +51,7 @@ impl Rig {
     }
 
     /// Waits until the watcher file names `pid`: the watcher holds its claim.
-    fn attached(&self, pid: u32, mode: &str) {
+    pub(crate) fn attached(&self, pid: u32, mode: &str) {
         let end = Instant::now() + DEADLINE;
         loop {
             let found = walk(self.data.path())
@@ -66,7 +66,7 @@ impl Rig {
         }
     }
 
-    fn message(&self, task: &str, from: &str, kind: &str, text: &str) {
+    pub(crate) fn message(&self, task: &str, from: &str, kind: &str, text: &str) {
         self.s
             .conn()
             .execute(
@@ -76,7 +76,7 @@ impl Rig {
             .unwrap();
     }
 
-    fn heartbeat_age(&self, task: &str) -> f64 {
+    pub(crate) fn heartbeat_age(&self, task: &str) -> f64 {
         self.s
             .conn()
             .query_row(
@@ -89,7 +89,7 @@ impl Rig {
 }
 
 /// Waits for the process to end (within the deadline): exit code and stdout.
-fn finish(child: Child) -> (i32, String) {
+pub(crate) fn finish(child: Child) -> (i32, String) {
     let (code, out, _) = finish_all(child);
     (code, out)
 }
