@@ -91,8 +91,9 @@ pub fn refusal(event: &Value, ctx: &Context<'_>) -> Option<Refusal> {
     let launcher_holds_role = match poller {
         Poller::Sentinel => role.is_conductor(),
         Poller::SouffleurWatcher { .. } | Poller::SouffleurTeammate => role.is_souffleur(),
-        // A Musician writes its watchers' prompts itself: known by their deeds only.
-        Poller::MusicianWatcher { .. } => false,
+        // A Musician writes its watchers' prompts itself, and so does the Conductor:
+        // known by their deeds only.
+        Poller::MusicianWatcher { .. } | Poller::ConductorWatcher => false,
     };
     launcher_holds_role.then_some(())?;
     let (task, command, does) = instead(&poller, ctx)?;
@@ -138,6 +139,8 @@ pub fn stop_in_loop(
         }
     } else if role.is_conductor() && states.contains(&State::Logs) {
         Poller::Sentinel
+    } else if role.is_conductor() && states.contains(&State::Comms) {
+        Poller::ConductorWatcher
     } else if role.is_souffleur() {
         match known? {
             p @ (Poller::SouffleurWatcher { .. } | Poller::SouffleurTeammate) => p,
@@ -183,7 +186,7 @@ fn launch_reason(poller: &Poller, command: Option<&str>, does: &str) -> String {
         Poller::Sentinel => "the Sentinel's",
         Poller::SouffleurWatcher { .. } => "the Souffleur watcher's",
         Poller::SouffleurTeammate => "the Souffleur self-monitor's",
-        Poller::MusicianWatcher { .. } => "this watcher's",
+        Poller::MusicianWatcher { .. } | Poller::ConductorWatcher => "this watcher's",
     };
     match command {
         Some(c) => format!(
@@ -252,6 +255,13 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
                 "keeps the souffleur heartbeat fresh and exits with the watcher's report (CONDUCTOR_DEAD:pid, CONDUCTOR_DEAD:heartbeat, SESSION_ID_FOUND:<id>, CONDUCTOR_COMPLETE or CONTEXT_RECOVERY, and the task count): act on its output as on the watcher's.".into(),
             ))
         }
+        Poller::ConductorWatcher => duty_ready(root, None).then(|| {
+            (
+                Some(crate::core::domain::CONDUCTOR_ID.to_owned()),
+                Some(run(" conductor watch")),
+                "keeps task-00's heartbeat fresh and exits, printing each event once, when a Musician enters needs_review, error, complete or exited, or a message reaches the Conductor (a Sentinel report among them): handle them, then run it again.".into(),
+            )
+        }),
         Poller::SouffleurTeammate => duty_ready(root, None).then(|| {
             (
                 Some("souffleur".into()),

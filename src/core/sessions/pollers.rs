@@ -23,13 +23,15 @@ pub const SOUFFLEUR_WATCHER: &str = "souffleur-watcher";
 pub const SOUFFLEUR_TEAMMATE: &str = "souffleur-teammate";
 pub const MUSICIAN_WATCHER: &str = "musician-watcher";
 pub const MUSICIAN_PAUSE_WATCHER: &str = "musician-pause-watcher";
+pub const CONDUCTOR_WATCHER: &str = "conductor-watcher";
 /// Every role, for labels that must stay bounded.
-pub const ROLES: [&str; 5] = [
+pub const ROLES: [&str; 6] = [
     SENTINEL,
     SOUFFLEUR_WATCHER,
     SOUFFLEUR_TEAMMATE,
     MUSICIAN_WATCHER,
     MUSICIAN_PAUSE_WATCHER,
+    CONDUCTOR_WATCHER,
 ];
 
 /// One subagent launch, as much of it as is known.
@@ -59,6 +61,9 @@ pub enum Poller {
         task: Option<TaskId>,
         pause: bool,
     },
+    /// The Conductor's background message-watcher (a loop of the Conductor's session
+    /// over the database).
+    ConductorWatcher,
 }
 
 impl Poller {
@@ -69,6 +74,7 @@ impl Poller {
             Self::SouffleurTeammate => SOUFFLEUR_TEAMMATE,
             Self::MusicianWatcher { pause: false, .. } => MUSICIAN_WATCHER,
             Self::MusicianWatcher { pause: true, .. } => MUSICIAN_PAUSE_WATCHER,
+            Self::ConductorWatcher => CONDUCTOR_WATCHER,
         }
     }
 }

@@ -111,6 +111,16 @@ fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
     .expect("stopped");
     assert_eq!(r.replaced.role, "sentinel");
     assert_eq!(r.replaced.command, None);
+    // The Conductor's loop over the database: its message-watcher, named.
+    let r = with(Some("task-00"), false, |ctx| {
+        stop_in_loop(&[State::Comms], None, ctx)
+    })
+    .expect("stopped");
+    assert_eq!(r.replaced.role, "conductor-watcher");
+    assert_eq!(
+        r.replaced.command.as_deref(),
+        Some("maestro conductor watch")
+    );
 }
 
 #[test]
