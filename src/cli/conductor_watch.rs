@@ -71,16 +71,21 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
                 _ = int.recv() => s.cancel(),
             }
         });
-        let watched = conductor_watch::watch(&cfg, &mut conn, seen, replaced, stop).await;
+        let watched =
+            conductor_watch::watch(&cfg, &mut conn, &seen_path, seen, replaced, stop).await;
         let result = watched.map_err(failed);
-        if let Ok((Outcome::Events(_), next)) = &result {
-            // Printed first, kept after: a watcher killed in between tells it again
-            // rather than never.
-            print_events(&result, as_json);
+        if let Ok((Outcome::Events(events), next, _lock)) = &result {
+            // Printed first, kept after (under the lock): a watcher killed in between
+            // tells it again rather than never.
+            for e in events {
+                let (value, text) = describe(e);
+                say(as_json, &value, &text);
+            }
+            let _ = std::io::Write::flush(&mut std::io::stdout());
             let _ = conductor_watch::write_seen(&seen_path, next);
         }
-        claim.release(matches!(result, Ok((Outcome::Replaced, _))));
-        result
+        claim.release(matches!(result, Ok((Outcome::Replaced, ..))));
+        result.map(|(outcome, next, _)| (outcome, next))
     })?;
     let _ = next;
     let code = match outcome {
@@ -98,16 +103,6 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
     };
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)
-}
-
-fn print_events(result: &Result<(Outcome, Seen), CliError>, as_json: bool) {
-    let Ok((Outcome::Events(events), _)) = result else {
-        return;
-    };
-    for e in events {
-        let (value, text) = describe(e);
-        say(as_json, &value, &text);
-    }
 }
 
 fn say(as_json: bool, value: &serde_json::Value, text: &str) {
@@ -144,13 +139,7 @@ fn describe(e: &ConductorEvent) -> (serde_json::Value, String) {
             json!({"event": "message", "task_id": CONDUCTOR_ID, "message": {
                 "id": m.id, "task_id": m.task_id, "from_session": m.from_session,
                 "message_type": m.message_type, "message": m.message, "timestamp": m.timestamp}}),
-            format!(
-                "MESSAGE: #{} [{}] from {}: {}",
-                m.id,
-                printable(m.message_type.as_deref().unwrap_or("-")),
-                printable(m.from_session.as_deref().unwrap_or("-")),
-                printable(m.message.as_deref().unwrap_or_default())
-            ),
+            conductor_watch::message_line(m),
         ),
     }
 }

@@ -66,10 +66,47 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
         // The answer first: it is what Claude Code waits for.
         let _ = writeln!(std::io::stdout(), "{}", verdict.answer.to_json());
         event.replaced = verdict.replaced;
+    } else if args.iter().any(|a| a == "--replace-pollers")
+        && let Some(text) = reports_for_the_conductor(&json, &root, &key, event.claude_pid)
+    {
+        let answer = serde_json::json!({"hookSpecificOutput": {
+            "hookEventName": "PostToolUse", "additionalContext": text}});
+        let _ = writeln!(
+            std::io::stdout(),
+            "{}",
+            crate::core::text::json_line(&answer)
+        );
     }
     if let Some(path) = spool::spool_path(&key) {
         let _ = spool::append(&path, &event);
     }
+}
+
+/// The Sentinel's voice while maestro does its job: after a tool call of the Conductor's
+/// own session (not a subagent's), the messages to task-00 no watcher or earlier call
+/// told yet, for the model's next request. Only while a maestro reports to the database
+/// (else the LLM Sentinel runs and speaks for itself); each message once, shared with
+/// `maestro conductor watch` through one record.
+fn reports_for_the_conductor(
+    json: &serde_json::Value,
+    root: &Path,
+    key: &ProjectKey,
+    claude_pid: Option<i32>,
+) -> Option<String> {
+    let text = |k: &str| json.get(k).and_then(serde_json::Value::as_str);
+    if text("hook_event_name") != Some("PostToolUse") || json.get("agent_id").is_some() {
+        return None;
+    }
+    if !hooks::reporter::is_held(key) {
+        return None;
+    }
+    let transcript = text("transcript_path")
+        .map(Path::new)
+        .filter(|p| p.is_absolute());
+    replace::session_task(claude_pid, transcript).filter(|t| t.is_conductor())?;
+    let seen =
+        crate::core::conductor_watch::seen_path(&crate::core::paths::watchers_dir(key).ok()?);
+    crate::core::conductor_watch::hand_over(&root.join("comms.db"), &seen)
 }
 
 /// The project a hook event belongs to: `--project`, else the session's folder's.

@@ -69,6 +69,71 @@ pub fn read_seen(path: &Path) -> Option<Seen> {
         .and_then(|b| serde_json::from_slice(&b).ok())
 }
 
+/// The lock held while a record is read, told and kept (by a watcher and by the hook that
+/// hands reports to a working Conductor): one of them tells each message.
+pub struct SeenLock {
+    _lock: nix::fcntl::Flock<std::fs::File>,
+}
+
+impl SeenLock {
+    /// Takes the lock; `wait: false` gives up at once when another holds it.
+    pub fn take(seen: &Path, wait: bool) -> Option<Self> {
+        use nix::fcntl::{Flock, FlockArg};
+        let file = crate::core::safe_fs::open_own_lock(&seen.with_extension("lock")).ok()?;
+        let arg = if wait {
+            FlockArg::LockExclusive
+        } else {
+            FlockArg::LockExclusiveNonblock
+        };
+        Flock::lock(file, arg).ok().map(|l| Self { _lock: l })
+    }
+}
+
+/// Messages to the Conductor not told yet, handed to a Conductor busy with tool calls
+/// (the `PostToolUse` hook's `additionalContext`): the text, with the record advanced,
+/// or `None` (nothing new, the record busy, the database unreadable). A first look
+/// with no record starts one (nothing before it is handed over).
+pub fn hand_over(db: &Path, seen_path: &Path) -> Option<String> {
+    let _lock = SeenLock::take(seen_path, false)?;
+    let (conn, _) = crate::core::schema::open_read_only(db).ok()?;
+    let _ = conn.busy_timeout(Duration::from_millis(50));
+    let Some(mut seen) = read_seen(seen_path) else {
+        let _ = write_seen(seen_path, &baseline(&conn).ok()?);
+        return None;
+    };
+    let mut q = conn
+        .prepare(
+            "SELECT id, task_id, from_session, message_type, message, timestamp
+             FROM orchestration_messages WHERE task_id = ?1 AND id > ?2 ORDER BY id LIMIT 20",
+        )
+        .ok()?;
+    let messages: Vec<MessageRow> = q
+        .query_map(params![CONDUCTOR_ID, seen.message_id], message_row)
+        .ok()?
+        .filter_map(Result::ok)
+        .collect();
+    let last = messages.last()?.id;
+    let mut text = String::from("maestro: new messages to the Conductor (task-00):");
+    for m in &messages {
+        text.push_str(&format!("\n{}", message_line(m)));
+    }
+    seen.message_id = seen.message_id.max(last);
+    write_seen(seen_path, &seen).ok()?;
+    Some(text)
+}
+
+/// One message as the watchers print it: `MESSAGE: #12 [type] from sender: text`.
+pub fn message_line(m: &MessageRow) -> String {
+    use crate::core::text::printable;
+    format!(
+        "MESSAGE: #{} [{}] from {}: {}",
+        m.id,
+        printable(m.message_type.as_deref().unwrap_or("-")),
+        printable(m.from_session.as_deref().unwrap_or("-")),
+        printable(m.message.as_deref().unwrap_or_default())
+    )
+}
+
 /// Keeps what was told, whole (a temporary file, then a rename).
 pub fn write_seen(path: &Path, seen: &Seen) -> std::io::Result<()> {
     let bytes = serde_json::to_vec(seen).map_err(std::io::Error::other)?;
@@ -137,10 +202,11 @@ pub fn look(conn: &Connection, seen: &Seen) -> rusqlite::Result<(Vec<ConductorEv
 pub async fn watch(
     cfg: &WatchConfig,
     conn: &mut Connection,
-    seen: Seen,
+    seen_path: &Path,
+    mut seen: Seen,
     replaced: CancellationToken,
     stop: CancellationToken,
-) -> Result<(Outcome, Seen), WatchError> {
+) -> Result<(Outcome, Seen, Option<SeenLock>), WatchError> {
     let read = |source| WatchError::Read {
         db: cfg.db.clone(),
         source,
@@ -153,9 +219,18 @@ pub async fn watch(
     let mut recheck: Option<(usize, Instant)> = None;
     let mut last_refresh: Option<Instant> = None;
     loop {
-        let (events, next) = look(conn, &seen).map_err(read)?;
+        let (events, _) = look(conn, &seen).map_err(read)?;
         if !events.is_empty() {
-            return Ok((Outcome::Events(events), next));
+            // Under the lock, with what the hook may have handed over meanwhile: the
+            // caller prints and keeps the record before letting go.
+            let lock = SeenLock::take(seen_path, true);
+            if let Some(kept) = read_seen(seen_path) {
+                seen.message_id = seen.message_id.max(kept.message_id);
+            }
+            let (events, next) = look(conn, &seen).map_err(read)?;
+            if !events.is_empty() {
+                return Ok((Outcome::Events(events), next, lock));
+            }
         }
         let age: Option<f64> = conn
             .query_row(
@@ -170,8 +245,8 @@ pub async fn watch(
             next_look = next_look.min(at);
         }
         tokio::select! {
-            () = replaced.cancelled() => return Ok((Outcome::Replaced, seen)),
-            () = stop.cancelled() => return Ok((Outcome::Stopped, seen)),
+            () = replaced.cancelled() => return Ok((Outcome::Replaced, seen, None)),
+            () = stop.cancelled() => return Ok((Outcome::Stopped, seen, None)),
             got = wake.recv() => {
                 while wake.try_recv().is_ok() {}
                 if got.is_some() {

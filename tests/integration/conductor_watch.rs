@@ -126,3 +126,87 @@ fn a_message_between_two_musician_watchers_is_told_by_the_second() {
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     assert_eq!(v["message"]["message"], "between");
 }
+
+/// `maestro hook --replace-pollers` for one `PostToolUse` of the Conductor's session
+/// (its transcript's first prompt is `/conductor`): the `additionalContext` it hands
+/// the model, if any.
+fn post_tool_use(s: &crate::common::Scratch, transcript: &std::path::Path) -> Option<String> {
+    use std::io::Write;
+    let mut hook = maestro()
+        .args(["hook", "--replace-pollers", "--project"])
+        .arg(s.root())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let event = serde_json::json!({"session_id": "c-1", "hook_event_name": "PostToolUse",
+        "tool_name": "Bash", "cwd": s.root(), "transcript_path": transcript});
+    hook.stdin
+        .take()
+        .unwrap()
+        .write_all(event.to_string().as_bytes())
+        .unwrap();
+    let out = hook.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text.lines().next()?;
+    let v: serde_json::Value = serde_json::from_str(line).unwrap();
+    assert_eq!(
+        v["hookSpecificOutput"]["hookEventName"], "PostToolUse",
+        "{v}"
+    );
+    v["hookSpecificOutput"]["additionalContext"]
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// While maestro reports to the database, a report to the Conductor reaches its model
+/// with its next tool call, once; the watcher it runs later does not tell it again, and
+/// tells what came after.
+#[test]
+fn a_sentinel_report_reaches_a_working_conductor_once() {
+    let s = crate::common::Scratch::new();
+    s.set_task("task-03", "working");
+    let mut reporting = s.headless(&["--report-to-db"]);
+    reporting.wait_json("started", |v| crate::common::event(v) == "task");
+    let transcript = s.root().join("conductor.jsonl");
+    std::fs::write(
+        &transcript,
+        "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"/conductor plan phase 2\"}}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        post_tool_use(&s, &transcript),
+        None,
+        "the first call starts the record"
+    );
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-00', 'sentinel', 'Anomaly: self-correction\nTask: task-03', 'instruction')",
+            [],
+        )
+        .unwrap();
+    let told = post_tool_use(&s, &transcript).expect("the report, with the next tool call");
+    assert!(told.contains("Anomaly: self-correction"), "{told}");
+    assert!(told.contains("from sentinel"), "{told}");
+    assert_eq!(post_tool_use(&s, &transcript), None, "once");
+    // The Conductor's watcher: not the report again, the next message only.
+    let w = maestro()
+        .args(["conductor", "watch", "--json", "--project"])
+        .arg(s.root())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    s.conn()
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-00', 'task-03', 'done?', 'review_request')",
+            [],
+        )
+        .unwrap();
+    let (code, out) = finish(w);
+    assert_eq!(code, 0, "{out}");
+    let got = lines(&out);
+    assert_eq!(got.len(), 1, "{out}");
+    assert_eq!(got[0]["message"]["message"], "done?");
+}
