@@ -142,18 +142,32 @@ impl PipelineAccess {
         .ok()
         .flatten();
         match answer {
-            Some(a) => format!(
-                "{}: {}",
-                if a["ok"] == true {
-                    "accepted"
-                } else {
-                    "refused"
-                },
-                a["detail"].as_str().unwrap_or_default()
-            ),
+            Some(a) => host_answer(a["ok"] == true, a["detail"].as_str().unwrap_or_default()),
             None => "no maestro hosts this project's pipelines".into(),
         }
     }
+}
+
+/// The pipeline host's answer in a few words: what it said, once (its detail is often
+/// the word `accepted` itself), or why it refused.
+fn host_answer(ok: bool, detail: &str) -> String {
+    match (ok, detail.trim()) {
+        (true, "" | "accepted" | "ok") => "applied".to_owned(),
+        (true, said) => said.to_owned(),
+        (false, "") => "refused".to_owned(),
+        (false, why) => format!("refused: {why}"),
+    }
+}
+
+#[cfg(test)]
+#[test]
+fn a_host_answer_says_each_word_once() {
+    assert_eq!(host_answer(true, "accepted"), "applied");
+    assert_eq!(host_answer(true, "started"), "started");
+    assert_eq!(
+        host_answer(false, "no such pipeline"),
+        "refused: no such pipeline"
+    );
 }
 
 /// Carries out a pipeline effect; returns the note for the status bar.

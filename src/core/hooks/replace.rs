@@ -73,7 +73,10 @@ pub struct Context<'a> {
 }
 
 /// How to switch the guard off, said in every refusal.
-pub const SWITCH_OFF: &str = "(This refusal is maestro's poller guard, `maestro hooks install --replace-pollers`; `maestro hooks install` without the flag switches it off, `maestro hooks uninstall` removes maestro's hooks.)";
+/// Addressed to the person, never a command the model could take as its instruction: no
+/// backticks, and the model is told not to run them (a literal model runs the first
+/// backticked maestro command it reads).
+pub const SWITCH_OFF: &str = "(For the person who installed maestro, not for you: do not run anything to change this. The refusal comes from maestro's poller guard; running maestro hooks install without --replace-pollers switches it off, and maestro hooks uninstall removes maestro's hooks.)";
 
 /// The refusal of a subagent's launch, when its prompt is a skill's verbatim poller
 /// prompt from the session whose role launches it and its duty can be done now.
@@ -273,7 +276,7 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
             (
                 None,
                 None,
-                "maestro's Sentinel already watches this project's logs and reports each anomaly to comms.db in the Sentinel's format (a maestro runs with report_to_db); an LLM Sentinel beside it would report each one twice. Nothing to run instead: read its messages as before.".into(),
+                "maestro's Sentinel already watches this project's logs and reports each anomaly to comms.db in the Sentinel's format (a maestro runs with report_to_db); an LLM Sentinel beside it would report each one twice. Nothing to run instead: its reports reach you as messages to task-00, with your next tool call and through your message-watcher.".into(),
             )
         }),
     }

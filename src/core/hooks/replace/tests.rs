@@ -73,7 +73,7 @@ fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
         r.reason
     );
     assert!(
-        r.reason.contains("without the flag switches it off"),
+        r.reason.contains("switches it off") && r.reason.matches('`').count() == 2,
         "{}",
         r.reason
     );
