@@ -64,7 +64,9 @@ pub fn run(project: &Project, word: &str, yes: bool, as_json: bool) -> Result<()
     if as_json {
         println!(
             "{}",
-            json!({"ok": accepted, "command": word, "detail": text, "held": recorded.map(|_| word == "hold")})
+            crate::core::text::json_line(
+                &json!({"ok": accepted, "command": word, "detail": text, "held": recorded.map(|_| word == "hold")})
+            )
         );
     } else {
         println!("{}: {text}", if accepted { "accepted" } else { "refused" });

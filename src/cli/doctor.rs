@@ -456,7 +456,10 @@ fn report(checks: &[Check], as_json: bool) -> ExitCode {
             .iter()
             .map(|c| json!({"check": c.name, "level": word(c.level), "detail": c.detail}))
             .collect();
-        println!("{}", json!({"status": word(worst), "checks": list}));
+        println!(
+            "{}",
+            crate::core::text::json_line(&json!({"status": word(worst), "checks": list}))
+        );
     } else {
         for c in checks {
             println!("{:<8} {:<9} {}", word(c.level), c.name, c.detail);

@@ -295,7 +295,9 @@ pub fn run(
     if json {
         println!(
             "{}",
-            serde_json::json!({"ok": true, "action": action, "changed": done, "file": path, "replace_pollers": replace_pollers && action == "install"})
+            crate::core::text::json_line(
+                &serde_json::json!({"ok": true, "action": action, "changed": done, "file": path, "replace_pollers": replace_pollers && action == "install"})
+            )
         );
     } else {
         println!("{said}");

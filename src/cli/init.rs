@@ -45,7 +45,9 @@ pub fn run(global: &GlobalArgs, init: &InitArgs) -> Result<ExitCode, CliError> {
     if global.json {
         println!(
             "{}",
-            serde_json::json!({"ok": true, "db": project.db, "made": made, "damaged_kept_as": set_aside})
+            crate::core::text::json_line(
+                &serde_json::json!({"ok": true, "db": project.db, "made": made, "damaged_kept_as": set_aside})
+            )
         );
         return Ok(ExitCode::SUCCESS);
     }

@@ -33,14 +33,14 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             let answer = ask(json!({"op": "list"}))
                 .unwrap_or_else(|| json!({"ok": true, "pipelines": from_folder(project, &dir)}));
             if as_json {
-                println!("{answer}");
+                println!("{}", crate::core::text::json_line(&answer));
             } else {
                 for p in answer["pipelines"].as_array().into_iter().flatten() {
                     println!(
                         "{:<24} {:<8} {}",
-                        p["name"].as_str().unwrap_or_default(),
-                        p["status"].as_str().unwrap_or_default(),
-                        p["steps"]
+                        printable(p["name"].as_str().unwrap_or_default()),
+                        printable(p["status"].as_str().unwrap_or_default()),
+                        printable(&p["steps"].to_string())
                     );
                 }
             }
@@ -59,7 +59,7 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
                 }
             };
             if as_json {
-                println!("{answer}");
+                println!("{}", crate::core::text::json_line(&answer));
             } else {
                 println!("{name} ({})", answer["status"].as_str().unwrap_or_default());
                 println!(
@@ -157,7 +157,9 @@ fn trust(
             .collect();
         println!(
             "{}",
-            json!({"ok": refused.is_empty(), "trusted": trusted, "refused": refused})
+            crate::core::text::json_line(
+                &json!({"ok": refused.is_empty(), "trusted": trusted, "refused": refused})
+            )
         );
     } else if trusted.is_empty() && refused.is_empty() {
         println!(
@@ -236,10 +238,10 @@ fn edit(
         StepAction::List { .. } => {
             let listing = json!({"name": name, "steps": steps});
             if as_json {
-                println!("{listing}");
+                println!("{}", crate::core::text::json_line(&listing));
             } else {
                 for (i, s) in steps.iter().enumerate() {
-                    println!("{i}: {s}");
+                    println!("{i}: {}", printable(&s.to_string()));
                 }
             }
             return Ok(());
@@ -321,7 +323,10 @@ fn show_runs(project: &Project, name: &str, as_json: bool) -> Result<(), CliErro
             .into_iter()
             .map(|(started, steps)| json!({"started": started, "steps": steps}))
             .collect();
-        println!("{}", json!({"name": name, "runs": runs}));
+        println!(
+            "{}",
+            crate::core::text::json_line(&json!({"name": name, "runs": runs}))
+        );
         return Ok(());
     }
     if runs.is_empty() {
@@ -347,8 +352,9 @@ fn finish(answer: &Value, as_json: bool, what: &str) -> Result<(), CliError> {
     let ok = answer["ok"] == true;
     let detail = answer["detail"].as_str().unwrap_or_default();
     if as_json {
-        println!("{answer}");
+        println!("{}", crate::core::text::json_line(answer));
     } else {
+        let detail = printable(detail);
         println!(
             "{what}: {} ({detail})",
             if ok { "accepted" } else { "refused" }

@@ -211,7 +211,7 @@ fn headroom(project: &Project, task: &TaskId, as_json: bool) -> u8 {
         v["per_entry"] = json!(h.per_entry_x10.map(|x| x as f64 / 10.0));
         v["per_agent"] = json!(h.per_agent_x10.map(|x| x as f64 / 10.0));
         v["forecast"] = time_forecast(project, task, h.current);
-        println!("{v}");
+        println!("{}", crate::core::text::json_line(&v));
     } else {
         print!("{}", h.render(task.as_str(), &file.display().to_string()));
     }
@@ -246,7 +246,7 @@ fn time_forecast(project: &Project, task: &TaskId, current: Option<i64>) -> serd
 
 fn report(as_json: bool, value: &serde_json::Value, text: &str) {
     if as_json {
-        println!("{value}");
+        println!("{}", crate::core::text::json_line(&value));
     } else {
         println!("{text}");
     }

@@ -568,3 +568,51 @@ fn each_session_is_listed_once_under_the_task_its_launch_names() {
     );
     assert_eq!(t["sessions"], 3, "{t}");
 }
+
+/// Every verb's `--json` escapes what a terminal would obey, as the headless stream
+/// does: a transcript's model with C1 and bidi characters never reaches stdout raw from
+/// `usage --json` (`\u` escapes, the same data for a JSON reader) or `doctor --json`.
+#[test]
+fn verbs_json_escapes_c1_and_bidi_characters() {
+    let s = Scratch::new();
+    let root = std::fs::canonicalize(s.root()).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let projects = home.path().join(".claude/projects/-fixture");
+    let hostile = "claude-\u{9b}31m-\u{202e}evil";
+    let mut t = user(
+        "s1",
+        root.to_str().unwrap(),
+        "2026-11-20T14:00:00.000Z",
+        "/musician task-01",
+    );
+    t += &assistant(
+        "s1",
+        "2026-11-20T14:00:01.000Z",
+        "m1",
+        "r1",
+        hostile,
+        false,
+        &serde_json::json!({"input_tokens": 1200, "output_tokens": 30}),
+    );
+    write(&projects.join("s1.jsonl"), &t);
+    s.set_task("task-01", "working");
+    for verb in ["usage", "doctor"] {
+        let out = maestro()
+            .env("HOME", home.path())
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .args([verb, "--json", "--project"])
+            .arg(s.root())
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert!(
+            !text.contains('\u{9b}') && !text.contains('\u{202e}'),
+            "{verb}: raw control in {text}"
+        );
+        let v: Value = serde_json::from_str(&text).unwrap();
+        // usage hands the data on (escaped); doctor's sentences show it as `·`.
+        let kept = v.to_string().contains(hostile)
+            || (verb == "doctor" && text.contains("claude-·31m-·evil"));
+        assert!(kept, "{verb}: {v}");
+    }
+}

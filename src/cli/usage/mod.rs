@@ -145,9 +145,13 @@ pub fn run(
         .map(|(task, why)| json!({"task_id": task, "why": why}))
         .collect();
     if as_json {
+        // Escaped as the headless stream is: a transcript's text never reaches a
+        // terminal as control.
         println!(
             "{}",
-            json!({"sessions": rows, "total": total, "prices": prices.name, "missing": missing})
+            crate::core::text::json_line(
+                &json!({"sessions": rows, "total": total, "prices": prices.name, "missing": missing})
+            )
         );
     } else {
         table::print(&rows, &total, &missing, &prices.name, table::width(wide));
