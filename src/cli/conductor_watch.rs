@@ -41,7 +41,7 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
         conductor_fresh_within: Duration::ZERO,
     };
     let mut conn = crate::core::store::open_existing(&cfg.db).map_err(failed)?;
-    let (outcome, next) = runtime.block_on(async {
+    let (outcome, _) = runtime.block_on(async {
         let replaced = CancellationToken::new();
         let stop = CancellationToken::new();
         let listen = |kind| {
@@ -87,9 +87,8 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
         claim.release(matches!(result, Ok((Outcome::Replaced, ..))));
         result.map(|(outcome, next, _)| (outcome, next))
     })?;
-    let _ = next;
     let code = match outcome {
-        Outcome::Events(_) => 0,
+        Outcome::Events(_) | Outcome::Stopped => 0,
         Outcome::Replaced => {
             let value = json!({"event": "replaced", "task_id": CONDUCTOR_ID});
             say(
@@ -99,7 +98,6 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
             );
             5
         }
-        Outcome::Stopped => 0,
     };
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)

@@ -103,7 +103,8 @@ fn reports_for_the_conductor(
     let transcript = text("transcript_path")
         .map(Path::new)
         .filter(|p| p.is_absolute());
-    replace::session_task(claude_pid, transcript).filter(|t| t.is_conductor())?;
+    replace::session_task(claude_pid, transcript)
+        .filter(crate::core::domain::TaskId::is_conductor)?;
     let seen =
         crate::core::conductor_watch::seen_path(&crate::core::paths::watchers_dir(key).ok()?);
     crate::core::conductor_watch::hand_over(&root.join("comms.db"), &seen)

@@ -246,7 +246,7 @@ fn time_forecast(project: &Project, task: &TaskId, current: Option<i64>) -> serd
 
 fn report(as_json: bool, value: &serde_json::Value, text: &str) {
     if as_json {
-        println!("{}", crate::core::text::json_line(&value));
+        println!("{}", crate::core::text::json_line(value));
     } else {
         println!("{text}");
     }
