@@ -656,13 +656,16 @@ fn event_log(
         return;
     }
     let key = crate::core::paths::ProjectKey::of(&project.root);
-    let Ok(files) = crate::core::paths::event_log(&key) else {
-        add(
-            Level::Warning,
-            "replay",
-            "maestro's data directory is unknown (set HOME or XDG_DATA_HOME): runs are not recorded".into(),
-        );
-        return;
+    let files = match crate::core::paths::event_log(&key) {
+        Ok(files) => files,
+        Err(why) => {
+            add(
+                Level::Warning,
+                "replay",
+                format!("{why} Until then runs are not recorded and nothing is kept there."),
+            );
+            return;
+        }
     };
     let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
     let kept = size(&files.current) + size(&files.previous);

@@ -90,6 +90,11 @@ pub enum PathError {
     #[error("cannot make {} private ({source}).", .dir.display())]
     MakePrivate { dir: PathBuf, source: io::Error },
     #[error(
+        "{} {why}, so another user could plant files there that maestro would obey (an allowed command, a journal, a trust record); maestro keeps nothing there. Fix: make it yours and not writable by others, or set XDG_DATA_HOME to a folder of your own.",
+        .dir.display()
+    )]
+    Unsafe { dir: PathBuf, why: String },
+    #[error(
         "no folder gives a socket path shorter than {} bytes; set XDG_RUNTIME_DIR to a short folder such as /run/user/{uid}.",
         MAX_SOCKET_PATH + 1
     )]
@@ -105,13 +110,72 @@ pub enum PathError {
     SocketPrivate { path: PathBuf, source: io::Error },
 }
 
-/// maestro's own data directory (locks, trimmed exports, hold flags).
+/// maestro's own data directory (locks, trimmed exports, hold flags), when it is private
+/// to this user: `None` otherwise, so whatever reads it (the hook above all) reads
+/// nothing there and obeys nothing planted.
 pub fn data_dir() -> Option<PathBuf> {
-    directories::ProjectDirs::from("", "", "maestro").map(|d| d.data_dir().to_path_buf())
+    data_dir_or_err().ok()
 }
 
-fn data_dir_or_err() -> Result<PathBuf, PathError> {
-    data_dir().ok_or(PathError::NoDataDir)
+/// [`data_dir`], or why it cannot be used, with the fix.
+pub fn data_dir_or_err() -> Result<PathBuf, PathError> {
+    let dir = directories::ProjectDirs::from("", "", "maestro")
+        .map(|d| d.data_dir().to_path_buf())
+        .ok_or(PathError::NoDataDir)?;
+    private_chain(&dir)?;
+    Ok(dir)
+}
+
+/// A folder only this user (and root) can change: every existing folder above it owned by
+/// this user or root, and writable by others only where sticky (as `/tmp`); the folder
+/// itself, when it exists, this user's and not a link (made private when it is not).
+/// Anyone else able to write there could plant an `allowed` command, a journal or a
+/// trust file that maestro would obey.
+fn private_chain(dir: &Path) -> Result<(), PathError> {
+    let uid = rustix::process::geteuid().as_raw();
+    let unsafe_dir = |at: &Path, why: String| PathError::Unsafe {
+        dir: at.to_path_buf(),
+        why,
+    };
+    for above in dir.ancestors().skip(1) {
+        let Ok(meta) = std::fs::metadata(above) else {
+            continue;
+        };
+        if meta.uid() != uid && meta.uid() != 0 {
+            return Err(unsafe_dir(
+                above,
+                format!("belongs to uid {}, not to you (uid {uid})", meta.uid()),
+            ));
+        }
+        let mode = meta.permissions().mode();
+        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+            return Err(unsafe_dir(
+                above,
+                format!("is writable by other users (mode {:o})", mode & 0o7777),
+            ));
+        }
+    }
+    let Ok(meta) = std::fs::symlink_metadata(dir) else {
+        return Ok(());
+    };
+    if !meta.is_dir() {
+        return Err(unsafe_dir(dir, "is not a folder (a link or a file)".into()));
+    }
+    if meta.uid() != uid {
+        return Err(unsafe_dir(
+            dir,
+            format!("belongs to uid {}, not to you (uid {uid})", meta.uid()),
+        ));
+    }
+    if meta.permissions().mode() & 0o022 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).map_err(
+            |source| PathError::MakePrivate {
+                dir: dir.to_path_buf(),
+                source,
+            },
+        )?;
+    }
+    Ok(())
 }
 
 /// Where a service's exclusive lock for a project lives.
