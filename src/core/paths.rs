@@ -133,6 +133,7 @@ pub fn data_dir_or_err() -> Result<PathBuf, PathError> {
 /// trust file that maestro would obey.
 fn private_chain(dir: &Path) -> Result<(), PathError> {
     let uid = rustix::process::geteuid().as_raw();
+    let gid = rustix::process::getegid().as_raw();
     let unsafe_dir = |at: &Path, why: String| PathError::Unsafe {
         dir: at.to_path_buf(),
         why,
@@ -148,7 +149,10 @@ fn private_chain(dir: &Path) -> Result<(), PathError> {
             ));
         }
         let mode = meta.permissions().mode();
-        if mode & 0o022 != 0 && mode & 0o1000 == 0 {
+        // Group-writable is this user's alone where the group is the user's own (the
+        // private-group convention of `umask 002` systems).
+        let others_write = mode & 0o002 != 0 || (mode & 0o020 != 0 && meta.gid() != gid);
+        if others_write && mode & 0o1000 == 0 {
             return Err(unsafe_dir(
                 above,
                 format!("is writable by other users (mode {:o})", mode & 0o7777),
@@ -358,6 +362,27 @@ fn private_dir(dir: &Path, uid: u32) -> Result<(), PathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_data_folder_under_a_folder_others_can_write_is_refused_unless_sticky() {
+        use std::os::unix::fs::PermissionsExt;
+        let top = tempfile::tempdir().expect("tempdir");
+        let shared = top.path().join("shared");
+        std::fs::create_dir(&shared).expect("mkdir");
+        let data = shared.join("maestro");
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert!(matches!(
+            private_chain(&data),
+            Err(PathError::Unsafe { .. })
+        ));
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        assert!(private_chain(&data).is_ok(), "sticky, as /tmp");
+        std::fs::create_dir(&data).expect("mkdir");
+        std::fs::set_permissions(&data, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        assert!(private_chain(&data).is_ok());
+        let mode = std::fs::metadata(&data).expect("meta").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700, "our own folder made private");
+    }
 
     fn project() -> ProjectKey {
         ProjectKey {
