@@ -130,6 +130,8 @@ pub struct Hub {
     link: link::LinkState,
     /// What was told, in this run and before: cursors and restatements.
     told: crate::core::told::Journal,
+    /// The highest cursor this run printed: one run prints in journal order.
+    printed: Option<crate::core::told::Cursor>,
 }
 
 impl Hub {
@@ -207,6 +209,7 @@ impl Hub {
             needs_you: crate::core::hooks::book::NeedsYouBook::default(),
             link: link::LinkState::default(),
             told: crate::core::told::Journal::in_memory(),
+            printed: None,
         };
         hub.budgets_at_zero(None);
         hub
@@ -449,16 +452,21 @@ impl Hub {
                 })
             }),
         };
-        // What happened to the journal itself is said first, as it happens.
-        self.say_journal_news(at).await;
-        let (at, told) = match told {
+        let (told_at, told) = match told {
             // A message this process told already, read again (a database replaced by
             // a copy of itself): each message is told once.
-            Some((_, told)) if told.repeat && matches!(what, What::Message(_)) => return,
-            Some((first, told)) => (first, Some(told)),
+            Some((_, told)) if told.repeat && matches!(what, What::Message(_)) => {
+                self.say_journal_news(at).await;
+                return;
+            }
+            Some((first, told)) => (first, Some(self.in_order(told))),
             None => (at, None),
         };
-        let happening = Happening { at, what, told };
+        let happening = Happening {
+            at: told_at,
+            what,
+            told,
+        };
         // Pipelines react to the same happenings (no receiver: nothing to do).
         if self.bus.receiver_count() > 0
             && let Some(event) = crate::core::event_json::bus_event(&happening)
@@ -467,6 +475,23 @@ impl Hub {
         }
         // A closed receiver means the presenter is gone: shutdown is under way.
         let _ = self.out.send(happening).await;
+        // What happened to the journal itself comes after the entry that found it out
+        // (its cursor is the next one): a resume never tells it twice.
+        self.say_journal_news(at).await;
+    }
+
+    /// A restated fact whose place is before one this run printed already keeps its
+    /// `replayed` mark but prints no cursor: within a run, each printed cursor is
+    /// greater than the one before, so a reader resuming after the last one it handled
+    /// loses nothing.
+    fn in_order(&mut self, mut told: crate::core::told::Told) -> crate::core::told::Told {
+        if let Some(c) = told.cursor {
+            match self.printed {
+                Some(p) if p.journal == c.journal && c.seq <= p.seq => told.cursor = None,
+                _ => self.printed = Some(c),
+            }
+        }
+        told
     }
 }
 

@@ -97,7 +97,7 @@ pub fn run_gate(dir: &Path, command: &[std::ffi::OsString]) -> i32 {
         return 2;
     };
     let name = program.to_string_lossy();
-    if super::launch::find_program(&name).is_none() {
+    if find_program(&name).is_none() {
         let _ = say(
             dir,
             "refused",
@@ -164,4 +164,16 @@ fn say(dir: &Path, name: &str, text: &str) -> std::io::Result<()> {
     let tmp: PathBuf = dir.join(format!(".{name}.{}", std::process::id()));
     std::fs::write(&tmp, text)?;
     std::fs::rename(&tmp, dir.join(name))
+}
+
+/// Finds a program the way `execvp` would (a name with a slash is a path).
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    if name.contains('/') {
+        return Path::new(name).is_file().then(|| PathBuf::from(name));
+    }
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|d| d.join(name))
+            .find(|p| p.is_file())
+    })
 }

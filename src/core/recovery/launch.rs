@@ -21,17 +21,7 @@ pub fn fill(template: &[String], project: &Path, title: &str) -> Vec<String> {
         .collect()
 }
 
-/// Finds a program the way `execvp` would (a name with a slash is a path).
-pub fn find_program(name: &str) -> Option<PathBuf> {
-    if name.contains('/') {
-        return Path::new(name).is_file().then(|| PathBuf::from(name));
-    }
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(name))
-            .find(|p| p.is_file())
-    })
-}
+pub use super::gate::find_program;
 
 /// A terminal template filled for one window. A kitty window maestro opens listens for
 /// remote control on an owner-only socket (one per kitty process), so `w` and
