@@ -278,19 +278,23 @@ impl Paused {
         }
     }
 
-    /// Ends each root (running again first, so it can act on SIGTERM), then whatever
-    /// ran below it and outlived it (a window's claude): what each root got.
+    /// Ends each root (running again first, so it can act on SIGTERM) and whatever ran
+    /// below it and outlives it (a window's claude), all at once (one grace period, not
+    /// one each): what each root got.
     pub async fn end(self, grace: Duration) -> Vec<(i32, KillOutcome)> {
         self.cont();
-        let mut out = Vec::new();
-        for root in &self.roots {
-            out.push((root.pid, guarded_kill(*root, grace).await));
+        let mut ending = tokio::task::JoinSet::new();
+        for p in &self.stopped {
+            let (p, root) = (*p, self.roots.contains(p));
+            ending.spawn(async move { (p.pid, root, guarded_kill(p, grace).await) });
         }
-        for p in self.stopped.iter().filter(|p| !self.roots.contains(p)) {
-            if p.is_same_alive() {
-                guarded_kill(*p, grace).await;
+        let mut out = Vec::new();
+        while let Some(done) = ending.join_next().await {
+            if let Ok((pid, true, outcome)) = done {
+                out.push((pid, outcome));
             }
         }
+        out.sort_by_key(|(pid, _)| self.roots.iter().position(|r| r.pid == *pid));
         out
     }
 }

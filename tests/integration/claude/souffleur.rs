@@ -146,7 +146,9 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
     });
     s.set_task("task-00", "context_recovery");
 
-    let done = m.wait_json("the compaction", |v| {
+    // A real compaction, then a real kitty window proven to run the resumed session:
+    // more than the common deadline on a loaded machine.
+    let done = m.wait_json_within("the compaction", std::time::Duration::from_secs(90), |v| {
         event(v) == "recovery" && v["status"] != "started" && v["step"] == "standard_compact"
     });
     assert_eq!(done["status"], "success", "{done}");
