@@ -440,6 +440,36 @@ fn a_frozen_task_is_marked_until_thawed() {
     assert!(!row(&ui).contains('❄'), "{}", row(&ui));
 }
 
+/// A frozen window whose session was waiting on the operator still shows the freeze
+/// the guide names, beside the wait (the wait's ⚑ alone hid it).
+#[test]
+fn a_frozen_task_that_needs_you_shows_both_marks() {
+    use maestro::core::actions::TaskRequest;
+    use maestro::core::domain::TaskId;
+    let mut snap = busy_snapshot();
+    for t in &mut snap.tasks {
+        if t.id() == "task-05" {
+            std::sync::Arc::make_mut(t).needs_you = Some((
+                "permission for Bash".into(),
+                time::OffsetDateTime::now_utc(),
+            ));
+        }
+    }
+    let mut ui = busy_ui(&snap);
+    let row = |ui: &maestro::tui::app::UiState| {
+        text(&render(&snap, ui, 120, 40))
+            .lines()
+            .find(|l| l.contains("task-05") && l.contains("working"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(row(&ui).contains("⚑task-05"), "{}", row(&ui));
+    ui.window_signalled(&TaskRequest::Freeze {
+        task: TaskId::parse("task-05").unwrap(),
+    });
+    assert!(row(&ui).contains("❄⚑task-05"), "{}", row(&ui));
+}
+
 /// An operator's message shows who wrote it in a short mark ("you"), not the store's
 /// "[operator via maestro]" prefix eating the row; and a lone message on a fresh project
 /// folds into the rows the pane has, instead of one cut row above empty ones.

@@ -391,14 +391,22 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
     columns
         .iter()
         .map(|c| match c {
-            Column::Id if t.needs_you.is_some() => Line::from(vec![
-                Span::styled("⚑", ctx.theme.error),
-                Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
-            ]),
-            // Frozen by this dashboard: its state is what it was, its window stopped.
+            // Frozen by this dashboard (its state is what it was, its window stopped):
+            // the mark the guide names, before the wait it may also show.
+            Column::Id if ctx.ui.frozen.contains(t.id()) && t.needs_you.is_some() => {
+                Line::from(vec![
+                    Span::styled("❄", ctx.theme.warn),
+                    Span::styled("⚑", ctx.theme.error),
+                    Span::styled(fit(&printable(t.id()), 9), ctx.theme.warn),
+                ])
+            }
             Column::Id if ctx.ui.frozen.contains(t.id()) => Line::from(vec![
                 Span::styled("❄", ctx.theme.warn),
                 Span::styled(fit(&printable(t.id()), 10), ctx.theme.warn),
+            ]),
+            Column::Id if t.needs_you.is_some() => Line::from(vec![
+                Span::styled("⚑", ctx.theme.error),
+                Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
             ]),
             Column::Id => Line::from(fit(&printable(t.id()), 11)),
             Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
