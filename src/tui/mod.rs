@@ -471,6 +471,14 @@ fn handle_event(
     projects: usize,
 ) -> Vec<Effect> {
     match ev {
+        // The answer box's keys are its own: any key closes it, and only it.
+        Event::Key(key)
+            if key.kind != KeyEventKind::Release && ui.note_boxed && ui.note.is_some() =>
+        {
+            ui.note = None;
+            ui.note_boxed = false;
+            vec![]
+        }
         Event::Key(key) if key.kind != KeyEventKind::Release => {
             let action = match app::overlays::route(ui, &cfg.keymap, key) {
                 Route::Action(action) => action,
@@ -567,6 +575,8 @@ fn draw(
         projects,
         project_index,
     };
+    // Known before the draw, as the Log's height is: the next key closes the box.
+    let note_boxed = panes::status_bar::note_boxed(&ctx, size.width);
     let out: &mut Stdout = &mut std::io::stdout();
     let _ = queue!(out, crossterm::terminal::BeginSynchronizedUpdate);
     let result = terminal
@@ -574,6 +584,7 @@ fn draw(
         .map(|_| ())
         .map_err(|e| format!("cannot draw: {e}"));
     let _ = execute!(out, crossterm::terminal::EndSynchronizedUpdate);
+    ui.note_boxed = note_boxed;
     result
 }
 

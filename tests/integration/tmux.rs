@@ -491,3 +491,37 @@ fn a_stopped_poller_shows_on_the_dashboard() {
         "{screen}"
     );
 }
+
+/// A box titled "answer (any key closes)" closes on any key, and only the box: `q` in it
+/// leaves the dashboard running; the next `q` quits.
+#[test]
+fn q_in_the_answer_box_closes_the_box_not_the_dashboard() {
+    if Command::new("tmux").arg("-V").output().is_err() {
+        eprintln!("skipping: tmux is not installed (.ci/run installs it)");
+        return;
+    }
+    let s = crate::common::Scratch::new();
+    s.set_task("task-03", "working");
+    let exe = env!("CARGO_BIN_EXE_maestro");
+    let t = Tmux::start(
+        &format!(
+            "{exe} --project {}; echo MAESTRO-ENDED; sleep 600",
+            s.root().display()
+        ),
+        60,
+        20,
+    );
+    t.wait("the task", |s| s.contains("task-03"));
+    // Approve a task that is not in review: the refusal is longer than the line.
+    t.keys("a");
+    t.wait("the answer box", |s| s.contains("any key closes"));
+    t.keys("q");
+    let screen = t.wait("the box closed", |s| !s.contains("any key closes"));
+    assert!(
+        !screen.contains("MAESTRO-ENDED"),
+        "q closed the box only:\n{screen}"
+    );
+    assert!(screen.contains("task-03"), "{screen}");
+    t.keys("q");
+    t.wait("the dashboard quit", |s| s.contains("MAESTRO-ENDED"));
+}

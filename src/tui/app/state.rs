@@ -148,6 +148,9 @@ pub struct UiState {
     pub message_type_filter: Option<String>,
     /// A short note for the status bar ("copied 3 lines", "no match").
     pub note: Option<String>,
+    /// The note did not fit the status bar at the last draw and shows whole in a box
+    /// above it ("answer (any key closes)"): the next key closes the box, and only that.
+    pub note_boxed: bool,
     /// The last LLM poller the hook refused, as the status bar says it.
     pub last_poller: Option<String>,
     pub selected_pipeline: usize,
@@ -223,6 +226,7 @@ impl Default for UiState {
                 ..LogPosition::default()
             },
             log_height: 10,
+            note_boxed: false,
             older: OlderLines::default(),
             search: None,
             search_input: None,

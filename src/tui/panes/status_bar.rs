@@ -67,6 +67,29 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     note_cut
 }
 
+/// Whether the note is shown whole in a box above a status line `width` wide (it does
+/// not fit the line, or holds several lines), as [`draw`] decides it.
+pub fn note_boxed(ctx: &DrawCtx, width: u16) -> bool {
+    if ctx.ui.search_input.is_some() || ctx.ui.overlay.is_some() || ctx.ui.note.is_none() {
+        return false;
+    }
+    let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
+    let (mut parts, note) = left_segments(ctx);
+    let tail = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
+    parts.push(Segment::new(Span::raw(tail), 4));
+    let laid = segments::lay_out(parts, usize::from(width));
+    match (&ctx.ui.note, note) {
+        (Some(text), Some((at, full))) => {
+            text.contains('\n')
+                || laid
+                    .iter()
+                    .find(|(i, _)| *i == at)
+                    .is_none_or(|(_, s)| s.width() < full)
+        }
+        _ => false,
+    }
+}
+
 /// The line's facts, in the order drawn, each with how much it is needed; and where
 /// the operator's note is among them, with its whole width.
 fn left_segments<'a>(ctx: &DrawCtx<'a>) -> (Vec<Segment<'a>>, Option<(usize, usize)>) {
