@@ -223,8 +223,8 @@ impl Host {
                     let now = Instant::now();
                     let due: Vec<String> = self.schedule.iter().filter(|(_, at)| **at <= now).map(|(n, _)| n.clone()).collect();
                     for n in due {
-                        if let Some(Trigger::Schedule(every)) = self.defs.get(&n).map(|e| e.def.trigger.clone()) {
-                            self.schedule.insert(n.clone(), now + every);
+                        if let Some(Trigger::Schedule(when)) = self.defs.get(&n).map(|e| e.def.trigger.clone()) {
+                            self.schedule.insert(n.clone(), now + when.next_in());
                         }
                         self.start(&n);
                     }
@@ -324,9 +324,10 @@ impl Host {
                 let _ = run.cmds.send(RunCmd::Stop).await;
             }
         }
-        match def.trigger {
-            Trigger::Schedule(every) if trusted => {
-                self.schedule.insert(name.clone(), Instant::now() + every);
+        match &def.trigger {
+            Trigger::Schedule(when) if trusted => {
+                self.schedule
+                    .insert(name.clone(), Instant::now() + when.next_in());
             }
             _ => {
                 self.schedule.remove(&name);

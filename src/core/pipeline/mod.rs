@@ -10,6 +10,7 @@ pub mod interpolate;
 pub mod output;
 pub mod program_text;
 pub mod runner;
+pub mod schedule;
 pub mod spec;
 pub mod trust;
 pub mod views;

@@ -95,8 +95,11 @@ pub enum Trigger {
         name: String,
         filter: Option<Expr>,
     },
-    Schedule(Duration),
+    Schedule(Schedule),
 }
+
+pub use super::schedule::Schedule;
+use super::schedule::cron_expression;
 
 /// What is wrong in a pipeline definition, and where (`steps[2].params.args[0]`), as
 /// globset says which glob and what of it.
@@ -126,7 +129,7 @@ pub enum Problem {
 type Res<T> = Result<T, DefinitionError>;
 
 /// A rule broken at `path`.
-fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
+pub(super) fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
     DefinitionError {
         at: path.to_owned(),
         problem: Problem::Rule(what.to_string()),
@@ -316,25 +319,28 @@ fn parse_trigger(tm: &serde_json::Map<String, Value>, p: &dyn Fn(&str) -> String
                 .map(|f| condition(&f, &p("trigger.filter")))
                 .transpose()?,
         },
-        Some("schedule") => Trigger::Schedule(
-            millis(tm, "intervalMs", &p("trigger"))?
-                .ok_or_else(|| {
-                    at(
-                        &p("trigger.intervalMs"),
-                        "a schedule needs intervalMs (cron expressions are not supported)",
-                    )
-                })
-                .and_then(|d| {
-                    if d < Duration::from_millis(MIN_SCHEDULE_MS) {
-                        Err(at(
-                            &p("trigger.intervalMs"),
-                            format!("must be at least {MIN_SCHEDULE_MS} (one second)"),
-                        ))
-                    } else {
-                        Ok(d)
-                    }
-                })?,
-        ),
+        Some("schedule") => Trigger::Schedule(match string(tm, "cronExpression", &p("trigger"))? {
+            Some(expression) => cron_expression(&expression, &p("trigger.cronExpression"))?,
+            None => Schedule::Every(
+                millis(tm, "intervalMs", &p("trigger"))?
+                    .ok_or_else(|| {
+                        at(
+                            &p("trigger"),
+                            "a schedule needs cronExpression (\"*/5 * * * *\") or intervalMs",
+                        )
+                    })
+                    .and_then(|d| {
+                        if d < Duration::from_millis(MIN_SCHEDULE_MS) {
+                            Err(at(
+                                &p("trigger.intervalMs"),
+                                format!("must be at least {MIN_SCHEDULE_MS} (one second)"),
+                            ))
+                        } else {
+                            Ok(d)
+                        }
+                    })?,
+            ),
+        }),
         other => {
             return Err(at(
                 &p("trigger.type"),
@@ -640,11 +646,20 @@ mod tests {
             ),
             (
                 json!({"steps": [], "timeoutMs": 10, "trigger": {"type": "schedule", "cronExpression": "* * *"}}),
-                "trigger.intervalMs",
+                "trigger.cronExpression",
+            ),
+            (
+                json!({"steps": [], "timeoutMs": 10, "trigger": {"type": "schedule", "cronExpression": "61 * * * *"}}),
+                "trigger.cronExpression",
+            ),
+            (
+                json!({"steps": [], "timeoutMs": 10, "trigger": {"type": "schedule"}}),
+                "trigger:",
             ),
         ];
         for (def, path) in table {
             let err = parse_definition(&def, "x", "").unwrap_err().to_string();
+            let path = path.trim_end_matches(':');
             assert!(err.starts_with(&format!("{path}:")), "{path}: {err}");
         }
     }
