@@ -256,3 +256,28 @@ fn the_session_task_is_read_from_the_first_prompt() {
     );
     assert_eq!(task_of_prompt("fix the bug in task-03"), None);
 }
+
+/// A hook never waits long: with another process holding comms.db exclusively, the
+/// duty check gives up within its bound and fails open (nothing is refused), where it
+/// used to wait the full 2 s busy timeout.
+#[test]
+fn a_database_held_by_another_fails_open_at_once() {
+    let dir = project();
+    let db = dir.path().join("comms.db");
+    let task = TaskId::parse("task-03");
+    assert!(
+        duty_ready(dir.path(), task.as_ref()),
+        "the control: free, ready"
+    );
+    let holder = rusqlite::Connection::open(&db).expect("open");
+    holder
+        .execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;")
+        .expect("lock");
+    holder
+        .execute("UPDATE orchestration_tasks SET state = state", [])
+        .expect("hold it");
+    let started = std::time::Instant::now();
+    assert!(!duty_ready(dir.path(), task.as_ref()), "fails open");
+    let took = started.elapsed();
+    assert!(took < std::time::Duration::from_millis(1000), "{took:?}");
+}
