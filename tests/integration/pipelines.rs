@@ -378,3 +378,58 @@ fn run_history_is_kept_across_a_restart() {
         "{runs:?}"
     );
 }
+
+/// `safety.maxStepTimeoutMs`: a step that runs longer is a step error naming the budget
+/// (then `onError` as for any error), and its process is ended; `trigger.cronExpression`
+/// is accepted at trust, a bad one refused naming the field.
+#[test]
+fn a_step_past_max_step_timeout_is_an_error_and_cron_schedules_are_read() {
+    let rig = Rig::new();
+    let marker = rig.marker("slow");
+    rig.define("slow", &json!({
+        "trigger": {"type": "immediate"},
+        "steps": [{"type": "command", "command": "sh",
+                   "params": {"args": ["-c", format!("echo $$ > {}; exec sleep 30", marker.display())]}}],
+        "safety": {"maxIterations": 1, "maxStepTimeoutMs": 300}
+    }));
+    let mut m = rig.host();
+    let step = m.wait_json("the step", |v| pipeline(v, "slow", "step"));
+    let said = step["outcome"].as_str().unwrap_or_default();
+    assert!(said.contains("maxStepTimeoutMs (300 ms)"), "{step}");
+    m.wait_json("failed", |v| pipeline(v, "slow", "failed"));
+    let pid: i32 = std::fs::read_to_string(&marker)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let end = std::time::Instant::now() + crate::common::DEADLINE;
+    while nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| s.contains(") Z"))
+    {
+        assert!(
+            std::time::Instant::now() < end,
+            "the step's process was not ended"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    drop(m);
+    rig.define(
+        "every5",
+        &json!({
+            "trigger": {"type": "schedule", "cronExpression": "*/5 * * * *"},
+            "steps": [{"type": "command", "command": "true"}],
+            "safety": {"maxIterations": 1}
+        }),
+    );
+    rig.write(
+        "bad",
+        &json!({
+            "trigger": {"type": "schedule", "cronExpression": "*/5 * *"},
+            "steps": [{"type": "command", "command": "true"}],
+            "safety": {"maxIterations": 1}
+        }),
+    );
+    let (code, out, err) = rig.sentinel(&["trust", "bad"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(err.contains("trigger.cronExpression"), "{err}");
+}

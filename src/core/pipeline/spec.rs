@@ -18,6 +18,8 @@ pub struct Definition {
     pub trigger: Trigger,
     pub max_iterations: Option<u64>,
     pub timeout: Option<Duration>,
+    /// `safety.maxStepTimeoutMs`: a step that runs longer is a step error.
+    pub max_step_timeout: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -261,6 +263,10 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         Some(s) if s.contains_key("timeoutMs") => millis(s, "timeoutMs", &p("safety"))?,
         _ => millis(m, "timeoutMs", path)?,
     };
+    let max_step_timeout = match safety {
+        Some(s) => millis(s, "maxStepTimeoutMs", &p("safety"))?,
+        None => None,
+    };
     if max_iterations.is_none() && timeout.is_none() {
         return Err(at(
             &p("safety"),
@@ -274,6 +280,7 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         trigger,
         max_iterations,
         timeout,
+        max_step_timeout,
     })
 }
 

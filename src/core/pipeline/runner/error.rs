@@ -26,6 +26,11 @@ pub enum StepError {
     TimedOut { program: String, after: Duration },
     #[error("stopped; the step's processes were ended")]
     Stopped,
+    #[error(
+        "the step ran past safety.maxStepTimeoutMs ({} ms); its processes were ended",
+        .limit.as_millis()
+    )]
+    StepTimeout { limit: Duration },
     #[error("no running execution {id:?}")]
     NoExecution { id: String },
     #[error(

@@ -253,7 +253,10 @@ impl Run<'_> {
                 if let Flow::Stop = self.control(iteration).await {
                     return Ended::Stopped;
                 }
-                match self.step_or_stop(step, iteration, i).await {
+                match self
+                    .step_or_stop(step, (iteration, i), def.max_step_timeout)
+                    .await
+                {
                     None => return Ended::Stopped,
                     Some(Err(e)) => return Ended::Failed(format!("step {i}: {e}")),
                     Some(Ok(())) => {}
@@ -331,12 +334,18 @@ impl Run<'_> {
     async fn step_or_stop(
         &mut self,
         step: &Step,
-        iteration: u64,
-        index: usize,
+        (iteration, index): (u64, usize),
+        limit: Option<Duration>,
     ) -> Option<Result<(), StepError>> {
         let started = Instant::now();
         self.last_excerpt.clear();
-        let outcome = self.step(step).await;
+        // The step's future dropped at the limit ends its processes (a group each).
+        let outcome = match limit {
+            Some(limit) => tokio::time::timeout(limit, self.step(step))
+                .await
+                .unwrap_or(Err(StepError::StepTimeout { limit })),
+            None => self.step(step).await,
+        };
         let mut excerpt = std::mem::take(&mut self.last_excerpt);
         if let Err(e) = &outcome {
             excerpt = tail(&e.to_string());
