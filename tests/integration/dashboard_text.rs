@@ -541,3 +541,25 @@ fn a_proposed_fix_is_the_musicians_turn() {
     assert!(!screen.contains("for the Conductor"), "{screen}");
     assert!(!screen.contains("Conductor's turn"), "{screen}");
 }
+
+/// A pane's title is one text, cut with `…` where the pane is narrower (never silently
+/// at the border): the Log's, paused with a search, at every size.
+#[test]
+fn the_log_title_is_cut_with_a_mark_at_every_size() {
+    let snap = busy_snapshot();
+    let mut ui = busy_ui(&snap);
+    ui.log_pos.follow = false;
+    ui.search = Some("step".into());
+    for (w, h) in [(80, 24), (120, 40), (200, 60)] {
+        let screen = text(&render(&snap, &ui, w, h));
+        let line = screen
+            .lines()
+            .find(|l| l.contains("Log:"))
+            .unwrap_or_else(|| panic!("{w}x{h}: no Log title\n{screen}"));
+        let title = &line[line.find("Log:").unwrap()..];
+        assert!(
+            title.contains("/step") || title.contains('…'),
+            "{w}x{h}: the title's end is lost without a mark: {line}"
+        );
+    }
+}

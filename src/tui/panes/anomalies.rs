@@ -50,7 +50,7 @@ fn row_prefix<'a>(a: &AnomalyEntry, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
-    let block = ctx.block(Pane::Anomalies, &title(ui));
+    let block = ctx.block_within(Pane::Anomalies, &title(ui), area.width);
     if ui.anomalies.is_empty() {
         let inner = block.inner(area);
         frame.render_widget(block, area);

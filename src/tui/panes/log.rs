@@ -62,7 +62,7 @@ fn title(ui: &crate::tui::app::UiState) -> String {
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let title = title(ui);
-    let block = ctx.block(Pane::Log, &title);
+    let block = ctx.block_within(Pane::Log, &title, area.width);
     let inner = block.inner(area);
     frame.render_widget(block, area);
     let Some(log) = ui.current_rows().filter(|l| !l.is_empty()) else {

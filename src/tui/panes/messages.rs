@@ -40,7 +40,7 @@ pub fn row_width(m: &MessageRow) -> usize {
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
-    let block = ctx.block(Pane::Messages, &title(ui));
+    let block = ctx.block_within(Pane::Messages, &title(ui), area.width);
     let inner = block.inner(area);
     let rows = inner.height;
     let start = window_start(ui.selected_message, rows);

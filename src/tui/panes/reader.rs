@@ -44,7 +44,7 @@ pub fn draw(
     } else {
         ""
     };
-    let block = ctx.block(pane, &format!("{title}{more}"));
+    let block = ctx.block_within(pane, &format!("{title}{more}"), popup.width);
     frame.render_widget(
         Paragraph::new(folded).block(block).scroll((scroll, 0)),
         popup,

@@ -29,7 +29,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     if ctx.ui.task_sort != crate::tui::app::TaskSort::Id {
         title.push_str(&format!(" · by {}", ctx.ui.task_sort.label()));
     }
-    let mut block = ctx.block(Pane::Tasks, &title);
+    let mut block = ctx.block_within(Pane::Tasks, &title, area.width);
     // Where rows are hidden, the bottom border says how many (borders, the leaders'
     // line and the header take four lines).
     let fits = area.height.saturating_sub(4);
