@@ -391,24 +391,7 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
     columns
         .iter()
         .map(|c| match c {
-            // Frozen by this dashboard (its state is what it was, its window stopped):
-            // the mark the guide names, before the wait it may also show.
-            Column::Id if ctx.ui.frozen.contains(t.id()) && t.needs_you.is_some() => {
-                Line::from(vec![
-                    Span::styled("❄", ctx.theme.warn),
-                    Span::styled("⚑", ctx.theme.error),
-                    Span::styled(fit(&printable(t.id()), 9), ctx.theme.warn),
-                ])
-            }
-            Column::Id if ctx.ui.frozen.contains(t.id()) => Line::from(vec![
-                Span::styled("❄", ctx.theme.warn),
-                Span::styled(fit(&printable(t.id()), 10), ctx.theme.warn),
-            ]),
-            Column::Id if t.needs_you.is_some() => Line::from(vec![
-                Span::styled("⚑", ctx.theme.error),
-                Span::styled(fit(&printable(t.id()), 10), ctx.theme.error),
-            ]),
-            Column::Id => Line::from(fit(&printable(t.id()), 11)),
+            Column::Id => id_cell(t, ctx),
             Column::State => Line::from(Span::styled(fit(state, 15), ctx.theme.state(state))),
             // Cut to a bound (a name is written by someone else), else sized by the
             // column, which grows to it before any column pads.
@@ -519,6 +502,29 @@ pub fn waiting_for_conductor(t: &TaskView, ctx: &DrawCtx<'_>) -> Option<String> 
             )
         },
     ))
+}
+
+/// The task's id with the marks the guide names: ❄ frozen by this dashboard (its state
+/// is what it was, its window stopped), ⚑ waiting for the operator; both when both.
+fn id_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
+    let id = printable(t.id());
+    let frozen = ctx.ui.frozen.contains(t.id());
+    match (frozen, t.needs_you.is_some()) {
+        (true, true) => Line::from(vec![
+            Span::styled("❄", ctx.theme.warn),
+            Span::styled("⚑", ctx.theme.error),
+            Span::styled(fit(&id, 9), ctx.theme.warn),
+        ]),
+        (true, false) => Line::from(vec![
+            Span::styled("❄", ctx.theme.warn),
+            Span::styled(fit(&id, 10), ctx.theme.warn),
+        ]),
+        (false, true) => Line::from(vec![
+            Span::styled("⚑", ctx.theme.error),
+            Span::styled(fit(&id, 10), ctx.theme.error),
+        ]),
+        (false, false) => Line::from(fit(&id, 11)),
+    }
 }
 
 /// `▸ task-03 review_approved · musician-3 · ctx 35% · waits 40s Bash cargo test · …`:

@@ -273,8 +273,9 @@ fn a_database_held_by_another_fails_open_at_once() {
     holder
         .execute_batch("PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE;")
         .expect("lock");
+    // A write inside the transaction: the lock is taken, not only asked for.
     holder
-        .execute("UPDATE orchestration_tasks SET state = state", [])
+        .execute_batch("CREATE TABLE held_by_the_test (x)")
         .expect("hold it");
     let started = std::time::Instant::now();
     assert!(!duty_ready(dir.path(), task.as_ref()), "fails open");
