@@ -563,3 +563,23 @@ fn the_log_title_is_cut_with_a_mark_at_every_size() {
         );
     }
 }
+
+/// Room by importance at 120 columns: an attached watcher's column is kept before a
+/// wider one (it was the first dropped).
+#[test]
+fn an_attached_watcher_keeps_its_column_at_120() {
+    let mut snap = busy_snapshot();
+    snap.watchers.insert("task-03".into(), "background".into());
+    let ui = busy_ui(&snap);
+    let screen = text(&render(&snap, &ui, 120, 40));
+    let header = screen
+        .lines()
+        .find(|l| l.contains("ID") && l.contains("STATE"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(header.contains("WATCH"), "{header}");
+    let row = screen
+        .lines()
+        .find(|l| l.contains("task-03") && l.contains("working"))
+        .unwrap_or_else(|| panic!("{screen}"));
+    assert!(row.contains(" bg "), "{row}");
+}

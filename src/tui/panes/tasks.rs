@@ -77,7 +77,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
 fn draw_table(frame: &mut Frame, table_area: Rect, ctx: &DrawCtx, shown: &[&TaskView]) {
     // The columns that fit, by priority; the session's only once one is known.
     let sessions = ctx.snap.tasks.iter().any(|t| !t.sessions.is_empty());
-    let columns = Column::fitting(table_area.width.saturating_sub(2), sessions);
+    let columns = Column::fitting(
+        table_area.width.saturating_sub(2),
+        sessions,
+        !ctx.snap.watchers.is_empty(),
+    );
     let header = Row::new(columns.iter().map(|c| c.title()))
         .style(ctx.theme.muted.add_modifier(Modifier::BOLD));
     // Only the rows on screen are built (one line is the header).
@@ -315,11 +319,18 @@ impl Column {
         )
     }
 
-    /// The columns that fit in `width`, most important first, shown in their order.
-    fn fitting(width: u16, sessions: bool) -> Vec<Column> {
+    /// The columns that fit in `width`, most important first, shown in their order. An
+    /// attached watcher is news the row must show: its column (5 wide) is then kept
+    /// right after the state, before any wider column.
+    fn fitting(width: u16, sessions: bool, watched: bool) -> Vec<Column> {
         let mut used = 0u16;
         let mut kept = Vec::new();
-        for c in Self::PRIORITY {
+        let mut order: Vec<Column> = Self::PRIORITY.to_vec();
+        if watched {
+            order.retain(|c| *c != Column::Watch);
+            order.insert(2, Column::Watch);
+        }
+        for c in order {
             if c.of_session() && !sessions {
                 continue;
             }
