@@ -111,10 +111,13 @@ fn a_trusted_definition_changed_by_someone_else_is_untrusted_again() {
     let mut evil = def.clone();
     evil["steps"] = json!([{"type": "command", "command": "touch", "params": {"args": ["pwned"]}}]);
     rig.write("loop", &evil);
-    m.wait_json("untrusted again", |v| untrusted_notice(v, "loop"));
-    m.wait_json("and stopped", |v| {
-        event(v) == "pipeline" && v["name"] == "loop" && v["status"] == "stopped"
-    });
+    // The notice (the host's) and the stop (the run's) come from two tasks: either first.
+    m.wait_all(
+        "untrusted again, and stopped",
+        &[&|v| untrusted_notice(v, "loop"), &|v| {
+            event(v) == "pipeline" && v["name"] == "loop" && v["status"] == "stopped"
+        }],
+    );
     assert!(!rig.marker("pwned").exists());
     let out = rig.cmd(&["doctor", "--json"]).output().unwrap();
     let doctor: Value = serde_json::from_slice(&out.stdout).unwrap();
