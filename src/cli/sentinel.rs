@@ -30,8 +30,9 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
     let ask = |req: Value| request(&project.root, &req);
     match action {
         SentinelAction::List => {
-            let answer = ask(json!({"op": "list"}))
+            let mut answer = ask(json!({"op": "list"}))
                 .unwrap_or_else(|| json!({"ok": true, "pipelines": from_folder(project, &dir)}));
+            with_run_figures(project, &mut answer);
             if as_json {
                 println!("{}", crate::core::text::json_line(&answer));
             } else {
@@ -287,6 +288,21 @@ fn edit(
 const RUNS_SHOWN: usize = 10;
 
 /// The run history from `maestro_pipeline_steps`, newest run first; read-only.
+/// Each listed pipeline with what its run history says (`runCount`, `lastRunAt`,
+/// `averageDurationMs`; `0` and nulls where none is kept or the database cannot be read).
+fn with_run_figures(project: &Project, answer: &mut Value) {
+    let figures = crate::core::schema::open_read_only(&project.db)
+        .ok()
+        .and_then(|(conn, _)| store::pipeline_figures(&conn).ok())
+        .unwrap_or_default();
+    for p in answer["pipelines"].as_array_mut().into_iter().flatten() {
+        let f = p["name"].as_str().and_then(|n| figures.get(n));
+        p["runCount"] = json!(f.map_or(0, |f| f.run_count));
+        p["lastRunAt"] = json!(f.and_then(|f| f.last_run_at.clone()));
+        p["averageDurationMs"] = json!(f.and_then(|f| f.average_duration_ms).map(f64::round));
+    }
+}
+
 fn show_runs(project: &Project, name: &str, as_json: bool) -> Result<(), CliError> {
     if !project.db.is_file() {
         return Err(Runtime(format!(

@@ -377,6 +377,20 @@ fn run_history_is_kept_across_a_restart() {
         runs[0]["started"].as_str() > runs[1]["started"].as_str(),
         "{runs:?}"
     );
+    // The list says what the seed's stored entity counts.
+    let (code, out, err) = rig.sentinel(&["list", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(out.trim()).unwrap();
+    let twice = listed["pipelines"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "twice")
+        .cloned()
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert_eq!(twice["runCount"], 2, "{twice}");
+    assert_eq!(twice["lastRunAt"], runs[0]["started"], "{twice}");
+    assert!(twice["averageDurationMs"].is_number(), "{twice}");
 }
 
 /// `safety.maxStepTimeoutMs`: a step that runs longer is a step error naming the budget

@@ -304,6 +304,47 @@ pub fn record_pipeline_step(
 
 /// The run history of one pipeline, newest run first, its steps in order; at most
 /// `runs` runs. Empty when the table does not exist yet.
+/// What the run history says of one pipeline: the runs it keeps, the newest one's
+/// start, and their mean length (the sum of a run's step times), as the seed's stored
+/// entity counts `runCount`, `lastRunAt`, `averageDurationMs`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunFigures {
+    pub run_count: u64,
+    pub last_run_at: Option<String>,
+    pub average_duration_ms: Option<f64>,
+}
+
+/// [`RunFigures`] of every pipeline the history holds (none when it was never written).
+pub fn pipeline_figures(
+    conn: &Connection,
+) -> rusqlite::Result<std::collections::BTreeMap<String, RunFigures>> {
+    let exists: bool = conn.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'maestro_pipeline_steps'",
+        [],
+        |r| r.get::<_, i64>(0).map(|n| n > 0),
+    )?;
+    if !exists {
+        return Ok(std::collections::BTreeMap::new());
+    }
+    let mut stmt = conn.prepare(
+        "SELECT pipeline, count(*), max(run_started), avg(total) FROM (
+             SELECT pipeline, run_started, sum(duration_ms) AS total
+             FROM maestro_pipeline_steps GROUP BY pipeline, run_started)
+         GROUP BY pipeline",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            RunFigures {
+                run_count: r.get::<_, i64>(1)?.max(0) as u64,
+                last_run_at: r.get(2)?,
+                average_duration_ms: r.get(3)?,
+            },
+        ))
+    })?;
+    rows.collect()
+}
+
 pub fn pipeline_history(
     conn: &Connection,
     pipeline: &str,
