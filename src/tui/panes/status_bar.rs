@@ -23,24 +23,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
         frame.render_widget(Paragraph::new(search_prompt(input, ctx)), area);
         return false;
     }
-    let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
     let width = usize::from(area.width);
-    let (mut parts, note) = left_segments(ctx);
-    let tail = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
-    let tail_at = parts.len();
-    parts.push(Segment::new(Span::raw(tail.clone()), 4));
-    let laid = segments::lay_out(parts, width);
-    // Cut or left out: the caller shows the whole answer above the line.
-    let note_cut = match (&ctx.ui.note, note) {
-        (Some(text), Some((at, full))) => {
-            text.contains('\n')
-                || laid
-                    .iter()
-                    .find(|(i, _)| *i == at)
-                    .is_none_or(|(_, s)| s.width() < full)
-        }
-        _ => false,
-    };
+    let Laid {
+        laid,
+        tail,
+        tail_at,
+        note_cut,
+    } = lay_out_line(ctx, width);
     let used: usize = laid.iter().map(|(_, s)| s.width()).sum();
     let with_tail = laid.iter().any(|(i, _)| *i == tail_at);
     let left: Vec<Span> = laid
@@ -73,12 +62,27 @@ pub fn note_boxed(ctx: &DrawCtx, width: u16) -> bool {
     if ctx.ui.search_input.is_some() || ctx.ui.overlay.is_some() || ctx.ui.note.is_none() {
         return false;
     }
+    lay_out_line(ctx, usize::from(width)).note_cut
+}
+
+/// The status line laid out: its segments (each with its place in the order), where
+/// the help-and-quit tail is, and whether the note was cut or left out (then it shows
+/// whole in a box above the line).
+struct Laid<'a> {
+    laid: Vec<(usize, Span<'a>)>,
+    tail: String,
+    tail_at: usize,
+    note_cut: bool,
+}
+
+fn lay_out_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Laid<'a> {
     let key = |a: Action| ctx.keymap.key_for(a).unwrap_or_default();
-    let (mut parts, note) = left_segments(ctx);
     let tail = format!(" {} help · {} quit ", key(Action::Help), key(Action::Quit));
-    parts.push(Segment::new(Span::raw(tail), 4));
-    let laid = segments::lay_out(parts, usize::from(width));
-    match (&ctx.ui.note, note) {
+    let (mut parts, note) = left_segments(ctx);
+    let tail_at = parts.len();
+    parts.push(Segment::new(Span::raw(tail.clone()), 4));
+    let laid = segments::lay_out(parts, width);
+    let note_cut = match (&ctx.ui.note, note) {
         (Some(text), Some((at, full))) => {
             text.contains('\n')
                 || laid
@@ -87,6 +91,12 @@ pub fn note_boxed(ctx: &DrawCtx, width: u16) -> bool {
                     .is_none_or(|(_, s)| s.width() < full)
         }
         _ => false,
+    };
+    Laid {
+        laid,
+        tail,
+        tail_at,
+        note_cut,
     }
 }
 
