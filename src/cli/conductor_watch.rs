@@ -9,11 +9,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::signal::unix::{SignalKind, signal};
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::error::runtime as failed;
+use crate::cli::musician::{WatcherSignals, message_json};
 use crate::cli::project::Project;
 use crate::core::conductor_watch::{self, ConductorEvent, Outcome, Seen};
 use crate::core::domain::{CONDUCTOR_ID, TaskId};
@@ -42,14 +41,7 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
     };
     let mut conn = crate::core::store::open_existing(&cfg.db).map_err(failed)?;
     let (outcome, _) = runtime.block_on(async {
-        let replaced = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let listen = |kind| {
-            signal(kind).map_err(|e| CliError::Runtime(format!("cannot listen for signals: {e}")))
-        };
-        let mut usr1 = listen(SignalKind::user_defined1())?;
-        let mut term = listen(SignalKind::terminate())?;
-        let mut int = listen(SignalKind::interrupt())?;
+        let signals = WatcherSignals::listen()?;
         let claim = musician_watch::claim(&key, &conductor, WatchMode::Background)
             .await
             .map_err(failed)?;
@@ -63,14 +55,7 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
                 })
             })?,
         };
-        let (r, s) = (replaced.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = usr1.recv() => r.cancel(),
-                _ = term.recv() => s.cancel(),
-                _ = int.recv() => s.cancel(),
-            }
-        });
+        let (replaced, stop) = signals.forward();
         let watched =
             conductor_watch::watch(&cfg, &mut conn, &seen_path, seen, replaced, stop).await;
         let result = watched.map_err(failed);
@@ -134,10 +119,8 @@ fn describe(e: &ConductorEvent) -> (serde_json::Value, String) {
             ),
         ),
         ConductorEvent::Message(m) => (
-            json!({"event": "message", "task_id": CONDUCTOR_ID, "message": {
-                "id": m.id, "task_id": m.task_id, "from_session": m.from_session,
-                "message_type": m.message_type, "message": m.message, "timestamp": m.timestamp}}),
-            conductor_watch::message_line(m),
+            json!({"event": "message", "task_id": CONDUCTOR_ID, "message": message_json(m)}),
+            musician_watch::message_line(m),
         ),
     }
 }

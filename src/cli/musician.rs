@@ -81,32 +81,60 @@ fn wait(
     let mut conn =
         crate::core::store::open_existing(&cfg.db).map_err(crate::cli::error::runtime)?;
     let outcome = runtime.block_on(async {
-        let replaced = CancellationToken::new();
-        let stop = CancellationToken::new();
-        let listen = |kind| {
-            signal(kind).map_err(|e| CliError::Runtime(format!("cannot listen for signals: {e}")))
-        };
-        let mut usr1 = listen(SignalKind::user_defined1())?;
-        let mut term = listen(SignalKind::terminate())?;
-        let mut int = listen(SignalKind::interrupt())?;
+        let signals = WatcherSignals::listen()?;
         // Listening first, then claiming: nothing committed after the claim is missed.
         let prepared = musician_watch::prepare(&cfg, &conn).map_err(crate::cli::error::runtime)?;
         let claim = musician_watch::claim(&ProjectKey::of(&project.root), &task, mode)
             .await
             .map_err(crate::cli::error::runtime)?;
-        let (r, s) = (replaced.clone(), stop.clone());
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = usr1.recv() => r.cancel(),
-                _ = term.recv() => s.cancel(),
-                _ = int.recv() => s.cancel(),
-            }
-        });
+        let (replaced, stop) = signals.forward();
         let outcome = musician_watch::watch(&cfg, &mut conn, prepared, replaced, stop).await;
         claim.release(matches!(outcome, Ok(Outcome::Replaced)));
         outcome.map_err(crate::cli::error::runtime)
     })?;
     Ok(((task, mode), outcome))
+}
+
+/// A watcher's signals, listened to before it claims its slot: SIGUSR1 (a newer watcher
+/// took over) and SIGTERM or SIGINT (stop). Shared with `conductor watch`.
+pub(crate) struct WatcherSignals {
+    usr1: tokio::signal::unix::Signal,
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+impl WatcherSignals {
+    /// Listens now (inside the runtime).
+    pub(crate) fn listen() -> Result<Self, CliError> {
+        let listen = |kind| {
+            signal(kind).map_err(|e| CliError::Runtime(format!("cannot listen for signals: {e}")))
+        };
+        Ok(Self {
+            usr1: listen(SignalKind::user_defined1())?,
+            term: listen(SignalKind::terminate())?,
+            int: listen(SignalKind::interrupt())?,
+        })
+    }
+
+    /// The tokens the first signal cancels: (replaced, stop).
+    pub(crate) fn forward(mut self) -> (CancellationToken, CancellationToken) {
+        let (replaced, stop) = (CancellationToken::new(), CancellationToken::new());
+        let (r, s) = (replaced.clone(), stop.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = self.usr1.recv() => r.cancel(),
+                _ = self.term.recv() => s.cancel(),
+                _ = self.int.recv() => s.cancel(),
+            }
+        });
+        (replaced, stop)
+    }
+}
+
+/// A message as the watchers' JSON gives it.
+pub(crate) fn message_json(m: &MessageRow) -> serde_json::Value {
+    json!({"id": m.id, "task_id": m.task_id, "from_session": m.from_session,
+           "message_type": m.message_type, "message": m.message, "timestamp": m.timestamp})
 }
 
 /// Where the last message a background watcher of `task` told is kept.
@@ -116,19 +144,7 @@ fn told_path(project: &Project, task: &TaskId) -> Option<std::path::PathBuf> {
 
 /// Prints the outcome (nothing for a signal) and returns the exit status.
 fn print(task: &TaskId, mode: WatchMode, outcome: &Outcome, as_json: bool) -> u8 {
-    let message_json = |m: &MessageRow| {
-        json!({"id": m.id, "task_id": m.task_id, "from_session": m.from_session,
-               "message_type": m.message_type, "message": m.message, "timestamp": m.timestamp})
-    };
-    let message_text = |m: &MessageRow| {
-        format!(
-            "MESSAGE: #{} [{}] from {}: {}",
-            m.id,
-            printable(m.message_type.as_deref().unwrap_or("-")),
-            printable(m.from_session.as_deref().unwrap_or("-")),
-            printable(m.message.as_deref().unwrap_or_default())
-        )
-    };
+    let message_text = musician_watch::message_line;
     let (code, value, text) = match outcome {
         Outcome::Message(m) => (
             0,

@@ -115,23 +115,14 @@ pub fn hand_over(db: &Path, seen_path: &Path) -> Option<String> {
     let last = messages.last()?.id;
     let mut text = String::from("maestro: new messages to the Conductor (task-00):");
     for m in &messages {
-        text.push_str(&format!("\n{}", message_line(m)));
+        text.push_str(&format!(
+            "\n{}",
+            crate::core::musician_watch::message_line(m)
+        ));
     }
     seen.message_id = seen.message_id.max(last);
     write_seen(seen_path, &seen).ok()?;
     Some(text)
-}
-
-/// One message as the watchers print it: `MESSAGE: #12 [type] from sender: text`.
-pub fn message_line(m: &MessageRow) -> String {
-    use crate::core::text::printable;
-    format!(
-        "MESSAGE: #{} [{}] from {}: {}",
-        m.id,
-        printable(m.message_type.as_deref().unwrap_or("-")),
-        printable(m.from_session.as_deref().unwrap_or("-")),
-        printable(m.message.as_deref().unwrap_or_default())
-    )
 }
 
 /// Keeps what was told, whole (a temporary file, then a rename).

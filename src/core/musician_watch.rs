@@ -79,6 +79,18 @@ fn task_row(conn: &Connection, task: &str) -> rusqlite::Result<Option<(String, O
     .optional()
 }
 
+/// One message as the watchers print it: `MESSAGE: #12 [type] from sender: text`.
+pub fn message_line(m: &MessageRow) -> String {
+    use crate::core::text::printable;
+    format!(
+        "MESSAGE: #{} [{}] from {}: {}",
+        m.id,
+        printable(m.message_type.as_deref().unwrap_or("-")),
+        printable(m.from_session.as_deref().unwrap_or("-")),
+        printable(m.message.as_deref().unwrap_or_default())
+    )
+}
+
 /// The first Conductor message for the task above `after`.
 fn next_message(conn: &Connection, task: &str, after: i64) -> rusqlite::Result<Option<MessageRow>> {
     conn.query_row(

@@ -131,7 +131,7 @@ pub enum Problem {
 type Res<T> = Result<T, DefinitionError>;
 
 /// A rule broken at `path`.
-pub(super) fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
+fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
     DefinitionError {
         at: path.to_owned(),
         problem: Problem::Rule(what.to_string()),
@@ -327,7 +327,8 @@ fn parse_trigger(tm: &serde_json::Map<String, Value>, p: &dyn Fn(&str) -> String
                 .transpose()?,
         },
         Some("schedule") => Trigger::Schedule(match string(tm, "cronExpression", &p("trigger"))? {
-            Some(expression) => cron_expression(&expression, &p("trigger.cronExpression"))?,
+            Some(expression) => cron_expression(&expression)
+                .map_err(|problem| at(&p("trigger.cronExpression"), problem))?,
             None => Schedule::Every(
                 millis(tm, "intervalMs", &p("trigger"))?
                     .ok_or_else(|| {

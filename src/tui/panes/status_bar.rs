@@ -25,7 +25,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> bool {
     }
     let width = usize::from(area.width);
     let Laid {
-        laid,
+        segments: laid,
         tail,
         tail_at,
         note_cut,
@@ -69,7 +69,7 @@ pub fn note_boxed(ctx: &DrawCtx, width: u16) -> bool {
 /// the help-and-quit tail is, and whether the note was cut or left out (then it shows
 /// whole in a box above the line).
 struct Laid<'a> {
-    laid: Vec<(usize, Span<'a>)>,
+    segments: Vec<(usize, Span<'a>)>,
     tail: String,
     tail_at: usize,
     note_cut: bool,
@@ -93,7 +93,7 @@ fn lay_out_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Laid<'a> {
         _ => false,
     };
     Laid {
-        laid,
+        segments: laid,
         tail,
         tail_at,
         note_cut,
