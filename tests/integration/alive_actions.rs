@@ -200,18 +200,6 @@ pub(crate) fn musician_window(s: &Scratch) -> (std::process::Child, u32) {
     }
 }
 
-/// Whether a process is stopped (state `T`).
-fn stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| r.trim_start().starts_with('T'))
-        })
-        .unwrap_or(false)
-}
-
 /// Three failed relaunches of task-03 while its Musician runs (a window, a claude in
 /// it) and a headless maestro watches: after each, the old window and its claude are
 /// alive with the same PIDs and running, the PID file is byte for byte the same, the

@@ -6,18 +6,6 @@
 use crate::common::event;
 use crate::souffleur::{RECORD, Rig, SESSION, confirmed, default_settings, stub};
 
-/// Whether a process is stopped (state `T`).
-fn is_stopped(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            s.rsplit(')')
-                .next()
-                .map(|r| r.trim_start().starts_with('T'))
-        })
-        .unwrap_or(false)
-}
-
 /// A context recovery whose window fails: the old Conductor is alive and running
 /// afterwards, the Souffleur keeps watching and tries again, up to retry exhaustion,
 /// whose message names the last recovery artifact (the trimmed export).
@@ -42,7 +30,7 @@ fn a_failed_context_recovery_keeps_the_conductor_and_tries_again() {
             "attempt {attempt}: the old Conductor was ended"
         );
         assert!(
-            !is_stopped(rig.conductor.id()),
+            !crate::common::is_stopped(rig.conductor.id()),
             "attempt {attempt}: left paused"
         );
     }
