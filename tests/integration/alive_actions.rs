@@ -239,7 +239,7 @@ pub(crate) fn failed_relaunches_keep_the_musician(
             "round {round}: its claude ended"
         );
         assert!(
-            !stopped(claude) && !stopped(window.id()),
+            !crate::common::is_stopped(claude) && !crate::common::is_stopped(window.id()),
             "round {round}: left paused"
         );
         assert_eq!(std::fs::read(&pid_file).unwrap(), recorded, "round {round}");
