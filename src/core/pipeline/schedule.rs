@@ -44,7 +44,7 @@ impl Schedule {
 /// A cron expression of the usual five fields (minute hour day-of-month month
 /// day-of-week), or what is wrong with it and the fix (the definition's parser says
 /// where).
-pub(super) fn cron_expression(expression: &str) -> Result<Schedule, String> {
+pub(super) fn cron_expression(expression: &str) -> Result<Schedule, CronProblem> {
     use croner::parser::{CronParser, Seconds, Year};
     let parser = CronParser::builder()
         .seconds(Seconds::Disallowed)
@@ -55,10 +55,21 @@ pub(super) fn cron_expression(expression: &str) -> Result<Schedule, String> {
             expression: expression.trim().to_owned(),
             cron: Box::new(cron),
         }),
-        Err(e) => Err(format!(
-            "{expression:?} is not a cron expression ({e}): use the usual five fields, minute hour day-of-month month day-of-week, as \"*/5 * * * *\""
-        )),
+        Err(source) => Err(CronProblem {
+            expression: expression.to_owned(),
+            source,
+        }),
     }
+}
+
+/// A cron expression that is not one, with the fix.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{expression:?} is not a cron expression ({source}): use the usual five fields, minute hour day-of-month month day-of-week, as \"*/5 * * * *\""
+)]
+pub struct CronProblem {
+    expression: String,
+    source: croner::errors::CronError,
 }
 
 #[cfg(test)]
@@ -84,7 +95,7 @@ mod tests {
         ] {
             // Where it is (`trigger.cronExpression:`) is the definition's to say: spec's
             // table of refusals.
-            let err = cron_expression(bad).expect_err(bad);
+            let err = cron_expression(bad).expect_err(bad).to_string();
             assert!(err.contains("five fields"), "{err}");
         }
         assert_eq!(every_minute, cron_expression(" * * * * * ").expect("valid"));
