@@ -90,6 +90,9 @@ impl Project {
             Some(p) => resolved("--temp", p)?,
             None => root.join("temp"),
         };
+        for folder in [&root, &temp] {
+            crate::core::paths::carry_over_legacy_key(&crate::core::paths::ProjectKey::of(folder));
+        }
         Ok(Self { root, db, temp })
     }
 

@@ -48,14 +48,46 @@ pub struct ProjectKey {
 }
 
 impl ProjectKey {
-    /// The key is a 64-bit FNV-1a hash of the canonical path: stable across maestro
-    /// versions and processes, so two maestros of one project meet at one lock.
+    /// The key is the first 128 bits of the canonical path's SHA-256, in hex: stable
+    /// across processes (two maestros of one project meet at one lock), and no other
+    /// folder can be made to share a project's trust, journal or guard (FNV-1a, the key
+    /// before, could be collided on purpose).
     pub fn of(project: &Path) -> Self {
+        use sha2::{Digest, Sha256};
         let root = std::fs::canonicalize(project).unwrap_or_else(|_| project.to_path_buf());
-        let hash = fnv1a(root.as_os_str().as_encoded_bytes());
-        Self {
-            root,
-            key: format!("{hash:016x}"),
+        let mut key = format!("{:x}", Sha256::digest(root.as_os_str().as_encoded_bytes()));
+        key.truncate(32);
+        Self { root, key }
+    }
+
+    /// The key maestro gave this project before (a 64-bit FNV-1a hash of the same path),
+    /// under which an older maestro kept its folders.
+    fn legacy(&self) -> String {
+        format!("{:016x}", fnv1a(self.root.as_os_str().as_encoded_bytes()))
+    }
+}
+
+/// The project's files kept under its old key by an earlier maestro (journal, guard
+/// records, watchers, windows, trust, holds, spool), renamed to its key when the new
+/// name is free: a cursor, a trust and a hold survive the change of key. Nothing is
+/// overwritten, and a file the move cannot reach stays where it is.
+pub fn carry_over_legacy_key(project: &ProjectKey) {
+    let Some(data) = data_dir() else { return };
+    let old = project.legacy();
+    let places = [
+        ("events", ""),
+        ("guard", ""),
+        ("watchers", ""),
+        ("windows", ""),
+        ("trust", ".json"),
+        ("holds", ".hold"),
+        ("hooks", ".jsonl"),
+    ];
+    for (folder, suffix) in places {
+        let from = data.join(folder).join(format!("{old}{suffix}"));
+        let to = data.join(folder).join(format!("{}{suffix}", project.key));
+        if std::fs::symlink_metadata(&from).is_ok() && std::fs::symlink_metadata(&to).is_err() {
+            let _ = std::fs::rename(&from, &to);
         }
     }
 }
@@ -395,7 +427,7 @@ mod tests {
     fn the_key_is_stable_and_names_the_canonical_folder() {
         let a = ProjectKey::of(Path::new("/nonexistent/project"));
         assert_eq!(a, ProjectKey::of(Path::new("/nonexistent/project")));
-        assert_eq!(a.key.len(), 16);
+        assert_eq!(a.key.len(), 32);
         assert_ne!(a.key, ProjectKey::of(Path::new("/nonexistent/other")).key);
     }
 

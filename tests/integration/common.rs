@@ -416,6 +416,25 @@ pub fn walk(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// Gives `root`, every folder and file below it, to another user (nobody), as when
+/// HOME=/tmp and that user made maestro's folders first. `false` (nothing changed) when
+/// not root: only root can give a file away.
+pub fn give_away(root: &Path) -> bool {
+    if rustix::process::geteuid().as_raw() != 0 {
+        eprintln!("skipped: giving a folder to another user needs root");
+        return false;
+    }
+    std::os::unix::fs::chown(root, Some(65534), Some(65534)).unwrap();
+    for e in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        if e.path().is_dir() {
+            give_away(&e.path());
+        } else {
+            std::os::unix::fs::chown(e.path(), Some(65534), Some(65534)).unwrap();
+        }
+    }
+    true
+}
+
 /// What a stub kitty does after recording its argv, as kitty does: runs the command
 /// after `--` as its child, and ends when it ends.
 pub const RUN_AFTER_DASHES: &str =

@@ -459,3 +459,39 @@ fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
     let after = resumes_after(&s, data, &first, "AFTER-ALL");
     json_lines(&after);
 }
+
+/// The key an older maestro gave a project: FNV-1a of its canonical path.
+fn legacy_key(root: &Path) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in std::fs::canonicalize(root)
+        .unwrap()
+        .as_os_str()
+        .as_encoded_bytes()
+    {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// A journal an older maestro kept under the project's old key is carried over to the
+/// new key: the cursor it gave still resumes, and nothing before it comes again.
+#[test]
+fn a_journal_kept_under_the_old_project_key_is_carried_over() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    let log = s.temp().join("task-03-status");
+    let said = marker(&mut m, &log, "BEFORE-UPGRADE");
+    let cursor = said["cursor"].as_str().expect("a cursor").to_owned();
+    stop(m);
+    let folder = journal_of(data.path()).parent().unwrap().to_path_buf();
+    let old = folder.with_file_name(legacy_key(s.root()));
+    std::fs::rename(&folder, &old).unwrap();
+    let again = resumes_after(&s, data.path(), &cursor, "AFTER-UPGRADE");
+    assert_eq!(anomalies(&again), ["AFTER-UPGRADE self-correction: marker"]);
+    assert!(
+        !json_lines(&again).iter().any(|v| event(v) == "gap"),
+        "{again:?}"
+    );
+    assert!(folder.join("journal.tsv").is_file() && !old.exists());
+}

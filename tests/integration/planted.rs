@@ -187,7 +187,7 @@ fn an_allowed_command_planted_in_another_users_data_folder_is_not_obeyed() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let said = doctor(data.path());
-    let key = regex::Regex::new(r"maestro/events/([0-9a-f]{16})/")
+    let key = regex::Regex::new(r"maestro/events/([0-9a-f]{32})/")
         .unwrap()
         .captures(&said)
         .map(|c| c[1].to_owned())
@@ -200,24 +200,65 @@ fn an_allowed_command_planted_in_another_users_data_folder_is_not_obeyed() {
         hook_answer(&s, data.path(), planted).contains("\"allow\""),
         "in a folder of this user's the record is obeyed (the control)"
     );
-    for d in walk_dirs(&data.path().join("maestro")) {
-        std::os::unix::fs::chown(&d, Some(65534), Some(65534)).unwrap();
-    }
+    assert!(crate::common::give_away(&data.path().join("maestro")));
     let answer = hook_answer(&s, data.path(), planted);
     assert!(!answer.contains("allow"), "{answer}");
+    assert!(!answer.contains("deny"), "it fails open: {answer}");
     let said = doctor(data.path());
     assert!(said.contains("another user could plant files"), "{said}");
 }
 
-/// Every folder and file under `root`, the root first.
-fn walk_dirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
-    let mut out = vec![root.to_path_buf()];
-    let mut i = 0;
-    while i < out.len() {
-        if let Ok(entries) = std::fs::read_dir(&out[i]) {
-            out.extend(entries.flatten().map(|e| e.path()));
+/// A journal planted in another user's data folder: its made-up event is never told,
+/// and maestro never appends to it (the run is refused, naming the folder).
+#[test]
+fn a_journal_planted_in_another_users_data_folder_is_never_told_or_written() {
+    let s = Scratch::new();
+    let data = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(data.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let log = s.temp().join("task-03-status");
+    std::fs::write(&log, "step 1 started\n").unwrap();
+    let headless = |after: Option<&str>| {
+        let mut cmd = crate::common::maestro();
+        cmd.env("XDG_DATA_HOME", data.path())
+            .args(["--no-tui", "--json", "--project"])
+            .arg(s.root());
+        if let Some(c) = after {
+            cmd.args(["--after", c]);
         }
-        i += 1;
+        crate::common::Running::spawn(cmd)
+    };
+    let mut first = headless(None);
+    let said = first.wait_json("a cursor", |v| v["cursor"].is_string());
+    let cursor = said["cursor"].as_str().unwrap().to_owned();
+    first.signal(nix::sys::signal::Signal::SIGTERM);
+    let _ = first.wait_exit();
+    let journal = crate::common::walk(&data.path().join("maestro/events"))
+        .into_iter()
+        .find(|p| p.ends_with("journal.tsv"))
+        .expect("a journal");
+    // The planted entry: the journal's own line format, an anomaly nobody saw.
+    let text = std::fs::read_to_string(&journal).unwrap();
+    let forged = text
+        .lines()
+        .rev()
+        .find(|l| !l.starts_with('#'))
+        .unwrap()
+        .replace("step 1 started", "PLANTED-EVENT");
+    std::fs::write(&journal, format!("{text}{forged}\n")).unwrap();
+    if !crate::common::give_away(&data.path().join("maestro")) {
+        return;
     }
-    out
+    let before = std::fs::read(&journal).unwrap();
+    // Refused whole, with the folder and the fix named: nothing read, nothing written.
+    let mut again = headless(Some(&cursor));
+    assert_ne!(again.wait_exit(), 0);
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut again.child.stderr.take().unwrap(), &mut err).unwrap();
+    assert!(err.contains("another user could plant files"), "{err}");
+    assert!(
+        !again.seen.iter().any(|l| l.contains("PLANTED")),
+        "{:?}",
+        again.seen
+    );
+    assert_eq!(std::fs::read(&journal).unwrap(), before, "never written");
 }

@@ -256,3 +256,26 @@ fn trust_all_trusts_every_valid_definition_and_names_the_rest() {
         "{text}"
     );
 }
+
+/// A trust record in another user's data folder (HOME=/tmp, say) trusts nothing: the
+/// same record in the user's own folder does (the control).
+#[test]
+fn a_trust_record_in_another_users_data_folder_trusts_nothing() {
+    let rig = Rig::new();
+    rig.define("tick", &touching(&json!({"type": "immediate"}), "ran-tick"));
+    let status = |rig: &Rig| {
+        let (_, out, _) = rig.sentinel(&["list", "--json"]);
+        serde_json::from_str::<Value>(&out)
+            .ok()
+            .and_then(|v| v["pipelines"][0]["status"].as_str().map(str::to_owned))
+            .unwrap_or(out)
+    };
+    assert_eq!(status(&rig), "stopped", "trusted in the user's own folder");
+    if !crate::common::give_away(&rig.data.path().join("maestro")) {
+        return;
+    }
+    assert_ne!(status(&rig), "stopped");
+    let (code, _, err) = rig.sentinel(&["run", "tick"]);
+    assert_ne!(code, 0, "{err}");
+    assert!(!rig.s.root().join("ran-tick").exists());
+}
