@@ -369,6 +369,10 @@ pub struct WatchArgs {
     /// Background mode: report messages with an id above this [default: the highest at start]
     #[arg(long, value_name = "N")]
     pub since_id: Option<i64>,
+    /// When a watcher of this kind already runs for the task, leave it running and say so
+    /// (exit 6) instead of taking over
+    #[arg(long)]
+    pub join: bool,
     /// Refresh the task's heartbeat when it is older than this
     #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = duration)]
     pub heartbeat_after: Duration,

@@ -103,8 +103,13 @@ fn reports_for_the_conductor(
     let transcript = text("transcript_path")
         .map(Path::new)
         .filter(|p| p.is_absolute());
-    replace::session_task(claude_pid, transcript)
-        .filter(crate::core::domain::TaskId::is_conductor)?;
+    replace::session_task(&replace::SessionFacts {
+        db: &root.join("comms.db"),
+        session_id: text("session_id"),
+        claude_pid,
+        transcript,
+    })
+    .filter(crate::core::domain::TaskId::is_conductor)?;
     let seen =
         crate::core::conductor_watch::seen_path(&crate::core::paths::watchers_dir(key).ok()?);
     crate::core::conductor_watch::hand_over(&root.join("comms.db"), &seen)
@@ -141,7 +146,12 @@ fn guard_verdict(
             let transcript = text("transcript_path")
                 .map(Path::new)
                 .filter(|p| p.is_absolute());
-            let session_task = replace::session_task(claude_pid, transcript);
+            let session_task = replace::session_task(&replace::SessionFacts {
+                db: &project.root.join("comms.db"),
+                session_id: text("session_id"),
+                claude_pid,
+                transcript,
+            });
             let cwd = text("cwd").map(PathBuf::from);
             let program = program_word();
             let ctx = replace::Context {
@@ -153,14 +163,14 @@ fn guard_verdict(
             };
             decide(&ctx)
         };
-    guard::judge(
-        json,
-        &guard::Lookups {
-            root: &project.root,
-            ledger: ledger.as_ref(),
-            context: &with_context,
-        },
-    )
+    let lookups = guard::Lookups {
+        root: &project.root,
+        ledger: ledger.as_ref(),
+        context: &with_context,
+        now_ms: crate::core::sessions::now_ms(),
+    };
+    guard::remember(json, &lookups);
+    guard::judge(json, &lookups)
 }
 
 /// How a shell in the session finds this maestro: `maestro` when that is what PATH

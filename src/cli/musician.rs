@@ -2,7 +2,8 @@
 //! runs from a shell in place of its LLM watcher agents (see `core::musician_watch`).
 //! Exit status: 0 what it waited for came (printed), 3 the Conductor is stale (pause),
 //! 4 the task is complete/exited (background), 5 a newer watcher of the same kind took
-//! over, 2 bad arguments, 1 the database cannot be used. SIGTERM exits quietly (0).
+//! over, 6 (`--join`) one already runs and was left running, 2 bad arguments, 1 the
+//! database cannot be used. SIGTERM exits quietly (0).
 
 use std::process::ExitCode;
 
@@ -21,6 +22,11 @@ use crate::core::sources::watchers::WatchMode;
 use crate::core::text::printable;
 
 pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitCode, CliError> {
+    if args.join
+        && let Some(code) = joined(project, args, as_json)
+    {
+        return Ok(ExitCode::from(code));
+    }
     let runtime = crate::cli::runtime()?;
     let ((task, mode), outcome) = wait(project, args, &runtime)?;
     let code = print(&task, mode, &outcome, as_json);
@@ -36,6 +42,28 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
     // waiting for the runtime's and the database's teardown (nothing is left to
     // write), so a Musician's shell sees the exit as soon as the line.
     std::process::exit(i32::from(code))
+}
+
+/// `--join` beside a running watcher of the same kind: it is left running (it keeps the
+/// heartbeat and tells what comes), and that is said; exit 6. `None` when none runs.
+fn joined(project: &Project, args: &WatchArgs, as_json: bool) -> Option<u8> {
+    let task = TaskId::parse(&args.task_id).filter(TaskId::is_musician)?;
+    let mode = if args.pause {
+        WatchMode::Pause
+    } else {
+        WatchMode::Background
+    };
+    let pid = musician_watch::holder(&ProjectKey::of(&project.root), &task, mode)?;
+    if as_json {
+        let value = json!({"event": "watched", "task_id": task, "mode": mode.as_str(), "pid": pid});
+        println!("{}", crate::core::text::json_line(&value));
+    } else {
+        println!(
+            "WATCHED: {task}'s {} watcher already runs (PID {pid}); it keeps the heartbeat and tells what comes. Nothing more to run.",
+            mode.as_str()
+        );
+    }
+    Some(6)
 }
 
 /// Claims the watcher slot, waits, releases it; the task, mode and outcome.

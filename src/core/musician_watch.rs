@@ -474,6 +474,20 @@ pub async fn claim(
     })
 }
 
+/// The PID of the live watcher holding the task's slot of this kind, if one does: the
+/// slot's file is locked and names a maestro watcher.
+pub fn holder(project: &ProjectKey, task: &TaskId, mode: WatchMode) -> Option<i32> {
+    let path = paths::watcher_file(project, task.as_str(), mode.as_str()).ok()?;
+    let file = crate::core::safe_fs::open_own_lock(&path).ok()?;
+    if Flock::lock(file, FlockArg::LockSharedNonblock).is_ok() {
+        return None;
+    }
+    std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|t| t.trim().parse::<i32>().ok())
+        .filter(|pid| *pid > 1 && is_watcher(*pid))
+}
+
 /// Whether `pid` is a `maestro musician watch` or `maestro conductor watch` process
 /// (never signal anything else).
 fn is_watcher(pid: i32) -> bool {

@@ -448,19 +448,17 @@ fn a_stopped_poller_shows_on_the_dashboard() {
         "{\"type\":\"user\",\"message\":{\"role\":\"user\",\"content\":\"/musician task-03\"}}\n",
     )
     .unwrap();
-    let call = |command: &str| {
+    // Pre and post of each call, as Claude Code sends them; a call's `duration_ms` is
+    // the time its look spans.
+    let event = |name: &str, command: &str, stdout: &str| {
         serde_json::json!({
             "session_id": "guard-g1", "transcript_path": transcript, "cwd": s.root(),
-            "hook_event_name": "PreToolUse", "agent_id": "a1b2c3", "agent_type": "general-purpose",
+            "hook_event_name": name, "agent_id": "a1b2c3", "agent_type": "general-purpose",
             "tool_name": "Bash", "tool_input": {"command": command},
+            "tool_response": {"stdout": stdout, "stderr": ""}, "duration_ms": 5000,
         })
     };
-    let mut answers = Vec::new();
-    for command in [
-        "sleep 5",
-        "sqlite3 comms.db 'SELECT message FROM orchestration_messages'",
-        "sleep 5",
-    ] {
+    let hook = |event: serde_json::Value| {
         let mut child = Command::new(exe)
             .env("XDG_DATA_HOME", data.path())
             .args(["hook", "--replace-pollers", "--project"])
@@ -471,18 +469,24 @@ fn a_stopped_poller_shows_on_the_dashboard() {
             .unwrap();
         std::io::Write::write_all(
             &mut child.stdin.take().unwrap(),
-            call(command).to_string().as_bytes(),
+            event.to_string().as_bytes(),
         )
         .unwrap();
         let out = child.wait_with_output().unwrap();
         assert!(out.status.success());
-        answers.push(String::from_utf8_lossy(&out.stdout).into_owned());
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let read = "sqlite3 comms.db 'SELECT message FROM orchestration_messages'";
+    let mut answers = Vec::new();
+    for command in [("sleep 5", ""), (read, "")].repeat(3) {
+        let answer = hook(event("PreToolUse", command.0, command.1));
+        if answer.is_empty() {
+            hook(event("PostToolUse", command.0, command.1));
+        }
+        answers.push(answer);
     }
-    assert!(
-        answers[0].is_empty() && answers[1].is_empty(),
-        "{answers:?}"
-    );
-    assert!(answers[2].contains("\"deny\""), "{answers:?}");
+    assert!(answers[..5].iter().all(String::is_empty), "{answers:?}");
+    assert!(answers[5].contains("\"deny\""), "{answers:?}");
     let screen = t.wait("the stop in the status line", |s| {
         s.contains("1 LLM poller replaced")
     });

@@ -4,14 +4,13 @@
 //! - [`install`]: maestro's entries in a Claude Code settings file.
 //! - `maestro hook` (in `cli/hooks.rs`) turns the event JSON on its stdin into a
 //!   [`event::HookEvent`] and appends it to the project's [`spool`].
-//! - [`guard`]: with `--replace-pollers`, a subagent polling in a loop stopped (its
-//!   calls sorted by [`deeds`]), a poller's launch refused ([`replace`]), the command
-//!   named instead allowed; [`reporter`]: whether a maestro reports to the database.
+//! - [`guard`]: with `--replace-pollers`, a subagent polling in a loop stopped (the
+//!   loop rule of `core::sessions::loops`), a poller's launch refused ([`replace`]), the
+//!   command named instead allowed; [`reporter`]: whether a maestro reports to the database.
 //! - The hooks source (`sources/hooks.rs`) follows the spool; the hub keeps the
 //!   [`book::NeedsYouBook`].
 
 pub mod book;
-pub mod deeds;
 pub mod event;
 pub mod guard;
 pub mod install;

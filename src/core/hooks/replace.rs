@@ -121,11 +121,11 @@ pub fn launch_prompt(event: &Value) -> Option<String> {
 /// session holds the role whose duty the loop does and maestro can do it now. `prompt`
 /// is the subagent's own, when its transcript had it (the Souffleur's ids are in it).
 pub fn stop_in_loop(
-    states: &[crate::core::hooks::deeds::State],
+    states: &[crate::core::sessions::deeds::State],
     prompt: Option<&str>,
     ctx: &Context<'_>,
 ) -> Option<Refusal> {
-    use crate::core::hooks::deeds::State;
+    use crate::core::sessions::deeds::State;
     let role = ctx.session_task?;
     let known = prompt.and_then(|p| {
         pollers::recognise(&Launch {
@@ -220,14 +220,14 @@ fn instead(poller: &Poller, ctx: &Context<'_>) -> Option<Instead> {
             let task = task.as_str().to_owned();
             let (command, does) = if *pause {
                 (
-                    run(&format!(" musician watch {task} --pause")),
+                    run(&format!(" musician watch {task} --pause --join")),
                     format!(
                         "keeps {task}'s heartbeat fresh and exits, printing what came, when the Conductor ends the pause (or has been silent too long)."
                     ),
                 )
             } else {
                 (
-                    run(&format!(" musician watch {task}")),
+                    run(&format!(" musician watch {task} --join")),
                     format!(
                         "keeps {task}'s heartbeat fresh and exits, printing the message, when the Conductor writes to {task}."
                     ),
@@ -358,14 +358,48 @@ pub fn answer(reason: &str) -> Value {
     })
 }
 
-/// The task a session is tied to, from the prompt it was started with (`/musician
-/// task-03`, `/conductor`, `/souffleur`): the `claude` process's arguments, else the
-/// first prompt of its transcript (Claude Code may not have written it yet).
-pub fn session_task(claude_pid: Option<i32>, transcript: Option<&Path>) -> Option<TaskId> {
-    claude_pid
-        .and_then(crate::core::procs::cmdline)
-        .and_then(|args| task_of_prompt(&args.get(1..)?.join(" ")))
-        .or_else(|| transcript_task(transcript?))
+/// What a session is known by: its id and the project's database (the recorded tie), the
+/// `claude` process that ran the hook, and its transcript.
+pub struct SessionFacts<'a> {
+    pub db: &'a Path,
+    pub session_id: Option<&'a str>,
+    pub claude_pid: Option<i32>,
+    pub transcript: Option<&'a Path>,
+}
+
+/// The task a session is tied to, from what is recorded: the database's row whose
+/// `session_id` is this session, else the launch command it was started with
+/// (`/musician task-03`, `/conductor`, `/souffleur` as a word of its own) in the `claude`
+/// process's arguments or its transcript's first prompt. Words a prompt merely holds
+/// (`src/conductor/plan.rs`) tie nothing.
+pub fn session_task(facts: &SessionFacts<'_>) -> Option<TaskId> {
+    facts
+        .session_id
+        .and_then(|id| recorded_task(facts.db, id))
+        .or_else(|| {
+            facts
+                .claude_pid
+                .and_then(crate::core::procs::cmdline)
+                .and_then(|args| task_of_prompt(&args.get(1..)?.join(" ")))
+        })
+        .or_else(|| transcript_task(facts.transcript?))
+}
+
+/// The task whose row records `session_id` as its session (never waiting on a writer).
+fn recorded_task(db: &Path, session_id: &str) -> Option<TaskId> {
+    if !db.is_file() {
+        return None;
+    }
+    let conn = crate::core::schema::open_without_writing(db).ok()?;
+    conn.busy_timeout(HOOK_BUSY_WAIT).ok()?;
+    let task: String = conn
+        .query_row(
+            "SELECT task_id FROM orchestration_tasks WHERE session_id = ?1 ORDER BY task_id LIMIT 1",
+            [session_id],
+            |r| r.get(0),
+        )
+        .ok()?;
+    TaskId::parse(&task)
 }
 
 /// The task named by a transcript's first prompt: the start of the file only.

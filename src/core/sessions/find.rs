@@ -186,19 +186,23 @@ pub fn launch_task(prompt: &str) -> Option<String> {
 
 /// The task a prompt's launch command names: `/musician task-NN` (also as Claude Code
 /// expands a slash command), `/conductor` (task-00), `/souffleur`; none for other words.
+/// The command is a word of its own (at the start, after a space or as the expansion's
+/// `<command-name>`): `src/conductor/plan.rs` or `skills/musician/SKILL.md` name no role.
 pub fn task_by_command(prompt: &str) -> Option<String> {
     static MUSICIAN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?s)/musician\b.{0,80}?\b(task-\d+(?:-fix|-S\d+)?)\b").expect("static regex")
+        Regex::new(r"(?:^|[\s>])/musician(?:</command-name>)?\s*(?:<command-args>)?\s*(task-\d+(?:-fix|-S\d+)?)\b")
+            .expect("static regex")
+    });
+    static ROLE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?:^|[\s>])/(conductor|souffleur)(?:$|[\s<])").expect("static regex")
     });
     if let Some(c) = MUSICIAN.captures(prompt) {
         return Some(c[1].to_owned());
     }
-    if prompt.contains("/conductor") {
-        return Some(crate::core::domain::CONDUCTOR_ID.to_owned());
-    }
-    prompt
-        .contains("/souffleur")
-        .then(|| crate::core::domain::SOUFFLEUR_ID.to_owned())
+    ROLE.captures(prompt).map(|c| match &c[1] {
+        "conductor" => crate::core::domain::CONDUCTOR_ID.to_owned(),
+        _ => crate::core::domain::SOUFFLEUR_ID.to_owned(),
+    })
 }
 
 /// A task as the database knows it.

@@ -7,9 +7,11 @@
 
 pub mod activity;
 pub mod counted;
+pub mod deeds;
 pub mod figures;
 pub mod find;
 pub mod follow;
+pub mod loops;
 pub mod pollers;
 pub mod prices;
 pub mod skim;

@@ -36,19 +36,17 @@ const PLAIN_WATCHER: &str = "MCP-4L: Keep an eye on things for me: look at what 
 /// The Sentinel in Spanish, over `temp/`.
 const SPANISH_SENTINEL: &str = "ES-5S: Eres el centinela: lee los registros de progreso de los músicos cada pocos segundos y avísame de cualquier problema.";
 
-/// The French watcher's calls: wait, read, wait again (the third, refused), then it hands
-/// on what it was told.
+/// The French watcher's calls: wait and read, three times over; the third read (the same
+/// look, nothing new, time passing) is refused, then it hands on what it was told.
 fn french_watcher_calls() -> Vec<Reply> {
-    vec![
-        Reply::bash("sleep 1", ONE),
-        Reply::bash(
-            "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'\"",
-            ONE,
-        ),
-        Reply::bash("sleep 1", ONE),
-        Reply::bash("sqlite3 comms.db 'SELECT 1'", ONE),
-        Reply::relay(ONE),
-    ]
+    let read = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'\"";
+    let mut calls = Vec::new();
+    for _ in 0..3 {
+        calls.push(Reply::bash("sleep 1", ONE));
+        calls.push(Reply::bash(read, ONE));
+    }
+    calls.push(Reply::relay(ONE));
+    calls
 }
 
 /// The session's end, within the deadline: its stdout.
@@ -106,11 +104,11 @@ fn a_french_watcher_is_stopped_by_its_third_call_and_the_named_command_takes_its
     end(session);
 
     let said = refusals(&server);
-    assert_eq!(said.len(), 1, "one refusal, at the third call: {said:?}");
+    assert_eq!(said.len(), 1, "one refusal, at the third look: {said:?}");
     let command = command_in(&said[0]);
     assert!(command.contains("musician watch task-03"), "{command}");
     assert!(said[0].contains("switches it off"), "{}", said[0]);
-    // Two of its calls ran (the first sleep and the read); the third was refused.
+    // Its first two cycles ran; the third look was refused.
     let ran = tool_results(&server, false);
     assert!(
         ran.iter().any(|r| r.contains("MSG-9")),
@@ -165,7 +163,8 @@ fn a_plain_words_watcher_over_the_comms_link_mcp_tool_is_stopped() {
                 query("SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'"),
                 Reply::bash("sleep 1", ONE),
                 query("SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'"),
-                query("SELECT 1"),
+                Reply::bash("sleep 1", ONE),
+                query("SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'"),
                 Reply::relay(ONE),
             ],
         ),

@@ -233,16 +233,19 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
             ),
             (
                 "WATCH-8K",
-                vec![
-                    Reply::tool("Bash", json!({"command": "sleep 1"}), ONE),
-                    Reply::tool(
-                        "Bash",
-                        json!({"command": "sqlite3 comms.db 'SELECT id FROM orchestration_messages'"}),
+                [
+                    Reply::bash("sleep 1", ONE),
+                    Reply::bash(
+                        "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
                         ONE,
                     ),
-                    Reply::tool("Bash", json!({"command": "sleep 1"}), ONE),
-                    Reply::relay(ONE),
-                ],
+                ]
+                .iter()
+                .cycle()
+                .take(6)
+                .cloned()
+                .chain([Reply::relay(ONE)])
+                .collect(),
             ),
         ],
     );
@@ -254,7 +257,7 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
     assert!(said[1].contains("caught polling"), "{}", said[1]);
     for reason in &said {
         assert!(
-            command_in(reason).ends_with("musician watch task-03"),
+            command_in(reason).ends_with("musician watch task-03 --join"),
             "{reason}"
         );
     }

@@ -1,6 +1,7 @@
 //! What the poller guard remembers of a session between hook runs (each hook is a
-//! process of its own): each subagent's calls so far, the subagents it stopped, the
-//! prompts it caught polling, and the commands it named (which run without a prompt).
+//! process of its own): each subagent's looks so far (what each call did, written when
+//! it ran), the subagents it stopped, the loops it saw but did not stop, the prompts it
+//! caught polling, and the commands it named (which run without a prompt).
 //!
 //! One folder a session, `<data dir>/guard/<project key>/<session id>/`, owner-only.
 //! Appends are one `write` each (`O_APPEND`), so subagents calling at once never
@@ -12,13 +13,16 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::core::hooks::deeds::Deed;
 use crate::core::hooks::replace::Replaced;
 use crate::core::paths::{self, ProjectKey};
 use crate::core::safe_fs;
+use crate::core::sessions::deeds::State;
+use crate::core::sessions::loops::Look;
 
-/// The most of one ledger file read back (a subagent's calls, one byte each).
+/// The most of one ledger file read back.
 const MAX_READ: u64 = 256 * 1024;
+/// The most of a subagent's looks read back: the latest ones (about 1,500 calls).
+const MAX_LOOKS_READ: u64 = 64 * 1024;
 
 /// A prompt caught polling, and the refusal it earned (given again at its next launch).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,19 +123,37 @@ impl Ledger {
         }
     }
 
-    /// The subagent's calls so far, oldest first.
-    pub fn calls(&self, agent: &str) -> Vec<Deed> {
-        self.file("calls", agent)
-            .map(|p| Self::read(&p))
-            .unwrap_or_default()
-            .into_iter()
-            .map(Deed::from_letter)
+    /// The agent's latest looks, oldest first (`main`: the session's own calls).
+    pub fn looks(&self, agent: &str) -> Vec<Look> {
+        let Some(path) = self.file("looks", agent) else {
+            return Vec::new();
+        };
+        let bytes = safe_fs::read_regular_tail(&path, MAX_LOOKS_READ).unwrap_or_default();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(parse_look)
             .collect()
     }
 
-    pub fn add_call(&self, agent: &str, deed: Deed) {
-        if let Some(p) = self.file("calls", agent) {
-            let _ = self.append(&p, &[deed.letter()]);
+    pub fn add_look(&self, agent: &str, look: &Look) {
+        if let Some(p) = self.file("looks", agent) {
+            let _ = self.append(&p, format_look(look).as_bytes());
+        }
+    }
+
+    /// Marks a loop seen but not stopped (no replacement, or the main session's own):
+    /// once per agent, for `doctor` to report.
+    pub fn saw_loop(&self, agent: &str, states: &[State]) {
+        let seen = Self::read(&self.dir.join("seen"));
+        let already = String::from_utf8_lossy(&seen)
+            .lines()
+            .any(|l| l.split(' ').next() == Some(agent));
+        if !already && safe_id(agent) {
+            let letters: String = states.iter().map(|s| s.letter()).collect();
+            let _ = self.append(
+                &self.dir.join("seen"),
+                format!("{agent} {letters}\n").as_bytes(),
+            );
         }
     }
 
@@ -190,6 +212,56 @@ impl Ledger {
     }
 }
 
+/// One look as a line: call, result, start, then `L` (a look), `P` (progress) and the
+/// state's letter.
+fn format_look(l: &Look) -> String {
+    let mut flags = String::new();
+    if l.is_look {
+        flags.push('L');
+    }
+    if l.progress {
+        flags.push('P');
+    }
+    if let Some(s) = l.reads {
+        flags.push(s.letter());
+    }
+    format!("{:016x} {:016x} {} {flags}-\n", l.call, l.result, l.at_ms)
+}
+
+/// A line a whole look was written as; a line cut short (the tail's first) is skipped.
+fn parse_look(line: &str) -> Option<Look> {
+    let mut parts = line.split(' ');
+    let call = u64::from_str_radix(parts.next().filter(|p| p.len() == 16)?, 16).ok()?;
+    let result = u64::from_str_radix(parts.next().filter(|p| p.len() == 16)?, 16).ok()?;
+    let at_ms = parts.next()?.parse().ok()?;
+    let flags = parts.next()?.strip_suffix('-')?;
+    Some(Look {
+        call,
+        result,
+        at_ms,
+        reads: flags.chars().find_map(State::from_letter),
+        is_look: flags.contains('L'),
+        progress: flags.contains('P'),
+    })
+}
+
+/// The loops seen but not stopped in every session of a project's guard folder (`dir`):
+/// (session, agent, states read).
+pub fn seen_loops(dir: &Path) -> Vec<(String, String, Vec<State>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let session = entry.file_name().to_string_lossy().into_owned();
+        let bytes = Ledger::read(&entry.path().join("seen"));
+        for line in String::from_utf8_lossy(&bytes).lines() {
+            if let Some((agent, letters)) = line.split_once(' ') {
+                let states = letters.chars().filter_map(State::from_letter).collect();
+                out.push((session.clone(), agent.to_owned(), states));
+            }
+        }
+    }
+    out
+}
+
 /// A prompt's hash, its case and runs of whitespace aside.
 pub fn prompt_hash(prompt: &str) -> u64 {
     let loose = prompt
@@ -203,20 +275,39 @@ pub fn prompt_hash(prompt: &str) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::core::hooks::deeds::State;
 
     #[test]
-    fn a_ledger_remembers_calls_stops_commands_and_catches() {
+    fn a_ledger_remembers_looks_stops_commands_and_catches() {
         let dir = tempfile::tempdir().expect("tempdir");
         let ledger = Ledger::at(&dir.path().join("s1"));
-        assert!(ledger.calls("a1").is_empty());
-        ledger.add_call("a1", Deed::Wait);
-        ledger.add_call("a1", Deed::Read(State::Comms));
-        assert_eq!(ledger.calls("a1"), [Deed::Wait, Deed::Read(State::Comms)]);
-        assert!(ledger.calls("a2").is_empty());
+        assert!(ledger.looks("a1").is_empty());
+        let a = Look {
+            call: 1,
+            result: u64::MAX,
+            at_ms: 1_700_000_000_000,
+            reads: Some(State::Comms),
+            is_look: true,
+            progress: false,
+        };
+        let b = Look {
+            reads: None,
+            is_look: false,
+            progress: true,
+            ..a
+        };
+        ledger.add_look("a1", &a);
+        ledger.add_look("a1", &b);
+        assert_eq!(ledger.looks("a1"), [a, b]);
+        assert!(ledger.looks("a2").is_empty());
         // An id that is not one Claude Code gives names no file.
-        ledger.add_call("../x", Deed::Wait);
-        assert!(ledger.calls("../x").is_empty());
+        ledger.add_look("../x", &a);
+        assert!(ledger.looks("../x").is_empty());
+        ledger.saw_loop("a1", &[State::Logs]);
+        ledger.saw_loop("a1", &[State::Logs]);
+        assert_eq!(
+            seen_loops(dir.path()),
+            [("s1".to_owned(), "a1".to_owned(), vec![State::Logs])]
+        );
         assert_eq!(ledger.stopped("a1"), None);
         ledger.stop("a1", "stop now");
         assert_eq!(ledger.stopped("a1").as_deref(), Some("stop now"));

@@ -1,14 +1,17 @@
 //! The poller guard (`maestro hook --replace-pollers`): a subagent is judged by what it
 //! does and by who launched it, not by the words of its prompt.
 //!
-//! Every `PreToolUse` a subagent makes carries its `agent_id`; the guard keeps its calls
-//! in the session's [`ledger`] and, when they form a poll loop over the orchestration's
-//! state ([`deeds::polls`]), stops it: that call and every later one is refused with a
-//! reason telling it to end and hand its caller the maestro command that does its duty
+//! Every `PostToolUse` carries what the call did (`tool_response`, `duration_ms`); the
+//! guard keeps it as a look in the session's [`ledger`], per subagent (`agent_id`). At
+//! a `PreToolUse` that closes a poll loop over the orchestration's state (the loop rule,
+//! [`loops::closes_loop`]: the same look, the same result, time passing, no progress) the
+//! subagent is stopped: that call and every later one is refused with a reason telling
+//! it to end and hand its caller the maestro command that does its duty
 //! ([`replace::stop_in_loop`]). The command is then allowed to run in that session
 //! without a permission prompt, and the prompt that looped is refused at its next
-//! launch. A launch is otherwise refused only where words are certain
-//! ([`replace::refusal`]).
+//! launch. A loop maestro has no replacement for, or the main session's own, is only
+//! remembered as seen (`doctor` reports it). A launch is otherwise refused only where
+//! words are certain ([`replace::refusal`]).
 
 pub mod ledger;
 
@@ -16,8 +19,8 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::core::hooks::deeds;
 use crate::core::hooks::replace::{self, Refusal, Replaced, Stage};
+use crate::core::sessions::loops;
 use ledger::{Caught, Ledger};
 
 /// What the hook answers Claude Code.
@@ -56,6 +59,35 @@ pub struct Lookups<'a> {
     pub root: &'a Path,
     pub ledger: Option<&'a Ledger>,
     pub context: &'a WithContext<'a>,
+    /// Now, in ms since the epoch.
+    pub now_ms: i64,
+}
+
+/// The ledger's name for the calls of the session itself (not a subagent's).
+const MAIN: &str = "main";
+
+/// After a call ran (`PostToolUse`): what it did, kept as the caller's latest look.
+pub fn remember(event: &Value, look: &Lookups<'_>) {
+    let text = |k: &str| event.get(k).and_then(Value::as_str);
+    if text("hook_event_name") != Some("PostToolUse") {
+        return;
+    }
+    let (Some(ledger), Some(tool)) = (look.ledger, text("tool_name")) else {
+        return;
+    };
+    let agent = text("agent_id").filter(|a| !a.is_empty()).unwrap_or(MAIN);
+    let duration = event
+        .get("duration_ms")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let input = event.get("tool_input").unwrap_or(&Value::Null);
+    let response = event.get("tool_response").unwrap_or(&Value::Null);
+    let earlier = ledger.looks(agent);
+    let at = look.now_ms - duration.clamp(0, 24 * 3600 * 1000);
+    ledger.add_look(
+        agent,
+        &loops::look(tool, input, response, at, look.root, &earlier),
+    );
 }
 
 /// The guard's verdict on a hook event, `None` when it lets the call go on as usual.
@@ -68,6 +100,17 @@ pub fn judge(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
     let input = event.get("tool_input").unwrap_or(&Value::Null);
     if let Some(agent) = text("agent_id").filter(|a| !a.is_empty()) {
         return in_subagent(event, agent, tool, input, look);
+    }
+    if let Some(ledger) = look.ledger
+        && let Some(states) = loops::closes_loop(
+            &ledger.looks(MAIN),
+            loops::call_hash(tool, input),
+            look.now_ms,
+        )
+        && !states.is_empty()
+    {
+        // The session's own loop: seen, never stopped (its model is the operator's).
+        ledger.saw_loop(MAIN, &states);
     }
     match tool {
         "Bash" => {
@@ -138,18 +181,18 @@ fn in_subagent(
             replaced: None,
         });
     }
-    let deed = deeds::of_call(tool, input, look.root);
-    let history = ledger.calls(agent);
-    ledger.add_call(agent, deed);
-    if !deeds::polls(&history, deed) {
+    let history = ledger.looks(agent);
+    let states = loops::closes_loop(&history, loops::call_hash(tool, input), look.now_ms)?;
+    if states.is_empty() {
         return None;
     }
-    let mut all = history;
-    all.push(deed);
-    let states = deeds::states_read(&all);
     let prompt = subagent_prompt(event, agent);
-    let refusal =
-        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))?;
+    let Some(refusal) =
+        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))
+    else {
+        ledger.saw_loop(agent, &states);
+        return None;
+    };
     ledger.stop(agent, &refusal.reason);
     if let Some(command) = &refusal.replaced.command {
         ledger.allow(command);

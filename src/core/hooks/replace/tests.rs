@@ -52,7 +52,7 @@ fn a_musicians_watcher_is_never_refused_for_its_words() {
 
 #[test]
 fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
-    use crate::core::hooks::deeds::State;
+    use crate::core::sessions::deeds::State;
     let r = with(Some("task-03"), false, |ctx| {
         stop_in_loop(
             &[State::Comms],
@@ -65,10 +65,10 @@ fn a_loop_is_stopped_with_the_command_of_the_sessions_role() {
     assert_eq!(r.replaced.at, Some(Stage::Loop));
     assert_eq!(
         r.replaced.command.as_deref(),
-        Some("maestro musician watch task-03")
+        Some("maestro musician watch task-03 --join")
     );
     assert!(
-        r.reason.contains("`maestro musician watch task-03`"),
+        r.reason.contains("`maestro musician watch task-03 --join`"),
         "{}",
         r.reason
     );
@@ -227,12 +227,15 @@ fn a_session_in_a_subfolder_is_given_the_project() {
         session_task: task.as_ref(),
         reporting: &|| false,
     };
-    let states = [crate::core::hooks::deeds::State::Comms];
+    let states = [crate::core::sessions::deeds::State::Comms];
     let r = stop_in_loop(&states, None, &ctx).expect("stopped");
     let words = shlex::split(r.replaced.command.as_deref().expect("command")).expect("words");
-    assert_eq!(words[..4], ["maestro", "musician", "watch", "task-03"]);
-    assert_eq!(words[4], "--project");
-    assert_eq!(std::path::Path::new(&words[5]), project.root);
+    assert_eq!(
+        words[..5],
+        ["maestro", "musician", "watch", "task-03", "--join"]
+    );
+    assert_eq!(words[5], "--project");
+    assert_eq!(std::path::Path::new(&words[6]), project.root);
 }
 
 #[test]
@@ -255,6 +258,14 @@ fn the_session_task_is_read_from_the_first_prompt() {
         Some("task-00")
     );
     assert_eq!(task_of_prompt("fix the bug in task-03"), None);
+    // A path that holds a role's name is no launch of that role.
+    for ordinary in [
+        "Fix the flaky test in src/conductor/plan.rs",
+        "Update skills/musician/SKILL.md with the notes from task-03",
+        "read skills/souffleur/README.md",
+    ] {
+        assert_eq!(task_of_prompt(ordinary), None, "{ordinary}");
+    }
 }
 
 /// A hook never waits long: with another process holding comms.db exclusively, the

@@ -1,0 +1,226 @@
+//! What one tool call shows of the orchestration's state, as far as a poll loop is
+//! concerned: which part it reads (picking the maestro command to name), whether it is a
+//! look at all (it returns something, or reads state), and whether it is progress (an
+//! edit). The loop itself is judged by [`crate::core::hooks::looks`] from what the calls
+//! did over time, never from how a wait is spelled.
+//!
+//! The orchestration's state is `comms.db` (any SQL naming its tables, a `sqlite3` on a
+//! database, an MCP tool whose query or result holds its rows, a script that prints its
+//! rows), the progress logs in `temp/`, and a process probed with `kill -0` or `ps -p`.
+//! A write (a heartbeat `UPDATE`, a Musician's own log line) is not a read.
+
+use std::path::Path;
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+/// Which part of the orchestration's state a call reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// `comms.db`: tasks, heartbeats, messages.
+    Comms,
+    /// The progress logs under `temp/`.
+    Logs,
+    /// Whether a process is alive (`kill -0 PID`, `ps -p PID`).
+    Pid,
+}
+
+impl State {
+    /// One letter, as the guard's ledger keeps it.
+    pub fn letter(self) -> char {
+        match self {
+            Self::Comms => 'c',
+            Self::Logs => 'l',
+            Self::Pid => 'p',
+        }
+    }
+
+    pub fn from_letter(letter: char) -> Option<Self> {
+        match letter {
+            'c' => Some(Self::Comms),
+            'l' => Some(Self::Logs),
+            'p' => Some(Self::Pid),
+            _ => None,
+        }
+    }
+}
+
+/// The orchestration's database, by file or by table, in any case.
+static COMMS: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)comms\.db\b|\borchestration_(tasks|messages)\b|\bsqlite3?\b.*\.db\b")
+        .expect("static regex")
+});
+/// SQL that only writes (a heartbeat refreshed): no `SELECT`, no dot-command that reads.
+static SQL_WRITE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\b(update|insert|delete|replace)\b").expect("static regex"));
+static SQL_READ: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?i)\bselect\b|\.(dump|tables|schema)\b").expect("static regex"));
+/// The project's `temp/` folder as a word of a shell line: `temp/x`, `./temp`, `"temp/x"`,
+/// `cd temp`, `ls temp` (never `contemp/`, never `src/temp.rs`).
+static TEMP: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r#"(?:^|[\s'"=;&|(]|\./)temp(?:/|$|[\s'";&|)])"#).expect("static regex")
+});
+/// A redirection into `temp/`: a log line written, not read.
+static INTO_TEMP: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r#">>?\s*['"]?(?:\S*/)?temp/"#).expect("static regex"));
+static PROBE: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\bkill\s+-0\s|\bps\s+(-\w+\s+)*-p\s").expect("static regex"));
+/// The orchestration's rows in a result: a task id beside a state of its schema, or its
+/// tables' names.
+static ROW_TASK: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"\btask-\d{2,4}\b").expect("static regex"));
+static ROW_STATE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\b(watching|reviewing|exit_requested|working|needs_review|review_approved|review_failed|fix_proposed|context_recovery|confirmed|instruction|heartbeat|orchestration_(tasks|messages))\b")
+        .expect("static regex")
+});
+
+/// The part of the state a call reads, judged from the call (`tool_name`, `tool_input`)
+/// in the project at `root`.
+pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
+    let text = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or_default();
+    match tool {
+        "Bash" => of_shell(text("command")),
+        "Read" | "Grep" | "Glob" => ["file_path", "path", "pattern", "glob"]
+            .into_iter()
+            .find_map(|k| of_path(text(k), root)),
+        _ if tool.starts_with("mcp__") => {
+            let sql = input.to_string();
+            (COMMS.is_match(&sql) || tool.to_ascii_lowercase().contains("comms"))
+                .then_some(State::Comms)
+        }
+        _ => None,
+    }
+}
+
+/// The part of the state a call's result shows: the orchestration's rows (what a helper
+/// script, a copy of comms.db or an MCP server of any name prints).
+pub fn shows(result: &str) -> Option<State> {
+    (ROW_TASK.is_match(result) && ROW_STATE.is_match(result)).then_some(State::Comms)
+}
+
+/// A call that changes the project's files: progress, whatever came before.
+pub fn is_edit(tool: &str) -> bool {
+    matches!(tool, "Edit" | "Write" | "MultiEdit" | "NotebookEdit")
+}
+
+fn of_shell(command: &str) -> Option<State> {
+    if COMMS.is_match(command) && (SQL_READ.is_match(command) || !SQL_WRITE.is_match(command)) {
+        Some(State::Comms)
+    } else if TEMP.is_match(command) && !INTO_TEMP.is_match(command) {
+        Some(State::Logs)
+    } else if PROBE.is_match(command) {
+        Some(State::Pid)
+    } else {
+        None
+    }
+}
+
+fn of_path(path: &str, root: &Path) -> Option<State> {
+    if path.is_empty() {
+        return None;
+    }
+    let path = Path::new(path);
+    let inside = if path.is_absolute() {
+        path.strip_prefix(root).ok()?
+    } else {
+        path.strip_prefix("./").unwrap_or(path)
+    };
+    if inside.starts_with("temp") {
+        Some(State::Logs)
+    } else if inside == Path::new("comms.db") {
+        Some(State::Comms)
+    } else {
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bash(command: &str) -> Option<State> {
+        reads("Bash", &json!({ "command": command }), Path::new("/p"))
+    }
+
+    #[test]
+    fn what_a_call_reads_whatever_its_spelling() {
+        use State::{Comms, Logs, Pid};
+        for comms in [
+            "sqlite3 comms.db \"SELECT state FROM orchestration_tasks\"",
+            "sleep 10; sqlite3 ../comms.db 'select 1'",
+            "SELECT STATE FROM ORCHESTRATION_TASKS",
+            "sqlite3 /tmp/copy.db 'select * from t'",
+            "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = 1; SELECT message FROM orchestration_messages\"",
+        ] {
+            assert_eq!(bash(comms), Some(Comms), "{comms}");
+        }
+        for logs in [
+            "tail -n 20 temp/task-03-status",
+            "cd temp && tail -n 5 task-03-status",
+            "ls temp",
+            "tail \"temp/task-03-status\"",
+            "cat ./temp/x",
+        ] {
+            assert_eq!(bash(logs), Some(Logs), "{logs}");
+        }
+        assert_eq!(bash("kill -0 4242"), Some(Pid));
+        assert_eq!(bash("ps -p 4242"), Some(Pid));
+        // Writes are not reads: a heartbeat refreshed, a Musician's own log line.
+        assert_eq!(
+            bash(
+                "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now')\""
+            ),
+            None
+        );
+        assert_eq!(bash("echo 'step 2 done' >> temp/task-03-status"), None);
+        for other in [
+            "cargo test",
+            "grep -rn sleep src/",
+            "cat contemp/x",
+            "cat src/temp.rs",
+        ] {
+            assert_eq!(bash(other), None, "{other}");
+        }
+        let tool = |name: &str, input: Value| reads(name, &input, Path::new("/p"));
+        assert_eq!(tool("Read", json!({"file_path": "/p/temp/t"})), Some(Logs));
+        assert_eq!(tool("Read", json!({"file_path": "./temp/t"})), Some(Logs));
+        assert_eq!(tool("Glob", json!({"pattern": "temp/*"})), Some(Logs));
+        assert_eq!(
+            tool("Grep", json!({"pattern": "x", "path": "temp"})),
+            Some(Logs)
+        );
+        assert_eq!(tool("Read", json!({"file_path": "/p/src/temp.rs"})), None);
+        assert_eq!(
+            tool("Read", json!({"file_path": "/elsewhere/temp/x"})),
+            None
+        );
+        assert_eq!(
+            tool("mcp__comms-link__query", json!({"sql": "x"})),
+            Some(Comms)
+        );
+        assert_eq!(
+            tool(
+                "mcp__sqlite__read_query",
+                json!({"query": "select * from orchestration_messages"})
+            ),
+            Some(Comms)
+        );
+        assert_eq!(tool("mcp__github__search", json!({"q": "x"})), None);
+    }
+
+    #[test]
+    fn a_result_holding_the_orchestrations_rows_shows_its_state() {
+        assert_eq!(
+            shows("task-03|working|2026-11-27 10:00:00"),
+            Some(State::Comms)
+        );
+        assert_eq!(
+            shows("7|task-00|instruction|rebase on main"),
+            Some(State::Comms)
+        );
+        assert_eq!(shows("test result: ok. 3 passed"), None);
+        assert_eq!(shows("see task-03 for details"), None);
+    }
+}

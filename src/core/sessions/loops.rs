@@ -1,0 +1,156 @@
+//! The loop rule: a session (or subagent) polls when it looks at the same thing again
+//! and again and sees nothing new, with time passing and no progress between. One rule,
+//! read from the hooks as calls happen (the guard) and from transcripts afterwards
+//! (`maestro usage`).
+//!
+//! - *The same thing*: the same call, its input normalised (runs of whitespace; a Bash
+//!   call's `description` aside, which a model rewrites each time).
+//! - *Nothing new*: the same result (timestamps and durations aside, which change on
+//!   every run of any command).
+//! - *Time passing*: measured, between the first of the looks and the last, whatever
+//!   spelled the wait (a `sleep`, a `read -t`, a script's own sleep, or only the model's
+//!   turns).
+//! - *Progress*: an edit (Edit, Write, …), or a look whose result changed.
+//!
+//! A look is a call that returns something or reads the orchestration's state (a `sleep`
+//! or a heartbeat `UPDATE` looks at nothing). Which part of the state the loop's calls
+//! read ([`deeds`]) decides which maestro command replaces it; a loop that reads none of
+//! it is no poller of the orchestration and is left alone.
+
+use std::sync::LazyLock;
+
+use regex::Regex;
+use serde_json::Value;
+
+use crate::core::sessions::deeds::{self, State};
+
+/// How many times the same look is made before the loop is seen: the third look with
+/// the same result, i.e. within three cycles.
+pub const SAME_LOOKS: usize = 3;
+/// The least time between the first of those looks and the last: a call repeated at once
+/// (a retry) is not a poll.
+pub const MIN_SPAN_MS: i64 = 200;
+
+/// One call as the rule remembers it, once it ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Look {
+    /// The normalised call's hash.
+    pub call: u64,
+    /// The normalised result's hash.
+    pub result: u64,
+    /// When the call started, in ms since the epoch.
+    pub at_ms: i64,
+    /// The part of the orchestration's state it read (by its input or its result).
+    pub reads: Option<State>,
+    /// It returned something or read the state.
+    pub is_look: bool,
+    /// It changed something: an edit, or a look whose result changed.
+    pub progress: bool,
+}
+
+/// The normalised call's hash.
+pub fn call_hash(tool: &str, input: &Value) -> u64 {
+    let command = input.get("command").and_then(Value::as_str);
+    let text = if let ("Bash", Some(command)) = (tool, command) {
+        loose(command)
+    } else {
+        let mut input = input.clone();
+        if let Some(map) = input.as_object_mut() {
+            map.remove("description");
+        }
+        loose(&input.to_string())
+    };
+    crate::core::paths::fnv1a(format!("{tool}\u{0}{text}").as_bytes())
+}
+
+/// A call's result as text: a Bash call's stdout and stderr, else the response itself.
+pub fn result_text(response: &Value) -> String {
+    match response {
+        Value::String(s) => s.clone(),
+        Value::Object(map) if map.contains_key("stdout") || map.contains_key("stderr") => {
+            let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
+            format!("{}\u{0}{}", text("stdout"), text("stderr"))
+        }
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// Timestamps, times of day and durations: what differs between two runs of any command.
+static CHANGES_ANYWAY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?|\b\d{1,2}:\d{2}:\d{2}\b|\b\d+(\.\d+)?\s?(ms|s)\b")
+        .expect("static regex")
+});
+
+/// The look a call made: its call, its result, and what it read or changed, after
+/// `earlier` (the same agent's looks so far, for whether its result changed).
+pub fn look(
+    tool: &str,
+    input: &Value,
+    response: &Value,
+    at_ms: i64,
+    root: &std::path::Path,
+    earlier: &[Look],
+) -> Look {
+    let call = call_hash(tool, input);
+    let text = result_text(response);
+    let result =
+        crate::core::paths::fnv1a(loose(&CHANGES_ANYWAY.replace_all(&text, "#")).as_bytes());
+    let reads = deeds::reads(tool, input, root).or_else(|| deeds::shows(&text));
+    let is_look = reads.is_some() || !text.trim_matches(['\0', ' ', '\n']).is_empty();
+    let changed = earlier
+        .iter()
+        .rev()
+        .find(|l| l.call == call)
+        .is_some_and(|l| l.result != result);
+    Look {
+        call,
+        result,
+        at_ms,
+        reads,
+        is_look,
+        progress: deeds::is_edit(tool) || changed,
+    }
+}
+
+/// Whether the call `call`, about to be made at `now_ms` after `history` (oldest first),
+/// closes a poll loop: the parts of the state the loop's calls read (empty: a loop over
+/// nothing of the orchestration's), or `None` when it is no loop.
+pub fn closes_loop(history: &[Look], call: u64, now_ms: i64) -> Option<Vec<State>> {
+    let since = history
+        .iter()
+        .rposition(|l| l.progress)
+        .map_or(0, |i| i + 1);
+    let recent = &history[since..];
+    let same: Vec<&Look> = recent.iter().filter(|l| l.call == call).collect();
+    let before = same.get(same.len().checked_sub(SAME_LOOKS - 1)?..)?;
+    let first = before.first()?;
+    let seen_nothing_new = before.iter().all(|l| l.is_look && l.result == first.result);
+    (seen_nothing_new && now_ms - first.at_ms >= MIN_SPAN_MS).then_some(())?;
+    let mut states = Vec::new();
+    for s in recent.iter().filter_map(|l| l.reads) {
+        if !states.contains(&s) {
+            states.push(s);
+        }
+    }
+    Some(states)
+}
+
+/// Whether a finished run of looks (a transcript) held a poll loop over the
+/// orchestration's state: the parts of the state it read.
+pub fn loop_in(looks: &[Look]) -> Option<Vec<State>> {
+    (0..looks.len()).find_map(|i| {
+        closes_loop(&looks[..i], looks[i].call, looks[i].at_ms).filter(|s| !s.is_empty())
+    })
+}
+
+/// Lower case, runs of whitespace as one space.
+fn loose(text: &str) -> String {
+    text.split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .to_lowercase()
+}
+
+#[cfg(test)]
+mod tests;

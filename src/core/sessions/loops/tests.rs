@@ -1,0 +1,277 @@
+//! The loop rule on the cases: pollers in every spelling are seen within three
+//! cycles; ordinary work, however it talks and whatever it touches, runs to its end.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::*;
+
+/// One call: tool, input, result, and the seconds since the start it began at.
+type Call = (&'static str, Value, Value, f64);
+
+fn bash(command: &str, stdout: &str, at_s: f64) -> Call {
+    (
+        "Bash",
+        json!({"command": command, "description": format!("step at {at_s}")}),
+        json!({"stdout": stdout, "stderr": "", "interrupted": false}),
+        at_s,
+    )
+}
+
+/// The guard's view of `calls`, in order: the index of the call it stops and the state
+/// the loop read, or `None` when every call runs.
+fn stopped_at(calls: &[Call]) -> Option<(usize, Vec<State>)> {
+    let mut history = Vec::new();
+    for (i, (tool, input, response, at_s)) in calls.iter().enumerate() {
+        let at_ms = (*at_s * 1000.0) as i64;
+        if let Some(states) = closes_loop(&history, call_hash(tool, input), at_ms)
+            && !states.is_empty()
+        {
+            return Some((i, states));
+        }
+        history.push(look(
+            tool,
+            input,
+            response,
+            at_ms,
+            Path::new("/p"),
+            &history,
+        ));
+    }
+    None
+}
+
+/// `cycles` rounds of `each`, a cycle every `period` seconds.
+fn cycles(each: &[(&str, &str)], period: f64, rounds: usize) -> Vec<Call> {
+    let mut out = Vec::new();
+    for r in 0..rounds {
+        for (j, (command, stdout)) in each.iter().enumerate() {
+            out.push(bash(command, stdout, r as f64 * period + j as f64 * 0.1));
+        }
+    }
+    out
+}
+
+#[test]
+fn pollers_in_any_spelling_are_stopped_within_three_cycles() {
+    let read = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03' AND id > 7\"";
+    let loops: Vec<(&str, Vec<(&str, &str)>)> = vec![
+        ("textbook", vec![("sleep 5", ""), (read, "")]),
+        ("/bin/sleep", vec![("/bin/sleep 5", ""), (read, "")]),
+        ("sleep $T", vec![("sleep $T", ""), (read, "")]),
+        ("quoted", vec![("sleep \"5\"", ""), (read, "")]),
+        (
+            "read -t",
+            vec![("read -t 5 < /dev/zero || true", ""), (read, "")],
+        ),
+        (
+            "python",
+            vec![("python3 -c 'import time; time.sleep(5)'", ""), (read, "")],
+        ),
+        (
+            "one call",
+            vec![(
+                "sleep 5; sqlite3 comms.db 'SELECT state FROM orchestration_tasks'",
+                "working",
+            )],
+        ),
+        (
+            "helper script",
+            vec![(
+                "sleep 1; python3 check_msgs.py",
+                "task-03|working|no new message",
+            )],
+        ),
+        (
+            "uppercase",
+            vec![("SLEEP 1; SELECT STATE FROM ORCHESTRATION_TASKS", "")],
+        ),
+        ("no wait", vec![(read, "")]),
+        (
+            "logs",
+            vec![("cd temp && tail -n 5 task-03-status", "step 2 started")],
+        ),
+        ("ls temp", vec![("ls temp", "task-03-status")]),
+        ("pid", vec![("ps -p 4242 -o pid=", "4242")]),
+        (
+            "copy",
+            vec![(
+                "cp comms.db /tmp/c.db && sqlite3 /tmp/c.db 'select * from orchestration_tasks'",
+                "",
+            )],
+        ),
+        (
+            "background output",
+            vec![("cat /tmp/poll.out", "task-03|needs_review")],
+        ),
+        (
+            "other calls between",
+            vec![
+                ("sleep 5", ""),
+                ("echo checking", "checking"),
+                ("date +%s", "#"),
+                ("pwd", "/p"),
+                (read, ""),
+            ],
+        ),
+    ];
+    for (name, each) in loops {
+        let calls = cycles(&each, 5.0, 6);
+        let (at, states) = stopped_at(&calls).unwrap_or_else(|| panic!("{name}: never stopped"));
+        assert!(
+            at < 3 * each.len(),
+            "{name}: stopped at call {at}, after three cycles"
+        );
+        assert!(!states.is_empty(), "{name}");
+    }
+    // An MCP server of any name whose results are the orchestration's rows.
+    let mcp = |at_s: f64| -> Call {
+        (
+            "mcp__sqlite__read_query",
+            json!({"query": "select * from t"}),
+            json!([{"task_id": "task-03", "state": "working"}]),
+            at_s,
+        )
+    };
+    let calls: Vec<Call> = (0..5).map(|i| mcp(f64::from(i) * 3.0)).collect();
+    assert_eq!(stopped_at(&calls).map(|(i, _)| i), Some(2));
+    // The Sentinel's reads with the Read and Glob tools.
+    let read_log = |at_s: f64| -> Call {
+        (
+            "Read",
+            json!({"file_path": "./temp/task-03-status"}),
+            json!("step 2 started"),
+            at_s,
+        )
+    };
+    let calls: Vec<Call> = (0..5).map(|i| read_log(f64::from(i) * 3.0)).collect();
+    assert_eq!(stopped_at(&calls), Some((2, vec![State::Logs])));
+}
+
+#[test]
+fn ordinary_work_runs_to_its_end() {
+    let count = "sleep 1; sqlite3 comms.db 'select count(*) from orchestration_messages'";
+    let cases: Vec<(&str, Vec<Call>)> = vec![
+        (
+            "a Musician's subagent: an edit, then the same check twice",
+            vec![
+                (
+                    "Edit",
+                    json!({"file_path": "src/app.rs", "old_string": "a", "new_string": "b"}),
+                    json!("ok"),
+                    0.0,
+                ),
+                bash(count, "4", 1.0),
+                bash(count, "4", 3.0),
+            ],
+        ),
+        (
+            "a build wait that refreshes the heartbeat between waits",
+            vec![
+                bash("cargo build --release > /tmp/build.log 2>&1 &", "", 0.0),
+                bash("sleep 30", "", 0.1),
+                bash(
+                    "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
+                    "",
+                    30.1,
+                ),
+                bash("sleep 30", "", 30.2),
+                bash(
+                    "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
+                    "",
+                    60.2,
+                ),
+                bash("sleep 30", "", 60.3),
+                bash("tail -n 3 /tmp/build.log", "Finished release", 90.3),
+            ],
+        ),
+        (
+            "a migration",
+            vec![
+                bash(
+                    "sqlite3 comms.db .schema",
+                    "CREATE TABLE orchestration_tasks (task_id TEXT)",
+                    0.0,
+                ),
+                (
+                    "Write",
+                    json!({"file_path": "migrations/2.sql", "content": "ALTER TABLE x"}),
+                    json!("ok"),
+                    1.0,
+                ),
+                bash("sqlite3 comms.db < migrations/2.sql", "", 2.0),
+                bash("./restart.sh & sleep 3", "", 3.0),
+                bash(
+                    "sqlite3 comms.db 'EXPLAIN QUERY PLAN SELECT * FROM orchestration_tasks'",
+                    "SCAN orchestration_tasks",
+                    7.0,
+                ),
+            ],
+        ),
+        (
+            "a Conductor's review of progress",
+            vec![
+                bash("cat temp/task-03-status", "step 4 done", 0.0),
+                bash("sleep 1 && echo ci-green", "ci-green", 1.0),
+                bash("cat temp/task-03-status", "step 4 done", 3.0),
+            ],
+        ),
+        (
+            "a flaky test run again and again (no orchestration state)",
+            (0..6)
+                .map(|i| {
+                    bash(
+                        "cargo test flaky",
+                        "test result: ok. 1 passed; finished in 0.52s",
+                        f64::from(i) * 20.0,
+                    )
+                })
+                .collect(),
+        ),
+        (
+            "a log read again while it grows",
+            (0..6)
+                .map(|i| -> Call {
+                    (
+                        "Read",
+                        json!({"file_path": "/p/temp/task-03-status"}),
+                        json!(format!("step {i} done")),
+                        f64::from(i) * 10.0,
+                    )
+                })
+                .collect(),
+        ),
+    ];
+    for (name, calls) in cases {
+        assert_eq!(stopped_at(&calls), None, "{name}");
+    }
+}
+
+#[test]
+fn the_same_look_at_once_is_a_retry_not_a_poll() {
+    let read = "sqlite3 comms.db 'select state from orchestration_tasks'";
+    let calls: Vec<Call> = (0..3)
+        .map(|i| bash(read, "working", f64::from(i) * 0.05))
+        .collect();
+    assert_eq!(stopped_at(&calls), None);
+}
+
+#[test]
+fn a_transcripts_loop_is_found_after_the_fact() {
+    let read = "sqlite3 comms.db 'select state from orchestration_tasks'";
+    let looks: Vec<Look> = (0..4).fold(Vec::new(), |mut acc, i| {
+        let l = look(
+            "Bash",
+            &json!({"command": read}),
+            &json!({"stdout": "working"}),
+            i * 5000,
+            Path::new("/p"),
+            &acc,
+        );
+        acc.push(l);
+        acc
+    });
+    assert_eq!(loop_in(&looks), Some(vec![State::Comms]));
+    assert_eq!(loop_in(&looks[..2]), None);
+}
