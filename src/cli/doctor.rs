@@ -228,6 +228,9 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     if let (Ok(s), Some(sessions)) = (settings, &sessions) {
         pollers(project, s, sessions, &mut add);
     }
+    if let Some(loops) = crate::cli::doctor_loops::seen_loops(&project.root) {
+        add(Level::Warning, "loops", loops);
+    }
     // As the dashboard: a database this user may only read is watched, read-only.
     if project.db.is_file() && !crate::core::schema::writable(&project.db) {
         add(

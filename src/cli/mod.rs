@@ -9,6 +9,7 @@ mod conductor_watch;
 pub mod dashboard;
 pub mod demo;
 pub mod doctor;
+mod doctor_loops;
 pub mod error;
 pub mod headless;
 pub mod hooks;

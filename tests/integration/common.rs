@@ -402,6 +402,15 @@ pub fn assert_success(out: &std::process::Output) {
     );
 }
 
+/// Waits until `ok` holds, looking every 50 ms, failing after [`DEADLINE`].
+pub fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Every file below `dir`.
 pub fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();

@@ -25,6 +25,7 @@ mod journal_faults;
 mod kitty;
 mod layout_sizes;
 mod limits;
+mod loops;
 mod many;
 mod metrics;
 mod musician;

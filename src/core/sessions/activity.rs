@@ -80,20 +80,8 @@ impl Activity {
         if std::mem::take(&mut self.api_error) {
             self.last_error = None;
         }
-        match content {
-            Content::Calls(calls) => {
-                for c in calls {
-                    self.call(c.id, c.name, first_argument(c.arguments), at);
-                }
-            }
-            Content::Raw(raw) => {
-                if let Some(raw) = raw.filter(|c| c.contains("\"tool_use\"")) {
-                    let calls = calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw));
-                    for (id, name, argument) in calls {
-                        self.call(id.as_deref(), name.as_deref(), argument, at);
-                    }
-                }
-            }
+        for (id, name, argument) in calls_of(content) {
+            self.call(id.as_deref(), name.as_deref(), argument, at);
         }
         if stop_reason == Some("end_turn") {
             self.state = "idle";
@@ -250,7 +238,24 @@ fn arguments_parsed(input: &str) -> Option<[Option<&str>; ARGUMENT_KEYS.len()]> 
 }
 
 /// A call as the response holds it: its id, its tool and its main argument.
-type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
+pub type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
+
+/// The tool calls of a response's content, skimmed where the walk can, parsed otherwise.
+pub fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
+    match content {
+        Content::Calls(calls) => calls
+            .iter()
+            .map(|c| {
+                let argument = first_argument(c.arguments);
+                (c.id.map(Cow::Borrowed), c.name.map(Cow::Borrowed), argument)
+            })
+            .collect(),
+        Content::Raw(Some(raw)) if raw.contains("\"tool_use\"") => {
+            calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw))
+        }
+        Content::Raw(_) => Vec::new(),
+    }
+}
 
 /// The tool calls of a response's content, read without parsing it; `None` when the
 /// walk cannot read it (`skim::tool_calls`).

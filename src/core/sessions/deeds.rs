@@ -1,7 +1,7 @@
 //! What one tool call shows of the orchestration's state, as far as a poll loop is
 //! concerned: which part it reads (picking the maestro command to name), whether it is a
 //! look at all (it returns something, or reads state), and whether it is progress (an
-//! edit). The loop itself is judged by [`crate::core::hooks::looks`] from what the calls
+//! edit). The loop itself is judged by the loop rule (`sessions::loops`) from what the calls
 //! did over time, never from how a wait is spelled.
 //!
 //! The orchestration's state is `comms.db` (any SQL naming its tables, a `sqlite3` on a
@@ -152,7 +152,7 @@ mod tests {
             "sleep 10; sqlite3 ../comms.db 'select 1'",
             "SELECT STATE FROM ORCHESTRATION_TASKS",
             "sqlite3 /tmp/copy.db 'select * from t'",
-            "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = 1; SELECT message FROM orchestration_messages\"",
+            "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = 1; SELECT message FROM orchestration_messages\"",
         ] {
             assert_eq!(bash(comms), Some(Comms), "{comms}");
         }
@@ -170,7 +170,7 @@ mod tests {
         // Writes are not reads: a heartbeat refreshed, a Musician's own log line.
         assert_eq!(
             bash(
-                "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now')\""
+                "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now')\""
             ),
             None
         );

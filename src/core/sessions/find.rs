@@ -187,7 +187,7 @@ pub fn launch_task(prompt: &str) -> Option<String> {
 /// The task a prompt's launch command names: `/musician task-NN` (also as Claude Code
 /// expands a slash command), `/conductor` (task-00), `/souffleur`; none for other words.
 /// The command is a word of its own (at the start, after a space or as the expansion's
-/// `<command-name>`): `src/conductor/plan.rs` or `skills/musician/SKILL.md` name no role.
+/// `<command-name>`): a path through a `conductor` or `musician` folder names no role.
 pub fn task_by_command(prompt: &str) -> Option<String> {
     static MUSICIAN: LazyLock<Regex> = LazyLock::new(|| {
         Regex::new(r"(?:^|[\s>])/musician(?:</command-name>)?\s*(?:<command-args>)?\s*(task-\d+(?:-fix|-S\d+)?)\b")

@@ -11,6 +11,7 @@ pub mod deeds;
 pub mod figures;
 pub mod find;
 pub mod follow;
+pub mod loop_watch;
 pub mod loops;
 pub mod pollers;
 pub mod prices;

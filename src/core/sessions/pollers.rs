@@ -230,7 +230,9 @@ pub struct PollerFigures {
     pub last_activity: Option<String>,
 }
 
-/// The pollers among a session's subagents, in the order their files were read.
+/// The pollers among a session's subagents, in the order their files were read: those
+/// whose own calls formed a poll loop over the orchestration's state (the loop rule,
+/// read from their transcripts), never a subagent for its prompt's words.
 pub fn pollers_of(
     agents: &[&crate::core::sessions::tally::Tally],
     task: Option<&TaskId>,
@@ -238,12 +240,7 @@ pub fn pollers_of(
     agents
         .iter()
         .filter_map(|a| {
-            let role = recognise(&Launch {
-                prompt: a.agent_prompt.as_deref()?,
-                background: None,
-                session_task: task,
-            })?
-            .role();
+            let role = role_of_loop(a.loops.found()?, task);
             Some(PollerFigures {
                 role: role.to_owned(),
                 agent: a.agent_id.clone(),
@@ -257,6 +254,27 @@ pub fn pollers_of(
             })
         })
         .collect()
+}
+
+/// The role a loop plays, by what it read and whose session ran it: the Conductor's
+/// reads of the logs are the Sentinel's, its reads of the database its message-watcher;
+/// a Musician's (or an untied session's) reads of the database a Musician's watcher; a
+/// probe of a process the Souffleur's watcher.
+pub fn role_of_loop(
+    states: &[crate::core::sessions::deeds::State],
+    task: Option<&TaskId>,
+) -> &'static str {
+    use crate::core::sessions::deeds::State;
+    let conductor = task.is_some_and(TaskId::is_conductor);
+    if states.contains(&State::Logs) && (conductor || !states.contains(&State::Comms)) {
+        SENTINEL
+    } else if task.is_some_and(TaskId::is_souffleur) || states == [State::Pid] {
+        SOUFFLEUR_WATCHER
+    } else if conductor {
+        CONDUCTOR_WATCHER
+    } else {
+        MUSICIAN_WATCHER
+    }
 }
 
 #[cfg(test)]

@@ -121,6 +121,8 @@ pub struct Tally {
     pub skipped_lines: u64,
     /// What the main chain is doing as of its last line.
     pub activity: Activity,
+    /// A subagent's calls and results under the loop rule (is it a poller?).
+    pub loops: crate::core::sessions::loop_watch::LoopWatch,
     /// The keys of the responses counted: `<id's length>:<id><requestId>`, one string
     /// (one hash) for the pair.
     counted: CountedKeys,
@@ -193,6 +195,7 @@ impl Tally {
                     self.agent_id = v.agent_id.map(Cow::into_owned);
                 }
             }
+            Some("user") if sidechain => self.sidechain_results(line),
             Some("user") if !sidechain => {
                 let content = v
                     .message
@@ -244,7 +247,9 @@ impl Tally {
             if let Some(ts) = results.timestamp {
                 self.seen_at(ts);
             }
-            if !results.sidechain {
+            if results.sidechain {
+                self.sidechain_results(line);
+            } else {
                 self.activity.results(results.results);
             }
             return true;
@@ -283,8 +288,21 @@ impl Tally {
         self.feed_line(line, prices, false);
     }
 
+    /// A subagent's tool results, for the loop rule.
+    fn sidechain_results(&mut self, line: &[u8]) {
+        let root = std::path::PathBuf::from(self.cwd.as_deref().unwrap_or_default());
+        self.loops.results(line, &root);
+    }
+
     /// A response of the main chain or a subagent: what it is doing, and its bill.
     fn assistant(&mut self, response: &Response<'_>, prices: &PriceTable) {
+        if response.sidechain {
+            let at = response.timestamp.and_then(epoch_ms).unwrap_or_default();
+            self.loops.calls(
+                crate::core::sessions::activity::calls_of(&response.content),
+                at,
+            );
+        }
         if !response.sidechain && response.api_error {
             self.activity.api_error(response.content.raw());
         } else if !response.sidechain {

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -165,13 +165,7 @@ fn run_in_background(command: &str, cwd: &Path, data: &Path) -> std::process::Ch
     c.spawn().unwrap()
 }
 
-pub(super) fn wait_until(what: &str, mut ok: impl FnMut() -> bool) {
-    let end = Instant::now() + crate::common::DEADLINE;
-    while !ok() {
-        assert!(Instant::now() < end, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
+pub(super) use crate::common::wait_until;
 
 /// The child's exit and stdout, within the deadline.
 pub(super) fn finish(child: std::process::Child) -> (i32, String) {
@@ -433,7 +427,22 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
                     Reply::text("watching", ONE),
                 ],
             ),
-            ("WATCH-8K", vec![Reply::text("message 7 arrived", ONE)]),
+            (
+                "WATCH-8K",
+                [
+                    Reply::bash("sleep 1", ONE),
+                    Reply::bash(
+                        "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
+                        ONE,
+                    ),
+                ]
+                .iter()
+                .cycle()
+                .take(6)
+                .cloned()
+                .chain([Reply::text("message 7 arrived", ONE)])
+                .collect(),
+            ),
         ],
     );
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));

@@ -261,8 +261,8 @@ fn the_session_task_is_read_from_the_first_prompt() {
     // A path that holds a role's name is no launch of that role.
     for ordinary in [
         "Fix the flaky test in src/conductor/plan.rs",
-        "Update skills/musician/SKILL.md with the notes from task-03",
-        "read skills/souffleur/README.md",
+        "Update skills/musician/SKILL with the notes from task-03",
+        "read skills/souffleur/README",
     ] {
         assert_eq!(task_of_prompt(ordinary), None, "{ordinary}");
     }

@@ -172,13 +172,13 @@ fn ordinary_work_runs_to_its_end() {
                 bash("cargo build --release > /tmp/build.log 2>&1 &", "", 0.0),
                 bash("sleep 30", "", 0.1),
                 bash(
-                    "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
+                    "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
                     "",
                     30.1,
                 ),
                 bash("sleep 30", "", 30.2),
                 bash(
-                    "sqlite3 comms.db \"UPDATE orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
+                    "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"",
                     "",
                     60.2,
                 ),
