@@ -55,7 +55,8 @@ fn report(name: &str, mut times: Vec<Duration>) {
 }
 
 /// The poller guard's cost on an ordinary call: a subagent's `Read` and a main
-/// session's `Bash`, with `--replace-pollers` and without, interleaved.
+/// session's `Bash`, before and after (the look kept), with `--replace-pollers` and
+/// without, interleaved.
 fn guard_cost(root: &std::path::Path, data: &std::path::Path) {
     let subagent = serde_json::json!({
         "session_id": "bench-g1", "hook_event_name": "PreToolUse", "cwd": root,
@@ -68,9 +69,23 @@ fn guard_cost(root: &std::path::Path, data: &std::path::Path) {
         "transcript_path": "/nowhere/bench-g1.jsonl", "permission_mode": "default",
         "tool_name": "Bash", "tool_input": {"command": "cargo test"},
     });
+    // What each call did, as the guard keeps it (a 20 kB result to hash).
+    let after = |pre: &serde_json::Value| {
+        let mut post = pre.clone();
+        post["hook_event_name"] = "PostToolUse".into();
+        post["tool_response"] = serde_json::json!({"stdout": "x".repeat(20_000), "stderr": ""});
+        post["duration_ms"] = 40.into();
+        post
+    };
+    let events = [
+        subagent.clone(),
+        after(&subagent),
+        main_bash.clone(),
+        after(&main_bash),
+    ];
     let (mut with, mut without) = (Vec::new(), Vec::new());
     for i in 0..SAMPLES {
-        let event = if i % 2 == 0 { &subagent } else { &main_bash };
+        let event = &events[i % events.len()];
         with.push(run_hook_with(root, data, event, &["--replace-pollers"]));
         without.push(run_hook_with(root, data, event, &[]));
     }

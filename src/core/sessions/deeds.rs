@@ -46,32 +46,38 @@ impl State {
     }
 }
 
-/// The orchestration's database, by file or by table, in any case.
+/// The orchestration's database, by file or by table (matched on lower-cased text, so in
+/// any case). Every pattern here is ASCII: each hook is a process of its own, and a
+/// Unicode class costs milliseconds to compile.
 static COMMS: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"(?i)comms\.db\b|\borchestration_(tasks|messages)\b|\bsqlite3?\b.*\.db\b")
+    Regex::new(r"comms\.db(?-u:\b)|(?-u:\b)orchestration_(tasks|messages)(?-u:\b)|(?-u:\b)sqlite3?(?-u:\b)[^\n]*\.db(?-u:\b)")
         .expect("static regex")
 });
 /// SQL that only writes (a heartbeat refreshed): no `SELECT`, no dot-command that reads.
-static SQL_WRITE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\b(update|insert|delete|replace)\b").expect("static regex"));
-static SQL_READ: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?i)\bselect\b|\.(dump|tables|schema)\b").expect("static regex"));
+static SQL_WRITE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)(update|insert|delete|replace)(?-u:\b)").expect("static regex")
+});
+static SQL_READ: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)select(?-u:\b)|\.(dump|tables|schema)(?-u:\b)").expect("static regex")
+});
 /// The project's `temp/` folder as a word of a shell line: `temp/x`, `./temp`, `"temp/x"`,
 /// `cd temp`, `ls temp` (never `contemp/`, never `src/temp.rs`).
 static TEMP: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"(?:^|[\s'"=;&|(]|\./)temp(?:/|$|[\s'";&|)])"#).expect("static regex")
+    Regex::new(r#"(?:^|[ \t\n'"=;&|(]|\./)temp(?:/|$|[ \t\n'";&|)])"#).expect("static regex")
 });
 /// A redirection into `temp/`: a log line written, not read.
 static INTO_TEMP: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#">>?\s*['"]?(?:\S*/)?temp/"#).expect("static regex"));
-static PROBE: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\bkill\s+-0\s|\bps\s+(-\w+\s+)*-p\s").expect("static regex"));
+    LazyLock::new(|| Regex::new(r#">>?[ \t]*['"]?(?:[^ \t\n]*/)?temp/"#).expect("static regex"));
+static PROBE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)kill[ \t]+-0[ \t]|(?-u:\b)ps[ \t]+(-[a-z]+[ \t]+)*-p[ \t]")
+        .expect("static regex")
+});
 /// The orchestration's rows in a result: a task id beside a state of its schema, or its
 /// tables' names.
 static ROW_TASK: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\btask-\d{2,4}\b").expect("static regex"));
+    LazyLock::new(|| Regex::new(r"(?-u:\b)task-[0-9]{2,4}(?-u:\b)").expect("static regex"));
 static ROW_STATE: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\b(watching|reviewing|exit_requested|working|needs_review|review_approved|review_failed|fix_proposed|context_recovery|confirmed|instruction|heartbeat|orchestration_(tasks|messages))\b")
+    Regex::new(r"(?-u:\b)(watching|reviewing|exit_requested|working|needs_review|review_approved|review_failed|fix_proposed|context_recovery|confirmed|instruction|heartbeat|orchestration_(tasks|messages))(?-u:\b)")
         .expect("static regex")
 });
 
@@ -85,8 +91,11 @@ pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
             .into_iter()
             .find_map(|k| of_path(text(k), root)),
         _ if tool.starts_with("mcp__") => {
-            let sql = input.to_string();
-            (COMMS.is_match(&sql) || tool.to_ascii_lowercase().contains("comms"))
+            let sql = input.to_string().to_ascii_lowercase();
+            let names_it = ["comms.db", "orchestration_"]
+                .iter()
+                .any(|w| sql.contains(w));
+            ((names_it && COMMS.is_match(&sql)) || tool.to_ascii_lowercase().contains("comms"))
                 .then_some(State::Comms)
         }
         _ => None,
@@ -96,7 +105,8 @@ pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
 /// The part of the state a call's result shows: the orchestration's rows (what a helper
 /// script, a copy of comms.db or an MCP server of any name prints).
 pub fn shows(result: &str) -> Option<State> {
-    (ROW_TASK.is_match(result) && ROW_STATE.is_match(result)).then_some(State::Comms)
+    (result.contains("task-") && ROW_TASK.is_match(result) && ROW_STATE.is_match(result))
+        .then_some(State::Comms)
 }
 
 /// A call that changes the project's files: progress, whatever came before.
@@ -105,11 +115,18 @@ pub fn is_edit(tool: &str) -> bool {
 }
 
 fn of_shell(command: &str) -> Option<State> {
-    if COMMS.is_match(command) && (SQL_READ.is_match(command) || !SQL_WRITE.is_match(command)) {
+    let command = &command.to_ascii_lowercase();
+    // A word first, the pattern only then: most calls name none of these, and a hook
+    // that compiles no pattern stays quick.
+    let names = |words: &[&str]| words.iter().any(|w| command.contains(w));
+    if names(&["comms.db", "orchestration_", "sqlite"])
+        && COMMS.is_match(command)
+        && (SQL_READ.is_match(command) || !SQL_WRITE.is_match(command))
+    {
         Some(State::Comms)
-    } else if TEMP.is_match(command) && !INTO_TEMP.is_match(command) {
+    } else if names(&["temp"]) && TEMP.is_match(command) && !INTO_TEMP.is_match(command) {
         Some(State::Logs)
-    } else if PROBE.is_match(command) {
+    } else if names(&["kill", "ps "]) && PROBE.is_match(command) {
         Some(State::Pid)
     } else {
         None

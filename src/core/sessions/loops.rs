@@ -78,7 +78,7 @@ pub fn result_text(response: &Value) -> String {
 
 /// Timestamps, times of day and durations: what differs between two runs of any command.
 static CHANGES_ANYWAY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?|\b\d{1,2}:\d{2}:\d{2}\b|\b\d+(\.\d+)?\s?(ms|s)\b")
+    Regex::new(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:?[0-9]{2})?|(?-u:\b)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?-u:\b)|(?-u:\b)[0-9]+(\.[0-9]+)? ?(ms|s)(?-u:\b)")
         .expect("static regex")
 });
 
@@ -94,8 +94,13 @@ pub fn look(
 ) -> Look {
     let call = call_hash(tool, input);
     let text = result_text(response);
-    let result =
-        crate::core::paths::fnv1a(loose(&CHANGES_ANYWAY.replace_all(&text, "#")).as_bytes());
+    // Only a text with a digit can hold a time (no pattern compiled for the rest).
+    let steady = if text.bytes().any(|b| b.is_ascii_digit()) {
+        CHANGES_ANYWAY.replace_all(&text, "#")
+    } else {
+        std::borrow::Cow::Borrowed(text.as_str())
+    };
+    let result = crate::core::paths::fnv1a(loose(&steady).as_bytes());
     let reads = deeds::reads(tool, input, root).or_else(|| deeds::shows(&text));
     let is_look = reads.is_some() || !text.trim_matches(['\0', ' ', '\n']).is_empty();
     let changed = earlier
