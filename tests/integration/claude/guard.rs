@@ -29,6 +29,9 @@ const POLLER_TOOLS: &[&str] = &[
     "mcp__comms-link__execute",
 ];
 
+const COUNT: &str = "sleep 1; sqlite3 comms.db 'select count(*) from orchestration_messages'";
+const HEARTBEAT: &str = "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"";
+
 /// A French watcher over `sqlite3`: no English word of the skills in it.
 const FRENCH_WATCHER: &str = "FR-7W: Surveille la base toutes les quelques secondes : attends, lis les nouveaux messages du chef d'orchestre pour cette tâche, rafraîchis notre battement de cœur, recommence.";
 /// A watcher in plain words over the comms-link MCP server.
@@ -286,7 +289,50 @@ fn ordinary_work_in_a_musicians_session_runs_and_its_watcher_is_untouched() {
             format!("ORD-5: Review this prompt of the Souffleur's watcher for mistakes:\n\n{souffleur_prompt}"),
             vec![Reply::bash("cat temp/task-03-status", ONE), Reply::text("looks right", ONE)],
         ),
+        (
+            "ORD-6: Rename the app's entry point, then check for new messages twice.".into(),
+            vec![
+                Reply::tool("Write", json!({"file_path": rig.root().join("src/app.rs"), "content": "fn main() {}\n"}), ONE),
+                Reply::bash(COUNT, ONE),
+                Reply::bash(COUNT, ONE),
+                Reply::text("renamed", ONE),
+            ],
+        ),
+        (
+            "ORD-7: Wait for the release build, keeping our heartbeat fresh meanwhile.".into(),
+            vec![
+                Reply::bash("echo build started", ONE),
+                Reply::bash("sleep 1", ONE),
+                Reply::bash(HEARTBEAT, ONE),
+                Reply::bash("sleep 1", ONE),
+                Reply::bash(HEARTBEAT, ONE),
+                Reply::bash("sleep 1", ONE),
+                Reply::bash("echo build finished", ONE),
+                Reply::text("built", ONE),
+            ],
+        ),
+        (
+            "ORD-8: Add an index to the messages table and check the plan uses it.".into(),
+            vec![
+                Reply::bash("sqlite3 comms.db .schema", ONE),
+                Reply::tool("Write", json!({"file_path": rig.root().join("migration.sql"), "content": "CREATE INDEX IF NOT EXISTS m_task ON orchestration_messages(task_id);\n"}), ONE),
+                Reply::bash("sqlite3 comms.db < migration.sql", ONE),
+                Reply::bash("echo restarted && sleep 1", ONE),
+                Reply::bash("sqlite3 comms.db 'EXPLAIN QUERY PLAN SELECT * FROM orchestration_messages WHERE task_id = 1'", ONE),
+                Reply::text("indexed", ONE),
+            ],
+        ),
+        (
+            "ORD-9: Review task-03's progress against CI.".into(),
+            vec![
+                Reply::bash("cat temp/task-03-status", ONE),
+                Reply::bash("sleep 1 && echo ci-green", ONE),
+                Reply::bash("cat temp/task-03-status", ONE),
+                Reply::text("on track", ONE),
+            ],
+        ),
     ];
+    std::fs::create_dir_all(rig.root().join("src")).unwrap();
     std::fs::write(rig.root().join("README.md"), "# project\n").unwrap();
     std::fs::write(rig.root().join("temp/task-03-status"), "step 1\n").unwrap();
     let mut main = Vec::new();
@@ -298,8 +344,23 @@ fn ordinary_work_in_a_musicians_session_runs_and_its_watcher_is_untouched() {
     main.push(Reply::text("done", ONE));
     script.insert(0, ("MUS-0O", main));
     let server = ModelServer::start(script);
-    end(rig.start("MUS-0O: /musician task-03", &server, POLLER_TOOLS));
-    assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
+    let mut tools = POLLER_TOOLS.to_vec();
+    // A migration's redirections and a background job need Bash whole.
+    tools.extend(["Write", "Bash"]);
+    end(rig.start("MUS-0O: /musician task-03", &server, &tools));
+    let denied: Vec<String> = server
+        .requests()
+        .iter()
+        .flat_map(|r| r["messages"].as_array().cloned().unwrap_or_default())
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| b["input"].to_string())
+        .collect();
+    assert!(
+        refusals(&server).is_empty(),
+        "{:?} among {denied:?}",
+        refusals(&server)
+    );
     assert_eq!(rig.subagent_files().len(), ordinary.len(), "each ran");
     // The task's watcher still runs (not displaced), the Souffleur's heartbeat is old.
     assert!(
@@ -403,4 +464,80 @@ fn a_foreign_maestro_on_path_blocks_nothing_under_the_plugin() {
         ran.iter().any(|r| r.to_string().contains("ran-FOR")),
         "the Bash call ran"
     );
+}
+
+/// Pollers in other spellings, each a subagent of a Musician's session: each is stopped
+/// by its third look, whatever spells its wait or its read.
+#[test]
+fn pollers_in_other_spellings_are_stopped_within_three_cycles() {
+    let name = "pollers_in_other_spellings_are_stopped_within_three_cycles";
+    if super::claude_or_skip(name).is_none() {
+        return;
+    }
+    let rig = Rig::new("task-03", true);
+    std::fs::write(
+        rig.root().join("check_msgs.sh"),
+        "sqlite3 comms.db \"SELECT task_id, state FROM orchestration_tasks\"\n",
+    )
+    .unwrap();
+    let cycle = |calls: &[&str]| -> Vec<Reply> {
+        let mut out = Vec::new();
+        for _ in 0..3 {
+            out.extend(calls.iter().map(|c| Reply::bash(c, ONE)));
+        }
+        out.push(Reply::relay(ONE));
+        out
+    };
+    let pollers: Vec<(&str, Vec<Reply>)> = vec![
+        (
+            "SP-1B",
+            cycle(&[
+                "/bin/sleep 1",
+                "sqlite3 comms.db 'SELECT STATE FROM ORCHESTRATION_TASKS'",
+            ]),
+        ),
+        ("SP-2H", cycle(&["sleep 1; sh check_msgs.sh"])),
+        (
+            "SP-3N",
+            cycle(&[
+                "sqlite3 comms.db \"SELECT id FROM orchestration_messages WHERE task_id = 'task-03'\"",
+            ]),
+        ),
+        (
+            "SP-4T",
+            cycle(&[
+                "T=1; sleep $T",
+                "sqlite3 comms.db 'select state from orchestration_tasks'",
+            ]),
+        ),
+    ];
+    let mut main: Vec<Reply> = pollers
+        .iter()
+        .map(|(marker, _)| {
+            Reply::tool(
+                "Agent",
+                agent(&format!("{marker}: keep an eye on things"), false),
+                ONE,
+            )
+        })
+        .collect();
+    main.push(Reply::text("done", ONE));
+    let mut script = vec![("MUS-9S", main)];
+    script.extend(pollers.iter().map(|(m, r)| (*m, r.clone())));
+    let server = ModelServer::start(script);
+    end(rig.start(
+        "MUS-9S: /musician task-03",
+        &server,
+        &["--allowedTools", "Bash"],
+    ));
+    // Each subagent's own transcript holds its stop (the reasons read alike).
+    let files = rig.subagent_files();
+    assert_eq!(files.len(), pollers.len(), "{files:?}");
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        assert!(
+            text.contains("stopped this subagent"),
+            "not stopped: {text}"
+        );
+    }
 }

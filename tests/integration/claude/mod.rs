@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used)]
 
 mod compaction;
+mod conductor;
 mod errors;
 mod guard;
 mod hooks;
