@@ -72,6 +72,15 @@ pub fn result_text(response: &Value) -> String {
             format!("{}\u{0}{}", text("stdout"), text("stderr"))
         }
         Value::Null => String::new(),
+        Value::Object(map) => {
+            // A tool's own timing (`durationMs`) differs on every run of the same look.
+            let mut map = map.clone();
+            map.retain(|k, _| {
+                let k = k.to_ascii_lowercase();
+                !(k.contains("duration") || k.contains("elapsed"))
+            });
+            Value::Object(map).to_string()
+        }
         other => other.to_string(),
     }
 }

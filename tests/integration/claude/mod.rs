@@ -17,6 +17,7 @@ mod model_server;
 mod pollers;
 mod replace_pollers;
 mod souffleur;
+mod spellings;
 mod untied;
 mod usage;
 

@@ -249,6 +249,20 @@ fn ordinary_work_runs_to_its_end() {
 }
 
 #[test]
+fn a_tools_own_timing_is_not_news() {
+    let glob = |ms: u64, at_s: f64| -> Call {
+        (
+            "Glob",
+            json!({"pattern": "temp/*"}),
+            json!({"filenames": ["temp/task-03-status"], "durationMs": ms, "numFiles": 1}),
+            at_s,
+        )
+    };
+    let calls = vec![glob(3, 0.0), glob(5, 2.0), glob(4, 4.0)];
+    assert_eq!(stopped_at(&calls), Some((2, vec![State::Logs])));
+}
+
+#[test]
 fn the_same_look_at_once_is_a_retry_not_a_poll() {
     let read = "sqlite3 comms.db 'select state from orchestration_tasks'";
     let calls: Vec<Call> = (0..3)

@@ -1,0 +1,183 @@
+//! Pollers in the spellings a review tried, run by the real Claude Code (2.1.328) with
+//! the scripted model, each a subagent: in a Musician's session over comms.db, and in
+//! the Conductor's over the logs while a maestro reports (the Sentinel's duty). Each is
+//! stopped within three cycles, whatever spells its wait or its read. Not here: `watch
+//! -n` (it needs a terminal) and `ping` (not installed on the test machine); the loop
+//! rule's unit tests hold them, and `ps -p` (a Souffleur's watcher's read).
+
+use serde_json::{Value, json};
+
+use super::replace_pollers::{ONE, Rig, agent, finish};
+use super::{ModelServer, Reply};
+
+/// Three cycles of `calls`, then the subagent's last word.
+fn cycle(calls: Vec<Reply>) -> Vec<Reply> {
+    let mut out = Vec::new();
+    for _ in 0..3 {
+        out.extend(calls.iter().cloned());
+    }
+    out.push(Reply::relay(ONE));
+    out
+}
+
+fn bash(command: &str) -> Reply {
+    Reply::bash(command, ONE)
+}
+
+/// Runs `pollers` as subagents of sessions started with `prompt`, four to a session (a
+/// session ends within the tests' deadline); each one's own transcript must hold its stop.
+fn each_is_stopped(rig: &Rig, prompt: &str, pollers: Vec<(&str, Vec<Reply>)>, extra: &[&str]) {
+    for four in pollers.chunks(4) {
+        four_are_stopped(rig, prompt, four.to_vec(), extra);
+    }
+}
+
+fn four_are_stopped(rig: &Rig, prompt: &str, pollers: Vec<(&str, Vec<Reply>)>, extra: &[&str]) {
+    let marker = &prompt[..prompt.find(':').unwrap()];
+    let mut main: Vec<Reply> = pollers
+        .iter()
+        .map(|(m, _)| {
+            Reply::tool(
+                "Agent",
+                agent(&format!("{m}: keep an eye on things"), false),
+                ONE,
+            )
+        })
+        .collect();
+    main.push(Reply::text("done", ONE));
+    let mut script = vec![(marker, main)];
+    script.extend(pollers.iter().map(|(m, r)| (*m, r.clone())));
+    let server = ModelServer::start(script);
+    let mut tools = vec![
+        "--allowedTools",
+        "Bash",
+        "Read",
+        "Grep",
+        "Glob",
+        "mcp__sqlite__query",
+    ];
+    tools.extend(extra);
+    let (code, out) = finish(rig.start(prompt, &server, &tools));
+    assert_eq!(code, 0, "{out}");
+    let files = rig.subagent_files();
+    let mut unstopped = Vec::new();
+    for (m, _) in &pollers {
+        let mine = files.iter().find(|f| {
+            std::fs::read_to_string(f).is_ok_and(|t| t.contains(&format!("{m}: keep an eye")))
+        });
+        let stopped = mine
+            .and_then(|f| std::fs::read_to_string(f).ok())
+            .is_some_and(|t| t.contains("stopped this subagent"));
+        if !stopped {
+            unstopped.push(*m);
+        }
+    }
+    assert!(unstopped.is_empty(), "not stopped: {unstopped:?}");
+}
+
+#[test]
+fn a_musicians_pollers_in_any_spelling_are_stopped() {
+    let name = "a_musicians_pollers_in_any_spelling_are_stopped";
+    if super::claude_or_skip(name).is_none() {
+        return;
+    }
+    let rig = Rig::new("task-03", true);
+    std::fs::write(
+        rig.root().join("check_msgs.sh"),
+        "sqlite3 comms.db \"SELECT task_id, state FROM orchestration_tasks\"\n",
+    )
+    .unwrap();
+    let read = || bash("sqlite3 comms.db 'select state from orchestration_tasks'");
+    let out = rig.root().join("poll.out");
+    let stand_in = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/comms-link/server.js");
+    let mcp = json!({"mcpServers": {"sqlite": {"command": "node",
+        "args": [stand_in, rig.root().join("comms.db")]}}});
+    let pollers: Vec<(&str, Vec<Reply>)> = vec![
+        ("SP-1B", cycle(vec![bash("/bin/sleep 1"), bash("sqlite3 comms.db 'SELECT STATE FROM ORCHESTRATION_TASKS'")])),
+        ("SP-2H", cycle(vec![bash("sleep 1; sh check_msgs.sh")])),
+        ("SP-3N", cycle(vec![bash("sqlite3 comms.db \"SELECT id FROM orchestration_messages WHERE task_id = 'task-03'\"")])),
+        ("SP-4T", cycle(vec![bash("T=1; sleep $T"), read()])),
+        ("SP-5Q", cycle(vec![bash("sleep \"1\""), read()])),
+        ("SP-6P", cycle(vec![bash("python3 -c 'import time; time.sleep(1)'"), read()])),
+        ("SP-7L", cycle(vec![bash("perl -e 'sleep 1'"), read()])),
+        ("SP-8N", cycle(vec![bash("node -e 'setTimeout(() => {}, 1000)'"), read()])),
+        ("SP-9R", cycle(vec![bash("bash -c 'read -t 1 < <(sleep 2)'; true"), read()])),
+        ("SP-10C", cycle(vec![bash("sleep 1"), bash("cp comms.db copy.db && sqlite3 copy.db 'select task_id, state from orchestration_tasks'")])),
+        ("SP-11W", cycle(vec![bash("sleep 1"), bash("echo a"), bash("echo b"), bash("pwd"), read()])),
+        (
+            "SP-12G",
+            [
+                bash(&format!("sqlite3 comms.db 'select task_id, state from orchestration_tasks' > {}", out.display())),
+                Reply::tool(
+                "Bash",
+                json!({"command": format!("for i in 1 2 3 4 5 6 7 8; do sqlite3 comms.db 'select task_id, state from orchestration_tasks' > {}; sleep 0.5; done", out.display()), "run_in_background": true}),
+                ONE,
+            )]
+            .into_iter()
+            .chain(cycle(vec![bash("sleep 1"), bash(&format!("cat {}", out.display()))]))
+            .collect(),
+        ),
+        ("SP-13M", cycle(vec![bash("sleep 1"), Reply::tool("mcp__sqlite__query", json!({"sql": "select task_id, state from orchestration_tasks"}), ONE)])),
+    ];
+    let config = mcp.to_string();
+    each_is_stopped(
+        &rig,
+        "MUS-9S: /musician task-03",
+        pollers,
+        &["--mcp-config", &config],
+    );
+}
+
+#[test]
+fn the_conductors_reads_of_the_logs_in_any_spelling_are_stopped_while_a_maestro_reports() {
+    let name =
+        "the_conductors_reads_of_the_logs_in_any_spelling_are_stopped_while_a_maestro_reports";
+    if super::claude_or_skip(name).is_none() {
+        return;
+    }
+    let rig = Rig::new("task-03", true);
+    std::fs::write(rig.root().join("temp/task-03-status"), "step 1 started\n").unwrap();
+    let _reporting = rig.watch(&["--report-to-db"]);
+    let read_tool = |tool: &str, input: Value| Reply::tool(tool, input, ONE);
+    let pollers: Vec<(&str, Vec<Reply>)> = vec![
+        (
+            "CL-1D",
+            cycle(vec![
+                bash("sleep 1"),
+                bash("cd temp && tail -n 5 task-03-status"),
+            ]),
+        ),
+        ("CL-2L", cycle(vec![bash("sleep 1"), bash("ls temp")])),
+        (
+            "CL-3Q",
+            cycle(vec![bash("sleep 1"), bash("tail \"temp/task-03-status\"")]),
+        ),
+        (
+            "CL-4R",
+            cycle(vec![
+                bash("sleep 1"),
+                read_tool("Read", json!({"file_path": "./temp/task-03-status"})),
+            ]),
+        ),
+        (
+            "CL-5G",
+            cycle(vec![
+                bash("sleep 1"),
+                read_tool("Grep", json!({"pattern": "step", "path": "temp"})),
+            ]),
+        ),
+        (
+            "CL-6B",
+            cycle(vec![
+                bash("sleep 1"),
+                read_tool("Glob", json!({"pattern": "temp/*"})),
+            ]),
+        ),
+        (
+            "CL-7T",
+            cycle(vec![bash("timeout 1 tail -f temp/task-03-status; true")]),
+        ),
+    ];
+    each_is_stopped(&rig, "CON-5L: /conductor", pollers, &[]);
+}
