@@ -11,7 +11,7 @@ use super::replace_pollers::{ONE, Rig, agent, finish};
 use super::{ModelServer, Reply};
 
 /// Three cycles of `calls`, then the subagent's last word.
-fn cycle(calls: Vec<Reply>) -> Vec<Reply> {
+fn cycle(calls: &[Reply]) -> Vec<Reply> {
     let mut out = Vec::new();
     for _ in 0..3 {
         out.extend(calls.iter().cloned());
@@ -26,13 +26,13 @@ fn bash(command: &str) -> Reply {
 
 /// Runs `pollers` as subagents of sessions started with `prompt`, four to a session (a
 /// session ends within the tests' deadline); each one's own transcript must hold its stop.
-fn each_is_stopped(rig: &Rig, prompt: &str, pollers: Vec<(&str, Vec<Reply>)>, extra: &[&str]) {
+fn each_is_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extra: &[&str]) {
     for four in pollers.chunks(4) {
-        four_are_stopped(rig, prompt, four.to_vec(), extra);
+        four_are_stopped(rig, prompt, four, extra);
     }
 }
 
-fn four_are_stopped(rig: &Rig, prompt: &str, pollers: Vec<(&str, Vec<Reply>)>, extra: &[&str]) {
+fn four_are_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extra: &[&str]) {
     let marker = &prompt[..prompt.find(':').unwrap()];
     let mut main: Vec<Reply> = pollers
         .iter()
@@ -61,7 +61,7 @@ fn four_are_stopped(rig: &Rig, prompt: &str, pollers: Vec<(&str, Vec<Reply>)>, e
     assert_eq!(code, 0, "{out}");
     let files = rig.subagent_files();
     let mut unstopped = Vec::new();
-    for (m, _) in &pollers {
+    for (m, _) in pollers {
         let mine = files.iter().find(|f| {
             std::fs::read_to_string(f).is_ok_and(|t| t.contains(&format!("{m}: keep an eye")))
         });
@@ -94,17 +94,17 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
     let mcp = json!({"mcpServers": {"sqlite": {"command": "node",
         "args": [stand_in, rig.root().join("comms.db")]}}});
     let pollers: Vec<(&str, Vec<Reply>)> = vec![
-        ("SP-1B", cycle(vec![bash("/bin/sleep 1"), bash("sqlite3 comms.db 'SELECT STATE FROM ORCHESTRATION_TASKS'")])),
-        ("SP-2H", cycle(vec![bash("sleep 1; sh check_msgs.sh")])),
-        ("SP-3N", cycle(vec![bash("sqlite3 comms.db \"SELECT id FROM orchestration_messages WHERE task_id = 'task-03'\"")])),
-        ("SP-4T", cycle(vec![bash("T=1; sleep $T"), read()])),
-        ("SP-5Q", cycle(vec![bash("sleep \"1\""), read()])),
-        ("SP-6P", cycle(vec![bash("python3 -c 'import time; time.sleep(1)'"), read()])),
-        ("SP-7L", cycle(vec![bash("perl -e 'sleep 1'"), read()])),
-        ("SP-8N", cycle(vec![bash("node -e 'setTimeout(() => {}, 1000)'"), read()])),
-        ("SP-9R", cycle(vec![bash("bash -c 'read -t 1 < <(sleep 2)'; true"), read()])),
-        ("SP-10C", cycle(vec![bash("sleep 1"), bash("cp comms.db copy.db && sqlite3 copy.db 'select task_id, state from orchestration_tasks'")])),
-        ("SP-11W", cycle(vec![bash("sleep 1"), bash("echo a"), bash("echo b"), bash("pwd"), read()])),
+        ("SP-1B", cycle(&[bash("/bin/sleep 1"), bash("sqlite3 comms.db 'SELECT STATE FROM ORCHESTRATION_TASKS'")])),
+        ("SP-2H", cycle(&[bash("sleep 1; sh check_msgs.sh")])),
+        ("SP-3N", cycle(&[bash("sqlite3 comms.db \"SELECT id FROM orchestration_messages WHERE task_id = 'task-03'\"")])),
+        ("SP-4T", cycle(&[bash("T=1; sleep $T"), read()])),
+        ("SP-5Q", cycle(&[bash("sleep \"1\""), read()])),
+        ("SP-6P", cycle(&[bash("python3 -c 'import time; time.sleep(1)'"), read()])),
+        ("SP-7L", cycle(&[bash("perl -e 'sleep 1'"), read()])),
+        ("SP-8N", cycle(&[bash("node -e 'setTimeout(() => {}, 1000)'"), read()])),
+        ("SP-9R", cycle(&[bash("bash -c 'read -t 1 < <(sleep 2)'; true"), read()])),
+        ("SP-10C", cycle(&[bash("sleep 1"), bash("cp comms.db copy.db && sqlite3 copy.db 'select task_id, state from orchestration_tasks'")])),
+        ("SP-11W", cycle(&[bash("sleep 1"), bash("echo a"), bash("echo b"), bash("pwd"), read()])),
         (
             "SP-12G",
             [
@@ -115,16 +115,16 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
                 ONE,
             )]
             .into_iter()
-            .chain(cycle(vec![bash("sleep 1"), bash(&format!("cat {}", out.display()))]))
+            .chain(cycle(&[bash("sleep 1"), bash(&format!("cat {}", out.display()))]))
             .collect(),
         ),
-        ("SP-13M", cycle(vec![bash("sleep 1"), Reply::tool("mcp__sqlite__query", json!({"sql": "select task_id, state from orchestration_tasks"}), ONE)])),
+        ("SP-13M", cycle(&[bash("sleep 1"), Reply::tool("mcp__sqlite__query", json!({"sql": "select task_id, state from orchestration_tasks"}), ONE)])),
     ];
     let config = mcp.to_string();
     each_is_stopped(
         &rig,
         "MUS-9S: /musician task-03",
-        pollers,
+        &pollers,
         &["--mcp-config", &config],
     );
 }
@@ -143,41 +143,38 @@ fn the_conductors_reads_of_the_logs_in_any_spelling_are_stopped_while_a_maestro_
     let pollers: Vec<(&str, Vec<Reply>)> = vec![
         (
             "CL-1D",
-            cycle(vec![
-                bash("sleep 1"),
-                bash("cd temp && tail -n 5 task-03-status"),
-            ]),
+            cycle(&[bash("sleep 1"), bash("cd temp && tail -n 5 task-03-status")]),
         ),
-        ("CL-2L", cycle(vec![bash("sleep 1"), bash("ls temp")])),
+        ("CL-2L", cycle(&[bash("sleep 1"), bash("ls temp")])),
         (
             "CL-3Q",
-            cycle(vec![bash("sleep 1"), bash("tail \"temp/task-03-status\"")]),
+            cycle(&[bash("sleep 1"), bash("tail \"temp/task-03-status\"")]),
         ),
         (
             "CL-4R",
-            cycle(vec![
+            cycle(&[
                 bash("sleep 1"),
                 read_tool("Read", json!({"file_path": "./temp/task-03-status"})),
             ]),
         ),
         (
             "CL-5G",
-            cycle(vec![
+            cycle(&[
                 bash("sleep 1"),
                 read_tool("Grep", json!({"pattern": "step", "path": "temp"})),
             ]),
         ),
         (
             "CL-6B",
-            cycle(vec![
+            cycle(&[
                 bash("sleep 1"),
                 read_tool("Glob", json!({"pattern": "temp/*"})),
             ]),
         ),
         (
             "CL-7T",
-            cycle(vec![bash("timeout 1 tail -f temp/task-03-status; true")]),
+            cycle(&[bash("timeout 1 tail -f temp/task-03-status; true")]),
         ),
     ];
-    each_is_stopped(&rig, "CON-5L: /conductor", pollers, &[]);
+    each_is_stopped(&rig, "CON-5L: /conductor", &pollers, &[]);
 }
