@@ -495,3 +495,37 @@ fn a_journal_kept_under_the_old_project_key_is_carried_over() {
     );
     assert!(folder.join("journal.tsv").is_file() && !old.exists());
 }
+
+/// A log that appears already holding one 50 MB line (no newline yet) is read from that
+/// line's start, not from its last 8 MiB: when the newline comes the line is told, cut,
+/// as it is in a file that grew to it.
+#[test]
+fn a_new_log_holding_one_huge_line_tells_it_cut_when_it_ends() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    s.set_task("task-04", "working");
+    let log = s.temp().join("task-04-status");
+    let mut line = b"step 1 self-correction: HUGE-LINE ".to_vec();
+    line.resize(50_000_000, b'x');
+    std::fs::write(&log, &line).unwrap();
+    m.wait_json("the note on the large log", |v| {
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("task-04-status holds"))
+    });
+    append(&log, "\n");
+    let told = m.wait_json("the huge line", |v| {
+        event(v) == "anomaly" && v["task_id"] == "task-04"
+    });
+    let detail = told["detail"].as_str().unwrap();
+    assert!(
+        detail.starts_with("step 1 self-correction: HUGE-LINE"),
+        "{detail}"
+    );
+    assert!(
+        detail.contains('…'),
+        "cut: {}",
+        &detail[..detail.len().min(200)]
+    );
+    stop(m);
+}

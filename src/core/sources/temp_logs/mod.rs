@@ -499,8 +499,7 @@ impl TempLogs {
         let mut skip_partial = false;
         let fresh = tail.offset == 0;
         if fresh && log.size > HISTORY_KEPT {
-            tail.offset = log.size - HISTORY_KEPT;
-            skip_partial = true;
+            (tail.offset, skip_partial) = start::window(file, log.size);
             self.send(start::history_note(&log.path, log.size));
         }
         // What a file holds at start is skimmed: only the lines the Sentinel judges,

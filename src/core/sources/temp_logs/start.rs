@@ -21,6 +21,38 @@ pub(super) fn history_note(path: &Path, len: u64) -> CoreEvent {
     )))
 }
 
+/// Where a large log seen for the first time is read from: its last [`HISTORY_KEPT`]
+/// bytes, passing over the line they begin part-way into (`true`). When those bytes hold
+/// no newline at all they are the end of one line still being written: it is read from
+/// its own start instead (`false`), so it is told, cut, as it would be in a file that
+/// grew to it.
+pub(super) fn window(file: &File, size: u64) -> (u64, bool) {
+    let from = size.saturating_sub(HISTORY_KEPT);
+    let mut buf = vec![0; READ_CHUNK];
+    let mut at = from;
+    while at < size {
+        match file.read_at(&mut buf, at) {
+            Ok(0) | Err(_) => break,
+            Ok(n) if memchr::memchr(b'\n', &buf[..n]).is_some() => return (from, true),
+            Ok(n) => at += n as u64,
+        }
+    }
+    // One line: back to the newline before it (or the file's start).
+    let mut end = from;
+    while end > 0 {
+        let start = end.saturating_sub(buf.len() as u64);
+        let len = usize::try_from(end - start).unwrap_or(buf.len());
+        let Ok(n) = file.read_at(&mut buf[..len], start) else {
+            return (from, true);
+        };
+        if let Some(i) = memchr::memrchr(b'\n', &buf[..n]) {
+            return (start + i as u64 + 1, false);
+        }
+        end = start;
+    }
+    (0, false)
+}
+
 /// Skims `[tail.offset, size)` up to its last lines ([`history`]), handing `out` the
 /// pieces a batch at a time, and moves the tail's offset there. `skip_partial`: the
 /// history begins part-way into a line, which is passed over. Returns whether anything
