@@ -82,7 +82,14 @@ impl Resume {
     /// The gap (once) and every entry the journal holds past what was printed.
     async fn print_new(&mut self, clock: &Clock, out: &OutputQueue) -> bool {
         if let Some(gap) = self.gap.take() {
-            let line = crate::core::event_json::gap_line(clock.now_utc(), gap.count, gap.before);
+            let line = match gap.count {
+                Some(count) => {
+                    crate::core::event_json::gap_line(clock.now_utc(), count, gap.before)
+                }
+                None => {
+                    crate::core::event_json::replaced_gap_line(clock.now_utc(), gap.before.journal)
+                }
+            };
             if !out.push(format!("{line}\n")).await {
                 return false;
             }

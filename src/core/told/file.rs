@@ -53,8 +53,13 @@ pub struct JournalFile {
     max_seq: u64,
     /// Why a new journal was started under the name since the caller last asked.
     restarted: Option<String>,
+    /// This process started it (not a sibling): it hands the new journal what it knew.
+    started_here: bool,
     /// The journal this one replaced, as its header says (a new journal's).
     replaces: Option<u64>,
+    /// Every journal before it that its header names, newest first (the chain whose
+    /// cursors still resume here).
+    chain: Vec<u64>,
     /// The journal this process left for the one it has now (started or followed): a
     /// sibling that raced it to replace the same one is followed, not fought.
     predecessor: Option<u64>,
@@ -113,7 +118,9 @@ impl JournalFile {
             size: 0,
             max_seq: 0,
             restarted: None,
+            started_here: false,
             replaces: None,
+            chain: Vec::new(),
             predecessor: None,
         };
         lock(&journal.file)?;
@@ -146,6 +153,11 @@ impl JournalFile {
     /// Why a new journal was started under the name, once.
     pub fn take_restart(&mut self) -> Option<String> {
         self.restarted.take()
+    }
+
+    /// Whether this process started the new journal it is on (once).
+    pub fn take_started_here(&mut self) -> bool {
+        std::mem::take(&mut self.started_here)
     }
 
     /// Takes the lock for one append, and learns the file's size. A file no longer named
@@ -213,7 +225,7 @@ impl JournalFile {
         {
             self.predecessor = self.replaces;
             self.restarted = Some(format!(
-                "another maestro started a new journal {:016x} at {} in place of {id:016x}; cursors of the old one are no longer places",
+                "another maestro started a new journal {:016x} at {} in place of {id:016x}; a cursor of the old one resumes at the new one's start, after a gap",
                 self.id,
                 self.path.display()
             ));
@@ -268,8 +280,13 @@ impl JournalFile {
     /// of its entries.
     fn start_new(&mut self, why: &str) -> io::Result<()> {
         let id = new_id(&self.path);
-        // The id it replaces, so the project's other maestros follow it.
-        let header = format!("{MAGIC} 1 {id:016x} replaces={:016x}\n", self.id);
+        // The id it replaces first, so the project's other maestros follow it; then the
+        // ones before, so a cursor of any of them still resumes (after a gap).
+        let mut chain = vec![self.id];
+        chain.extend(self.chain.iter().copied().take(MAX_CHAIN - 1));
+        let ids: Vec<String> = chain.iter().map(|c| format!("{c:016x}")).collect();
+        let header = format!("{MAGIC} 1 {id:016x} replaces={}\n", ids.join(","));
+        self.chain = chain;
         crate::core::safe_fs::write_atomic(&self.path, header.as_bytes(), 0o600)?;
         let file = open_own(&self.path)?;
         lock(&file)?;
@@ -281,8 +298,9 @@ impl JournalFile {
         self.end = header.len() as u64;
         self.size = self.end;
         self.max_seq = 0;
+        self.started_here = true;
         self.restarted = Some(format!(
-            "{why}: a new journal {id:016x} replaces {old_id:016x} at {}; cursors of the old one are no longer places",
+            "{why}: a new journal {id:016x} replaces {old_id:016x} at {}; a cursor of the old one resumes at the new one's start, after a gap",
             self.path.display()
         ));
         Ok(())
@@ -314,6 +332,7 @@ impl JournalFile {
             if let Some(id) = header_id(line) {
                 self.id = id;
                 self.replaces = header_replaces(line);
+                self.chain = header_chain(line);
             } else if let Some(e) = parse_entry(line) {
                 self.max_seq = self.max_seq.max(e.seq);
                 out.push(e);
@@ -348,9 +367,27 @@ pub fn header_id(line: &[u8]) -> Option<u64> {
 
 /// The journal a new journal's header says it replaces.
 fn header_replaces(line: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(line).ok()?;
-    let hex = text.split(' ').nth(3)?.strip_prefix("replaces=")?;
-    u64::from_str_radix(hex, 16).ok()
+    header_chain(line).first().copied()
+}
+
+/// The most journals a header names before it.
+const MAX_CHAIN: usize = 16;
+
+/// Every journal a header names before it, newest first: `replaces=<id>[,<id>…]`.
+pub fn header_chain(line: &[u8]) -> Vec<u64> {
+    let Ok(text) = std::str::from_utf8(line) else {
+        return Vec::new();
+    };
+    text.split(' ')
+        .nth(3)
+        .and_then(|w| w.strip_prefix("replaces="))
+        .map(|list| {
+            list.split(',')
+                .map_while(|hex| u64::from_str_radix(hex, 16).ok())
+                .take(MAX_CHAIN)
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// An entry's key fields, and where its JSON starts in the line.
@@ -433,6 +470,11 @@ impl Guard<'_> {
     /// Why a new journal was started under the name, once.
     pub fn take_restart(&mut self) -> Option<String> {
         self.journal.take_restart()
+    }
+
+    /// Whether this process started the new journal (once).
+    pub fn take_started_here(&mut self) -> bool {
+        self.journal.take_started_here()
     }
 
     /// Appends one entry (its JSON must be one line). A write that fails (a full disk, a

@@ -263,6 +263,9 @@ impl Journal {
                 self.id = guard.id();
                 self.last_seq = 0;
                 self.news.push(why);
+                if guard.take_started_here() {
+                    carry(guard, &mut self.facts, &mut self.last_seq, self.id);
+                }
             }
             let entries = guard.read_new();
             index(&mut self.facts, &mut self.last_seq, self.id, entries);
@@ -348,6 +351,42 @@ impl Journal {
             ));
         }
         *failing = Some(e.to_string());
+    }
+}
+
+/// The most facts a new journal is handed from the one it replaced (the newest).
+const MAX_CARRY: usize = 20_000;
+
+/// The JSON of an entry that carries a fact over, not an event: readers pass it by.
+pub const CARRIED: &str = "{}";
+
+/// A new journal (the old one deleted, cut short or replaced under maestro) is handed
+/// what this process knew was told, newest first up to [`MAX_CARRY`], as entries that
+/// are facts, not events ([`CARRIED`]): a maestro started later finds them told, so
+/// nothing told before the fault is told again as new.
+fn carry(guard: &mut file::Guard<'_>, facts: &mut HashMap<u64, Fact>, last_seq: &mut u64, id: u64) {
+    let mut told: Vec<(u64, Fact)> = facts
+        .iter()
+        .filter(|(_, f)| f.journal != 0)
+        .map(|(slot, f)| (*slot, *f))
+        .collect();
+    told.sort_by_key(|(_, f)| std::cmp::Reverse(f.seq));
+    told.truncate(MAX_CARRY);
+    for (slot, fact) in told.into_iter().rev() {
+        let entry = Entry {
+            seq: *last_seq + 1,
+            slot,
+            fingerprint: fact.fingerprint,
+            first_ns: fact.first_ns,
+        };
+        if guard.append(&entry, CARRIED).is_err() {
+            return;
+        }
+        *last_seq = entry.seq;
+        if let Some(f) = facts.get_mut(&slot) {
+            f.journal = id;
+            f.seq = entry.seq;
+        }
     }
 }
 

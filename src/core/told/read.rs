@@ -8,7 +8,7 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::Cursor;
-use super::file::{header_id, parse_entry_at};
+use super::file::{header_chain, header_id, parse_entry_at};
 
 /// A reader of the journal after a cursor.
 #[derive(Debug)]
@@ -29,8 +29,9 @@ pub struct Follower {
 /// What the journal holds before the first entry a reader gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Gap {
-    /// Entries cut from the front of the journal between the cursor and its oldest.
-    pub count: u64,
+    /// Entries cut from the front of the journal between the cursor and its oldest;
+    /// `None` when the cursor is of a journal this one replaced (how many is not known).
+    pub count: Option<u64>,
     /// The place just before the oldest entry kept.
     pub before: Cursor,
 }
@@ -81,9 +82,26 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
         end: 0,
         after: 0,
     };
-    let (id, entries) = follower.scan()?;
+    let (id, chain, entries) = follower.scan()?;
     if id != cursor.journal {
-        return Err(ResumeError::OtherJournal { cursor, id });
+        // A journal this one replaced (deleted, cut, replaced under maestro): its
+        // cursors resume here, from the start, after a gap of unknown size.
+        if !chain.contains(&cursor.journal) {
+            return Err(ResumeError::OtherJournal { cursor, id });
+        }
+        follower.id = id;
+        follower.end = 0;
+        let before = Cursor {
+            journal: id,
+            seq: 0,
+        };
+        return Ok((
+            follower,
+            Some(Gap {
+                count: None,
+                before,
+            }),
+        ));
     }
     let last = entries.last().copied().unwrap_or(0);
     if cursor.seq > last {
@@ -91,7 +109,7 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
     }
     let first = entries.first().copied().unwrap_or(last + 1);
     let gap = (cursor.seq + 1 < first).then(|| Gap {
-        count: first - cursor.seq - 1,
+        count: Some(first - cursor.seq - 1),
         before: Cursor {
             journal: id,
             seq: first - 1,
@@ -106,12 +124,14 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
 impl Follower {
     /// The journal's id and every entry's sequence number, in order; the read position
     /// is left at the end.
-    fn scan(&mut self) -> Result<(u64, Vec<u64>), ResumeError> {
+    fn scan(&mut self) -> Result<(u64, Vec<u64>, Vec<u64>), ResumeError> {
         let mut id = None;
+        let mut chain = Vec::new();
         let mut seqs = Vec::new();
         for line in self.read_lines()? {
             if let Some(h) = header_id(&line) {
                 id = Some(h);
+                chain = header_chain(&line);
             } else if let Some((e, _)) = parse_entry_at(&line) {
                 seqs.push(e.seq);
             }
@@ -119,7 +139,7 @@ impl Follower {
         let id = id.ok_or_else(|| ResumeError::NotAJournal {
             path: self.path.clone(),
         })?;
-        Ok((id, seqs))
+        Ok((id, chain, seqs))
     }
 
     /// A new journal that replaced the one followed (deleted, cut short or replaced
@@ -162,6 +182,11 @@ impl Follower {
                 continue;
             }
             let json = &line[json_at..];
+            if json == super::CARRIED.as_bytes() {
+                // A fact carried over from a journal this one replaced: no event.
+                self.after = e.seq;
+                continue;
+            }
             if serde_json::from_slice::<serde::de::IgnoredAny>(json).is_err() {
                 continue;
             }
