@@ -447,3 +447,53 @@ fn a_step_past_max_step_timeout_is_an_error_and_cron_schedules_are_read() {
     assert_ne!(code, 0, "{out}");
     assert!(err.contains("trigger.cronExpression"), "{err}");
 }
+
+/// `safety.onTimeout: "pause"`: at its time limit the run pauses instead of stopping,
+/// its iteration kept, and `sentinel resume` goes on from there; a value other than
+/// stop or pause is refused at trust, naming the field.
+#[test]
+fn a_run_paused_at_its_time_limit_resumes_where_it_was() {
+    let rig = Rig::new();
+    let step = json!({"type": "command", "command": "sh", "params": {"args": ["-c", "echo tick >> out.txt"]}});
+    rig.write(
+        "bad",
+        &json!({"steps": [step.clone()], "safety": {"timeoutMs": 400, "onTimeout": "later"}}),
+    );
+    let (code, _, err) = rig.sentinel(&["trust", "bad"]);
+    assert_ne!(code, 0);
+    assert!(err.contains("safety.onTimeout"), "{err}");
+    rig.define(
+        "tick",
+        &json!({
+            "trigger": {"type": "immediate"},
+            "steps": [step],
+            "loop": {"type": "continuous", "intervalMs": 50},
+            "safety": {"timeoutMs": 400, "onTimeout": "pause"}
+        }),
+    );
+    let mut m = rig.host();
+    let paused = m.wait_json("paused at the limit", |v| pipeline(v, "tick", "paused"));
+    assert!(
+        paused["outcome"]
+            .as_str()
+            .is_some_and(|o| o.contains("timeoutMs")),
+        "{paused}"
+    );
+    let at = paused["iteration"].as_u64().expect("its iteration");
+    assert!(at >= 1, "{paused}");
+    assert_eq!(rig.sentinel(&["resume", "tick"]).0, 0);
+    m.wait_json("resumed", |v| pipeline(v, "tick", "resumed"));
+    let next = m.wait_json("the next iteration", |v| pipeline(v, "tick", "iteration"));
+    assert_eq!(
+        next["iteration"].as_u64(),
+        Some(at + 1),
+        "went on from there: {next}"
+    );
+    assert!(
+        !m.seen
+            .iter()
+            .any(|l| l.contains("\"failed\"") || l.contains("\"stopped\"")),
+        "{:?}",
+        m.seen
+    );
+}

@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use nix::fcntl::{Flock, FlockArg};
@@ -126,7 +128,8 @@ struct Entry {
 
 struct Running {
     cmds: mpsc::Sender<RunCmd>,
-    paused: bool,
+    /// Set by the run itself when it pauses (asked, or at its time limit).
+    paused: Arc<AtomicBool>,
     /// Ends the step that runs (its whole process group) at once.
     stop: CancellationToken,
 }
@@ -409,16 +412,18 @@ impl Host {
         let owned = name.to_owned();
         let stop = CancellationToken::new();
         let run_stop = stop.clone();
+        let paused = Arc::new(AtomicBool::new(false));
+        let run_paused = paused.clone();
         self.runs.spawn(async move {
             let (_ended, _vars): (Ended, _) =
-                runner::run(def, &env, &mut rx, run_stop, event).await;
+                runner::run(def, &env, (&mut rx, run_paused), run_stop, event).await;
             owned
         });
         self.running.insert(
             name.to_owned(),
             Running {
                 cmds: tx,
-                paused: false,
+                paused,
                 stop,
             },
         );
@@ -428,7 +433,7 @@ impl Host {
     /// A pipeline's state as `list` and `show` say it.
     fn status(&self, name: &str) -> &'static str {
         match self.running.get(name) {
-            Some(r) if r.paused => "paused",
+            Some(r) if r.paused.load(Ordering::Relaxed) => "paused",
             Some(_) => "running",
             None if self.defs.get(name).is_some_and(|e| !e.trusted) => "untrusted",
             None => "stopped",
@@ -514,10 +519,9 @@ impl Host {
                 let Some(run) = self.running.get_mut(&name) else {
                     return json!({"ok": false, "detail": "not running"});
                 };
-                if run.paused == pause {
+                if run.paused.load(Ordering::Relaxed) == pause {
                     return json!({"ok": false, "detail": if pause { "already paused" } else { "not paused" }});
                 }
-                run.paused = pause;
                 let _ = run
                     .cmds
                     .try_send(if pause { RunCmd::Pause } else { RunCmd::Resume });

@@ -20,6 +20,9 @@ pub struct Definition {
     pub timeout: Option<Duration>,
     /// `safety.maxStepTimeoutMs`: a step that runs longer is a step error.
     pub max_step_timeout: Option<Duration>,
+    /// `safety.onTimeout: "pause"`: at `timeoutMs` the run pauses (its variables and
+    /// iteration kept) instead of stopping.
+    pub pause_on_timeout: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -267,6 +270,11 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         Some(s) => millis(s, "maxStepTimeoutMs", &p("safety"))?,
         None => None,
     };
+    let pause_on_timeout = match safety.and_then(|s| s.get("onTimeout")) {
+        None | Some(Value::Null) => false,
+        Some(v) if v == "stop" || v == "pause" => v == "pause",
+        Some(_) => return Err(at(&p("safety.onTimeout"), "must be \"stop\" or \"pause\"")),
+    };
     if max_iterations.is_none() && timeout.is_none() {
         return Err(at(
             &p("safety"),
@@ -281,6 +289,7 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         max_iterations,
         timeout,
         max_step_timeout,
+        pause_on_timeout,
     })
 }
 

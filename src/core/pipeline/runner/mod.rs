@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc};
@@ -73,7 +74,12 @@ struct Run<'a> {
     next_execution: u64,
     cmds: &'a mut mpsc::Receiver<RunCmd>,
     pending: Option<Box<Definition>>,
-    paused: bool,
+    /// Shared with the host, which says whether the run is paused (the run pauses
+    /// itself at its time limit with `onTimeout: "pause"`).
+    paused: Arc<AtomicBool>,
+    /// With `safety.onTimeout: "pause"`: when the run pauses itself, and for how long
+    /// it runs again after a resume.
+    pause_at: Option<(Instant, Duration)>,
     /// Cancelled by a stop (or maestro's exit): the running step's processes end now.
     stop: CancellationToken,
     /// Cancelled when the run ends, however it ends: background executions end with it.
@@ -115,7 +121,7 @@ enum Flow {
 pub async fn run(
     def: Definition,
     env: &RunnerEnv,
-    cmds: &mut mpsc::Receiver<RunCmd>,
+    (cmds, paused): (&mut mpsc::Receiver<RunCmd>, Arc<AtomicBool>),
     stop: CancellationToken,
     event: Option<Value>,
 ) -> (Ended, HashMap<String, Value>) {
@@ -131,14 +137,21 @@ pub async fn run(
         next_execution: 0,
         cmds,
         pending: None,
-        paused: false,
+        paused,
+        pause_at: def
+            .timeout
+            .filter(|_| def.pause_on_timeout)
+            .map(|t| (Instant::now() + t, t)),
         end: stop.child_token(),
         stop,
         last_excerpt: String::new(),
         slots: ProcessSlots::new(env.limits.max_processes_per_run, "in this run"),
     };
     r.report("started", 0, None, None).await;
-    let deadline = def.timeout.map(|t| Instant::now() + t);
+    let deadline = def
+        .timeout
+        .filter(|_| !def.pause_on_timeout)
+        .map(|t| Instant::now() + t);
     let ended = match deadline {
         Some(d) => match tokio::time::timeout_at(d, r.iterations(def)).await {
             Ok(e) => e,
@@ -189,8 +202,18 @@ impl Run<'_> {
 
     /// Applies queued commands; while paused, waits for resume or stop.
     async fn control(&mut self, iteration: u64) -> Flow {
+        if let Some((at, _)) = self.pause_at
+            && !self.paused.load(Ordering::Relaxed)
+            && Instant::now() >= at
+        {
+            self.paused.store(true, Ordering::Relaxed);
+            let why =
+                "safety.timeoutMs reached (onTimeout: pause): `sentinel resume` goes on from here";
+            self.report("paused", iteration, None, Some(why.into()))
+                .await;
+        }
         loop {
-            let cmd = if self.paused {
+            let cmd = if self.paused.load(Ordering::Relaxed) {
                 match self.cmds.recv().await {
                     Some(c) => c,
                     None => return Flow::Stop,
@@ -211,12 +234,18 @@ impl Run<'_> {
     async fn apply(&mut self, cmd: RunCmd, iteration: u64) -> Flow {
         match cmd {
             RunCmd::Stop => return Flow::Stop,
-            RunCmd::Pause if !self.paused => {
-                self.paused = true;
+            RunCmd::Pause if !self.paused.load(Ordering::Relaxed) => {
+                self.paused.store(true, Ordering::Relaxed);
                 self.report("paused", iteration, None, None).await;
             }
-            RunCmd::Resume if self.paused => {
-                self.paused = false;
+            RunCmd::Resume if self.paused.load(Ordering::Relaxed) => {
+                self.paused.store(false, Ordering::Relaxed);
+                // A run paused at its time limit gets the limit again.
+                if let Some((at, limit)) = &mut self.pause_at
+                    && Instant::now() >= *at
+                {
+                    *at = Instant::now() + *limit;
+                }
                 self.report("resumed", iteration, None, None).await;
             }
             RunCmd::Replace(def) => {

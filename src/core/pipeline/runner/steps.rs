@@ -153,7 +153,14 @@ impl Run<'_> {
         let event = self.vars.get("event").cloned();
         if wait {
             let (_tx, mut rx) = mpsc::channel(1);
-            let (ended, vars) = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+            let (ended, vars) = Box::pin(run(
+                child,
+                &env,
+                (&mut rx, std::sync::Arc::default()),
+                stop,
+                event,
+            ))
+            .await;
             let value = Value::Object(vars.into_iter().collect());
             return match ended {
                 Ended::Failed(why) => Err(StepError::Nested { why }),
@@ -162,7 +169,14 @@ impl Run<'_> {
         }
         tokio::spawn(async move {
             let (_tx, mut rx) = mpsc::channel(1);
-            let _ = Box::pin(run(child, &env, &mut rx, stop, event)).await;
+            let _ = Box::pin(run(
+                child,
+                &env,
+                (&mut rx, std::sync::Arc::default()),
+                stop,
+                event,
+            ))
+            .await;
         });
         Ok((
             Some(json!({"started": true})),
