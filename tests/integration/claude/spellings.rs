@@ -1,9 +1,10 @@
 //! Pollers in the spellings a review tried, run by the real Claude Code (2.1.328) with
 //! the scripted model, each a subagent: in a Musician's session over comms.db, and in
 //! the Conductor's over the logs while a maestro reports (the Sentinel's duty). Each is
-//! stopped within three cycles, whatever spells its wait or its read. Not here: `watch
-//! -n` (it needs a terminal) and `ping` (not installed on the test machine); the loop
-//! rule's unit tests hold them, and `ps -p` (a Souffleur's watcher's read).
+//! stopped within three cycles, whatever spells its wait or its read (`watch -n` fails
+//! at once without a terminal, as it does in Claude Code's Bash tool: the loop is the
+//! same). Not here: `ps -p`, a Souffleur's watcher's read, whose launch is refused by
+//! its verbatim prompt before it can loop.
 
 use serde_json::{Value, json};
 
@@ -118,6 +119,8 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
             .chain(cycle(&[bash("sleep 1"), bash(&format!("cat {}", out.display()))]))
             .collect(),
         ),
+        ("SP-14P", cycle(&[bash("ping -c 2 -i 0.5 127.0.0.1 > /dev/null; true"), read()])),
+        ("SP-15V", cycle(&[bash("timeout 2 watch -n 1 -t true > /dev/null 2>&1; true"), read()])),
         ("SP-13M", cycle(&[bash("sleep 1"), Reply::tool("mcp__sqlite__query", json!({"sql": "select task_id, state from orchestration_tasks"}), ONE)])),
     ];
     let config = mcp.to_string();
