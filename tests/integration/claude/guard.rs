@@ -1,7 +1,7 @@
 //! The poller guard with the real Claude Code: a subagent is judged by its calls and by
 //! who launched it. Ordinary work in a Musician's session runs, whatever it talks about;
 //! pollers in other words and other languages (over `sqlite3`, the comms-link MCP tool,
-//! `temp/`) are stopped by their third call, and the command maestro names instead runs
+//! `temp/`) are stopped at their third look, and the command maestro names instead runs
 //! in the caller's session without a permission prompt and takes the duty.
 
 use std::path::Path;
@@ -230,7 +230,7 @@ fn a_spanish_sentinel_runs_its_loop_unless_a_maestro_reports_and_then_is_stopped
     end(rig.start("CON-1E: /conductor", &server, POLLER_TOOLS));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
 
-    // One reports: stopped by its third call, nothing to run instead.
+    // One reports: stopped at its third look, nothing to run instead.
     let mut m = rig.watch(&["--report-to-db"]);
     let server = ModelServer::start(script("CON-2E"));
     end(rig.start("CON-2E: /conductor", &server, POLLER_TOOLS));
