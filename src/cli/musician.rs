@@ -22,13 +22,14 @@ use crate::core::sources::watchers::WatchMode;
 use crate::core::text::printable;
 
 pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitCode, CliError> {
+    let (task, mode) = task_and_mode(args)?;
     if args.join
-        && let Some(code) = joined(project, args, as_json)
+        && let Some(code) = joined(project, (&task, mode), as_json)
     {
         return Ok(ExitCode::from(code));
     }
     let runtime = crate::cli::runtime()?;
-    let ((task, mode), outcome) = wait(project, args, &runtime)?;
+    let outcome = wait(project, args, (&task, mode), &runtime)?;
     let code = print(&task, mode, &outcome, as_json);
     let _ = std::io::Write::flush(&mut std::io::stdout());
     // Printed first, kept after: the next watcher starts after the last message told,
@@ -46,14 +47,8 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
 
 /// `--join` beside a running watcher of the same kind: it is left running (it keeps the
 /// heartbeat and tells what comes), and that is said; exit 6. `None` when none runs.
-fn joined(project: &Project, args: &WatchArgs, as_json: bool) -> Option<u8> {
-    let task = TaskId::parse(&args.task_id).filter(TaskId::is_musician)?;
-    let mode = if args.pause {
-        WatchMode::Pause
-    } else {
-        WatchMode::Background
-    };
-    let pid = musician_watch::holder(&ProjectKey::of(&project.root), &task, mode)?;
+fn joined(project: &Project, (task, mode): (&TaskId, WatchMode), as_json: bool) -> Option<u8> {
+    let pid = musician_watch::holder(&ProjectKey::of(&project.root), task, mode)?;
     if as_json {
         let value = json!({"event": "watched", "task_id": task, "mode": mode.as_str(), "pid": pid});
         println!("{}", crate::core::text::json_line(&value));
@@ -67,11 +62,8 @@ fn joined(project: &Project, args: &WatchArgs, as_json: bool) -> Option<u8> {
 }
 
 /// Claims the watcher slot, waits, releases it; the task, mode and outcome.
-fn wait(
-    project: &Project,
-    args: &WatchArgs,
-    runtime: &tokio::runtime::Runtime,
-) -> Result<((TaskId, WatchMode), Outcome), CliError> {
+/// The watched task and the watcher's kind, from the arguments.
+fn task_and_mode(args: &WatchArgs) -> Result<(TaskId, WatchMode), CliError> {
     let task = TaskId::parse(&args.task_id)
         .filter(TaskId::is_musician)
         .ok_or_else(|| {
@@ -85,6 +77,15 @@ fn wait(
     } else {
         WatchMode::Background
     };
+    Ok((task, mode))
+}
+
+fn wait(
+    project: &Project,
+    args: &WatchArgs,
+    (task, mode): (&TaskId, WatchMode),
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Outcome, CliError> {
     if args.pause && args.since_id.is_some() {
         return Err(CliError::Usage(
             "--since-id is for background mode; a pause watcher waits for the task's state.".into(),
@@ -93,7 +94,7 @@ fn wait(
     // Without --since-id, a background watcher starts after the last message a watcher
     // of this task told (the highest id at start when none did).
     let told = (mode == WatchMode::Background)
-        .then(|| told_path(project, &task))
+        .then(|| told_path(project, task))
         .flatten()
         .and_then(|p| crate::core::safe_fs::read_regular(&p, 64).ok())
         .and_then(|b| String::from_utf8_lossy(&b).trim().parse::<i64>().ok());
@@ -112,7 +113,7 @@ fn wait(
         let signals = WatcherSignals::listen()?;
         // Listening first, then claiming: nothing committed after the claim is missed.
         let prepared = musician_watch::prepare(&cfg, &conn).map_err(crate::cli::error::runtime)?;
-        let claim = musician_watch::claim(&ProjectKey::of(&project.root), &task, mode)
+        let claim = musician_watch::claim(&ProjectKey::of(&project.root), task, mode)
             .await
             .map_err(crate::cli::error::runtime)?;
         let (replaced, stop) = signals.forward();
@@ -120,7 +121,7 @@ fn wait(
         claim.release(matches!(outcome, Ok(Outcome::Replaced)));
         outcome.map_err(crate::cli::error::runtime)
     })?;
-    Ok(((task, mode), outcome))
+    Ok(outcome)
 }
 
 /// A watcher's signals, listened to before it claims its slot: SIGUSR1 (a newer watcher

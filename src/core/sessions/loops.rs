@@ -159,7 +159,7 @@ pub fn loop_in(looks: &[Look]) -> Option<Vec<State>> {
 }
 
 /// Lower case, runs of whitespace as one space.
-fn loose(text: &str) -> String {
+pub fn loose(text: &str) -> String {
     text.split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

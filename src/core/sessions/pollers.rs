@@ -206,10 +206,7 @@ fn musician_watcher(text: &str, launch: &Launch<'_>) -> Option<Poller> {
 
 /// Lower case, typographic quotes as ASCII, runs of whitespace as one space.
 fn loose(text: &str) -> String {
-    text.split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase()
+    crate::core::sessions::loops::loose(text)
         .replace(['\u{2018}', '\u{2019}', '\u{02bc}', '\u{2032}'], "'")
         .replace(['\u{201c}', '\u{201d}'], "\"")
 }

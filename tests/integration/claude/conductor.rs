@@ -10,7 +10,8 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::replace_pollers::{
-    ONE, Rig, agent, command_in, conn, finish, heartbeat_age_s, refusals, tool_results,
+    ONE, Rig, agent, command_in, conn, finish, heartbeat_age_s, refusals, three_cycles,
+    tool_results,
 };
 use super::{ModelServer, Reply};
 use crate::common::{event, wait_until};
@@ -46,13 +47,10 @@ fn the_conductors_database_watcher_is_stopped_and_conductor_watch_takes_its_duty
     )
     .unwrap();
     let read = "sqlite3 comms.db \"SELECT task_id, state FROM orchestration_tasks WHERE state IN ('needs_review', 'error', 'complete')\"";
-    let watcher: Vec<Reply> = [Reply::bash("sleep 1", ONE), Reply::bash(read, ONE)]
-        .iter()
-        .cycle()
-        .take(6)
-        .cloned()
-        .chain([Reply::relay(ONE)])
-        .collect();
+    let watcher = three_cycles(
+        &[Reply::bash("sleep 1", ONE), Reply::bash(read, ONE)],
+        Reply::relay(ONE),
+    );
     let server = ModelServer::start(vec![
         (
             "CON-7W",

@@ -43,13 +43,10 @@ const SPANISH_SENTINEL: &str = "ES-5S: Eres el centinela: lee los registros de p
 /// look, nothing new, time passing) is refused, then it hands on what it was told.
 fn french_watcher_calls() -> Vec<Reply> {
     let read = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-03'\"";
-    let mut calls = Vec::new();
-    for _ in 0..3 {
-        calls.push(Reply::bash("sleep 1", ONE));
-        calls.push(Reply::bash(read, ONE));
-    }
-    calls.push(Reply::relay(ONE));
-    calls
+    super::replace_pollers::three_cycles(
+        &[Reply::bash("sleep 1", ONE), Reply::bash(read, ONE)],
+        Reply::relay(ONE),
+    )
 }
 
 /// The session's end, within the deadline: its stdout.

@@ -35,12 +35,8 @@ const SENTINEL_PROMPT: &str = "You are the Sentinel — a monitoring teammate wa
 /// A subagent's loop as a model runs it: `calls` three times over, then `last` (each
 /// response billed `usage`).
 fn looping(calls: &[&str], last: &str, usage: Usage) -> Vec<Reply> {
-    let mut out = Vec::new();
-    for _ in 0..3 {
-        out.extend(calls.iter().map(|c| Reply::bash(c, usage)));
-    }
-    out.push(Reply::text(last, usage));
-    out
+    let calls: Vec<Reply> = calls.iter().map(|c| Reply::bash(c, usage)).collect();
+    super::replace_pollers::three_cycles(&calls, Reply::text(last, usage))
 }
 
 /// What the poller subagents may run in print mode.

@@ -142,6 +142,18 @@ pub(super) fn tool_results(server: &ModelServer, errors: bool) -> Vec<String> {
     out
 }
 
+/// A subagent's poll loop as a model runs it: `calls` three times over, then `last`.
+pub(super) fn three_cycles(calls: &[Reply], last: Reply) -> Vec<Reply> {
+    let mut out: Vec<Reply> = calls
+        .iter()
+        .cycle()
+        .take(3 * calls.len())
+        .cloned()
+        .collect();
+    out.push(last);
+    out
+}
+
 /// The one command in backticks in a refusal.
 pub(super) fn command_in(reason: &str) -> String {
     let parts: Vec<&str> = reason.split('`').collect();
@@ -227,19 +239,16 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
             ),
             (
                 "WATCH-8K",
-                [
-                    Reply::bash("sleep 1", ONE),
-                    Reply::bash(
-                        "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
-                        ONE,
-                    ),
-                ]
-                .iter()
-                .cycle()
-                .take(6)
-                .cloned()
-                .chain([Reply::relay(ONE)])
-                .collect(),
+                three_cycles(
+                    &[
+                        Reply::bash("sleep 1", ONE),
+                        Reply::bash(
+                            "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
+                            ONE,
+                        ),
+                    ],
+                    Reply::relay(ONE),
+                ),
             ),
         ],
     );
@@ -429,19 +438,16 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
             ),
             (
                 "WATCH-8K",
-                [
-                    Reply::bash("sleep 1", ONE),
-                    Reply::bash(
-                        "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
-                        ONE,
-                    ),
-                ]
-                .iter()
-                .cycle()
-                .take(6)
-                .cloned()
-                .chain([Reply::text("message 7 arrived", ONE)])
-                .collect(),
+                three_cycles(
+                    &[
+                        Reply::bash("sleep 1", ONE),
+                        Reply::bash(
+                            "sqlite3 comms.db 'SELECT id FROM orchestration_messages'",
+                            ONE,
+                        ),
+                    ],
+                    Reply::text("message 7 arrived", ONE),
+                ),
             ),
         ],
     );

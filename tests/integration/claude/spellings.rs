@@ -8,17 +8,12 @@
 
 use serde_json::{Value, json};
 
-use super::replace_pollers::{ONE, Rig, agent, finish};
+use super::replace_pollers::{ONE, Rig, agent, finish, three_cycles};
 use super::{ModelServer, Reply};
 
 /// Three cycles of `calls`, then the subagent's last word.
 fn cycle(calls: &[Reply]) -> Vec<Reply> {
-    let mut out = Vec::new();
-    for _ in 0..3 {
-        out.extend(calls.iter().cloned());
-    }
-    out.push(Reply::relay(ONE));
-    out
+    three_cycles(calls, Reply::relay(ONE))
 }
 
 fn bash(command: &str) -> Reply {
@@ -60,14 +55,17 @@ fn four_are_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], ext
     tools.extend(extra);
     let (code, out) = finish(rig.start(prompt, &server, &tools));
     assert_eq!(code, 0, "{out}");
-    let files = rig.subagent_files();
+    // Each transcript read once.
+    let texts: Vec<String> = rig
+        .subagent_files()
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
     let mut unstopped = Vec::new();
     for (m, _) in pollers {
-        let mine = files.iter().find(|f| {
-            std::fs::read_to_string(f).is_ok_and(|t| t.contains(&format!("{m}: keep an eye")))
-        });
-        let stopped = mine
-            .and_then(|f| std::fs::read_to_string(f).ok())
+        let stopped = texts
+            .iter()
+            .find(|t| t.contains(&format!("{m}: keep an eye")))
             .is_some_and(|t| t.contains("stopped this subagent"));
         if !stopped {
             unstopped.push(*m);

@@ -264,12 +264,7 @@ pub fn seen_loops(dir: &Path) -> Vec<(String, String, Vec<State>)> {
 
 /// A prompt's hash, its case and runs of whitespace aside.
 pub fn prompt_hash(prompt: &str) -> u64 {
-    let loose = prompt
-        .split_whitespace()
-        .collect::<Vec<_>>()
-        .join(" ")
-        .to_lowercase();
-    paths::fnv1a(loose.as_bytes())
+    paths::fnv1a(crate::core::sessions::loops::loose(prompt).as_bytes())
 }
 
 #[cfg(test)]
