@@ -68,6 +68,9 @@ pub fn is_after(h: &Happening, after: Option<Cursor>) -> bool {
 pub struct Resume {
     pub follower: Follower,
     pub gap: Option<Gap>,
+    /// What this run printed with a null cursor (the journal could not keep it): its
+    /// entry, kept later, is not printed again.
+    printed_unkept: std::collections::HashSet<(u64, u64)>,
 }
 
 impl Resume {
@@ -76,7 +79,11 @@ impl Resume {
     pub fn open(path: &std::path::Path, cursor: Cursor) -> Result<Self, CliError> {
         let (follower, gap) = crate::core::told::read::follow_after(path, cursor)
             .map_err(crate::cli::error::usage)?;
-        Ok(Self { follower, gap })
+        Ok(Self {
+            follower,
+            gap,
+            printed_unkept: std::collections::HashSet::new(),
+        })
     }
 
     /// The gap (once) and every entry the journal holds past what was printed.
@@ -94,14 +101,17 @@ impl Resume {
                 return false;
             }
         }
-        let entries = self.follower.next_entries();
+        let entries = self.follower.next_keyed();
         if let Some(id) = self.follower.take_replaced() {
             let line = crate::core::event_json::replaced_gap_line(clock.now_utc(), id);
             if !out.push(format!("{line}\n")).await {
                 return false;
             }
         }
-        for (_, json) in entries {
+        for (_, key, json) in entries {
+            if self.printed_unkept.remove(&key) {
+                continue;
+            }
             if !out.push(format!("{json}\n")).await {
                 return false;
             }
@@ -154,10 +164,13 @@ pub async fn present_after(
                 }
                 // What the journal could not hold (it cannot be written) is printed as
                 // it happens, with its null cursor: never kept from the reader.
-                if h.told
-                    .as_ref()
-                    .is_some_and(|t| t.cursor.is_none() && !t.replayed)
-                {
+                if let Some(t) = h.told.as_ref().filter(|t| t.cursor.is_none() && !t.replayed) {
+                    // Bounded as the journal's own hold is.
+                    if let Some(key) = t.held
+                        && r.printed_unkept.len() < 20_000
+                    {
+                        r.printed_unkept.insert(key);
+                    }
                     write_one(out, format, &clock, &h, until_complete).await
                 } else {
                     end_of(&h, until_complete)

@@ -16,6 +16,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
+use std::time::{Duration, Instant};
+
 use nix::fcntl::OFlag;
 
 /// A journal larger than this is cut to its newest half (small in unit tests, so the
@@ -40,7 +42,14 @@ pub struct Entry {
 /// The open journal file and how far this process has read it.
 #[derive(Debug)]
 pub struct JournalFile {
+    /// The journal's name as configured (`journal.tsv`).
+    base: PathBuf,
+    /// Where it is now: the name, or one beside it when something that is not a file
+    /// (a directory, a FIFO, a symlink) took the name ([`place`]).
     path: PathBuf,
+    /// The lock was not had within [`LOCK_WAIT`] last time: tried once, not waited for,
+    /// until it is had again.
+    stuck: bool,
     file: File,
     /// The file's (device, inode) once learnt: what the name must hold.
     file_id: Option<(u64, u64)>,
@@ -91,8 +100,36 @@ fn open_own(path: &Path) -> io::Result<File> {
     Ok(file)
 }
 
+/// How long a maestro waits for the journal's lock before it gives up on this entry: a
+/// sibling stopped (SIGSTOP, a debugger) while holding it holds up no one longer.
+const LOCK_WAIT: Duration = Duration::from_millis(300);
+
+/// Takes the exclusive lock within `wait`; past it, an error that says why.
+fn lock_within(file: &File, wait: Duration) -> io::Result<()> {
+    use rustix::fs::FlockOperation::NonBlockingLockExclusive;
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match rustix::fs::flock(file, NonBlockingLockExclusive) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::WOULDBLOCK) => {}
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(e) => return Err(e.into()),
+        }
+        let left = wait.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::WouldBlock,
+                "its lock is held by another maestro of this project that does not let go (stopped or frozen)",
+            ));
+        }
+        std::thread::sleep(pause.min(left));
+        pause = (pause * 2).min(Duration::from_millis(16));
+    }
+}
+
 fn lock(file: &File) -> io::Result<()> {
-    rustix::fs::flock(file, rustix::fs::FlockOperation::LockExclusive).map_err(io::Error::from)
+    lock_within(file, LOCK_WAIT)
 }
 
 fn unlock(file: &File) {
@@ -101,16 +138,19 @@ fn unlock(file: &File) {
 
 impl JournalFile {
     /// Opens the journal (made with a new id when there is none) and reads its entries.
-    pub fn open(path: &Path) -> io::Result<(Self, Vec<Entry>)> {
-        if let Some(dir) = path.parent() {
+    pub fn open(base: &Path) -> io::Result<(Self, Vec<Entry>)> {
+        if let Some(dir) = base.parent() {
             std::fs::DirBuilder::new()
                 .recursive(true)
                 .mode(0o700)
                 .create(dir)?;
         }
-        let file = open_own(path)?;
+        let path = place(base);
+        let file = open_own(&path)?;
         let mut journal = Self {
-            path: path.to_path_buf(),
+            base: base.to_path_buf(),
+            path,
+            stuck: false,
             file,
             file_id: None,
             id: 0,
@@ -137,9 +177,12 @@ impl JournalFile {
     /// The header (written when the file is new) and every entry.
     fn read_start(&mut self) -> io::Result<Vec<Entry>> {
         if self.file.metadata()?.len() == 0 {
+            // A journal made where none was: the ones the project had before (deleted
+            // while no maestro ran) are named, so their cursors resume here.
             self.id = new_id(&self.path);
-            self.file
-                .write_all(format!("{MAGIC} 1 {:016x}\n", self.id).as_bytes())?;
+            self.chain = remembered_chain(&self.base);
+            self.file.write_all(header(self.id, &self.chain).as_bytes())?;
+            remember_chain(&self.base, self.id, &self.chain);
         }
         let entries = self.read_new()?;
         if self.id == 0 {
@@ -167,7 +210,10 @@ impl JournalFile {
     /// this process's file (an `fstat` too when it does not): this runs before every
     /// event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
-        lock(&self.file)?;
+        let wait = if self.stuck { Duration::ZERO } else { LOCK_WAIT };
+        let had = lock_within(&self.file, wait);
+        self.stuck = had.is_err();
+        had?;
         match self.named() {
             Ok(Named::Whole) => return Ok(Guard { journal: self }),
             Ok(_) => unlock(&self.file),
@@ -179,7 +225,7 @@ impl JournalFile {
         // Settled by one maestro of the project at a time (the others then find its new
         // journal under the name, and follow it). The side lock first, then the file's,
         // as everywhere: no two maestros wait on each other.
-        let settling = SideLock::take(&self.path)?;
+        let settling = SideLock::take(&self.base)?;
         lock(&self.file)?;
         if let Err(e) = self.settle() {
             unlock(&self.file);
@@ -191,10 +237,22 @@ impl JournalFile {
 
     /// Under both locks: the name looked at again, and followed or replaced.
     fn settle(&mut self) -> io::Result<()> {
+        // Something that is not a file under the name: the journal goes beside it.
+        let place = place(&self.base);
+        let taken = std::fs::symlink_metadata(&self.path).is_ok_and(|m| !m.is_file());
+        if place != self.path {
+            self.path = place;
+            self.file_id = None;
+        }
         match self.named()? {
             Named::Whole => return Ok(()),
             Named::CutShort => {
                 return self.start_new("the journal was cut short under maestro (truncated)");
+            }
+            Named::Gone if taken => {
+                return self.start_new(
+                    "something that is not a file (a directory, a FIFO or a symlink) took the journal's name",
+                );
             }
             Named::Gone => return self.start_new("the journal was deleted while maestro ran"),
             Named::Other => {}
@@ -284,10 +342,10 @@ impl JournalFile {
         // ones before, so a cursor of any of them still resumes (after a gap).
         let mut chain = vec![self.id];
         chain.extend(self.chain.iter().copied().take(MAX_CHAIN - 1));
-        let ids: Vec<String> = chain.iter().map(|c| format!("{c:016x}")).collect();
-        let header = format!("{MAGIC} 1 {id:016x} replaces={}\n", ids.join(","));
-        self.chain = chain;
+        let header = header(id, &chain);
         crate::core::safe_fs::write_atomic(&self.path, header.as_bytes(), 0o600)?;
+        remember_chain(&self.base, id, &chain);
+        self.chain = chain;
         let file = open_own(&self.path)?;
         lock(&file)?;
         let old = self.swap_file(file);
@@ -390,6 +448,68 @@ pub fn header_chain(line: &[u8]) -> Vec<u64> {
         .unwrap_or_default()
 }
 
+/// A journal's header line: its id, and the journals it replaces (newest first).
+fn header(id: u64, chain: &[u64]) -> String {
+    if chain.is_empty() {
+        return format!("{MAGIC} 1 {id:016x}\n");
+    }
+    let ids: Vec<String> = chain.iter().map(|c| format!("{c:016x}")).collect();
+    format!("{MAGIC} 1 {id:016x} replaces={}\n", ids.join(","))
+}
+
+/// The most places tried beside the journal's name.
+const MAX_PLACES: u32 = 8;
+
+/// Where the journal named `base` is: the last of `journal.tsv`, `journal.2.tsv`, …
+/// that holds a regular file, or else the first that holds nothing. A directory, FIFO
+/// or symlink under a name is passed by, never followed, opened or removed.
+pub fn place(base: &Path) -> PathBuf {
+    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
+    let ext = base.extension().map(|e| e.to_string_lossy());
+    let names = (1..=MAX_PLACES).map(|n| match (n, &ext) {
+        (1, _) => base.to_path_buf(),
+        (n, Some(ext)) => base.with_file_name(format!("{stem}.{n}.{ext}")),
+        (n, None) => base.with_file_name(format!("{stem}.{n}")),
+    });
+    let mut free = None;
+    let mut file = None;
+    for name in names {
+        match std::fs::symlink_metadata(&name) {
+            Ok(m) if m.is_file() => file = Some(name),
+            Err(e) if e.kind() == io::ErrorKind::NotFound && free.is_none() => free = Some(name),
+            _ => {}
+        }
+    }
+    file.or(free).unwrap_or_else(|| base.to_path_buf())
+}
+
+/// The side file beside the journal's name (its lock, and the ids of its journals).
+fn side_path(base: &Path) -> PathBuf {
+    let mut name = base.as_os_str().to_owned();
+    name.push(".lock");
+    PathBuf::from(name)
+}
+
+/// The journals the project had, newest first, as the side file remembers them.
+fn remembered_chain(base: &Path) -> Vec<u64> {
+    let text = crate::core::safe_fs::read_regular(&side_path(base), 4096).unwrap_or_default();
+    header_chain(format!("{MAGIC} 1 0 {}", String::from_utf8_lossy(&text).trim()).as_bytes())
+}
+
+/// Remembers `id` and the journals before it in the side file (best effort: a journal
+/// without it only loses the chain of one deleted while no maestro ran).
+fn remember_chain(base: &Path, id: u64, chain: &[u64]) {
+    let ids: Vec<String> = std::iter::once(id)
+        .chain(chain.iter().copied().take(MAX_CHAIN - 1))
+        .map(|c| format!("{c:016x}"))
+        .collect();
+    if let Ok(file) = open_own(&side_path(base))
+        && file.set_len(0).is_ok()
+    {
+        let _ = (&file).write_all(format!("replaces={}\n", ids.join(",")).as_bytes());
+    }
+}
+
 /// An entry's key fields, and where its JSON starts in the line.
 pub fn parse_entry_at(line: &[u8]) -> Option<(Entry, usize)> {
     let mut at = 0;
@@ -437,9 +557,7 @@ struct SideLock(File);
 
 impl SideLock {
     fn take(journal: &Path) -> io::Result<Self> {
-        let mut name = journal.as_os_str().to_owned();
-        name.push(".lock");
-        let file = open_own(Path::new(&name))?;
+        let file = open_own(&side_path(journal))?;
         lock(&file)?;
         Ok(Self(file))
     }

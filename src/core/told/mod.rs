@@ -24,6 +24,7 @@
 
 mod file;
 pub mod read;
+mod unkept;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -47,6 +48,10 @@ pub struct Told {
     /// The JSON line as this run journaled it (none for a restatement or without a
     /// journal): the printed form, built once.
     pub line: Option<std::sync::Arc<str>>,
+    /// Told with a null cursor while the journal could not keep it: the key its entry
+    /// gets when it is kept later (marked `replayed`), so a reader that printed it
+    /// passes that entry by ([`read::Follower::next_keyed`]).
+    pub held: Option<(u64, u64)>,
 }
 
 /// A place in a project's journal: the journal's id and an entry's sequence number.
@@ -150,6 +155,7 @@ impl Fact {
             replayed: self.journal != 0 && (self.journal != journal || self.seq < run_start),
             repeat,
             line: None,
+            held: None,
         };
         (first, told)
     }
@@ -169,6 +175,10 @@ pub struct Journal {
     failing: Option<String>,
     /// What to tell about the journal itself.
     news: Vec<String>,
+    /// What was told while the journal could not keep it, to be kept when it can.
+    unkept: unkept::Unkept,
+    /// A journal that could not be opened at start: where, and when to try again.
+    retry: Option<(std::path::PathBuf, std::time::Instant)>,
 }
 
 impl Journal {
@@ -183,6 +193,8 @@ impl Journal {
             run_start: 1,
             failing: None,
             news: Vec::new(),
+            unkept: unkept::Unkept::default(),
+            retry: None,
         }
     }
 
@@ -198,28 +210,44 @@ impl Journal {
     pub fn open(path: &Path) -> (Self, Option<String>) {
         match JournalFile::open(path) {
             Ok((file, entries)) => {
-                let mut journal = Self {
-                    id: file.id(),
-                    file: Some(file),
-                    facts: HashMap::new(),
-                    last_seq: 0,
-                    run_start: 1,
-                    failing: None,
-                    news: Vec::new(),
-                };
-                journal.index(entries);
-                journal.run_start = journal.last_seq + 1;
+                let mut journal = Self::in_memory();
+                journal.adopt(file, entries);
                 (journal, None)
             }
             Err(e) => {
                 let said = format!(
-                    "cannot use the journal {}: {e}; this run's events are not kept for --after, and are printed with a null cursor",
+                    "cannot use the journal {}: {e}; events are printed with a null cursor, and kept (marked replayed) once it can be written",
                     path.display()
                 );
                 let mut journal = Self::in_memory();
                 journal.news.push(said.clone());
+                journal.failing = Some(e.to_string());
+                journal.retry = Some((path.to_path_buf(), std::time::Instant::now()));
                 (journal, Some(said))
             }
+        }
+    }
+
+    /// Goes on with `file`: its id, and what it holds (told before this run).
+    fn adopt(&mut self, file: JournalFile, entries: Vec<Entry>) {
+        self.id = file.id();
+        self.file = Some(file);
+        self.index(entries);
+        self.run_start = self.last_seq + 1;
+    }
+
+    /// A journal that could not be opened at start is tried again, once a second.
+    fn reopen(&mut self) {
+        let Some((path, at)) = &mut self.retry else {
+            return;
+        };
+        if at.elapsed() < std::time::Duration::from_secs(1) {
+            return;
+        }
+        *at = std::time::Instant::now();
+        if let Ok((file, entries)) = JournalFile::open(path) {
+            self.retry = None;
+            self.adopt(file, entries);
         }
     }
 
@@ -248,33 +276,31 @@ impl Journal {
                 crate::core::paths::fnv1a(id.fingerprint.as_bytes()),
             )
         });
-        let kept = self.file.is_some();
-        // Under the file's lock: what the other maestros appended first, then ours.
-        let mut lock = match self.file.as_mut().map(JournalFile::lock) {
-            Some(Ok(guard)) => Some(guard),
-            Some(Err(e)) => {
-                Self::failed(&mut self.failing, &mut self.news, &e);
-                None
-            }
-            None => None,
-        };
-        if let Some(guard) = &mut lock {
-            if let Some(why) = guard.take_restart() {
-                self.id = guard.id();
-                self.last_seq = 0;
-                self.news.push(why);
-                if guard.take_started_here() {
-                    carry(guard, &mut self.facts, &mut self.last_seq, self.id);
-                }
-            }
-            let entries = guard.read_new();
-            index(&mut self.facts, &mut self.last_seq, self.id, entries);
-        }
+        self.reopen();
+        // Out of `self` while it is locked, so the guard borrows the file alone.
+        let mut file = self.file.take();
+        let told = self.tell_in(file.as_mut(), now, key, line);
+        self.file = file;
+        told
+    }
+
+    fn tell_in(
+        &mut self,
+        file: Option<&mut JournalFile>,
+        now: OffsetDateTime,
+        key: Option<(u64, u64)>,
+        line: impl FnOnce(Cursor) -> String,
+    ) -> (OffsetDateTime, Told) {
+        let kept = file.is_some();
+        let mut lock = self.lock_and_read(file);
         if let Some((slot, fingerprint)) = key
             && let Some(fact) = self.facts.get_mut(&slot)
             && fact.fingerprint == fingerprint
         {
             return fact.restated(now, (self.id, kept, self.run_start));
+        }
+        if let Some(guard) = &mut lock {
+            self.keep_unkept(guard, now);
         }
         let seq = self.last_seq + 1;
         let cursor = Cursor {
@@ -289,11 +315,23 @@ impl Journal {
             fingerprint,
             first_ns,
         };
-        let text = lock.as_mut().and_then(|guard| {
-            let json: std::sync::Arc<str> = line(cursor).into();
-            Self::append(guard, (&mut self.failing, &mut self.news), &entry, json)
-        });
+        // Built when it can be kept now, or later (a journal there is, or will be).
+        let json: Option<std::sync::Arc<str>> =
+            (kept || self.retry.is_some()).then(|| line(cursor).into());
+        let text = match (lock.as_mut(), &json) {
+            (Some(guard), Some(json)) => Self::append(
+                guard,
+                (&mut self.failing, &mut self.news),
+                &entry,
+                json.clone(),
+            ),
+            _ => None,
+        };
         drop(lock);
+        let held = match (&text, json) {
+            (None, Some(json)) => Some(self.unkept.hold(entry, json)),
+            _ => None,
+        };
         if text.is_some() {
             self.last_seq = seq;
         }
@@ -315,8 +353,101 @@ impl Journal {
             replayed: false,
             repeat: false,
             line: text,
+            held,
         };
         (now, told)
+    }
+
+    /// The journal's lock, with what the other maestros appended since read (and a new
+    /// journal under the name followed); `None` when it cannot be had (said once).
+    fn lock_and_read<'f>(&mut self, file: Option<&'f mut JournalFile>) -> Option<file::Guard<'f>> {
+        let mut guard = match file.map(JournalFile::lock) {
+            Some(Ok(guard)) => guard,
+            Some(Err(e)) => {
+                Self::failed(&mut self.failing, &mut self.news, &e);
+                return None;
+            }
+            None => return None,
+        };
+        if let Some(why) = guard.take_restart() {
+            self.id = guard.id();
+            self.last_seq = 0;
+            self.news.push(why);
+            if guard.take_started_here() {
+                carry(&mut guard, &mut self.facts, &mut self.last_seq, self.id);
+            }
+        }
+        let entries = guard.read_new();
+        index(&mut self.facts, &mut self.last_seq, self.id, entries);
+        Some(guard)
+    }
+
+    /// Writes what was told while the journal could not keep it, oldest first, each
+    /// with its own cursor and marked `replayed`; what another maestro kept meanwhile
+    /// (the same fact) is passed by. Stops at the first write that fails.
+    fn keep_unkept(&mut self, guard: &mut file::Guard<'_>, now: OffsetDateTime) {
+        if self.unkept.is_empty() {
+            return;
+        }
+        let dropped = self.unkept.take_dropped();
+        if dropped > 0 {
+            let cursor = self.next_cursor();
+            let ts = now
+                .format(&time::format_description::well_known::Rfc3339)
+                .unwrap_or_default();
+            let json = unkept::dropped_line(&ts, dropped, cursor);
+            let entry = Entry {
+                seq: cursor.seq,
+                slot: 0,
+                fingerprint: 0,
+                first_ns: now.unix_timestamp_nanos(),
+            };
+            if Self::append(guard, (&mut self.failing, &mut self.news), &entry, json.into())
+                .is_none()
+            {
+                return;
+            }
+            self.last_seq = cursor.seq;
+        }
+        while let Some(held) = self.unkept.front() {
+            let e = held.entry;
+            let known = self
+                .facts
+                .get(&e.slot)
+                .is_some_and(|f| f.fingerprint == e.fingerprint && f.journal != 0);
+            if !known {
+                let cursor = self.next_cursor();
+                let json = unkept::kept_line(&held.json, cursor);
+                let entry = Entry {
+                    seq: cursor.seq,
+                    ..e
+                };
+                if Self::append(guard, (&mut self.failing, &mut self.news), &entry, json.into())
+                    .is_none()
+                {
+                    return;
+                }
+                self.last_seq = cursor.seq;
+                self.facts.insert(
+                    e.slot,
+                    Fact {
+                        fingerprint: e.fingerprint,
+                        seq: cursor.seq,
+                        first_ns: e.first_ns,
+                        journal: self.id,
+                        mine: true,
+                    },
+                );
+            }
+            self.unkept.pop();
+        }
+    }
+
+    fn next_cursor(&self) -> Cursor {
+        Cursor {
+            journal: self.id,
+            seq: self.last_seq + 1,
+        }
     }
 
     /// Appends one entry: its line when it was written; a failure said once, and a

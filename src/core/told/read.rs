@@ -8,11 +8,13 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::Cursor;
-use super::file::{header_chain, header_id, parse_entry_at};
+use super::file::{header_chain, header_id, parse_entry_at, place};
 
 /// A reader of the journal after a cursor.
 #[derive(Debug)]
 pub struct Follower {
+    /// The journal's name as configured; `path` is where it is now ([`place`]).
+    base: PathBuf,
     path: PathBuf,
     file: File,
     ino: (u64, u64),
@@ -65,7 +67,8 @@ pub enum ResumeError {
     PastTheEnd { cursor: Cursor, id: u64, last: u64 },
 }
 
-pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap>), ResumeError> {
+pub fn follow_after(base: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap>), ResumeError> {
+    let path = &place(base);
     let (file, meta) = crate::core::safe_fs::open_regular(path).map_err(|e| {
         if e.is_missing() {
             ResumeError::NoJournal { cursor }
@@ -74,6 +77,7 @@ pub fn follow_after(path: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
         }
     })?;
     let mut follower = Follower {
+        base: base.to_path_buf(),
         path: path.to_path_buf(),
         ino: (meta.dev(), meta.ino()),
         file,
@@ -154,10 +158,23 @@ impl Follower {
     /// new journal under the name is read from its start ([`Self::take_replaced`]). Only
     /// whole entries whose JSON is one whole object are handed out.
     pub fn next_entries(&mut self) -> Vec<(u64, String)> {
-        if let Ok(meta) = std::fs::symlink_metadata(&self.path)
+        self.next_keyed()
+            .into_iter()
+            .map(|(seq, _, json)| (seq, json))
+            .collect()
+    }
+
+    /// [`Self::next_entries`] with each entry's key (its slot and fingerprint), which a
+    /// reader matches against what it printed with a null cursor ([`super::Told::held`]).
+    pub fn next_keyed(&mut self) -> Vec<(u64, (u64, u64), String)> {
+        let moved = std::fs::symlink_metadata(&self.path)
+            .map_or(true, |meta| (meta.dev(), meta.ino()) != self.ino);
+        if moved
+            && let place = place(&self.base)
+            && let Ok((file, meta)) = crate::core::safe_fs::open_regular(&place)
             && (meta.dev(), meta.ino()) != self.ino
-            && let Ok((file, meta)) = crate::core::safe_fs::open_regular(&self.path)
         {
+            self.path = place;
             self.file = file;
             self.ino = (meta.dev(), meta.ino());
             self.end = 0;
@@ -192,7 +209,7 @@ impl Follower {
             }
             self.after = e.seq;
             if let Ok(json) = String::from_utf8(json.to_vec()) {
-                out.push((e.seq, json));
+                out.push((e.seq, (e.slot, e.fingerprint), json));
             }
         }
         out

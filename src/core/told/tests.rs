@@ -119,17 +119,22 @@ fn planted_files_are_never_followed_and_a_torn_line_is_skipped() {
     std::fs::write(&secret, "the user's\n").expect("write");
     let link = dir.path().join("linked.tsv");
     std::os::unix::fs::symlink(&secret, &link).expect("symlink");
+    // The journal goes beside what took its name, never through it.
     let (mut j, problem) = Journal::open(&link);
-    assert!(problem.is_some_and(|p| p.contains("cannot use the journal")));
-    j.tell(at(1), None, line("x"));
+    assert_eq!(problem, None);
+    let (_, told) = j.tell(at(1), None, line("x"));
+    assert!(told.cursor.is_some(), "kept beside the link");
     assert_eq!(
         std::fs::read_to_string(&secret).expect("read"),
         "the user's\n"
     );
+    let beside = std::fs::read_to_string(dir.path().join("linked.2.tsv")).expect("beside");
+    assert!(beside.starts_with("#maestro-journal 1 "), "{beside}");
     let fifo = dir.path().join("fifo.tsv");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
-    // Returns at once, refusing it.
-    assert!(Journal::open(&fifo).1.is_some());
+    // Returns at once, passing it by.
+    assert_eq!(Journal::open(&fifo).1, None);
+    assert!(dir.path().join("fifo.2.tsv").is_file());
 
     let path = dir.path().join("journal.tsv");
     let (mut j, _) = Journal::open(&path);
