@@ -14,7 +14,7 @@ use serde_json::Value;
 use crate::common::{Running, Scratch, event, maestro};
 
 /// `maestro --no-tui --json` on `s` with its own data folder, `--after` when given.
-fn headless(s: &Scratch, data: &Path, after: Option<&str>) -> Running {
+pub fn headless(s: &Scratch, data: &Path, after: Option<&str>) -> Running {
     let mut cmd: Command = maestro();
     cmd.env("XDG_DATA_HOME", data)
         .args(["--no-tui", "--json", "--project"])
@@ -25,7 +25,7 @@ fn headless(s: &Scratch, data: &Path, after: Option<&str>) -> Running {
     Running::spawn(cmd)
 }
 
-fn append(path: &Path, text: &str) {
+pub fn append(path: &Path, text: &str) {
     let mut f = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
@@ -132,7 +132,7 @@ fn a_status_log_past_the_start_up_read_is_not_retold_when_resumed() {
 }
 
 /// The journal file of a project in `data`.
-fn journal_of(data: &Path) -> PathBuf {
+pub fn journal_of(data: &Path) -> PathBuf {
     crate::common::walk(&data.join("maestro/events"))
         .into_iter()
         .find(|p| p.file_name().is_some_and(|n| n == "journal.tsv"))
@@ -374,11 +374,11 @@ fn comms_db_replaced_by_a_copy_of_itself_tells_no_message_twice() {
 }
 
 /// A small tmpfs of the test's own, unmounted when dropped.
-struct Tmpfs(tempfile::TempDir);
+pub struct Tmpfs(pub tempfile::TempDir);
 
 impl Tmpfs {
     /// `None`, saying why, where a tmpfs cannot be mounted (not root, no `mount`).
-    fn mount(size: &str) -> Option<Self> {
+    pub fn mount(size: &str) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         let ok = Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
@@ -400,7 +400,7 @@ impl Drop for Tmpfs {
 }
 
 /// Fills the file system at `dir` to the last byte.
-fn fill(dir: &Path) -> PathBuf {
+pub fn fill(dir: &Path) -> PathBuf {
     let path = dir.join("filler");
     let mut f = std::fs::File::create(&path).unwrap();
     let block = vec![b'x'; 4096];

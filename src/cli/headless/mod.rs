@@ -162,13 +162,14 @@ pub async fn present_after(
                 if !r.print_new(&clock, out).await {
                     return Ended::OutputClosed;
                 }
-                // What the journal could not hold (it cannot be written) is printed as
-                // it happens, with its null cursor: never kept from the reader.
-                if let Some(t) = h.told.as_ref().filter(|t| t.cursor.is_none() && !t.replayed) {
+                // A resumable stream prints only what the journal holds: what it could
+                // not keep yet comes when it is kept (marked replayed). The journal's own
+                // trouble is said at once, and its entry, kept later, passed by.
+                if let Some(key) = h.told.as_ref().and_then(|t| t.held)
+                    && matches!(h.what, What::Error { .. })
+                {
                     // Bounded as the journal's own hold is.
-                    if let Some(key) = t.held
-                        && r.printed_unkept.len() < 20_000
-                    {
+                    if r.printed_unkept.len() < 20_000 {
                         r.printed_unkept.insert(key);
                     }
                     write_one(out, format, &clock, &h, until_complete).await

@@ -239,6 +239,11 @@ impl Hub {
         loop {
             self.publish_snapshot();
             let deadline = self.next_deadline();
+            // What the journal could not keep is tried again each second, events or not.
+            let keep_due = self
+                .told
+                .holds()
+                .then(|| Instant::now() + std::time::Duration::from_secs(1));
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => break,
@@ -266,6 +271,11 @@ impl Hub {
                     }
                 }
                 () = sleep_until_opt(deadline) => {}
+                () = sleep_until_opt(keep_due) => {
+                    let now = self.clock.now_utc();
+                    self.told.keep_held(now);
+                    self.say_journal_news(now).await;
+                }
                 () = sleep_until_opt(record_due) => {
                     record_due = None;
                     if let Some(r) = &mut self.recorder {

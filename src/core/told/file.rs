@@ -11,14 +11,17 @@
 //! journal deleted; another journal's or an older copy; the file cut short) starts a new
 //! journal with a new id, so no cursor ever names two events; the caller is told why.
 
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{DirBuilderExt, FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nix::fcntl::OFlag;
+use super::place::{
+    LOCK_WAIT, MAGIC, MAX_CHAIN, SideLock, header, header_chain, header_id, header_replaces, lock,
+    lock_within, open_own, place, remember_chain, remembered_chain, unlock,
+};
 
 /// A journal larger than this is cut to its newest half (small in unit tests, so the
 /// cut is exercised).
@@ -26,8 +29,8 @@ use nix::fcntl::OFlag;
 pub const MAX_BYTES: u64 = 32 << 20;
 #[cfg(test)]
 pub const MAX_BYTES: u64 = 64 << 10;
-/// The header's first word.
-const MAGIC: &str = "#maestro-journal";
+/// How many bytes before its place a maestro checks are still what it read.
+const TAIL: usize = 16;
 
 /// One entry's key fields (its JSON stays in the file).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +59,9 @@ pub struct JournalFile {
     id: u64,
     /// Bytes read (and indexed) so far: whole lines only.
     end: u64,
+    /// The last bytes before `end` (up to [`TAIL`]): a file cut and written again past
+    /// this process's place holds other bytes there.
+    tail: Vec<u8>,
     /// The file's size at the last read (past `end`: a line torn by a killed writer).
     size: u64,
     /// The highest sequence number read or written.
@@ -64,6 +70,8 @@ pub struct JournalFile {
     restarted: Option<String>,
     /// This process started it (not a sibling): it hands the new journal what it knew.
     started_here: bool,
+    /// The entries of a journal cut short, read again from its top before it was left.
+    salvaged: Vec<Entry>,
     /// The journal this one replaced, as its header says (a new journal's).
     replaces: Option<u64>,
     /// Every journal before it that its header names, newest first (the chain whose
@@ -84,58 +92,6 @@ pub fn new_id(path: &Path) -> u64 {
     crate::core::paths::fnv1a(&seed) | 1
 }
 
-/// Opens a file of the journal's for reading and appending: created 0600, never
-/// through a symlink, never blocking on a FIFO; anything but a regular file refused.
-fn open_own(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK | OFlag::O_NOCTTY).bits())
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::other("it is not a regular file"));
-    }
-    Ok(file)
-}
-
-/// How long a maestro waits for the journal's lock before it gives up on this entry: a
-/// sibling stopped (SIGSTOP, a debugger) while holding it holds up no one longer.
-const LOCK_WAIT: Duration = Duration::from_millis(300);
-
-/// Takes the exclusive lock within `wait`; past it, an error that says why.
-fn lock_within(file: &File, wait: Duration) -> io::Result<()> {
-    use rustix::fs::FlockOperation::NonBlockingLockExclusive;
-    let started = Instant::now();
-    let mut pause = Duration::from_millis(1);
-    loop {
-        match rustix::fs::flock(file, NonBlockingLockExclusive) {
-            Ok(()) => return Ok(()),
-            Err(rustix::io::Errno::WOULDBLOCK) => {}
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(e) => return Err(e.into()),
-        }
-        let left = wait.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            return Err(io::Error::new(
-                io::ErrorKind::WouldBlock,
-                "its lock is held by another maestro of this project that does not let go (stopped or frozen)",
-            ));
-        }
-        std::thread::sleep(pause.min(left));
-        pause = (pause * 2).min(Duration::from_millis(16));
-    }
-}
-
-fn lock(file: &File) -> io::Result<()> {
-    lock_within(file, LOCK_WAIT)
-}
-
-fn unlock(file: &File) {
-    let _ = rustix::fs::flock(file, rustix::fs::FlockOperation::Unlock);
-}
-
 impl JournalFile {
     /// Opens the journal (made with a new id when there is none) and reads its entries.
     pub fn open(base: &Path) -> io::Result<(Self, Vec<Entry>)> {
@@ -147,7 +103,17 @@ impl JournalFile {
         }
         let path = place(base);
         let file = open_own(&path)?;
-        let mut journal = Self {
+        let mut journal = Self::on(base, path, file);
+        lock(&journal.file)?;
+        let read = journal.read_start();
+        unlock(&journal.file);
+        let entries = read?;
+        Ok((journal, entries))
+    }
+
+    /// A journal file not yet read.
+    fn on(base: &Path, path: PathBuf, file: File) -> Self {
+        Self {
             base: base.to_path_buf(),
             path,
             stuck: false,
@@ -155,19 +121,26 @@ impl JournalFile {
             file_id: None,
             id: 0,
             end: 0,
+            tail: Vec::new(),
             size: 0,
             max_seq: 0,
             restarted: None,
             started_here: false,
+            salvaged: Vec::new(),
             replaces: None,
             chain: Vec::new(),
             predecessor: None,
-        };
-        lock(&journal.file)?;
-        let read = journal.read_start();
-        unlock(&journal.file);
-        let entries = read?;
-        Ok((journal, entries))
+        }
+    }
+
+    /// The id and entries of a journal that cannot be written (a read-only file or file
+    /// system): what was told before is known, though nothing can be added.
+    pub fn read_only(base: &Path) -> io::Result<(u64, Vec<Entry>)> {
+        let path = place(base);
+        let (file, _) = crate::core::safe_fs::open_regular(&path).map_err(io::Error::other)?;
+        let mut journal = Self::on(base, path, file);
+        let entries = journal.read_new()?;
+        Ok((journal.id, entries))
     }
 
     pub fn id(&self) -> u64 {
@@ -181,7 +154,8 @@ impl JournalFile {
             // while no maestro ran) are named, so their cursors resume here.
             self.id = new_id(&self.path);
             self.chain = remembered_chain(&self.base);
-            self.file.write_all(header(self.id, &self.chain).as_bytes())?;
+            self.file
+                .write_all(header(self.id, &self.chain).as_bytes())?;
             remember_chain(&self.base, self.id, &self.chain);
         }
         let entries = self.read_new()?;
@@ -210,7 +184,11 @@ impl JournalFile {
     /// this process's file (an `fstat` too when it does not): this runs before every
     /// event is printed.
     pub fn lock(&mut self) -> io::Result<Guard<'_>> {
-        let wait = if self.stuck { Duration::ZERO } else { LOCK_WAIT };
+        let wait = if self.stuck {
+            Duration::ZERO
+        } else {
+            LOCK_WAIT
+        };
         let had = lock_within(&self.file, wait);
         self.stuck = had.is_err();
         had?;
@@ -247,6 +225,12 @@ impl JournalFile {
         match self.named()? {
             Named::Whole => return Ok(()),
             Named::CutShort => {
+                // What a maestro that had not read as far appended past the cut is read
+                // too (from the top: the old place means nothing now), so the new
+                // journal is handed those facts and tells none of them again as new.
+                self.end = 0;
+                self.tail.clear();
+                self.salvaged = self.read_new().unwrap_or_default();
                 return self.start_new("the journal was cut short under maestro (truncated)");
             }
             Named::Gone if taken => {
@@ -263,6 +247,7 @@ impl JournalFile {
         let old = self.swap_file(file);
         unlock(&old);
         let (id, end, max_seq) = (self.id, self.end, self.max_seq);
+        let tail = std::mem::take(&mut self.tail);
         self.end = 0;
         self.id = 0;
         self.replaces = None;
@@ -272,6 +257,7 @@ impl JournalFile {
         if self.id == id && newest >= max_seq {
             // Re-read from its top: the caller indexes what it holds again.
             self.end = 0;
+            self.tail.clear();
             self.max_seq = max_seq;
             return Ok(());
         }
@@ -288,11 +274,13 @@ impl JournalFile {
                 self.path.display()
             ));
             self.end = 0;
+            self.tail.clear();
             self.max_seq = 0;
             return Ok(());
         }
         self.id = id;
         self.end = end;
+        self.tail = tail;
         self.max_seq = max_seq;
         self.start_new(
             "the journal was replaced by another file (an older copy, or another project's journal)",
@@ -320,12 +308,30 @@ impl JournalFile {
         })
     }
 
+    /// Whether the file still holds what this process read, as far as it read: at
+    /// least as long, and the same last bytes before its place (a file cut short and
+    /// then written again past that place by another maestro is caught here too).
     fn whole_or_cut(&self) -> Named {
-        if self.size >= self.end {
-            Named::Whole
-        } else {
-            Named::CutShort
+        if self.size < self.end {
+            return Named::CutShort;
         }
+        let mut now = [0; TAIL];
+        let now = &mut now[..self.tail.len()];
+        let at = self.end - self.tail.len() as u64;
+        match read_at_most(&self.file, now, at) {
+            Ok(n) if n == self.tail.len() && *now == *self.tail => Named::Whole,
+            // Unreadable: no evidence of a cut.
+            Err(_) => Named::Whole,
+            Ok(_) => Named::CutShort,
+        }
+    }
+
+    /// `bytes` now end at `end`: the last of them kept as the tail.
+    fn keep_tail(&mut self, bytes: &[u8]) {
+        self.tail
+            .extend_from_slice(&bytes[bytes.len().saturating_sub(TAIL)..]);
+        let extra = self.tail.len().saturating_sub(TAIL);
+        self.tail.drain(..extra);
     }
 
     /// Goes on with `file` (its identity learnt at the next look); the old one back.
@@ -354,6 +360,8 @@ impl JournalFile {
         self.predecessor = Some(old_id);
         self.id = id;
         self.end = header.len() as u64;
+        self.tail.clear();
+        self.keep_tail(header.as_bytes());
         self.size = self.end;
         self.max_seq = 0;
         self.started_here = true;
@@ -397,6 +405,7 @@ impl JournalFile {
             }
         }
         self.end += last as u64 + 1;
+        self.keep_tail(&buf[..=last]);
         Ok(out)
     }
 }
@@ -412,102 +421,6 @@ fn read_at_most(file: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// The journal's id, from its header line.
-pub fn header_id(line: &[u8]) -> Option<u64> {
-    let text = std::str::from_utf8(line).ok()?;
-    let mut words = text.split(' ');
-    (words.next()? == MAGIC && words.next()? == "1")
-        .then(|| u64::from_str_radix(words.next()?, 16).ok())
-        .flatten()
-}
-
-/// The journal a new journal's header says it replaces.
-fn header_replaces(line: &[u8]) -> Option<u64> {
-    header_chain(line).first().copied()
-}
-
-/// The most journals a header names before it.
-const MAX_CHAIN: usize = 16;
-
-/// Every journal a header names before it, newest first: `replaces=<id>[,<id>…]`.
-pub fn header_chain(line: &[u8]) -> Vec<u64> {
-    let Ok(text) = std::str::from_utf8(line) else {
-        return Vec::new();
-    };
-    text.split(' ')
-        .nth(3)
-        .and_then(|w| w.strip_prefix("replaces="))
-        .map(|list| {
-            list.split(',')
-                .map_while(|hex| u64::from_str_radix(hex, 16).ok())
-                .take(MAX_CHAIN)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-/// A journal's header line: its id, and the journals it replaces (newest first).
-fn header(id: u64, chain: &[u64]) -> String {
-    if chain.is_empty() {
-        return format!("{MAGIC} 1 {id:016x}\n");
-    }
-    let ids: Vec<String> = chain.iter().map(|c| format!("{c:016x}")).collect();
-    format!("{MAGIC} 1 {id:016x} replaces={}\n", ids.join(","))
-}
-
-/// The most places tried beside the journal's name.
-const MAX_PLACES: u32 = 8;
-
-/// Where the journal named `base` is: the last of `journal.tsv`, `journal.2.tsv`, …
-/// that holds a regular file, or else the first that holds nothing. A directory, FIFO
-/// or symlink under a name is passed by, never followed, opened or removed.
-pub fn place(base: &Path) -> PathBuf {
-    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = base.extension().map(|e| e.to_string_lossy());
-    let names = (1..=MAX_PLACES).map(|n| match (n, &ext) {
-        (1, _) => base.to_path_buf(),
-        (n, Some(ext)) => base.with_file_name(format!("{stem}.{n}.{ext}")),
-        (n, None) => base.with_file_name(format!("{stem}.{n}")),
-    });
-    let mut free = None;
-    let mut file = None;
-    for name in names {
-        match std::fs::symlink_metadata(&name) {
-            Ok(m) if m.is_file() => file = Some(name),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && free.is_none() => free = Some(name),
-            _ => {}
-        }
-    }
-    file.or(free).unwrap_or_else(|| base.to_path_buf())
-}
-
-/// The side file beside the journal's name (its lock, and the ids of its journals).
-fn side_path(base: &Path) -> PathBuf {
-    let mut name = base.as_os_str().to_owned();
-    name.push(".lock");
-    PathBuf::from(name)
-}
-
-/// The journals the project had, newest first, as the side file remembers them.
-fn remembered_chain(base: &Path) -> Vec<u64> {
-    let text = crate::core::safe_fs::read_regular(&side_path(base), 4096).unwrap_or_default();
-    header_chain(format!("{MAGIC} 1 0 {}", String::from_utf8_lossy(&text).trim()).as_bytes())
-}
-
-/// Remembers `id` and the journals before it in the side file (best effort: a journal
-/// without it only loses the chain of one deleted while no maestro ran).
-fn remember_chain(base: &Path, id: u64, chain: &[u64]) {
-    let ids: Vec<String> = std::iter::once(id)
-        .chain(chain.iter().copied().take(MAX_CHAIN - 1))
-        .map(|c| format!("{c:016x}"))
-        .collect();
-    if let Ok(file) = open_own(&side_path(base))
-        && file.set_len(0).is_ok()
-    {
-        let _ = (&file).write_all(format!("replaces={}\n", ids.join(",")).as_bytes());
-    }
 }
 
 /// An entry's key fields, and where its JSON starts in the line.
@@ -551,24 +464,6 @@ enum Named {
     Other,
 }
 
-/// An exclusive lock on `<journal>.lock` beside the journal, held while a maestro decides
-/// what the journal's name holds now (a file it can lock whatever the name holds).
-struct SideLock(File);
-
-impl SideLock {
-    fn take(journal: &Path) -> io::Result<Self> {
-        let file = open_own(&side_path(journal))?;
-        lock(&file)?;
-        Ok(Self(file))
-    }
-}
-
-impl Drop for SideLock {
-    fn drop(&mut self) {
-        unlock(&self.0);
-    }
-}
-
 /// The journal locked for one append; unlocked when dropped.
 pub struct Guard<'a> {
     journal: &'a mut JournalFile,
@@ -595,6 +490,11 @@ impl Guard<'_> {
         self.journal.take_started_here()
     }
 
+    /// What the journal left behind held when it was cut short (once).
+    pub fn take_salvaged(&mut self) -> Vec<Entry> {
+        std::mem::take(&mut self.journal.salvaged)
+    }
+
     /// Appends one entry (its JSON must be one line). A write that fails (a full disk, a
     /// read-only file) leaves nothing of the entry behind: the bytes it did write are
     /// cut off again, so no reader meets half a line.
@@ -614,6 +514,7 @@ impl Guard<'_> {
         if j.size > j.end {
             j.file.write_all(b"\n")?;
             j.end = j.size + 1;
+            j.tail.clear();
             j.size = j.end;
         }
         if let Err(e) = j.file.write_all(line.as_bytes()) {
@@ -622,6 +523,7 @@ impl Guard<'_> {
             return Err(e);
         }
         j.end += line.len() as u64;
+        j.keep_tail(line.as_bytes());
         j.size = j.end;
         j.max_seq = j.max_seq.max(e.seq);
         if j.end > MAX_BYTES {
@@ -650,6 +552,8 @@ impl Guard<'_> {
         unlock(&j.file);
         j.swap_file(file);
         j.end = text.len() as u64;
+        j.tail.clear();
+        j.keep_tail(&text);
         j.size = j.end;
         Ok(())
     }

@@ -18,11 +18,15 @@
 //! them told is not told as new by another and one event has one cursor.
 //!
 //! A cursor is given only for an entry in the journal. Without one (none kept, or it
-//! cannot be written: a full disk, a read-only file) an event has none, and the journal's
-//! trouble is news ([`Journal::take_news`]) the hub tells at once; a journal deleted,
-//! cut short or replaced under maestro is followed by a new one with a new id.
+//! cannot be written: a full disk, a read-only file, its lock held by a stopped maestro
+//! past a bound) an event has none, and the journal's trouble is news
+//! ([`Journal::take_news`]) the hub tells at once. What could not be kept is held and
+//! kept as soon as it can be, marked `replayed` (unkept.rs), so nothing told meanwhile
+//! is told again as new. A journal deleted, cut short or replaced under maestro is
+//! followed by a new one with a new id.
 
 mod file;
+mod place;
 pub mod read;
 mod unkept;
 
@@ -220,6 +224,12 @@ impl Journal {
                     path.display()
                 );
                 let mut journal = Self::in_memory();
+                // What was told before is known even when nothing can be added.
+                if let Ok((id, entries)) = JournalFile::read_only(path) {
+                    journal.id = id;
+                    journal.index(entries);
+                    journal.run_start = journal.last_seq + 1;
+                }
                 journal.news.push(said.clone());
                 journal.failing = Some(e.to_string());
                 journal.retry = Some((path.to_path_buf(), std::time::Instant::now()));
@@ -282,6 +292,22 @@ impl Journal {
         let told = self.tell_in(file.as_mut(), now, key, line);
         self.file = file;
         told
+    }
+
+    /// Whether events wait to be kept (or the journal to be opened): then
+    /// [`Self::keep_held`] is worth calling, about once a second, with no news to tell.
+    pub fn holds(&self) -> bool {
+        !self.unkept.is_empty() || self.retry.is_some()
+    }
+
+    /// Keeps what waits to be kept, if the journal can take it now (no event needed).
+    pub fn keep_held(&mut self, now: OffsetDateTime) {
+        self.reopen();
+        let mut file = self.file.take();
+        if let Some(mut guard) = self.lock_and_read(file.as_mut()) {
+            self.keep_unkept(&mut guard, now);
+        }
+        self.file = file;
     }
 
     fn tell_in(
@@ -370,6 +396,10 @@ impl Journal {
             None => return None,
         };
         if let Some(why) = guard.take_restart() {
+            // Facts of the journal left behind, as it was when left.
+            let salvaged = guard.take_salvaged();
+            let (old, mut old_last) = (self.id, self.last_seq);
+            index(&mut self.facts, &mut old_last, old, salvaged);
             self.id = guard.id();
             self.last_seq = 0;
             self.news.push(why);
@@ -402,8 +432,13 @@ impl Journal {
                 fingerprint: 0,
                 first_ns: now.unix_timestamp_nanos(),
             };
-            if Self::append(guard, (&mut self.failing, &mut self.news), &entry, json.into())
-                .is_none()
+            if Self::append(
+                guard,
+                (&mut self.failing, &mut self.news),
+                &entry,
+                json.into(),
+            )
+            .is_none()
             {
                 return;
             }
@@ -422,8 +457,13 @@ impl Journal {
                     seq: cursor.seq,
                     ..e
                 };
-                if Self::append(guard, (&mut self.failing, &mut self.news), &entry, json.into())
-                    .is_none()
+                if Self::append(
+                    guard,
+                    (&mut self.failing, &mut self.news),
+                    &entry,
+                    json.into(),
+                )
+                .is_none()
                 {
                     return;
                 }

@@ -8,7 +8,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
 use super::Cursor;
-use super::file::{header_chain, header_id, parse_entry_at, place};
+use super::file::parse_entry_at;
+use super::place::{header_chain, header_id, place};
 
 /// A reader of the journal after a cursor.
 #[derive(Debug)]
@@ -78,7 +79,7 @@ pub fn follow_after(base: &Path, cursor: Cursor) -> Result<(Follower, Option<Gap
     })?;
     let mut follower = Follower {
         base: base.to_path_buf(),
-        path: path.to_path_buf(),
+        path: path.clone(),
         ino: (meta.dev(), meta.ino()),
         file,
         id: 0,
