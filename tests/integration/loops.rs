@@ -188,3 +188,46 @@ fn the_named_watch_command_joins_a_running_watcher() {
     assert_eq!(told["message"]["message"], "go on");
     assert_eq!(first.wait_exit(), 0);
 }
+
+/// A poller the guard stopped is told once: not again by a maestro resumed after a
+/// `kill -9`, and only as a replay by a plain restart.
+#[test]
+fn a_stopped_poller_is_told_once_across_a_kill() {
+    use crate::common::event;
+    use crate::journal_faults::headless;
+    let s = Scratch::new();
+    s.set_task("task-03", "working");
+    s.conn()
+        .execute(
+            "UPDATE orchestration_tasks SET session_id = 's-tied' WHERE task_id = 'task-03'",
+            [],
+        )
+        .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut m = headless(&s, data.path(), None);
+    m.wait_json("the task", |v| {
+        event(v) == "task" && v["task_id"] == "task-03"
+    });
+    let plain = transcript(&s, "plain", "carry on");
+    let answers = three_reads(&s, data.path(), "s-tied", &plain, Some("a1"));
+    assert!(answers[2].contains("\"deny\""), "{answers:?}");
+    let told = m.wait_json("the stop", |v| event(v) == "poller_replaced");
+    let cursor = told["cursor"].as_str().expect("kept").to_owned();
+    m.signal(nix::sys::signal::Signal::SIGKILL);
+    m.wait_exit();
+    // Resumed after it: a later anomaly comes, the stop does not.
+    let mut resumed = headless(&s, data.path(), Some(&cursor));
+    s.append("task-03-status", "step 9 self-correction: after the kill\n");
+    resumed.wait_json("the anomaly", |v| event(v) == "anomaly");
+    resumed.signal(nix::sys::signal::Signal::SIGKILL);
+    resumed.wait_exit();
+    assert!(
+        !resumed.seen.iter().any(|l| l.contains("poller_replaced")),
+        "{:#?}",
+        resumed.seen
+    );
+    // A plain restart restates it, marked.
+    let mut again = headless(&s, data.path(), None);
+    let restated = again.wait_json("the stop again", |v| event(v) == "poller_replaced");
+    assert_eq!(restated["replayed"], true, "{restated}");
+}
