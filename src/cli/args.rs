@@ -147,6 +147,20 @@ pub enum Command {
     /// What a Musician runs in place of its LLM watcher agents
     #[command(subcommand)]
     Musician(MusicianCommand),
+    /// Runs a program with its address space held to a budget: how a pipeline's command
+    /// step honours safety.maxMemoryMb (maestro starts it, not a person)
+    #[command(hide = true)]
+    RunWithin(RunWithinArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunWithinArgs {
+    /// The most bytes of address space the program (and what it starts) may use
+    #[arg(long, value_name = "BYTES")]
+    pub memory_bytes: u64,
+    /// The program and its arguments
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub argv: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Clone, Args)]

@@ -23,6 +23,7 @@ pub mod output_queue;
 pub mod project;
 pub mod remote;
 pub mod replay;
+mod run_within;
 pub mod sentinel;
 pub mod serve;
 pub mod souffleur;
@@ -201,6 +202,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             musician::watch(&project, watch, global.json)
         }
         Some(Command::Hook(_)) => Ok(ExitCode::SUCCESS),
+        Some(Command::RunWithin(args)) => run_within::run(args),
         Some(Command::Serve) => {
             let project = Project::from_args(global)?;
             let settings = load_settings(global)?;

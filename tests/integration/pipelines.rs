@@ -448,6 +448,44 @@ fn a_step_past_max_step_timeout_is_an_error_and_cron_schedules_are_read() {
     assert!(err.contains("trigger.cronExpression"), "{err}");
 }
 
+/// `safety.maxMemoryMb`: a step's processes are held to the budget; one that wants
+/// 500 MB under 64 fails as a step error naming the budget, the same step under 1024
+/// runs, and maestro goes on.
+#[test]
+fn a_step_past_max_memory_is_an_error_naming_the_budget() {
+    let Some(python) = crate::common::find_on_path("python3") else {
+        eprintln!("skipped: needs python3 to allocate 500 MB");
+        return;
+    };
+    let rig = Rig::new();
+    let step = |name: &str, mb: u64| {
+        json!({
+            "name": name,
+            "trigger": {"type": "immediate"},
+            "steps": [{"type": "command", "command": python.display().to_string(),
+                       "params": {"args": ["-c", "b = bytearray(500 * 1024 * 1024); print(len(b))"]}}],
+            "safety": {"maxIterations": 1, "maxMemoryMb": mb}
+        })
+    };
+    rig.define("small", &step("small", 64));
+    rig.define("roomy", &step("roomy", 1024));
+    let mut m = rig.host();
+    let small = m.wait_json("the small step", |v| pipeline(v, "small", "step"));
+    let said = small["outcome"].as_str().unwrap_or_default();
+    assert!(said.contains("safety.maxMemoryMb (64 MB"), "{small}");
+    m.wait_json("failed", |v| pipeline(v, "small", "failed"));
+    let roomy = m.wait_json("the roomy step", |v| pipeline(v, "roomy", "step"));
+    assert!(
+        !roomy["outcome"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("maxMemoryMb"),
+        "{roomy}"
+    );
+    m.wait_json("completed", |v| pipeline(v, "roomy", "completed"));
+    assert!(m.child.try_wait().unwrap().is_none(), "maestro goes on");
+}
+
 /// `safety.onTimeout: "pause"`: at its time limit the run pauses instead of stopping,
 /// its iteration kept, and `sentinel resume` goes on from there; a value other than
 /// stop or pause is refused at trust, naming the field.

@@ -31,6 +31,15 @@ pub enum StepError {
         .limit.as_millis()
     )]
     StepTimeout { limit: Duration },
+    /// A command held to `safety.maxMemoryMb` failed: most likely it wanted more.
+    #[error(
+        "{program} failed ({status}) with its processes held to safety.maxMemoryMb ({budget_mb} MB of address space): most likely it needed more; raise maxMemoryMb or make the step smaller"
+    )]
+    PastMemoryBudget {
+        program: String,
+        budget_mb: u64,
+        status: ExitStatus,
+    },
     #[error("no running execution {id:?}")]
     NoExecution { id: String },
     #[error(

@@ -88,6 +88,8 @@ struct Run<'a> {
     last_excerpt: String,
     /// This run's step processes (background ones count until they end).
     slots: Arc<ProcessSlots>,
+    /// `safety.maxMemoryMb`: each command step's address space.
+    memory_mb: Option<u64>,
 }
 
 /// Characters of a step's output the history keeps.
@@ -146,6 +148,7 @@ pub async fn run(
         stop,
         last_excerpt: String::new(),
         slots: ProcessSlots::new(env.limits.max_processes_per_run, "in this run"),
+        memory_mb: def.max_memory_mb,
     };
     r.report("started", 0, None, None).await;
     let deadline = def

@@ -111,7 +111,26 @@ impl Run<'_> {
             Some(c) => inside_project(&self.env.project, &interpolate(c, &self.vars)?)?,
             None => self.env.project.clone(),
         };
-        let mut cmd = tokio::process::Command::new(program);
+        let mut cmd = match self.memory_mb {
+            // Held to the budget by maestro itself, which sets the limit and then
+            // becomes the program (`maestro run-within`).
+            Some(mb) => {
+                let maestro = std::env::current_exe().map_err(|source| StepError::Start {
+                    program: program.to_owned(),
+                    source,
+                })?;
+                let mut c = tokio::process::Command::new(maestro);
+                c.args([
+                    "run-within",
+                    "--memory-bytes",
+                    &(mb << 20).to_string(),
+                    "--",
+                ])
+                .arg(program);
+                c
+            }
+            None => tokio::process::Command::new(program),
+        };
         cmd.args(&args).current_dir(&dir).stdin(Stdio::null());
         for (k, v) in event_environment(self.vars.get("event")) {
             cmd.env(k, v);
@@ -230,6 +249,15 @@ impl Run<'_> {
         let stderr = captured_text(&stderr.0, stderr.1);
         self.last_excerpt = tail(&format!("{stdout}{stderr}"));
         let code = status.code();
+        if let Some(mb) = self.memory_mb
+            && !status.success()
+        {
+            return Err(StepError::PastMemoryBudget {
+                program: program.to_owned(),
+                budget_mb: mb,
+                status,
+            });
+        }
         let value = json!({
             "exitCode": code,
             "lines": stdout.lines().collect::<Vec<_>>(),
