@@ -309,6 +309,54 @@ pub enum SentinelAction {
     /// List or edit steps (the next iteration uses the new steps)
     #[command(subcommand)]
     Step(StepAction),
+    /// Write a new definition into .maestro/sentinels/NAME.json, checked as load checks
+    /// it: from a file (--file, kept byte for byte) or inline (--steps, with --loop,
+    /// --trigger, --safety). It runs nothing until trusted
+    Create(CreateArgs),
+    /// Print a definition as its file holds it, or write it to --output
+    Export {
+        name: String,
+        /// Write it to this file instead of printing it
+        #[arg(long, value_name = "PATH")]
+        output: Option<PathBuf>,
+        /// Replace an existing --output file
+        #[arg(long)]
+        force: bool,
+    },
+    /// Copy a definition file from another project (as `create --file`); it runs
+    /// nothing here until trusted here
+    Import {
+        /// The definition file to copy
+        path: PathBuf,
+        /// Replace a definition of the same name
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct CreateArgs {
+    /// The pipeline's name (letters, digits, - and _); with --file, the file's own
+    /// `name` (or its file name) when left out
+    pub name: Option<String>,
+    /// A definition file to copy in, as it is
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["steps", "looping", "trigger", "safety"])]
+    pub file: Option<PathBuf>,
+    /// The steps, a JSON array
+    #[arg(long, value_name = "JSON", required_unless_present = "file")]
+    pub steps: Option<String>,
+    /// The loop, a JSON object (`{"type": "count", "max": 3}`)
+    #[arg(long = "loop", id = "looping", value_name = "JSON")]
+    pub looping: Option<String>,
+    /// The trigger, a JSON object (`{"type": "schedule", "cronExpression": "*/5 * * * *"}`)
+    #[arg(long, value_name = "JSON")]
+    pub trigger: Option<String>,
+    /// The safety block, a JSON object (`{"maxIterations": 10}`)
+    #[arg(long, value_name = "JSON")]
+    pub safety: Option<String>,
+    /// Replace a definition of the same name
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Subcommand)]

@@ -25,6 +25,7 @@ pub mod remote;
 pub mod replay;
 mod run_within;
 pub mod sentinel;
+mod sentinel_files;
 pub mod serve;
 pub mod souffleur;
 mod souffleur_watcher;

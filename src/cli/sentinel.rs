@@ -59,6 +59,8 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
                     json!({"ok": true, "name": name, "status": "stopped", "definition": read(&path)?})
                 }
             };
+            let mut answer = answer;
+            with_run_figures(project, &mut answer);
             if as_json {
                 println!("{}", crate::core::text::json_line(&answer));
             } else {
@@ -86,6 +88,17 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             finish(&answer, as_json, &format!("{name}: {op}"))
         }
         SentinelAction::Step(step) => edit(&dir, step, as_json, &ask),
+        SentinelAction::Create(args) => super::sentinel_files::create(&dir, args, as_json),
+        SentinelAction::Import { path, force } => {
+            super::sentinel_files::import(&dir, path, *force, as_json)
+        }
+        SentinelAction::Export {
+            name,
+            output,
+            force,
+        } => {
+            super::sentinel_files::export(&file_of(&dir, name)?, output.as_deref(), *force, as_json)
+        }
         SentinelAction::Trust { name, all } => {
             let names = match name {
                 Some(n) if !*all => vec![n.clone()],
@@ -287,7 +300,6 @@ fn edit(
 /// Runs kept for `show --runs`.
 const RUNS_SHOWN: usize = 10;
 
-/// The run history from `maestro_pipeline_steps`, newest run first; read-only.
 /// Each listed pipeline with what its run history says (`runCount`, `lastRunAt`,
 /// `averageDurationMs`; `0` and nulls where none is kept or the database cannot be read).
 fn with_run_figures(project: &Project, answer: &mut Value) {
@@ -295,14 +307,23 @@ fn with_run_figures(project: &Project, answer: &mut Value) {
         .ok()
         .and_then(|(conn, _)| store::pipeline_figures(&conn).ok())
         .unwrap_or_default();
-    for p in answer["pipelines"].as_array_mut().into_iter().flatten() {
+    let put = |p: &mut Value| {
         let f = p["name"].as_str().and_then(|n| figures.get(n));
         p["runCount"] = json!(f.map_or(0, |f| f.run_count));
         p["lastRunAt"] = json!(f.and_then(|f| f.last_run_at.clone()));
         p["averageDurationMs"] = json!(f.and_then(|f| f.average_duration_ms).map(f64::round));
+    };
+    // `show` answers with one pipeline, at the top; `list` with each in `pipelines`.
+    if answer.get("name").is_some() {
+        put(answer);
+    }
+    let listed = answer.get_mut("pipelines").and_then(Value::as_array_mut);
+    for p in listed.into_iter().flatten() {
+        put(p);
     }
 }
 
+/// The run history from `maestro_pipeline_steps`, newest run first; read-only.
 fn show_runs(project: &Project, name: &str, as_json: bool) -> Result<(), CliError> {
     if !project.db.is_file() {
         return Err(Runtime(format!(

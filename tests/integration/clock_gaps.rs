@@ -216,7 +216,7 @@ fn a_conductor_silent_a_full_interval_after_the_resume_is_dead_by_heartbeat() {
 
 /// libfaketime, when Debian's `faketime` is installed: the wall clock of maestro and of
 /// the Conductor jumps 10 minutes while the monotonic clock does not.
-fn faketime_lib() -> Option<PathBuf> {
+pub fn faketime_lib() -> Option<PathBuf> {
     let found = [
         "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
         "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",

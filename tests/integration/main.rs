@@ -36,6 +36,7 @@ mod pipelines;
 mod planted;
 mod remote;
 mod replay;
+mod sentinel_files;
 mod sessions;
 mod souffleur;
 mod souffleur_recovery;

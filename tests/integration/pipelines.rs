@@ -391,6 +391,11 @@ fn run_history_is_kept_across_a_restart() {
     assert_eq!(twice["runCount"], 2, "{twice}");
     assert_eq!(twice["lastRunAt"], runs[0]["started"], "{twice}");
     assert!(twice["averageDurationMs"].is_number(), "{twice}");
+    // And so does `show`.
+    let (code, out, err) = rig.sentinel(&["show", "twice", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(shown["runCount"], 2, "{shown}");
 }
 
 /// `safety.maxStepTimeoutMs`: a step that runs longer is a step error naming the budget
