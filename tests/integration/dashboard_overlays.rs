@@ -156,6 +156,46 @@ fn the_session_overlay() {
     insta::assert_snapshot!(out);
 }
 
+/// The session overlay's transcript path, longer than a row, is folded after a `/`:
+/// every row a whole run of folders, none marked cut, the rows together the path.
+#[test]
+fn the_session_overlays_path_is_folded_whole() {
+    let mut snap = busy_snapshot();
+    let path = "/home/ana-maria/.claude/projects/-home-ana-maria-work-clients-parser-rewrite-main/7f3c2a7d-1e5b-4c60-9f3c-2a7d1e5b4c60.jsonl";
+    let t5 = snap.tasks.iter_mut().find(|t| t.id() == "task-05").unwrap();
+    let t5 = std::sync::Arc::make_mut(t5);
+    let mut figures = (*t5.sessions[0]).clone();
+    figures.file = path.to_owned();
+    t5.sessions[0] = std::sync::Arc::new(figures);
+    for (width, height) in [(80, 24), (120, 40)] {
+        let mut ui = busy_ui(&snap);
+        ui.update(Action::Session, &snap);
+        let out = text(&render(&snap, &ui, width, height));
+        let rows: Vec<Vec<char>> = out.lines().map(|r| r.chars().collect()).collect();
+        let (first, col) = rows
+            .iter()
+            .enumerate()
+            .find_map(|(y, r)| {
+                let text: String = r.iter().collect();
+                let at = text.find("file        /home/")?;
+                Some((y, text[..at].chars().count() + 12))
+            })
+            .unwrap_or_else(|| panic!("no file row in\n{out}"));
+        // The value column, row by row, while the label column is blank.
+        let mut pieces = String::new();
+        for (n, row) in rows[first..].iter().enumerate() {
+            let label: String = row[col - 12..col].iter().collect();
+            if n > 0 && !label.trim().is_empty() {
+                break;
+            }
+            let value: String = row[col..].iter().take_while(|c| **c != '┃').collect();
+            assert!(!value.contains('…'), "a piece marked cut:\n{out}");
+            pieces.push_str(value.trim_end());
+        }
+        assert_eq!(pieces, path, "at {width}x{height}:\n{out}");
+    }
+}
+
 /// Several projects: a bar above the panes with each project's figures (the shown one
 /// highlighted), the panes below it; at a narrow width each tab keeps its number, name
 /// and unread count.

@@ -29,7 +29,9 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             "No Claude Code session is known for this task (yet): maestro looks for a transcript whose first prompt names it, a claude process below its window, or the session id in the database.",
         )],
         Some((t, s)) => {
-            let mut lines = session_facts(t, s, ctx);
+            // The overlay's inner width, as the reader draws it.
+            let inner = usize::from(OVERLAY_WIDTH.min(area.width).max(12) - 2);
+            let mut lines = session_facts(t, s, ctx, inner);
             lines.extend(session_calls(s, ctx));
             lines
         }
@@ -42,9 +44,41 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             &format!("Session · {} · Esc close", printable(task)),
             Pane::Tasks,
         ),
-        100,
+        OVERLAY_WIDTH,
         lines,
     );
+}
+
+/// The overlay's widest.
+const OVERLAY_WIDTH: u16 = 100;
+
+/// The label column's width.
+const LABEL: usize = 12;
+
+/// A path under its label, folded after a `/` where the row ends: each row a whole
+/// run of folders, so no piece of it reads as cut. A single name longer than a row is
+/// left to the reader's fold, which marks where it breaks.
+fn path_rows<'a>(label: &str, path: &str, inner: usize, ctx: &DrawCtx<'a>) -> Vec<Line<'a>> {
+    let room = inner.saturating_sub(LABEL).max(1);
+    let mut rows: Vec<String> = vec![String::new()];
+    for piece in printable(path).split_inclusive('/') {
+        let row = rows.last_mut().expect("one row at least");
+        if !row.is_empty() && Span::raw(&*row).width() + Span::raw(piece).width() > room {
+            rows.push(piece.to_owned());
+        } else {
+            row.push_str(piece);
+        }
+    }
+    rows.into_iter()
+        .enumerate()
+        .map(|(i, row)| {
+            let head = if i == 0 { label } else { "" };
+            Line::from(vec![
+                Span::styled(format!("{head:<LABEL$}"), ctx.theme.muted),
+                Span::raw(row),
+            ])
+        })
+        .collect()
 }
 
 /// A session's figures: its id and file, model, tokens, cost, burn, context, what it
@@ -53,6 +87,7 @@ fn session_facts<'a>(
     t: &crate::core::snapshot::TaskView,
     s: &crate::core::sessions::figures::SessionFigures,
     ctx: &DrawCtx<'a>,
+    inner: usize,
 ) -> Vec<Line<'a>> {
     let mut lines: Vec<Line> = Vec::new();
     let kv = |k: &str, v: String| {
@@ -65,7 +100,7 @@ fn session_facts<'a>(
         "session",
         format!("{} (found by {})", s.session_id, s.found_by),
     ));
-    lines.push(kv("file", s.file.clone()));
+    lines.extend(path_rows("file", &s.file, inner, ctx));
     if t.session_lost {
         lines.push(Line::from(Span::styled(
             "the transcript can no longer be read",
