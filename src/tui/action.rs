@@ -87,7 +87,6 @@ pub enum Action {
 }
 
 impl Action {
-    /// The one-line description shown in help.
     /// A word or two for the footer's key hints (the pane keys an operator reaches for
     /// first); `None` for the rest, which `?` lists.
     pub fn hint(self) -> Option<&'static str> {
@@ -112,6 +111,7 @@ impl Action {
         })
     }
 
+    /// The one-line description shown in help.
     pub fn describe(self) -> &'static str {
         match self {
             Self::Quit => "quit",

@@ -1,7 +1,9 @@
 //! The dashboard's own state ([`UiState`]) and how it changes: `ingest` takes the hub's
 //! happenings (log lines, anomalies, messages), `update` takes an [`Action`] and returns
-//! the [`Effect`]s the loop must carry out. No terminal, no clock, no I/O here, so the
-//! key handling is tested on plain values (an overlay draws into a frame it is given).
+//! the [`Effect`]s the loop must carry out. No terminal and no clock here, so the key
+//! handling is tested on plain values (an overlay draws into a frame it is given). The
+//! one I/O is `older`'s: a local log's older lines read back from its file when the
+//! operator scrolls past what is held (`rows` shows them).
 //!
 //! - `state`: [`UiState`] itself, the panes, the effects;
 //! - `scrollback`: the bounded per-task log views and the Log pane's position;
@@ -9,7 +11,7 @@
 //! - `update`: one [`Action`] in, [`Effect`]s out;
 //! - `navigation`: moving, scrolling, following, search, marks and copy;
 //! - `overlays`: the overlays over the panes, one component each (its keys, what an
-//!   action does while it is open, its drawing), and the one place a key is routed;
+//!   action does while it is open, its drawing), and where a screen's key is routed;
 //! - `task_actions`: the task action keys, quitting, and what an action's outcome does.
 //!
 //! [`Action`]: crate::tui::action::Action

@@ -5,8 +5,10 @@
 //! each variant to its component, so adding an overlay is its own file and one line
 //! (docs/architecture.md, "Overlays").
 //!
-//! Who gets a key is decided in one place, [`route`]: the open overlay, else the prompt
-//! being typed, else the focused pane's table, else the global one.
+//! Within a screen, who gets a key is decided in one place, [`route`]: the open
+//! overlay, else the prompt being typed, else the focused pane's table, else the global
+//! one. Before that, the loop (`navigate` in the tui module) takes the keys that act
+//! above any one screen: the project picker, a switch of project, the replay's controls.
 
 use crossterm::event::KeyEvent;
 use ratatui::Frame;
