@@ -2,6 +2,7 @@
 //! kinds, anomalies. Pure data; nothing here does I/O.
 
 pub mod souffleur;
+pub mod words;
 
 use std::fmt;
 use std::sync::LazyLock;
@@ -163,9 +164,9 @@ impl fmt::Display for TaskState {
     }
 }
 
-/// The four anomalies of docs/orchestration.md §3, and nothing else.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+/// The four anomalies of docs/orchestration.md §3, and nothing else; each is one entry
+/// of [`words::WORDS`], in this order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AnomalyKind {
     SelfCorrection,
     HighDeviation,
@@ -175,23 +176,18 @@ pub enum AnomalyKind {
 
 impl AnomalyKind {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Self::SelfCorrection => "self-correction",
-            Self::HighDeviation => "high-deviation",
-            Self::ContextSpike => "context-spike",
-            Self::Stalled => "stalled",
-        }
+        words::word(self).name
     }
 
     pub fn parse(s: &str) -> Option<Self> {
-        [
-            Self::SelfCorrection,
-            Self::HighDeviation,
-            Self::ContextSpike,
-            Self::Stalled,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == s)
+        words::WORDS.iter().find(|w| w.name == s).map(|w| w.kind)
+    }
+}
+
+/// By its name in the table, as everywhere.
+impl Serialize for AnomalyKind {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
     }
 }
 
@@ -285,9 +281,9 @@ pub fn context_percent(line: &str) -> Option<u8> {
 /// with non-ASCII bytes inside (Unicode spaces or digits) is left to the regex.
 pub fn context_percent_of_bytes(line: &[u8]) -> Option<u8> {
     static MARKER: LazyLock<memchr::memmem::FinderRev<'static>> =
-        LazyLock::new(|| memchr::memmem::FinderRev::new(b"[ctx:"));
+        LazyLock::new(|| memchr::memmem::FinderRev::new(words::CONTEXT_STAMP.as_bytes()));
     for at in MARKER.rfind_iter(line) {
-        match marker_value(&line[at + 5..]) {
+        match marker_value(&line[at + words::CONTEXT_STAMP.len()..]) {
             Marker::Value(v) => return u8::try_from(v).ok().filter(|v| *v <= 100),
             Marker::NotOne => {}
             Marker::NotAscii => {
@@ -306,7 +302,10 @@ pub fn context_percent_of_bytes(line: &[u8]) -> Option<u8> {
 /// [`context_percent_of_bytes`] when the last `[ctx:` of the line is known to start at
 /// `at` (a skim found it): read there, else the whole line is read.
 pub fn context_percent_at(line: &[u8], at: usize) -> Option<u8> {
-    match line.get(at + 5..).map(marker_value) {
+    match line
+        .get(at + words::CONTEXT_STAMP.len()..)
+        .map(marker_value)
+    {
         Some(Marker::Value(v)) => u8::try_from(v).ok().filter(|v| *v <= 100),
         _ => context_percent_of_bytes(line),
     }

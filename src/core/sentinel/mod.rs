@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::core::domain::words::word;
 use crate::core::domain::{
     Anomaly, AnomalyKind, LogKind, SourceLine, TaskId, context_percent, step_label,
     without_context_marker,
@@ -289,7 +290,7 @@ impl TaskWatch {
         match kind {
             LogKind::Deviations => {
                 for (i, line) in lines.iter().enumerate() {
-                    if line.starts_with("High:") {
+                    if word(AnomalyKind::HighDeviation).mark.is_in(line) {
                         found.push(Anomaly {
                             line: Some(at(i, line)),
                             ..anomaly(task, AnomalyKind::HighDeviation, line.clone())
@@ -299,7 +300,7 @@ impl TaskWatch {
             }
             LogKind::Status => {
                 for (i, line) in lines.iter().enumerate() {
-                    if line.contains("self-correction") {
+                    if word(AnomalyKind::SelfCorrection).mark.is_in(line) {
                         found.push(Anomaly {
                             line: Some(at(i, line)),
                             ..anomaly(task, AnomalyKind::SelfCorrection, line.clone())

@@ -18,7 +18,8 @@ use std::os::unix::fs::FileExt;
 
 use memchr::memmem;
 
-use crate::core::domain::LogKind;
+use crate::core::domain::words::{Mark, word};
+use crate::core::domain::{AnomalyKind, LogKind};
 use crate::core::sources::lines::LineAssembler;
 
 /// Bytes read at a time.
@@ -37,13 +38,9 @@ const LINES_PER_PIECE: usize = 1024;
 /// What a skim hands on, in file order: counted lines, and the lines that matter.
 pub use crate::core::event::HistoryPiece as Piece;
 
-/// Whether the Sentinel could find anything in this line of a `kind` log.
-pub fn matters(kind: LogKind, line: &str) -> bool {
-    match kind {
-        LogKind::Status => line.contains("self-correction") || line.contains("[ctx:"),
-        LogKind::Deviations => line.starts_with("High:"),
-    }
-}
+/// Whether the Sentinel could find anything in this line of a `kind` log (the marks
+/// of its table).
+pub use crate::core::domain::words::matters;
 
 /// Where the last [`TAIL_LINES`] complete lines before `end` begin, searching at most
 /// [`TAIL_SEARCH`] bytes back from `end` and never before `start` (a line start).
@@ -159,8 +156,9 @@ impl Walk {
         assembler: &mut LineAssembler,
         out: &mut impl FnMut(Piece),
     ) {
-        let mut corrections = needles.finders[0].find_iter(region).peekable();
-        let mut markers = needles.finders[1].find_iter(region).peekable();
+        let correction_mark = word(AnomalyKind::SelfCorrection).mark;
+        let mut corrections = needles.hits(correction_mark, region).peekable();
+        let mut markers = needles.hits(Mark::ContextStamp, region).peekable();
         let mut at = 0;
         loop {
             let next = match (corrections.peek(), markers.peek()) {
@@ -287,35 +285,38 @@ fn long_line(
     Ok(pos)
 }
 
-/// The needles of one kind of log.
+/// The needles of one kind of log, from the Sentinel's table: each found anywhere,
+/// and kept where its mark says (a line-start mark only where it opens the line).
 struct Needles {
-    kind: LogKind,
-    finders: Vec<memmem::Finder<'static>>,
+    finders: Vec<(Mark, memmem::Finder<'static>)>,
 }
 
 impl Needles {
     fn new(kind: LogKind) -> Self {
-        let needles: &[&'static str] = match kind {
-            LogKind::Status => &["self-correction", "[ctx:"],
-            LogKind::Deviations => &["High:"],
-        };
         Self {
-            kind,
-            finders: needles
-                .iter()
-                .map(|n| memmem::Finder::new(n.as_bytes()))
+            finders: crate::core::domain::words::marks_in(kind)
+                .filter_map(|m| m.needle().map(|n| (m, memmem::Finder::new(n.as_bytes()))))
                 .collect(),
         }
+    }
+
+    /// Where `mark`'s needle is in `region`, in order (nowhere if the log has no such
+    /// mark).
+    fn hits<'r>(&'r self, mark: Mark, region: &'r [u8]) -> impl Iterator<Item = usize> + 'r {
+        self.finders
+            .iter()
+            .filter(move |(m, _)| *m == mark)
+            .flat_map(move |(_, f)| f.find_iter(region))
     }
 
     /// Where the lines of `region` holding a needle start, in order, each once.
     fn line_starts(&self, region: &[u8]) -> Vec<usize> {
         let mut starts: Vec<usize> = Vec::new();
-        for finder in &self.finders {
+        for (mark, finder) in &self.finders {
             for hit in finder.find_iter(region) {
                 let start = memchr::memrchr(b'\n', &region[..hit]).map_or(0, |i| i + 1);
-                // `High:` counts only where it opens the line.
-                if self.kind == LogKind::Deviations && start != hit {
+                // A line-start mark (`High:`) counts only where it opens the line.
+                if matches!(mark, Mark::LineStart(_)) && start != hit {
                     continue;
                 }
                 starts.push(start);

@@ -10,8 +10,15 @@ pub const TRUNCATED_MARK: &str = " […]";
 /// Of a line past the cap, the end kept beside its start (a Musician's `[ctx: N%]`
 /// closes its line).
 const KEPT_END: usize = 256;
-/// What the Sentinel looks for anywhere in a line: said even when it was cut away.
-const CUT_MARKS: [&[u8]; 1] = [b"self-correction"];
+/// What the Sentinel looks for anywhere in a line (its table's `Anywhere` marks): said
+/// even when it was cut away.
+fn cut_marks() -> impl Iterator<Item = &'static [u8]> {
+    use crate::core::domain::words::{Mark, WORDS};
+    WORDS.iter().filter_map(|w| match w.mark {
+        Mark::Anywhere(word) => Some(word.as_bytes()),
+        _ => None,
+    })
+}
 
 #[derive(Debug)]
 pub struct LineAssembler {
@@ -21,7 +28,7 @@ pub struct LineAssembler {
     overflowed: bool,
     /// The last [`KEPT_END`] bytes of what was dropped of the current line.
     dropped_end: Vec<u8>,
-    /// A mark of [`CUT_MARKS`] was among the dropped bytes.
+    /// A mark of [`cut_marks`] was among the dropped bytes.
     dropped_mark: bool,
     /// Lines cut so far (the source says so).
     cut_lines: u64,
@@ -126,7 +133,7 @@ impl LineAssembler {
             let seam = self.dropped_end.len().saturating_sub(32);
             let mut window = self.dropped_end[seam..].to_vec();
             window.extend_from_slice(&bytes[..bytes.len().min(64)]);
-            self.dropped_mark = CUT_MARKS.iter().any(|m| {
+            self.dropped_mark = cut_marks().any(|m| {
                 memchr::memmem::find(bytes, m).is_some()
                     || memchr::memmem::find(&window, m).is_some()
             });

@@ -129,17 +129,29 @@ pub fn render_line<'a>(e: &LogEntry, search: Option<&str>, theme: &Theme) -> Lin
 
 /// Splits text into styled spans. Search matches win over the fixed highlights.
 fn highlight<'a>(text: &str, search: Option<&str>, theme: &Theme) -> Vec<Span<'a>> {
+    use crate::core::domain::words::{CONTEXT_STAMP, Mark, WORDS};
     let mut marks: Vec<(usize, usize, Style)> = Vec::new();
-    if let Some(at) = text.find("self-correction") {
-        marks.push((at, at + "self-correction".len(), theme.error));
-    }
-    if text.starts_with("High:") {
-        marks.push((0, 5, theme.error));
-    }
-    if let Some(at) = text.find("[ctx:")
-        && let Some(end) = text[at..].find(']')
-    {
-        marks.push((at, at + end + 1, theme.accent));
+    // The Sentinel's marks, from its table: an anomaly's word in red, a context stamp
+    // (up to its `]`) in the accent.
+    for w in &WORDS {
+        match w.mark {
+            Mark::Anywhere(word) => {
+                if let Some(at) = text.find(word) {
+                    marks.push((at, at + word.len(), theme.error));
+                }
+            }
+            Mark::LineStart(word) if text.starts_with(word) => {
+                marks.push((0, word.len(), theme.error));
+            }
+            Mark::ContextStamp => {
+                if let Some(at) = text.find(CONTEXT_STAMP)
+                    && let Some(end) = text[at..].find(']')
+                {
+                    marks.push((at, at + end + 1, theme.accent));
+                }
+            }
+            Mark::LineStart(_) | Mark::Silence => {}
+        }
     }
     if let Some(term) = search.filter(|s| !s.is_empty()) {
         marks.retain(|_| true);
