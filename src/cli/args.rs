@@ -608,15 +608,23 @@ pub fn focused_help(argv: &[std::ffi::OsString]) -> Option<String> {
     )
 }
 
-fn duration(text: &str) -> Result<Duration, String> {
-    crate::settings::parse_duration(text)
-        .map_err(|e| format!("{e}; write durations like 250ms, 2s, 5m or 1h"))
+/// A flag's value that is not what the flag takes.
+#[derive(Debug, thiserror::Error)]
+pub enum ValueError {
+    #[error("{0}; write durations like 250ms, 2s, 5m or 1h")]
+    Duration(#[from] humantime::DurationError),
+    #[error("a number between 0.01 and 1000, e.g. 1 or 10")]
+    Speed,
 }
 
-fn speed(text: &str) -> Result<f64, String> {
+fn duration(text: &str) -> Result<Duration, ValueError> {
+    Ok(crate::settings::parse_duration(text)?)
+}
+
+fn speed(text: &str) -> Result<f64, ValueError> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && (0.01..=1000.0).contains(&v) => Ok(v),
-        _ => Err("a number between 0.01 and 1000, e.g. 1 or 10".into()),
+        _ => Err(ValueError::Speed),
     }
 }
 

@@ -20,8 +20,8 @@ pub fn run(
     global: &crate::cli::args::GlobalArgs,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let mut tui =
-        TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
+    let mut tui = TuiConfig::from_settings(project.name(), settings, clock)
+        .map_err(crate::cli::error::usage)?;
     tui.pipelines = Some(PipelineAccess::for_project(&project.root));
     tui.actions = Some(project.action_access(settings));
     require_terminal()?;
@@ -43,7 +43,7 @@ async fn present(
     let stop = life.stop.clone();
     let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
     life.shutdown().await;
-    result.map_err(CliError::Runtime)
+    result.map_err(crate::cli::error::runtime)
 }
 
 /// The dashboard on several projects: each its own core and pipeline host in this
@@ -58,7 +58,7 @@ pub fn run_many(
         [(name, _)] => name.clone(),
         _ => format!("{} projects", chosen.len()),
     };
-    let tui = TuiConfig::from_settings(title, settings, clock).map_err(CliError::Usage)?;
+    let tui = TuiConfig::from_settings(title, settings, clock).map_err(crate::cli::error::usage)?;
     require_terminal()?;
     crate::cli::runtime()?.block_on(present_many(chosen, settings, global, tui))?;
     Ok(ExitCode::SUCCESS)
@@ -107,7 +107,7 @@ async fn present_many(
         .collect();
     let result = crate::tui::run_screens(screens, tui, stop).await;
     started.shutdown(metrics).await;
-    result.map_err(CliError::Runtime)
+    result.map_err(crate::cli::error::runtime)
 }
 
 /// The dashboard needs a terminal on both ends; say how to run without one.

@@ -258,7 +258,7 @@ fn configuration(
         .map(|s| TuiConfig::from_settings(String::new(), s, Clock::system(time::UtcOffset::UTC)))
     {
         Ok(Ok(_)) => add(Level::Ok, "config", "configuration is valid".into()),
-        Ok(Err(e)) => add(Level::Error, "config", e),
+        Ok(Err(e)) => add(Level::Error, "config", e.to_string()),
         Err(e) => add(Level::Error, "config", e.to_string()),
     }
     let ceiling = settings.ok().map_or(

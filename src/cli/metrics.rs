@@ -42,11 +42,11 @@ pub async fn start_feeds(
     else {
         return Ok(None);
     };
-    let addr = parse_listen(&listen).map_err(CliError::Usage)?;
+    let addr = parse_listen(&listen).map_err(crate::cli::error::usage)?;
     let cancel = CancellationToken::new();
     let bound = serve(addr, feeds, clock, cancel.clone())
         .await
-        .map_err(CliError::Runtime)?;
+        .map_err(crate::cli::error::runtime)?;
     eprintln!("maestro: metrics on http://{bound}/metrics");
     Ok(Some(cancel))
 }

@@ -294,7 +294,8 @@ fn run_demo(
     let settings = load_settings(global)?;
     if !global.no_tui {
         // Checked before anything is created.
-        TuiConfig::from_settings(String::new(), &settings, clock).map_err(CliError::Usage)?;
+        TuiConfig::from_settings(String::new(), &settings, clock)
+            .map_err(crate::cli::error::usage)?;
         dashboard::require_terminal()?;
     }
     runtime()?
@@ -304,7 +305,7 @@ fn run_demo(
             settings,
             clock,
         ))
-        .map_err(CliError::Runtime)?;
+        .map_err(crate::cli::error::runtime)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -109,7 +109,7 @@ fn play_on_screen(
     // Built before the replay starts: a bad theme or key table is a usage error.
     let mut tui =
         TuiConfig::from_settings(format!("replay of {}", project.name()), settings, clock)
-            .map_err(CliError::Usage)?;
+            .map_err(crate::cli::error::usage)?;
     tui.notifier = crate::tui::notify::Notifier::Off;
     crate::cli::runtime()?.block_on(async {
         let mut replay =
@@ -127,7 +127,7 @@ fn play_on_screen(
         };
         let result = crate::tui::run(feeds, tui, stop).await;
         tokio::task::spawn_blocking(move || drop(replay)).await.ok();
-        result.map_err(CliError::Runtime)
+        result.map_err(crate::cli::error::runtime)
     })
 }
 

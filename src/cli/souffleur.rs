@@ -37,8 +37,8 @@ pub fn run(
     let tui = if args.no_tui {
         None
     } else {
-        let tui =
-            TuiConfig::from_settings(project.name(), settings, clock).map_err(CliError::Usage)?;
+        let tui = TuiConfig::from_settings(project.name(), settings, clock)
+            .map_err(crate::cli::error::usage)?;
         dashboard::require_terminal()?;
         Some(tui)
     };
@@ -126,7 +126,7 @@ async fn run_role(
         .unwrap_or(RoleEnd::Failed("the role task panicked".into()));
     life.shutdown().await;
     drop(lock);
-    presented.map_err(CliError::Runtime)?;
+    presented.map_err(crate::cli::error::runtime)?;
     Ok(!matches!(end, RoleEnd::Failed(_)))
 }
 

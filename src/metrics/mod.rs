@@ -30,13 +30,27 @@ pub struct ProjectFeed {
     pub conductor_stale_after: Duration,
 }
 
+/// Why `/metrics` cannot be served where it was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum MetricsError {
+    #[error(
+        "{text:?} is not an address to serve metrics on; write it like 127.0.0.1:9464 (or a port alone for the loopback address)."
+    )]
+    NotAnAddress { text: String },
+    #[error("cannot serve metrics on {addr} ({source}); pick another --metrics address.")]
+    Bind {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
 /// Where to listen: `HOST:PORT`, or a port alone on the loopback address.
-pub fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_listen(text: &str) -> Result<SocketAddr, MetricsError> {
     if let Ok(port) = text.parse::<u16>() {
         return Ok(SocketAddr::from(([127, 0, 0, 1], port)));
     }
-    text.parse().map_err(|_| {
-        format!("{text:?} is not an address to serve metrics on; write it like 127.0.0.1:9464 (or a port alone for the loopback address).")
+    text.parse().map_err(|_| MetricsError::NotAnAddress {
+        text: text.to_owned(),
     })
 }
 
@@ -57,11 +71,10 @@ pub async fn serve(
     feeds: Vec<ProjectFeed>,
     clock: Clock,
     cancel: CancellationToken,
-) -> Result<SocketAddr, String> {
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-        format!("cannot serve metrics on {addr} ({e}); pick another --metrics address.")
-    })?;
-    let bound = listener.local_addr().map_err(|e| e.to_string())?;
+) -> Result<SocketAddr, MetricsError> {
+    let bind = |source| MetricsError::Bind { addr, source };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind)?;
+    let bound = listener.local_addr().map_err(bind)?;
     let feeds = Arc::new(feeds);
     let open = Arc::new(std::sync::Mutex::new(OpenConnections::default()));
     tokio::spawn(async move {

@@ -278,8 +278,8 @@ pub(crate) fn remote_settings(
     Ok(crate::remote::RemoteSettings { ssh, maestro })
 }
 
-pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text.trim()).map_err(|e| e.to_string())
+pub fn parse_duration(text: &str) -> Result<Duration, humantime::DurationError> {
+    humantime::parse_duration(text.trim())
 }
 
 /// `~/x` → `$HOME/x`; anything else unchanged.

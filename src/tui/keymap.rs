@@ -249,6 +249,29 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Replay, "-", Action::ReplaySlower),
 ];
 
+/// A `[keys.*]` entry that binds nothing, with the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum KeymapError {
+    #[error("bad default key {key}")]
+    BadDefault { key: &'static str },
+    #[error(
+        "[keys.{table}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines, editor or replay"
+    )]
+    NoTable { table: String },
+    #[error(
+        "[keys.{table}] \"{key}\" is not a key; write keys like \"q\", \"ctrl-k\", \"shift-tab\", \"f5\""
+    )]
+    NotAKey { table: String, key: String },
+    #[error(
+        "[keys.{table}] \"{key}\" = \"{action}\": no such action; `?` in the dashboard lists them"
+    )]
+    NoAction {
+        table: String,
+        key: String,
+        action: String,
+    },
+}
+
 #[derive(Debug, Clone)]
 pub struct Keymap {
     bindings: BTreeMap<(Mode, Key), Action>,
@@ -257,22 +280,28 @@ pub struct Keymap {
 impl Keymap {
     /// The defaults with the user's tables merged over them. Unknown modes, keys or
     /// actions are errors naming the table and entry.
-    pub fn new(user: &BTreeMap<String, BTreeMap<String, String>>) -> Result<Self, String> {
+    pub fn new(user: &BTreeMap<String, BTreeMap<String, String>>) -> Result<Self, KeymapError> {
         let mut bindings = BTreeMap::new();
         for (mode, key, action) in DEFAULTS {
-            let key = Key::parse(key).ok_or_else(|| format!("bad default key {key}"))?;
+            let key = Key::parse(key).ok_or(KeymapError::BadDefault { key })?;
             bindings.insert((*mode, key), *action);
         }
         for (mode_name, table) in user {
-            let mode = Mode::parse(mode_name).ok_or_else(|| {
-                format!("[keys.{mode_name}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines, editor or replay")
+            let mode = Mode::parse(mode_name).ok_or_else(|| KeymapError::NoTable {
+                table: mode_name.clone(),
             })?;
             for (key_text, action_name) in table {
-                let key = Key::parse(key_text).ok_or_else(|| {
-                    format!("[keys.{mode_name}] \"{key_text}\" is not a key; write keys like \"q\", \"ctrl-k\", \"shift-tab\", \"f5\"")
+                let key = Key::parse(key_text).ok_or_else(|| KeymapError::NotAKey {
+                    table: mode_name.clone(),
+                    key: key_text.clone(),
                 })?;
-                let action: Action = serde_json::from_value(serde_json::Value::String(action_name.clone()))
-                    .map_err(|_| format!("[keys.{mode_name}] \"{key_text}\" = \"{action_name}\": no such action; `?` in the dashboard lists them"))?;
+                let action: Action =
+                    serde_json::from_value(serde_json::Value::String(action_name.clone()))
+                        .map_err(|_| KeymapError::NoAction {
+                            table: mode_name.clone(),
+                            key: key_text.clone(),
+                            action: action_name.clone(),
+                        })?;
                 bindings.insert((mode, key), action);
             }
         }
@@ -421,15 +450,30 @@ mod tests {
             "global".to_owned(),
             BTreeMap::from([("ctrl-q".to_owned(), "explode".to_owned())]),
         );
-        assert!(Keymap::new(&user).unwrap_err().contains("explode"));
+        assert!(
+            Keymap::new(&user)
+                .unwrap_err()
+                .to_string()
+                .contains("explode")
+        );
         user.insert(
             "global".to_owned(),
             BTreeMap::from([("ctrl-".to_owned(), "quit".to_owned())]),
         );
-        assert!(Keymap::new(&user).unwrap_err().contains("ctrl-"));
+        assert!(
+            Keymap::new(&user)
+                .unwrap_err()
+                .to_string()
+                .contains("ctrl-")
+        );
         user.clear();
         user.insert("nowhere".to_owned(), BTreeMap::new());
-        assert!(Keymap::new(&user).unwrap_err().contains("keys.nowhere"));
+        assert!(
+            Keymap::new(&user)
+                .unwrap_err()
+                .to_string()
+                .contains("keys.nowhere")
+        );
     }
 
     #[test]

@@ -78,7 +78,7 @@ impl TuiConfig {
         project: String,
         settings: &crate::settings::Settings,
         clock: Clock,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, TuiError> {
         let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
         let themes_dir = directories::ProjectDirs::from("", "", "maestro")
             .map(|d| d.config_dir().join("themes"));
@@ -133,8 +133,23 @@ async fn replay_changed(replay: Option<&mut ReplayAccess>) -> bool {
     }
 }
 
+/// Why the dashboard cannot start or go on, with the fix where there is one.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    #[error(transparent)]
+    Theme(#[from] theme::ThemeError),
+    #[error(transparent)]
+    Keys(#[from] keymap::KeymapError),
+    #[error("cannot open the terminal: {0}")]
+    Open(#[source] std::io::Error),
+    #[error("cannot set up the terminal: {0}")]
+    SetUp(#[source] std::io::Error),
+    #[error("cannot draw: {0}")]
+    Draw(#[source] std::io::Error),
+}
+
 /// Runs the dashboard on one project until the operator quits or `stop` fires.
-pub async fn run(core: Feeds<'_>, cfg: TuiConfig, stop: CancellationToken) -> Result<(), String> {
+pub async fn run(core: Feeds<'_>, cfg: TuiConfig, stop: CancellationToken) -> Result<(), TuiError> {
     let screen = Screen {
         name: cfg.project.clone(),
         feeds: core,
@@ -158,7 +173,7 @@ pub async fn run_screens(
     screens: Vec<Screen<'_>>,
     mut cfg: TuiConfig,
     stop: CancellationToken,
-) -> Result<(), String> {
+) -> Result<(), TuiError> {
     let mut finished = cfg.finished.take();
     let mut guard = TerminalGuard::enter(&cfg.project)?;
     let (input_tx, mut input) = mpsc::channel(256);
@@ -551,8 +566,8 @@ fn draw(
     cfg: &TuiConfig,
     projects: &[project_tab::ProjectTab],
     project_index: usize,
-) -> Result<(), String> {
-    let size = terminal.size().map_err(|e| e.to_string())?;
+) -> Result<(), TuiError> {
+    let size = terminal.size().map_err(TuiError::Draw)?;
     let area = panes::panes_area(
         ratatui::layout::Rect::new(0, 0, size.width, size.height),
         projects.len(),
@@ -582,7 +597,7 @@ fn draw(
     let result = terminal
         .draw(|f| panes::draw(f, &ctx))
         .map(|_| ())
-        .map_err(|e| format!("cannot draw: {e}"));
+        .map_err(TuiError::Draw);
     let _ = execute!(out, crossterm::terminal::EndSynchronizedUpdate);
     ui.note_boxed = note_boxed;
     result

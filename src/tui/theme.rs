@@ -62,17 +62,21 @@ pub struct Theme {
 impl Theme {
     /// A built-in theme by name, or `<themes_dir>/<name>.toml`. `NO_COLOR` (set and not
     /// empty) gives the monochrome theme whatever the name.
-    pub fn load(name: &str, themes_dir: Option<&Path>, no_color: bool) -> Result<Self, String> {
+    pub fn load(name: &str, themes_dir: Option<&Path>, no_color: bool) -> Result<Self, ThemeError> {
         if no_color {
             return Ok(Self::monochrome());
         }
         if let Some((_, text)) = BUILT_IN.iter().find(|(n, _)| *n == name) {
             return Self::parse(name, text);
         }
-        let Some(path) = themes_dir.map(|d| d.join(format!("{name}.toml"))) else {
-            return Err(unknown(name));
+        let unknown = || ThemeError::Unknown {
+            name: name.to_owned(),
+            built_in: Theme::built_in_names().collect::<Vec<_>>().join(", "),
         };
-        let text = std::fs::read_to_string(&path).map_err(|_| unknown(name))?;
+        let Some(path) = themes_dir.map(|d| d.join(format!("{name}.toml"))) else {
+            return Err(unknown());
+        };
+        let text = std::fs::read_to_string(&path).map_err(|_| unknown())?;
         Self::parse(&path.display().to_string(), &text)
     }
 
@@ -80,12 +84,16 @@ impl Theme {
         BUILT_IN.iter().map(|(n, _)| *n)
     }
 
-    fn parse(origin: &str, text: &str) -> Result<Self, String> {
-        let f: ThemeFile = toml::from_str(text)
-            .map_err(|e| format!("theme {origin} is not valid: {}", e.to_string().trim_end()))?;
+    fn parse(origin: &str, text: &str) -> Result<Self, ThemeError> {
+        let f: ThemeFile = toml::from_str(text).map_err(|e| ThemeError::Invalid {
+            origin: origin.to_owned(),
+            why: e.to_string().trim_end().to_owned(),
+        })?;
         let c = |key: &str, v: &str| {
-            parse_color(v).ok_or_else(|| {
-                format!("theme {origin}: `{key} = \"{v}\"` is not a colour; use a name like \"red\" or \"#rrggbb\"")
+            parse_color(v).ok_or_else(|| ThemeError::NotAColour {
+                origin: origin.to_owned(),
+                key: key.to_owned(),
+                value: v.to_owned(),
             })
         };
         let fg = |key: &str, v: &str| c(key, v).map(|col| Style::new().fg(col));
@@ -176,11 +184,23 @@ impl Theme {
     }
 }
 
-fn unknown(name: &str) -> String {
-    format!(
-        "there is no theme named {name:?}; the built-in themes are {}, and user themes are read from <config dir>/maestro/themes/<name>.toml",
-        Theme::built_in_names().collect::<Vec<_>>().join(", ")
-    )
+/// A theme that cannot be had, with the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ThemeError {
+    #[error(
+        "there is no theme named {name:?}; the built-in themes are {built_in}, and user themes are read from <config dir>/maestro/themes/<name>.toml"
+    )]
+    Unknown { name: String, built_in: String },
+    #[error("theme {origin} is not valid: {why}")]
+    Invalid { origin: String, why: String },
+    #[error(
+        "theme {origin}: `{key} = \"{value}\"` is not a colour; use a name like \"red\" or \"#rrggbb\""
+    )]
+    NotAColour {
+        origin: String,
+        key: String,
+        value: String,
+    },
 }
 
 /// `red`, `lightblue`, `#rrggbb`, `reset`, or an ANSI index `0`–`255`.
@@ -217,9 +237,13 @@ mod tests {
             dark.replace("\"cyan\"", "\"not-a-colour\""),
         )
         .unwrap();
-        let err = Theme::load("bad", Some(dir.path()), false).unwrap_err();
+        let err = Theme::load("bad", Some(dir.path()), false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("not-a-colour"), "{err}");
-        let err = Theme::load("nope", Some(dir.path()), false).unwrap_err();
+        let err = Theme::load("nope", Some(dir.path()), false)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("high-contrast"), "{err}");
     }
 

@@ -8,6 +8,9 @@
 pub mod scenario;
 mod transcripts;
 
+pub use error::DemoError;
+mod error;
+
 use std::collections::HashSet;
 use std::fs::OpenOptions;
 use std::io::Write;
@@ -39,31 +42,31 @@ const DEMO_LLM: [&str; 3] = [
 /// working: the anomaly check fires on the scenario's anomalies, the health check runs
 /// on its schedule, and `build-fix` waits for `s`. The demo wrote them itself, so it
 /// trusts exactly what it wrote (any other definition there stays untrusted).
-fn install_examples(project: &Project) -> Result<(), String> {
+fn install_examples(project: &Project) -> Result<(), DemoError> {
     use crate::core::pipeline::trust::{TrustStore, content_hash};
     let dir = crate::core::paths::definitions_dir(&project.root);
-    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(&dir).map_err(DemoError::file("create", &dir))?;
     let mut trust = TrustStore::load(&crate::core::paths::ProjectKey::of(&project.root));
     for (name, text) in crate::core::pipeline::EXAMPLES {
         let path = dir.join(format!("{name}.json"));
         crate::core::safe_fs::write_atomic(&path, text.as_bytes(), 0o644)
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .map_err(DemoError::file("write", &path))?;
         trust.trust(name, &content_hash(text.as_bytes()));
     }
-    trust.save().map_err(|e| e.to_string())
+    Ok(trust.save()?)
 }
 
 /// A scratch project: the folder, its database and its logs. `at` is a folder the
 /// operator chose (`--project`): created if missing, refused if it already holds an
 /// orchestration (the demo never touches an existing `comms.db` or `temp/`).
-pub fn create_project(at: Option<&Path>) -> Result<Project, String> {
+pub fn create_project(at: Option<&Path>) -> Result<Project, DemoError> {
     let root = if let Some(dir) = at {
         for taken in ["comms.db", "temp"] {
             if dir.join(taken).symlink_metadata().is_ok() {
-                return Err(format!(
-                    "{} already holds {taken}; the demo only plays into a new or empty folder. Pass another --project, or leave it out for a scratch folder.",
-                    dir.display()
-                ));
+                return Err(DemoError::Occupied {
+                    dir: dir.to_path_buf(),
+                    taken,
+                });
             }
         }
         dir.to_path_buf()
@@ -75,13 +78,12 @@ pub fn create_project(at: Option<&Path>) -> Result<Project, String> {
         std::env::temp_dir().join(format!("maestro-demo-{}-{stamp}", std::process::id()))
     };
     let temp = root.join("temp");
-    std::fs::create_dir_all(&temp).map_err(|e| format!("cannot create {}: {e}", temp.display()))?;
+    std::fs::create_dir_all(&temp).map_err(DemoError::file("create", &temp))?;
     // One canonical root from here on, as for every other command.
-    let root = std::fs::canonicalize(&root)
-        .map_err(|e| format!("cannot resolve {}: {e}", root.display()))?;
+    let root = std::fs::canonicalize(&root).map_err(DemoError::file("resolve", &root))?;
     let temp = root.join("temp");
     let db = root.join("comms.db");
-    schema::init_database(&db).map_err(|e| e.to_string())?;
+    schema::init_database(&db)?;
     Ok(Project { root, db, temp })
 }
 
@@ -92,11 +94,11 @@ pub async fn run(
     global: GlobalArgs,
     mut settings: Settings,
     clock: Clock,
-) -> Result<(), String> {
+) -> Result<(), DemoError> {
     let scenario = match &args.scenario {
         Some(path) => {
             let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("cannot read the scenario {}: {e}", path.display()))?;
+                .map_err(DemoError::file("read the scenario", path))?;
             Scenario::parse(&path.display().to_string(), &text)?
         }
         None => Scenario::parse("the built-in scenario", scenario::BUILT_IN)?,
@@ -118,10 +120,7 @@ pub async fn run(
     if settings.llm.is_none() {
         settings.llm = Some(DEMO_LLM.iter().map(|s| (*s).to_owned()).collect());
     }
-    let chosen = global
-        .project()
-        .map_err(|e| e.to_string())?
-        .map(PathBuf::as_path);
+    let chosen = global.project()?.map(PathBuf::as_path);
     let project = create_project(chosen)?;
     install_examples(&project)?;
     let result = show(&project, &scenario, &args, &global, &settings, clock).await;
@@ -143,7 +142,7 @@ async fn show(
     global: &GlobalArgs,
     settings: &Settings,
     clock: Clock,
-) -> Result<(), String> {
+) -> Result<(), DemoError> {
     let claude = demo_claude_dir(project);
     let (done, finished) = tokio::sync::oneshot::channel();
     let player = Player::spawn(project.clone(), scenario.clone(), args.speed, &claude, done)?;
@@ -160,9 +159,7 @@ async fn show(
         event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
         ..project.core_config(settings)
     };
-    let mut life = Life::start(project, settings, global, &config, clock)
-        .await
-        .map_err(|e| e.to_string())?;
+    let mut life = Life::start(project, settings, global, &config, clock).await?;
     let stop = life.stop.clone();
     if !global.no_tui {
         let tui = crate::tui::TuiConfig::from_settings(
@@ -187,7 +184,7 @@ async fn show(
         let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
         drop(player);
         life.shutdown().await;
-        return result;
+        return Ok(result?);
     }
     headless::present_on_stdout(
         &mut life.core.happenings,
@@ -221,12 +218,14 @@ impl Player {
         speed: f64,
         claude: &Path,
         done: tokio::sync::oneshot::Sender<()>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, DemoError> {
         let transcripts = transcripts::Transcripts::new(claude, &project.root);
-        let conn = Connection::open(&project.db)
-            .map_err(|e| format!("cannot open {}: {e}", project.db.display()))?;
-        conn.busy_timeout(Duration::from_secs(2))
-            .map_err(|e| e.to_string())?;
+        let open = |source| DemoError::Database {
+            path: project.db.clone(),
+            source,
+        };
+        let conn = Connection::open(&project.db).map_err(open)?;
+        conn.busy_timeout(Duration::from_secs(2)).map_err(open)?;
         let (stop, stopped) = std_mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("maestro-demo".into())
@@ -239,7 +238,7 @@ impl Player {
                 };
                 play.run(&scenario, speed, &stopped, done);
             })
-            .map_err(|e| format!("cannot start the demo player: {e}"))?;
+            .map_err(DemoError::Player)?;
         Ok(Self {
             stop: Some(stop),
             thread: Some(thread),
@@ -311,10 +310,9 @@ impl Play {
         let _ = store::refresh_live_heartbeats(&self.conn, &silent);
     }
 
-    fn apply(&mut self, step: &Step) -> Result<(), String> {
+    fn apply(&mut self, step: &Step) -> Result<(), DemoError> {
         if let Some(wanted) = &step.if_state {
-            let now =
-                store::task_state(&self.conn, step.task.as_str()).map_err(|e| e.to_string())?;
+            let now = store::task_state(&self.conn, step.task.as_str())?;
             if now.as_deref() != Some(wanted.as_str()) {
                 return Ok(());
             }
@@ -328,7 +326,7 @@ impl Play {
                         .create(true)
                         .append(true)
                         .open(&path)
-                        .map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                        .map_err(DemoError::file("create", &path))?;
                 }
             }
         }
@@ -336,10 +334,7 @@ impl Play {
         self.transcripts
             .step(&step.task, step.state.as_deref(), &step.status);
         let id = step.task.as_str();
-        let tx = self
-            .conn
-            .unchecked_transaction()
-            .map_err(|e| e.to_string())?;
+        let tx = self.conn.unchecked_transaction()?;
         let written = (|| -> rusqlite::Result<()> {
             if let Some(state) = &step.state {
                 store::put_task(&tx, id, state)?;
@@ -362,8 +357,8 @@ impl Play {
             }
             Ok(())
         })();
-        written.map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())?;
+        written?;
+        tx.commit()?;
         match step.heartbeat {
             Some(false) => {
                 self.silent.insert(step.task.clone());
@@ -385,7 +380,12 @@ impl Play {
 }
 
 /// Appends lines to one of a task's logs, in one write.
-pub fn append(temp: &Path, task: &TaskId, kind: LogKind, lines: &[String]) -> Result<(), String> {
+pub fn append(
+    temp: &Path,
+    task: &TaskId,
+    kind: LogKind,
+    lines: &[String],
+) -> Result<(), DemoError> {
     if lines.is_empty() {
         return Ok(());
     }
@@ -400,5 +400,5 @@ pub fn append(temp: &Path, task: &TaskId, kind: LogKind, lines: &[String]) -> Re
         .append(true)
         .open(&path)
         .and_then(|mut f| f.write_all(text.as_bytes()))
-        .map_err(|e| format!("cannot append to {}: {e}", path.display()))
+        .map_err(DemoError::file("append to", &path))
 }

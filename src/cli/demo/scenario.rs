@@ -108,41 +108,73 @@ pub struct Message {
     pub text: String,
 }
 
+/// A scenario that cannot be played, named where it is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    #[error("{origin} is not a valid scenario: {why}")]
+    NotToml { origin: String, why: String },
+    #[error("{origin}: {what} = {value:?} is not a duration ({source})")]
+    Duration {
+        origin: String,
+        what: String,
+        value: String,
+        source: humantime::DurationError,
+    },
+    /// A step's field (`.task`, `.state`, …) and what is wrong with it.
+    #[error("{origin}: step[{step}]{field}{why}")]
+    Step {
+        origin: String,
+        step: usize,
+        field: String,
+        why: String,
+    },
+}
+
 impl Scenario {
     /// Parses and checks a scenario; `origin` names it in messages.
-    pub fn parse(origin: &str, text: &str) -> Result<Self, String> {
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
-            format!(
-                "{origin} is not a valid scenario: {}",
-                e.to_string().trim_end()
-            )
+    pub fn parse(origin: &str, text: &str) -> Result<Self, ScenarioError> {
+        let origin_of = || origin.to_owned();
+        let raw: RawScenario = toml::from_str(text).map_err(|e| ScenarioError::NotToml {
+            origin: origin_of(),
+            why: e.to_string().trim_end().to_owned(),
         })?;
         let dur = |v: &str, what: &str| {
-            parse_duration(v)
-                .map_err(|e| format!("{origin}: {what} = {v:?} is not a duration ({e})"))
+            parse_duration(v).map_err(|source| ScenarioError::Duration {
+                origin: origin_of(),
+                what: what.to_owned(),
+                value: v.to_owned(),
+                source,
+            })
         };
         let mut steps = Vec::with_capacity(raw.step.len());
         for (i, s) in raw.step.into_iter().enumerate() {
+            let bad = |field: &str, why: String| ScenarioError::Step {
+                origin: origin_of(),
+                step: i,
+                field: field.to_owned(),
+                why,
+            };
             let at = dur(&s.at, &format!("step[{i}].at"))?;
             let task = TaskId::parse(&s.task).ok_or_else(|| {
-                format!(
-                    "{origin}: step[{i}].task = {:?} is not a task id like task-01",
-                    s.task
+                bad(
+                    ".task",
+                    format!(" = {:?} is not a task id like task-01", s.task),
                 )
             })?;
             if let Some(state) = &s.state
                 && !STATES.contains(&state.as_str())
             {
-                return Err(format!(
-                    "{origin}: step[{i}].state = {state:?} is not a state of docs/orchestration.md"
+                return Err(bad(
+                    ".state",
+                    format!(" = {state:?} is not a state of docs/orchestration.md"),
                 ));
             }
             if let Some(m) = &s.message
                 && !crate::core::schema::MESSAGE_TYPES.contains(&m.kind.as_str())
             {
-                return Err(format!(
-                    "{origin}: step[{i}].message.type = {:?} is not a message type",
-                    m.kind
+                return Err(bad(
+                    ".message.type",
+                    format!(" = {:?} is not a message type", m.kind),
                 ));
             }
             let heartbeat = match s.heartbeat.as_deref() {
@@ -150,14 +182,16 @@ impl Scenario {
                 Some("stop") => Some(false),
                 Some("start") => Some(true),
                 Some(other) => {
-                    return Err(format!(
-                        "{origin}: step[{i}].heartbeat = {other:?}: use \"stop\" or \"start\""
+                    return Err(bad(
+                        ".heartbeat",
+                        format!(" = {other:?}: use \"stop\" or \"start\""),
                     ));
                 }
             };
             if (!s.status.is_empty() || !s.deviations.is_empty()) && !task.is_musician() {
-                return Err(format!(
-                    "{origin}: step[{i}]: only Musicians write status and deviation lines"
+                return Err(bad(
+                    "",
+                    ": only Musicians write status and deviation lines".to_owned(),
                 ));
             }
             steps.push(Step {
@@ -226,7 +260,9 @@ mod tests {
             ),
         ];
         for (step, expected) in cases {
-            let err = Scenario::parse("s.toml", &format!("{base}{step}")).unwrap_err();
+            let err = Scenario::parse("s.toml", &format!("{base}{step}"))
+                .unwrap_err()
+                .to_string();
             assert!(err.contains(expected), "{err}");
         }
     }
