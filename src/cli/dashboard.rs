@@ -74,7 +74,7 @@ async fn present_many(
         crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
     let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
     let stop = CancellationToken::new();
-    crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
     let screens = started
         .cores
         .iter_mut()

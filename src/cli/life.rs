@@ -40,7 +40,7 @@ impl Life {
         say_unrecorded(&core);
         let pipelines = project.host_pipelines(settings, &core);
         let stop = CancellationToken::new();
-        stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
         Ok(Self {
             core,
             metrics,
@@ -72,10 +72,15 @@ pub fn say_unrecorded(core: &runtime::RunningCore) {
     }
 }
 
+/// The signals that end a verb cannot be listened for.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen for signals: {0}")]
+pub struct SignalError(#[source] std::io::Error);
+
 /// Cancels `stop` on SIGINT, SIGTERM or SIGHUP.
-pub fn stop_on_signals(stop: CancellationToken) -> Result<(), String> {
+pub fn stop_on_signals(stop: CancellationToken) -> Result<(), SignalError> {
     use tokio::signal::unix::{SignalKind, signal};
-    let listen = |kind| signal(kind).map_err(|e| format!("cannot listen for signals: {e}"));
+    let listen = |kind| signal(kind).map_err(SignalError);
     let mut int = listen(SignalKind::interrupt())?;
     let mut term = listen(SignalKind::terminate())?;
     let mut hup = listen(SignalKind::hangup())?;

@@ -96,7 +96,7 @@ pub async fn run(
         }
     }
     let stop = CancellationToken::new();
-    stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
     let out = OutputQueue::on_stdout();
     let mut complete = vec![false; chosen.len()];
     loop {

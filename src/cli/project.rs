@@ -22,7 +22,7 @@ impl Place {
         if crate::remote::RemoteProject::is_remote(&text) {
             return crate::remote::RemoteProject::parse(&text)
                 .map(Self::Remote)
-                .map_err(CliError::Usage);
+                .map_err(crate::cli::error::usage);
         }
         Project::at(Some(&dir.to_path_buf()), args).map(Self::Local)
     }

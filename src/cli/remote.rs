@@ -20,7 +20,7 @@ pub fn remote_project(cli: &Cli) -> Result<Option<RemoteProject>, CliError> {
     }
     RemoteProject::parse(&text)
         .map(Some)
-        .map_err(CliError::Usage)
+        .map_err(crate::cli::error::usage)
 }
 
 /// Runs the command on the remote project's host, when it is one that acts on a
@@ -66,7 +66,8 @@ pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
     }
     let settings = load_settings(&cli.global)?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let args = forward::remote_args(&argv, &project).map_err(CliError::Usage)?;
-    let code = forward::run(&settings.remote, &project, &args).map_err(CliError::Runtime)?;
+    let args = forward::remote_args(&argv, &project).map_err(crate::cli::error::usage)?;
+    let code =
+        forward::run(&settings.remote, &project, &args).map_err(crate::cli::error::runtime)?;
     Ok(Some(ExitCode::from(code)))
 }

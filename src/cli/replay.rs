@@ -48,7 +48,7 @@ pub fn run(
         .as_deref()
         .map(|text| parse_from(text, start, end))
         .transpose()
-        .map_err(CliError::Usage)?;
+        .map_err(crate::cli::error::usage)?;
     let config = ReplayConfig {
         speed: if global.no_tui {
             args.speed
@@ -82,7 +82,7 @@ fn play_on_stdout(
         let mut replay =
             Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         let stop = CancellationToken::new();
-        crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
         headless::present_on_stdout(
             &mut replay.happenings,
             global.json,
@@ -116,7 +116,7 @@ fn play_on_screen(
             Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         tui.clock = replay.clock;
         let stop = CancellationToken::new();
-        crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+        crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
         let feeds = Feeds {
             replay: Some(ReplayAccess {
                 status: replay.status.clone(),
@@ -210,16 +210,29 @@ fn nothing_found(project: &Project, timeline: &Timeline) -> CliError {
     CliError::Runtime(text)
 }
 
+/// A `--from` that names no moment of the run.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FromError {
+    #[error(
+        "--from {text:?} is not a time: write 2026-11-22T14:35:00Z, \"2026-11-22 14:35:00\" (UTC), 14:35:00 (UTC, on the run's first day) or an offset like +5m"
+    )]
+    NotATime { text: String },
+    #[error("--from {text} is after the run's end ({end}): it runs from {start} to {end}")]
+    AfterTheEnd {
+        text: String,
+        start: String,
+        end: String,
+    },
+}
+
 /// `--from`: a moment of the run (see the flag's help).
 fn parse_from(
     text: &str,
     start: OffsetDateTime,
     end: OffsetDateTime,
-) -> Result<OffsetDateTime, String> {
-    let bad = || {
-        format!(
-            "--from {text:?} is not a time: write 2026-11-22T14:35:00Z, \"2026-11-22 14:35:00\" (UTC), 14:35:00 (UTC, on the run's first day) or an offset like +5m"
-        )
+) -> Result<OffsetDateTime, FromError> {
+    let bad = || FromError::NotATime {
+        text: text.to_owned(),
     };
     let at = if let Some(offset) = text.strip_prefix('+') {
         let d = humantime::parse_duration(offset).map_err(|_| bad())?;
@@ -234,12 +247,11 @@ fn parse_from(
         start.replace_time(t)
     };
     if at > end {
-        return Err(format!(
-            "--from {text} is after the run's end ({}): it runs from {} to {}",
-            rfc3339(end),
-            rfc3339(start),
-            rfc3339(end)
-        ));
+        return Err(FromError::AfterTheEnd {
+            text: text.to_owned(),
+            start: rfc3339(start),
+            end: rfc3339(end),
+        });
     }
     Ok(at.max(start))
 }
@@ -268,7 +280,7 @@ mod tests {
             Ok("2026-11-22T14:00:00Z"),
             "before: the start"
         );
-        assert!(at("17:00:00").is_err_and(|e| e.contains("after the run's end")));
-        assert!(at("soon").is_err_and(|e| e.contains("+5m")));
+        assert!(at("17:00:00").is_err_and(|e| e.to_string().contains("after the run's end")));
+        assert!(at("soon").is_err_and(|e| e.to_string().contains("+5m")));
     }
 }

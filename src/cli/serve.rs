@@ -50,7 +50,7 @@ pub async fn run(
     let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
     tokio::spawn(async move { while happenings.recv().await.is_some() {} });
     let stop = CancellationToken::new();
-    crate::cli::life::stop_on_signals(stop.clone()).map_err(CliError::Runtime)?;
+    crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
     let target = Target {
         root: project.root.clone(),
         db: project.db.clone(),
@@ -110,7 +110,8 @@ async fn requests(doer: Doer, replies: mpsc::Sender<String>, stop: CancellationT
         tokio::task::spawn_blocking(move || {
             let outcome = match doer.answer(request.ask) {
                 Ok(text) => Outcome::Ok(text),
-                Err(e) => Outcome::Refused(e),
+                // The answer crosses the link as text.
+                Err(e) => Outcome::Refused(e.to_string()),
             };
             let frame = Frame::Reply {
                 id: request.id,
@@ -132,16 +133,12 @@ struct Doer {
 
 impl Doer {
     /// What the dashboard would have done with the request, done here.
-    fn answer(&self, ask: Ask) -> Result<String, String> {
+    fn answer(&self, ask: Ask) -> Result<String, crate::core::actions::ActionError> {
         match ask {
-            // The answer crosses the link as text.
-            Ask::Describe { request } => {
-                crate::core::actions::describe(&self.target, &request).map_err(|e| e.to_string())
-            }
+            Ask::Describe { request } => crate::core::actions::describe(&self.target, &request),
             Ask::Perform { request } => {
                 crate::core::actions::perform(&self.target, &self.launch, self.grace, &request)
                     .map(|d| d.text)
-                    .map_err(|e| e.to_string())
             }
             Ask::Headroom { task } => Ok(crate::core::headroom::report(
                 &self.target.temp,

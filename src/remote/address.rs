@@ -14,6 +14,17 @@ pub struct RemoteProject {
 
 const SCHEME: &str = "ssh://";
 
+/// An `ssh://` address that is not one, with the form expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{text} is not a remote project ({why}): write ssh://[user@]host[:port]/absolute/path, e.g. ssh://devbox/srv/orch."
+)]
+pub struct AddressError {
+    /// The address as given, made printable.
+    text: String,
+    why: &'static str,
+}
+
 impl RemoteProject {
     /// Whether `text` is meant as a remote project (and should parse as one).
     pub fn is_remote(text: &str) -> bool {
@@ -21,12 +32,10 @@ impl RemoteProject {
     }
 
     /// Parses an `ssh://` address; the error names the problem and the form expected.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = |why: &str| {
-            format!(
-                "{} is not a remote project ({why}): write ssh://[user@]host[:port]/absolute/path, e.g. ssh://devbox/srv/orch.",
-                crate::core::text::printable(text)
-            )
+    pub fn parse(text: &str) -> Result<Self, AddressError> {
+        let bad = |why: &'static str| AddressError {
+            text: crate::core::text::printable(text).into_owned(),
+            why,
         };
         let rest = text
             .strip_prefix(SCHEME)
@@ -176,7 +185,7 @@ mod tests {
             "ssh://devbox/a%0ab",
             "ssh://de;vbox/srv",
         ] {
-            let e = RemoteProject::parse(bad).unwrap_err();
+            let e = RemoteProject::parse(bad).unwrap_err().to_string();
             assert!(
                 e.contains("ssh://[user@]host[:port]/absolute/path"),
                 "{bad}: {e}"

@@ -28,29 +28,64 @@ pub struct Forwarded {
 /// The arguments for the remote maestro: `args` (this command line without the
 /// program) with `--project` pointing at the host's folder, `--config` left here and a
 /// message file's text inlined (or, when long, sent on standard input).
-pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Forwarded, String> {
+/// Why a command cannot be carried to a remote project's host, or failed there.
+#[derive(Debug, thiserror::Error)]
+pub enum ForwardError {
+    #[error("{arg} is not UTF-8 text: it cannot be sent to {host}.")]
+    NotUtf8 { arg: String, host: String },
+    #[error("{flag} needs a value.")]
+    NeedsValue { flag: String },
+    #[error(
+        "cannot read the message file {file} ({source}); pass a readable file or --message TEXT."
+    )]
+    MessageFile {
+        file: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "the message is {kib} KiB, too long for a command line to {host} (at most {max_kib} KiB); write it to a file and pass --message-file F, which goes to the host on ssh's standard input."
+    )]
+    TooLong {
+        kib: usize,
+        host: String,
+        max_kib: usize,
+    },
+    #[error(transparent)]
+    Ssh(#[from] ssh::SshError),
+    #[error("cannot run {program} ({source}): fix [remote] ssh.")]
+    Start {
+        program: String,
+        source: std::io::Error,
+    },
+    #[error("cannot wait for ssh ({0}).")]
+    Wait(#[source] std::io::Error),
+    /// ssh or the remote maestro failed: why, in the operator's words.
+    #[error("{0}")]
+    Failed(String),
+}
+
+pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Forwarded, ForwardError> {
     let mut out = Vec::with_capacity(args.len());
     let mut stdin = None;
     let mut it = args.iter();
     while let Some(arg) = it.next() {
-        let arg = arg.to_str().ok_or_else(|| {
-            format!(
-                "{} is not UTF-8 text: it cannot be sent to {}.",
-                arg.display(),
-                project.host
-            )
+        let arg = arg.to_str().ok_or_else(|| ForwardError::NotUtf8 {
+            arg: arg.display().to_string(),
+            host: project.host.clone(),
         })?;
         let (flag, inline) = match arg.split_once('=') {
             Some((f, v)) if f.starts_with("--") => (f, Some(v.to_owned())),
             _ => (arg, None),
         };
-        let mut value = || -> Result<String, String> {
+        let mut value = || -> Result<String, ForwardError> {
             match &inline {
                 Some(v) => Ok(v.clone()),
                 None => it
                     .next()
                     .and_then(|v| v.to_str().map(str::to_owned))
-                    .ok_or_else(|| format!("{flag} needs a value.")),
+                    .ok_or_else(|| ForwardError::NeedsValue {
+                        flag: flag.to_owned(),
+                    }),
             }
         };
         match flag {
@@ -64,9 +99,8 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Forward
             }
             "--message-file" => {
                 let file = value()?;
-                let text = std::fs::read_to_string(&file).map_err(|e| {
-                    format!("cannot read the message file {file} ({e}); pass a readable file or --message TEXT.")
-                })?;
+                let text = std::fs::read_to_string(&file)
+                    .map_err(|source| ForwardError::MessageFile { file, source })?;
                 if text.len() > INLINE_MAX {
                     out.push("--message-file".into());
                     out.push("-".into());
@@ -79,12 +113,11 @@ pub fn remote_args(args: &[OsString], project: &RemoteProject) -> Result<Forward
             "--message" => {
                 let text = value()?;
                 if text.len() > INLINE_MAX {
-                    return Err(format!(
-                        "the message is {} KiB, too long for a command line to {} (at most {} KiB); write it to a file and pass --message-file F, which goes to the host on ssh's standard input.",
-                        text.len().div_ceil(1024),
-                        project.host,
-                        INLINE_MAX / 1024
-                    ));
+                    return Err(ForwardError::TooLong {
+                        kib: text.len().div_ceil(1024),
+                        host: project.host.clone(),
+                        max_kib: INLINE_MAX / 1024,
+                    });
                 }
                 out.push("--message".into());
                 out.push(text);
@@ -101,7 +134,7 @@ pub fn run(
     settings: &RemoteSettings,
     project: &RemoteProject,
     command: &Forwarded,
-) -> Result<u8, String> {
+) -> Result<u8, ForwardError> {
     // A terminal at both ends: the remote maestro gets one too (its prompts, its TUI),
     // unless its standard input carries the message.
     let tty = command.stdin.is_none()
@@ -119,7 +152,10 @@ pub fn run(
         .stdout(Stdio::inherit())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| format!("cannot run {} ({e}): fix [remote] ssh.", argv[0]))?;
+        .map_err(|source| ForwardError::Start {
+            program: argv[0].clone(),
+            source,
+        })?;
     if let (Some(text), Some(mut input)) = (&command.stdin, child.stdin.take()) {
         // Written from its own thread: ssh may say something first, on stderr.
         let text = text.clone();
@@ -139,11 +175,9 @@ pub fn run(
             }
         }
     }
-    let status = child
-        .wait()
-        .map_err(|e| format!("cannot wait for ssh ({e})."))?;
+    let status = child.wait().map_err(ForwardError::Wait)?;
     if let Some(why) = ssh::failure(settings, project, status.code(), &said.join("\n")) {
-        return Err(why);
+        return Err(ForwardError::Failed(why));
     }
     Ok(status.code().map_or(1, |c| u8::try_from(c).unwrap_or(1)))
 }
@@ -205,12 +239,14 @@ mod tests {
             ]),
             &p,
         )
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(refused.contains("--message-file F"), "{refused}");
         let missing = remote_args(&os(&["task", "fix", "t", "--message-file", "/nope"]), &p);
         assert!(
             missing
                 .unwrap_err()
+                .to_string()
                 .starts_with("cannot read the message file /nope")
         );
     }

@@ -28,7 +28,26 @@ const HELLO_WITHIN: Duration = Duration::from_secs(60);
 /// The widest `link` detail, in terminal cells: ssh's last words, not all it wrote.
 const DETAIL_MAX: usize = 400;
 
-type Answer = oneshot::Sender<Result<String, String>>;
+type Answer = oneshot::Sender<Result<String, AskError>>;
+
+/// Why a question to the host has no answer, or its refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    #[error("the link to {host} is closed.")]
+    Closed { host: String },
+    #[error("the link to {host} closed before the answer.")]
+    ClosedBeforeAnswer { host: String },
+    #[error("the link to {host} is down; nothing was done. Try again once it is back up.")]
+    Down { host: String },
+    #[error("the link to {host} went down; nothing was sent.")]
+    NotSent { host: String },
+    #[error(
+        "the link to {host} went down before the answer: check the task there before trying again."
+    )]
+    DownBeforeAnswer { host: String },
+    #[error(transparent)]
+    Refused(#[from] wire::Refused),
+}
 
 /// Asks the remote maestro something (an action, a question) over the link.
 #[derive(Debug, Clone)]
@@ -45,14 +64,15 @@ impl Requests {
 
     /// Sends `ask` and waits for its answer, from a thread that may block (the
     /// dashboard's action pool).
-    pub fn blocking_ask(&self, ask: Ask) -> Result<String, String> {
+    pub fn blocking_ask(&self, ask: Ask) -> Result<String, AskError> {
         let (answer, reply) = oneshot::channel();
+        let host = || self.host.clone();
         self.tx
             .blocking_send((ask, answer))
-            .map_err(|_| format!("the link to {} is closed.", self.host))?;
+            .map_err(|_| AskError::Closed { host: host() })?;
         reply
             .blocking_recv()
-            .map_err(|_| format!("the link to {} closed before the answer.", self.host))?
+            .map_err(|_| AskError::ClosedBeforeAnswer { host: host() })?
     }
 }
 
@@ -137,10 +157,9 @@ async fn run(
                 () = cancel.cancelled() => return,
                 () = &mut wait => break,
                 Some((_, answer)) = asks.recv() => {
-                    let _ = answer.send(Err(format!(
-                        "the link to {} is down; nothing was done. Try again once it is back up.",
-                        project.host
-                    )));
+                    let _ = answer.send(Err(AskError::Down {
+                        host: project.host.clone(),
+                    }));
                 }
             }
         }
@@ -166,7 +185,7 @@ impl Link<'_> {
             self.project.path.clone(),
         ];
         let argv = ssh::argv(self.settings, self.project, &ssh::LINK_OPTIONS, &args)
-            .map_err(|detail| down(detail, false))?;
+            .map_err(|detail| down(detail.to_string(), false))?;
         Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::piped())
@@ -311,7 +330,7 @@ impl Link<'_> {
                         Ok(answer) => {
                             pending.insert(next_id, answer);
                         }
-                        Err(why) => break Some(why),
+                        Err(e) => break Some(format!("cannot write to ssh ({e})")),
                     }
                 }
             }
@@ -332,7 +351,7 @@ impl Link<'_> {
             Ok(Frame::Input { line }) => self.pass_input(&line.input, table, &project.host).await,
             Ok(Frame::Reply { id, outcome }) => {
                 if let Some(answer) = pending.remove(&id) {
-                    let _ = answer.send(outcome.into_result());
+                    let _ = answer.send(outcome.into_result().map_err(AskError::from));
                 }
                 Ok(())
             }
@@ -392,7 +411,7 @@ impl Link<'_> {
             Ok(version) => Ok(version),
             Err(detail) => {
                 let _ = child.kill().await;
-                Err(down(detail, false))
+                Err(down(detail.to_string(), false))
             }
         }
     }
@@ -410,9 +429,7 @@ impl Link<'_> {
     ) -> Ended {
         let host = &self.project.host;
         for (_, answer) in pending {
-            let _ = answer.send(Err(format!(
-                "the link to {host} went down before the answer: check the task there before trying again."
-            )));
+            let _ = answer.send(Err(AskError::DownBeforeAnswer { host: host.clone() }));
         }
         let detail = match why {
             Some(w) => {
@@ -434,16 +451,16 @@ async fn send_ask(
     ask: Ask,
     answer: Answer,
     host: &str,
-) -> Result<Answer, String> {
+) -> Result<Answer, std::io::Error> {
     let mut text = wire::encode(&Request { id, ask });
     text.push('\n');
     match stdin.write_all(text.as_bytes()).await {
         Ok(()) => Ok(answer),
         Err(e) => {
-            let _ = answer.send(Err(format!(
-                "the link to {host} went down; nothing was sent."
-            )));
-            Err(format!("cannot write to ssh ({e})"))
+            let _ = answer.send(Err(AskError::NotSent {
+                host: host.to_owned(),
+            }));
+            Err(e)
         }
     }
 }
@@ -455,30 +472,73 @@ fn down(detail: impl AsRef<str>, was_up: bool) -> Ended {
     }
 }
 
+/// A host whose maestro cannot be spoken with, and which side to update.
+#[derive(Debug, thiserror::Error)]
+pub enum HelloError {
+    #[error(
+        "the maestro on {host} did not say hello as `maestro serve` does (it said {said:?}): update it to {mine}."
+    )]
+    NoHello {
+        host: String,
+        said: String,
+        mine: &'static str,
+    },
+    #[error(
+        "the maestro on {host} ({version}, protocol {protocol}) is newer than this one ({mine}, protocol {ours}): update this maestro to {version}."
+    )]
+    Newer {
+        host: String,
+        version: String,
+        protocol: u32,
+        mine: &'static str,
+        ours: u32,
+    },
+    #[error(
+        "the maestro on {host} ({version}, protocol {protocol}) is older than this one ({mine}, protocol {ours}): update the maestro on {host} to {mine}."
+    )]
+    Older {
+        host: String,
+        version: String,
+        protocol: u32,
+        mine: &'static str,
+        ours: u32,
+    },
+}
+
 /// The hello line, checked: the remote maestro's version (printable) when it speaks
 /// the same protocol, or both versions and which to update.
-fn check_hello(line: &str, host: &str) -> Result<String, String> {
+fn check_hello(line: &str, host: &str) -> Result<String, HelloError> {
     let Ok(Frame::Hello {
         protocol, version, ..
     }) = serde_json::from_str::<Frame>(line)
     else {
-        return Err(format!(
-            "the maestro on {host} did not say hello as `maestro serve` does (it said {:?}): update it to {}.",
-            crate::core::text::printable(&line.chars().take(120).collect::<String>()),
-            wire::VERSION
-        ));
+        return Err(HelloError::NoHello {
+            host: host.to_owned(),
+            said: crate::core::text::printable(&line.chars().take(120).collect::<String>())
+                .into_owned(),
+            mine: wire::VERSION,
+        });
     };
     let (ours, mine) = (wire::PROTOCOL, wire::VERSION);
     let version = crate::core::text::printable(&version).into_owned();
+    let host = host.to_owned();
     if protocol > ours {
-        return Err(format!(
-            "the maestro on {host} ({version}, protocol {protocol}) is newer than this one ({mine}, protocol {ours}): update this maestro to {version}."
-        ));
+        return Err(HelloError::Newer {
+            host,
+            version,
+            protocol,
+            mine,
+            ours,
+        });
     }
     if protocol < ours {
-        return Err(format!(
-            "the maestro on {host} ({version}, protocol {protocol}) is older than this one ({mine}, protocol {ours}): update the maestro on {host} to {mine}."
-        ));
+        return Err(HelloError::Older {
+            host,
+            version,
+            protocol,
+            mine,
+            ours,
+        });
     }
     Ok(version)
 }

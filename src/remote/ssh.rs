@@ -16,6 +16,19 @@ pub const LINK_OPTIONS: [&str; 6] = [
     "ServerAliveCountMax=3",
 ];
 
+/// Why ssh cannot be started for a remote project, with the fix.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SshError {
+    #[error("[remote] ssh is empty: give the ssh client's argv, e.g. ssh = [\"ssh\"].")]
+    NoSsh,
+    #[error(
+        "[remote] maestro is empty: give the maestro command on the remote host, e.g. maestro = \"maestro\"."
+    )]
+    NoMaestro,
+    #[error("{arg:?} cannot be passed to the remote host (it holds a NUL byte).")]
+    Nul { arg: String },
+}
+
 /// The argv that runs `maestro <args…>` on the project's host.
 ///
 /// `extra` goes before the destination (`-t`, [`LINK_OPTIONS`]). The remote maestro is
@@ -26,14 +39,12 @@ pub fn argv(
     project: &RemoteProject,
     extra: &[&str],
     args: &[String],
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, SshError> {
     if settings.ssh.is_empty() {
-        return Err(
-            "[remote] ssh is empty: give the ssh client's argv, e.g. ssh = [\"ssh\"].".into(),
-        );
+        return Err(SshError::NoSsh);
     }
     if settings.maestro.trim().is_empty() {
-        return Err("[remote] maestro is empty: give the maestro command on the remote host, e.g. maestro = \"maestro\".".into());
+        return Err(SshError::NoMaestro);
     }
     let mut argv = settings.ssh.clone();
     argv.extend(extra.iter().map(|s| (*s).to_owned()));
@@ -46,9 +57,7 @@ pub fn argv(
     argv.push(project.destination());
     let mut command = settings.maestro.clone();
     for a in args {
-        let quoted = shlex::try_quote(a).map_err(|_| {
-            format!("{a:?} cannot be passed to the remote host (it holds a NUL byte).")
-        })?;
+        let quoted = shlex::try_quote(a).map_err(|_| SshError::Nul { arg: a.clone() })?;
         command.push(' ');
         command.push_str(&quoted);
     }

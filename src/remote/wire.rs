@@ -58,11 +58,16 @@ pub enum Outcome {
     Refused(String),
 }
 
+/// A request the host refused: its words, as it sent them.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
 impl Outcome {
-    pub fn into_result(self) -> Result<String, String> {
+    pub fn into_result(self) -> Result<String, Refused> {
         match self {
             Self::Ok(t) => Ok(t),
-            Self::Refused(e) => Err(e),
+            Self::Refused(e) => Err(Refused(e)),
         }
     }
 }

@@ -21,11 +21,26 @@ pub struct ActionAccess {
 
 /// A task action's answer, back from the blocking pool.
 pub(super) enum ActionAnswer {
-    Described(TaskRequest, Result<String, String>),
-    Done(Result<String, String>),
+    Described(TaskRequest, Result<String, ActionFailed>),
+    Done(Result<String, ActionFailed>),
     /// A task request carried out (or refused): its answer, and what was asked.
-    Performed(TaskRequest, Result<String, String>),
+    Performed(TaskRequest, Result<String, ActionFailed>),
     Headroom(TaskId, String),
+}
+
+/// Why a task action has no outcome to show, said to the operator.
+#[derive(Debug, thiserror::Error)]
+pub enum ActionFailed {
+    #[error(transparent)]
+    Action(#[from] crate::core::actions::ActionError),
+    #[error(transparent)]
+    Focus(#[from] crate::core::focus::FocusError),
+    #[error(transparent)]
+    Remote(#[from] crate::remote::link::AskError),
+    #[error("task actions are not available in this view")]
+    Unavailable,
+    #[error("focusing a window on another host ({host}) is not possible from here")]
+    FocusElsewhere { host: String },
 }
 
 /// Runs a task effect off the draw loop; its answer comes back on `answers`.
@@ -36,10 +51,7 @@ pub(super) fn task_effect(
     answers: &mpsc::UnboundedSender<(usize, ActionAnswer)>,
 ) {
     let Some(access) = access.cloned() else {
-        let _ = answers.send((
-            project,
-            ActionAnswer::Done(Err("task actions are not available in this view".into())),
-        ));
+        let _ = answers.send((project, ActionAnswer::Done(Err(ActionFailed::Unavailable))));
         return;
     };
     let answers = answers.clone();
@@ -52,8 +64,8 @@ pub(super) fn task_effect(
         }
         let answer = match effect {
             Effect::DescribeTask(request) => {
-                let what = crate::core::actions::describe(&access.target, &request)
-                    .map_err(|e| e.to_string());
+                let what =
+                    crate::core::actions::describe(&access.target, &request).map_err(Into::into);
                 ActionAnswer::Described(request, what)
             }
             Effect::Task(request) => {
@@ -64,7 +76,7 @@ pub(super) fn task_effect(
                     &request,
                 )
                 .map(|d| d.text)
-                .map_err(|e| e.to_string());
+                .map_err(Into::into);
                 ActionAnswer::Performed(request, outcome)
             }
             Effect::Focus(task) => ActionAnswer::Done(
@@ -75,7 +87,7 @@ pub(super) fn task_effect(
                     None,
                     &access.launch,
                 )
-                .map_err(|e| e.to_string()),
+                .map_err(Into::into),
             ),
             Effect::Headroom(task) => {
                 let report = crate::core::headroom::report(&access.target.temp, task.as_str());
@@ -95,24 +107,23 @@ fn remote_answer(link: &crate::remote::link::Requests, effect: Effect) -> Option
             let what = link.blocking_ask(Ask::Describe {
                 request: request.clone(),
             });
-            ActionAnswer::Described(request, what)
+            ActionAnswer::Described(request, what.map_err(Into::into))
         }
         Effect::Task(request) => {
             let outcome = link.blocking_ask(Ask::Perform {
                 request: request.clone(),
             });
-            ActionAnswer::Performed(request, outcome)
+            ActionAnswer::Performed(request, outcome.map_err(Into::into))
         }
         Effect::Headroom(task) => {
             let text = link
                 .blocking_ask(Ask::Headroom { task: task.clone() })
-                .unwrap_or_else(|e| e);
+                .unwrap_or_else(|e| e.to_string());
             ActionAnswer::Headroom(task, text)
         }
-        Effect::Focus(_) => ActionAnswer::Done(Err(format!(
-            "focusing a window on another host ({}) is not possible from here",
-            link.host()
-        ))),
+        Effect::Focus(_) => ActionAnswer::Done(Err(ActionFailed::FocusElsewhere {
+            host: link.host().to_owned(),
+        })),
         _ => return None,
     })
 }

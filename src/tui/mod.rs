@@ -355,7 +355,7 @@ fn navigate(
 fn take_answer(ui: &mut UiState, answer: ActionAnswer) {
     match answer {
         ActionAnswer::Described(request, Ok(question)) => ui.ask_confirmation(request, question),
-        ActionAnswer::Described(_, Err(e)) => ui.refused(&e),
+        ActionAnswer::Described(_, Err(e)) => ui.refused(&e.to_string()),
         ActionAnswer::Done(outcome) => ui.action_done(outcome),
         ActionAnswer::Performed(request, outcome) => {
             // A window frozen (or thawed) by this dashboard is marked on its row once

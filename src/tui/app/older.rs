@@ -165,7 +165,7 @@ impl OlderLines {
         held: &Scrollback,
         from: u64,
         to: u64,
-    ) -> Result<(), String> {
+    ) -> Result<(), ReadBackError> {
         let Some(dir) = &self.dir else {
             return Ok(());
         };
@@ -198,12 +198,13 @@ impl OlderLines {
                     self.max_line,
                 ),
             };
-            let step = index.refresh_some(INDEX_BUDGET).map_err(|e| {
-                format!(
-                    "older lines of {task} cannot be read back from {} ({e})",
-                    index.path().display()
-                )
-            })?;
+            let step = index
+                .refresh_some(INDEX_BUDGET)
+                .map_err(|source| ReadBackError::Index {
+                    task: task.clone(),
+                    path: index.path().to_path_buf(),
+                    source,
+                })?;
             if !step.done {
                 self.indexing = Some(Indexing {
                     task: task.clone(),
@@ -234,7 +235,7 @@ impl OlderLines {
         let lines = f
             .index
             .read(line, usize::try_from(end - start).unwrap_or(0))
-            .map_err(|e| format!("cannot read {} ({e})", f.index.path().display()))?;
+            .map_err(ReadBackError::read(f.index.path()))?;
         f.window_start = start;
         f.window = lines.into_iter().map(|l| entry(kind, &l)).collect();
         Ok(())
@@ -305,6 +306,31 @@ fn entry(kind: LogKind, line: &str) -> LogEntry {
     }
 }
 
+/// Why a log's older lines cannot be read back (a word for the operator).
+#[derive(Debug, thiserror::Error)]
+pub enum ReadBackError {
+    #[error("older lines of {task} cannot be read back from {} ({source})", .path.display())]
+    Index {
+        task: TaskId,
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot read {} ({source})", .path.display())]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{} no longer holds the lines shown: older lines are not read back", .path.display())]
+    Gone { path: PathBuf },
+}
+
+impl ReadBackError {
+    fn read(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.to_path_buf();
+        move |source| Self::Read { path, source }
+    }
+}
+
 /// Finds where the held lines stand in the file (indexed to its end by the caller,
 /// just before): the held view's last
 /// line is the file's last (or up to `LAG_TRIED` lines before it, when lines are still
@@ -314,12 +340,12 @@ fn line_up(
     kind: LogKind,
     index: LineIndex,
     held: &Scrollback,
-) -> Result<FileRows, String> {
-    let name = index.path().display().to_string();
+) -> Result<FileRows, ReadBackError> {
+    let name = index.path().to_path_buf();
     let lines = i64::try_from(index.lines()).unwrap_or(i64::MAX);
     let end = i64::try_from(held.end()).unwrap_or(i64::MAX);
     let start = i64::try_from(held.start()).unwrap_or(i64::MAX);
-    let gone = || format!("{name} no longer holds the lines shown: older lines are not read back");
+    let gone = || ReadBackError::Gone { path: name.clone() };
     let offset = match held.get(held.start()) {
         None => end - lines,
         Some(first) => {
@@ -335,7 +361,7 @@ fn line_up(
                     u64::try_from(oldest).unwrap_or(0),
                     usize::try_from(newest - oldest + 1).unwrap_or(0),
                 )
-                .map_err(|e| format!("cannot read {name} ({e})"))?;
+                .map_err(ReadBackError::read(&name))?;
             let found = block
                 .iter()
                 .rposition(|l| *l == *first.text)

@@ -34,7 +34,7 @@ impl UiState {
         };
         let held = log.view(self.log_view);
         if let Err(why) = self.older.load(task, kind, held, from, to) {
-            self.note = Some(why);
+            self.note = Some(why.to_string());
         }
     }
 

@@ -106,14 +106,14 @@ impl UiState {
 
     /// A task action ended: its outcome on the status line (a refusal brings the
     /// message typed for it back to the editor).
-    pub fn action_done(&mut self, outcome: Result<String, String>) {
+    pub fn action_done(&mut self, outcome: Result<String, impl std::fmt::Display>) {
         self.actions_in_flight = self.actions_in_flight.saturating_sub(1);
         match outcome {
             Ok(text) => {
                 self.forget_draft();
                 self.note = Some(text);
             }
-            Err(e) => self.refused(&e),
+            Err(e) => self.refused(&e.to_string()),
         }
     }
 }

@@ -36,7 +36,9 @@ fn task_action_keys_ask_first_and_send_what_was_confirmed() {
     );
     assert_eq!(ui.update(Action::Yes, &s), [Effect::Task(request.clone())]);
     assert_eq!(ui.actions_in_flight, 1);
-    ui.action_done(Err("task-01's window (PID 42) is not running.".into()));
+    ui.action_done(Err::<String, _>(
+        "task-01's window (PID 42) is not running.",
+    ));
     assert_eq!(ui.actions_in_flight, 0);
     assert!(ui.note.as_deref().unwrap().starts_with("refused:"));
     ui.ask_confirmation(request, "again".into());
