@@ -66,6 +66,8 @@ pub fn main() -> ExitCode {
     raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
+    // The panic report's hook, before anything that could panic (parsing included).
+    let _ = color_eyre::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -86,7 +88,6 @@ pub fn main() -> ExitCode {
             };
         }
     };
-    let _ = color_eyre::install();
     quiet_on_closed_stdout();
     match dispatch(&cli, Clock::system(local_offset)) {
         Ok(code) => code,
