@@ -23,6 +23,27 @@ pub struct Life {
     pipelines: Option<HostHandle>,
     /// Cancelled by SIGINT, SIGTERM or SIGHUP: the presenter ends on it.
     pub stop: CancellationToken,
+    /// Ends what runs, in the reverse order, if the verb leaves without
+    /// [`Life::shutdown`] (an early `?`): dropped last, as the life ends.
+    _guard: LifeGuard,
+}
+
+/// What a life cancels when it is dropped without its shutdown: the presenter, the
+/// metrics feed, then the core (the pipeline host's own drop ends its runs).
+struct LifeGuard {
+    stop: CancellationToken,
+    metrics: Option<CancellationToken>,
+    core: CancellationToken,
+}
+
+impl Drop for LifeGuard {
+    fn drop(&mut self) {
+        self.stop.cancel();
+        if let Some(m) = &self.metrics {
+            m.cancel();
+        }
+        self.core.cancel();
+    }
 }
 
 impl Life {
@@ -41,11 +62,17 @@ impl Life {
         let pipelines = project.host_pipelines(settings, &core);
         let stop = CancellationToken::new();
         stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
+        let guard = LifeGuard {
+            stop: stop.clone(),
+            metrics: metrics.clone(),
+            core: core.cancel.clone(),
+        };
         Ok(Self {
             core,
             metrics,
             pipelines,
             stop,
+            _guard: guard,
         })
     }
 
