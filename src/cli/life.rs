@@ -121,3 +121,26 @@ pub fn stop_on_signals(stop: CancellationToken) -> Result<(), SignalError> {
     });
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A life dropped without its shutdown still ends what it started.
+    #[test]
+    fn the_guard_cancels_everything_when_dropped() {
+        let (stop, metrics, core) = (
+            CancellationToken::new(),
+            CancellationToken::new(),
+            CancellationToken::new(),
+        );
+        let guard = LifeGuard {
+            stop: stop.clone(),
+            metrics: Some(metrics.clone()),
+            core: core.clone(),
+        };
+        assert!(!core.is_cancelled());
+        drop(guard);
+        assert!(stop.is_cancelled() && metrics.is_cancelled() && core.is_cancelled());
+    }
+}
