@@ -182,6 +182,8 @@ pub struct Settings {
     /// Bound of each of the two event-log files, in bytes (0: maestro records nothing).
     pub event_log_bytes: u64,
     pub theme: String,
+    /// No colours (`NO_COLOR`): the monochrome theme whatever `theme` says.
+    pub no_color: bool,
     pub notifications: String,
     pub notify_command: Vec<String>,
     pub keys: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>>,
@@ -244,6 +246,8 @@ pub struct Overrides {
     pub conductor_stale_after: Option<Duration>,
     pub report_to_db: bool,
     pub theme: Option<String>,
+    /// `NO_COLOR` set and not empty: no colours, whatever the theme.
+    pub no_color: bool,
 }
 
 pub(crate) fn parse(path: &Path, text: &str) -> Result<ConfigFile, ConfigError> {
@@ -321,6 +325,18 @@ mod tests {
         assert_eq!(s.souffleur.teammate_poll, Duration::from_secs(180));
         assert_eq!(s.souffleur.max_no_progress_recoveries, 3);
         assert_eq!(s.launch.claude, ["env", "-u", "CLAUDECODE", "claude"]);
+    }
+
+    /// `NO_COLOR` reaches the dashboard through the one resolution, as a flag does.
+    #[test]
+    fn no_color_is_resolved_with_the_flags() {
+        let plain = Settings::resolve(None, &Overrides::default()).unwrap();
+        assert!(!plain.no_color);
+        let flags = Overrides {
+            no_color: true,
+            ..Overrides::default()
+        };
+        assert!(Settings::resolve(None, &flags).unwrap().no_color);
     }
 
     #[test]

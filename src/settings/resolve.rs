@@ -137,6 +137,7 @@ impl Settings {
                 .clone()
                 .or(pick!(l, ui.theme))
                 .unwrap_or_else(|| "dark".into()),
+            no_color: flags.no_color,
             notifications: pick!(l, ui.notifications).unwrap_or_else(|| "on".into()),
             notify_command: pick!(l, ui.notify_command).unwrap_or_default(),
             keys: l.user.map(|c| c.keys.clone()).unwrap_or_default(),

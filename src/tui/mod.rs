@@ -79,7 +79,7 @@ impl TuiConfig {
         settings: &crate::settings::Settings,
         clock: Clock,
     ) -> Result<Self, TuiError> {
-        let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+        let no_color = settings.no_color;
         let themes_dir = directories::ProjectDirs::from("", "", "maestro")
             .map(|d| d.config_dir().join("themes"));
         Ok(Self {
