@@ -164,6 +164,11 @@ impl JournalFile {
                 "it does not start with a journal's header (remove it and maestro starts a new journal)",
             ));
         }
+        // A journal an older maestro made: remembered now, so a cursor of it still
+        // resumes if it is deleted while no maestro runs.
+        if remembered_chain(&self.base).first() != Some(&self.id) {
+            remember_chain(&self.base, self.id, &self.chain);
+        }
         Ok(entries)
     }
 

@@ -174,6 +174,7 @@ impl Follower {
             && let place = place(&self.base)
             && let Ok((file, meta)) = crate::core::safe_fs::open_regular(&place)
             && (meta.dev(), meta.ino()) != self.ino
+            && self.continues_in(&file)
         {
             self.path = place;
             self.file = file;
@@ -214,6 +215,20 @@ impl Follower {
             }
         }
         out
+    }
+
+    /// Whether the file now under the name goes on from the journal followed: the same
+    /// journal (cut by its bound, renamed over) or a new one whose header names it.
+    /// Anything else (another project's journal, a stranger's file put there) is not
+    /// read: the project's maestros replace it, and the reader follows what they make.
+    fn continues_in(&self, file: &File) -> bool {
+        if self.id == 0 {
+            return true;
+        }
+        let mut head = [0u8; 4096];
+        let n = file.read_at(&mut head, 0).unwrap_or(0);
+        let first = head[..n].split(|b| *b == b'\n').next().unwrap_or_default();
+        header_id(first).is_some_and(|id| id == self.id || header_chain(first).contains(&self.id))
     }
 
     /// Whole lines from the read position to the end as it is now (its size read first).

@@ -344,3 +344,27 @@ fn a_reader_is_told_of_a_new_journal_and_never_gets_a_torn_line() {
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].1.contains("\"b\""));
 }
+
+/// A journal deleted while no maestro ran: the next one names it (the side file
+/// remembers it, even when an older maestro made it), so its cursors still resume.
+#[test]
+fn a_journal_deleted_between_runs_is_named_by_the_next() {
+    let dir = tempfile::tempdir().expect("dir");
+    let path = dir.path().join("journal.tsv");
+    let (mut first, _) = Journal::open(&path);
+    let (_, told) = first.tell(at(1), None, line("e"));
+    let old = told.cursor.expect("kept");
+    drop(first);
+    // As an older maestro left it: no side file.
+    std::fs::remove_file(dir.path().join("journal.tsv.lock")).expect("side file");
+    drop(Journal::open(&path));
+    std::fs::remove_file(&path).expect("delete");
+    let (next, _) = Journal::open(&path);
+    assert_ne!(next.id(), old.journal);
+    let (_, gap) = follow_after(&path, old).expect("the old cursor resumes");
+    assert_eq!(
+        gap.map(|g| g.count),
+        Some(None),
+        "after a gap of unknown size"
+    );
+}
