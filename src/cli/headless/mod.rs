@@ -64,12 +64,13 @@ pub fn is_after(h: &Happening, after: Option<Cursor>) -> bool {
 
 /// A reader resuming after a cursor (`--after`): the journal from there, then as it
 /// grows. What is printed comes from the journal, so each entry is printed once, in
-/// the journal's order, with its own cursor, none marked replayed.
+/// the journal's order, with its own cursor; only what was told while the journal could
+/// not keep it comes marked replayed (a reader may have seen it with a null cursor).
 pub struct Resume {
     pub follower: Follower,
     pub gap: Option<Gap>,
-    /// What this run printed with a null cursor (the journal could not keep it): its
-    /// entry, kept later, is not printed again.
+    /// The journal's own trouble this run said at once, with a null cursor: its entry,
+    /// kept later, is not printed again.
     printed_unkept: std::collections::HashSet<(u64, u64)>,
 }
 
