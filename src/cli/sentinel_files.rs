@@ -5,7 +5,7 @@
 //! written runs until trusted in its project.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
@@ -188,7 +188,7 @@ fn write_new(
 /// The bytes in a temporary file beside `path`, then moved to it: over an existing one
 /// only with `force`, otherwise refused if anything has the name (no race: the kernel
 /// refuses the link).
-fn write_file(dir: &Path, path: &PathBuf, bytes: &[u8], force: bool) -> std::io::Result<()> {
+fn write_file(dir: &Path, path: &Path, bytes: &[u8], force: bool) -> std::io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let mut tmp = tempfile::Builder::new()
         .prefix(".create-")

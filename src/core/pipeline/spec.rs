@@ -139,6 +139,21 @@ type Res<T> = Result<T, DefinitionError>;
 /// The largest `safety.maxMemoryMb` (1 TiB): past it, no budget at all.
 const MAX_MEMORY_MB: u64 = 1 << 20;
 
+/// A whole number from `low` to `high` at `path`, if one is given; the error says
+/// `must be {what} from {low} to {high}`.
+fn number_in(
+    v: Option<&Value>,
+    (low, high, what): (u64, u64, &str),
+    path: &str,
+) -> Res<Option<u64>> {
+    v.map(|v| {
+        v.as_u64()
+            .filter(|n| (low..=high).contains(n))
+            .ok_or_else(|| at(path, format!("must be {what} from {low} to {high}")))
+    })
+    .transpose()
+}
+
 fn at(path: &str, what: impl std::fmt::Display) -> DefinitionError {
     DefinitionError {
         at: path.to_owned(),
@@ -251,22 +266,13 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         None => None,
         Some(s) => Some(obj(s, &p("safety"))?),
     };
-    let max_iterations = match safety
-        .and_then(|s| s.get("maxIterations"))
-        .or_else(|| m.get("maxIterations"))
-    {
-        None => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|n| (1..=MAX_ITERATIONS).contains(n))
-                .ok_or_else(|| {
-                    at(
-                        &p("safety.maxIterations"),
-                        format!("must be a number from 1 to {MAX_ITERATIONS}"),
-                    )
-                })?,
-        ),
-    };
+    let max_iterations = number_in(
+        safety
+            .and_then(|s| s.get("maxIterations"))
+            .or_else(|| m.get("maxIterations")),
+        (1, MAX_ITERATIONS, "a number"),
+        &p("safety.maxIterations"),
+    )?;
     let timeout = match safety {
         Some(s) if s.contains_key("timeoutMs") => millis(s, "timeoutMs", &p("safety"))?,
         _ => millis(m, "timeoutMs", path)?,
@@ -280,19 +286,13 @@ pub fn parse_definition(v: &Value, fallback_name: &str, path: &str) -> Res<Defin
         Some(v) if v == "stop" || v == "pause" => v == "pause",
         Some(_) => return Err(at(&p("safety.onTimeout"), "must be \"stop\" or \"pause\"")),
     };
-    let max_memory_mb = match safety.and_then(|s| s.get("maxMemoryMb")) {
-        None | Some(Value::Null) => None,
-        Some(v) => Some(
-            v.as_u64()
-                .filter(|n| (16..=MAX_MEMORY_MB).contains(n))
-                .ok_or_else(|| {
-                    at(
-                        &p("safety.maxMemoryMb"),
-                        format!("must be a number of megabytes from 16 to {MAX_MEMORY_MB}"),
-                    )
-                })?,
-        ),
-    };
+    let max_memory_mb = number_in(
+        safety
+            .and_then(|s| s.get("maxMemoryMb"))
+            .filter(|v| !v.is_null()),
+        (16, MAX_MEMORY_MB, "a number of megabytes"),
+        &p("safety.maxMemoryMb"),
+    )?;
     if max_iterations.is_none() && timeout.is_none() {
         return Err(at(
             &p("safety"),

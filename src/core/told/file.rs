@@ -149,7 +149,8 @@ impl JournalFile {
 
     /// The header (written when the file is new) and every entry.
     fn read_start(&mut self) -> io::Result<Vec<Entry>> {
-        if self.file.metadata()?.len() == 0 {
+        let made = self.file.metadata()?.len() == 0;
+        if made {
             // A journal made where none was: the ones the project had before (deleted
             // while no maestro ran) are named, so their cursors resume here.
             self.id = new_id(&self.path);
@@ -166,7 +167,7 @@ impl JournalFile {
         }
         // A journal an older maestro made: remembered now, so a cursor of it still
         // resumes if it is deleted while no maestro runs.
-        if remembered_chain(&self.base).first() != Some(&self.id) {
+        if !made && remembered_chain(&self.base).first() != Some(&self.id) {
             remember_chain(&self.base, self.id, &self.chain);
         }
         Ok(entries)

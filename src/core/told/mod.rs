@@ -421,58 +421,32 @@ impl Journal {
         }
         let dropped = self.unkept.take_dropped();
         if dropped > 0 {
-            let cursor = self.next_cursor();
             let ts = now
                 .format(&time::format_description::well_known::Rfc3339)
                 .unwrap_or_default();
-            let json = unkept::dropped_line(&ts, dropped, cursor);
-            let entry = Entry {
-                seq: cursor.seq,
-                slot: 0,
-                fingerprint: 0,
-                first_ns: now.unix_timestamp_nanos(),
-            };
-            if Self::append(
-                guard,
-                (&mut self.failing, &mut self.news),
-                &entry,
-                json.into(),
-            )
-            .is_none()
-            {
+            let at = (0, 0, now.unix_timestamp_nanos());
+            let line = |cursor| unkept::dropped_line(&ts, dropped, cursor);
+            if self.append_next(guard, at, line).is_none() {
                 return;
             }
-            self.last_seq = cursor.seq;
         }
         while let Some(held) = self.unkept.front() {
-            let e = held.entry;
+            let (e, json) = (held.entry, held.json.clone());
             let known = self
                 .facts
                 .get(&e.slot)
                 .is_some_and(|f| f.fingerprint == e.fingerprint && f.journal != 0);
             if !known {
-                let cursor = self.next_cursor();
-                let json = unkept::kept_line(&held.json, cursor);
-                let entry = Entry {
-                    seq: cursor.seq,
-                    ..e
-                };
-                if Self::append(
-                    guard,
-                    (&mut self.failing, &mut self.news),
-                    &entry,
-                    json.into(),
-                )
-                .is_none()
-                {
+                let at = (e.slot, e.fingerprint, e.first_ns);
+                let line = |cursor| unkept::kept_line(&json, cursor);
+                let Some(seq) = self.append_next(guard, at, line) else {
                     return;
-                }
-                self.last_seq = cursor.seq;
+                };
                 self.facts.insert(
                     e.slot,
                     Fact {
                         fingerprint: e.fingerprint,
-                        seq: cursor.seq,
+                        seq,
                         first_ns: e.first_ns,
                         journal: self.id,
                         mine: true,
@@ -483,11 +457,28 @@ impl Journal {
         }
     }
 
-    fn next_cursor(&self) -> Cursor {
-        Cursor {
+    /// Appends an entry (`slot`, `fingerprint`, first time) at the next place, its line
+    /// made for that cursor: the place, once written.
+    fn append_next(
+        &mut self,
+        guard: &mut file::Guard<'_>,
+        (slot, fingerprint, first_ns): (u64, u64, i128),
+        line: impl FnOnce(Cursor) -> String,
+    ) -> Option<u64> {
+        let cursor = Cursor {
             journal: self.id,
             seq: self.last_seq + 1,
-        }
+        };
+        let entry = Entry {
+            seq: cursor.seq,
+            slot,
+            fingerprint,
+            first_ns,
+        };
+        let json = line(cursor).into();
+        Self::append(guard, (&mut self.failing, &mut self.news), &entry, json)?;
+        self.last_seq = cursor.seq;
+        Some(cursor.seq)
     }
 
     /// Appends one entry: its line when it was written; a failure said once, and a

@@ -48,6 +48,25 @@ pub(super) fn event_environment(event: Option<&Value>) -> Vec<(String, String)> 
     .collect()
 }
 
+/// A nested pipeline's run: no one edits its steps or pauses it (no commands, a flag
+/// of its own); it ends with `stop`.
+async fn run_alone(
+    def: Definition,
+    env: &super::RunnerEnv,
+    stop: tokio_util::sync::CancellationToken,
+    event: Option<Value>,
+) -> (Ended, std::collections::HashMap<String, Value>) {
+    let (_commands, mut rx) = mpsc::channel(1);
+    Box::pin(run(
+        def,
+        env,
+        (&mut rx, std::sync::Arc::default()),
+        stop,
+        event,
+    ))
+    .await
+}
+
 impl Run<'_> {
     pub(super) async fn execute(
         &mut self,
@@ -171,15 +190,7 @@ impl Run<'_> {
         let stop = self.stop.child_token();
         let event = self.vars.get("event").cloned();
         if wait {
-            let (_tx, mut rx) = mpsc::channel(1);
-            let (ended, vars) = Box::pin(run(
-                child,
-                &env,
-                (&mut rx, std::sync::Arc::default()),
-                stop,
-                event,
-            ))
-            .await;
+            let (ended, vars) = run_alone(child, &env, stop, event).await;
             let value = Value::Object(vars.into_iter().collect());
             return match ended {
                 Ended::Failed(why) => Err(StepError::Nested { why }),
@@ -187,15 +198,7 @@ impl Run<'_> {
             };
         }
         tokio::spawn(async move {
-            let (_tx, mut rx) = mpsc::channel(1);
-            let _ = Box::pin(run(
-                child,
-                &env,
-                (&mut rx, std::sync::Arc::default()),
-                stop,
-                event,
-            ))
-            .await;
+            let _ = run_alone(child, &env, stop, event).await;
         });
         Ok((
             Some(json!({"started": true})),
