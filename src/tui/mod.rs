@@ -594,12 +594,14 @@ fn draw(
     let note_boxed = panes::status_bar::note_boxed(&ctx, size.width);
     let out: &mut Stdout = &mut std::io::stdout();
     let _ = queue!(out, crossterm::terminal::BeginSynchronizedUpdate);
+    let mut reader = None;
     let result = terminal
-        .draw(|f| panes::draw(f, &ctx))
+        .draw(|f| reader = panes::draw(f, &ctx))
         .map(|_| ())
         .map_err(TuiError::Draw);
     let _ = execute!(out, crossterm::terminal::EndSynchronizedUpdate);
     ui.note_boxed = note_boxed;
+    ui.drawn(reader);
     result
 }
 

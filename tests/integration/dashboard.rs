@@ -456,6 +456,14 @@ pub(crate) fn render(snap: &Snapshot, ui: &UiState, width: u16, height: u16) -> 
     render_projects(snap, ui, width, height, &[], 0)
 }
 
+/// Draws as the dashboard's loop does: what the frame measured (how far the open reader
+/// scrolls) is kept in `ui` for the next keys.
+pub(crate) fn render_kept(snap: &Snapshot, ui: &mut UiState, width: u16, height: u16) -> Buffer {
+    let (buffer, reader) = draw_measured(snap, ui, (width, height), &[], 0, "parser-rewrite");
+    ui.drawn(reader);
+    buffer
+}
+
 /// The dashboard of a project named `project`.
 pub(crate) fn render_named(
     snap: &Snapshot,
@@ -492,6 +500,17 @@ fn draw_with(
     project_index: usize,
     project: &str,
 ) -> Buffer {
+    draw_measured(snap, ui, (width, height), projects, project_index, project).0
+}
+
+fn draw_measured(
+    snap: &Snapshot,
+    ui: &UiState,
+    (width, height): (u16, u16),
+    projects: &[ProjectTab],
+    project_index: usize,
+    project: &str,
+) -> (Buffer, Option<maestro::tui::panes::reader::Extent>) {
     let theme = Theme::load("dark", None, false).unwrap();
     let keymap = Keymap::defaults();
     let clock = Clock::system(UtcOffset::UTC);
@@ -512,8 +531,9 @@ fn draw_with(
         project_index,
     };
     let mut terminal = Terminal::new(TestBackend::new(width, height)).unwrap();
-    terminal.draw(|f| panes::draw(f, &ctx)).unwrap();
-    terminal.backend().buffer().clone()
+    let mut reader = None;
+    terminal.draw(|f| reader = panes::draw(f, &ctx)).unwrap();
+    (terminal.backend().buffer().clone(), reader)
 }
 
 pub(crate) fn text(buf: &Buffer) -> String {

@@ -7,7 +7,9 @@ use maestro::tui::action::Action;
 use maestro::tui::app::Pane;
 
 use crate::common::{Scratch, maestro};
-use crate::dashboard::{anomaly, busy_snapshot, busy_ui, happening, message, render, text};
+use crate::dashboard::{
+    anomaly, busy_snapshot, busy_ui, happening, message, render, render_kept, text,
+};
 
 /// The characters a screen shows, without spaces, line ends and borders: a text drawn
 /// across rows is found in it whole.
@@ -241,12 +243,12 @@ fn the_help_stops_at_its_end() {
     let snap = busy_snapshot();
     let mut ui = busy_ui(&snap);
     ui.update(Action::Help, &snap);
-    let first = text(&render(&snap, &ui, 80, 24));
+    let first = text(&render_kept(&snap, &mut ui, 80, 24));
     assert!(first.contains("↓ more"), "{first}");
     for _ in 0..500 {
         ui.update(Action::Down, &snap);
     }
-    let max = ui.overlay_scroll_max.get();
+    let max = ui.overlay_scroll_max;
     assert!(max > 0 && max < 500, "{max}");
     assert_eq!(ui.overlay_scroll, max);
     let last = text(&render(&snap, &ui, 80, 24));

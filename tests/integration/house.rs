@@ -436,3 +436,27 @@ fn no_function_fails_with_bare_text() {
         .collect();
     assert!(texty.is_empty(), "text errors: {texty:#?}");
 }
+
+/// The draw reads the dashboard's state and writes none: the panes take `&` state (no
+/// `&mut UiState` in a drawing file), and nothing in the TUI can be written through a
+/// shared reference (no `Cell`, `RefCell` or lock), so a frame cannot change what the
+/// next key sees. What only a frame can measure is returned to the loop.
+#[test]
+fn the_draw_takes_the_state_by_shared_reference() {
+    let mut files = Vec::new();
+    rust_files(&src().join("tui"), &mut files);
+    let interior = regex::Regex::new(r"\b(Cell|RefCell|OnceCell|Mutex|RwLock)\s*<").unwrap();
+    let mut writes = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        let outside = outside_test_modules(&text).join("\n");
+        for m in interior.find_iter(&outside) {
+            writes.push(format!("{}: {}", f.display(), m.as_str()));
+        }
+        let drawing = f.starts_with(src().join("tui/panes"));
+        if drawing && outside.contains("&mut UiState") {
+            writes.push(format!("{}: &mut UiState", f.display()));
+        }
+    }
+    assert!(writes.is_empty(), "the draw could write state: {writes:#?}");
+}

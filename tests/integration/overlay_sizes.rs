@@ -9,7 +9,7 @@ use maestro::core::snapshot::Snapshot;
 use maestro::tui::action::Action;
 use maestro::tui::app::{Pane, UiState};
 
-use crate::dashboard::{busy_snapshot, busy_ui, happening, message, render, text};
+use crate::dashboard::{busy_snapshot, busy_ui, happening, message, render, render_kept, text};
 
 use crate::dashboard_text::{check_covered, check_screen};
 
@@ -213,14 +213,14 @@ fn the_keys_people_try_scroll_every_reading_overlay() {
     for name in ["help", "session", "headroom", "message", "log_line"] {
         let (snap, mut ui) = with_overlay(name);
         // Small enough that each has more rows than the box.
-        let _ = render(&snap, &ui, 80, 14);
-        let max = ui.overlay_scroll_max.get();
+        let _ = render_kept(&snap, &mut ui, 80, 14);
+        let max = ui.overlay_scroll_max;
         assert!(
             max > 0,
             "{name} overflows at 80x14\n{}",
             text(&render(&snap, &ui, 80, 14))
         );
-        let page = ui.overlay_page.get();
+        let page = ui.overlay_page;
         ui.update(Action::PageDown, &snap);
         assert_eq!(
             scroll_of(&ui),

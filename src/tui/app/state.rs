@@ -119,9 +119,9 @@ pub struct UiState {
     /// scrolled; 0 when one opens.
     pub overlay_scroll: u16,
     /// The furthest it can scroll, as last drawn (the keys stop there).
-    pub overlay_scroll_max: std::cell::Cell<u16>,
+    pub overlay_scroll_max: u16,
     /// Its rows, as last drawn (a page for PgUp/PgDn).
-    pub overlay_page: std::cell::Cell<u16>,
+    pub overlay_page: u16,
     /// Index into the snapshot's Musicians.
     pub selected_task: usize,
     /// The task the Log pane shows (follows the selection).
@@ -215,8 +215,8 @@ impl Default for UiState {
             focus: Pane::Tasks,
             overlay: None,
             overlay_scroll: 0,
-            overlay_scroll_max: std::cell::Cell::new(u16::MAX),
-            overlay_page: std::cell::Cell::new(1),
+            overlay_scroll_max: u16::MAX,
+            overlay_page: 1,
             selected_task: 0,
             log_task: None,
             logs: std::collections::HashMap::new(),

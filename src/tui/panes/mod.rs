@@ -39,7 +39,9 @@ pub fn panes_area(screen: Rect, projects: usize) -> Rect {
     }
 }
 
-pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
+/// Draws the dashboard. It reads the state and writes none: what only the drawing
+/// can measure (how far the open reader scrolls) is returned for the loop to keep.
+pub fn draw(frame: &mut Frame, ctx: &DrawCtx) -> Option<reader::Extent> {
     let area = panes_area(frame.area(), ctx.projects.len());
     if ctx.projects.len() > 1 {
         projects_bar::draw(
@@ -66,7 +68,7 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
                 .wrap(Wrap { trim: true }),
             middle,
         );
-        return;
+        return None;
     };
     if let Some(pane) = ctx.ui.zoomed {
         // One pane on the whole screen (the status bar stays).
@@ -102,5 +104,5 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) {
     if status_bar::draw(frame, rects.status, ctx) && ctx.ui.overlay.is_none() {
         status_bar::draw_note_box(frame, area, ctx);
     }
-    crate::tui::app::overlays::draw(frame, area, ctx);
+    crate::tui::app::overlays::draw(frame, area, ctx)
 }

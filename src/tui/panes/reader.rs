@@ -13,7 +13,18 @@ use ratatui::widgets::Paragraph;
 use crate::tui::app::Pane;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear};
 
-/// Draws `lines` in a box `width` wide (at most the screen's), centred, titled `title`.
+/// How far a reader can scroll, as drawn: the loop keeps it for the next keys (the
+/// draw itself writes nothing).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Extent {
+    /// The furthest it can scroll.
+    pub max: u16,
+    /// Its rows (a page for PgUp/PgDn).
+    pub page: u16,
+}
+
+/// Draws `lines` in a box `width` wide (at most the screen's), centred, titled `title`;
+/// says how far it can scroll.
 pub fn draw(
     frame: &mut Frame,
     area: Rect,
@@ -21,7 +32,7 @@ pub fn draw(
     (title, pane): (&str, Pane),
     width: u16,
     lines: Vec<Line<'_>>,
-) {
+) -> Extent {
     let width = width.min(area.width).max(12);
     let inner = usize::from(width - 2);
     let folded: Vec<Line> = lines.into_iter().flat_map(|l| fold(l, inner)).collect();
@@ -34,8 +45,6 @@ pub fn draw(
     let max = u16::try_from(folded.len())
         .unwrap_or(u16::MAX)
         .saturating_sub(rows);
-    ctx.ui.overlay_scroll_max.set(max);
-    ctx.ui.overlay_page.set(rows.max(1));
     let scroll = ctx.ui.overlay_scroll.min(max);
     let more = if scroll < max {
         " · ↓ more"
@@ -49,6 +58,10 @@ pub fn draw(
         Paragraph::new(folded).block(block).scroll((scroll, 0)),
         popup,
     );
+    Extent {
+        max,
+        page: rows.max(1),
+    }
 }
 
 /// One styled line as rows of at most `width` columns, broken between words; a word

@@ -10,7 +10,7 @@ use crate::core::actions::TaskRequest;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
 use crate::tui::app::overlays::kinds::{Compose, ComposeKind, Overlay};
-use crate::tui::app::overlays::{Component, Keys, text_area};
+use crate::tui::app::overlays::{Extent, Component, Keys, text_area};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear};
@@ -32,10 +32,11 @@ impl Component for MessageEditor {
         }
     }
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Compose(c)) = &ctx.ui.overlay {
             draw(frame, area, ctx, c);
         }
+        None
     }
 }
 

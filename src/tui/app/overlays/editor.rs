@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Keys, Overlay, text_area};
+use crate::tui::app::overlays::{Extent, Component, Keys, Overlay, text_area};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear, printable};
@@ -35,10 +35,11 @@ impl Component for StepEditor {
         }
     }
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Editor(name)) = &ctx.ui.overlay {
             draw(frame, area, ctx, name);
         }
+        None
     }
 }
 

@@ -6,17 +6,18 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::core::domain::TaskId;
-use crate::tui::app::overlays::{Component, Overlay};
+use crate::tui::app::overlays::{Extent, Component, Overlay};
 use crate::tui::app::state::{Pane, UiState};
 use crate::tui::panes::ctx::{DrawCtx, printable};
 
 pub struct Headroom;
 
 impl Component for Headroom {
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Headroom(task, report)) = &ctx.ui.overlay {
-            draw(frame, area, ctx, (task, report));
+            return draw(frame, area, ctx, (task, report));
         }
+        None
     }
 }
 
@@ -27,7 +28,12 @@ impl UiState {
     }
 }
 
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, (task, text): (&str, &str)) {
+fn draw(
+    frame: &mut Frame,
+    area: Rect,
+    ctx: &DrawCtx,
+    (task, text): (&str, &str),
+) -> Option<Extent> {
     // The time forecast needs arrival times: the running core has them.
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
     let forecast = view.and_then(|t| t.forecast.as_ref()).map(|f| {
@@ -70,7 +76,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, (task, text): (&str, &str)
     if let Some(t) = transcript {
         lines.push(Line::from(Span::styled(t, ctx.theme.accent)));
     }
-    crate::tui::panes::reader::draw(
+    Some(crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -80,5 +86,5 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, (task, text): (&str, &str)
         ),
         80,
         lines,
-    );
+    ))
 }

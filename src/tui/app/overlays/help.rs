@@ -7,7 +7,7 @@ use ratatui::text::{Line, Span};
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, close, read};
+use crate::tui::app::overlays::{Extent, Component, close, read};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, wrap};
@@ -24,12 +24,12 @@ impl Component for Help {
         read(ui, action, snap)
     }
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-        draw(frame, area, ctx);
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
+        draw(frame, area, ctx)
     }
 }
 
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
     // As wide as the screen allows (up to 110), every line folded to fit, a little
     // screen left round it.
     let width = area.width.saturating_sub(4).clamp(40, 110);
@@ -87,14 +87,14 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         }
     }
     // The scroll stops at the last line: never past the end into an empty box.
-    crate::tui::panes::reader::draw(
+    Some(crate::tui::panes::reader::draw(
         frame,
         room,
         ctx,
         ("Help · ? or Esc to close · j/k, PgDn scroll", Pane::Tasks),
         width,
         lines,
-    );
+    ))
 }
 
 fn title_of(mode: Mode) -> &'static str {

@@ -4,24 +4,25 @@ use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::text::Line;
 
-use crate::tui::app::overlays::{Component, Overlay};
+use crate::tui::app::overlays::{Extent, Component, Overlay};
 use crate::tui::app::state::Pane;
 use crate::tui::panes::ctx::{DrawCtx, printable};
 
 pub struct LogLine;
 
 impl Component for LogLine {
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::LogLine(task, text)) = &ctx.ui.overlay {
-            draw(frame, area, ctx, task, text);
+            return draw(frame, area, ctx, task, text);
         }
+        None
     }
 }
 
 /// The selected line whole, folded to the box, over the panes (Enter in the Log).
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) -> Option<Extent> {
     let width = area.width.saturating_sub(10).clamp(20, 100);
-    crate::tui::panes::reader::draw(
+    Some(crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -31,5 +32,5 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) {
         ),
         width,
         vec![Line::raw(printable(text))],
-    );
+    ))
 }

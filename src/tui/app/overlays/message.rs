@@ -6,15 +6,15 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::core::event::MessageRow;
-use crate::tui::app::overlays::{Component, Overlay};
+use crate::tui::app::overlays::{Extent, Component, Overlay};
 use crate::tui::app::state::{Pane, UiState};
 use crate::tui::panes::ctx::{DrawCtx, printable};
 
 pub struct MessageText;
 
 impl Component for MessageText {
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-        draw(frame, area, ctx);
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
+        draw(frame, area, ctx)
     }
 }
 
@@ -29,9 +29,9 @@ impl UiState {
 }
 
 /// The full text of the opened message.
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
     let Some(m) = ctx.ui.overlay_message() else {
-        return;
+        return None;
     };
     let width = area.width.saturating_sub(10).min(100);
     let field = |k: &str, v: Option<&str>| {
@@ -55,12 +55,12 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             .lines()
             .map(|l| Line::raw(printable(l))),
     );
-    crate::tui::panes::reader::draw(
+    Some(crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
         (&format!("Message #{} · Esc to close", m.id), Pane::Messages),
         width,
         lines,
-    );
+    ))
 }

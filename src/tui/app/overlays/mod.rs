@@ -19,6 +19,7 @@ use crate::tui::action::Action;
 use crate::tui::app::state::{Effect, UiState};
 use crate::tui::keymap::{Keymap, Mode};
 use crate::tui::panes::ctx::DrawCtx;
+pub use crate::tui::panes::reader::Extent;
 
 pub mod kinds;
 
@@ -50,7 +51,9 @@ pub trait Component: Sync {
     /// A key its table does not bind, with [`Keys::Text`]: typed into its text.
     fn on_text(&self, _ui: &mut UiState, _key: KeyEvent) {}
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx);
+    /// Draws it; a reading overlay says how far it can scroll (the draw writes no
+    /// state: the loop keeps that for the next keys).
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent>;
 }
 
 /// Where a key goes.
@@ -87,11 +90,10 @@ pub fn type_text(ui: &mut UiState, key: KeyEvent) {
     }
 }
 
-/// Draws the open overlay, if any, over `area`.
-pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
-    if let Some(overlay) = &ctx.ui.overlay {
-        overlay.component().draw(frame, area, ctx);
-    }
+/// Draws the open overlay, if any, over `area`; a reader's extent, as drawn.
+pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
+    let overlay = ctx.ui.overlay.as_ref()?;
+    overlay.component().draw(frame, area, ctx)
 }
 
 /// A reading overlay's keys: Quit quits, Close or Open closes, the moves of every list
@@ -114,6 +116,17 @@ pub(crate) fn text_area(text: &str) -> ratatui_textarea::TextArea<'static> {
     area
 }
 
+impl UiState {
+    /// Keeps what the last frame measured of the open reader (how far it scrolls, its
+    /// page), for the keys that scroll it; the draw itself writes nothing.
+    pub fn drawn(&mut self, reader: Option<Extent>) {
+        if let Some(extent) = reader {
+            self.overlay_scroll_max = extent.max;
+            self.overlay_page = extent.page;
+        }
+    }
+}
+
 /// Closes the open overlay; the next one opens at its top.
 pub(crate) fn close(ui: &mut UiState) {
     ui.overlay = None;
@@ -121,8 +134,8 @@ pub(crate) fn close(ui: &mut UiState) {
 }
 
 fn scroll(ui: &mut UiState, action: Action) {
-    let max = ui.overlay_scroll_max.get();
-    let page = ui.overlay_page.get().saturating_sub(1).max(1);
+    let max = ui.overlay_scroll_max;
+    let page = ui.overlay_page.saturating_sub(1).max(1);
     let at = ui.overlay_scroll.min(max);
     ui.overlay_scroll = match action {
         Action::Down => at.saturating_add(1),

@@ -9,7 +9,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Keys, Overlay};
+use crate::tui::app::overlays::{Extent, Component, Keys, Overlay};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::keymap::Mode;
 use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
@@ -25,8 +25,9 @@ impl Component for Pipelines {
         ui.pipelines_action(action, snap)
     }
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         draw(frame, area, ctx);
+        None
     }
 }
 

@@ -9,7 +9,7 @@ use ratatui::widgets::Paragraph;
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::overlays::{Component, Overlay, close};
+use crate::tui::app::overlays::{Extent, Component, Overlay, close};
 use crate::tui::app::state::{Effect, Pane, UiState};
 use crate::tui::panes::ctx::{DrawCtx, centered, clear, fit, printable};
 use crate::tui::panes::projects_bar::figures;
@@ -27,10 +27,11 @@ impl Component for Picker {
         vec![]
     }
 
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Projects(selected)) = &ctx.ui.overlay {
             draw(frame, area, ctx, *selected);
         }
+        None
     }
 }
 

@@ -6,7 +6,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 
 use crate::core::sessions::figures::{dollars, short_tokens};
-use crate::tui::app::overlays::{Component, Overlay};
+use crate::tui::app::overlays::{Extent, Component, Overlay};
 use crate::tui::app::state::Pane;
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::panes::session_cells::activity_text;
@@ -14,15 +14,16 @@ use crate::tui::panes::session_cells::activity_text;
 pub struct Session;
 
 impl Component for Session {
-    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Session(task)) = &ctx.ui.overlay {
-            draw(frame, area, ctx, task);
+            return draw(frame, area, ctx, task);
         }
+        None
     }
 }
 
 /// The Session overlay for one task.
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) -> Option<Extent> {
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
     let lines = match view.and_then(|t| t.session().map(|s| (t, s))) {
         None => vec![Line::raw(
@@ -36,7 +37,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
             lines
         }
     };
-    crate::tui::panes::reader::draw(
+    Some(crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -46,7 +47,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) {
         ),
         OVERLAY_WIDTH,
         lines,
-    );
+    ))
 }
 
 /// The overlay's widest.
