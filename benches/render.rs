@@ -51,7 +51,11 @@ fn main() {
     let mut times = Vec::with_capacity(FRAMES);
     for i in 0..FRAMES + 100 {
         let start = Instant::now();
-        terminal.draw(|f| panes::draw(f, &ctx)).unwrap();
+        terminal
+            .draw(|f| {
+                panes::draw(f, &ctx);
+            })
+            .unwrap();
         if i >= 100 {
             times.push(start.elapsed());
         }

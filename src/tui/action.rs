@@ -1,185 +1,132 @@
 //! What the operator can ask for: the keymap's vocabulary (`"ctrl-k" = "kill_task"` in
-//! the config names these in `snake_case`).
+//! the config names these in `snake_case`). Each action is one line of the list below:
+//! its name, where it is answered ([`Scope`]), its line in the help and, for the keys
+//! an operator reaches for first, its word in the footer's hints.
 
 use serde::Deserialize;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    Quit,
-    Help,
-    Close,
-    FocusNext,
-    FocusPrev,
-    FocusTasks,
-    FocusHeartbeats,
-    FocusLog,
-    FocusAnomalies,
-    FocusMessages,
-    FocusWatchdog,
-    Up,
-    Down,
-    PageUp,
-    PageDown,
-    Top,
-    Bottom,
-    Open,
-    Search,
-    SearchNext,
-    SearchPrev,
-    PrevAnomaly,
-    NextAnomaly,
-    ToggleFollow,
-    CycleLogView,
-    Mark,
-    Copy,
-    MarkAllRead,
-    FilterTask,
-    FilterType,
-    Suspend,
-    ToggleHold,
-    RecoverNow,
-    Sentinels,
-    /// Confirmation dialog: do it.
-    Yes,
-    /// Confirmation dialog: do not.
-    No,
-    PipelineStart,
-    PipelineStop,
-    /// Pause a running pipeline, resume a paused one.
-    PipelinePause,
-    EditSteps,
-    /// Trust the selected definition (a confirmation shows its steps first).
-    PipelineTrust,
-    /// Step editor: check and save.
-    SaveEdit,
-    Approve,
-    Reject,
-    ProposeFix,
-    Instruct,
-    Relaunch,
-    KillWindow,
-    Freeze,
-    Thaw,
-    Headroom,
-    /// Show the next / previous project (when the dashboard shows several).
-    NextProject,
-    PrevProject,
-    /// The selected task's Claude Code session.
-    Session,
-    /// Cycle the Tasks pane's order: id, state, context, cost.
-    SortTasks,
-    /// Pick a project from a list of all of them, with their figures.
-    ProjectPicker,
-    /// Bring the kitty window of the task that needs you (else the selected one) to
-    /// the front.
-    GoToWindow,
-    /// Show the focused pane on the whole screen, or the layout again.
-    Zoom,
-    ReplayPause,
-    ReplayStep,
-    ReplayBack,
-    ReplayForward,
-    ReplayBackFar,
-    ReplayForwardFar,
-    ReplayFaster,
-    ReplaySlower,
+/// Where an action is answered, outside an open overlay (which takes every key while
+/// it is open). Every action has one, so a new action cannot fall through unrouted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Above the panes: quit, help, Tab, the moves and Enter (which the focused pane's
+    /// component answers), search, the Souffleur's keys.
+    Global,
+    /// The pane whose component lists it as its own (that component answers it).
+    Pane,
+    /// Focuses the pane whose line in the list of panes names it.
+    Focus,
+    /// Only an overlay's (a dialog's, the pipelines', the editor's).
+    Overlay,
+    /// A replay's controls: the loop sends them to the replay.
+    Replay,
+    /// Switching project: the loop, when several are shown.
+    Screens,
 }
 
-impl Action {
-    /// A word or two for the footer's key hints (the pane keys an operator reaches for
-    /// first); `None` for the rest, which `?` lists.
-    pub fn hint(self) -> Option<&'static str> {
-        Some(match self {
-            Self::Approve => "approve",
-            Self::Reject => "reject",
-            Self::Instruct => "instruct",
-            Self::Relaunch => "relaunch",
-            Self::Session => "session",
-            Self::SortTasks => "sort",
-            Self::ToggleFollow => "follow",
-            Self::CycleLogView => "view",
-            Self::Copy => "copy",
-            Self::NextAnomaly => "next anomaly",
-            Self::MarkAllRead => "all read",
-            Self::FilterTask => "by task",
-            Self::FilterType => "by type",
-            Self::Open => "open",
-            Self::Search => "filter/search",
-            Self::GoToWindow => "go to window",
-            _ => return None,
-        })
-    }
-
-    /// The one-line description shown in help.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Self::Quit => "quit",
-            Self::Help => "show or hide this help",
-            Self::Close => "close the overlay, search or filter",
-            Self::FocusNext => "focus the next pane",
-            Self::FocusPrev => "focus the previous pane",
-            Self::FocusTasks => "focus Tasks",
-            Self::FocusHeartbeats => "focus Heartbeats",
-            Self::FocusLog => "focus Log",
-            Self::FocusAnomalies => "focus Anomalies",
-            Self::FocusMessages => "focus Messages",
-            Self::FocusWatchdog => "focus Watchdog",
-            Self::Up => "move up / scroll up",
-            Self::Down => "move down / scroll down",
-            Self::PageUp => "page up",
-            Self::PageDown => "page down",
-            Self::Top => "go to the first line",
-            Self::Bottom => "go to the last line (Log: follow again)",
-            Self::Open => "open: task → its log, anomaly → its line, message → full text",
-            Self::Search => "search the log (in Tasks: filter the tasks)",
-            Self::SearchNext => "next search match",
-            Self::SearchPrev => "previous search match",
-            Self::PrevAnomaly => "previous anomaly line in the log",
-            Self::NextAnomaly => "next anomaly line in the log",
-            Self::ToggleFollow => "follow the end of the log on/off",
-            Self::CycleLogView => "log view: merged / status / deviations",
-            Self::Mark => "mark the cursor line (copy copies mark..cursor)",
-            Self::Copy => "copy the marked lines to the clipboard (OSC 52)",
-            Self::MarkAllRead => "mark every anomaly read",
-            Self::FilterTask => "messages: only the selected task / all",
-            Self::FilterType => "messages: cycle the message-type filter",
-            Self::Suspend => "suspend to the shell (fg to return)",
-            Self::ToggleHold => "Souffleur: hold / release automatic recovery",
-            Self::RecoverNow => "Souffleur: recover the Conductor now (asks first)",
-            Self::Sentinels => "pipelines: start, stop, pause, edit steps",
-            Self::Yes => "yes: do what the dialog says",
-            Self::No => "no: leave everything as it is",
-            Self::PipelineStart => "start the selected pipeline",
-            Self::PipelineStop => "stop it (its step's processes are ended)",
-            Self::PipelinePause => "pause or resume it",
-            Self::EditSteps => "edit its steps while it runs",
-            Self::PipelineTrust => "trust it as it is now (shows its steps first)",
-            Self::SaveEdit => "editor: check and save steps / send the message",
-            Self::Approve => "approve the task's review (-> review_approved)",
-            Self::Reject => "reject its review with a reason (-> review_failed)",
-            Self::ProposeFix => "propose a fix for its error (-> fix_proposed)",
-            Self::Instruct => "send it an instruction (its state is unchanged)",
-            Self::Relaunch => "relaunch its Musician by the handoff procedure",
-            Self::KillWindow => "kill its window (SIGTERM, then SIGKILL)",
-            Self::Freeze => "freeze its window (SIGSTOP)",
-            Self::Thaw => "thaw its window (SIGCONT)",
-            Self::Headroom => "its context headroom report",
-            Self::Session => "its Claude Code session: tokens, cost, context, tool calls",
-            Self::SortTasks => "sort the tasks by id / state / context / cost",
-            Self::ProjectPicker => "pick a project from the list of all of them",
-            Self::GoToWindow => "go to the kitty window of a task that needs you",
-            Self::NextProject => "show the next project (alt-1 … alt-9: that project)",
-            Self::PrevProject => "show the previous project",
-            Self::Zoom => "zoom the focused pane to the whole screen / back",
-            Self::ReplayPause => "replay: pause / play",
-            Self::ReplayStep => "replay: step to the next recorded moment (pauses)",
-            Self::ReplayBack => "replay: one minute back",
-            Self::ReplayForward => "replay: one minute on",
-            Self::ReplayBackFar => "replay: ten minutes back",
-            Self::ReplayForwardFar => "replay: ten minutes on",
-            Self::ReplayFaster => "replay: faster",
-            Self::ReplaySlower => "replay: slower",
+/// Declares [`Action`] and its table from the list.
+macro_rules! declare_actions {
+    ($( $variant:ident: $scope:ident, $describe:literal $(=> $hint:literal)?; )+) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum Action {
+            $( $variant, )+
         }
-    }
+
+        impl Action {
+            /// Every action, in the list's order.
+            pub const ALL: [Self; [$( stringify!($variant) ),+].len()] = [$( Self::$variant, )+];
+
+            /// Where it is answered.
+            pub fn scope(self) -> Scope {
+                match self {
+                    $( Self::$variant => Scope::$scope, )+
+                }
+            }
+
+            /// The one-line description shown in help.
+            pub fn describe(self) -> &'static str {
+                match self {
+                    $( Self::$variant => $describe, )+
+                }
+            }
+
+            /// A word or two for the footer's key hints (the pane keys an operator
+            /// reaches for first); `None` for the rest, which `?` lists.
+            pub fn hint(self) -> Option<&'static str> {
+                match self {
+                    $( Self::$variant => None $(.or(Some($hint)))?, )+
+                }
+            }
+        }
+    };
+}
+
+declare_actions! {
+    Quit: Global, "quit";
+    Help: Global, "show or hide this help";
+    Close: Global, "close the overlay, search or filter";
+    FocusNext: Global, "focus the next pane";
+    FocusPrev: Global, "focus the previous pane";
+    FocusTasks: Focus, "focus Tasks";
+    FocusHeartbeats: Focus, "focus Heartbeats";
+    FocusLog: Focus, "focus Log";
+    FocusAnomalies: Focus, "focus Anomalies";
+    FocusMessages: Focus, "focus Messages";
+    FocusWatchdog: Focus, "focus Watchdog";
+    Up: Global, "move up / scroll up";
+    Down: Global, "move down / scroll down";
+    PageUp: Global, "page up";
+    PageDown: Global, "page down";
+    Top: Global, "go to the first line";
+    Bottom: Global, "go to the last line (Log: follow again)";
+    Open: Global, "open: task → its log, anomaly → its line, message → full text" => "open";
+    Search: Global, "search the log (in Tasks: filter the tasks)" => "filter/search";
+    SearchNext: Pane, "next search match";
+    SearchPrev: Pane, "previous search match";
+    PrevAnomaly: Pane, "previous anomaly line in the log";
+    NextAnomaly: Pane, "next anomaly line in the log" => "next anomaly";
+    ToggleFollow: Pane, "follow the end of the log on/off" => "follow";
+    CycleLogView: Pane, "log view: merged / status / deviations" => "view";
+    Mark: Pane, "mark the cursor line (copy copies mark..cursor)";
+    Copy: Pane, "copy the marked lines to the clipboard (OSC 52)" => "copy";
+    MarkAllRead: Pane, "mark every anomaly read" => "all read";
+    FilterTask: Pane, "messages: only the selected task / all" => "by task";
+    FilterType: Pane, "messages: cycle the message-type filter" => "by type";
+    Suspend: Global, "suspend to the shell (fg to return)";
+    ToggleHold: Global, "Souffleur: hold / release automatic recovery";
+    RecoverNow: Global, "Souffleur: recover the Conductor now (asks first)";
+    Sentinels: Global, "pipelines: start, stop, pause, edit steps";
+    Yes: Overlay, "yes: do what the dialog says";
+    No: Overlay, "no: leave everything as it is";
+    PipelineStart: Overlay, "start the selected pipeline";
+    PipelineStop: Overlay, "stop it (its step's processes are ended)";
+    PipelinePause: Overlay, "pause or resume it";
+    EditSteps: Overlay, "edit its steps while it runs";
+    PipelineTrust: Overlay, "trust it as it is now (shows its steps first)";
+    SaveEdit: Overlay, "editor: check and save steps / send the message";
+    Approve: Pane, "approve the task's review (-> review_approved)" => "approve";
+    Reject: Pane, "reject its review with a reason (-> review_failed)" => "reject";
+    ProposeFix: Pane, "propose a fix for its error (-> fix_proposed)";
+    Instruct: Pane, "send it an instruction (its state is unchanged)" => "instruct";
+    Relaunch: Pane, "relaunch its Musician by the handoff procedure" => "relaunch";
+    KillWindow: Pane, "kill its window (SIGTERM, then SIGKILL)";
+    Freeze: Pane, "freeze its window (SIGSTOP)";
+    Thaw: Pane, "thaw its window (SIGCONT)";
+    Headroom: Pane, "its context headroom report";
+    NextProject: Screens, "show the next project (alt-1 … alt-9: that project)";
+    PrevProject: Screens, "show the previous project";
+    Session: Pane, "its Claude Code session: tokens, cost, context, tool calls" => "session";
+    SortTasks: Pane, "sort the tasks by id / state / context / cost" => "sort";
+    ProjectPicker: Screens, "pick a project from the list of all of them";
+    GoToWindow: Global, "go to the kitty window of a task that needs you" => "go to window";
+    Zoom: Global, "zoom the focused pane to the whole screen / back";
+    ReplayPause: Replay, "replay: pause / play";
+    ReplayStep: Replay, "replay: step to the next recorded moment (pauses)";
+    ReplayBack: Replay, "replay: one minute back";
+    ReplayForward: Replay, "replay: one minute on";
+    ReplayBackFar: Replay, "replay: ten minutes back";
+    ReplayForwardFar: Replay, "replay: ten minutes on";
+    ReplayFaster: Replay, "replay: faster";
+    ReplaySlower: Replay, "replay: slower";
 }

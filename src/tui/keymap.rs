@@ -7,16 +7,15 @@ use std::collections::BTreeMap;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::tui::action::Action;
+use crate::tui::app::pane_kinds::Pane;
 
-/// Where a binding applies. `Global` is consulted after the focused pane's mode; an
+/// Where a binding applies. `Global` is consulted after the focused pane's table; an
 /// overlay's mode (`Confirm`, `Pipelines`, `Editor`) is consulted alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Mode {
     Global,
-    Tasks,
-    Log,
-    Anomalies,
-    Messages,
+    /// A pane's own table (`[keys.tasks]`, named in the list of panes).
+    Pane(Pane),
     Confirm,
     Pipelines,
     Editor,
@@ -28,10 +27,7 @@ impl Mode {
     pub fn name(self) -> &'static str {
         match self {
             Self::Global => "global",
-            Self::Tasks => "tasks",
-            Self::Log => "log",
-            Self::Anomalies => "anomalies",
-            Self::Messages => "messages",
+            Self::Pane(pane) => pane.name(),
             Self::Confirm => "confirm",
             Self::Pipelines => "pipelines",
             Self::Editor => "editor",
@@ -39,20 +35,26 @@ impl Mode {
         }
     }
 
-    fn parse(name: &str) -> Option<Self> {
-        [
-            Self::Global,
-            Self::Tasks,
-            Self::Log,
-            Self::Anomalies,
-            Self::Messages,
+    /// Every table, as the config names them.
+    fn all() -> impl Iterator<Item = Self> {
+        let panes = Pane::ALL.into_iter().map(Self::Pane);
+        std::iter::once(Self::Global).chain(panes).chain([
             Self::Confirm,
             Self::Pipelines,
             Self::Editor,
             Self::Replay,
-        ]
-        .into_iter()
-        .find(|m| m.name() == name)
+        ])
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::all().find(|m| m.name() == name)
+    }
+}
+
+impl Pane {
+    /// The key table consulted first while this pane has focus.
+    pub fn mode(self) -> Mode {
+        Mode::Pane(self)
     }
 }
 
@@ -198,28 +200,28 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
     (Mode::Global, "O", Action::PrevProject),
     (Mode::Global, "ctrl-p", Action::ProjectPicker),
     (Mode::Global, ":", Action::ProjectPicker),
-    (Mode::Tasks, "a", Action::Approve),
-    (Mode::Tasks, "x", Action::Reject),
-    (Mode::Tasks, "f", Action::ProposeFix),
-    (Mode::Tasks, "i", Action::Instruct),
-    (Mode::Tasks, "L", Action::Relaunch),
-    (Mode::Tasks, "K", Action::KillWindow),
-    (Mode::Tasks, "p", Action::Freeze),
-    (Mode::Tasks, "u", Action::Thaw),
-    (Mode::Tasks, "c", Action::Headroom),
-    (Mode::Tasks, "s", Action::Session),
-    (Mode::Tasks, "o", Action::SortTasks),
-    (Mode::Log, "n", Action::SearchNext),
-    (Mode::Log, "N", Action::SearchPrev),
-    (Mode::Log, "[", Action::PrevAnomaly),
-    (Mode::Log, "]", Action::NextAnomaly),
-    (Mode::Log, "f", Action::ToggleFollow),
-    (Mode::Log, "v", Action::CycleLogView),
-    (Mode::Log, "space", Action::Mark),
-    (Mode::Log, "y", Action::Copy),
-    (Mode::Anomalies, "r", Action::MarkAllRead),
-    (Mode::Messages, "t", Action::FilterTask),
-    (Mode::Messages, "T", Action::FilterType),
+    (Mode::Pane(Pane::Tasks), "a", Action::Approve),
+    (Mode::Pane(Pane::Tasks), "x", Action::Reject),
+    (Mode::Pane(Pane::Tasks), "f", Action::ProposeFix),
+    (Mode::Pane(Pane::Tasks), "i", Action::Instruct),
+    (Mode::Pane(Pane::Tasks), "L", Action::Relaunch),
+    (Mode::Pane(Pane::Tasks), "K", Action::KillWindow),
+    (Mode::Pane(Pane::Tasks), "p", Action::Freeze),
+    (Mode::Pane(Pane::Tasks), "u", Action::Thaw),
+    (Mode::Pane(Pane::Tasks), "c", Action::Headroom),
+    (Mode::Pane(Pane::Tasks), "s", Action::Session),
+    (Mode::Pane(Pane::Tasks), "o", Action::SortTasks),
+    (Mode::Pane(Pane::Log), "n", Action::SearchNext),
+    (Mode::Pane(Pane::Log), "N", Action::SearchPrev),
+    (Mode::Pane(Pane::Log), "[", Action::PrevAnomaly),
+    (Mode::Pane(Pane::Log), "]", Action::NextAnomaly),
+    (Mode::Pane(Pane::Log), "f", Action::ToggleFollow),
+    (Mode::Pane(Pane::Log), "v", Action::CycleLogView),
+    (Mode::Pane(Pane::Log), "space", Action::Mark),
+    (Mode::Pane(Pane::Log), "y", Action::Copy),
+    (Mode::Pane(Pane::Anomalies), "r", Action::MarkAllRead),
+    (Mode::Pane(Pane::Messages), "t", Action::FilterTask),
+    (Mode::Pane(Pane::Messages), "T", Action::FilterType),
     (Mode::Confirm, "y", Action::Yes),
     (Mode::Confirm, "Y", Action::Yes),
     (Mode::Confirm, "enter", Action::Yes),
@@ -254,10 +256,8 @@ const DEFAULTS: &[(Mode, &str, Action)] = &[
 pub enum KeymapError {
     #[error("bad default key {key}")]
     BadDefault { key: &'static str },
-    #[error(
-        "[keys.{table}] is not a key table; use global, tasks, log, anomalies, messages, confirm, pipelines, editor or replay"
-    )]
-    NoTable { table: String },
+    #[error("[keys.{table}] is not a key table; use {tables}")]
+    NoTable { table: String, tables: String },
     #[error(
         "[keys.{table}] \"{key}\" is not a key; write keys like \"q\", \"ctrl-k\", \"shift-tab\", \"f5\""
     )]
@@ -289,6 +289,7 @@ impl Keymap {
         for (mode_name, table) in user {
             let mode = Mode::parse(mode_name).ok_or_else(|| KeymapError::NoTable {
                 table: mode_name.clone(),
+                tables: Mode::all().map(Mode::name).collect::<Vec<_>>().join(", "),
             })?;
             for (key_text, action_name) in table {
                 let key = Key::parse(key_text).ok_or_else(|| KeymapError::NotAKey {
@@ -400,27 +401,45 @@ mod tests {
     fn defaults_and_fallback_to_global() {
         let k = Keymap::defaults();
         assert_eq!(
-            k.action(Mode::Log, &ev(KeyCode::Char('n'), KeyModifiers::NONE)),
+            k.action(
+                Mode::Pane(Pane::Log),
+                &ev(KeyCode::Char('n'), KeyModifiers::NONE)
+            ),
             Some(Action::SearchNext)
         );
         assert_eq!(
-            k.action(Mode::Tasks, &ev(KeyCode::Char('n'), KeyModifiers::NONE)),
+            k.action(
+                Mode::Pane(Pane::Tasks),
+                &ev(KeyCode::Char('n'), KeyModifiers::NONE)
+            ),
             None
         );
         assert_eq!(
-            k.action(Mode::Log, &ev(KeyCode::Char('q'), KeyModifiers::NONE)),
+            k.action(
+                Mode::Pane(Pane::Log),
+                &ev(KeyCode::Char('q'), KeyModifiers::NONE)
+            ),
             Some(Action::Quit)
         );
         assert_eq!(
-            k.action(Mode::Tasks, &ev(KeyCode::BackTab, KeyModifiers::SHIFT)),
+            k.action(
+                Mode::Pane(Pane::Tasks),
+                &ev(KeyCode::BackTab, KeyModifiers::SHIFT)
+            ),
             Some(Action::FocusPrev)
         );
         assert_eq!(
-            k.action(Mode::Tasks, &ev(KeyCode::Char('c'), KeyModifiers::CONTROL)),
+            k.action(
+                Mode::Pane(Pane::Tasks),
+                &ev(KeyCode::Char('c'), KeyModifiers::CONTROL)
+            ),
             Some(Action::Quit)
         );
         assert_eq!(
-            k.action(Mode::Tasks, &ev(KeyCode::Char('G'), KeyModifiers::SHIFT)),
+            k.action(
+                Mode::Pane(Pane::Tasks),
+                &ev(KeyCode::Char('G'), KeyModifiers::SHIFT)
+            ),
             Some(Action::Bottom)
         );
     }

@@ -203,7 +203,7 @@ pub async fn run_screens(
                 flush_notifications(&cfg.notifier, &mut pending_notes);
                 let tabs = screens::tabs(&shown);
                 let s = &mut shown[current];
-                draw(&mut guard.terminal, &s.snap, &mut s.ui, &cfg, &tabs, current)?;
+                present(&mut guard.terminal, &s.snap, &mut s.ui, &cfg, &tabs, current)?;
                 // A large file read back over several frames asks for the next one.
                 dirty = s.ui.reading_back();
                 last_draw = Some(Instant::now());
@@ -559,7 +559,10 @@ fn handle_event(
     }
 }
 
-fn draw(
+/// One frame: the Log's height and the rows it shows prepared from the layout, the
+/// dashboard drawn (which reads the state and writes none), then what the frame
+/// measured kept for the next keys.
+fn present(
     terminal: &mut DefaultTerminal,
     snap: &Snapshot,
     ui: &mut UiState,

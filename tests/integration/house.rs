@@ -437,26 +437,36 @@ fn no_function_fails_with_bare_text() {
     assert!(texty.is_empty(), "text errors: {texty:#?}");
 }
 
-/// The draw reads the dashboard's state and writes none: the panes take `&` state (no
-/// `&mut UiState` in a drawing file), and nothing in the TUI can be written through a
-/// shared reference (no `Cell`, `RefCell` or lock), so a frame cannot change what the
-/// next key sees. What only a frame can measure is returned to the loop.
+/// The draw reads the dashboard's state and writes none: every drawing function in the
+/// TUI (`fn draw…`) takes the state by `&` (no `&mut UiState`, no `&mut self`, no
+/// `&mut DrawCtx`), and nothing in the TUI can be written through a shared reference
+/// (no `Cell`, `RefCell` or lock), so a frame cannot change what the next key sees.
+/// What only a frame can measure is returned to the loop.
 #[test]
 fn the_draw_takes_the_state_by_shared_reference() {
     let mut files = Vec::new();
     rust_files(&src().join("tui"), &mut files);
     let interior = regex::Regex::new(r"\b(Cell|RefCell|OnceCell|Mutex|RwLock)\s*<").unwrap();
+    let draw = regex::Regex::new(r"fn draw(_\w+)?(<[^>]*>)?\(([^)]*)\)").unwrap();
     let mut writes = Vec::new();
+    let mut draws = 0;
     for f in &files {
         let text = std::fs::read_to_string(f).unwrap();
         let outside = outside_test_modules(&text).join("\n");
         for m in interior.find_iter(&outside) {
             writes.push(format!("{}: {}", f.display(), m.as_str()));
         }
-        let drawing = f.starts_with(src().join("tui/panes"));
-        if drawing && outside.contains("&mut UiState") {
-            writes.push(format!("{}: &mut UiState", f.display()));
+        for sig in draw.captures_iter(&outside) {
+            draws += 1;
+            let params = &sig[3];
+            if ["&mut UiState", "&mut self", "&mut DrawCtx"]
+                .iter()
+                .any(|w| params.contains(w))
+            {
+                writes.push(format!("{}: {}", f.display(), &sig[0]));
+            }
         }
     }
+    assert!(draws > 20, "the drawing functions were not found ({draws})");
     assert!(writes.is_empty(), "the draw could write state: {writes:#?}");
 }

@@ -5,7 +5,8 @@
 //! one I/O is `older`'s: a local log's older lines read back from its file when the
 //! operator scrolls past what is held (`rows` shows them).
 //!
-//! - `state`: [`UiState`] itself, the panes, the effects;
+//! - `state`: [`UiState`] itself and the effects;
+//! - `pane_kinds`: the list of panes (each pane's component is in `tui::panes`);
 //! - `scrollback`: the bounded per-task log views and the Log pane's position;
 //! - `ingest`: happenings in (log lines, anomalies linked to their lines, messages);
 //! - `update`: one [`Action`] in, [`Effect`]s out;
@@ -20,6 +21,7 @@ mod ingest;
 mod navigation;
 pub mod older;
 pub mod overlays;
+pub mod pane_kinds;
 mod rows;
 pub mod scrollback;
 pub mod state;

@@ -4,8 +4,6 @@
 use crossterm::event::KeyCode;
 
 use crate::core::domain::TaskId;
-use crate::core::snapshot::Snapshot;
-use crate::tui::app::overlays::Overlay;
 use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT};
 use crate::tui::app::state::{Effect, Pane, UiState};
 
@@ -64,72 +62,6 @@ impl UiState {
         self.search_step(false);
     }
 
-    pub(crate) fn move_by(&mut self, snap: &Snapshot, delta: i64) {
-        let clamp = |cur: usize, len: usize| -> usize {
-            if len == 0 {
-                return 0;
-            }
-            let next = cur as i64 + delta;
-            next.clamp(0, len as i64 - 1) as usize
-        };
-        match self.focus {
-            Pane::Tasks | Pane::Heartbeats => {
-                let shown = self.shown_tasks(snap);
-                let next = clamp(self.selected_task, shown.len());
-                if next != self.selected_task || self.log_task.is_none() {
-                    self.selected_task = next;
-                    let task = shown.get(next).and_then(|t| TaskId::parse(t.id()));
-                    self.show_task(task);
-                }
-            }
-            Pane::Anomalies => {
-                self.selected_anomaly = clamp(self.selected_anomaly, self.anomalies.len());
-            }
-            Pane::Messages => {
-                let n = self.filtered_messages().count();
-                self.selected_message = clamp(self.selected_message, n);
-            }
-            Pane::Log => {
-                // Moving up past what is held reads the file's lines there first.
-                if delta < 0
-                    && let Some(held_start) = self.current_rows().map(|r| r.held.start())
-                {
-                    let at = if self.log_pos.follow {
-                        self.current_rows().map_or(0, |r| r.end())
-                    } else {
-                        self.log_pos.cursor
-                    };
-                    let target =
-                        u64::try_from((at as i64).saturating_add(delta).max(0)).unwrap_or(0);
-                    if target < held_start {
-                        self.load_rows(target, target + u64::from(self.log_height.max(1)));
-                    }
-                }
-                let Some((start, end)) = self.current_rows().map(|l| (l.start(), l.end())) else {
-                    return;
-                };
-                if end == start {
-                    return;
-                }
-                if self.log_pos.follow {
-                    if delta > 0 {
-                        return;
-                    }
-                    self.unfollow();
-                }
-                let cur = self.log_pos.cursor as i64 + delta;
-                let last = end as i64 - 1;
-                if cur > last && delta > 0 {
-                    self.follow();
-                    return;
-                }
-                self.log_pos.cursor = cur.clamp(start as i64, last) as u64;
-                self.keep_cursor_visible();
-            }
-            Pane::Watchdog => {}
-        }
-    }
-
     pub(crate) fn show_task(&mut self, task: Option<TaskId>) {
         if task != self.log_task {
             // The task left keeps a tail; the one shown keeps a scrollback.
@@ -145,90 +77,10 @@ impl UiState {
         }
     }
 
-    pub(crate) fn open(&mut self, snap: &Snapshot) {
-        match self.focus {
-            Pane::Tasks | Pane::Heartbeats => {
-                let task = self
-                    .shown_tasks(snap)
-                    .get(self.selected_task)
-                    .and_then(|t| TaskId::parse(t.id()));
-                self.show_task(task);
-                self.focus = Pane::Log;
-            }
-            Pane::Anomalies => {
-                let Some(a) = self.anomalies.get_mut(self.selected_anomaly) else {
-                    return;
-                };
-                a.unread = false;
-                let (task, line, source) = (a.task.clone(), a.line, a.source.clone());
-                // A filter that hides the anomaly's task is dropped: the table shows
-                // the task the Log jumps to, selected.
-                if self.task_filter.is_some()
-                    && snap.tasks.iter().any(|t| t.id() == task.as_str())
-                    && !self
-                        .shown_tasks(snap)
-                        .iter()
-                        .any(|t| t.id() == task.as_str())
-                {
-                    self.task_filter = None;
-                }
-                if let Some(i) = self
-                    .shown_tasks(snap)
-                    .iter()
-                    .position(|t| t.id() == task.as_str())
-                {
-                    self.selected_task = i;
-                }
-                self.show_task(Some(task));
-                self.log_view = LogView::Merged;
-                self.focus = Pane::Log;
-                match line {
-                    Some(line) if self.current_log().is_some_and(|l| l.get(line).is_some()) => {
-                        self.unfollow();
-                        self.log_pos.cursor = line;
-                        self.log_pos.top = line.saturating_sub(u64::from(self.log_height / 2));
-                        self.keep_cursor_visible();
-                    }
-                    _ => {
-                        if !source.is_some_and(|s| self.open_in_file(&s)) {
-                            self.follow();
-                            self.note = Some("that line is no longer in the scrollback".into());
-                        }
-                    }
-                }
-            }
-            Pane::Messages => {
-                let id = self
-                    .filtered_messages()
-                    .nth(self.selected_message)
-                    .map(|m| m.id);
-                if let Some(id) = id {
-                    self.overlay = Some(Overlay::Message(id));
-                }
-            }
-            // The selected line whole, however long: the pane shows it on one row.
-            Pane::Log => {
-                // Following, the line read is the newest.
-                let line = self.current_rows().and_then(|r| {
-                    let at = if self.log_pos.follow {
-                        r.end().saturating_sub(1)
-                    } else {
-                        self.log_pos.cursor
-                    };
-                    r.get(at).map(|e| e.text.clone())
-                });
-                if let (Some(text), Some(task)) = (line, &self.log_task) {
-                    self.overlay = Some(Overlay::LogLine(task.to_string(), text));
-                }
-            }
-            Pane::Watchdog => {}
-        }
-    }
-
     /// Shows a line the merged view no longer holds in its own log's view, read back
     /// from the file (a history skimmed at start, or lines scrolled out): whether it is
     /// there, or being read.
-    fn open_in_file(&mut self, line: &crate::core::domain::SourceLine) -> bool {
+    pub(crate) fn open_in_file(&mut self, line: &crate::core::domain::SourceLine) -> bool {
         if !self.older.reads_back() {
             return false;
         }

@@ -8,57 +8,13 @@ use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::older::OlderLines;
+pub use crate::tui::app::pane_kinds::Pane;
 use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
-use crate::tui::keymap::Mode;
 
 use crate::tui::app::overlays::kinds::{Compose, Overlay};
 
 pub(crate) const ANOMALIES_KEPT: usize = 1_000;
 pub(crate) const MESSAGES_KEPT: usize = 5_000;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Pane {
-    Tasks,
-    Log,
-    Anomalies,
-    Messages,
-    Heartbeats,
-    Watchdog,
-}
-
-impl Pane {
-    /// Tab order.
-    pub const ALL: [Self; 6] = [
-        Self::Tasks,
-        Self::Log,
-        Self::Anomalies,
-        Self::Messages,
-        Self::Heartbeats,
-        Self::Watchdog,
-    ];
-
-    pub fn title(self) -> &'static str {
-        match self {
-            Self::Tasks => "Tasks",
-            Self::Log => "Log",
-            Self::Anomalies => "Anomalies",
-            Self::Messages => "Messages",
-            Self::Heartbeats => "Heartbeats",
-            Self::Watchdog => "Watchdog",
-        }
-    }
-
-    /// The key table consulted first while this pane has focus.
-    pub fn mode(self) -> Mode {
-        match self {
-            Self::Tasks => Mode::Tasks,
-            Self::Log => Mode::Log,
-            Self::Anomalies => Mode::Anomalies,
-            Self::Messages => Mode::Messages,
-            Self::Heartbeats | Self::Watchdog => Mode::Global,
-        }
-    }
-}
 
 /// Something the loop must do outside the state.
 #[derive(Debug, Clone, PartialEq, Eq)]

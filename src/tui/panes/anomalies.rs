@@ -6,7 +6,10 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
-use crate::tui::app::{AnomalyEntry, Pane};
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::{AnomalyEntry, Effect, LogView, Pane, UiState};
+use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{
     DrawCtx, fold_or_cut, more_marks, printable, read_in_full, window_start, wrap,
 };
@@ -120,4 +123,115 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     });
     let mut state = ListState::default().with_selected(Some(ui.selected_anomaly - start));
     frame.render_stateful_widget(list, area, &mut state);
+}
+
+/// The Anomalies pane: read marks; Enter takes the Log to the anomaly's line.
+pub struct Anomalies;
+
+impl PaneComponent for Anomalies {
+    fn title(&self) -> &'static str {
+        "Anomalies"
+    }
+
+    fn actions(&self) -> &'static [Action] {
+        &[Action::MarkAllRead]
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, _snap: &Snapshot) -> Vec<Effect> {
+        if action == Action::MarkAllRead {
+            for a in &mut ui.anomalies {
+                a.unread = false;
+            }
+        }
+        vec![]
+    }
+
+    fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
+        ui.selected_anomaly = moved(ui.selected_anomaly, ui.anomalies.len(), delta);
+    }
+
+    fn open(&self, ui: &mut UiState, snap: &Snapshot) {
+        open_line(ui, snap);
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        ("Anomalies", folded(ctx))
+    }
+}
+
+/// Enter on an anomaly: read, its task selected (a filter hiding it dropped), and the
+/// Log on its line, or its file read back there when the scrollback no longer holds it.
+fn open_line(ui: &mut UiState, snap: &Snapshot) {
+    let Some(a) = ui.anomalies.get_mut(ui.selected_anomaly) else {
+        return;
+    };
+    a.unread = false;
+    let (task, line, source) = (a.task.clone(), a.line, a.source.clone());
+    // A filter that hides the anomaly's task is dropped: the table shows
+    // the task the Log jumps to, selected.
+    if ui.task_filter.is_some()
+        && snap.tasks.iter().any(|t| t.id() == task.as_str())
+        && !ui
+            .shown_tasks(snap)
+            .iter()
+            .any(|t| t.id() == task.as_str())
+    {
+        ui.task_filter = None;
+    }
+    if let Some(i) = ui
+        .shown_tasks(snap)
+        .iter()
+        .position(|t| t.id() == task.as_str())
+    {
+        ui.selected_task = i;
+    }
+    ui.show_task(Some(task));
+    ui.log_view = LogView::Merged;
+    ui.focus = Pane::Log;
+    match line {
+        Some(line) if ui.current_log().is_some_and(|l| l.get(line).is_some()) => {
+            ui.unfollow();
+            ui.log_pos.cursor = line;
+            ui.log_pos.top = line.saturating_sub(u64::from(ui.log_height / 2));
+            ui.keep_cursor_visible();
+        }
+        _ => {
+            if !source.is_some_and(|s| ui.open_in_file(&s)) {
+                ui.follow();
+                ui.note = Some("that line is no longer in the scrollback".into());
+            }
+        }
+    }
+}
+
+fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let ui = ctx.ui;
+    let Some(newest) = ui.anomalies.front() else {
+        return vec![Span::styled("none", ctx.theme.muted)];
+    };
+    let unread = ui.unread_anomalies();
+    let count = crate::tui::panes::ctx::counted(ui.anomalies.len(), "anomaly", "anomalies");
+    vec![
+        Span::styled(
+            if unread > 0 {
+                format!("{count}, {unread} unread · ")
+            } else {
+                format!("{count} · ")
+            },
+            if unread > 0 {
+                ctx.theme.error
+            } else {
+                ctx.theme.muted
+            },
+        ),
+        Span::styled(
+            format!("{} {}: ", newest.task, newest.kind.as_str()),
+            ctx.theme.error,
+        ),
+        Span::raw(printable(&newest.detail)),
+    ]
 }

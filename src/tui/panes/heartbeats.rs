@@ -6,7 +6,9 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::core::domain::TaskState;
-use crate::tui::app::Pane;
+use crate::core::snapshot::Snapshot;
+use crate::tui::app::{Pane, UiState};
+use crate::tui::panes::PaneComponent;
 use crate::tui::panes::ctx::{DrawCtx, fit, printable, short_age};
 
 /// Who has a heartbeat to keep: the Conductor and the Souffleur first, then the
@@ -114,4 +116,64 @@ fn fitting<'a>(
     shown.sort_by_key(|t| (!t.is_conductor(), !t.is_souffleur(), t.id().to_owned()));
     let hidden = all.len() - shown.len();
     (shown, hidden)
+}
+
+/// The Heartbeats pane: it lists the tasks, so its moves and Enter are the Tasks'.
+pub struct Heartbeats;
+
+impl PaneComponent for Heartbeats {
+    fn title(&self) -> &'static str {
+        "Heartbeats"
+    }
+
+    fn move_by(&self, ui: &mut UiState, snap: &Snapshot, delta: i64) {
+        crate::tui::panes::tasks::select_by(ui, snap, delta);
+    }
+
+    fn open(&self, ui: &mut UiState, snap: &Snapshot) {
+        crate::tui::panes::tasks::open_log(ui, snap);
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        ("♥", folded(ctx))
+    }
+}
+
+/// Each live participant's heartbeat age against its own limit.
+fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let mut spans = Vec::new();
+    for t in beating(ctx.snap) {
+        let Some(hb) = t.heartbeat else { continue };
+        if t.is_conductor() && t.row.state == "complete" {
+            spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
+            spans.push(Span::styled("complete  ", ctx.theme.ok));
+            continue;
+        }
+        let limit = ctx.limits.of(t);
+        let age = ctx.age(hb);
+        spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
+        spans.push(Span::styled(
+            format!("{}/{}  ", short_age(age), short_age(limit)),
+            ctx.theme
+                .age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
+        ));
+    }
+    if spans.is_empty() {
+        // After the end there is nothing left to beat; before it, nothing has yet.
+        let ended = crate::tui::app::musicians(ctx.snap).next().is_some()
+            && crate::tui::app::musicians(ctx.snap).all(|t| t.row.state == "complete");
+        spans.push(Span::styled(
+            if ended {
+                "no heartbeats: every task is complete"
+            } else {
+                "no heartbeats yet"
+            },
+            ctx.theme.muted,
+        ));
+    }
+    spans
 }

@@ -8,7 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
 use crate::core::domain::LogKind;
-use crate::tui::app::{LogEntry, Pane};
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::{Effect, LogEntry, LogView, Overlay, Pane, UiState};
+use crate::tui::panes::PaneComponent;
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
 
@@ -184,4 +187,153 @@ fn highlight<'a>(text: &str, search: Option<&str>, theme: &Theme) -> Vec<Span<'a
         spans.push(Span::styled(text[a..b].to_owned(), style));
     }
     spans
+}
+
+/// The Log pane: search steps, anomaly jumps, following, its views, marks and copy.
+pub struct Log;
+
+impl PaneComponent for Log {
+    fn title(&self) -> &'static str {
+        "Log"
+    }
+
+    fn actions(&self) -> &'static [Action] {
+        &[
+            Action::SearchNext,
+            Action::SearchPrev,
+            Action::PrevAnomaly,
+            Action::NextAnomaly,
+            Action::ToggleFollow,
+            Action::CycleLogView,
+            Action::Mark,
+            Action::Copy,
+        ]
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, _snap: &Snapshot) -> Vec<Effect> {
+        match action {
+            Action::SearchNext => ui.search_step(true),
+            Action::SearchPrev => ui.search_step(false),
+            Action::PrevAnomaly => ui.anomaly_step(false),
+            Action::NextAnomaly => ui.anomaly_step(true),
+            Action::ToggleFollow => {
+                if ui.log_pos.follow {
+                    ui.unfollow();
+                } else {
+                    ui.follow();
+                }
+            }
+            Action::CycleLogView => {
+                ui.log_view = match ui.log_view {
+                    LogView::Merged => LogView::Status,
+                    LogView::Status => LogView::Deviations,
+                    LogView::Deviations => LogView::Merged,
+                };
+                ui.follow();
+            }
+            Action::Mark => {
+                if ui.log_pos.follow {
+                    ui.unfollow();
+                }
+                ui.log_pos.mark = Some(ui.log_pos.cursor);
+            }
+            Action::Copy => return ui.copy(),
+            _ => {}
+        }
+        vec![]
+    }
+
+    fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
+        move_in_log(ui, delta);
+    }
+
+    /// The end follows the log again.
+    fn to_end(&self, ui: &mut UiState, _snap: &Snapshot) {
+        ui.follow();
+    }
+
+    /// The selected line whole, however long: the pane shows it on one row.
+    fn open(&self, ui: &mut UiState, _snap: &Snapshot) {
+    // Following, the line read is the newest.
+    let line = ui.current_rows().and_then(|r| {
+        let at = if ui.log_pos.follow {
+            r.end().saturating_sub(1)
+        } else {
+            ui.log_pos.cursor
+        };
+        r.get(at).map(|e| e.text.clone())
+    });
+    if let (Some(text), Some(task)) = (line, &ui.log_task) {
+        ui.overlay = Some(Overlay::LogLine(task.to_string(), text));
+    }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        ("Log", folded(ctx))
+    }
+}
+
+/// A move in the Log: the cursor, reading the file's older lines first when it goes
+/// above what is held; past the last line it follows again.
+fn move_in_log(ui: &mut UiState, delta: i64) {
+    // Moving up past what is held reads the file's lines there first.
+    if delta < 0
+        && let Some(held_start) = ui.current_rows().map(|r| r.held.start())
+    {
+        let at = if ui.log_pos.follow {
+            ui.current_rows().map_or(0, |r| r.end())
+        } else {
+            ui.log_pos.cursor
+        };
+        let target =
+            u64::try_from((at as i64).saturating_add(delta).max(0)).unwrap_or(0);
+        if target < held_start {
+            ui.load_rows(target, target + u64::from(ui.log_height.max(1)));
+        }
+    }
+    let Some((start, end)) = ui.current_rows().map(|l| (l.start(), l.end())) else {
+        return;
+    };
+    if end == start {
+        return;
+    }
+    if ui.log_pos.follow {
+        if delta > 0 {
+            return;
+        }
+        ui.unfollow();
+    }
+    let cur = ui.log_pos.cursor as i64 + delta;
+    let last = end as i64 - 1;
+    if cur > last && delta > 0 {
+        ui.follow();
+        return;
+    }
+    ui.log_pos.cursor = cur.clamp(start as i64, last) as u64;
+    ui.keep_cursor_visible();
+}
+
+fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let task = ctx
+        .ui
+        .log_task
+        .as_ref()
+        .map_or_else(|| "—".to_owned(), ToString::to_string);
+    let last = ctx
+        .ui
+        .current_log()
+        .filter(|l| !l.is_empty())
+        .and_then(|l| l.get(l.end() - 1))
+        .map(|e| printable(&e.text));
+    vec![
+        Span::styled(format!("{task}: "), ctx.theme.muted),
+        match last {
+            Some(text) => Span::raw(text),
+            None => Span::styled("no lines yet", ctx.theme.muted),
+        },
+    ]
 }

@@ -8,7 +8,10 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::core::event::MessageRow;
-use crate::tui::app::Pane;
+use crate::core::snapshot::Snapshot;
+use crate::tui::action::Action;
+use crate::tui::app::{Effect, Overlay, Pane, UiState};
+use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{DrawCtx, more_marks, printable, read_in_full, window_start, wrap};
 
 /// Who wrote a message and its text, as a row shows them: a message the operator sent
@@ -171,4 +174,88 @@ fn type_style(kind: Option<&str>, ctx: &DrawCtx) -> Style {
         Some("approval" | "completion") => ctx.theme.ok,
         _ => ctx.theme.accent,
     }
+}
+
+/// The Messages pane: its filters by task and by type; Enter shows one whole.
+pub struct Messages;
+
+impl PaneComponent for Messages {
+    fn title(&self) -> &'static str {
+        "Messages"
+    }
+
+    fn actions(&self) -> &'static [Action] {
+        &[Action::FilterTask, Action::FilterType]
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
+            Action::FilterTask => {
+                ui.message_task_filter = match ui.message_task_filter {
+                    Some(_) => None,
+                    None => ui
+                        .shown_tasks(snap)
+                        .get(ui.selected_task)
+                        .map(|t| t.id().to_owned()),
+                };
+                ui.selected_message = 0;
+            }
+            Action::FilterType => {
+                let mut types: Vec<&str> = ui
+                    .messages
+                    .iter()
+                    .filter_map(|m| m.message_type.as_deref())
+                    .collect();
+                types.sort_unstable();
+                types.dedup();
+                let next = match &ui.message_type_filter {
+                    None => types.first().copied(),
+                    Some(cur) => types.iter().skip_while(|t| *t != cur).nth(1).copied(),
+                };
+                ui.message_type_filter = next.map(str::to_owned);
+                ui.selected_message = 0;
+            }
+            _ => {}
+        }
+        vec![]
+    }
+
+    fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
+        let shown = ui.filtered_messages().count();
+        ui.selected_message = moved(ui.selected_message, shown, delta);
+    }
+
+    fn open(&self, ui: &mut UiState, _snap: &Snapshot) {
+        let id = ui.filtered_messages().nth(ui.selected_message).map(|m| m.id);
+        if let Some(id) = id {
+            ui.overlay = Some(Overlay::Message(id));
+        }
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        ("Messages", folded(ctx))
+    }
+}
+
+fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let Some(last) = ctx.ui.messages.back() else {
+        return vec![Span::styled("none", ctx.theme.muted)];
+    };
+    vec![
+        Span::styled(
+            format!(
+                "{} · #{} {} [{}] ",
+                crate::tui::panes::ctx::counted(ctx.ui.messages.len(), "message", "messages"),
+                last.id,
+                printable(last.task_id.as_deref().unwrap_or("—")),
+                printable(last.message_type.as_deref().unwrap_or("—"))
+            ),
+            ctx.theme.muted,
+        ),
+        Span::raw(printable(last.message.as_deref().unwrap_or_default())),
+    ]
 }

@@ -331,9 +331,15 @@ fn needs_you<'a>(ctx: &DrawCtx<'a>, key: &str) -> Span<'a> {
 }
 
 /// The focused pane's main keys, from the effective keymap, as many as `room` holds
-/// (each followed by ` · `, before help and quit).
+/// (each followed by ` · `, before help and quit); a pane with no actions of its own
+/// hints the global keys.
 fn pane_hints(ctx: &DrawCtx, room: usize) -> String {
-    let mode = ctx.ui.focus.mode();
+    let focus = ctx.ui.focus;
+    let mode = if focus.component().actions().is_empty() {
+        crate::tui::keymap::Mode::Global
+    } else {
+        focus.mode()
+    };
     let mut out = String::new();
     for (keys, action) in ctx
         .keymap

@@ -7,9 +7,13 @@ use ratatui::style::{Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Row, Table, TableState};
 
-use crate::core::snapshot::TaskView;
-use crate::tui::app::{Pane, musicians};
+use crate::core::domain::TaskId;
+use crate::core::snapshot::{Snapshot, TaskView};
+use crate::tui::action::Action;
+use crate::tui::app::{Effect, Overlay, Pane, UiState, musicians};
+use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{DrawCtx, fit, fit_line, printable, short_age};
+use crate::tui::panes::conductor_line::{conductors_turn, leaders_line, waiting_for_conductor};
 use crate::tui::panes::session_cells;
 
 const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
@@ -129,63 +133,6 @@ fn draw_table(frame: &mut Frame, table_area: Rect, ctx: &DrawCtx, shown: &[&Task
     frame.render_stateful_widget(table, table_area, &mut state);
 }
 
-/// The Conductor's and the Souffleur's state, in `width`: the Souffleur's part goes
-/// whole when both do not fit, and the Conductor's is cut with `…`, never mid-word bare.
-fn leaders_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Line<'a> {
-    let mut parts: Vec<Vec<Span<'a>>> = Vec::new();
-    for (label, id, limit) in [
-        (
-            "Conductor",
-            crate::core::domain::CONDUCTOR_ID,
-            ctx.limits.conductor_stale,
-        ),
-        (
-            "Souffleur",
-            crate::core::domain::SOUFFLEUR_ID,
-            ctx.limits.souffleur_stale,
-        ),
-    ] {
-        let mut spans = Vec::new();
-        match ctx.snap.tasks.iter().find(|t| t.id() == id) {
-            Some(t) => {
-                spans.push(Span::styled(format!("{label} "), ctx.theme.muted));
-                spans.push(Span::styled(
-                    t.row.state.clone(),
-                    ctx.theme.state(&t.row.state),
-                ));
-                if let Some(hb) = t.heartbeat {
-                    let age = ctx.age(hb);
-                    spans.push(Span::styled(
-                        format!(" ♥ {}", short_age(age)),
-                        ctx.theme
-                            .age(age.as_secs_f64() / limit.as_secs_f64().max(1.0)),
-                    ));
-                }
-                if let Some(session) = session_cells::leader_suffix(t, ctx) {
-                    spans.push(Span::styled(session, ctx.theme.muted));
-                }
-                if t.is_conductor()
-                    && let Some(queue) = conductor_queue(ctx)
-                {
-                    spans.push(Span::styled(queue, ctx.theme.warn));
-                }
-            }
-            // Nobody has written the row: nothing runs, so nothing can be late.
-            None => spans.push(Span::styled(format!("no {label} yet"), ctx.theme.muted)),
-        }
-        spans.push(Span::raw("   "));
-        parts.push(spans);
-    }
-    let whole: usize = parts.iter().flatten().map(Span::width).sum::<usize>();
-    // The last part's spacer needs no room.
-    if whole.saturating_sub(3) > width {
-        parts.truncate(1);
-    }
-    if let Some(last) = parts.last_mut() {
-        last.pop();
-    }
-    fit_line(Line::from(parts.concat()), width)
-}
 
 /// When the task should reach 75 % context (the Musician's exit), counting down; a
 /// finished task (`complete`, `exited`) has nothing left to forecast.
@@ -460,61 +407,6 @@ fn widths(columns: &[Column], width: u16, needs: &[u16]) -> Vec<u16> {
     out
 }
 
-/// The Activity cell of a Musician waiting on the Conductor: "Conductor's turn 12m"
-/// (whole minutes: the cell is narrow; the detail line has the rest).
-fn conductors_turn(t: &TaskView, ctx: &DrawCtx<'_>) -> String {
-    match t.waiting_since.map(|since| ctx.age(since).as_secs()) {
-        None => "Conductor's turn".to_owned(),
-        Some(s) if s < 60 => "Conductor's turn <1m".to_owned(),
-        Some(s) if s < 3600 => format!("Conductor's turn {}m", s / 60),
-        Some(s) => format!("Conductor's turn {}h{:02}m", s / 3600, (s % 3600) / 60),
-    }
-}
-
-/// The Conductor's queue: " · 3 wait for the Conductor (task-02 longest, 12m05s)".
-fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
-    let waiting: Vec<&TaskView> = crate::tui::app::musicians(ctx.snap)
-        .filter(|t| crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor())
-        .collect();
-    if waiting.is_empty() {
-        return None;
-    }
-    let longest = waiting
-        .iter()
-        .filter_map(|t| t.waiting_since.map(|since| (since, t.id())))
-        .min()
-        .map(|(since, id)| {
-            format!(
-                " ({} longest, {})",
-                printable(id),
-                short_age(ctx.age(since))
-            )
-        })
-        .unwrap_or_default();
-    let verb = if waiting.len() == 1 { "waits" } else { "wait" };
-    Some(format!(
-        " · {} {verb} for the Conductor{longest}",
-        waiting.len()
-    ))
-}
-
-/// "waiting for the Conductor 12m05s" for a Musician in a state that waits on it (the
-/// Conductor's queue, not a stall), the time only when maestro saw the wait start.
-pub fn waiting_for_conductor(t: &TaskView, ctx: &DrawCtx<'_>) -> Option<String> {
-    if !crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor() {
-        return None;
-    }
-    Some(t.waiting_since.map_or_else(
-        || "waiting for the Conductor".to_owned(),
-        |since| {
-            format!(
-                "waiting for the Conductor {}",
-                crate::tui::panes::ctx::short_age(ctx.age(since))
-            )
-        },
-    ))
-}
-
 /// The task's id with the marks the guide names: ❄ frozen by this dashboard (its state
 /// is what it was, its window stopped), ⚑ waiting for the operator; both when both.
 fn id_cell<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
@@ -589,4 +481,99 @@ fn detail_line<'a>(t: &TaskView, ctx: &DrawCtx<'a>) -> Line<'a> {
         ));
     }
     Line::from(spans)
+}
+
+/// The Tasks pane: the task actions on the selected Musician, its session, the sort.
+pub struct Tasks;
+
+impl PaneComponent for Tasks {
+    fn title(&self) -> &'static str {
+        "Tasks"
+    }
+
+    fn actions(&self) -> &'static [Action] {
+        &[
+            Action::Approve,
+            Action::Reject,
+            Action::ProposeFix,
+            Action::Instruct,
+            Action::Relaunch,
+            Action::KillWindow,
+            Action::Freeze,
+            Action::Thaw,
+            Action::Headroom,
+            Action::Session,
+            Action::SortTasks,
+        ]
+    }
+
+    fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
+        match action {
+            Action::Session => {
+                match ui.shown_tasks(snap).get(ui.selected_task) {
+                    Some(t) => ui.overlay = Some(Overlay::Session(t.id().to_owned())),
+                    None => ui.note = Some("no task selected".into()),
+                }
+                vec![]
+            }
+            Action::SortTasks => {
+                sort(ui, snap);
+                vec![]
+            }
+            _ => ui.task_action(action, snap),
+        }
+    }
+
+    fn move_by(&self, ui: &mut UiState, snap: &Snapshot, delta: i64) {
+        select_by(ui, snap, delta);
+    }
+
+    fn open(&self, ui: &mut UiState, snap: &Snapshot) {
+        open_log(ui, snap);
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        let count = musicians(ctx.snap).count();
+        ("Tasks", vec![Span::raw(format!("{count} Musicians"))])
+    }
+}
+
+/// The next order (id, state, context, cost); the selected task stays selected
+/// wherever the new order puts it.
+fn sort(ui: &mut UiState, snap: &Snapshot) {
+    let selected = ui
+        .shown_tasks(snap)
+        .get(ui.selected_task)
+        .map(|t| t.id().to_owned());
+    ui.task_sort = ui.task_sort.next();
+    ui.selected_task = selected
+        .and_then(|id| ui.shown_tasks(snap).iter().position(|t| t.id() == id))
+        .unwrap_or(0);
+    ui.note = Some(format!("tasks sorted by {}", ui.task_sort.label()));
+}
+
+/// A move in a list of the tasks (Tasks, Heartbeats): the selection, which the Log
+/// follows.
+pub(crate) fn select_by(ui: &mut UiState, snap: &Snapshot, delta: i64) {
+    let shown = ui.shown_tasks(snap);
+    let next = moved(ui.selected_task, shown.len(), delta);
+    if next != ui.selected_task || ui.log_task.is_none() {
+        ui.selected_task = next;
+        let task = shown.get(next).and_then(|t| TaskId::parse(t.id()));
+        ui.show_task(task);
+    }
+}
+
+/// Enter on a task: its log, in the Log pane.
+pub(crate) fn open_log(ui: &mut UiState, snap: &Snapshot) {
+    let task = ui
+        .shown_tasks(snap)
+        .get(ui.selected_task)
+        .and_then(|t| TaskId::parse(t.id()));
+    ui.show_task(task);
+    ui.focus = Pane::Log;
 }

@@ -8,6 +8,7 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::tui::app::Pane;
+use crate::tui::panes::PaneComponent;
 use crate::tui::panes::ctx::{DrawCtx, printable, short_age};
 
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
@@ -125,4 +126,37 @@ fn role_lines<'a>(r: &crate::core::event::RoleView, ctx: &DrawCtx<'a>) -> Vec<Li
         ]));
     }
     lines
+}
+
+/// The Watchdog pane: it shows; its keys (hold, recover now) are global.
+pub struct Watchdog;
+
+impl PaneComponent for Watchdog {
+    fn title(&self) -> &'static str {
+        "Watchdog"
+    }
+
+    fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
+        draw(frame, area, ctx);
+    }
+
+    fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
+        ("Watchdog", folded(ctx))
+    }
+}
+
+fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
+    let w = &ctx.snap.watchdog;
+    let mode = match &w.role {
+        Some(role) => format!("{} · {} · ", role.phase, role.mode),
+        None => "observing · ".to_owned(),
+    };
+    let last = match &w.last_reason {
+        Some((at, reason)) => Span::styled(
+            format!("last {reason} at {}", ctx.clock.hms(*at)),
+            ctx.theme.warn,
+        ),
+        None => Span::styled("no event", ctx.theme.muted),
+    };
+    vec![Span::styled(mode, ctx.theme.muted), last]
 }

@@ -15,7 +15,7 @@ pub struct Headroom;
 impl Component for Headroom {
     fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Headroom(task, report)) = &ctx.ui.overlay {
-            return draw(frame, area, ctx, (task, report));
+            return Some(draw(frame, area, ctx, (task, report)));
         }
         None
     }
@@ -33,7 +33,7 @@ fn draw(
     area: Rect,
     ctx: &DrawCtx,
     (task, text): (&str, &str),
-) -> Option<Extent> {
+) -> Extent {
     // The time forecast needs arrival times: the running core has them.
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
     let forecast = view.and_then(|t| t.forecast.as_ref()).map(|f| {
@@ -76,7 +76,7 @@ fn draw(
     if let Some(t) = transcript {
         lines.push(Line::from(Span::styled(t, ctx.theme.accent)));
     }
-    Some(crate::tui::panes::reader::draw(
+    crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -86,5 +86,5 @@ fn draw(
         ),
         80,
         lines,
-    ))
+    )
 }

@@ -25,11 +25,11 @@ impl Component for Help {
     }
 
     fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
-        draw(frame, area, ctx)
+        Some(draw(frame, area, ctx))
     }
 }
 
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Extent {
     // As wide as the screen allows (up to 110), every line folded to fit, a little
     // screen left round it.
     let width = area.width.saturating_sub(4).clamp(40, 110);
@@ -87,22 +87,19 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         }
     }
     // The scroll stops at the last line: never past the end into an empty box.
-    Some(crate::tui::panes::reader::draw(
+    crate::tui::panes::reader::draw(
         frame,
         room,
         ctx,
         ("Help · ? or Esc to close · j/k, PgDn scroll", Pane::Tasks),
         width,
         lines,
-    ))
+    )
 }
 
 fn title_of(mode: Mode) -> &'static str {
     match mode {
-        Mode::Tasks => "Tasks",
-        Mode::Log => "Log",
-        Mode::Anomalies => "Anomalies",
-        Mode::Messages => "Messages",
+        Mode::Pane(pane) => pane.component().title(),
         Mode::Global => "all panes",
         Mode::Confirm => "a confirmation",
         Mode::Pipelines => "the pipelines overlay (S)",

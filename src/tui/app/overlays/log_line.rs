@@ -13,16 +13,16 @@ pub struct LogLine;
 impl Component for LogLine {
     fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::LogLine(task, text)) = &ctx.ui.overlay {
-            return draw(frame, area, ctx, task, text);
+            return Some(draw(frame, area, ctx, task, text));
         }
         None
     }
 }
 
 /// The selected line whole, folded to the box, over the panes (Enter in the Log).
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) -> Option<Extent> {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) -> Extent {
     let width = area.width.saturating_sub(10).clamp(20, 100);
-    Some(crate::tui::panes::reader::draw(
+    crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -32,5 +32,5 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str, text: &str) ->
         ),
         width,
         vec![Line::raw(printable(text))],
-    ))
+    )
 }

@@ -30,9 +30,7 @@ impl UiState {
 
 /// The full text of the opened message.
 fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
-    let Some(m) = ctx.ui.overlay_message() else {
-        return None;
-    };
+    let m = ctx.ui.overlay_message()?;
     let width = area.width.saturating_sub(10).min(100);
     let field = |k: &str, v: Option<&str>| {
         Line::from(vec![

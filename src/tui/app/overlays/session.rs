@@ -16,14 +16,14 @@ pub struct Session;
 impl Component for Session {
     fn draw(&self, frame: &mut Frame, area: Rect, ctx: &DrawCtx) -> Option<Extent> {
         if let Some(Overlay::Session(task)) = &ctx.ui.overlay {
-            return draw(frame, area, ctx, task);
+            return Some(draw(frame, area, ctx, task));
         }
         None
     }
 }
 
 /// The Session overlay for one task.
-fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) -> Option<Extent> {
+fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) -> Extent {
     let view = ctx.snap.tasks.iter().find(|t| t.id() == task);
     let lines = match view.and_then(|t| t.session().map(|s| (t, s))) {
         None => vec![Line::raw(
@@ -37,7 +37,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) -> Option<Exte
             lines
         }
     };
-    Some(crate::tui::panes::reader::draw(
+    crate::tui::panes::reader::draw(
         frame,
         area,
         ctx,
@@ -47,7 +47,7 @@ fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx, task: &str) -> Option<Exte
         ),
         OVERLAY_WIDTH,
         lines,
-    ))
+    )
 }
 
 /// The overlay's widest.
