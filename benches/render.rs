@@ -15,7 +15,7 @@ use maestro::core::event::{Happening, MessageRow, TaskRow, What};
 use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView};
 use maestro::tui::app::UiState;
 use maestro::tui::keymap::Keymap;
-use maestro::tui::panes::{self, DrawCtx, Limits};
+use maestro::tui::panes::{self, DrawCtx};
 use maestro::tui::theme::Theme;
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -31,17 +31,18 @@ fn main() {
     let theme = Theme::load("dark", None, false).unwrap();
     let keymap = Keymap::defaults();
     let clock = Clock::system(UtcOffset::UTC);
+    // The default settings' deadlines: 540 s a task, 240 s the Conductor, 180 s the Souffleur.
+    let rules =
+        maestro::settings::Settings::resolve(None, &maestro::settings::Overrides::default())
+            .unwrap()
+            .rules;
     let ctx = DrawCtx {
         snap: &snap,
         ui: &ui,
         theme: &theme,
         keymap: &keymap,
         project: "bench",
-        limits: Limits {
-            task_stale: Duration::from_secs(540),
-            conductor_stale: Duration::from_secs(240),
-            souffleur_stale: Duration::from_secs(180),
-        },
+        rules: &rules,
         now,
         clock: &clock,
         projects: &[],

@@ -173,7 +173,7 @@ impl Started {
                     feeds.push(ProjectFeed {
                         name: name.clone(),
                         snapshots: core.snapshots.clone(),
-                        conductor_stale_after: settings.conductor_stale_after,
+                        rules: settings.rules,
                     });
                     started.hosts.push(None);
                     started.links.push(Some(link));
@@ -189,7 +189,7 @@ impl Started {
             feeds.push(ProjectFeed {
                 name: name.clone(),
                 snapshots: core.snapshots.clone(),
-                conductor_stale_after: settings.conductor_stale_after,
+                rules: settings.rules,
             });
             started.hosts.push(project.host_pipelines(settings, &core));
             started.links.push(None);

@@ -23,7 +23,7 @@ pub async fn start(
     let feed = ProjectFeed {
         name: project.name(),
         snapshots: core.snapshots.clone(),
-        conductor_stale_after: settings.conductor_stale_after,
+        rules: settings.rules,
     };
     start_feeds(global, settings, vec![feed], clock).await
 }

@@ -112,7 +112,7 @@ impl Project {
             project: self.root.clone(),
             db: self.db.clone(),
             temp: self.temp.clone(),
-            rules: settings.rules(),
+            rules: settings.rules,
             report_to_db: settings.report_to_db,
             max_line: settings.max_line,
             fallback_poll: settings.fallback_poll,

@@ -207,7 +207,7 @@ async fn serve_control(
 pub(crate) fn role_timings(settings: &Settings) -> RoleTimings {
     let s = &settings.souffleur;
     RoleTimings {
-        conductor_stale_after: settings.conductor_stale_after,
+        conductor_stale_after: settings.rules.conductor_stale_after,
         initial_wait: s.initial_wait,
         poll: s.poll,
         teammate_initial_wait: s.teammate_initial_wait,

@@ -26,8 +26,8 @@ pub use render::render;
 pub struct ProjectFeed {
     pub name: String,
     pub snapshots: watch::Receiver<Arc<Snapshot>>,
-    /// Heartbeat age past which the Conductor counts as down.
-    pub conductor_stale_after: Duration,
+    /// What the hub judges by (the Conductor counts as down past its deadline).
+    pub rules: crate::core::hub::Rules,
 }
 
 /// Why `/metrics` cannot be served where it was asked.

@@ -168,13 +168,11 @@ pub use crate::core::windows::LaunchTemplates;
 
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub stall_after: Duration,
-    pub spike_threshold: u8,
+    /// What the hub judges by (the Sentinel's thresholds, the staleness limits, the
+    /// forecast lead, the budgets), built once from the file and the flags: the hub,
+    /// the dashboard, the metrics and the Souffleur read this object.
+    pub rules: crate::core::hub::Rules,
     pub report_to_db: bool,
-    pub task_stale_after: Duration,
-    /// Warn when a task is forecast to reach 65 % / 75 % context sooner than this.
-    pub forecast_lead: Duration,
-    pub conductor_stale_after: Duration,
     pub souffleur: SouffleurTimings,
     pub launch: LaunchTemplates,
     pub max_line: usize,
@@ -191,7 +189,6 @@ pub struct Settings {
     pub pipeline_limits: PipelineLimits,
     /// Where `/metrics` is served (`[metrics] listen`; `--metrics` wins), if anywhere.
     pub metrics_listen: Option<String>,
-    pub budgets: crate::core::sessions::Budgets,
     pub context_windows: crate::core::sessions::ContextWindows,
     /// `[projects]`: (name, folder), in name order.
     pub projects: Vec<(String, PathBuf)>,
@@ -199,24 +196,6 @@ pub struct Settings {
     pub prices: crate::core::sessions::prices::PriceTable,
     /// `[remote]`: how projects on other hosts are reached.
     pub remote: crate::remote::RemoteSettings,
-}
-
-impl Settings {
-    /// What the hub judges by, built from these settings (the file and the flags): the
-    /// one place these values become the core's.
-    pub fn rules(&self) -> crate::core::hub::Rules {
-        crate::core::hub::Rules {
-            sentinel: crate::core::sentinel::SentinelSettings {
-                stall_after: self.stall_after,
-                spike_threshold: self.spike_threshold,
-            },
-            task_stale_after: self.task_stale_after,
-            conductor_stale_after: self.conductor_stale_after,
-            souffleur_stale_after: self.souffleur.watcher_stale_after,
-            forecast_lead: self.forecast_lead,
-            budgets: self.budgets,
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -316,11 +295,11 @@ mod tests {
     #[test]
     fn defaults_match_the_contract() {
         let s = Settings::resolve(None, &Overrides::default()).unwrap();
-        assert_eq!(s.stall_after, Duration::from_secs(300));
-        assert_eq!(s.spike_threshold, 15);
+        assert_eq!(s.rules.sentinel.stall_after, Duration::from_secs(300));
+        assert_eq!(s.rules.sentinel.spike_threshold, 15);
         assert!(!s.report_to_db);
-        assert_eq!(s.task_stale_after, Duration::from_secs(540));
-        assert_eq!(s.conductor_stale_after, Duration::from_secs(240));
+        assert_eq!(s.rules.task_stale_after, Duration::from_secs(540));
+        assert_eq!(s.rules.conductor_stale_after, Duration::from_secs(240));
         assert_eq!(s.souffleur.initial_wait, Duration::from_secs(240));
         assert_eq!(s.souffleur.teammate_poll, Duration::from_secs(180));
         assert_eq!(s.souffleur.max_no_progress_recoveries, 3);
@@ -347,10 +326,10 @@ mod tests {
             ..Overrides::default()
         };
         let s = Settings::resolve(Some((Path::new("u.toml"), user)), &flags).unwrap();
-        assert_eq!(s.stall_after, Duration::from_secs(2));
-        assert_eq!(s.spike_threshold, 30);
-        assert_eq!(s.task_stale_after, Duration::from_secs(60));
-        assert_eq!(s.conductor_stale_after, Duration::from_secs(240));
+        assert_eq!(s.rules.sentinel.stall_after, Duration::from_secs(2));
+        assert_eq!(s.rules.sentinel.spike_threshold, 30);
+        assert_eq!(s.rules.task_stale_after, Duration::from_secs(60));
+        assert_eq!(s.rules.conductor_stale_after, Duration::from_secs(240));
     }
 
     #[test]

@@ -102,30 +102,38 @@ impl Settings {
                 l.file.display()
             )));
         }
-        let settings = Self {
-            budgets: budgets(&l)?,
-            prices: prices(&l)?,
-            projects: projects(&l)?,
-            context_windows: context_windows(&l),
-            stall_after: l.dur_or(
-                flags.stall_after,
-                pick!(l, sentinel.stall_after),
-                "sentinel.stall_after",
-            )?,
-            spike_threshold,
-            report_to_db: flags.report_to_db || pick!(l, sentinel.report_to_db).unwrap_or(false),
+        let souffleur = souffleur(&l)?;
+        // What the hub judges by, built here once: every reader takes this object.
+        let rules = crate::core::hub::Rules {
+            sentinel: crate::core::sentinel::SentinelSettings {
+                stall_after: l.dur_or(
+                    flags.stall_after,
+                    pick!(l, sentinel.stall_after),
+                    "sentinel.stall_after",
+                )?,
+                spike_threshold,
+            },
             task_stale_after: l.dur_or(
                 flags.task_stale_after,
                 pick!(l, tasks.stale_after),
                 "tasks.stale_after",
             )?,
-            forecast_lead: l.dur(pick!(l, tasks.forecast_lead), "tasks.forecast_lead")?,
             conductor_stale_after: l.dur_or(
                 flags.conductor_stale_after,
                 pick!(l, souffleur.conductor_stale_after),
                 "souffleur.conductor_stale_after",
             )?,
-            souffleur: souffleur(&l)?,
+            souffleur_stale_after: souffleur.watcher_stale_after,
+            forecast_lead: l.dur(pick!(l, tasks.forecast_lead), "tasks.forecast_lead")?,
+            budgets: budgets(&l)?,
+        };
+        let settings = Self {
+            rules,
+            prices: prices(&l)?,
+            projects: projects(&l)?,
+            context_windows: context_windows(&l),
+            report_to_db: flags.report_to_db || pick!(l, sentinel.report_to_db).unwrap_or(false),
+            souffleur,
             launch: launch(&l)?,
             max_line: pick!(l, logs.max_line).unwrap_or(65536).max(80),
             fallback_poll: l.dur(pick!(l, logs.fallback_poll), "logs.fallback_poll")?,
@@ -157,7 +165,7 @@ impl Settings {
 
 /// What a resolved value may not be, each refusal naming the value's own origin.
 fn check(settings: &Settings, flags: &Overrides, l: &Layers) -> Result<(), ConfigError> {
-    if settings.stall_after.is_zero() {
+    if settings.rules.sentinel.stall_after.is_zero() {
         let from = l.origin(
             flags.stall_after.map(|_| "`--stall-after`"),
             l.user.is_some_and(|c| c.sentinel.stall_after.is_some()),

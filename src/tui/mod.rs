@@ -40,7 +40,7 @@ pub use effects::{ActionAccess, PipelineAccess};
 use effects::{ActionAnswer, pipeline_effect, task_effect};
 use keymap::{Keymap, Mode};
 use notify::Notifier;
-use panes::{DrawCtx, Limits};
+use panes::DrawCtx;
 use terminal::{TerminalGuard, spawn_input};
 use theme::Theme;
 
@@ -53,7 +53,8 @@ pub struct TuiConfig {
     pub project: String,
     pub theme: Theme,
     pub keymap: Keymap,
-    pub limits: Limits,
+    /// What the hub judges by (the heartbeat deadlines colour the ages).
+    pub rules: crate::core::hub::Rules,
     pub notifier: Notifier,
     pub clock: Clock,
     /// The project's pipeline definitions and its host's socket.
@@ -72,7 +73,7 @@ pub struct TuiConfig {
 }
 
 impl TuiConfig {
-    /// Theme, keys and limits from the resolved settings. `NO_COLOR` (set, not empty)
+    /// Theme, keys and rules from the resolved settings. `NO_COLOR` (set, not empty)
     /// turns colours off.
     pub fn from_settings(
         project: String,
@@ -86,11 +87,7 @@ impl TuiConfig {
             project,
             theme: Theme::load(&settings.theme, themes_dir.as_deref(), no_color)?,
             keymap: Keymap::new(&settings.keys)?,
-            limits: Limits {
-                task_stale: settings.task_stale_after,
-                conductor_stale: settings.conductor_stale_after,
-                souffleur_stale: settings.souffleur.watcher_stale_after,
-            },
+            rules: settings.rules,
             notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
             max_line: settings.max_line,
             clock,
@@ -587,7 +584,7 @@ fn present(
         project: projects
             .get(project_index)
             .map_or(cfg.project.as_str(), |t| t.name.as_str()),
-        limits: cfg.limits,
+        rules: &cfg.rules,
         now: cfg.clock.now_utc(),
         clock: &cfg.clock,
         projects,

@@ -4,7 +4,6 @@
 #![allow(clippy::unwrap_used)]
 
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use maestro::core::clock::{Clock, parse_sqlite_utc};
 use maestro::core::domain::souffleur::WatchdogReason;
@@ -14,7 +13,7 @@ use maestro::core::snapshot::{DatabaseHealth, Snapshot, TaskView, WatchdogView};
 use maestro::tui::action::Action;
 use maestro::tui::app::UiState;
 use maestro::tui::keymap::Keymap;
-use maestro::tui::panes::{self, DrawCtx, Limits};
+use maestro::tui::panes::{self, DrawCtx};
 use maestro::tui::project_tab::ProjectTab;
 use maestro::tui::theme::Theme;
 use ratatui::Terminal;
@@ -514,17 +513,18 @@ fn draw_measured(
     let theme = Theme::load("dark", None, false).unwrap();
     let keymap = Keymap::defaults();
     let clock = Clock::system(UtcOffset::UTC);
+    // The default settings' deadlines: 540 s a task, 240 s the Conductor, 180 s the Souffleur.
+    let rules =
+        maestro::settings::Settings::resolve(None, &maestro::settings::Overrides::default())
+            .unwrap()
+            .rules;
     let ctx = DrawCtx {
         snap,
         ui,
         theme: &theme,
         keymap: &keymap,
         project,
-        limits: Limits {
-            task_stale: Duration::from_secs(540),
-            conductor_stale: Duration::from_secs(240),
-            souffleur_stale: Duration::from_secs(180),
-        },
+        rules: &rules,
         now: now(),
         clock: &clock,
         projects,

@@ -185,7 +185,10 @@ fn the_rules_file_names_only_metrics_that_exist() {
     let feed = maestro::metrics::ProjectFeed {
         name: "p".into(),
         snapshots: tokio::sync::watch::channel(std::sync::Arc::new(snap)).1,
-        conductor_stale_after: std::time::Duration::from_secs(240),
+        // The default settings: the Conductor is down past 240 s.
+        rules: maestro::settings::Settings::resolve(None, &maestro::settings::Overrides::default())
+            .unwrap()
+            .rules,
     };
     let exposed = maestro::metrics::render(
         &[feed],

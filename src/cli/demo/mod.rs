@@ -105,13 +105,13 @@ pub async fn run(
     };
     let scale = |d: Duration| d.div_f64(args.speed);
     // The scenario's thresholds fit its pace; flags given by hand still win.
-    settings.stall_after = global
+    settings.rules.sentinel.stall_after = global
         .stall_after
         .unwrap_or_else(|| scale(scenario.stall_after));
-    settings.task_stale_after = global
+    settings.rules.task_stale_after = global
         .task_stale_after
         .unwrap_or_else(|| scale(scenario.task_stale_after));
-    settings.conductor_stale_after = global
+    settings.rules.conductor_stale_after = global
         .conductor_stale_after
         .unwrap_or_else(|| scale(scenario.conductor_stale_after));
 

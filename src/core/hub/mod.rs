@@ -56,6 +56,19 @@ pub struct Rules {
     pub budgets: sessions::Budgets,
 }
 
+impl Rules {
+    /// The heartbeat deadline of `t`'s role: the Conductor's, the Souffleur's, a task's.
+    pub fn stale_after(&self, t: &crate::core::snapshot::TaskView) -> Duration {
+        if t.is_conductor() {
+            self.conductor_stale_after
+        } else if t.is_souffleur() {
+            self.souffleur_stale_after
+        } else {
+            self.task_stale_after
+        }
+    }
+}
+
 /// Where the hub sends database writes.
 pub trait ReportSink: Send {
     fn record(&self, text: String);

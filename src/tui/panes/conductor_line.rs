@@ -15,12 +15,12 @@ pub(crate) fn leaders_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Line<'a> {
         (
             "Conductor",
             crate::core::domain::CONDUCTOR_ID,
-            ctx.limits.conductor_stale,
+            ctx.rules.conductor_stale_after,
         ),
         (
             "Souffleur",
             crate::core::domain::SOUFFLEUR_ID,
-            ctx.limits.souffleur_stale,
+            ctx.rules.souffleur_stale_after,
         ),
     ] {
         let mut spans = Vec::new();

@@ -17,27 +17,6 @@ use crate::tui::theme::Theme;
 
 pub use crate::tui::panes::text::{fit, fit_line, fold_or_cut, read_in_full, wrap};
 
-/// Heartbeat deadlines, for colouring ages.
-#[derive(Debug, Clone, Copy)]
-pub struct Limits {
-    pub task_stale: Duration,
-    pub conductor_stale: Duration,
-    pub souffleur_stale: Duration,
-}
-
-impl Limits {
-    /// The heartbeat deadline of `t`'s role: the Conductor's, the Souffleur's, a task's.
-    pub fn of(&self, t: &crate::core::snapshot::TaskView) -> Duration {
-        if t.is_conductor() {
-            self.conductor_stale
-        } else if t.is_souffleur() {
-            self.souffleur_stale
-        } else {
-            self.task_stale
-        }
-    }
-}
-
 /// Everything a frame is drawn from.
 pub struct DrawCtx<'a> {
     pub snap: &'a Snapshot,
@@ -45,7 +24,8 @@ pub struct DrawCtx<'a> {
     pub theme: &'a Theme,
     pub keymap: &'a Keymap,
     pub project: &'a str,
-    pub limits: Limits,
+    /// What the hub judges by: the heartbeat deadlines colour the ages.
+    pub rules: &'a crate::core::hub::Rules,
     /// The moment ages are measured against.
     pub now: OffsetDateTime,
     /// Formats stamps in the operator's time zone (never read for the time).

@@ -29,7 +29,7 @@ use crate::tui::action::Action;
 use crate::tui::app::pane_kinds::pane_list;
 use crate::tui::app::{Effect, Pane, UiState};
 use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
-pub use ctx::{DrawCtx, Limits};
+pub use ctx::DrawCtx;
 
 /// One pane: its title, its own actions, what the moves and Enter do while it has
 /// focus, its drawing (which takes the state by `&`), and its line when folded.
