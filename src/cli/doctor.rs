@@ -52,7 +52,7 @@ fn stale_sessions(
     settings: Option<&Settings>,
     add: &mut dyn FnMut(Level, &'static str, String),
 ) {
-    let limit = settings.map_or(540, |s| s.rules.task_stale_after.as_secs());
+    let limit = settings.map_or(540, |s| s.rules.deadlines.task_stale_after.as_secs());
     let rows: rusqlite::Result<Vec<Beat>> = conn
         .prepare(
             "SELECT task_id, (julianday('now') - julianday(last_heartbeat)) * 86400, last_heartbeat
@@ -500,7 +500,7 @@ fn pollers(
     if running.is_empty() {
         return;
     }
-    let reports_to_db = settings.report_to_db || maestro_reports_in(&project.db);
+    let reports_to_db = settings.db_writes.report_to_db || maestro_reports_in(&project.db);
     for p in &running {
         let who = format!(
             "session {} ({}) runs {} (agent {})",

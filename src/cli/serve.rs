@@ -17,6 +17,7 @@ use crate::core::actions::Target;
 use crate::core::clock::Clock;
 use crate::core::event_log::input::Line;
 use crate::core::runtime;
+use crate::core::sources::db::DbWrites;
 use crate::remote::wire::{self, Ask, Frame, Outcome, Request};
 use crate::settings::Settings;
 
@@ -29,7 +30,10 @@ pub async fn run(
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
     let config = runtime::CoreConfig {
-        report_to_db: false,
+        db_writes: DbWrites {
+            report_to_db: false,
+            ..settings.db_writes
+        },
         presenter: runtime::Presenter::Link,
         ..project.core_config(settings)
     };
@@ -60,7 +64,7 @@ pub async fn run(
     let doer = Doer {
         target,
         launch: settings.launch.clone(),
-        grace: settings.souffleur.kill_grace,
+        recovery: settings.souffleur.recovery.clone(),
     };
     tokio::spawn(requests(doer, frames_tx, stop.clone()));
     // A beat when nothing else was sent for a beat's length.
@@ -128,7 +132,7 @@ async fn requests(doer: Doer, replies: mpsc::Sender<String>, stop: CancellationT
 struct Doer {
     target: Target,
     launch: crate::settings::LaunchTemplates,
-    grace: std::time::Duration,
+    recovery: crate::core::recovery::RecoveryTimings,
 }
 
 impl Doer {
@@ -136,10 +140,13 @@ impl Doer {
     fn answer(&self, ask: Ask) -> Result<String, crate::core::actions::ActionError> {
         match ask {
             Ask::Describe { request } => crate::core::actions::describe(&self.target, &request),
-            Ask::Perform { request } => {
-                crate::core::actions::perform(&self.target, &self.launch, self.grace, &request)
-                    .map(|d| d.text)
-            }
+            Ask::Perform { request } => crate::core::actions::perform(
+                &self.target,
+                &self.launch,
+                self.recovery.kill_grace,
+                &request,
+            )
+            .map(|d| d.text),
             Ask::Headroom { task } => Ok(crate::core::headroom::report(
                 &self.target.temp,
                 task.as_str(),

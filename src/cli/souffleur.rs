@@ -21,7 +21,7 @@ use crate::core::recovery::payload::load_orchestra_config;
 use crate::core::runtime;
 use crate::core::store::role::RoleDb;
 use crate::core::watchdog::control;
-use crate::core::watchdog::role::{self, RoleConfig, RoleEnd, RoleTimings};
+use crate::core::watchdog::role::{self, RoleConfig, RoleEnd};
 use crate::settings::Settings;
 use crate::tui::TuiConfig;
 
@@ -146,8 +146,7 @@ fn role_config(
     Ok(RoleConfig {
         db_path: project.db.clone(),
         invocation,
-        timings: role_timings(settings),
-        claude_projects_dir: s.claude_projects_dir.clone(),
+        timings: s.role.clone(),
         recovery: RecoveryEnv {
             launcher: Launcher {
                 templates: settings.launch.clone(),
@@ -155,12 +154,9 @@ fn role_config(
             },
             temp: project.temp.clone(),
             db: RoleDb::open(&project.db).map_err(super::error::runtime)?,
-            kill_grace: s.kill_grace,
-            claude_projects_dir: s.claude_projects_dir.clone(),
-            export_dir: s.export_dir.clone(),
+            timings: s.recovery.clone(),
             trimmed_dir: paths::exports_dir().map_err(|e| CliError::Runtime(e.to_string()))?,
             force_compact: orchestra.force_compact,
-            compact_timeout: s.compact_timeout,
             events: core.events.clone(),
         },
         orchestra,
@@ -200,19 +196,5 @@ async fn serve_control(
                 .await;
             (None, None)
         }
-    }
-}
-
-/// The role's timings (`[souffleur]`, and the Conductor's staleness).
-pub(crate) fn role_timings(settings: &Settings) -> RoleTimings {
-    let s = &settings.souffleur;
-    RoleTimings {
-        conductor_stale_after: settings.rules.conductor_stale_after,
-        initial_wait: s.initial_wait,
-        poll: s.poll,
-        teammate_initial_wait: s.teammate_initial_wait,
-        teammate_poll: s.teammate_poll,
-        watcher_stale_after: s.watcher_stale_after,
-        max_no_progress: s.max_no_progress_recoveries,
     }
 }

@@ -33,7 +33,7 @@ pub fn run(
             "the Souffleur's watcher needs the orchestration's database: {e}. Run it from the project folder or pass --project."
         ))
     })?;
-    let timings = crate::cli::souffleur::role_timings(settings);
+    let timings = settings.souffleur.role.clone();
     // The PID is only watched (kill -0, a pidfd), never signalled: its identity is the
     // process that holds it now.
     let conductor = pid.map(ProcessId::observe);

@@ -128,7 +128,7 @@ fn on_window(
     action: &TaskAction,
     yes: bool,
 ) -> Result<Outcome, CliError> {
-    let grace = settings.souffleur.kill_grace;
+    let grace = settings.souffleur.recovery.kill_grace;
     let asked = |request: TaskRequest| -> Result<Outcome, CliError> {
         let what = actions::describe(target, &request).map_err(crate::cli::error::runtime)?;
         confirm(&what, yes)?;

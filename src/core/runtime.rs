@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
@@ -35,9 +34,10 @@ pub struct CoreConfig {
     pub temp: PathBuf,
     /// What the hub judges by, built once from the settings.
     pub rules: Rules,
-    pub report_to_db: bool,
-    pub max_line: usize,
-    pub fallback_poll: Duration,
+    /// What is written to the project's database.
+    pub db_writes: crate::core::sources::db::DbWrites,
+    /// How the sources read (`[logs]`).
+    pub reading: crate::core::sources::Reading,
     /// This process holds the Souffleur role (its watcher reports the watchdog reasons).
     pub souffleur_role: bool,
     /// Who reads what the core says: what it forwards and skims follows from it.
@@ -45,8 +45,6 @@ pub struct CoreConfig {
     /// Record the hub's inputs in the project's event log, each file bounded to this
     /// many bytes (0: no recording).
     pub event_log_bytes: u64,
-    /// Runs kept per pipeline in the run history.
-    pub history_runs: usize,
     /// `[sessions]` context windows.
     pub context_windows: crate::core::sessions::ContextWindows,
     /// The prices session costs are estimated at.
@@ -177,6 +175,7 @@ pub fn start_tapped(
         // None when the data directory cannot hold it: the LLM Sentinel is then not
         // refused, which leaves no duty undone.
         _reporter: config
+            .db_writes
             .report_to_db
             .then(|| crate::core::hooks::reporter::hold(&ProjectKey::of(&config.project)).ok())
             .flatten(),
@@ -233,19 +232,17 @@ fn spawn_file_sources(
 fn log_settings(config: &CoreConfig) -> TempLogSettings {
     TempLogSettings {
         dir: config.temp.clone(),
-        max_line: config.max_line,
-        fallback_poll: config.fallback_poll,
+        reading: config.reading,
         skim_history: config.presenter.skims_history(),
-        spike_threshold: config.rules.sentinel.spike_threshold,
+        sentinel: config.rules.sentinel,
     }
 }
 
 fn db_settings(config: &CoreConfig) -> DbSettings {
     DbSettings {
         path: config.db.clone(),
-        report_to_db: config.report_to_db,
-        fallback_poll: config.fallback_poll,
-        history_runs: config.history_runs,
+        writes: config.db_writes,
+        reading: config.reading,
     }
 }
 
@@ -324,7 +321,7 @@ pub fn start_fed(config: &CoreConfig, clock: Clock) -> RunningCore {
 pub fn hub_settings(config: &CoreConfig, with_database: bool) -> HubSettings {
     HubSettings {
         rules: config.rules,
-        report_to_db: config.report_to_db,
+        db_writes: config.db_writes,
         with_database,
         observe_watchdog: !config.souffleur_role,
         forward_logs: config.presenter.shows_log_lines(),

@@ -122,7 +122,7 @@ impl Families {
             .iter()
             .find(|t| t.is_conductor())
             .and_then(|t| t.heartbeat)
-            .is_some_and(|hb| clock.evidence_age(hb) <= feed.rules.conductor_stale_after);
+            .is_some_and(|hb| clock.evidence_age(hb) <= feed.rules.deadlines.conductor_stale_after);
         if !unseen {
             self.conductor_up
                 .get_or_create(&labels(&[("project", p)]))

@@ -172,11 +172,12 @@ pub struct Settings {
     /// forecast lead, the budgets), built once from the file and the flags: the hub,
     /// the dashboard, the metrics and the Souffleur read this object.
     pub rules: crate::core::hub::Rules,
-    pub report_to_db: bool,
+    /// What is written to the project's database (`report_to_db`, `history_runs`).
+    pub db_writes: crate::core::sources::db::DbWrites,
     pub souffleur: SouffleurTimings,
     pub launch: LaunchTemplates,
-    pub max_line: usize,
-    pub fallback_poll: Duration,
+    /// How the sources read (`[logs] max_line`, `fallback_poll`).
+    pub reading: crate::core::sources::Reading,
     /// Bound of each of the two event-log files, in bytes (0: maestro records nothing).
     pub event_log_bytes: u64,
     pub theme: String,
@@ -198,22 +199,16 @@ pub struct Settings {
     pub remote: crate::remote::RemoteSettings,
 }
 
+/// `[souffleur]`, built into what the role and a recovery take whole.
 #[derive(Debug, Clone)]
 pub struct SouffleurTimings {
-    pub initial_wait: Duration,
-    pub poll: Duration,
-    pub teammate_initial_wait: Duration,
-    pub teammate_poll: Duration,
-    pub watcher_stale_after: Duration,
-    pub max_no_progress_recoveries: u32,
+    /// The role's waits and polls, with the deadlines it judges heartbeats by.
+    pub role: crate::core::watchdog::role::RoleTimings,
+    /// A recovery's grace, folders and waits.
+    pub recovery: crate::core::recovery::RecoveryTimings,
     /// The highest permission mode a relaunched Conductor may get: only the user's own
     /// configuration sets it; a project's `.orchestra_configs/souffleur` may only lower it.
     pub max_external_permission: crate::core::recovery::payload::Permission,
-    pub kill_grace: Duration,
-    pub claude_projects_dir: PathBuf,
-    pub export_dir: PathBuf,
-    /// How long `standard_compact` waits for the `compact_boundary` line.
-    pub compact_timeout: Duration,
 }
 
 /// Flag values that override the files (each `None` when not given).
@@ -297,12 +292,15 @@ mod tests {
         let s = Settings::resolve(None, &Overrides::default()).unwrap();
         assert_eq!(s.rules.sentinel.stall_after, Duration::from_secs(300));
         assert_eq!(s.rules.sentinel.spike_threshold, 15);
-        assert!(!s.report_to_db);
-        assert_eq!(s.rules.task_stale_after, Duration::from_secs(540));
-        assert_eq!(s.rules.conductor_stale_after, Duration::from_secs(240));
-        assert_eq!(s.souffleur.initial_wait, Duration::from_secs(240));
-        assert_eq!(s.souffleur.teammate_poll, Duration::from_secs(180));
-        assert_eq!(s.souffleur.max_no_progress_recoveries, 3);
+        assert!(!s.db_writes.report_to_db);
+        assert_eq!(s.rules.deadlines.task_stale_after, Duration::from_secs(540));
+        assert_eq!(
+            s.rules.deadlines.conductor_stale_after,
+            Duration::from_secs(240)
+        );
+        assert_eq!(s.souffleur.role.initial_wait, Duration::from_secs(240));
+        assert_eq!(s.souffleur.role.teammate_poll, Duration::from_secs(180));
+        assert_eq!(s.souffleur.role.max_no_progress, 3);
         assert_eq!(s.launch.claude, ["env", "-u", "CLAUDECODE", "claude"]);
     }
 
@@ -328,8 +326,11 @@ mod tests {
         let s = Settings::resolve(Some((Path::new("u.toml"), user)), &flags).unwrap();
         assert_eq!(s.rules.sentinel.stall_after, Duration::from_secs(2));
         assert_eq!(s.rules.sentinel.spike_threshold, 30);
-        assert_eq!(s.rules.task_stale_after, Duration::from_secs(60));
-        assert_eq!(s.rules.conductor_stale_after, Duration::from_secs(240));
+        assert_eq!(s.rules.deadlines.task_stale_after, Duration::from_secs(60));
+        assert_eq!(
+            s.rules.deadlines.conductor_stale_after,
+            Duration::from_secs(240)
+        );
     }
 
     #[test]

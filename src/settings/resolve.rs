@@ -102,7 +102,6 @@ impl Settings {
                 l.file.display()
             )));
         }
-        let souffleur = souffleur(&l)?;
         // What the hub judges by, built here once: every reader takes this object.
         let rules = crate::core::hub::Rules {
             sentinel: crate::core::sentinel::SentinelSettings {
@@ -113,30 +112,42 @@ impl Settings {
                 )?,
                 spike_threshold,
             },
-            task_stale_after: l.dur_or(
-                flags.task_stale_after,
-                pick!(l, tasks.stale_after),
-                "tasks.stale_after",
-            )?,
-            conductor_stale_after: l.dur_or(
-                flags.conductor_stale_after,
-                pick!(l, souffleur.conductor_stale_after),
-                "souffleur.conductor_stale_after",
-            )?,
-            souffleur_stale_after: souffleur.watcher_stale_after,
+            deadlines: crate::core::hub::Deadlines {
+                task_stale_after: l.dur_or(
+                    flags.task_stale_after,
+                    pick!(l, tasks.stale_after),
+                    "tasks.stale_after",
+                )?,
+                conductor_stale_after: l.dur_or(
+                    flags.conductor_stale_after,
+                    pick!(l, souffleur.conductor_stale_after),
+                    "souffleur.conductor_stale_after",
+                )?,
+                souffleur_stale_after: l.dur(
+                    pick!(l, souffleur.watcher_stale_after),
+                    "souffleur.watcher_stale_after",
+                )?,
+            },
             forecast_lead: l.dur(pick!(l, tasks.forecast_lead), "tasks.forecast_lead")?,
             budgets: budgets(&l)?,
         };
+        let souffleur = souffleur(&l, rules.deadlines)?;
         let settings = Self {
             rules,
             prices: prices(&l)?,
             projects: projects(&l)?,
             context_windows: context_windows(&l),
-            report_to_db: flags.report_to_db || pick!(l, sentinel.report_to_db).unwrap_or(false),
+            db_writes: crate::core::sources::db::DbWrites {
+                report_to_db: flags.report_to_db
+                    || pick!(l, sentinel.report_to_db).unwrap_or(false),
+                history_runs: pick!(l, pipelines.history_runs).unwrap_or(1000).max(1),
+            },
             souffleur,
             launch: launch(&l)?,
-            max_line: pick!(l, logs.max_line).unwrap_or(65536).max(80),
-            fallback_poll: l.dur(pick!(l, logs.fallback_poll), "logs.fallback_poll")?,
+            reading: crate::core::sources::Reading {
+                max_line: pick!(l, logs.max_line).unwrap_or(65536).max(80),
+                fallback_poll: l.dur(pick!(l, logs.fallback_poll), "logs.fallback_poll")?,
+            },
             event_log_bytes: pick!(l, logs.event_log_mib)
                 .unwrap_or(32)
                 .saturating_mul(1 << 20),
@@ -174,7 +185,7 @@ fn check(settings: &Settings, flags: &Overrides, l: &Layers) -> Result<(), Confi
             "{from}: the stall threshold (`--stall-after`, `sentinel.stall_after`) must be longer than zero; write it like \"5m\"."
         )));
     }
-    if settings.fallback_poll.is_zero() {
+    if settings.reading.fallback_poll.is_zero() {
         let from = l.origin(None, l.user.is_some_and(|c| c.logs.fallback_poll.is_some()));
         return Err(ConfigError(format!(
             "{from}: `logs.fallback_poll` must be longer than zero; write it like \"2s\"."
@@ -254,9 +265,13 @@ fn projects(l: &Layers) -> Result<Vec<(String, std::path::PathBuf)>, ConfigError
     Ok(projects)
 }
 
-fn souffleur(l: &Layers) -> Result<SouffleurTimings, ConfigError> {
+fn souffleur(
+    l: &Layers,
+    deadlines: crate::core::hub::Deadlines,
+) -> Result<SouffleurTimings, ConfigError> {
     let path = |value: Option<String>| expand_home(&value.unwrap_or_default());
-    Ok(SouffleurTimings {
+    let role = crate::core::watchdog::role::RoleTimings {
+        deadlines,
         initial_wait: l.dur(pick!(l, souffleur.initial_wait), "souffleur.initial_wait")?,
         poll: l.dur(pick!(l, souffleur.poll), "souffleur.poll")?,
         teammate_initial_wait: l.dur(
@@ -264,21 +279,9 @@ fn souffleur(l: &Layers) -> Result<SouffleurTimings, ConfigError> {
             "souffleur.teammate_initial_wait",
         )?,
         teammate_poll: l.dur(pick!(l, souffleur.teammate_poll), "souffleur.teammate_poll")?,
-        watcher_stale_after: l.dur(
-            pick!(l, souffleur.watcher_stale_after),
-            "souffleur.watcher_stale_after",
-        )?,
-        max_no_progress_recoveries: pick!(l, souffleur.max_no_progress_recoveries).unwrap_or(3),
-        max_external_permission: {
-            let value =
-                pick!(l, souffleur.max_external_permission).unwrap_or_else(|| "acceptEdits".into());
-            crate::core::recovery::payload::Permission::parse_exact(&value).ok_or_else(|| {
-                ConfigError(format!(
-                    "{}: souffleur.max_external_permission = {value:?} is not a mode: use plan, default, acceptEdits or bypassPermissions.",
-                    l.file.display()
-                ))
-            })?
-        },
+        max_no_progress: pick!(l, souffleur.max_no_progress_recoveries).unwrap_or(3),
+    };
+    let recovery = crate::core::recovery::RecoveryTimings {
         kill_grace: l.dur(pick!(l, souffleur.kill_grace), "souffleur.kill_grace")?,
         claude_projects_dir: path(pick!(l, souffleur.claude_projects_dir)),
         export_dir: path(pick!(l, souffleur.export_dir)),
@@ -286,6 +289,19 @@ fn souffleur(l: &Layers) -> Result<SouffleurTimings, ConfigError> {
             pick!(l, souffleur.compact_timeout),
             "souffleur.compact_timeout",
         )?,
+    };
+    let value = pick!(l, souffleur.max_external_permission).unwrap_or_else(|| "acceptEdits".into());
+    let max_external_permission = crate::core::recovery::payload::Permission::parse_exact(&value)
+        .ok_or_else(|| {
+            ConfigError(format!(
+                "{}: souffleur.max_external_permission = {value:?} is not a mode: use plan, default, acceptEdits or bypassPermissions.",
+                l.file.display()
+            ))
+        })?;
+    Ok(SouffleurTimings {
+        role,
+        recovery,
+        max_external_permission,
     })
 }
 
@@ -306,7 +322,6 @@ fn launch(l: &Layers) -> Result<LaunchTemplates, ConfigError> {
 
 fn pipeline_limits(l: &Layers) -> PipelineLimits {
     PipelineLimits {
-        history_runs: pick!(l, pipelines.history_runs).unwrap_or(1000).max(1),
         max_processes: pick!(l, pipelines.max_processes).unwrap_or(32).max(1),
         max_processes_per_run: pick!(l, pipelines.max_processes_per_run)
             .unwrap_or(8)

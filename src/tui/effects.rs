@@ -1,8 +1,6 @@
 //! The dashboard's effects carried out off its draw loop: task actions (here, or on a
 //! remote project's host over its link) and pipeline requests.
 
-use std::time::Duration;
-
 use tokio::sync::mpsc;
 
 use crate::core::actions::TaskRequest;
@@ -14,7 +12,9 @@ use crate::tui::app::{self, Effect, UiState};
 pub struct ActionAccess {
     pub target: crate::core::actions::Target,
     pub launch: crate::settings::LaunchTemplates,
-    pub kill_grace: Duration,
+    /// How long an ended session has between SIGTERM and SIGKILL, and the rest of
+    /// `[souffleur]`'s recovery timings.
+    pub recovery: crate::core::recovery::RecoveryTimings,
     /// A remote project: its host's maestro carries the actions out.
     pub remote: Option<crate::remote::link::Requests>,
 }
@@ -72,7 +72,7 @@ pub(super) fn task_effect(
                 let outcome = crate::core::actions::perform(
                     &access.target,
                     &access.launch,
-                    access.kill_grace,
+                    access.recovery.kill_grace,
                     &request,
                 )
                 .map(|d| d.text)

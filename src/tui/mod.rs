@@ -64,9 +64,9 @@ pub struct TuiConfig {
         Option<tokio::sync::mpsc::Sender<crate::core::watchdog::control::WatchdogRequest>>,
     /// Where the task actions act (the project), when the dashboard may act.
     pub actions: Option<ActionAccess>,
-    /// Longest log line kept whole (`[logs] max_line`): lines read back from a file
+    /// How lines are read (`[logs] max_line`): lines read back from a file
     /// are cut as the log source cuts them.
-    pub max_line: usize,
+    pub reading: crate::core::sources::Reading,
     /// Fires when what is shown has run its course (the demo's scenario), with the note
     /// the status line says then.
     pub finished: Option<(tokio::sync::oneshot::Receiver<()>, String)>,
@@ -89,7 +89,7 @@ impl TuiConfig {
             keymap: Keymap::new(&settings.keys)?,
             rules: settings.rules,
             notifier: Notifier::from_settings(&settings.notifications, &settings.notify_command),
-            max_line: settings.max_line,
+            reading: settings.reading,
             clock,
             pipelines: None,
             watchdog: None,
@@ -309,7 +309,7 @@ fn show_screens<'a>(
         let mut screen = screens::Shown::new(name, feeds.snapshots, pipelines, actions);
         // A local project's logs can be read back; a remote one's are on its host.
         if let Some(a) = screen.actions.as_ref().filter(|a| a.remote.is_none()) {
-            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.max_line);
+            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.reading);
         }
         shown.push(screen);
         screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());

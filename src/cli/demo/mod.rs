@@ -108,10 +108,10 @@ pub async fn run(
     settings.rules.sentinel.stall_after = global
         .stall_after
         .unwrap_or_else(|| scale(scenario.stall_after));
-    settings.rules.task_stale_after = global
+    settings.rules.deadlines.task_stale_after = global
         .task_stale_after
         .unwrap_or_else(|| scale(scenario.task_stale_after));
-    settings.rules.conductor_stale_after = global
+    settings.rules.deadlines.conductor_stale_after = global
         .conductor_stale_after
         .unwrap_or_else(|| scale(scenario.conductor_stale_after));
 

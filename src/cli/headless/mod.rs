@@ -329,7 +329,7 @@ pub async fn run(
     args: &GlobalArgs,
     clock: Clock,
 ) -> Result<std::process::ExitCode, CliError> {
-    if settings.report_to_db && !runtime::database_exists(&project.db) {
+    if settings.db_writes.report_to_db && !runtime::database_exists(&project.db) {
         return Err(CliError::Usage(format!(
             "--report-to-db needs a database, and there is none at {}. Create it with `maestro init`, point --db at it, or drop the flag.",
             project.db.display()

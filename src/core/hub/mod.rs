@@ -29,7 +29,8 @@ use crate::core::sources::db::{DbCmd, DbHandle};
 pub struct HubSettings {
     /// What it judges by, as the settings built it.
     pub rules: Rules,
-    pub report_to_db: bool,
+    /// What is written to the project's database (the reports, when `report_to_db`).
+    pub db_writes: crate::core::sources::db::DbWrites,
     /// Whether a database is being read (otherwise every task with files is watched).
     pub with_database: bool,
     /// Report the Conductor's watchdog reasons from the task table. Off when this
@@ -47,16 +48,25 @@ pub struct HubSettings {
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
     pub sentinel: SentinelSettings,
-    pub task_stale_after: Duration,
-    pub conductor_stale_after: Duration,
-    pub souffleur_stale_after: Duration,
+    /// When each role's heartbeat is stale (the Souffleur's role reads them too).
+    pub deadlines: Deadlines,
     /// A `forecast` event comes when a context threshold is less than this away.
     pub forecast_lead: Duration,
     /// `[budget]`: a `budget` event at 80 % and 100 % of each.
     pub budgets: sessions::Budgets,
 }
 
-impl Rules {
+/// When a heartbeat is stale, per role (`[tasks] stale_after`, `[souffleur]
+/// conductor_stale_after`, `watcher_stale_after`): built once from the settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlines {
+    pub task_stale_after: Duration,
+    pub conductor_stale_after: Duration,
+    /// The Souffleur's watcher (`[souffleur] watcher_stale_after`).
+    pub souffleur_stale_after: Duration,
+}
+
+impl Deadlines {
     /// The heartbeat deadline of `t`'s role: the Conductor's, the Souffleur's, a task's.
     pub fn stale_after(&self, t: &crate::core::snapshot::TaskView) -> Duration {
         if t.is_conductor() {
@@ -404,7 +414,7 @@ impl Hub {
     }
 
     async fn report(&mut self, anomaly: Anomaly) {
-        if self.settings.report_to_db
+        if self.settings.db_writes.report_to_db
             && let Some(n) = self.recorded.get_mut(&anomaly.dedupe_key())
             && *n > 0
         {
@@ -412,7 +422,7 @@ impl Hub {
             return;
         }
         let at = self.clock.now_utc();
-        if self.settings.report_to_db
+        if self.settings.db_writes.report_to_db
             && let Some(sink) = &self.reports
         {
             sink.record(anomaly.report(&self.clock.hms(at)));

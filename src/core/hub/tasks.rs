@@ -300,13 +300,13 @@ fn stale_rule(settings: &HubSettings, entry: &TaskEntry) -> Option<(Duration, Of
     let id = entry.id.as_ref()?;
     let state = entry.row.state.as_str();
     let threshold = if id.is_conductor() {
-        (state != "complete").then_some(settings.rules.conductor_stale_after)
+        (state != "complete").then_some(settings.rules.deadlines.conductor_stale_after)
     } else if id.is_souffleur() {
-        (state == "confirmed").then_some(settings.rules.souffleur_stale_after)
+        (state == "confirmed").then_some(settings.rules.deadlines.souffleur_stale_after)
     } else {
         TaskState(state.to_owned())
             .is_heartbeat_active()
-            .then_some(settings.rules.task_stale_after)
+            .then_some(settings.rules.deadlines.task_stale_after)
     }?;
     Some((threshold, hb))
 }

@@ -18,7 +18,6 @@ pub mod views;
 /// What pipelines may take: processes, captured output, history.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PipelineLimits {
-    pub history_runs: usize,
     pub max_processes: usize,
     pub max_processes_per_run: usize,
     pub output_bytes: usize,
@@ -27,7 +26,6 @@ pub struct PipelineLimits {
 impl Default for PipelineLimits {
     fn default() -> Self {
         Self {
-            history_runs: 1000,
             max_processes: 32,
             max_processes_per_run: 8,
             output_bytes: 1024 * 1024,

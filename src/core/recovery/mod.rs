@@ -29,19 +29,31 @@ pub use crate::core::domain::CONDUCTOR_PID_FILE;
 const EXPORT_TIMEOUT: Duration = Duration::from_secs(120);
 const LETHE_TIMEOUT: Duration = Duration::from_secs(600);
 
+/// `[souffleur]`'s grace, folders and waits for a recovery, built once from the
+/// settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecoveryTimings {
+    /// How long an ended session has between SIGTERM and SIGKILL.
+    pub kill_grace: Duration,
+    /// Claude Code's transcripts (`~/.claude/projects`).
+    pub claude_projects_dir: PathBuf,
+    /// Where `/export` writes the Conductor's conversation.
+    pub export_dir: PathBuf,
+    /// How long `standard_compact` waits for the `compact_boundary` line.
+    pub compact_timeout: Duration,
+}
+
 /// Everything a recovery needs that does not change between cycles.
 #[derive(Clone)]
 pub struct RecoveryEnv {
     pub launcher: Launcher,
     pub temp: PathBuf,
     pub db: RoleDb,
-    pub kill_grace: Duration,
-    pub claude_projects_dir: PathBuf,
-    pub export_dir: PathBuf,
+    /// `[souffleur]`'s grace, folders and waits, as the settings built them.
+    pub timings: RecoveryTimings,
     /// Where maestro keeps trimmed exports (its own data directory).
     pub trimmed_dir: PathBuf,
     pub force_compact: u64,
-    pub compact_timeout: Duration,
     pub events: mpsc::Sender<CoreEvent>,
 }
 
@@ -117,7 +129,7 @@ impl RecoveryEnv {
                 return Err(e.into());
             }
         };
-        for (old_pid, outcome) in old.end(self.kill_grace).await {
+        for (old_pid, outcome) in old.end(self.timings.kill_grace).await {
             self.note(format!(
                 "Conductor PID {old_pid}: {outcome:?} once S{generation} ran"
             ))
@@ -386,7 +398,7 @@ async fn run_export(env: &RecoveryEnv, session: &str) -> Result<String, Recovery
             status: out.status,
         });
     }
-    if let Some(file) = export::newest_export(&env.export_dir, session, started) {
+    if let Some(file) = export::newest_export(&env.timings.export_dir, session, started) {
         return std::fs::read(&file)
             .map(|b| String::from_utf8_lossy(&b).into_owned())
             .map_err(|e| OwnFileError::doing("read", &file)(e).into());
@@ -483,12 +495,10 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
 /// followed from its end *before* the window starts (the boundary cannot be missed),
 /// the window ended once the boundary is seen or the time is up.
 async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), RecoveryError> {
-    let transcript =
-        find_transcript(&env.claude_projects_dir, &req.session_id).ok_or_else(|| {
-            RecoveryError::NoTranscript {
-                dir: env.claude_projects_dir.clone(),
-                session: req.session_id.clone(),
-            }
+    let transcript = find_transcript(&env.timings.claude_projects_dir, &req.session_id)
+        .ok_or_else(|| RecoveryError::NoTranscript {
+            dir: env.timings.claude_projects_dir.clone(),
+            session: req.session_id.clone(),
         })?;
     let lines = count_lines(&transcript).map_err(OwnFileError::doing("read", &transcript))?;
     let watch = BoundaryWatch::start(transcript.clone(), lines)?;
@@ -503,13 +513,13 @@ async fn compact_once(env: &RecoveryEnv, req: &RecoveryRequest) -> Result<(), Re
         ],
     );
     let window = env.launcher.spawn(&argv)?;
-    let compacted = watch.wait(env.compact_timeout).await;
-    procs::guarded_kill(window, env.kill_grace).await;
+    let compacted = watch.wait(env.timings.compact_timeout).await;
+    procs::guarded_kill(window, env.timings.kill_grace).await;
     if compacted {
         Ok(())
     } else {
         Err(RecoveryError::NotCompacted {
-            after: env.compact_timeout,
+            after: env.timings.compact_timeout,
         })
     }
 }

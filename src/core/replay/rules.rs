@@ -17,9 +17,9 @@ pub fn recorded(s: &HubSettings) -> RecordedSettings {
     RecordedSettings {
         stall_after_ms: millis(s.rules.sentinel.stall_after),
         spike_threshold: s.rules.sentinel.spike_threshold,
-        task_stale_after_ms: millis(s.rules.task_stale_after),
-        conductor_stale_after_ms: millis(s.rules.conductor_stale_after),
-        souffleur_stale_after_ms: millis(s.rules.souffleur_stale_after),
+        task_stale_after_ms: millis(s.rules.deadlines.task_stale_after),
+        conductor_stale_after_ms: millis(s.rules.deadlines.conductor_stale_after),
+        souffleur_stale_after_ms: millis(s.rules.deadlines.souffleur_stale_after),
         forecast_lead_ms: millis(s.rules.forecast_lead),
         with_database: s.with_database,
         observe_watchdog: s.observe_watchdog,
@@ -35,13 +35,18 @@ pub fn for_replay(r: &RecordedSettings, forward_logs: bool) -> HubSettings {
                 stall_after: Duration::from_millis(r.stall_after_ms),
                 spike_threshold: r.spike_threshold,
             },
-            task_stale_after: Duration::from_millis(r.task_stale_after_ms),
-            conductor_stale_after: Duration::from_millis(r.conductor_stale_after_ms),
-            souffleur_stale_after: Duration::from_millis(r.souffleur_stale_after_ms),
+            deadlines: crate::core::hub::Deadlines {
+                task_stale_after: Duration::from_millis(r.task_stale_after_ms),
+                conductor_stale_after: Duration::from_millis(r.conductor_stale_after_ms),
+                souffleur_stale_after: Duration::from_millis(r.souffleur_stale_after_ms),
+            },
             forecast_lead: Duration::from_millis(r.forecast_lead_ms),
             budgets: crate::core::sessions::Budgets::default(),
         },
-        report_to_db: false,
+        db_writes: crate::core::sources::db::DbWrites {
+            report_to_db: false,
+            history_runs: 1,
+        },
         with_database: r.with_database,
         // A recording maestro that held the Souffleur role heard the watchdog from its
         // role, which is not recorded; the replay tells what the task table showed, as

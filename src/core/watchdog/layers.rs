@@ -18,12 +18,13 @@ use crate::core::watchdog::checks::{watcher_check, watcher_is_dead};
 /// The role's timings (docs/orchestration.md §4, `[souffleur]`).
 #[derive(Debug, Clone)]
 pub struct RoleTimings {
-    pub conductor_stale_after: Duration,
+    /// When the Conductor's and the watcher's heartbeats are stale (the hub's too).
+    pub deadlines: crate::core::hub::Deadlines,
     pub initial_wait: Duration,
     pub poll: Duration,
     pub teammate_initial_wait: Duration,
     pub teammate_poll: Duration,
-    pub watcher_stale_after: Duration,
+    /// `max_no_progress_recoveries`: recoveries in a row with no progress between them.
     pub max_no_progress: u32,
 }
 
@@ -165,7 +166,7 @@ pub(super) async fn watcher<S: RoleStore>(a: WatcherArgs<S>, out: mpsc::Sender<(
                 alive,
                 a.awaiting,
                 &a.session,
-                a.timings.conductor_stale_after,
+                a.timings.deadlines.conductor_stale_after,
             ) {
                 let _ = out
                     .send((a.id, WatcherMsg::Exit(reason, view.task_count)))
@@ -246,7 +247,7 @@ pub(super) async fn teammate<S: RoleStore>(
     loop {
         let age = db.souffleur_heartbeat_age().await.ok().flatten();
         let age = age.map(|a| clock.evidence(a));
-        if watcher_is_dead(age, t.watcher_stale_after) {
+        if watcher_is_dead(age, t.deadlines.souffleur_stale_after) {
             let _ = alarms.send(()).await;
         }
         tokio::time::sleep(t.teammate_poll).await;
@@ -299,12 +300,15 @@ mod tests {
 
     fn timings() -> RoleTimings {
         RoleTimings {
-            conductor_stale_after: Duration::from_secs(240),
+            deadlines: crate::core::hub::Deadlines {
+                task_stale_after: Duration::from_secs(540),
+                conductor_stale_after: Duration::from_secs(240),
+                souffleur_stale_after: Duration::from_secs(180),
+            },
             initial_wait: Duration::from_secs(240),
             poll: Duration::from_secs(60),
             teammate_initial_wait: Duration::from_secs(360),
             teammate_poll: Duration::from_secs(180),
-            watcher_stale_after: Duration::from_secs(180),
             max_no_progress: 3,
         }
     }
@@ -384,7 +388,10 @@ mod tests {
                 timings: RoleTimings {
                     initial_wait: Duration::from_secs(4),
                     poll: Duration::from_secs(1),
-                    conductor_stale_after: Duration::from_secs(4),
+                    deadlines: crate::core::hub::Deadlines {
+                        conductor_stale_after: Duration::from_secs(4),
+                        ..timings().deadlines
+                    },
                     ..timings()
                 },
                 clock: epoch_clock().with_gaps(gaps),

@@ -50,7 +50,6 @@ pub struct RoleConfig {
     /// `PID:<pid> SESSION_ID:<id>` as given.
     pub invocation: String,
     pub timings: RoleTimings,
-    pub claude_projects_dir: PathBuf,
     pub recovery: RecoveryEnv,
     pub orchestra: OrchestraConfig,
     pub clock: Clock,
@@ -381,9 +380,9 @@ async fn validate(
     if !procs::is_alive(pid) {
         return Err(ValidationError::NotRunning { pid });
     }
-    if find_transcript(&cfg.claude_projects_dir, &session).is_none() {
+    if find_transcript(&cfg.recovery.timings.claude_projects_dir, &session).is_none() {
         return Err(ValidationError::NoTranscript {
-            dir: cfg.claude_projects_dir.clone(),
+            dir: cfg.recovery.timings.claude_projects_dir.clone(),
             session,
         });
     }
@@ -494,7 +493,7 @@ impl Role {
     async fn on_alarm(&mut self) -> Vec<Effect> {
         let age = self.db.souffleur_heartbeat_age().await.ok().flatten();
         let age = age.map(|a| self.cfg.clock.evidence(a));
-        let fresh_now = !watcher_is_dead(age, self.cfg.timings.watcher_stale_after);
+        let fresh_now = !watcher_is_dead(age, self.cfg.timings.deadlines.souffleur_stale_after);
         if !fresh_now {
             let task_count = self.db.task_count().await.unwrap_or(0);
             self.report(RoleReport::Reason {

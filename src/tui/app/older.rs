@@ -30,7 +30,8 @@ const INDEX_BUDGET: u64 = 32 << 20;
 #[derive(Debug, Default, Clone)]
 pub struct OlderLines {
     dir: Option<PathBuf>,
-    max_line: usize,
+    /// Lines cut as the log source cuts them.
+    reading: Option<crate::core::sources::Reading>,
     file: Option<FileRows>,
     /// A file being indexed, over several frames.
     indexing: Option<Indexing>,
@@ -101,11 +102,12 @@ fn first_position(offset: i64) -> u64 {
 }
 
 impl OlderLines {
-    /// Reads back from `dir` (a local project's `temp/`), cutting lines at `max_line`.
-    pub fn read_from(dir: PathBuf, max_line: usize) -> Self {
+    /// Reads back from `dir` (a local project's `temp/`), cutting lines as the log
+    /// source does.
+    pub fn read_from(dir: PathBuf, reading: crate::core::sources::Reading) -> Self {
         Self {
             dir: Some(dir),
-            max_line,
+            reading: Some(reading),
             file: None,
             indexing: None,
         }
@@ -195,7 +197,7 @@ impl OlderLines {
                 (None, Some(p)) => p.index,
                 (None, None) => LineIndex::new(
                     &dir.join(format!("{task}-{}", kind.suffix())),
-                    self.max_line,
+                    self.reading.map_or(usize::MAX, |r| r.max_line),
                 ),
             };
             let step = index

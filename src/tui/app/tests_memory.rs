@@ -52,7 +52,7 @@ fn project_with_log(
     });
     std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
     let (mut ui, s) = ready(0);
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
     skimmed(&mut ui, (n - 256) as u64, (n - 256..n).map(&line).collect());
     (dir, ui, s)
 }
@@ -180,7 +180,7 @@ fn a_large_file_is_read_back_over_several_frames() {
         "entry 00000000 of a large log"
     );
     // Following again while a file is being read lets it go: no frame is asked for.
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), 4096);
+    ui.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
     ui.update(crate::tui::action::Action::Top, &s);
     assert!(ui.reading_back());
     ui.update(crate::tui::action::Action::Bottom, &s);
@@ -224,4 +224,12 @@ fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
         "{:?}",
         ui.note
     );
+}
+
+/// Lines cut at 4 KiB, as a log source with `max_line = 4096` cuts them.
+fn reading_4k() -> crate::core::sources::Reading {
+    crate::core::sources::Reading {
+        max_line: 4096,
+        fallback_poll: std::time::Duration::from_secs(1),
+    }
 }

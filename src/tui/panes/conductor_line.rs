@@ -15,12 +15,12 @@ pub(crate) fn leaders_line<'a>(ctx: &DrawCtx<'a>, width: usize) -> Line<'a> {
         (
             "Conductor",
             crate::core::domain::CONDUCTOR_ID,
-            ctx.rules.conductor_stale_after,
+            ctx.rules.deadlines.conductor_stale_after,
         ),
         (
             "Souffleur",
             crate::core::domain::SOUFFLEUR_ID,
-            ctx.rules.souffleur_stale_after,
+            ctx.rules.deadlines.souffleur_stale_after,
         ),
     ] {
         let mut spans = Vec::new();

@@ -32,7 +32,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let mut lines = Vec::new();
     let (shown, hidden) = fitting(ctx, usize::from(inner.height));
     for t in shown {
-        let limit = ctx.rules.stale_after(t);
+        let limit = ctx.rules.deadlines.stale_after(t);
         let live = if t.is_conductor() {
             t.row.state != "complete"
         } else if t.is_souffleur() {
@@ -104,7 +104,7 @@ fn fitting<'a>(
     }
     let room = rows.saturating_sub(1);
     let ratio = |t: &crate::core::snapshot::TaskView| {
-        let limit = ctx.rules.stale_after(t);
+        let limit = ctx.rules.deadlines.stale_after(t);
         t.heartbeat.map_or(0.0, |hb| {
             ctx.age(hb).as_secs_f64() / limit.as_secs_f64().max(1.0)
         })
@@ -153,7 +153,7 @@ fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
             spans.push(Span::styled("complete  ", ctx.theme.ok));
             continue;
         }
-        let limit = ctx.rules.stale_after(t);
+        let limit = ctx.rules.deadlines.stale_after(t);
         let age = ctx.age(hb);
         spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
         spans.push(Span::styled(

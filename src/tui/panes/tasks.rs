@@ -302,7 +302,7 @@ fn cells<'a>(t: &TaskView, ctx: &DrawCtx<'a>, columns: &[Column]) -> Vec<Line<'a
             Span::styled(
                 short_age(age),
                 ctx.theme
-                    .age(age.as_secs_f64() / ctx.rules.task_stale_after.as_secs_f64().max(1.0)),
+                    .age(age.as_secs_f64() / ctx.rules.deadlines.task_stale_after.as_secs_f64().max(1.0)),
             )
         }
         Some(hb) => Span::styled(short_age(ctx.age(hb)), ctx.theme.muted),

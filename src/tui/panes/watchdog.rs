@@ -26,7 +26,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         ),
         Some(hb) => {
             let age = ctx.age(hb);
-            let limit = ctx.rules.conductor_stale_after;
+            let limit = ctx.rules.deadlines.conductor_stale_after;
             Span::styled(
                 format!("{} of {}", short_age(age), short_age(limit)),
                 ctx.theme

@@ -18,8 +18,8 @@ fn link(status: &'static str) -> CoreEvent {
 async fn a_link_down_is_no_evidence_and_ages_restart_when_it_is_up() {
     let mut s = settings(false);
     s.rules.sentinel.stall_after = Duration::from_secs(60);
-    s.rules.task_stale_after = Duration::from_secs(60);
-    s.rules.conductor_stale_after = Duration::from_secs(60);
+    s.rules.deadlines.task_stale_after = Duration::from_secs(60);
+    s.rules.deadlines.conductor_stale_after = Duration::from_secs(60);
     let rows = CoreEvent::Tasks(vec![
         row("task-00", "reviewing", START),
         row("task-01", "working", START),
@@ -83,8 +83,8 @@ fn stale_of(got: &[What]) -> Vec<&str> {
 #[tokio::test(start_paused = true)]
 async fn a_silent_host_is_no_evidence_of_a_stale_heartbeat() {
     let mut s = settings(false);
-    s.rules.task_stale_after = Duration::from_secs(6);
-    s.rules.conductor_stale_after = Duration::from_secs(6);
+    s.rules.deadlines.task_stale_after = Duration::from_secs(6);
+    s.rules.deadlines.conductor_stale_after = Duration::from_secs(6);
     let rows = CoreEvent::Tasks(vec![
         row("task-00", "reviewing", START),
         row("task-01", "working", START),

@@ -27,13 +27,18 @@ fn settings(report_to_db: bool) -> HubSettings {
                 stall_after: Duration::from_secs(300),
                 spike_threshold: 15,
             },
-            task_stale_after: Duration::from_secs(540),
-            conductor_stale_after: Duration::from_secs(240),
-            souffleur_stale_after: Duration::from_secs(180),
+            deadlines: crate::core::hub::Deadlines {
+                task_stale_after: Duration::from_secs(540),
+                conductor_stale_after: Duration::from_secs(240),
+                souffleur_stale_after: Duration::from_secs(180),
+            },
             forecast_lead: Duration::from_secs(600),
             budgets: crate::core::sessions::Budgets::default(),
         },
-        report_to_db,
+        db_writes: crate::core::sources::db::DbWrites {
+            report_to_db,
+            history_runs: 1000,
+        },
         with_database: true,
         db_name: "comms.db".into(),
         observe_watchdog: true,
@@ -547,8 +552,8 @@ async fn after_a_pause_nothing_is_stale_or_stalled_until_a_full_interval_passes(
     use crate::core::clock::gaps::{GapKind, Gaps};
     let mut s = settings(false);
     s.rules.sentinel.stall_after = Duration::from_secs(4);
-    s.rules.task_stale_after = Duration::from_secs(4);
-    s.rules.conductor_stale_after = Duration::from_secs(4);
+    s.rules.deadlines.task_stale_after = Duration::from_secs(4);
+    s.rules.deadlines.conductor_stale_after = Duration::from_secs(4);
     let gaps = Gaps::detached();
     let start = parse_sqlite_utc(START).unwrap();
     let clock = Clock::following_tokio(start).with_gaps(gaps);

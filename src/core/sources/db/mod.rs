@@ -78,14 +78,25 @@ enum Input {
     Stop,
 }
 
-pub struct DbSettings {
-    pub path: PathBuf,
-    /// Read the reports already recorded, so a restart repeats none.
+/// What maestro writes to the project's database, built once from the settings
+/// (`[sentinel] report_to_db`, `[pipelines] history_runs`) and handed whole to the hub
+/// and the database source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DbWrites {
+    /// Write each anomaly as the Sentinel's report; read the reports already there, so a
+    /// restart repeats none.
     pub report_to_db: bool,
-    /// Re-check period when the kernel watcher is unavailable.
-    pub fallback_poll: Duration,
     /// Runs kept per pipeline in the run history.
     pub history_runs: usize,
+}
+
+#[derive(Debug, Clone)]
+pub struct DbSettings {
+    pub path: PathBuf,
+    /// What is written (reports, the run history's bound).
+    pub writes: DbWrites,
+    /// How often the file is re-checked when the kernel watcher is unavailable.
+    pub reading: crate::core::sources::Reading,
 }
 
 /// The connection and what has been seen through it.
@@ -141,7 +152,7 @@ impl DbSource {
     /// first log line arrives.
     pub fn initial_events(&mut self) -> Result<Vec<CoreEvent>, CoreError> {
         let mut out = Vec::new();
-        if self.settings.report_to_db {
+        if self.settings.writes.report_to_db {
             let recorded = self.recorded_reports().map_err(db_error)?;
             out.push(CoreEvent::RecordedReports(recorded));
         }
@@ -398,7 +409,7 @@ impl DbSource {
             DbCmd::RecordStep(step) => crate::core::store::record_pipeline_step(
                 &self.conn,
                 step,
-                self.settings.history_runs,
+                self.settings.writes.history_runs,
             )?,
         }
         Ok(())

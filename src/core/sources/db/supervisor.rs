@@ -76,13 +76,13 @@ fn supervise(
                 detail: format!(
                     "cannot watch {} ({e}); checking every {:?} instead",
                     path.display(),
-                    settings.fallback_poll
+                    settings.reading.fallback_poll
                 ),
             });
             None
         }
     };
-    let idle_wait = watcher.is_none().then_some(settings.fallback_poll);
+    let idle_wait = watcher.is_none().then_some(settings.reading.fallback_poll);
     let mut pending = VecDeque::new();
     let mut replaced = false;
     // A database that is there but was busy at start has been said by the caller.
@@ -209,12 +209,7 @@ fn say_opened(initial: Vec<CoreEvent>, replaced: bool, send: &dyn Fn(CoreEvent))
 }
 
 fn open_with_events(settings: &DbSettings) -> Result<(DbSource, Vec<CoreEvent>), CoreError> {
-    let mut source = DbSource::open(DbSettings {
-        path: settings.path.clone(),
-        report_to_db: settings.report_to_db,
-        fallback_poll: settings.fallback_poll,
-        history_runs: settings.history_runs,
-    })?;
+    let mut source = DbSource::open(settings.clone())?;
     let initial = source.initial_events()?;
     Ok((source, initial))
 }

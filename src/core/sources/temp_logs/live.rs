@@ -108,7 +108,7 @@ impl Live {
     /// second (a folder behind a symlink can come back without an event); while
     /// polling, every `fallback_poll`.
     fn period(&self) -> Option<Duration> {
-        let poll = self.logs.settings.fallback_poll;
+        let poll = self.logs.settings.reading.fallback_poll;
         if self.followed.is_none() {
             Some(MISSING_RECHECK.min(poll))
         } else {

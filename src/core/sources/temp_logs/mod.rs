@@ -36,15 +36,13 @@ const LINES_PER_EVENT: usize = 1024;
 #[derive(Debug, Clone)]
 pub struct TempLogSettings {
     pub dir: PathBuf,
-    /// Longest line kept whole; longer lines are cut.
-    pub max_line: usize,
-    /// Rescan period when the kernel watcher is unavailable.
-    pub fallback_poll: Duration,
+    /// How lines are cut and how often the folder is looked at without the kernel.
+    pub reading: crate::core::sources::Reading,
     /// What a file holds at start is skimmed ([`history`]), not read line by line.
     pub skim_history: bool,
-    /// The Sentinel's spike threshold: a skimmed line whose context jumps by more than
-    /// this is kept whole for it.
-    pub spike_threshold: u8,
+    /// The Sentinel's thresholds: a skimmed line whose context jumps by more than its
+    /// spike threshold is kept whole for it.
+    pub sentinel: crate::core::sentinel::SentinelSettings,
 }
 
 /// Handle to the running log source; dropping it stops the thread.
@@ -231,7 +229,7 @@ impl TempLogs {
                 self.fail(format!(
                     "cannot watch {} ({e}); polling every {:?} instead",
                     dir.display(),
-                    self.settings.fallback_poll
+                    self.settings.reading.fallback_poll
                 ));
                 None
             }
@@ -483,7 +481,7 @@ impl TempLogs {
         let tail = Tail {
             identity: (meta.dev(), meta.ino()),
             offset: 0,
-            assembler: LineAssembler::new(self.settings.max_line),
+            assembler: LineAssembler::new(self.settings.reading.max_line),
             file: None,
             last_bytes: Vec::new(),
         };
@@ -515,7 +513,10 @@ impl TempLogs {
                 tail,
                 (log.size, skip_partial),
                 log.kind,
-                (self.settings.max_line, self.settings.spike_threshold),
+                (
+                    self.settings.reading.max_line,
+                    self.settings.sentinel.spike_threshold,
+                ),
                 &mut self.scratch,
                 &mut |pieces| {
                     send_to(
@@ -606,7 +607,7 @@ impl TempLogs {
                 format!(
                     "{} has a line over {} KiB: it is kept as its start, […] and its end, with any self-correction in the cut middle said after […]; [logs] max_line sets the cap",
                     log.path.display(),
-                    self.settings.max_line / 1024
+                    self.settings.reading.max_line / 1024
                 ),
             );
         }
