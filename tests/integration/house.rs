@@ -470,3 +470,112 @@ fn the_draw_takes_the_state_by_shared_reference() {
     assert!(draws > 20, "the drawing functions were not found ({draws})");
     assert!(writes.is_empty(), "the draw could write state: {writes:#?}");
 }
+
+/// Where a setting's value comes from before it is resolved: the file's mirror, the
+/// flags, a demo scenario's own file, the event log's record of a run (read by
+/// replays). A key named there is an input, not a declaration.
+const SETTING_INPUTS: &[(&str, &str)] = &[
+    ("settings/mod.rs", "Section"),
+    ("settings/mod.rs", "ConfigFile"),
+    ("settings/mod.rs", "Overrides"),
+    ("cli/args.rs", ""),
+    ("cli/demo/scenario.rs", ""),
+    ("core/event_log/input.rs", "RecordedSettings"),
+];
+
+/// Fields named like a setting that are something else, or the part that does the
+/// work with the value it was handed (the line cutters take the length they cut at).
+const NAMED_ALIKE: &[(&str, &str)] = &[
+    ("NeedsYouBook", "claude"), // Claude Code's folder, not `[launch] claude`
+    ("SessionSettings", "claude"), // the same folder
+    ("SessionFigures", "context_window"), // a session's window, as measured
+    ("Theme", "terminal"),      // the terminal's own colours
+    ("TerminalGuard", "terminal"), // the terminal itself
+    ("LineIndex", "max_line"),  // cuts lines at what `Reading` says
+    ("LineAssembler", "max_line"), // the same
+];
+
+/// A value the settings hand on as it is: a scalar copied from layer to layer (a
+/// built object passed whole is not a declaration of its keys).
+fn scalar_type(ty: &str) -> bool {
+    let ty = ty
+        .trim()
+        .trim_start_matches("Option<")
+        .trim_end_matches('>');
+    let ty = ty.rsplit("::").next().unwrap_or(ty);
+    matches!(
+        ty,
+        "Duration"
+            | "bool"
+            | "u8"
+            | "u16"
+            | "u32"
+            | "u64"
+            | "usize"
+            | "f64"
+            | "String"
+            | "PathBuf"
+            | "Vec<String"
+    )
+}
+
+/// Each key of the configuration is declared once between the file and the flags and
+/// where it is used: one field of a scalar type, in the built object a component takes
+/// whole (`Rules`, `Deadlines`, `Reading`, `DbWrites`, `RoleTimings`, …), never a copy
+/// in each layer it passes through.
+#[test]
+fn each_setting_is_declared_once() {
+    let defaults = std::fs::read_to_string(src().join("../config/default.toml")).unwrap();
+    let key = regex::Regex::new(r"(?m)^([a-z_]+)\s*=").unwrap();
+    let keys: BTreeSet<String> = key
+        .captures_iter(&defaults)
+        .map(|c| c[1].to_owned())
+        .collect();
+    let structure = regex::Regex::new(r"(?s)struct\s+(\w+)[^{;(]*\{(.*?)\n\}").unwrap();
+    let field =
+        regex::Regex::new(r"(?m)^\s*(?:pub(?:\([a-z]+\))?\s+)?(\w+)\s*:\s*([^,\n]+),").unwrap();
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    let mut declared: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy();
+        if name.starts_with("tests") || name.ends_with("_tests.rs") {
+            continue;
+        }
+        let rel = f
+            .strip_prefix(src())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let text = outside_test_modules(&std::fs::read_to_string(f).unwrap()).join("\n");
+        for s in structure.captures_iter(&text) {
+            let owner = &s[1];
+            let input = SETTING_INPUTS
+                .iter()
+                .any(|(file, part)| rel == *file && owner.contains(part));
+            for fl in field.captures_iter(&s[2]) {
+                let (name, ty) = (&fl[1], &fl[2]);
+                if input || !keys.contains(name) || !scalar_type(ty) {
+                    continue;
+                }
+                if NAMED_ALIKE.contains(&(owner, name)) {
+                    continue;
+                }
+                declared
+                    .entry(name.to_owned())
+                    .or_default()
+                    .push(format!("{rel}: {owner}"));
+            }
+        }
+    }
+    // The reader finds the declarations (a parser that finds nothing passes nothing).
+    assert_eq!(
+        declared.get("conductor_stale_after").map(Vec::as_slice),
+        Some(&["core/hub/mod.rs: Deadlines".to_owned()][..])
+    );
+    let twice: Vec<_> = declared.iter().filter(|(_, at)| at.len() > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "settings declared more than once: {twice:#?}"
+    );
+}

@@ -44,7 +44,7 @@ pub struct HubSettings {
 
 /// What the hub judges by: the Sentinel's thresholds, when a heartbeat is stale, how
 /// early a context forecast warns, the budgets. Built once from the settings (file and
-/// flags, `Settings::rules`) and handed down whole, to the core and on to the hub.
+/// flags, `Settings.rules`) and handed down whole, to the core and on to the hub.
 #[derive(Debug, Clone, Copy)]
 pub struct Rules {
     pub sentinel: SentinelSettings,

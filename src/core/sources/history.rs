@@ -75,13 +75,13 @@ pub fn tail_start(file: &File, start: u64, end: u64) -> io::Result<u64> {
     })
 }
 
-/// What a skim keeps whole besides the needles' lines: lines are cut at `max_line` as
-/// the line assembler cuts them, and a context value rising by more than `spike` over
-/// the one before is a line the Sentinel reports.
+/// What a skim keeps whole besides the needles' lines: lines are cut as the line
+/// assembler cuts them (the source's [`Reading`]), and a context value rising by more
+/// than the Sentinel's spike threshold over the one before is a line it reports.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
-    pub max_line: usize,
-    pub spike: u8,
+    pub reading: crate::core::sources::Reading,
+    pub sentinel: crate::core::sentinel::SentinelSettings,
 }
 
 /// Context values kept from a run of counted lines: enough for the sparkline's history
@@ -101,7 +101,7 @@ pub fn skim(
     out: &mut impl FnMut(Piece),
 ) -> io::Result<()> {
     let finder = Needles::new(kind);
-    let mut assembler = LineAssembler::new(limits.max_line);
+    let mut assembler = LineAssembler::new(limits.reading.max_line);
     let mut walk = Walk {
         limits,
         prev_ctx: None,
@@ -201,13 +201,13 @@ impl Walk {
         out: &mut impl FnMut(Piece),
     ) {
         let body = line.strip_suffix(b"\n").unwrap_or(line);
-        let long = body.len() > self.limits.max_line;
+        let long = body.len() > self.limits.reading.max_line;
         let value = match marker {
             Some(at) if !long => crate::core::domain::context_percent_at(body, at),
             _ => None,
         };
         let spike = matches!((self.prev_ctx, value),
-            (Some(before), Some(now)) if now > before && now - before > self.limits.spike);
+            (Some(before), Some(now)) if now > before && now - before > self.limits.sentinel.spike_threshold);
         if correction || spike || (marker.is_some() && long) {
             let (mut made, mut starts) = (Vec::with_capacity(1), Vec::with_capacity(1));
             assembler.feed_at(line, at, &mut made, &mut starts);
@@ -422,8 +422,14 @@ mod tests {
         let (_keep, file) = file_of(text);
         let mut out = Vec::new();
         let limits = Limits {
-            max_line: 4096,
-            spike: 15,
+            reading: crate::core::sources::Reading {
+                max_line: 4096,
+                fallback_poll: std::time::Duration::from_secs(1),
+            },
+            sentinel: SentinelSettings {
+                stall_after: std::time::Duration::from_secs(300),
+                spike_threshold: 15,
+            },
         };
         skim(
             &file,

@@ -513,10 +513,10 @@ impl TempLogs {
                 tail,
                 (log.size, skip_partial),
                 log.kind,
-                (
-                    self.settings.reading.max_line,
-                    self.settings.sentinel.spike_threshold,
-                ),
+                history::Limits {
+                    reading: self.settings.reading,
+                    sentinel: self.settings.sentinel,
+                },
                 &mut self.scratch,
                 &mut |pieces| {
                     send_to(

@@ -63,7 +63,7 @@ pub(super) fn skim_history(
     tail: &mut Tail,
     (size, skip_partial): (u64, bool),
     kind: LogKind,
-    (max_line, spike): (usize, u8),
+    limits: history::Limits,
     scratch: &mut Vec<u8>,
     out: &mut impl FnMut(Vec<history::Piece>),
 ) -> std::io::Result<Option<bool>> {
@@ -83,7 +83,6 @@ pub(super) fn skim_history(
     // line judged (the hub and the recorder pay per event).
     let mut batch = Vec::new();
     let mut lines = 0;
-    let limits = history::Limits { max_line, spike };
     history::skim(file, (start, stop), kind, limits, scratch, &mut |piece| {
         if let history::Piece::Lines(l) = &piece {
             lines += l.lines.len();
