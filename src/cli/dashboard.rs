@@ -3,8 +3,6 @@
 
 use std::process::ExitCode;
 
-use tokio_util::sync::CancellationToken;
-
 use crate::cli::CliError;
 use crate::cli::life::Life;
 use crate::cli::project::{Place, Project};
@@ -41,7 +39,7 @@ async fn present(
     };
     let mut life = Life::start(project, settings, global, &config, tui.clock).await?;
     let stop = life.stop.clone();
-    let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
+    let result = crate::tui::run(crate::tui::Feeds::live(life.core()), tui, stop).await;
     life.shutdown().await;
     result.map_err(crate::cli::error::runtime)
 }
@@ -70,16 +68,20 @@ async fn present_many(
     global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
 ) -> Result<(), CliError> {
-    let (mut started, feeds) =
-        crate::cli::many::Started::all(&chosen, settings, tui.clock, runtime::Presenter::Screen)?;
-    let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, tui.clock).await?;
-    let stop = CancellationToken::new();
-    crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
-    let screens = started
+    let mut life = Life::start_all(
+        &chosen,
+        settings,
+        global,
+        runtime::Presenter::Screen,
+        tui.clock,
+    )
+    .await?;
+    let stop = life.stop.clone();
+    let screens = life
         .cores
         .iter_mut()
         .zip(&chosen)
-        .zip(&started.links)
+        .zip(&life.links)
         .map(|((core, (name, place)), link)| match (place, link) {
             (Place::Remote(remote), Some(link)) => crate::tui::Screen {
                 name: name.clone(),
@@ -106,7 +108,7 @@ async fn present_many(
         })
         .collect();
     let result = crate::tui::run_screens(screens, tui, stop).await;
-    started.shutdown(metrics).await;
+    life.shutdown().await;
     result.map_err(crate::cli::error::runtime)
 }
 

@@ -7,20 +7,18 @@
 use std::process::ExitCode;
 
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
 use crate::cli::headless;
-use crate::cli::life::stop_on_signals;
+use crate::cli::life::Life;
 use crate::cli::output_queue::OutputQueue;
-use crate::cli::project::{Place, Project};
+use crate::cli::project::Place;
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::WatchdogReason;
 use crate::core::event::{Happening, What};
 use crate::core::event_json::output_line;
 use crate::core::runtime;
-use crate::metrics::ProjectFeed;
 use crate::settings::Settings;
 
 /// The projects to watch, named: `--project` given several times (named by their
@@ -73,9 +71,10 @@ pub async fn run(
     settings: &Settings,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let (mut started, feeds) = Started::all(&chosen, settings, clock, runtime::Presenter::Lines)?;
+    let mut life =
+        Life::start_all(&chosen, settings, global, runtime::Presenter::Lines, clock).await?;
     let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);
-    for (i, core) in started.cores.iter_mut().enumerate() {
+    for (i, core) in life.cores.iter_mut().enumerate() {
         // Each core's happenings go, tagged, to the one presenter (waiting when it
         // waits: the sources of a slow reader's projects wait too).
         let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
@@ -89,14 +88,12 @@ pub async fn run(
         });
     }
     drop(tx);
-    let metrics = crate::cli::metrics::start_feeds(global, settings, feeds, clock).await?;
-    if metrics.is_none() {
-        for core in &mut started.cores {
+    if !life.serves_metrics() {
+        for core in &mut life.cores {
             core.without_snapshots();
         }
     }
-    let stop = CancellationToken::new();
-    stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
+    let stop = life.stop.clone();
     let out = OutputQueue::on_stdout();
     let mut complete = vec![false; chosen.len()];
     loop {
@@ -128,89 +125,8 @@ pub async fn run(
         }
     }
     out.finish(std::time::Duration::from_secs(2));
-    started.shutdown(metrics).await;
+    life.shutdown().await;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Every project's core and pipeline host, started in this process (headless or the
-/// dashboard); a remote project's core is fed by its link.
-pub struct Started {
-    pub cores: Vec<runtime::RunningCore>,
-    hosts: Vec<Option<crate::core::pipeline::host::HostHandle>>,
-    /// Each remote project's link, to ask its host (`None` for a local project).
-    pub links: Vec<Option<crate::remote::link::Requests>>,
-}
-
-impl Started {
-    /// Starts each project; with the metrics feed of each.
-    pub fn all(
-        chosen: &[(String, Place)],
-        settings: &Settings,
-        clock: Clock,
-        presenter: runtime::Presenter,
-    ) -> Result<(Self, Vec<ProjectFeed>), CliError> {
-        let mut started = Self {
-            cores: Vec::new(),
-            hosts: Vec::new(),
-            links: Vec::new(),
-        };
-        let mut feeds = Vec::new();
-        for (name, place) in chosen {
-            let project = match place {
-                Place::Local(p) => p,
-                Place::Remote(remote) => {
-                    let config = runtime::CoreConfig {
-                        presenter,
-                        ..Project::of_remote(remote).core_config(settings)
-                    };
-                    let core = runtime::start_fed(&config, clock);
-                    let link = crate::remote::link::spawn(
-                        remote.clone(),
-                        settings.remote.clone(),
-                        core.events.clone(),
-                        core.cancel.clone(),
-                    );
-                    feeds.push(ProjectFeed {
-                        name: name.clone(),
-                        snapshots: core.snapshots.clone(),
-                        rules: settings.rules,
-                    });
-                    started.hosts.push(None);
-                    started.links.push(Some(link));
-                    started.cores.push(core);
-                    continue;
-                }
-            };
-            let config = runtime::CoreConfig {
-                presenter,
-                ..project.core_config(settings)
-            };
-            let core = runtime::start(&config, clock).map_err(crate::cli::error::runtime)?;
-            feeds.push(ProjectFeed {
-                name: name.clone(),
-                snapshots: core.snapshots.clone(),
-                rules: settings.rules,
-            });
-            started.hosts.push(project.host_pipelines(settings, &core));
-            started.links.push(None);
-            crate::cli::life::say_unrecorded(&core);
-            started.cores.push(core);
-        }
-        Ok((started, feeds))
-    }
-
-    /// Stops the pipeline hosts, the metrics server, then the cores.
-    pub async fn shutdown(self, metrics: Option<CancellationToken>) {
-        for host in self.hosts.into_iter().flatten() {
-            host.shutdown().await;
-        }
-        if let Some(m) = metrics {
-            m.cancel();
-        }
-        for core in self.cores {
-            core.shutdown().await;
-        }
-    }
 }
 
 /// One happening of project `project`: JSON with a `project` field, or text with every

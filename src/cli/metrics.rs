@@ -5,30 +5,12 @@ use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
-use crate::cli::project::Project;
 use crate::core::clock::Clock;
-use crate::core::runtime::RunningCore;
 use crate::metrics::{ProjectFeed, parse_listen, serve};
 use crate::settings::Settings;
 
-/// Serves `/metrics` for this project until the returned token is cancelled (or the
+/// Serves `/metrics` for these projects until the returned token is cancelled (or the
 /// process ends); `None` when no address is configured.
-pub async fn start(
-    global: &GlobalArgs,
-    settings: &Settings,
-    project: &Project,
-    core: &RunningCore,
-    clock: Clock,
-) -> Result<Option<CancellationToken>, CliError> {
-    let feed = ProjectFeed {
-        name: project.name(),
-        snapshots: core.snapshots.clone(),
-        rules: settings.rules,
-    };
-    start_feeds(global, settings, vec![feed], clock).await
-}
-
-/// Serves `/metrics` for these projects; `None` when no address is configured.
 pub async fn start_feeds(
     global: &GlobalArgs,
     settings: &Settings,

@@ -6,9 +6,9 @@ use std::sync::Arc;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::args::{GlobalArgs, ReplayArgs, ReplaySource};
+use crate::cli::life::Life;
 use crate::cli::project::Project;
 use crate::cli::{CliError, dashboard, headless};
 use crate::core::clock::{Clock, parse_sqlite_utc, rfc3339};
@@ -79,20 +79,21 @@ fn play_on_stdout(
     clock: Clock,
 ) -> Result<(), CliError> {
     crate::cli::runtime()?.block_on(async {
-        let mut replay =
-            Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
-        let stop = CancellationToken::new();
-        crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
-        headless::present_on_stdout(
-            &mut replay.happenings,
-            global.json,
-            clock,
-            global.until_complete,
-            None,
-            stop,
-        )
-        .await;
-        tokio::task::spawn_blocking(move || drop(replay)).await.ok();
+        let replay = Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
+        let mut life = Life::replay(replay)?;
+        let stop = life.stop.clone();
+        if let Some(replay) = life.replay.as_mut() {
+            headless::present_on_stdout(
+                &mut replay.happenings,
+                global.json,
+                clock,
+                global.until_complete,
+                None,
+                stop,
+            )
+            .await;
+        }
+        life.shutdown().await;
         Ok(())
     })
 }
@@ -112,21 +113,25 @@ fn play_on_screen(
             .map_err(crate::cli::error::usage)?;
     tui.notifier = crate::tui::notify::Notifier::Off;
     crate::cli::runtime()?.block_on(async {
-        let mut replay =
-            Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
+        let replay = Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         tui.clock = replay.clock;
-        let stop = CancellationToken::new();
-        crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
-        let feeds = Feeds {
-            replay: Some(ReplayAccess {
-                status: replay.status.clone(),
-                control: replay.control(),
-            }),
-            happenings: &mut replay.happenings,
-            snapshots: &mut replay.snapshots,
+        let mut life = Life::replay(replay)?;
+        let stop = life.stop.clone();
+        let result = match life.replay.as_mut() {
+            Some(replay) => {
+                let feeds = Feeds {
+                    replay: Some(ReplayAccess {
+                        status: replay.status.clone(),
+                        control: replay.control(),
+                    }),
+                    happenings: &mut replay.happenings,
+                    snapshots: &mut replay.snapshots,
+                };
+                crate::tui::run(feeds, tui, stop).await
+            }
+            None => Ok(()),
         };
-        let result = crate::tui::run(feeds, tui, stop).await;
-        tokio::task::spawn_blocking(move || drop(replay)).await.ok();
+        life.shutdown().await;
         result.map_err(crate::cli::error::runtime)
     })
 }

@@ -47,14 +47,13 @@ pub async fn run(
         database: runtime::database_exists(&project.db),
     };
     write_line(&mut out, &wire::encode(&hello)).await?;
-    let mut core =
-        runtime::start_tapped(&config, clock, Some(tap)).map_err(super::error::runtime)?;
+    let mut life = crate::cli::life::Life::lend(&config, tap, clock)?;
+    let core = life.core();
     // Nobody reads these here: the watching maestro's hub judges, from the inputs.
     core.without_snapshots();
     let mut happenings = std::mem::replace(&mut core.happenings, mpsc::channel(1).1);
     tokio::spawn(async move { while happenings.recv().await.is_some() {} });
-    let stop = CancellationToken::new();
-    crate::cli::life::stop_on_signals(stop.clone()).map_err(crate::cli::error::runtime)?;
+    let stop = life.stop.clone();
     let target = Target {
         root: project.root.clone(),
         db: project.db.clone(),
@@ -87,7 +86,7 @@ pub async fn run(
             break;
         }
     }
-    core.shutdown().await;
+    life.shutdown().await;
     Ok(ExitCode::SUCCESS)
 }
 

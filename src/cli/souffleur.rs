@@ -83,13 +83,13 @@ async fn run_role(
         config.presenter = runtime::Presenter::Screen;
     }
     let mut life = Life::start(project, settings, args, &config, clock).await?;
-    let role_config = role_config(project, settings, invocation, clock, key, &life.core)?;
+    let role_config = role_config(project, settings, invocation, clock, key, life.core())?;
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
-    let (socket, server) = serve_control(control, &cmd_tx, &life.core).await;
+    let (socket, server) = serve_control(control, &cmd_tx, life.core()).await;
     let role_cancel = CancellationToken::new();
     let role_task = tokio::spawn(role::run(
         role_config,
-        life.core.events.clone(),
+        life.core().events.clone(),
         cmd_rx,
         role_cancel.clone(),
     ));
@@ -99,10 +99,10 @@ async fn run_role(
         tui.watchdog = Some(cmd_tx);
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await
+        crate::tui::run(crate::tui::Feeds::live(life.core()), tui, stop).await
     } else {
         headless::present_on_stdout(
-            &mut life.core.happenings,
+            &mut life.core().happenings,
             args.json,
             clock,
             false,

@@ -181,13 +181,13 @@ async fn show(
         ));
         tui.pipelines = Some(crate::tui::PipelineAccess::for_project(&project.root));
         tui.actions = Some(project.action_access(settings));
-        let result = crate::tui::run(crate::tui::Feeds::live(&mut life.core), tui, stop).await;
+        let result = crate::tui::run(crate::tui::Feeds::live(life.core()), tui, stop).await;
         drop(player);
         life.shutdown().await;
         return Ok(result?);
     }
     headless::present_on_stdout(
-        &mut life.core.happenings,
+        &mut life.core().happenings,
         global.json,
         clock,
         true,

@@ -346,8 +346,8 @@ pub async fn run(
     )
     .await?;
     // The metrics (started with the core) read snapshots; nothing else here does.
-    life.core.without_snapshots();
-    if !life.core.with_database {
+    life.core().without_snapshots();
+    if !life.core().with_database {
         eprintln!(
             "maestro: no database at {}; watching {} only.",
             project.db.display(),
@@ -355,13 +355,14 @@ pub async fn run(
         );
     }
     // Every way headless output ends (signal, completion, closed stdout) is a success.
+    let stop = life.stop.clone();
     present_on_stdout(
-        &mut life.core.happenings,
+        &mut life.core().happenings,
         args.json,
         clock,
         args.until_complete,
         resume.as_mut(),
-        life.stop.clone(),
+        stop,
     )
     .await;
     life.shutdown().await;
