@@ -12,32 +12,22 @@ use crate::settings::Settings;
 use crate::tui::{PipelineAccess, TuiConfig};
 
 /// Opens the dashboard until the operator quits or a signal arrives.
-pub fn run(
-    project: &Project,
-    settings: &Settings,
-    global: &crate::cli::args::GlobalArgs,
-    clock: Clock,
-) -> Result<ExitCode, CliError> {
+pub fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitCode, CliError> {
     let mut tui = TuiConfig::from_settings(project.name(), settings, clock)
         .map_err(crate::cli::error::usage)?;
     tui.pipelines = Some(PipelineAccess::for_project(&project.root));
     tui.actions = Some(project.action_access(settings));
     require_terminal()?;
-    crate::cli::runtime()?.block_on(present(project, settings, global, tui))?;
+    crate::cli::runtime()?.block_on(present(project, settings, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn present(
-    project: &Project,
-    settings: &Settings,
-    global: &crate::cli::args::GlobalArgs,
-    tui: TuiConfig,
-) -> Result<(), CliError> {
+async fn present(project: &Project, settings: &Settings, tui: TuiConfig) -> Result<(), CliError> {
     let config = runtime::CoreConfig {
         presenter: runtime::Presenter::Screen,
         ..project.core_config(settings)
     };
-    let mut life = Life::start(project, settings, global, &config, tui.clock).await?;
+    let mut life = Life::start(project, settings, &config, tui.clock).await?;
     let stop = life.stop.clone();
     let result = crate::tui::run(crate::tui::Feeds::live(life.core()), tui, stop).await;
     life.shutdown().await;
@@ -49,7 +39,6 @@ async fn present(
 pub fn run_many(
     chosen: Vec<(String, Place)>,
     settings: &Settings,
-    global: &crate::cli::args::GlobalArgs,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
     let title = match chosen.as_slice() {
@@ -58,24 +47,17 @@ pub fn run_many(
     };
     let tui = TuiConfig::from_settings(title, settings, clock).map_err(crate::cli::error::usage)?;
     require_terminal()?;
-    crate::cli::runtime()?.block_on(present_many(chosen, settings, global, tui))?;
+    crate::cli::runtime()?.block_on(present_many(chosen, settings, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn present_many(
     chosen: Vec<(String, Place)>,
     settings: &Settings,
-    global: &crate::cli::args::GlobalArgs,
     tui: TuiConfig,
 ) -> Result<(), CliError> {
-    let mut life = Life::start_all(
-        &chosen,
-        settings,
-        global,
-        runtime::Presenter::Screen,
-        tui.clock,
-    )
-    .await?;
+    let mut life =
+        Life::start_all(&chosen, settings, runtime::Presenter::Screen, tui.clock).await?;
     let stop = life.stop.clone();
     let screens = life
         .cores

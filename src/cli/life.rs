@@ -8,7 +8,6 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
-use crate::cli::args::GlobalArgs;
 use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
 use crate::core::pipeline::host::HostHandle;
@@ -83,13 +82,12 @@ impl Life {
     pub async fn start(
         project: &Project,
         settings: &Settings,
-        global: &GlobalArgs,
         config: &CoreConfig,
         clock: Clock,
     ) -> Result<Self, CliError> {
         let mut life = Self::new();
         life.add_local(&project.name(), project, settings, config, clock)?;
-        life.serve_and_listen(global, settings, clock).await?;
+        life.serve_and_listen(settings, clock).await?;
         Ok(life)
     }
 
@@ -98,7 +96,6 @@ impl Life {
     pub async fn start_all(
         chosen: &[(String, Place)],
         settings: &Settings,
-        global: &GlobalArgs,
         presenter: runtime::Presenter,
         clock: Clock,
     ) -> Result<Self, CliError> {
@@ -128,7 +125,7 @@ impl Life {
                 }
             }
         }
-        life.serve_and_listen(global, settings, clock).await?;
+        life.serve_and_listen(settings, clock).await?;
         Ok(life)
     }
 
@@ -203,12 +200,11 @@ impl Life {
     /// The `/metrics` feed of every core added, then the signals.
     async fn serve_and_listen(
         &mut self,
-        global: &GlobalArgs,
         settings: &Settings,
         clock: Clock,
     ) -> Result<(), CliError> {
         let feeds = std::mem::take(&mut self.feeds);
-        self.metrics = crate::cli::metrics::start_feeds(global, settings, feeds, clock).await?;
+        self.metrics = crate::cli::metrics::start_feeds(settings, feeds, clock).await?;
         self.guard.metrics.clone_from(&self.metrics);
         self.listen()
     }

@@ -71,8 +71,7 @@ pub async fn run(
     settings: &Settings,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let mut life =
-        Life::start_all(&chosen, settings, global, runtime::Presenter::Lines, clock).await?;
+    let mut life = Life::start_all(&chosen, settings, runtime::Presenter::Lines, clock).await?;
     let (tx, mut rx) = mpsc::channel::<(usize, Happening)>(4096);
     for (i, core) in life.cores.iter_mut().enumerate() {
         // Each core's happenings go, tagged, to the one presenter (waiting when it

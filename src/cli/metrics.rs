@@ -4,7 +4,6 @@
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::CliError;
-use crate::cli::args::GlobalArgs;
 use crate::core::clock::Clock;
 use crate::metrics::{ProjectFeed, parse_listen, serve};
 use crate::settings::Settings;
@@ -12,19 +11,14 @@ use crate::settings::Settings;
 /// Serves `/metrics` for these projects until the returned token is cancelled (or the
 /// process ends); `None` when no address is configured.
 pub async fn start_feeds(
-    global: &GlobalArgs,
     settings: &Settings,
     feeds: Vec<ProjectFeed>,
     clock: Clock,
 ) -> Result<Option<CancellationToken>, CliError> {
-    let Some(listen) = global
-        .metrics
-        .clone()
-        .or_else(|| settings.metrics_listen.clone())
-    else {
+    let Some(listen) = settings.metrics_listen.as_deref() else {
         return Ok(None);
     };
-    let addr = parse_listen(&listen).map_err(crate::cli::error::usage)?;
+    let addr = parse_listen(listen).map_err(crate::cli::error::usage)?;
     let cancel = CancellationToken::new();
     let bound = serve(addr, feeds, clock, cancel.clone())
         .await

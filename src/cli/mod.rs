@@ -45,14 +45,14 @@ pub use error::CliError;
 use project::{Project, load_settings};
 
 /// Parses the command line, runs what it asks, and maps the outcome to an exit status.
-pub fn main() -> ExitCode {
+pub fn main() -> color_eyre::Result<ExitCode> {
     // The hook Claude Code runs: before anything that could fail or take time.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // (`maestro hook --help` is for a person: clap answers it below.)
     let asks_help = argv.iter().skip(2).any(|a| a == "--help" || a == "-h");
     if argv.get(1).is_some_and(|a| a == "hook") && !asks_help {
         hooks::hook_main(&argv[2..]);
-        return ExitCode::SUCCESS;
+        return Ok(ExitCode::SUCCESS);
     }
     // The gate in a window maestro opened (`maestro gate DIR -- claude …`): internal,
     // so not among the commands clap lists.
@@ -61,13 +61,14 @@ pub fn main() -> ExitCode {
         && dashes == "--"
     {
         let code = crate::core::recovery::gate::run_gate(std::path::Path::new(dir), command);
-        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
     }
     raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
-    // The panic report's hook, before anything that could panic (parsing included).
-    let _ = color_eyre::install();
+    // The report's hook (panics and failures without an exit code of their own),
+    // before anything that could fail or panic, parsing included.
+    color_eyre::install()?;
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -77,19 +78,19 @@ pub fn main() -> ExitCode {
                     let _ = e.print();
                 }
             }
-            return ExitCode::SUCCESS;
+            return Ok(ExitCode::SUCCESS);
         }
         Err(e) => {
             let _ = e.print();
-            return if e.use_stderr() {
+            return Ok(if e.use_stderr() {
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
-            };
+            });
         }
     };
     quiet_on_closed_stdout();
-    match dispatch(&cli, Clock::system(local_offset)) {
+    Ok(match dispatch(&cli, Clock::system(local_offset)) {
         Ok(code) => code,
         Err(e) => {
             // Each line made safe for the terminal on its own: the causes stay lines.
@@ -102,7 +103,7 @@ pub fn main() -> ExitCode {
             }
             ExitCode::from(e.exit_code())
         }
-    }
+    })
 }
 
 /// `maestro usage | head`: a reader that went away ends a command quietly with 141
@@ -270,7 +271,7 @@ fn watch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         return if global.no_tui {
             runtime()?.block_on(many::run(chosen, global, &settings, clock))
         } else {
-            dashboard::run_many(chosen, &settings, global, clock)
+            dashboard::run_many(chosen, &settings, clock)
         };
     }
     // One project in `[projects]` and none given: that one.
@@ -282,7 +283,7 @@ fn watch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
     if global.no_tui {
         runtime()?.block_on(headless::run(&project, &settings, global, clock))
     } else {
-        dashboard::run(&project, &settings, global, clock)
+        dashboard::run(&project, &settings, clock)
     }
 }
 

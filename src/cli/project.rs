@@ -212,6 +212,7 @@ pub fn load_settings(args: &GlobalArgs) -> Result<Settings, CliError> {
         conductor_stale_after: args.conductor_stale_after,
         report_to_db: args.report_to_db,
         theme: args.theme.clone(),
+        metrics: args.metrics.clone(),
         // The environment's word is read here, with the flags, and nowhere else.
         no_color: std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()),
     };

@@ -82,7 +82,7 @@ async fn run_role(
     if tui.is_some() {
         config.presenter = runtime::Presenter::Screen;
     }
-    let mut life = Life::start(project, settings, args, &config, clock).await?;
+    let mut life = Life::start(project, settings, &config, clock).await?;
     let role_config = role_config(project, settings, invocation, clock, key, life.core())?;
     let (cmd_tx, cmd_rx) = mpsc::channel(8);
     let (socket, server) = serve_control(control, &cmd_tx, life.core()).await;

@@ -220,6 +220,8 @@ pub struct Overrides {
     pub conductor_stale_after: Option<Duration>,
     pub report_to_db: bool,
     pub theme: Option<String>,
+    /// `--metrics`: where `/metrics` is served, over `[metrics] listen`.
+    pub metrics: Option<String>,
     /// `NO_COLOR` set and not empty: no colours, whatever the theme.
     pub no_color: bool,
 }
@@ -314,6 +316,21 @@ mod tests {
             ..Overrides::default()
         };
         assert!(Settings::resolve(None, &flags).unwrap().no_color);
+    }
+
+    /// `--metrics` goes through the one resolution and wins over `[metrics] listen`.
+    #[test]
+    fn the_metrics_flag_wins_over_the_file() {
+        let user = "[metrics]\nlisten = \"127.0.0.1:9000\"\n";
+        let file = Some((Path::new("u.toml"), user));
+        let s = Settings::resolve(file, &Overrides::default()).unwrap();
+        assert_eq!(s.metrics_listen.as_deref(), Some("127.0.0.1:9000"));
+        let flags = Overrides {
+            metrics: Some("9100".into()),
+            ..Overrides::default()
+        };
+        let s = Settings::resolve(file, &flags).unwrap();
+        assert_eq!(s.metrics_listen.as_deref(), Some("9100"));
     }
 
     #[test]

@@ -161,7 +161,7 @@ impl Settings {
             notify_command: pick!(l, ui.notify_command).unwrap_or_default(),
             keys: l.user.map(|c| c.keys.clone()).unwrap_or_default(),
             llm: l.user.and_then(|c| c.pipelines.llm.clone()),
-            metrics_listen: l.user.and_then(|c| c.metrics.listen.clone()),
+            metrics_listen: flags.metrics.clone().or(pick!(l, metrics.listen)),
             remote: remote_settings(
                 pick!(l, remote.ssh).unwrap_or_default(),
                 pick!(l, remote.maestro).unwrap_or_default(),

@@ -159,7 +159,7 @@ async fn show(
         event_log_bytes: if kept { settings.event_log_bytes } else { 0 },
         ..project.core_config(settings)
     };
-    let mut life = Life::start(project, settings, global, &config, clock).await?;
+    let mut life = Life::start(project, settings, &config, clock).await?;
     let stop = life.stop.clone();
     if !global.no_tui {
         let tui = crate::tui::TuiConfig::from_settings(

@@ -337,14 +337,9 @@ pub async fn run(
     }
     // A cursor is checked before anything starts: another journal's is exit 2.
     let mut resume = resume_for(project, settings, args)?;
-    let mut life = crate::cli::life::Life::start(
-        project,
-        settings,
-        args,
-        &project.core_config(settings),
-        clock,
-    )
-    .await?;
+    let mut life =
+        crate::cli::life::Life::start(project, settings, &project.core_config(settings), clock)
+            .await?;
     // The metrics (started with the core) read snapshots; nothing else here does.
     life.core().without_snapshots();
     if !life.core().with_database {
