@@ -1,10 +1,9 @@
 //! The panes, listed once: each pane's variant, its key table's name in the config
-//! (`[keys.tasks]`), the action that focuses it, and its component (the type in its
+//! (`[keys.tasks]`), the action that focuses it (declared from this line in
+//! `tui::action`), and its component (the type in its
 //! file under `tui/panes/`, which owns its actions, its moves and its drawing). Adding
 //! a pane is its file and one line here: the [`Pane`] enum is declared from this list,
 //! the components' registry in `tui::panes`. Plain data, below everything that reads it.
-
-use crate::tui::action::Action;
 
 /// Every pane, in the order Tab visits them by default. Handed to a macro.
 macro_rules! pane_list {
@@ -49,22 +48,8 @@ macro_rules! declare_pane {
                     $( Self::$variant => $name, )+
                 }
             }
-
-            /// The action that focuses it.
-            pub fn focus_action(self) -> Action {
-                match self {
-                    $( Self::$variant => Action::$focus, )+
-                }
-            }
         }
     };
 }
 
 pane_list!(declare_pane);
-
-impl Pane {
-    /// The pane an action focuses, if it is a focus action.
-    pub fn focused_by(action: Action) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.focus_action() == action)
-    }
-}

@@ -32,7 +32,7 @@ impl UiState {
             },
             Scope::Global => self.global(action, snap),
             Scope::Focus => {
-                if let Some(pane) = Pane::focused_by(action) {
+                if let Some(pane) = action.focused_pane() {
                     self.focus = pane;
                 }
                 vec![]

@@ -194,7 +194,7 @@ mod tests {
                 .count();
             let focused = Pane::ALL
                 .into_iter()
-                .filter(|p| p.focus_action() == action)
+                .filter(|p| action.focused_pane() == Some(*p))
                 .count();
             match action.scope() {
                 Scope::Pane => assert_eq!((owners, focused), (1, 0), "{action:?}"),
