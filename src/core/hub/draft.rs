@@ -1,7 +1,9 @@
 //! The snapshot the hub builds, and what changed in it since it was last published.
-//! Editing it marks it changed, and naming a task changed has its view built again: what
-//! is sent again derives from what was written, never from a flag set by hand beside the
-//! write (one forgotten is a snapshot not sent until something else changes).
+//! Editing it marks it changed: what is sent again derives from what was written, never
+//! from a flag set by hand beside the write (one forgotten is a snapshot not sent until
+//! something else changes). The task views follow the writes to the stores they read
+//! (`hub::written`); the draft names them all only when a database appears, which
+//! changes which tasks there are.
 
 use std::collections::HashSet;
 
@@ -34,14 +36,6 @@ impl Draft {
     pub(super) fn edit(&mut self) -> &mut Snapshot {
         self.changed = true;
         &mut self.snapshot
-    }
-
-    /// A task's view must be built again (and the snapshot sent).
-    pub(super) fn task_changed(&mut self, task: &str) {
-        self.changed = true;
-        if !self.views.contains(task) {
-            self.views.insert(task.to_owned());
-        }
     }
 
     /// Every one of these tasks' views must be built again.
@@ -80,8 +74,7 @@ mod tests {
         assert_eq!(draft.take_changes(), None, "a read changes nothing");
         draft.edit().anomaly_count += 1;
         assert_eq!(draft.take_changes().map(|v| v.len()), Some(0));
-        draft.task_changed("task-01");
-        draft.task_changed("task-01");
+        draft.tasks_changed(["task-01".to_owned(), "task-01".to_owned()]);
         draft.tasks_changed(["task-02".to_owned()]);
         let views = draft.take_changes().expect("changed");
         assert_eq!(views.len(), 2);

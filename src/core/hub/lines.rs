@@ -91,7 +91,6 @@ impl Hub {
     ) -> Vec<crate::core::domain::Anomaly> {
         if !self.settings.with_database && !self.sentinel.is_active(task) {
             self.sentinel.set_active(task, true);
-            self.view_changed(task.as_str());
             // Without a database, a task is known by its files: its session is looked
             // for from now on.
             self.send_task_facts();
@@ -137,7 +136,11 @@ impl Hub {
         if values.is_empty() {
             return;
         }
-        let history = self.ctx.entry(task.clone()).or_default();
+        let history = self
+            .ctx
+            .write(task.as_str())
+            .entry(task.clone())
+            .or_default();
         for v in values {
             if history.len() == CTX_HISTORY {
                 history.pop_front();
@@ -147,17 +150,21 @@ impl Hub {
         let seen = initial_mtime.map_or_else(|| self.clock.now_utc(), OffsetDateTime::from);
         // Once the task's session is known, its forecast follows the transcript.
         if !self.sessions.knows(task.as_str()) {
-            self.forecasts.on_values(task, seen, values);
+            self.forecasts
+                .write(task.as_str())
+                .on_values(task, seen, values);
         }
-        self.view_changed(task.as_str());
         self.warn_forecasts().await;
     }
 
     /// Withdraws the forecasts whose trend is too old to speak for.
     pub(super) async fn withdraw_old_forecasts(&mut self) {
         let now = self.clock.now_utc();
-        for task in self.forecasts.withdraw_expired(now) {
-            self.view_changed(task.as_str());
+        let withdrawn = self.forecasts.write_then(
+            |f| f.withdraw_expired(now),
+            |tasks| tasks.iter().map(ToString::to_string).collect(),
+        );
+        for task in withdrawn {
             self.emit(What::ForecastWithdrawn {
                 task_id: task.to_string(),
                 reason: "no new context value for as long as its trend was measured over".into(),
@@ -168,8 +175,7 @@ impl Hub {
 
     /// A task that stopped working has no trend to extrapolate.
     pub(super) async fn withdraw_forecast_of_idle(&mut self, task: &TaskId, state: &str) {
-        if self.forecasts.withdraw(task) {
-            self.view_changed(task.as_str());
+        if self.forecasts.write(task.as_str()).withdraw(task) {
             self.emit(What::ForecastWithdrawn {
                 task_id: task.to_string(),
                 reason: format!("{task} is {state}, not working"),
@@ -182,7 +188,11 @@ impl Hub {
     pub(super) async fn warn_forecasts(&mut self) {
         let now = self.clock.now_utc();
         let sentinel = &self.sentinel;
-        for (task, threshold, at) in self.forecasts.due(now, |t| sentinel.is_active(t)) {
+        // A warning spends its crossing; what a view reads (the forecast) is unchanged.
+        let due = self
+            .forecasts
+            .write_then(|f| f.due(now, |t| sentinel.is_active(t)), |_| Vec::new());
+        for (task, threshold, at) in due {
             self.emit(What::Forecast {
                 task_id: task.to_string(),
                 threshold,

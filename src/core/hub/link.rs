@@ -61,7 +61,7 @@ impl Hub {
             let at = Instant::now();
             self.link.evidence_floor = Some(at);
             self.sentinel.restart_clocks(at);
-            self.forecasts.restart_all();
+            self.forecasts.write_all().restart_all();
         }
         let since = match &self.draft.read().link {
             // Retrying is still down: "down since" the first failure.

@@ -24,6 +24,7 @@ use crate::core::pipeline::views::PipelineViews;
 use crate::core::sentinel::{Sentinel, SentinelSettings};
 use crate::core::snapshot::{DatabaseHealth, Snapshot, TaskView};
 use crate::core::sources::db::{DbCmd, DbHandle};
+use written::Written;
 
 #[derive(Debug, Clone)]
 pub struct HubSettings {
@@ -109,16 +110,25 @@ struct TaskEntry {
     waiting_since: Option<OffsetDateTime>,
 }
 
+impl TaskEntry {
+    /// Whether the Sentinel watches this row's task: a Musician not at an end (its
+    /// view says so, and the Sentinel is told so on each row).
+    fn watched(&self) -> bool {
+        self.id.as_ref().is_some_and(TaskId::is_musician)
+            && !crate::core::domain::TaskState(self.row.state.clone()).is_terminal()
+    }
+}
+
 pub struct Hub {
     settings: HubSettings,
     clock: Clock,
     sentinel: Sentinel,
-    tasks: BTreeMap<String, TaskEntry>,
+    tasks: Written<BTreeMap<String, TaskEntry>>,
     /// (due, task) of every row that can turn stale: a wake-up looks at the rows due,
     /// never at all of them.
     stale_order: std::collections::BTreeSet<(Instant, String)>,
-    ctx: HashMap<TaskId, std::collections::VecDeque<u8>>,
-    last_anomaly: HashMap<TaskId, AnomalyKind>,
+    ctx: Written<HashMap<TaskId, std::collections::VecDeque<u8>>>,
+    last_anomaly: Written<HashMap<TaskId, AnomalyKind>>,
     /// Reports already in the database, by key, with how many times each was recorded.
     recorded: HashMap<(TaskId, AnomalyKind, String), usize>,
     invalid_ids: HashSet<String>,
@@ -129,7 +139,7 @@ pub struct Hub {
     /// The hosted pipelines' views and run history.
     pipelines: PipelineViews,
     /// Context trajectories and their forecasts.
-    forecasts: ForecastBook,
+    forecasts: Written<ForecastBook>,
     /// Live Musician watchers: (task, mode) → PID.
     watchers: BTreeMap<(String, &'static str), i32>,
     reports: Option<Box<dyn ReportSink>>,
@@ -148,7 +158,7 @@ pub struct Hub {
     /// The last gap in maestro's running already acted on (its generation).
     gap_seen: u64,
     /// Which session is which task, and which tasks wait for the operator (hooks).
-    needs_you: crate::core::hooks::book::NeedsYouBook,
+    needs_you: Written<crate::core::hooks::book::NeedsYouBook>,
     /// A remote project's link, or the tap of `maestro serve`.
     link: link::LinkState,
     /// What was told, in this run and before: cursors and restatements.
@@ -209,16 +219,16 @@ impl Hub {
             sentinel: Sentinel::new(settings.rules.sentinel),
             settings,
             clock,
-            tasks: BTreeMap::new(),
+            tasks: Written::default(),
             stale_order: std::collections::BTreeSet::new(),
-            ctx: HashMap::new(),
-            last_anomaly: HashMap::new(),
+            ctx: Written::default(),
+            last_anomaly: Written::default(),
             recorded: HashMap::new(),
             invalid_ids: HashSet::new(),
             bad_heartbeats: HashSet::new(),
             bus: broadcast::channel(1).0,
             pipelines: PipelineViews::default(),
-            forecasts,
+            forecasts: Written::new(forecasts),
             watchers: BTreeMap::new(),
             reports,
             recorder: None,
@@ -229,7 +239,7 @@ impl Hub {
             sessions: sessions::SessionBook::default(),
             session_facts: None,
             gap_seen: 0,
-            needs_you: crate::core::hooks::book::NeedsYouBook::default(),
+            needs_you: Written::default(),
             link: link::LinkState::default(),
             told: crate::core::told::Journal::in_memory(),
             printed: None,
@@ -428,6 +438,7 @@ impl Hub {
             sink.record(anomaly.report(&self.clock.hms(at)));
         }
         self.last_anomaly
+            .write(anomaly.task_id.as_str())
             .insert(anomaly.task_id.clone(), anomaly.kind);
         self.draft.edit().anomaly_count += 1;
         *self
@@ -437,7 +448,6 @@ impl Hub {
             .anomalies
             .entry(anomaly.kind.as_str())
             .or_default() += 1;
-        self.view_changed(anomaly.task_id.as_str());
         self.emit_at(at, What::Anomaly(anomaly)).await;
     }
 
@@ -581,3 +591,4 @@ mod tasks;
 #[cfg(test)]
 mod tests;
 mod views;
+mod written;

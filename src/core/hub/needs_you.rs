@@ -17,16 +17,22 @@ impl Hub {
                 .map(str::to_owned);
             let tasks = &self.tasks;
             let sessions = &self.sessions;
-            let changes = self.needs_you.apply(
-                &input,
-                |t| tasks.contains_key(t) || !self.settings.with_database,
-                |sid| {
-                    tasks
-                        .values()
-                        .find(|e| e.row.session_id.as_deref() == Some(sid))
-                        .map(|e| e.row.task_id.clone())
-                        .or_else(|| sessions.task_of_session(sid))
+            let with_database = self.settings.with_database;
+            let changes = self.needs_you.write_then(
+                |book| {
+                    book.apply(
+                        &input,
+                        |t| tasks.contains_key(t) || !with_database,
+                        |sid| {
+                            tasks
+                                .values()
+                                .find(|e| e.row.session_id.as_deref() == Some(sid))
+                                .map(|e| e.row.task_id.clone())
+                                .or_else(|| sessions.task_of_session(sid))
+                        },
+                    )
                 },
+                |changes| changes.iter().map(waits_of).collect(),
             );
             mapped |= before.as_deref() != self.needs_you.task_of(&input.event.session_id);
             for change in changes {
@@ -47,7 +53,6 @@ impl Hub {
     async fn on_needs_you(&mut self, change: Change) {
         match change {
             Change::Needs(w) => {
-                self.view_changed(&w.task_id);
                 let (tool, detail) = match &w.wait {
                     crate::core::hooks::event::Wait::Permission { tool, detail } => {
                         (tool.clone(), detail.clone())
@@ -77,7 +82,6 @@ impl Hub {
                 waited_s,
                 since_ms,
             } => {
-                self.view_changed(&task_id);
                 let identity = Identity::new(
                     format!("needs_you_cleared|{task_id}|{since_ms}|{waited_s}"),
                     "",
@@ -103,7 +107,10 @@ impl Hub {
                 .any(|e| e.row.session_id.as_deref() == Some(sid.as_str()))
                 || self.sessions.task_of_session(&sid).is_some();
             if tied {
-                let inputs = self.needs_you.take_held(&sid);
+                // Held inputs are not what a view reads (the waits are).
+                let inputs = self
+                    .needs_you
+                    .write_then(|book| book.take_held(&sid), |_| Vec::new());
                 Box::pin(self.on_hooks(inputs)).await;
             }
         }
@@ -155,5 +162,13 @@ impl Hub {
     /// The sessions the hooks tied to a task.
     pub(super) fn hook_sessions(&self, task: &str) -> Vec<String> {
         self.needs_you.sessions_of(task)
+    }
+}
+
+/// The task whose wait a change starts or ends (its view shows the wait).
+fn waits_of(change: &Change) -> String {
+    match change {
+        Change::Needs(w) => w.task_id.clone(),
+        Change::Cleared { task_id, .. } => task_id.clone(),
     }
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Hub;
+use super::written::Written;
 use crate::core::event::What;
 use crate::core::sessions::figures::SessionReport;
 use crate::core::sessions::figures::{ActivityKey, SessionFigures};
@@ -34,11 +35,18 @@ struct Told {
     due: Option<Instant>,
 }
 
-#[derive(Default)]
-pub(super) struct SessionBook {
+/// What a task's view reads of its sessions.
+#[derive(Debug, Default)]
+pub(super) struct Shown {
     /// Task → its sessions, in the order found (the last is current).
     by_task: BTreeMap<String, Vec<Arc<SessionFigures>>>,
     lost: HashSet<String>,
+}
+
+#[derive(Default)]
+pub(super) struct SessionBook {
+    /// What the task views read: each task's sessions, the lost ones.
+    shown: Written<Shown>,
     told: HashMap<String, Told>,
     due: BTreeSet<(Instant, String)>,
     missing_said: HashSet<String>,
@@ -52,26 +60,32 @@ pub(super) struct SessionBook {
 }
 
 impl SessionBook {
+    /// The tasks whose sessions (as a view shows them) were written since last asked.
+    pub(super) fn take_shown_marks(&mut self) -> (bool, std::collections::HashSet<String>) {
+        self.shown.take_marks()
+    }
+
     /// A task's sessions, oldest first.
     pub(super) fn of(&self, task: &str) -> Vec<Arc<SessionFigures>> {
-        self.by_task.get(task).cloned().unwrap_or_default()
+        self.shown.by_task.get(task).cloned().unwrap_or_default()
     }
 
     /// Whether a session of the task is known.
     /// The task the session source found a session for.
     pub(super) fn task_of_session(&self, session: &str) -> Option<String> {
-        self.by_task
+        self.shown
+            .by_task
             .iter()
             .find(|(_, list)| list.iter().any(|s| s.session_id == session))
             .map(|(task, _)| task.clone())
     }
 
     pub(super) fn knows(&self, task: &str) -> bool {
-        self.by_task.get(task).is_some_and(|l| !l.is_empty())
+        self.shown.by_task.get(task).is_some_and(|l| !l.is_empty())
     }
 
     pub(super) fn is_lost(&self, session: &str) -> bool {
-        self.lost.contains(session)
+        self.shown.lost.contains(session)
     }
 
     pub(super) fn next_due(&self) -> Option<Instant> {
@@ -80,14 +94,16 @@ impl SessionBook {
 
     /// Whether these are the figures of their task's newest session.
     fn is_current(&self, f: &SessionFigures) -> bool {
-        self.by_task
+        self.shown
+            .by_task
             .get(&f.task_id)
             .and_then(|l| l.last())
             .is_some_and(|c| c.session_id == f.session_id)
     }
 
     fn find(&self, session: &str) -> Option<Arc<SessionFigures>> {
-        self.by_task
+        self.shown
+            .by_task
             .values()
             .flatten()
             .find(|f| f.session_id == session)
@@ -96,7 +112,12 @@ impl SessionBook {
 
     /// Puts a session's figures in its task's list (replacing its earlier ones).
     fn keep(&mut self, f: Arc<SessionFigures>) {
-        let list = self.by_task.entry(f.task_id.clone()).or_default();
+        let list = self
+            .shown
+            .write(&f.task_id)
+            .by_task
+            .entry(f.task_id.clone())
+            .or_default();
         match list.iter_mut().find(|x| x.session_id == f.session_id) {
             Some(slot) => *slot = f,
             None => list.push(f),
@@ -107,6 +128,7 @@ impl SessionBook {
     /// Every model of a known session that has no price.
     fn unpriced_models(&self) -> Vec<String> {
         let models: std::collections::BTreeSet<&String> = self
+            .shown
             .by_task
             .values()
             .flatten()
@@ -117,8 +139,8 @@ impl SessionBook {
 
     fn cost(&self, task: Option<&str>) -> (f64, bool) {
         let lists: Vec<&Vec<Arc<SessionFigures>>> = match task {
-            Some(t) => self.by_task.get(t).into_iter().collect(),
-            None => self.by_task.values().collect(),
+            Some(t) => self.shown.by_task.get(t).into_iter().collect(),
+            None => self.shown.by_task.values().collect(),
         };
         let mut sum = 0.0;
         let mut unknown = false;
@@ -144,7 +166,7 @@ impl Hub {
             .insert(session.to_owned(), f.last_activity.clone());
         let f = self.as_known(Box::new((*f).clone()));
         self.sessions.keep(f.clone());
-        self.session_changed(&f.task_id);
+        self.costs_changed();
         self.told(&f.session_id, Instant::now(), f.activity_key());
         self.emit_session("activity", &f, None).await;
     }
@@ -172,8 +194,12 @@ impl Hub {
                 session_id,
                 detail,
             } => {
-                self.sessions.lost.insert(session_id.clone());
-                self.session_changed(&task_id);
+                self.sessions
+                    .shown
+                    .write(&task_id)
+                    .lost
+                    .insert(session_id.clone());
+                self.costs_changed();
                 self.emit(What::Session {
                     status: "lost",
                     task_id,
@@ -210,18 +236,22 @@ impl Hub {
     /// A session seen for the first time (or again after it was lost).
     async fn on_session_found(&mut self, f: Box<SessionFigures>, now: Instant) {
         let f = self.as_known(f);
-        self.sessions.lost.remove(&f.session_id);
+        self.sessions
+            .shown
+            .write(&f.task_id)
+            .lost
+            .remove(&f.session_id);
         self.sessions.keep(f.clone());
         // A new current session's context starts over: so does the forecast, from now
         // on the transcript's (the self-report stays in the views beside it).
         if self.sessions.is_current(&f)
             && let Some(task) = crate::core::domain::TaskId::parse(&f.task_id)
         {
-            self.forecasts.reset(&task);
+            self.forecasts.write(task.as_str()).reset(&task);
         }
         self.forecast_from(&f).await;
         self.told(&f.session_id, now, f.activity_key());
-        self.session_changed(&f.task_id);
+        self.costs_changed();
         self.emit_session("found", &f, None).await;
         self.check_budgets(&f.task_id).await;
         self.release_held_hooks().await;
@@ -239,7 +269,7 @@ impl Hub {
         if before != Some(f.context_tokens) {
             self.forecast_from(&f).await;
         }
-        self.session_changed(&f.task_id);
+        self.costs_changed();
         let key = f.activity_key();
         let told = self.sessions.told.get(&f.session_id);
         if told.is_none_or(|t| t.key != key) {
@@ -343,16 +373,17 @@ impl Hub {
         }
         let percent = f.context_percent.round().clamp(0.0, 100.0) as u8;
         self.forecasts
+            .write(task.as_str())
             .on_values(&task, self.clock.now_utc(), &[percent]);
         self.warn_forecasts().await;
     }
 
-    fn session_changed(&mut self, task: &str) {
+    /// The sessions' costs, as the status line shows them, after a session changed.
+    fn costs_changed(&mut self) {
         let (total, unknown) = self.sessions.cost(None);
         self.draft.edit().session_cost_usd = Some(total);
         self.draft.edit().session_cost_unknown = unknown;
         self.draft.edit().unpriced_models = self.sessions.unpriced_models();
-        self.view_changed(task);
     }
 
     async fn emit_session(
@@ -412,7 +443,7 @@ impl Hub {
             reached.push((None, "orchestration_usd", self.sessions.cost(None).0, limit));
         }
         if let Some(limit) = b.context_percent
-            && let Some(current) = self.sessions.by_task.get(task).and_then(|l| l.last())
+            && let Some(current) = self.sessions.shown.by_task.get(task).and_then(|l| l.last())
         {
             reached.push((
                 Some(task.to_owned()),

@@ -79,6 +79,8 @@ impl Hub {
                 self.recorded.clear();
                 // Activity comes from the new rows from now on (the Tasks event follows).
                 self.sentinel.deactivate_all();
+                // Which tasks there are follows the table now, not the files: every view
+                // is built again (the one write to what they read that is no store's).
                 let all: Vec<String> = self.views.keys().map(|(_, id)| id.clone()).collect();
                 self.draft.tasks_changed(all);
                 if replaced {
@@ -189,8 +191,7 @@ impl Hub {
     pub(super) async fn on_log_reset(&mut self, task: TaskId, kind: LogKind) {
         self.sentinel.on_reset(&task, kind);
         if kind == LogKind::Status {
-            self.forecasts.reset(&task);
-            self.view_changed(task.as_str());
+            self.forecasts.write(task.as_str()).reset(&task);
         }
         if !self.settings.forward_logs {
             return;

@@ -40,7 +40,7 @@ impl Hub {
         }
         // Rows deleted by another process.
         for key in gone {
-            let Some(entry) = self.tasks.remove(&key) else {
+            let Some(entry) = self.tasks.write(&key).remove(&key) else {
                 continue;
             };
             if let Some(due) = entry.stale_due {
@@ -49,7 +49,6 @@ impl Hub {
             if let Some(id) = entry.id {
                 self.sentinel.set_active(&id, false);
             }
-            self.view_changed(&key);
         }
     }
 
@@ -93,7 +92,10 @@ impl Hub {
         };
         entry.stale_due = self.stale_due(&entry);
         let due = entry.stale_due;
-        if let Some(old) = self.tasks.insert(row.task_id.clone(), entry)
+        if let Some(old) = self
+            .tasks
+            .write(&row.task_id)
+            .insert(row.task_id.clone(), entry)
             && let Some(was) = old.stale_due
         {
             self.stale_order.remove(&(was, row.task_id.clone()));
@@ -101,7 +103,6 @@ impl Hub {
         if let Some(due) = due {
             self.stale_order.insert((due, row.task_id.clone()));
         }
-        self.view_changed(&row.task_id);
         if changed_state {
             self.state_changed(&row, id.as_ref(), prev_state).await;
         }
@@ -202,7 +203,7 @@ impl Hub {
                 break;
             }
             self.stale_order.pop_first();
-            let Some(entry) = self.tasks.get_mut(&key) else {
+            let Some(entry) = self.tasks.write(&key).get_mut(&key) else {
                 continue;
             };
             entry.stale_due = None;
@@ -256,7 +257,7 @@ impl Hub {
         }
         self.gap_seen = gap.generation;
         self.sentinel.restart_clocks(gap.resumed_at);
-        self.forecasts.restart_all();
+        self.forecasts.write_all().restart_all();
         let kind = gap.kind.as_str();
         let seconds = gap.length.as_secs();
         self.draft.edit().last_gap = Some((gap.resumed_wall, kind, seconds));

@@ -1,19 +1,16 @@
-//! The published snapshot: each task's view is built again only when it changed.
+//! The published snapshot: each task's view is built again only when what it reads
+//! was written. Every store a view reads is held in a `Written` (`hub::written`), whose
+//! writes name the tasks they change; the publication takes those marks.
 
 use std::sync::Arc;
 
-use super::Hub;
+use super::{Hub, TaskEntry};
 use crate::core::domain::TaskId;
 use crate::core::event::TaskRow;
 use crate::core::snapshot::TaskView;
 use time::OffsetDateTime;
 
 impl Hub {
-    /// A task's view must be built again before the next publication.
-    pub(super) fn view_changed(&mut self, task: &str) {
-        self.draft.task_changed(task);
-    }
-
     /// The view of one task as it stands, if it is shown: a row of the table, or,
     /// without a database, a task known by its files alone.
     pub(super) fn view_of(&self, key: &str) -> Option<TaskView> {
@@ -39,7 +36,7 @@ impl Hub {
                 .as_ref()
                 .and_then(|id| self.last_anomaly.get(id))
                 .copied(),
-            watched: entry.is_none() || id.as_ref().is_some_and(|id| self.sentinel.is_active(id)),
+            watched: entry.is_none_or(TaskEntry::watched),
             forecast: self.forecasts.of(key).copied(),
             sessions: self.sessions.of(key),
             session_lost: self
@@ -57,13 +54,39 @@ impl Hub {
         })
     }
 
+    /// What the stores the views read say was written since the last publication:
+    /// (every view, these tasks' views).
+    fn take_view_marks(&mut self) -> (bool, std::collections::HashSet<String>) {
+        let mut all = false;
+        let mut changed = std::collections::HashSet::new();
+        for (every, tasks) in [
+            self.tasks.take_marks(),
+            self.ctx.take_marks(),
+            self.last_anomaly.take_marks(),
+            self.forecasts.take_marks(),
+            self.needs_you.take_marks(),
+            self.sessions.take_shown_marks(),
+        ] {
+            all |= every;
+            changed.extend(tasks);
+        }
+        (all, changed)
+    }
+
     pub(super) fn publish_snapshot(&mut self) {
         if self.snapshot_tx.receiver_count() == 0 {
             return;
         }
-        let Some(changed) = self.draft.take_changes() else {
-            return;
-        };
+        let (all, mut changed) = self.take_view_marks();
+        match self.draft.take_changes() {
+            Some(named) => changed.extend(named),
+            None if !all && changed.is_empty() => return,
+            None => {}
+        }
+        if all {
+            changed.extend(self.views.keys().map(|(_, key)| key.clone()));
+            changed.extend(self.tasks.keys().cloned());
+        }
         // Only the views of tasks that changed are built again; the others are shared
         // with the previous snapshot.
         let rebuilt = !changed.is_empty();
