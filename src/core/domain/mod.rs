@@ -164,15 +164,9 @@ impl fmt::Display for TaskState {
     }
 }
 
-/// The four anomalies of docs/orchestration.md §3, and nothing else; each is one entry
-/// of [`words::WORDS`], in this order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum AnomalyKind {
-    SelfCorrection,
-    HighDeviation,
-    ContextSpike,
-    Stalled,
-}
+/// The anomalies the Sentinel reports: declared from the Sentinel's words, one line
+/// each ([`words::WORDS`]).
+pub use words::AnomalyKind;
 
 impl AnomalyKind {
     pub fn as_str(self) -> &'static str {

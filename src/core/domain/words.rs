@@ -2,9 +2,9 @@
 //! read in, what marks a line of it, and the setting that sets its threshold (as
 //! tokio-console's list of known warnings). The detector, the skim of a long log's
 //! history, the line cutter and the Log pane's highlighter read this table; a new kind
-//! is a variant of [`AnomalyKind`] and one entry here.
+//! is one line of it (the enum [`AnomalyKind`] is declared from the same list).
 
-use super::{AnomalyKind, LogKind};
+use super::LogKind;
 
 /// What marks a line the Sentinel reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,39 +35,45 @@ pub struct Word {
 /// The opening of a context stamp.
 pub const CONTEXT_STAMP: &str = "[ctx:";
 
-/// Every kind, in the order of [`AnomalyKind`]'s variants (a test holds them so).
-pub const WORDS: [Word; 4] = [
-    Word {
-        kind: AnomalyKind::SelfCorrection,
-        name: "self-correction",
-        log: LogKind::Status,
-        mark: Mark::Anywhere("self-correction"),
-        threshold: None,
-    },
-    Word {
-        kind: AnomalyKind::HighDeviation,
-        name: "high-deviation",
-        log: LogKind::Deviations,
-        mark: Mark::LineStart("High:"),
-        threshold: None,
-    },
-    Word {
-        kind: AnomalyKind::ContextSpike,
-        name: "context-spike",
-        log: LogKind::Status,
-        mark: Mark::ContextStamp,
-        threshold: Some("[sentinel] spike_threshold"),
-    },
-    Word {
-        kind: AnomalyKind::Stalled,
-        name: "stalled",
-        log: LogKind::Status,
-        mark: Mark::Silence,
-        threshold: Some("[sentinel] stall_after"),
-    },
-];
+/// Declares [`AnomalyKind`] and [`WORDS`] from the one list below.
+macro_rules! anomaly_kinds {
+    ($( $kind:ident: $name:literal, $log:ident, $mark:expr, $threshold:expr; )+) => {
+        /// The four anomalies of docs/orchestration.md §3, and nothing else; each is
+        /// one line of the list in `words.rs`, in this order.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+        pub enum AnomalyKind {
+            $( $kind, )+
+        }
+
+        /// Every kind, in the order of [`AnomalyKind`]'s variants.
+        pub const WORDS: [Word; [$( stringify!($kind) ),+].len()] = [
+            $(
+                Word {
+                    kind: AnomalyKind::$kind,
+                    name: $name,
+                    log: LogKind::$log,
+                    mark: $mark,
+                    threshold: $threshold,
+                },
+            )+
+        ];
+    };
+}
+
+// Each kind: its name, the log it is read in, its mark, the setting of its threshold.
+anomaly_kinds! {
+    SelfCorrection: "self-correction", Status, Mark::Anywhere("self-correction"), None;
+    HighDeviation: "high-deviation", Deviations, Mark::LineStart("High:"), None;
+    ContextSpike: "context-spike", Status, Mark::ContextStamp, Some("[sentinel] spike_threshold");
+    Stalled: "stalled", Status, Mark::Silence, Some("[sentinel] stall_after");
+}
 
 impl Mark {
+    /// A word in the line marks it (the detector raises these kinds from the table).
+    pub fn is_word(self) -> bool {
+        matches!(self, Self::Anywhere(_) | Self::LineStart(_))
+    }
+
     /// The text a reader looks for, if a line can hold one.
     pub fn needle(self) -> Option<&'static str> {
         match self {

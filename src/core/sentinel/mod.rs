@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use crate::core::domain::words::word;
+use crate::core::domain::words::{WORDS, word};
 use crate::core::domain::{
     Anomaly, AnomalyKind, LogKind, SourceLine, TaskId, context_percent, step_label,
     without_context_marker,
@@ -287,25 +287,31 @@ impl TaskWatch {
             text: Arc::from(text),
         };
         let mut found = Vec::new();
+        // The kinds a word in a line of this log marks, in the table's order.
+        let marked_by_words: Vec<AnomalyKind> = WORDS
+            .iter()
+            .filter(|w| w.log == kind && w.mark.is_word())
+            .map(|w| w.kind)
+            .collect();
+        let words_in = |found: &mut Vec<Anomaly>, i: usize, line: &String| {
+            for &k in &marked_by_words {
+                if word(k).mark.is_in(line) {
+                    found.push(Anomaly {
+                        line: Some(at(i, line)),
+                        ..anomaly(task, k, line.clone())
+                    });
+                }
+            }
+        };
         match kind {
             LogKind::Deviations => {
                 for (i, line) in lines.iter().enumerate() {
-                    if word(AnomalyKind::HighDeviation).mark.is_in(line) {
-                        found.push(Anomaly {
-                            line: Some(at(i, line)),
-                            ..anomaly(task, AnomalyKind::HighDeviation, line.clone())
-                        });
-                    }
+                    words_in(&mut found, i, line);
                 }
             }
             LogKind::Status => {
                 for (i, line) in lines.iter().enumerate() {
-                    if word(AnomalyKind::SelfCorrection).mark.is_in(line) {
-                        found.push(Anomaly {
-                            line: Some(at(i, line)),
-                            ..anomaly(task, AnomalyKind::SelfCorrection, line.clone())
-                        });
-                    }
+                    words_in(&mut found, i, line);
                     if let Some(now) = context_percent(line) {
                         if let Some((before, before_line)) = &watch.last_ctx
                             && now > *before
