@@ -153,7 +153,8 @@ impl Life {
         Ok(life)
     }
 
-    /// The (first) project's core.
+    /// The project's core, for a life started for one (`start`, `lend`), which always
+    /// holds it; with several projects, the first one's.
     pub fn core(&mut self) -> &mut RunningCore {
         &mut self.cores[0]
     }
