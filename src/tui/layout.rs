@@ -23,7 +23,17 @@ const WIDE: u16 = 110;
 /// a row).
 pub const SUMMARY_BELOW: u16 = 3;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// The panes the layout's design places, each by its own priority.
+const DESIGNED: [Pane; 6] = [
+    Pane::Tasks,
+    Pane::Log,
+    Pane::Anomalies,
+    Pane::Messages,
+    Pane::Heartbeats,
+    Pane::Watchdog,
+];
+
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PaneRects {
     pub tasks: Rect,
     pub log: Rect,
@@ -32,10 +42,14 @@ pub struct PaneRects {
     pub heartbeats: Rect,
     pub watchdog: Rect,
     pub status: Rect,
+    /// A pane of the list the design does not place yet (a new one): it shares the
+    /// Messages' area, side by side, until the design gives it its own.
+    pub others: Vec<(Pane, Rect)>,
 }
 
 impl PaneRects {
     pub fn get(&self, pane: Pane) -> Rect {
+        #[allow(unreachable_patterns)] // reached by a pane the design does not place
         match pane {
             Pane::Tasks => self.tasks,
             Pane::Log => self.log,
@@ -43,7 +57,37 @@ impl PaneRects {
             Pane::Messages => self.messages,
             Pane::Heartbeats => self.heartbeats,
             Pane::Watchdog => self.watchdog,
+            other => self
+                .others
+                .iter()
+                .find(|(p, _)| *p == other)
+                .map_or_else(Rect::default, |(_, r)| *r),
         }
+    }
+
+    /// Gives the panes the design does not place a share of the Messages' area.
+    fn place_the_others(self) -> Self {
+        let others: Vec<Pane> = Pane::ALL
+            .into_iter()
+            .filter(|p| !DESIGNED.contains(p))
+            .collect();
+        self.share_messages(others)
+    }
+
+    /// The Messages' area split side by side between Messages and `others`.
+    fn share_messages(mut self, others: Vec<Pane>) -> Self {
+        if others.is_empty() {
+            return self;
+        }
+        let n = u32::try_from(others.len() + 1).unwrap_or(u32::MAX);
+        let shares =
+            Layout::horizontal((0..n).map(|_| Constraint::Ratio(1, n))).split(self.messages);
+        self.messages = shares[0];
+        self.others = others
+            .into_iter()
+            .zip(shares.iter().skip(1).copied())
+            .collect();
+        self
     }
 
     /// The panes on screen in reading order: top to bottom, then left to right (Tab's
@@ -251,11 +295,12 @@ pub fn layout(area: Rect, c: &Content) -> Option<PaneRects> {
         want: (c.task_rows.max(1) as u16 + 5).min(task_cap),
     };
     let hb_want = c.heartbeat_rows.max(1) as u16 + 2;
-    if area.width >= WIDE {
+    let designed = if area.width >= WIDE {
         wide(main, status, c, tasks, hb_want)
     } else {
         narrow(main, status, c, tasks, hb_want)
-    }
+    };
+    designed.map(PaneRects::place_the_others)
 }
 
 /// One column: tasks, anomalies, log, messages, and the heartbeats/watchdog strip.
@@ -311,6 +356,7 @@ fn narrow(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> 
         heartbeats,
         watchdog,
         status,
+        others: Vec::new(),
     })
 }
 
@@ -373,6 +419,7 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
             watchdog: col[0],
             messages: col[1],
             status,
+            others: Vec::new(),
         });
     }
     let claims = [
@@ -409,6 +456,7 @@ fn wide(main: Rect, status: Rect, c: &Content, tasks: Claim, hb_want: u16) -> Op
         watchdog: col[1],
         messages: col[2],
         status,
+        others: Vec::new(),
     })
 }
 
@@ -531,6 +579,27 @@ mod tests {
         assert_eq!(r.anomalies.height, 5, "3 of the 4 unread");
         let tall = layout(Rect::new(0, 0, 100, 40), &content(4, 4)).unwrap();
         assert!(tall.heartbeats.height >= 8, "{tall:?}");
+    }
+
+    /// A pane of the list the design does not place shares the Messages' area: the two
+    /// split its width and nothing else moves.
+    #[test]
+    fn a_pane_the_design_does_not_place_shares_the_messages_area() {
+        let designed = layout(Rect::new(0, 0, 120, 40), &content(4, 1)).unwrap();
+        assert!(
+            designed.others.is_empty(),
+            "every pane of the list is designed"
+        );
+        let messages = designed.messages;
+        let shared = designed.clone().share_messages(vec![Pane::Watchdog]);
+        let [(pane, other)] = shared.others.as_slice() else {
+            panic!("one other: {shared:?}");
+        };
+        assert_eq!(*pane, Pane::Watchdog);
+        assert_eq!(shared.messages.width + other.width, messages.width);
+        assert_eq!((other.y, other.height), (messages.y, messages.height));
+        assert_eq!(other.x, shared.messages.x + shared.messages.width);
+        assert_eq!((shared.tasks, shared.log), (designed.tasks, designed.log));
     }
 
     #[test]
