@@ -80,6 +80,10 @@ pub struct JournalFile {
     /// The journal this process left for the one it has now (started or followed): a
     /// sibling that raced it to replace the same one is followed, not fought.
     predecessor: Option<u64>,
+    /// A new journal this process started, still beside the name: it is renamed over
+    /// the name when the lock is let go, after the facts it carries are in (a maestro
+    /// killed in between leaves the cut journal, never a new one without them).
+    fresh: Option<PathBuf>,
 }
 
 /// A new journal's id: different for every journal made, so a cursor of a removed
@@ -130,6 +134,7 @@ impl JournalFile {
             replaces: None,
             chain: Vec::new(),
             predecessor: None,
+            fresh: None,
         }
     }
 
@@ -199,7 +204,12 @@ impl JournalFile {
         self.stuck = had.is_err();
         had?;
         match self.named() {
-            Ok(Named::Whole) => return Ok(Guard { journal: self }),
+            Ok(Named::Whole) => {
+                return Ok(Guard {
+                    journal: self,
+                    settling: None,
+                });
+            }
             Ok(_) => unlock(&self.file),
             Err(e) => {
                 unlock(&self.file);
@@ -215,8 +225,11 @@ impl JournalFile {
             unlock(&self.file);
             return Err(e);
         }
-        drop(settling);
-        Ok(Guard { journal: self })
+        // Held until a new journal is under the name (the guard's drop).
+        Ok(Guard {
+            journal: self,
+            settling: Some(settling),
+        })
     }
 
     /// Under both locks: the name looked at again, and followed or replaced.
@@ -355,11 +368,17 @@ impl JournalFile {
         let mut chain = vec![self.id];
         chain.extend(self.chain.iter().copied().take(MAX_CHAIN - 1));
         let header = header(id, &chain);
-        crate::core::safe_fs::write_atomic(&self.path, header.as_bytes(), 0o600)?;
+        // Beside the name until the guard lets go: see `fresh`.
+        let fresh = self
+            .path
+            .with_extension(format!("new.{}", std::process::id()));
+        let _ = std::fs::remove_file(&fresh);
+        let file = open_own(&fresh)?;
+        (&file).write_all(header.as_bytes())?;
         remember_chain(&self.base, id, &chain);
         self.chain = chain;
-        let file = open_own(&self.path)?;
         lock(&file)?;
+        self.fresh = Some(fresh);
         let old = self.swap_file(file);
         unlock(&old);
         let old_id = self.id;
@@ -473,6 +492,8 @@ enum Named {
 /// The journal locked for one append; unlocked when dropped.
 pub struct Guard<'a> {
     journal: &'a mut JournalFile,
+    /// The side lock, while this process settles the journal's name.
+    settling: Option<SideLock>,
 }
 
 impl Guard<'_> {
@@ -567,6 +588,16 @@ impl Guard<'_> {
 
 impl Drop for Guard<'_> {
     fn drop(&mut self) {
-        unlock(&self.journal.file);
+        let j = &mut *self.journal;
+        if let Some(fresh) = j.fresh.take() {
+            // The new journal, with the facts it carries, takes the name at once.
+            let _ = j.file.sync_data();
+            if std::fs::rename(&fresh, &j.path).is_err() {
+                let _ = std::fs::remove_file(&fresh);
+            }
+            j.file_id = None;
+        }
+        unlock(&j.file);
+        drop(self.settling.take());
     }
 }
