@@ -470,7 +470,7 @@ pub(crate) fn render_named(
     (width, height): (u16, u16),
     project: &str,
 ) -> Buffer {
-    draw_with(snap, ui, (width, height), &[], 0, project)
+    draw_measured(snap, ui, (width, height), &[], 0, project).0
 }
 
 pub(crate) fn render_projects(
@@ -481,7 +481,7 @@ pub(crate) fn render_projects(
     projects: &[ProjectTab],
     project_index: usize,
 ) -> Buffer {
-    draw_with(
+    draw_measured(
         snap,
         ui,
         (width, height),
@@ -489,17 +489,7 @@ pub(crate) fn render_projects(
         project_index,
         "parser-rewrite",
     )
-}
-
-fn draw_with(
-    snap: &Snapshot,
-    ui: &UiState,
-    (width, height): (u16, u16),
-    projects: &[ProjectTab],
-    project_index: usize,
-    project: &str,
-) -> Buffer {
-    draw_measured(snap, ui, (width, height), projects, project_index, project).0
+    .0
 }
 
 fn draw_measured(

@@ -110,12 +110,17 @@ struct TaskEntry {
     waiting_since: Option<OffsetDateTime>,
 }
 
+/// Whether the Sentinel watches a task in this state: a Musician not at an end. The
+/// Sentinel is told so on each row, and a task's view says so.
+fn watched(id: &TaskId, state: &crate::core::domain::TaskState) -> bool {
+    id.is_musician() && !state.is_terminal()
+}
+
 impl TaskEntry {
-    /// Whether the Sentinel watches this row's task: a Musician not at an end (its
-    /// view says so, and the Sentinel is told so on each row).
+    /// Whether the Sentinel watches this row's task.
     fn watched(&self) -> bool {
-        self.id.as_ref().is_some_and(TaskId::is_musician)
-            && !crate::core::domain::TaskState(self.row.state.clone()).is_terminal()
+        let state = crate::core::domain::TaskState(self.row.state.clone());
+        self.id.as_ref().is_some_and(|id| watched(id, &state))
     }
 }
 

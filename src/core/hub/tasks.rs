@@ -75,7 +75,7 @@ impl Hub {
             && id.is_musician()
         {
             let state = TaskState(row.state.clone());
-            self.sentinel.set_active(id, !state.is_terminal());
+            self.sentinel.set_active(id, super::watched(id, &state));
             self.sentinel
                 .set_working(id, state.is_working(), Instant::now());
             if prev.is_none() {

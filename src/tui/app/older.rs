@@ -29,9 +29,9 @@ const INDEX_BUDGET: u64 = 32 << 20;
 /// Where a local project's logs are, and the file read back now.
 #[derive(Debug, Default, Clone)]
 pub struct OlderLines {
-    dir: Option<PathBuf>,
-    /// Lines cut as the log source cuts them.
-    reading: Option<crate::core::sources::Reading>,
+    /// The local project's `temp/`, and how its lines are cut (as the log source cuts
+    /// them).
+    source: Option<(PathBuf, crate::core::sources::Reading)>,
     file: Option<FileRows>,
     /// A file being indexed, over several frames.
     indexing: Option<Indexing>,
@@ -106,8 +106,7 @@ impl OlderLines {
     /// source does.
     pub fn read_from(dir: PathBuf, reading: crate::core::sources::Reading) -> Self {
         Self {
-            dir: Some(dir),
-            reading: Some(reading),
+            source: Some((dir, reading)),
             file: None,
             indexing: None,
         }
@@ -139,7 +138,7 @@ impl OlderLines {
 
     /// Whether older lines can be read back at all (a local project).
     pub fn reads_back(&self) -> bool {
-        self.dir.is_some()
+        self.source.is_some()
     }
 
     /// The rows of `task`'s `kind` view: what is held, and the file's window when it is
@@ -168,7 +167,7 @@ impl OlderLines {
         from: u64,
         to: u64,
     ) -> Result<(), ReadBackError> {
-        let Some(dir) = &self.dir else {
+        let Some((dir, reading)) = &self.source else {
             return Ok(());
         };
         let indexing = self
@@ -197,7 +196,7 @@ impl OlderLines {
                 (None, Some(p)) => p.index,
                 (None, None) => LineIndex::new(
                     &dir.join(format!("{task}-{}", kind.suffix())),
-                    self.reading.map_or(usize::MAX, |r| r.max_line),
+                    reading.max_line,
                 ),
             };
             let step = index
