@@ -3,7 +3,7 @@
 //! and exits as soon as a Musician enters a state the Conductor handles or a message
 //! reaches the Conductor, printing each once (a relaunched watcher starts where this one
 //! stopped). Exit status: 0 events printed, 5 a newer watcher took over, 1 the database
-//! cannot be used. SIGTERM exits quietly (0).
+//! cannot be used. SIGTERM, or the end of the session that started it, exits quietly (0).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -14,7 +14,8 @@ use crate::cli::CliError;
 use crate::cli::error::runtime as failed;
 use crate::cli::musician::{WatcherSignals, message_json};
 use crate::cli::project::Project;
-use crate::core::conductor_watch::{self, ConductorEvent, Outcome, Seen};
+use crate::core::actions::Target;
+use crate::core::conductor_watch::{self, ConductorEvent, Outcome, Seen, Watching};
 use crate::core::domain::{CONDUCTOR_ID, TaskId};
 use crate::core::musician_watch::{self, WatchConfig};
 use crate::core::paths::{self, ProjectKey};
@@ -24,7 +25,11 @@ use crate::core::text::{json_line, printable};
 /// How old task-00's heartbeat may get before the watcher refreshes it.
 const HEARTBEAT_AFTER: Duration = Duration::from_secs(60);
 
-pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
+pub fn watch(
+    project: &Project,
+    settings: Option<&crate::settings::Settings>,
+    as_json: bool,
+) -> Result<ExitCode, CliError> {
     let runtime = crate::cli::runtime()?;
     let key = ProjectKey::of(&project.root);
     let seen_path = conductor_watch::seen_path(&paths::watchers_dir(&key).map_err(failed)?);
@@ -38,6 +43,18 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
         heartbeat_after: HEARTBEAT_AFTER,
         conductor_check_after: Duration::ZERO,
         conductor_fresh_within: Duration::ZERO,
+    };
+    // Where the Musicians' sessions are found (their windows, by the programs a window
+    // may run: the settings', or the defaults when the settings cannot be read).
+    let window_programs = settings.map_or_else(
+        || vec!["claude".to_owned(), "kitty".to_owned()],
+        |s| crate::core::windows::window_programs(&s.launch),
+    );
+    let target = Target {
+        root: project.root.clone(),
+        db: project.db.clone(),
+        temp: project.temp.clone(),
+        window_programs,
     };
     let mut conn = crate::core::store::open_existing(&cfg.db).map_err(failed)?;
     let (outcome, _) = runtime.block_on(async {
@@ -56,8 +73,12 @@ pub fn watch(project: &Project, as_json: bool) -> Result<ExitCode, CliError> {
             })?,
         };
         let (replaced, stop) = signals.forward();
-        let watched =
-            conductor_watch::watch(&cfg, &mut conn, &seen_path, seen, replaced, stop).await;
+        let watching = Watching {
+            cfg: &cfg,
+            target: Some(&target),
+            seen_path: &seen_path,
+        };
+        let watched = conductor_watch::watch(&watching, &mut conn, seen, replaced, stop).await;
         let result = watched.map_err(failed);
         if let Ok((Outcome::Events(events), next, _lock)) = &result {
             // Printed first, kept after (under the lock): a watcher killed in between
@@ -118,9 +139,36 @@ fn describe(e: &ConductorEvent) -> (serde_json::Value, String) {
                     .unwrap_or_default()
             ),
         ),
-        ConductorEvent::Message(m) => (
-            json!({"event": "message", "task_id": CONDUCTOR_ID, "message": message_json(m)}),
-            musician_watch::message_line(m),
+        ConductorEvent::SessionGone {
+            task_id,
+            state,
+            pids,
+        } => (
+            json!({"event": "state", "task_id": task_id, "state": "dead",
+                   "prev_state": state, "reason": "session gone", "pids": pids}),
+            format!(
+                "STATE: {} {} -> dead (session gone: PID {} ended; its row still says {})",
+                printable(task_id),
+                printable(state),
+                pids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                printable(state),
+            ),
         ),
+        ConductorEvent::Message(m) => {
+            let mut value = message_json(&m.row);
+            if m.is_cut() {
+                value["bytes"] = json!(m.bytes);
+                value["cut"] = json!(true);
+            }
+            let mut text = musician_watch::message_line(&m.row);
+            if let Some(rest) = conductor_watch::seen::rest_pointer(m) {
+                text.push(' ');
+                text.push_str(&rest);
+            }
+            (
+                json!({"event": "message", "task_id": CONDUCTOR_ID, "message": value}),
+                text,
+            )
+        }
     }
 }

@@ -67,15 +67,15 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
         let _ = writeln!(std::io::stdout(), "{}", verdict.answer.to_json());
         event.replaced = verdict.replaced;
     } else if args.iter().any(|a| a == "--replace-pollers")
-        && let Some(text) = reports_for_the_conductor(&json, &root, &key, event.claude_pid)
+        && let Some(handed) = reports_for_the_conductor(&json, &root, &key, event.claude_pid)
     {
         let answer = serde_json::json!({"hookSpecificOutput": {
-            "hookEventName": "PostToolUse", "additionalContext": text}});
-        let _ = writeln!(
-            std::io::stdout(),
-            "{}",
-            crate::core::text::json_line(&answer)
-        );
+            "hookEventName": "PostToolUse", "additionalContext": handed.text}});
+        let mut out = std::io::stdout();
+        // Kept as told only once printed whole: a hook killed first tells it again.
+        if writeln!(out, "{}", crate::core::text::json_line(&answer)).is_ok() && out.flush().is_ok() {
+            let _ = handed.printed();
+        }
     }
     if let Some(path) = spool::spool_path(&key) {
         let _ = spool::append(&path, &event);
@@ -92,7 +92,7 @@ fn reports_for_the_conductor(
     root: &Path,
     key: &ProjectKey,
     claude_pid: Option<i32>,
-) -> Option<String> {
+) -> Option<crate::core::conductor_watch::HandOver> {
     let text = |k: &str| json.get(k).and_then(serde_json::Value::as_str);
     if text("hook_event_name") != Some("PostToolUse") || json.get("agent_id").is_some() {
         return None;

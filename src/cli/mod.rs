@@ -63,6 +63,11 @@ pub fn main() -> color_eyre::Result<ExitCode> {
         let code = crate::core::recovery::gate::run_gate(std::path::Path::new(dir), command);
         return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
     }
+    // The guardian of processes a relaunch holds stopped: internal too.
+    if argv.len() == 2 && argv[1] == crate::core::resume_guard::VERB {
+        let code = crate::core::resume_guard::run();
+        return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+    }
     raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
@@ -184,7 +189,8 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         }
         Some(Command::Conductor(c)) if c.action == "watch" => {
             let project = Project::from_args(global)?;
-            conductor_watch::watch(&project, global.json)
+            let settings = load_settings(global).ok();
+            conductor_watch::watch(&project, settings.as_ref(), global.json)
         }
         Some(Command::Conductor(c)) => {
             let project = Project::from_args(global)?;

@@ -124,6 +124,9 @@ fn wait(
     Ok(outcome)
 }
 
+/// How often a lifeline is looked at where no pidfd can be had.
+const LIFELINE_POLL: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A watcher's signals, listened to before it claims its slot: SIGUSR1 (a newer watcher
 /// took over) and SIGTERM or SIGINT (stop). Shared with `conductor watch`.
 pub(crate) struct WatcherSignals {
@@ -145,15 +148,23 @@ impl WatcherSignals {
         })
     }
 
-    /// The tokens the first signal cancels: (replaced, stop).
+    /// The tokens the first signal cancels: (replaced, stop). The end of the session
+    /// that started the watcher (its shell, its `claude`) stops it too: a watcher never
+    /// outlives its session, keeping a dead one's heartbeat fresh.
     pub(crate) fn forward(mut self) -> (CancellationToken, CancellationToken) {
         let (replaced, stop) = (CancellationToken::new(), CancellationToken::new());
         let (r, s) = (replaced.clone(), stop.clone());
+        let lifelines = crate::core::hooks::lifelines();
         tokio::spawn(async move {
+            let mut ends = tokio::task::JoinSet::new();
+            for p in lifelines {
+                ends.spawn(crate::core::procs::wait_for_exit(p, LIFELINE_POLL));
+            }
             tokio::select! {
                 _ = self.usr1.recv() => r.cancel(),
                 _ = self.term.recv() => s.cancel(),
                 _ = self.int.recv() => s.cancel(),
+                Some(_) = ends.join_next(), if !ends.is_empty() => s.cancel(),
             }
         });
         (replaced, stop)

@@ -23,6 +23,7 @@ pub mod pipeline;
 pub mod procs;
 pub mod recovery;
 pub mod replay;
+pub mod resume_guard;
 pub mod runtime;
 pub mod safe_fs;
 pub mod schema;

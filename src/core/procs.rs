@@ -244,44 +244,68 @@ pub fn owner(pid: i32) -> Option<u32> {
 /// Processes held with SIGSTOP while something that may fail is tried in their place:
 /// each root and everything below it (a terminal's claude runs in a session of its
 /// own, so stopping the terminal alone would not stop it). Resumed when the attempt
-/// failed, ended when it succeeded; never left stopped.
+/// failed, ended when it succeeded; never left stopped: each is named to a guardian
+/// process before it is stopped (`core::resume_guard`), which resumes it if maestro dies
+/// first, and one dropped unfinished is resumed.
 #[derive(Debug, Default)]
 pub struct Paused {
     roots: Vec<ProcessId>,
     stopped: Vec<ProcessId>,
+    guardian: Option<crate::core::resume_guard::Guardian>,
 }
 
 impl Paused {
-    /// Stops each live root and its descendants.
+    /// Stops each live root and its descendants. Where no guardian can be started
+    /// (maestro's program is gone), nothing is stopped: better two sessions for a
+    /// moment than one stopped for good.
     pub fn pause(roots: &[ProcessId]) -> Self {
         let mut paused = Self::default();
-        for root in roots.iter().filter(|r| r.is_same_alive()) {
-            paused.roots.push(*root);
+        let live: Vec<ProcessId> = roots.iter().copied().filter(ProcessId::is_same_alive).collect();
+        if live.is_empty() {
+            return paused;
+        }
+        let Ok(mut guardian) = crate::core::resume_guard::Guardian::start() else {
+            return paused;
+        };
+        for root in live {
+            paused.roots.push(root);
             let below = descendants(root.pid).into_iter().map(ProcessId::observe);
-            for p in std::iter::once(*root).chain(below) {
-                if kill(Pid::from_raw(p.pid), Signal::SIGSTOP).is_ok() {
+            for p in std::iter::once(root).chain(below) {
+                if guardian.will_stop(p).is_ok()
+                    && kill(Pid::from_raw(p.pid), Signal::SIGSTOP).is_ok()
+                {
                     paused.stopped.push(p);
                 }
             }
         }
+        paused.guardian = Some(guardian);
         paused
     }
 
+    /// The processes stopped, roots first.
+    pub fn stopped(&self) -> &[ProcessId] {
+        &self.stopped
+    }
+
     /// Lets every stopped process run again, as it was.
-    pub fn resume(self) {
+    pub fn resume(mut self) {
         self.cont();
     }
 
-    fn cont(&self) {
+    /// Every stopped process running again, and the guardian told so.
+    fn cont(&mut self) {
         for p in self.stopped.iter().filter(|p| p.is_same_alive()) {
             let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        }
+        if let Some(guardian) = self.guardian.take() {
+            guardian.done();
         }
     }
 
     /// Ends each root (running again first, so it can act on SIGTERM) and whatever ran
     /// below it and outlives it (a window's claude), all at once (one grace period, not
     /// one each): what each root got.
-    pub async fn end(self, grace: Duration) -> Vec<(i32, KillOutcome)> {
+    pub async fn end(mut self, grace: Duration) -> Vec<(i32, KillOutcome)> {
         self.cont();
         let mut ending = tokio::task::JoinSet::new();
         for p in &self.stopped {
@@ -296,6 +320,15 @@ impl Paused {
         }
         out.sort_by_key(|(pid, _)| self.roots.iter().position(|r| r.pid == *pid));
         out
+    }
+}
+
+impl Drop for Paused {
+    /// One dropped unfinished (an early return) runs again.
+    fn drop(&mut self) {
+        if self.guardian.is_some() {
+            self.cont();
+        }
     }
 }
 

@@ -136,12 +136,23 @@ pub fn open_own(path: &Path, mode: u32) -> std::io::Result<File> {
         .open(path)
 }
 
+/// Creates `dir` and the folders above it that are missing, each with `mode` whatever
+/// the umask allows beyond it (under umask 000 a plain `create_dir_all` makes 0777
+/// folders anyone can plant files in).
+pub fn create_dirs(dir: &Path, mode: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+}
+
 /// [`open_own`] of a lock file in maestro's data folder, its folder made first; the
 /// error says which of the two failed, and where.
 pub fn open_own_lock(path: &Path) -> Result<File, crate::core::error::OwnFileError> {
     use crate::core::error::OwnFileError;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
+        create_dirs(dir, 0o700).map_err(OwnFileError::doing("create", dir))?;
     }
     open_own(path, 0o600).map_err(OwnFileError::doing("open", path))
 }

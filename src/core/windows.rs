@@ -69,7 +69,7 @@ pub fn record_launch(temp: &Path, pid_file: &str, process: ProcessId) {
         return;
     };
     let Some(dir) = path.parent() else { return };
-    if std::fs::create_dir_all(dir).is_err() {
+    if crate::core::safe_fs::create_dirs(dir, 0o700).is_err() {
         return;
     }
     let text = serde_json::json!({"pid": process.pid, "start_time": process.start_time});
@@ -93,8 +93,14 @@ pub fn window_programs(launch: &LaunchTemplates) -> Vec<String> {
 /// The program the `claude` template runs, by its file name, seen through `env` and
 /// its options (`env -u CLAUDECODE claude` runs `claude`).
 pub fn launched_program(claude: &[String]) -> Option<String> {
+    launched_word(claude).map(|w| base(w).to_owned())
+}
+
+/// The word of an argv that names the program run, as written (a name or a path), seen
+/// through `env` and its options and assignments.
+pub fn launched_word<S: AsRef<str>>(argv: &[S]) -> Option<&str> {
     let mut skip_next = false;
-    for word in claude {
+    for word in argv.iter().map(AsRef::as_ref) {
         if skip_next {
             skip_next = false;
             continue;
@@ -103,10 +109,10 @@ pub fn launched_program(claude: &[String]) -> Option<String> {
             continue;
         }
         if word.starts_with('-') {
-            skip_next = matches!(word.as_str(), "-u" | "-C" | "--unset" | "--chdir");
+            skip_next = matches!(word, "-u" | "-C" | "--unset" | "--chdir");
             continue;
         }
-        return Some(base(word).to_owned());
+        return Some(word);
     }
     None
 }

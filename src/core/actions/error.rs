@@ -72,6 +72,15 @@ pub enum ActionError {
     },
     #[error(transparent)]
     NewPidFile(#[from] OwnFileError),
+    #[error(
+        "{task} is being relaunched already{}; nothing was changed. Wait for that relaunch to end, then look at the task again.",
+        if *.pid > 0 { format!(" (by maestro PID {})", .pid) } else { String::new() }
+    )]
+    RelaunchBusy { task: TaskId, pid: i32 },
+    #[error(
+        "{task} was not relaunched: maestro's data folder cannot be found (set HOME or XDG_DATA_HOME), so two relaunches could not be kept apart. Nothing was changed."
+    )]
+    NoLockFolder { task: TaskId },
 }
 
 /// What to do about a failed write.

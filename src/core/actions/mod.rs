@@ -23,6 +23,7 @@ use crate::core::recovery::launch::{LaunchError, Launcher, write_pid_file};
 
 mod error;
 pub mod live;
+pub mod relaunch_lock;
 use crate::core::store::{self, Author, Moved};
 use crate::core::text::printable;
 use crate::core::windows::LaunchTemplates;
@@ -371,6 +372,8 @@ pub struct Relaunch {
     /// Why the PID file's process is not the window (it is left alone).
     pub refused: Option<String>,
     pub title: String,
+    /// Held from the preparation to the end: the task's one relaunch.
+    pub lock: relaunch_lock::RelaunchLock,
 }
 
 impl Relaunch {
@@ -421,6 +424,7 @@ impl Relaunch {
 /// Gathers the facts of the handoff procedure: HANDOFF file, context, the window's
 /// PID, who worked the task, the last completed step, the deviations.
 pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, ActionError> {
+    let lock = relaunch_lock::take(project, task)?;
     let conn = store::open_existing(&project.db)?;
     let row: Option<(String, Option<String>, Option<String>)> = conn
         .query_row(
@@ -479,6 +483,7 @@ pub fn prepare_relaunch(project: &Target, task: &TaskId) -> Result<Relaunch, Act
         sessions,
         refused,
         title,
+        lock,
     })
 }
 

@@ -298,7 +298,7 @@ pub fn write(path: &Path, settings: &Value, mode: Option<u32>) -> Result<(), Own
     use std::os::unix::fs::MetadataExt;
     let group = std::fs::symlink_metadata(path).ok().map(|m| m.gid());
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(OwnFileError::doing("create", dir))?;
+        safe_fs::create_dirs(dir, 0o755).map_err(OwnFileError::doing("create", dir))?;
     }
     // A `Value` always serializes.
     let mut text = serde_json::to_string_pretty(settings).unwrap_or_default();

@@ -39,6 +39,27 @@ pub fn claude_process() -> Option<ProcessId> {
     (pid > 1).then(|| ProcessId::observe(pid))
 }
 
+/// The processes a watcher started from a session lives by: its parent (the shell that
+/// started it, when that is not init) and the nearest `claude` above it (the session).
+/// When either ends, the session that wanted the watcher is gone, and so is the need.
+pub fn lifelines() -> Vec<ProcessId> {
+    let me = std::process::id() as i32;
+    let parent = nix::unistd::getppid().as_raw();
+    let mut out = Vec::new();
+    if parent > 1 {
+        out.push(ProcessId::observe(parent));
+    }
+    if let Some(claude) = procs::ancestors(me)
+        .into_iter()
+        .take(16)
+        .find(|p| procs::comm(*p).is_some_and(|c| c == "claude"))
+        .filter(|p| *p != parent)
+    {
+        out.push(ProcessId::observe(claude));
+    }
+    out
+}
+
 /// The project a session's folder belongs to: the nearest folder at or above it that
 /// holds `comms.db`, else the folder itself.
 pub fn project_of(cwd: &Path) -> PathBuf {

@@ -71,7 +71,7 @@ pub fn start(
 ) -> Option<HostHandle> {
     let key = ProjectKey::of(project);
     let lock_path = paths::lock_file(Service::Pipelines, &key).ok()?;
-    std::fs::create_dir_all(lock_path.parent()?).ok()?;
+    crate::core::safe_fs::create_dirs(lock_path.parent()?, 0o700).ok()?;
     let file = crate::core::safe_fs::open_own(&lock_path, 0o600).ok()?;
     let lock = Flock::lock(file, FlockArg::LockExclusiveNonblock).ok()?;
     let bound = paths::socket_path(Service::Pipelines, &key)

@@ -40,8 +40,15 @@ pub enum GateSays {
 
 impl Gate {
     pub fn new() -> std::io::Result<Self> {
-        // tempfile makes the folder 0700: no one else can plant `ready` or open `go`.
-        let dir = tempfile::Builder::new().prefix("maestro-gate-").tempdir()?;
+        use std::os::unix::fs::PermissionsExt;
+        // Owner-only, whatever the umask (tempfile's default is 0777 & ~umask): no one
+        // else can plant `ready` or `refused`, or open `go`. Checked after, not trusted.
+        let dir = tempfile::Builder::new()
+            .prefix("maestro-gate-")
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700))?;
+        private_folder(dir.path())?;
         nix::unistd::mkfifo(&dir.path().join("go"), Mode::S_IRUSR | Mode::S_IWUSR)
             .map_err(std::io::Error::from)?;
         Ok(Self { dir })
@@ -58,6 +65,9 @@ impl Gate {
     }
 
     pub fn says(&self) -> GateSays {
+        if private_folder(self.dir.path()).is_err() {
+            return GateSays::Refused("its gate folder is no longer private".into());
+        }
         let read = |name: &str| {
             crate::core::safe_fs::read_regular(&self.dir.path().join(name), 4096)
                 .ok()
@@ -92,11 +102,19 @@ impl Gate {
 /// The window's side: `maestro gate DIR -- PROGRAM ARGS…`. Returns only on failure (the
 /// exit code); on release the process becomes the session.
 pub fn run_gate(dir: &Path, command: &[std::ffi::OsString]) -> i32 {
+    if let Err(e) = private_folder(dir) {
+        eprintln!("maestro: the gate folder {} is refused ({e}); nothing was started", dir.display());
+        return 1;
+    }
     let Some((program, args)) = command.split_first() else {
         let _ = say(dir, "refused", "no command after --");
         return 2;
     };
-    let name = program.to_string_lossy();
+    // The session's program, not `env` in front of it: a missing claude is refused here.
+    let words: Vec<String> = command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+    let name = crate::core::windows::launched_word(&words)
+        .unwrap_or_default()
+        .to_owned();
     if find_program(&name).is_none() {
         let _ = say(
             dir,
@@ -157,6 +175,23 @@ fn released(file: &mut std::fs::File) -> bool {
             return got.starts_with(GO);
         }
     }
+}
+
+/// Whether `dir` is a folder (not a link) of this user's that no one else may enter:
+/// the gate's two sides trust what is in it only then.
+fn private_folder(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = dir.symlink_metadata()?;
+    let uid = rustix::process::geteuid().as_raw();
+    if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "it must be a folder of uid {uid} with mode 0700; it is {}, uid {}, mode {:o}",
+            if meta.is_dir() { "a folder" } else { "not a folder" },
+            meta.uid(),
+            meta.mode() & 0o7777
+        )));
+    }
+    Ok(())
 }
 
 /// Writes `name` in the gate's folder whole (a temporary file, then a rename).

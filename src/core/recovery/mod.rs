@@ -416,7 +416,7 @@ fn save_trimmed(
     generation: u32,
     text: &str,
 ) -> Result<PathBuf, RecoveryError> {
-    std::fs::create_dir_all(&env.trimmed_dir)
+    crate::core::safe_fs::create_dirs(&env.trimmed_dir, 0o700)
         .map_err(OwnFileError::doing("create", &env.trimmed_dir))?;
     let path = env.trimmed_dir.join(format!("{session}-S{generation}.md"));
     std::fs::write(&path, text).map_err(OwnFileError::doing("write", &path))?;

@@ -27,7 +27,7 @@ pub async fn run(project: ProjectKey, events: mpsc::Sender<CoreEvent>, cancel: C
     let Ok(dir) = paths::watchers_dir(&project) else {
         return;
     };
-    if std::fs::create_dir_all(&dir).is_err() {
+    if crate::core::safe_fs::create_dirs(&dir, 0o700).is_err() {
         return;
     }
     let (wake_tx, mut wake) = mpsc::unbounded_channel::<()>();

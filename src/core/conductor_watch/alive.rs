@@ -1,0 +1,72 @@
+//! A working Musician whose session died: the Conductor's watcher keeps, for each
+//! Musician in a running state, the live sessions it saw (its window, the sessions the
+//! hooks or its recorded session id tie to it), and tells the task's session gone once
+//! every one of them has ended and none replaced it.
+//!
+//! Only from evidence: a task whose session was never seen alive is never called dead
+//! (no PID file, no hooks: nothing is said), and a task being relaunched (its relaunch
+//! lock held) is left alone until the relaunch is over.
+
+use std::time::Duration;
+
+use crate::core::actions::{self, Target, live};
+use crate::core::domain::TaskId;
+
+use super::{ConductorEvent, Participant};
+use super::seen::{Seen, SeenProcess};
+
+/// The states in which a Musician's session should be running.
+pub const RUNNING: [&str; 4] = ["working", "review_approved", "review_failed", "fix_proposed"];
+
+/// How often the sessions are looked for when nothing else wakes the watcher (a death
+/// of one already seen is noticed at once, through its pidfd).
+pub const LOOK_EVERY: Duration = Duration::from_secs(5);
+
+/// Looks at each running Musician's sessions: records the live ones in `seen`, forgets
+/// tasks no longer running, and returns a `SessionGone` for each task all of whose
+/// recorded sessions ended with none alive now.
+pub fn look(target: &Target, tasks: &[Participant], seen: &mut Seen) -> Vec<ConductorEvent> {
+    let mut events = Vec::new();
+    seen.sessions.retain(|task, _| {
+        tasks
+            .iter()
+            .any(|t| &t.task == task && RUNNING.contains(&t.state.as_str()))
+    });
+    for t in tasks.iter().filter(|t| RUNNING.contains(&t.state.as_str())) {
+        let Some(task) = TaskId::parse(&t.task).filter(TaskId::is_musician) else {
+            continue;
+        };
+        if actions::relaunch_lock::holder(target, &task).is_some() {
+            continue;
+        }
+        let window = actions::window(target, &task).ok();
+        let now: Vec<SeenProcess> =
+            live::live_sessions(&target.root, &task, window, t.session_id.as_deref())
+                .into_iter()
+                .map(|s| SeenProcess::from(s.process))
+                .collect();
+        let before = seen.sessions.remove(&t.task).unwrap_or_default();
+        if now.is_empty() {
+            if !before.is_empty() && before.iter().all(|p| !p.process().is_same_alive()) {
+                events.push(ConductorEvent::SessionGone {
+                    task_id: t.task.clone(),
+                    state: t.state.clone(),
+                    pids: before.iter().map(|p| p.pid).collect(),
+                });
+            }
+        } else {
+            seen.sessions.insert(t.task.clone(), now);
+        }
+    }
+    events
+}
+
+/// The sessions `seen` holds that are alive now: what the watcher waits on.
+pub fn watched(seen: &Seen) -> Vec<crate::core::procs::ProcessId> {
+    seen.sessions
+        .values()
+        .flatten()
+        .map(|p| p.process())
+        .filter(crate::core::procs::ProcessId::is_same_alive)
+        .collect()
+}
