@@ -150,7 +150,10 @@ fn describe(e: &ConductorEvent) -> (serde_json::Value, String) {
                 "STATE: {} {} -> dead (session gone: PID {} ended; its row still says {})",
                 printable(task_id),
                 printable(state),
-                pids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+                pids.iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 printable(state),
             ),
         ),

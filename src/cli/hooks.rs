@@ -73,7 +73,8 @@ pub fn hook_main(args: &[std::ffi::OsString]) {
             "hookEventName": "PostToolUse", "additionalContext": handed.text}});
         let mut out = std::io::stdout();
         // Kept as told only once printed whole: a hook killed first tells it again.
-        if writeln!(out, "{}", crate::core::text::json_line(&answer)).is_ok() && out.flush().is_ok() {
+        if writeln!(out, "{}", crate::core::text::json_line(&answer)).is_ok() && out.flush().is_ok()
+        {
             let _ = handed.printed();
         }
     }
@@ -98,6 +99,8 @@ fn reports_for_the_conductor(
         return None;
     }
     if !hooks::reporter::is_held(key) {
+        // No reports to hand over; the states this call may have moved are noted.
+        crate::core::conductor_watch::seen::note_passed(root, &root.join("comms.db"));
         return None;
     }
     let transcript = text("transcript_path")

@@ -260,7 +260,11 @@ impl Paused {
     /// moment than one stopped for good.
     pub fn pause(roots: &[ProcessId]) -> Self {
         let mut paused = Self::default();
-        let live: Vec<ProcessId> = roots.iter().copied().filter(ProcessId::is_same_alive).collect();
+        let live: Vec<ProcessId> = roots
+            .iter()
+            .copied()
+            .filter(ProcessId::is_same_alive)
+            .collect();
         if live.is_empty() {
             return paused;
         }

@@ -107,7 +107,10 @@ fn resume_on_close() -> i32 {
             });
         }
     }
-    for p in named.iter().filter(|p| p.start_time.is_some() && p.is_same_alive()) {
+    for p in named
+        .iter()
+        .filter(|p| p.start_time.is_some() && p.is_same_alive())
+    {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
     }
     0

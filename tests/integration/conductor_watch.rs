@@ -130,7 +130,10 @@ fn a_message_between_two_musician_watchers_is_told_by_the_second() {
 /// `maestro hook --replace-pollers` for one `PostToolUse` of the Conductor's session
 /// (its transcript's first prompt is `/conductor`): the `additionalContext` it hands
 /// the model, if any.
-fn post_tool_use(s: &crate::common::Scratch, transcript: &std::path::Path) -> Option<String> {
+pub(crate) fn post_tool_use(
+    s: &crate::common::Scratch,
+    transcript: &std::path::Path,
+) -> Option<String> {
     use std::io::Write;
     let mut hook = maestro()
         .args(["hook", "--replace-pollers", "--project"])
@@ -188,7 +191,7 @@ fn a_sentinel_report_reaches_a_working_conductor_once() {
         .unwrap();
     let told = post_tool_use(&s, &transcript).expect("the report, with the next tool call");
     assert!(told.contains("Anomaly: self-correction"), "{told}");
-    assert!(told.contains("from sentinel"), "{told}");
+    assert!(told.contains("from \"sentinel\""), "{told}");
     assert_eq!(post_tool_use(&s, &transcript), None, "once");
     // The Conductor's watcher: not the report again, the next message only.
     let w = maestro()

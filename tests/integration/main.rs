@@ -45,3 +45,4 @@ mod tmux;
 mod told;
 mod trust;
 mod usage;
+mod watch_never_quiet;

@@ -268,6 +268,8 @@ pub fn review(
             return Err(wrong_state(task, &s, from));
         }
     }
+    // The Conductor's watcher learns the answer: the task's next review is a new one.
+    crate::core::conductor_watch::seen::note_passed(&project.root, &project.db);
     let done = Done {
         json: json!({"ok": true, "task_id": task, "state": to, "prev_state": from}),
         text: format!("{task}: {from} -> {to}"),

@@ -28,9 +28,8 @@ fn lock_path(target: &Target, task: &TaskId) -> Option<std::path::PathBuf> {
 
 /// Takes the task's relaunch lock, or says who holds it.
 pub fn take(target: &Target, task: &TaskId) -> Result<RelaunchLock, ActionError> {
-    let path = lock_path(target, task).ok_or_else(|| ActionError::NoLockFolder {
-        task: task.clone(),
-    })?;
+    let path =
+        lock_path(target, task).ok_or_else(|| ActionError::NoLockFolder { task: task.clone() })?;
     let deadline = Instant::now() + TAKE_PATIENCE;
     let mut file = crate::core::safe_fs::open_own_lock(&path)?;
     loop {

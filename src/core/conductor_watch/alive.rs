@@ -12,11 +12,16 @@ use std::time::Duration;
 use crate::core::actions::{self, Target, live};
 use crate::core::domain::TaskId;
 
-use super::{ConductorEvent, Participant};
 use super::seen::{Seen, SeenProcess};
+use super::{ConductorEvent, Participant};
 
 /// The states in which a Musician's session should be running.
-pub const RUNNING: [&str; 4] = ["working", "review_approved", "review_failed", "fix_proposed"];
+pub const RUNNING: [&str; 4] = [
+    "working",
+    "review_approved",
+    "review_failed",
+    "fix_proposed",
+];
 
 /// How often the sessions are looked for when nothing else wakes the watcher (a death
 /// of one already seen is noticed at once, through its pidfd).

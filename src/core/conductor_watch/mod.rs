@@ -23,13 +23,15 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
 
-pub use seen::{HandOver, Seen, SeenLock, ToldMessage, hand_over, read_seen, seen_path, write_seen};
+pub use seen::{
+    HandOver, Seen, SeenLock, ToldMessage, hand_over, read_seen, seen_path, write_seen,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::domain::{CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::actions::Target;
+use crate::core::domain::{CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::musician_watch::{WatchConfig, WatchError, keep_heartbeat};
 use crate::core::sources::db::{RECHECKS, watch_database};
 

@@ -248,3 +248,32 @@ pub fn hand_over(db: &Path, seen_path: &Path) -> Option<HandOver> {
         _lock: lock,
     })
 }
+
+/// Notes in the project's record the states passed through untold (an approval, a fix
+/// proposed, work resumed), after a write that may have made one (maestro's own answer
+/// verbs, a session's tool call): the next `needs_review` or `error` of that task is
+/// then a new one for the watcher that follows. Nothing without a record (no watcher
+/// ran yet) or with the database unreadable.
+pub fn note_passed(project: &Path, db: &Path) {
+    let key = crate::core::paths::ProjectKey::of(project);
+    let Ok(dir) = crate::core::paths::watchers_dir(&key) else {
+        return;
+    };
+    let path = seen_path(&dir);
+    if !path.exists() {
+        return;
+    }
+    let Some(_lock) = SeenLock::take(&path, true) else {
+        return;
+    };
+    let Some(mut seen) = read_seen(&path) else {
+        return;
+    };
+    let Ok((conn, _)) = crate::core::schema::open_read_only(db) else {
+        return;
+    };
+    let _ = conn.busy_timeout(std::time::Duration::from_millis(50));
+    if super::pass_untold_states(&conn, &mut seen).unwrap_or(false) {
+        let _ = write_seen(&path, &seen);
+    }
+}

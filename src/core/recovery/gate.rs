@@ -103,7 +103,10 @@ impl Gate {
 /// exit code); on release the process becomes the session.
 pub fn run_gate(dir: &Path, command: &[std::ffi::OsString]) -> i32 {
     if let Err(e) = private_folder(dir) {
-        eprintln!("maestro: the gate folder {} is refused ({e}); nothing was started", dir.display());
+        eprintln!(
+            "maestro: the gate folder {} is refused ({e}); nothing was started",
+            dir.display()
+        );
         return 1;
     }
     let Some((program, args)) = command.split_first() else {
@@ -111,7 +114,10 @@ pub fn run_gate(dir: &Path, command: &[std::ffi::OsString]) -> i32 {
         return 2;
     };
     // The session's program, not `env` in front of it: a missing claude is refused here.
-    let words: Vec<String> = command.iter().map(|w| w.to_string_lossy().into_owned()).collect();
+    let words: Vec<String> = command
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
     let name = crate::core::windows::launched_word(&words)
         .unwrap_or_default()
         .to_owned();
@@ -186,7 +192,11 @@ fn private_folder(dir: &Path) -> std::io::Result<()> {
     if !meta.is_dir() || meta.uid() != uid || meta.mode() & 0o077 != 0 {
         return Err(std::io::Error::other(format!(
             "it must be a folder of uid {uid} with mode 0700; it is {}, uid {}, mode {:o}",
-            if meta.is_dir() { "a folder" } else { "not a folder" },
+            if meta.is_dir() {
+                "a folder"
+            } else {
+                "not a folder"
+            },
             meta.uid(),
             meta.mode() & 0o7777
         )));

@@ -15,7 +15,8 @@ pub fn set(project: &ProjectKey, held: bool) -> Result<bool, DataFileError> {
     let path = paths::hold_file(project)?;
     if held {
         if let Some(dir) = path.parent() {
-            crate::core::safe_fs::create_dirs(dir, 0o700).map_err(OwnFileError::doing("create", dir))?;
+            crate::core::safe_fs::create_dirs(dir, 0o700)
+                .map_err(OwnFileError::doing("create", dir))?;
         }
         crate::core::safe_fs::write_atomic(
             &path,
