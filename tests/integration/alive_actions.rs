@@ -35,7 +35,20 @@ fn task_and_messages(s: &Scratch, task: &str) -> ((String, Option<String>), i64)
     (row, n)
 }
 
-fn relaunch(s: &Scratch, bin: &std::path::Path, display: Option<&str>) -> std::process::Output {
+pub(crate) fn relaunch(
+    s: &Scratch,
+    bin: &std::path::Path,
+    display: Option<&str>,
+) -> std::process::Output {
+    relaunch_command(s, bin, display).output().unwrap()
+}
+
+/// The `maestro task relaunch task-03 --yes` of [`relaunch`], not started.
+pub(crate) fn relaunch_command(
+    s: &Scratch,
+    bin: &std::path::Path,
+    display: Option<&str>,
+) -> std::process::Command {
     let mut c = maestro();
     c.args(["task", "relaunch", "task-03", "--yes", "--project"])
         .arg(s.root())
@@ -48,11 +61,11 @@ fn relaunch(s: &Scratch, bin: &std::path::Path, display: Option<&str>) -> std::p
         Some(d) => c.env("DISPLAY", d),
         None => c.env_remove("DISPLAY"),
     };
-    c.output().unwrap()
+    c
 }
 
 /// A project whose task-03 works, worked by its first Musician, and a dying kitty.
-fn working_task_and_a_dying_kitty() -> (Scratch, tempfile::TempDir) {
+pub(crate) fn working_task_and_a_dying_kitty() -> (Scratch, tempfile::TempDir) {
     let s = Scratch::new();
     s.set_task("task-03", "working");
     s.conn()
@@ -79,12 +92,12 @@ fn a_relaunch_with_no_display_is_refused_and_changes_nothing() {
 }
 
 /// The task's row as a relaunch may touch it: state, worker, heartbeat.
-type Row = (String, Option<String>, Option<String>);
+pub(crate) type Row = (String, Option<String>, Option<String>);
 /// Each message: id, type, text.
-type Messages = Vec<(i64, String, String)>;
+pub(crate) type Messages = Vec<(i64, String, String)>;
 
 /// The task's whole row as the relaunch may touch it (state, worker, heartbeat).
-fn row(s: &Scratch) -> Row {
+pub(crate) fn row(s: &Scratch) -> Row {
     s.conn()
         .query_row(
             "SELECT state, worked_by, last_heartbeat FROM orchestration_tasks WHERE task_id = 'task-03'",
@@ -94,7 +107,7 @@ fn row(s: &Scratch) -> Row {
         .unwrap()
 }
 
-fn messages(s: &Scratch) -> Messages {
+pub(crate) fn messages(s: &Scratch) -> Messages {
     let c = s.conn();
     let mut q = c
         .prepare("SELECT id, message_type, message FROM orchestration_messages ORDER BY id")
@@ -120,7 +133,7 @@ fn assert_nothing_changed(s: &Scratch, before: &(Row, Messages)) {
 }
 
 /// Writes an executable stub `name` in `bin` with this body (after its `#!/bin/sh`).
-fn stub(bin: &std::path::Path, name: &str, body: &str) {
+pub(crate) fn stub(bin: &std::path::Path, name: &str, body: &str) {
     let path = bin.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
     std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();

@@ -34,6 +34,7 @@ mod overlay_sizes;
 mod paths;
 mod pipelines;
 mod planted;
+mod relaunch_once;
 mod remote;
 mod replay;
 mod sentinel_files;

@@ -128,6 +128,25 @@ pub enum LaunchError {
     NoSession(String),
 }
 
+/// What Claude Code 2.1 puts in the environment of the commands a session runs, naming
+/// that session (learned by running it: `tests/integration/claude/launch_env.rs`). A
+/// window maestro opens from inside a session (a Conductor's Bash call) must not inherit
+/// them: a new claude that finds them takes itself for the old one's child and writes
+/// no transcript of its own.
+pub const SESSION_IDENTITY: [&str; 11] = [
+    "CLAUDECODE",
+    "CLAUDE_PID",
+    "CLAUDE_CODE_SESSION_ID",
+    "CLAUDE_CODE_CHILD_SESSION",
+    "CLAUDE_CODE_CHILD_NOTES_DIR",
+    "CLAUDE_CODE_SESSION_ATTENDED",
+    "CLAUDE_CODE_ENTRYPOINT",
+    "CLAUDE_CODE_EXECPATH",
+    "CLAUDE_CODE_MESSAGING_SOCKET",
+    "CLAUDE_CODE_MESSAGING_TOKEN",
+    "AI_AGENT",
+];
+
 /// How long the session in a new window must have run to count as started (a session
 /// that ends sooner ended at once).
 pub const ALIVE_AFTER: std::time::Duration = std::time::Duration::from_millis(1500);
@@ -253,7 +272,11 @@ impl Launcher {
         stderr: Stdio,
     ) -> Result<(tokio::process::Child, String), LaunchError> {
         let (program, args) = argv.split_first().ok_or(LaunchError::EmptyTemplate)?;
-        let child = tokio::process::Command::new(program)
+        let mut command = tokio::process::Command::new(program);
+        for name in SESSION_IDENTITY {
+            command.env_remove(name);
+        }
+        let child = command
             .args(args)
             .current_dir(&self.project)
             .stdin(Stdio::null())
@@ -318,6 +341,10 @@ impl Launcher {
         let failure = loop {
             tokio::select! {
                 status = child.wait() => {
+                    // The gate's own word first: why it would not run the session.
+                    if let GateSays::Refused(why) = gate.says() {
+                        break format!("{program} opened, but {why}");
+                    }
                     let status = status.map_or_else(|e| e.to_string(), |s| s.to_string());
                     break with_last_error(format!("{program} exited ({status}) before {wanted} ran in it"), errors);
                 }

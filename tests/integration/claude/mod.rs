@@ -13,6 +13,7 @@ mod guard;
 mod hooks;
 mod interactive;
 mod kitty;
+mod launch_env;
 mod model_server;
 mod pollers;
 mod replace_pollers;

@@ -1,0 +1,161 @@
+//! A relaunch is one at a time and leaves nothing stopped: a second relaunch of the same
+//! task while the first proves its window is refused, naming the first; a relaunch
+//! killed while it holds the old session stopped lets it run again; the gate's folder
+//! is private under any umask; the gate looks for the session's program, not `env`.
+#![allow(clippy::unwrap_used)]
+
+use std::os::unix::process::CommandExt;
+
+use crate::alive_actions::{
+    dump, musician_window, relaunch, relaunch_command, stub, working_task_and_a_dying_kitty,
+};
+use crate::common::{RUN_AFTER_DASHES, alive, is_stopped, stub_claude, wait_until};
+
+fn handoffs(s: &crate::common::Scratch) -> i64 {
+    s.conn()
+        .query_row(
+            "SELECT count(*) FROM orchestration_messages WHERE task_id = 'task-03' AND message_type = 'handoff'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap()
+}
+
+/// The new window's process group, from the PID file, ended (it is the test's to end).
+fn end_new_window(s: &crate::common::Scratch) {
+    if let Ok(text) = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))
+        && let Ok(pid) = text.trim().parse::<i32>()
+    {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// Two relaunches of task-03 at once: the second is refused while the first holds the
+/// old session stopped, naming the first's PID; one handoff, one new window.
+#[test]
+fn a_second_relaunch_of_the_same_task_is_refused_naming_the_first() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    stub_claude(bin.path(), 30);
+    let (mut window, old_claude) = musician_window(&s);
+    let first = relaunch_command(&s, bin.path(), Some(":99"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_until("the first relaunch to hold the old session", || {
+        is_stopped(old_claude)
+    });
+    let second = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(1), "{err}");
+    assert!(err.contains("being relaunched already"), "{err}");
+    assert!(err.contains(&format!("PID {}", first.id())), "{err}");
+    let out = first.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(handoffs(&s), 1);
+    assert!(window.wait().is_ok());
+    end_new_window(&s);
+}
+
+/// A relaunch SIGKILLed while the old window and its claude are stopped: both run
+/// again (its guardian resumes them), still the same processes.
+#[test]
+fn a_relaunch_killed_mid_proof_leaves_nothing_stopped() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    stub_claude(bin.path(), 30);
+    let (mut window, old_claude) = musician_window(&s);
+    let mut first = relaunch_command(&s, bin.path(), Some(":99"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the relaunch to hold the old session", || {
+        is_stopped(old_claude)
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    wait_until("the old session to run again", || {
+        !is_stopped(old_claude) && !is_stopped(window.id())
+    });
+    assert!(alive(old_claude) && alive(window.id()));
+    let _ = window.kill();
+    let _ = window.wait();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(old_claude as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+}
+
+/// Under umask 000 the gate's folder is 0700 all the same (another user could swap
+/// `ready` or open `go` in a 0777 one).
+#[test]
+fn the_gate_folder_is_private_under_umask_000() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    // The kitty notes the mode of the folder its gate is given, then runs the command.
+    stub(
+        bin.path(),
+        "kitty",
+        &format!(
+            "while [ $# -gt 0 ] && [ \"$1\" != -- ]; do shift; done\nshift\nstat -c %a \"$3\" > '{}'\n\"$@\"\n",
+            s.root().join("gate-mode.txt").display()
+        ),
+    );
+    stub_claude(bin.path(), 30);
+    let mut c = relaunch_command(&s, bin.path(), Some(":99"));
+    // The umask is set by a shell in front of maestro.
+    let program = c.get_program().to_owned();
+    let args: Vec<_> = c.get_args().map(ToOwned::to_owned).collect();
+    let envs: Vec<_> = c
+        .get_envs()
+        .map(|(k, v)| (k.to_owned(), v.map(ToOwned::to_owned)))
+        .collect();
+    let mut sh = std::process::Command::new("/bin/sh");
+    sh.arg("-c")
+        .arg("umask 000; exec \"$0\" \"$@\"")
+        .arg(program)
+        .args(args);
+    for (k, v) in envs {
+        match v {
+            Some(v) => sh.env(k, v),
+            None => sh.env_remove(k),
+        };
+    }
+    let out = sh.process_group(0).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mode = std::fs::read_to_string(s.root().join("gate-mode.txt")).unwrap();
+    assert_eq!(mode.trim(), "700");
+    end_new_window(&s);
+}
+
+/// The default template runs `env -u CLAUDECODE claude`: with no claude on PATH the gate
+/// refuses before the handoff is written (it looked for `env` before), so nothing
+/// changes.
+#[test]
+fn a_missing_claude_behind_env_changes_nothing() {
+    if crate::common::find_on_path("claude").is_some() {
+        eprintln!("skipped: a claude is on PATH here; the test needs none");
+        return;
+    }
+    let (s, bin) = working_task_and_a_dying_kitty();
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    let before = dump(&s);
+    let out = relaunch(&s, bin.path(), Some(":99"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("claude was not found"), "{err}");
+    assert!(err.contains("Nothing was changed"), "{err}");
+    assert_eq!(dump(&s), before);
+}
