@@ -18,7 +18,7 @@ pub(crate) struct Rig {
     pub(crate) conductor: Child,
 }
 
-pub(crate) const RECORD: &str = r#"{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\037%s' "$a"; done; printf '\n'; } >> "$STUB_DIR/calls.log""#;
+pub(crate) const RECORD: &str = r#"{ printf '%s' "$(basename "$0")"; for a in "$@"; do printf '\037%s' "$(printf '%s' "$a" | tr '\n' '\036')"; done; printf '\n'; } >> "$STUB_DIR/calls.log""#;
 
 impl Rig {
     pub(crate) fn new(lethe: Option<&str>) -> Self {
@@ -120,7 +120,11 @@ impl Rig {
             .split_inclusive('\n')
             .filter_map(|l| l.strip_suffix('\n'))
             .map(|l| {
-                let argv: Vec<String> = l.split('\u{1f}').map(str::to_owned).collect();
+                // A newline inside an argument was recorded as U+001E (a multi-line prompt).
+                let argv: Vec<String> = l
+                    .split('\u{1f}')
+                    .map(|a| a.replace('\u{1e}', "\n"))
+                    .collect();
                 crate::common::without_remote_control(&argv)
             })
             .collect()
@@ -233,12 +237,23 @@ fn a_dead_conductor_is_relaunched_with_title_prompt_and_permission() {
         kitty[8..12],
         ["CLAUDECODE", "claude", "--permission-mode", "acceptEdits"]
     );
+    // The Souffleur's launch template: the reason, what to read first, the
+    // predecessor's session.
+    let prompt = &kitty[12];
     assert!(
-        kitty[12].starts_with("/conductor --recovery-bootstrap "),
-        "{:?}",
-        kitty[12]
+        prompt.starts_with(
+            "/conductor --recovery-bootstrap\n\nYour previous Conductor session crashed or became unresponsive."
+        ),
+        "{prompt:?}"
     );
-    let export_path = kitty[12].trim_start_matches("/conductor --recovery-bootstrap ");
+    assert!(
+        prompt.ends_with(&format!("Your predecessor's session ID was: {SESSION}")),
+        "{prompt:?}"
+    );
+    let export_path = prompt
+        .lines()
+        .find_map(|l| l.strip_prefix("**Recovery context:** "))
+        .expect("the export named");
     assert!(
         std::fs::read_to_string(export_path)
             .unwrap()
@@ -302,9 +317,10 @@ fn payload_permission_is_clamped_and_lethe_is_preferred_for_context_recovery() {
         Some("acceptEdits"),
         "clamped to the ceiling"
     );
+    // Every line after `resume_prompt:` is the prompt's (docs: the payload's format).
     assert_eq!(
         arg("--prompt").as_deref(),
-        Some("/conductor --recovery-bootstrap --phase 2")
+        Some("/conductor --recovery-bootstrap --phase 2\nfuture: ignored")
     );
     assert_eq!(arg("--title").as_deref(), Some("Conductor (S2)"));
     assert!(
@@ -574,9 +590,14 @@ fn an_export_too_large_escalates_to_standard_compact() {
     );
     assert_eq!(windows[1][4], "Conductor (S2)");
     assert_eq!(windows[1][10..12], ["--resume", SESSION]);
-    assert_eq!(
-        windows[1].last().unwrap(),
-        "/conductor --recovery-bootstrap"
+    let prompt = windows[1].last().unwrap();
+    assert!(
+        prompt.starts_with("/conductor --recovery-bootstrap\n\n"),
+        "{prompt:?}"
+    );
+    assert!(
+        prompt.ends_with(&format!("Your predecessor's session ID was: {SESSION}")),
+        "{prompt:?}"
     );
 }
 

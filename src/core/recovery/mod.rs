@@ -306,7 +306,12 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
     let args = vec![
         "--permission-mode".to_owned(),
         req.resolved.permission.as_str().to_owned(),
-        format!("{} {}", req.resolved.prompt, saved.display()),
+        payload::bootstrap_prompt(
+            &req.resolved.prompt,
+            req.kind,
+            Some(&saved),
+            &req.session_id,
+        ),
     ];
     let artifact = Some(saved.display().to_string());
     let old = Paused::pause(&req.conductor.into_iter().collect::<Vec<_>>());
@@ -451,7 +456,7 @@ async fn standard_compact(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered
             req.session_id.clone(),
             "--permission-mode".into(),
             req.resolved.permission.as_str().to_owned(),
-            req.resolved.prompt.clone(),
+            payload::bootstrap_prompt(&req.resolved.prompt, req.kind, None, &req.session_id),
         ];
         match env.launch_conductor(generation, &args, old).await {
             Ok(pid) => {

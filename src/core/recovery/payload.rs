@@ -52,6 +52,36 @@ impl Permission {
     }
 }
 
+/// The relaunched Conductor's whole prompt, as the Souffleur's launch template words it:
+/// the resolved prompt (`/conductor --recovery-bootstrap…`), why it was relaunched,
+/// what to read first (the predecessor's exported transcript, or its own resumed one),
+/// where the state is, and the predecessor's session id.
+pub fn bootstrap_prompt(
+    prompt: &str,
+    kind: crate::core::domain::souffleur::RecoveryKind,
+    export: Option<&std::path::Path>,
+    old_session: &str,
+) -> String {
+    use crate::core::domain::souffleur::RecoveryKind;
+    let reason = match kind {
+        RecoveryKind::Relaunch => "Your previous Conductor session crashed or became unresponsive.",
+        RecoveryKind::ContextRecovery => {
+            "Your predecessor requested a fresh session due to high context usage. This is a planned handoff, not a crash."
+        }
+    };
+    let read_first = match export {
+        Some(path) => format!(
+            "**Recovery context:** {}\n\nRead this file first: it contains the conversation transcript from your predecessor.",
+            path.display()
+        ),
+        None => "**Recovery context:** this session resumes your predecessor's own transcript, compacted: read its summary first.".to_owned(),
+    };
+    format!(
+        "{prompt}\n\n{reason}\n\n{read_first} The orchestration_tasks and orchestration_messages tables in comms.db hold the current state of all tasks: query them to understand where things stand before resuming.\n\nYour predecessor's session ID was: {}",
+        crate::core::text::one_line(old_session)
+    )
+}
+
 /// What the payload asked for (each field optional).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Payload {
@@ -107,8 +137,11 @@ pub struct Resolved {
 pub fn resolve(payload: Option<&Payload>, ceiling: Permission) -> Resolved {
     let mut warnings = Vec::new();
     let requested = payload.and_then(|p| p.permission_mode.as_deref());
+    // The default is held to the ceiling like a request: a user whose ceiling is
+    // `default` never gets acceptEdits for asking nothing (or nonsense).
+    let fallback = Permission::AcceptEdits.min(ceiling);
     let permission = match requested.map(|r| (r, Permission::parse(r))) {
-        None => Permission::AcceptEdits,
+        None => fallback,
         Some((_, Some(p))) if p <= ceiling => p,
         Some((_, Some(p))) => {
             warnings.push(format!(
@@ -121,9 +154,10 @@ pub fn resolve(payload: Option<&Payload>, ceiling: Permission) -> Resolved {
         }
         Some((raw, None)) => {
             warnings.push(format!(
-                "payload permission {raw:?} is not a known mode; using acceptEdits"
+                "payload permission {raw:?} is not a known mode; using {}",
+                fallback.as_str()
             ));
-            Permission::AcceptEdits
+            fallback
         }
     };
     let prompt = match payload.and_then(|p| p.resume_prompt.as_deref()) {
@@ -352,6 +386,26 @@ mod tests {
         ];
         for (text, expected) in table {
             assert_eq!(&parse_payload(text), expected, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_default_mode_is_held_to_the_ceiling_too() {
+        let invalid = Payload {
+            permission_mode: Some("everything".into()),
+            resume_prompt: None,
+        };
+        for payload in [None, Some(&Payload::default()), Some(&invalid)] {
+            assert_eq!(
+                resolve(payload, Permission::Default).permission,
+                Permission::Default,
+                "{payload:?}"
+            );
+            assert_eq!(
+                resolve(payload, Permission::BypassPermissions).permission,
+                Permission::AcceptEdits,
+                "{payload:?}"
+            );
         }
     }
 
