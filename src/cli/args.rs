@@ -239,6 +239,9 @@ pub enum TaskAction {
     Kill(TaskTarget),
     /// Kill the task's window and open a new one (resuming its session when known); asks first
     Relaunch(TaskTarget),
+    /// Open the task's first Musician window (`/musician <task>`), proven like a relaunch;
+    /// refused while a session of the task runs
+    Launch(TaskTarget),
     /// Pause the task's window (SIGSTOP); asks first
     Freeze(TaskTarget),
     /// Resume a frozen window (SIGCONT)

@@ -26,6 +26,7 @@ pub fn run(
         | TaskAction::Instruct(t) => &t.task_id,
         TaskAction::Kill(t)
         | TaskAction::Relaunch(t)
+        | TaskAction::Launch(t)
         | TaskAction::Freeze(t)
         | TaskAction::Thaw(t)
         | TaskAction::Headroom(t)
@@ -144,6 +145,11 @@ fn on_window(
             &settings.launch,
             grace,
             &TaskRequest::Thaw { task },
+        )),
+        TaskAction::Launch(_) => Ok(actions::first_launch::launch_first(
+            target,
+            &settings.launch,
+            &task,
         )),
         TaskAction::Relaunch(_) => {
             let prepared =

@@ -49,8 +49,18 @@ pub(crate) fn relaunch_command(
     bin: &std::path::Path,
     display: Option<&str>,
 ) -> std::process::Command {
+    task_command(s, bin, display, "relaunch")
+}
+
+/// `maestro task VERB task-03 --yes` with the stubs in `bin` first on PATH, on `display`.
+pub(crate) fn task_command(
+    s: &Scratch,
+    bin: &std::path::Path,
+    display: Option<&str>,
+    verb: &str,
+) -> std::process::Command {
     let mut c = maestro();
-    c.args(["task", "relaunch", "task-03", "--yes", "--project"])
+    c.args(["task", verb, "task-03", "--yes", "--project"])
         .arg(s.root())
         .env(
             "PATH",

@@ -7,7 +7,8 @@
 use std::os::unix::process::CommandExt;
 
 use crate::alive_actions::{
-    dump, musician_window, relaunch, relaunch_command, stub, working_task_and_a_dying_kitty,
+    dump, musician_window, relaunch, relaunch_command, stub, task_command,
+    working_task_and_a_dying_kitty,
 };
 use crate::common::{RUN_AFTER_DASHES, alive, is_stopped, stub_claude, wait_until};
 
@@ -158,4 +159,50 @@ fn a_missing_claude_behind_env_changes_nothing() {
     assert!(err.contains("claude was not found"), "{err}");
     assert!(err.contains("Nothing was changed"), "{err}");
     assert_eq!(dump(&s), before);
+}
+
+/// `maestro task launch`: a Musician's first window, proven like a relaunch (its session
+/// runs before its PID is recorded), with nothing written to the database; refused
+/// while a session of the task runs.
+#[test]
+fn a_first_launch_is_proven_and_refused_beside_a_live_session() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    s.set_task("task-03", "watching");
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    stub(
+        bin.path(),
+        "claude",
+        &format!(
+            "echo \"$@\" > '{}'\nsleep 30\n",
+            s.root().join("argv.txt").display()
+        ),
+    );
+    let before = dump(&s);
+    let launch = || {
+        task_command(&s, bin.path(), Some(":99"), "launch")
+            .output()
+            .unwrap()
+    };
+    let out = launch();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("its session running"));
+    assert_eq!(dump(&s), before, "nothing written to the database");
+    let pid: i32 = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert!(alive(pid as u32));
+    wait_until("the session's argv", || s.root().join("argv.txt").exists());
+    let argv = std::fs::read_to_string(s.root().join("argv.txt")).unwrap();
+    assert!(argv.contains("/musician task-03"), "{argv}");
+    let again = launch();
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert_eq!(again.status.code(), Some(1), "{err}");
+    assert!(err.contains("already has a live session"), "{err}");
+    end_new_window(&s);
 }

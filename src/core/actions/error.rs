@@ -78,6 +78,15 @@ pub enum ActionError {
     )]
     RelaunchBusy { task: TaskId, pid: i32 },
     #[error(
+        "{task} is {state}; a finished task gets no new window (create a {task}-fix task instead)."
+    )]
+    Finished { task: TaskId, state: String },
+    #[error(
+        "{task} already has a live session (PID {}); nothing was launched. To replace it, use `maestro task relaunch {task}`.",
+        .pids.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+    )]
+    AlreadyRunning { task: TaskId, pids: Vec<i32> },
+    #[error(
         "{task} was not relaunched: maestro's data folder cannot be found (set HOME or XDG_DATA_HOME), so two relaunches could not be kept apart. Nothing was changed."
     )]
     NoLockFolder { task: TaskId },

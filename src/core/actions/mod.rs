@@ -22,6 +22,7 @@ use crate::core::procs::{self, ProcessId};
 use crate::core::recovery::launch::{LaunchError, Launcher, write_pid_file};
 
 mod error;
+pub mod first_launch;
 pub mod live;
 pub mod relaunch_lock;
 use crate::core::store::{self, Author, Moved};
