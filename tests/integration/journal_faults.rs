@@ -541,3 +541,50 @@ fn a_new_log_holding_one_huge_line_tells_it_cut_when_it_ends() {
     );
     stop(m);
 }
+
+/// Twelve thousand events told while the disk under the journal is full: maestro holds
+/// the newest ten thousand and lets the oldest go; once the disk has room, the journal's
+/// `gap` counts every one let go (not the few let go after its first failed write).
+#[test]
+fn the_gap_after_a_full_disk_counts_every_event_let_go() {
+    let Some(disk) = Tmpfs::mount("24m") else {
+        return;
+    };
+    let data = disk.0.path();
+    let (s, mut m) = running(data);
+    let log = s.temp().join("task-03-status");
+    marker(&mut m, &log, "BEFORE");
+    let filler = fill(data);
+    let mut bulk = String::new();
+    for i in 0..12_000 {
+        bulk.push_str(&format!("BULK-{i} self-correction: held\n"));
+    }
+    append(&log, &bulk);
+    marker(&mut m, &log, "FULL-END");
+    std::fs::remove_file(&filler).unwrap();
+    let back = marker(&mut m, &log, "BACK-1");
+    assert!(back["cursor"].is_string(), "{back}");
+    let lines = stop(m);
+    let not_kept = json_lines(&lines)
+        .iter()
+        .filter(|v| v["cursor"].is_null())
+        .count();
+    assert!(not_kept > 10_000, "{not_kept} events told without a cursor");
+    let text = std::fs::read_to_string(journal_of(data)).unwrap();
+    let kept_later = text
+        .lines()
+        .filter(|l| l.contains("\"replayed\":true"))
+        .count();
+    let gaps: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.find('{').map(|i| &l[i..]))
+        .filter_map(|j| serde_json::from_str::<Value>(j).ok())
+        .filter(|v| event(v) == "gap")
+        .collect();
+    let counted: u64 = gaps.iter().map(|g| g["count"].as_u64().unwrap()).sum();
+    assert_eq!(
+        counted as usize,
+        not_kept - kept_later,
+        "told {not_kept} without a cursor, kept {kept_later} later: {gaps:?}"
+    );
+}

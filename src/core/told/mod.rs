@@ -419,7 +419,7 @@ impl Journal {
         if self.unkept.is_empty() {
             return;
         }
-        let dropped = self.unkept.take_dropped();
+        let dropped = self.unkept.dropped();
         if dropped > 0 {
             let ts = now
                 .format(&time::format_description::well_known::Rfc3339)
@@ -429,6 +429,7 @@ impl Journal {
             if self.append_next(guard, at, line).is_none() {
                 return;
             }
+            self.unkept.said_dropped(dropped);
         }
         while let Some(held) = self.unkept.front() {
             let (e, json) = (held.entry, held.json.clone());

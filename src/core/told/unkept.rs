@@ -55,9 +55,15 @@ impl Unkept {
         key
     }
 
-    /// How many were let go since last said (and forgets it).
-    pub fn take_dropped(&mut self) -> u64 {
-        std::mem::take(&mut self.dropped)
+    /// How many were let go and not said yet.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// `count` of them were said in the journal (a `gap`): forgotten now, not before,
+    /// so a gap that could not be written (a full disk) is said whole later.
+    pub fn said_dropped(&mut self, count: u64) {
+        self.dropped = self.dropped.saturating_sub(count);
     }
 
     /// The oldest held, to be written.
