@@ -588,3 +588,35 @@ fn the_gap_after_a_full_disk_counts_every_event_let_go() {
         "told {not_kept} without a cursor, kept {kept_later} later: {gaps:?}"
     );
 }
+
+/// The journal's name and its first seven places beside it taken by folders, then the
+/// journal itself taken mid-run: the journal moves on to a free name each time (no bound
+/// on how many are taken), its cursors are never null, and a cursor of the first
+/// journal still resumes.
+#[test]
+fn taken_journal_names_never_leave_the_journal_without_a_place() {
+    let data = tempfile::tempdir().unwrap();
+    let (s, mut m) = running(data.path());
+    let log = s.temp().join("task-03-status");
+    let first = marker(&mut m, &log, "FIRST");
+    let first = first["cursor"].as_str().expect("a cursor").to_owned();
+    drop(stop(m));
+    let journal = journal_of(data.path());
+    let dir = journal.parent().unwrap().to_path_buf();
+    for n in 2..=8 {
+        std::fs::create_dir(dir.join(format!("journal.{n}.tsv"))).unwrap();
+    }
+    std::fs::rename(&journal, dir.join("kept-aside")).unwrap();
+    std::fs::create_dir(&journal).unwrap();
+    let mut m = headless(&s, data.path(), None);
+    let next = marker(&mut m, &log, "AFTER-TAKEN");
+    assert!(next["cursor"].is_string(), "{next}");
+    drop(stop(m));
+    assert!(dir.join("journal.9.tsv").is_file());
+    // The first journal's cursor: a gap of unknown size, then the new journal.
+    let after = resumes_after(&s, data.path(), &first, "RESUMED");
+    assert!(
+        json_lines(&after).iter().any(|v| event(v) == "gap"),
+        "{after:?}"
+    );
+}

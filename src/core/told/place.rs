@@ -110,30 +110,58 @@ pub(super) fn header(id: u64, chain: &[u64]) -> String {
     format!("{MAGIC} 1 {id:016x} replaces={}\n", ids.join(","))
 }
 
-/// The most places tried beside the journal's name.
-const MAX_PLACES: u32 = 8;
-
 /// Where the journal named `base` is: the last of `journal.tsv`, `journal.2.tsv`, …
 /// that holds a regular file, or else the first that holds nothing. A directory, FIFO
-/// or symlink under a name is passed by, never followed, opened or removed.
+/// or symlink under a name is passed by, never followed, opened or removed. The names
+/// are read from the folder (one listing), with no bound on how many are taken: a
+/// journal always has a place, so its cursors stay usable.
 pub fn place(base: &Path) -> PathBuf {
-    let stem = base.file_stem().unwrap_or_default().to_string_lossy();
-    let ext = base.extension().map(|e| e.to_string_lossy());
-    let names = (1..=MAX_PLACES).map(|n| match (n, &ext) {
+    let stem = base
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let ext = base.extension().map(|e| e.to_string_lossy().into_owned());
+    let name_of = |n: u64| match (n, &ext) {
         (1, _) => base.to_path_buf(),
         (n, Some(ext)) => base.with_file_name(format!("{stem}.{n}.{ext}")),
         (n, None) => base.with_file_name(format!("{stem}.{n}")),
-    });
-    let mut free = None;
+    };
+    // The number a folder entry's name gives it (`journal.tsv` 1, `journal.5.tsv` 5).
+    let number = |name: &str| -> Option<u64> {
+        let middle = match &ext {
+            Some(ext) => name
+                .strip_prefix(stem.as_str())?
+                .strip_suffix(&format!(".{ext}"))?,
+            None => name.strip_prefix(stem.as_str())?,
+        };
+        if middle.is_empty() {
+            return Some(1);
+        }
+        let n = middle.strip_prefix('.')?;
+        (!n.starts_with('0'))
+            .then(|| n.parse::<u64>().ok())
+            .flatten()
+            .filter(|n| *n >= 2)
+    };
+    let dir = base
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut taken = std::collections::BTreeSet::new();
     let mut file = None;
-    for name in names {
-        match std::fs::symlink_metadata(&name) {
-            Ok(m) if m.is_file() => file = Some(name),
-            Err(e) if e.kind() == io::ErrorKind::NotFound && free.is_none() => free = Some(name),
-            _ => {}
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let Some(n) = entry.file_name().to_str().and_then(number) else {
+            continue;
+        };
+        taken.insert(n);
+        // `file_type` is the entry's own (a symlink is a symlink, never followed).
+        if entry.file_type().is_ok_and(|t| t.is_file()) && file.is_none_or(|f| n > f) {
+            file = Some(n);
         }
     }
-    file.or(free).unwrap_or_else(|| base.to_path_buf())
+    let free = (1..).find(|n| !taken.contains(n)).unwrap_or(1);
+    name_of(file.unwrap_or(free))
 }
 
 /// The side file beside the journal's name (its lock, and the ids of its journals).
