@@ -66,34 +66,85 @@ fn a_second_relaunch_of_the_same_task_is_refused_naming_the_first() {
     end_new_window(&s);
 }
 
-/// A relaunch SIGKILLed while the old window and its claude are stopped: both run
-/// again (its guardian resumes them), still the same processes.
+/// A relaunch ended by SIGINT, SIGHUP or SIGKILL while the old window and its claude
+/// are stopped: both run again (its guardian resumes them), still the same processes.
 #[test]
 fn a_relaunch_killed_mid_proof_leaves_nothing_stopped() {
-    let (s, bin) = working_task_and_a_dying_kitty();
-    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
-    stub_claude(bin.path(), 30);
-    let (mut window, old_claude) = musician_window(&s);
-    let mut first = relaunch_command(&s, bin.path(), Some(":99"))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
+    use nix::sys::signal::Signal;
+    for signal in [Signal::SIGINT, Signal::SIGHUP, Signal::SIGKILL] {
+        let (s, bin) = working_task_and_a_dying_kitty();
+        stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+        stub_claude(bin.path(), 30);
+        let (mut window, old_claude) = musician_window(&s);
+        let mut first = relaunch_command(&s, bin.path(), Some(":99"))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_until("the relaunch to hold the old session", || {
+            is_stopped(old_claude)
+        });
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(first.id() as i32), signal).unwrap();
+        first.wait().unwrap();
+        wait_until("the old session to run again", || {
+            !is_stopped(old_claude) && !is_stopped(window.id())
+        });
+        assert!(alive(old_claude) && alive(window.id()), "{signal}");
+        let _ = window.kill();
+        let _ = window.wait();
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(old_claude as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// The window's side of the gate refuses a folder anyone may write to (0777): it runs
+/// nothing, whatever `ready` or `go` say there.
+#[test]
+fn the_gate_refuses_a_folder_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let ran = dir.path().join("ran");
+    let out = crate::common::maestro()
+        .arg("gate")
+        .arg(dir.path())
+        .args(["--", "/bin/sh", "-c"])
+        .arg(format!("touch '{}'", ran.display()))
+        .output()
         .unwrap();
-    wait_until("the relaunch to hold the old session", || {
-        is_stopped(old_claude)
-    });
-    first.kill().unwrap();
-    first.wait().unwrap();
-    wait_until("the old session to run again", || {
-        !is_stopped(old_claude) && !is_stopped(window.id())
-    });
-    assert!(alive(old_claude) && alive(window.id()));
-    let _ = window.kill();
-    let _ = window.wait();
-    let _ = nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(old_claude as i32),
-        nix::sys::signal::Signal::SIGKILL,
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("mode 0700"), "{err}");
+    assert!(!ran.exists());
+    assert!(!dir.path().join("ready").exists());
+}
+
+/// `maestro hooks install` under umask 000 makes `.claude/` 0755 (not 0777: anyone could
+/// plant settings in it).
+#[test]
+fn hooks_install_under_umask_000_makes_no_folder_others_can_write() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = crate::common::Scratch::new();
+    let out = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg("umask 000; exec \"$0\" hooks install --project \"$1\"")
+        .arg(env!("CARGO_BIN_EXE_maestro"))
+        .arg(s.root())
+        .env("XDG_DATA_HOME", crate::common::data_home())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    let mode = std::fs::metadata(s.root().join(".claude"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o755);
 }
 
 /// Under umask 000 the gate's folder is 0700 all the same (another user could swap
