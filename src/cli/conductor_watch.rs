@@ -73,9 +73,10 @@ pub fn watch(
             })?,
         };
         let (replaced, stop) = signals.forward();
+        let find = |task: &TaskId, recorded: Option<&str>| sessions_of(&target, task, recorded);
         let watching = Watching {
             cfg: &cfg,
-            target: Some(&target),
+            sessions: Some(&find),
             seen_path: &seen_path,
         };
         let watched = conductor_watch::watch(&watching, &mut conn, seen, replaced, stop).await;
@@ -107,6 +108,26 @@ pub fn watch(
     };
     let _ = std::io::Write::flush(&mut std::io::stdout());
     std::process::exit(code)
+}
+
+/// A Musician's live sessions (its window, the sessions the hooks or its recorded id
+/// tie to it), or `None` while a relaunch of it runs.
+fn sessions_of(
+    target: &Target,
+    task: &TaskId,
+    recorded: Option<&str>,
+) -> Option<Vec<crate::core::procs::ProcessId>> {
+    use crate::core::actions::{live, relaunch_lock, window};
+    if relaunch_lock::holder(target, task).is_some() {
+        return None;
+    }
+    let window = window(target, task).ok();
+    Some(
+        live::live_sessions(&target.root, task, window, recorded)
+            .into_iter()
+            .map(|s| s.process)
+            .collect(),
+    )
 }
 
 fn say(as_json: bool, value: &serde_json::Value, text: &str) {

@@ -64,8 +64,8 @@ pub fn main() -> color_eyre::Result<ExitCode> {
         return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
     }
     // The guardian of processes a relaunch holds stopped: internal too.
-    if argv.len() == 2 && argv[1] == crate::core::resume_guard::VERB {
-        let code = crate::core::resume_guard::run();
+    if argv.len() == 2 && argv[1] == crate::core::paused::VERB {
+        let code = crate::core::paused::run();
         return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
     }
     raise_open_files_limit();

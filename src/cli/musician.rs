@@ -133,6 +133,9 @@ pub(crate) struct WatcherSignals {
     usr1: tokio::signal::unix::Signal,
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    /// The session's processes, found at once (before the claim): a shell that dies
+    /// before the watcher waits on it is still seen gone.
+    lifelines: Vec<crate::core::procs::ProcessId>,
 }
 
 impl WatcherSignals {
@@ -145,6 +148,7 @@ impl WatcherSignals {
             usr1: listen(SignalKind::user_defined1())?,
             term: listen(SignalKind::terminate())?,
             int: listen(SignalKind::interrupt())?,
+            lifelines: crate::core::hooks::lifelines(),
         })
     }
 
@@ -154,7 +158,7 @@ impl WatcherSignals {
     pub(crate) fn forward(mut self) -> (CancellationToken, CancellationToken) {
         let (replaced, stop) = (CancellationToken::new(), CancellationToken::new());
         let (r, s) = (replaced.clone(), stop.clone());
-        let lifelines = crate::core::hooks::lifelines();
+        let lifelines = std::mem::take(&mut self.lifelines);
         tokio::spawn(async move {
             let mut ends = tokio::task::JoinSet::new();
             for p in lifelines {

@@ -101,7 +101,7 @@ fn install_merges_keeps_the_rest_is_idempotent_and_uninstall_gives_it_back() {
         .unwrap();
     let report = String::from_utf8_lossy(&doctor.stdout);
     assert!(
-        report.contains("settings.local.json (9 of 9 events)"),
+        report.contains("settings.local.json (10 of 10 events)"),
         "{report}"
     );
 

@@ -162,7 +162,7 @@ fn the_gate_folder_is_private_under_umask_000() {
         ),
     );
     stub_claude(bin.path(), 30);
-    let mut c = relaunch_command(&s, bin.path(), Some(":99"));
+    let c = relaunch_command(&s, bin.path(), Some(":99"));
     // The umask is set by a shell in front of maestro.
     let program = c.get_program().to_owned();
     let args: Vec<_> = c.get_args().map(ToOwned::to_owned).collect();

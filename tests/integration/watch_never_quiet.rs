@@ -40,6 +40,15 @@ fn set(rig: &Rig, task: &str, state: &str, last_error: Option<&str>) {
         .unwrap();
 }
 
+/// The Conductor watchers' told record, as text.
+fn seen_record(rig: &Rig) -> String {
+    crate::common::walk(rig.data.path())
+        .iter()
+        .find(|p| p.extension().is_some_and(|e| e == "seen"))
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .unwrap_or_default()
+}
+
 /// One watcher's events: (task, state) each.
 fn told(child: Child) -> Vec<(String, String)> {
     let (code, out) = finish(child);
@@ -63,10 +72,13 @@ fn a_second_review_of_the_same_task_is_told() {
     let first = conductor_watch(&rig);
     set(&rig, "task-03", "needs_review", None);
     assert_eq!(told(first), [("task-03".into(), "needs_review".into())]);
-    // The Conductor approves; its next watcher sees the approval, then the work, then
-    // the final review.
-    set(&rig, "task-03", "review_approved", None);
+    // The Conductor approves while its next watcher runs: the watcher notes the
+    // approval, then the work, then tells the final review.
     let second = conductor_watch(&rig);
+    set(&rig, "task-03", "review_approved", None);
+    wait_until("the watcher to note the approval", || {
+        seen_record(&rig).contains("\"task-03\":\"review_approved\"")
+    });
     set(&rig, "task-03", "working", None);
     set(&rig, "task-03", "needs_review", None);
     assert_eq!(told(second), [("task-03".into(), "needs_review".into())]);
@@ -87,14 +99,21 @@ fn a_second_review_of_the_same_task_is_told() {
     );
 }
 
-/// error → fix_proposed → working → error: the second error is told with its reason.
+/// `error` → `fix_proposed` → `working` → `error`: the second error is told with its reason.
 #[test]
 fn a_repeated_error_is_told() {
     let rig = Rig::new();
     let first = conductor_watch(&rig);
     set(&rig, "task-04", "error", Some("tests fail"));
     assert_eq!(told(first), [("task-04".into(), "error".into())]);
-    set(&rig, "task-04", "fix_proposed", None);
+    // The Conductor proposes a fix with maestro's verb while no watcher runs.
+    let fix = maestro()
+        .env("XDG_DATA_HOME", rig.data.path())
+        .args(["task", "fix", "task-04", "--message", "retry", "--project"])
+        .arg(rig.s.root())
+        .output()
+        .unwrap();
+    assert!(fix.status.success(), "{fix:?}");
     let second = conductor_watch(&rig);
     set(&rig, "task-04", "working", None);
     set(&rig, "task-04", "error", Some("tests fail again"));
@@ -150,13 +169,7 @@ fn a_working_musicians_dead_session_is_told() {
     let w = conductor_watch(&rig);
     // Let the watcher see the session alive first: it never accuses from nothing.
     wait_until("the watcher records task-03's session", || {
-        crate::common::walk(rig.data.path())
-            .iter()
-            .filter(|p| p.extension().is_some_and(|e| e == "seen"))
-            .any(|p| {
-                std::fs::read_to_string(p)
-                    .is_ok_and(|t| t.contains(&format!("\"pid\":{}", window.id())))
-            })
+        seen_record(&rig).contains(&format!("\"pid\":{}", window.id()))
     });
     let _ = nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(claude as i32),
@@ -184,7 +197,7 @@ fn a_working_musicians_dead_session_is_told() {
     );
 }
 
-/// A watcher started by a shell that is then SIGKILLed ends too: it no longer keeps the
+/// A watcher started by a shell that is then killed (SIGKILL) ends too: it no longer keeps the
 /// dead session's heartbeat fresh.
 #[test]
 fn a_watcher_ends_with_the_shell_that_started_it() {

@@ -533,7 +533,7 @@ pub fn relaunch(
         .block_on(launcher.open_held(&r.title, &argv))
         .map_err(not_launchable)?;
     let roots: Vec<ProcessId> = r.sessions.iter().map(|l| l.process).collect();
-    let paused = procs::Paused::pause(&roots);
+    let paused = crate::core::paused::Paused::pause(&roots);
     let written = match write_handoff(project, task, r) {
         Ok(id) => id,
         Err(e) => {

@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use crate::core::actions::{self, Target, live};
 use crate::core::domain::TaskId;
+use crate::core::procs::ProcessId;
 
 use super::seen::{Seen, SeenProcess};
 use super::{ConductorEvent, Participant};
@@ -27,10 +27,20 @@ pub const RUNNING: [&str; 4] = [
 /// of one already seen is noticed at once, through its pidfd).
 pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 
+/// How the watcher learns a Musician's live sessions, handed down by the command that
+/// runs it (the operator's actions know windows, hooks and recorded sessions): the
+/// task's live sessions given its recorded session id, or `None` while the task is
+/// being relaunched (its sessions are the relaunch's to end).
+pub type FindSessions<'a> = dyn Fn(&TaskId, Option<&str>) -> Option<Vec<ProcessId>> + 'a;
+
 /// Looks at each running Musician's sessions: records the live ones in `seen`, forgets
 /// tasks no longer running, and returns a `SessionGone` for each task all of whose
 /// recorded sessions ended with none alive now.
-pub fn look(target: &Target, tasks: &[Participant], seen: &mut Seen) -> Vec<ConductorEvent> {
+pub fn look(
+    find: &FindSessions<'_>,
+    tasks: &[Participant],
+    seen: &mut Seen,
+) -> Vec<ConductorEvent> {
     let mut events = Vec::new();
     seen.sessions.retain(|task, _| {
         tasks
@@ -41,15 +51,10 @@ pub fn look(target: &Target, tasks: &[Participant], seen: &mut Seen) -> Vec<Cond
         let Some(task) = TaskId::parse(&t.task).filter(TaskId::is_musician) else {
             continue;
         };
-        if actions::relaunch_lock::holder(target, &task).is_some() {
+        let Some(live) = find(&task, t.session_id.as_deref()) else {
             continue;
-        }
-        let window = actions::window(target, &task).ok();
-        let now: Vec<SeenProcess> =
-            live::live_sessions(&target.root, &task, window, t.session_id.as_deref())
-                .into_iter()
-                .map(|s| SeenProcess::from(s.process))
-                .collect();
+        };
+        let now: Vec<SeenProcess> = live.into_iter().map(SeenProcess::from).collect();
         let before = seen.sessions.remove(&t.task).unwrap_or_default();
         if now.is_empty() {
             if !before.is_empty() && before.iter().all(|p| !p.process().is_same_alive()) {
@@ -67,11 +72,11 @@ pub fn look(target: &Target, tasks: &[Participant], seen: &mut Seen) -> Vec<Cond
 }
 
 /// The sessions `seen` holds that are alive now: what the watcher waits on.
-pub fn watched(seen: &Seen) -> Vec<crate::core::procs::ProcessId> {
+pub fn watched(seen: &Seen) -> Vec<ProcessId> {
     seen.sessions
         .values()
         .flatten()
         .map(|p| p.process())
-        .filter(crate::core::procs::ProcessId::is_same_alive)
+        .filter(ProcessId::is_same_alive)
         .collect()
 }

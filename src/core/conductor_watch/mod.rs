@@ -30,7 +30,6 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::core::actions::Target;
 use crate::core::domain::{CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::musician_watch::{WatchConfig, WatchError, keep_heartbeat};
 use crate::core::sources::db::{RECHECKS, watch_database};
@@ -159,11 +158,11 @@ pub fn look(conn: &Connection, seen: &Seen) -> rusqlite::Result<(Vec<ConductorEv
     }
     Ok((events, next))
 }
-/// What one watcher watches with: the database's settings, the project's files (to find
-/// the Musicians' sessions; `None`: sessions are not looked at) and the record's path.
+/// What one watcher watches with: the database's settings, how to find the Musicians'
+/// sessions (`None`: they are not looked at) and the record's path.
 pub struct Watching<'a> {
     pub cfg: &'a WatchConfig,
-    pub target: Option<&'a Target>,
+    pub sessions: Option<&'a alive::FindSessions<'a>>,
     pub seen_path: &'a Path,
 }
 
@@ -200,19 +199,7 @@ pub async fn watch(
     let mut deaths = tokio::task::JoinSet::new();
     let mut waited: Vec<crate::core::procs::ProcessId> = Vec::new();
     loop {
-        let due = sessions_at.is_some_and(|at| Instant::now() >= at);
-        let looked = match w.target.filter(|_| due) {
-            Some(target) => {
-                let mut next = seen.clone();
-                let gone = alive::look(target, &participants(conn).map_err(read)?, &mut next);
-                sessions_at = Some(Instant::now() + alive::LOOK_EVERY);
-                Some(SessionsSeen {
-                    gone,
-                    sessions: next.sessions,
-                })
-            }
-            None => None,
-        };
+        let looked = look_sessions(w, conn, &seen, &mut sessions_at).map_err(read)?;
         let (events, mut next) = look(conn, &seen).map_err(read)?;
         if !events.is_empty() || looked.as_ref().is_some_and(|l| !l.gone.is_empty()) {
             // Under the lock, with what the hook may have handed over meanwhile: the
@@ -236,13 +223,7 @@ pub async fn watch(
             next.sessions = looked.sessions;
         }
         if next != seen {
-            // States passed through untold, sessions seen: kept now, so a watcher that
-            // follows (or the next needs_review) reads them.
-            let _lock = SeenLock::take(w.seen_path, true);
-            if let Some(kept) = read_seen(w.seen_path) {
-                next.message_id = next.message_id.max(kept.message_id);
-            }
-            let _ = write_seen(w.seen_path, &next);
+            keep_passed(w.seen_path, &mut next);
             seen = next;
         }
         let alive_now = alive::watched(&seen);
@@ -281,6 +262,36 @@ pub async fn watch(
             }
         }
     }
+}
+
+/// The Musicians' sessions looked at when due (`sessions_at`, then moved on).
+fn look_sessions(
+    w: &Watching<'_>,
+    conn: &Connection,
+    seen: &Seen,
+    sessions_at: &mut Option<Instant>,
+) -> rusqlite::Result<Option<SessionsSeen>> {
+    let due = sessions_at.is_some_and(|at| Instant::now() >= at);
+    let Some(find) = w.sessions.filter(|_| due) else {
+        return Ok(None);
+    };
+    let mut next = seen.clone();
+    let gone = alive::look(find, &participants(conn)?, &mut next);
+    *sessions_at = Some(Instant::now() + alive::LOOK_EVERY);
+    Ok(Some(SessionsSeen {
+        gone,
+        sessions: next.sessions,
+    }))
+}
+
+/// States passed through untold and sessions seen, kept now (with what the hook handed
+/// over meanwhile), so a watcher that follows (or the next `needs_review`) reads them.
+fn keep_passed(seen_path: &Path, next: &mut Seen) {
+    let _lock = SeenLock::take(seen_path, true);
+    if let Some(kept) = read_seen(seen_path) {
+        next.message_id = next.message_id.max(kept.message_id);
+    }
+    let _ = write_seen(seen_path, next);
 }
 
 /// How long after a session ends its task's sessions are looked at again.

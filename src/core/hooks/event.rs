@@ -8,11 +8,14 @@ use serde_json::Value;
 use crate::core::text::printable;
 
 /// The events maestro installs hooks for.
-pub const EVENTS: [&str; 9] = [
+pub const EVENTS: [&str; 10] = [
     "SessionStart",
     "UserPromptSubmit",
     "PreToolUse",
     "PostToolUse",
+    // A call that failed (a non-zero exit): Claude Code sends this instead of
+    // PostToolUse, with the error as its text. A poller's failing look is a look.
+    "PostToolUseFailure",
     "Notification",
     "PermissionRequest",
     "Stop",
@@ -158,8 +161,8 @@ impl HookEvent {
                 _ => WaitChange::None,
             },
             // A session whose process is gone waits for nobody.
-            "PreToolUse" | "PostToolUse" | "UserPromptSubmit" | "Stop" | "SessionEnd"
-            | PROCESS_ENDED => WaitChange::Clears,
+            "PreToolUse" | "PostToolUse" | "PostToolUseFailure" | "UserPromptSubmit" | "Stop"
+            | "SessionEnd" | PROCESS_ENDED => WaitChange::Clears,
             _ => WaitChange::None,
         }
     }

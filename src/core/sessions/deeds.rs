@@ -109,6 +109,39 @@ pub fn shows(result: &str) -> Option<State> {
         .then_some(State::Comms)
 }
 
+/// A call that writes the orchestration's database (SQL that changes rows, through
+/// `sqlite3` or an MCP tool): progress, like an edit. A heartbeat refresh alone is not:
+/// it is what a watcher does while it waits.
+pub fn writes(tool: &str, input: &Value) -> bool {
+    let text = match tool {
+        "Bash" => input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_ascii_lowercase(),
+        _ if tool.starts_with("mcp__") => input.to_string().to_ascii_lowercase(),
+        _ => return false,
+    };
+    let names = ["comms.db", "orchestration_", "sqlite"]
+        .iter()
+        .any(|w| text.contains(w));
+    if !names || !COMMS.is_match(&text) {
+        return false;
+    }
+    SQL_ADDS.is_match(&text) || (SQL_WRITE.is_match(&text) && !HEARTBEAT_ONLY.is_match(&text))
+}
+
+/// SQL that adds or removes rows (a message sent, a row made): progress whatever else.
+static SQL_ADDS: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"(?-u:\b)(insert|delete|replace)(?-u:\b)").expect("static regex"));
+
+/// An `UPDATE` that sets only the heartbeat (`SET last_heartbeat = …` with nothing else
+/// set): a watcher keeping itself alive, no progress.
+static HEARTBEAT_ONLY: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?-u:\b)set[ \t]+last_heartbeat[ \t]*=[ \t]*[^,]*?(where|;|$)")
+        .expect("static regex")
+});
+
 /// A call that changes the project's files: progress, whatever came before.
 pub fn is_edit(tool: &str) -> bool {
     matches!(tool, "Edit" | "Write" | "MultiEdit" | "NotebookEdit")
@@ -239,5 +272,23 @@ mod tests {
         );
         assert_eq!(shows("test result: ok. 3 passed"), None);
         assert_eq!(shows("see task-03 for details"), None);
+    }
+
+    #[test]
+    fn a_write_to_comms_db_is_progress_and_a_heartbeat_alone_is_not() {
+        let bash = |c: &str| writes("Bash", &json!({"command": c}));
+        assert!(bash(
+            "sqlite3 comms.db \"update orchestration_tasks SET state = 'review_approved', last_heartbeat = datetime('now') WHERE task_id = 'task-03'; SELECT changes();\""
+        ));
+        assert!(bash(
+            "sqlite3 comms.db \"insert into orchestration_messages (task_id, message, message_type) VALUES ('task-03', 'ok', 'approval')\""
+        ));
+        assert!(!bash(
+            "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\""
+        ));
+        assert!(!bash(
+            "sqlite3 comms.db \"SELECT state FROM orchestration_tasks\""
+        ));
+        assert!(!bash("cargo test"));
     }
 }

@@ -10,7 +10,8 @@
 //! - *Time passing*: measured, between the first of the looks and the last, whatever
 //!   spelled the wait (a `sleep`, a `read -t`, a script's own sleep, or only the model's
 //!   turns).
-//! - *Progress*: an edit (Edit, Write, …), or a look whose result changed.
+//! - *Progress*: an edit (Edit, Write, …), a write to comms.db (an `UPDATE` or `INSERT`
+//!   through `sqlite3`: an approval, a message sent), or a look whose result changed.
 //!
 //! A look is a call that returns something or reads the orchestration's state (a `sleep`
 //! or a heartbeat `UPDATE` looks at nothing). Which part of the state the loop's calls
@@ -123,7 +124,7 @@ pub fn look(
         at_ms,
         reads,
         is_look,
-        progress: deeds::is_edit(tool) || changed,
+        progress: deeds::is_edit(tool) || deeds::writes(tool, input) || changed,
     }
 }
 
@@ -141,8 +142,10 @@ pub fn closes_loop(history: &[Look], call: u64, now_ms: i64) -> Option<Vec<State
     let first = before.first()?;
     let seen_nothing_new = before.iter().all(|l| l.is_look && l.result == first.result);
     (seen_nothing_new && now_ms - first.at_ms >= MIN_SPAN_MS).then_some(())?;
+    // What the loop reads is what the repeating call reads: an earlier look at the
+    // state (one comms.db read before a flaky test run four times) makes no poller of it.
     let mut states = Vec::new();
-    for s in recent.iter().filter_map(|l| l.reads) {
+    for s in before.iter().filter_map(|l| l.reads) {
         if !states.contains(&s) {
             states.push(s);
         }

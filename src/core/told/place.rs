@@ -160,7 +160,10 @@ pub fn place(base: &Path) -> PathBuf {
             file = Some(n);
         }
     }
-    let free = (1..).find(|n| !taken.contains(n)).unwrap_or(1);
+    // One past as many names as are taken is always free.
+    let free = (1..=taken.len() as u64 + 1)
+        .find(|n| !taken.contains(n))
+        .unwrap_or(1);
     name_of(file.unwrap_or(free))
 }
 

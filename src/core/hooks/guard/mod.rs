@@ -66,12 +66,15 @@ pub struct Lookups<'a> {
 /// The ledger's name for the calls of the session itself (not a subagent's).
 const MAIN: &str = "main";
 
-/// After a call ran (`PostToolUse`): what it did, kept as the caller's latest look.
+/// After a call ran (`PostToolUse`, or `PostToolUseFailure` for one that failed: its
+/// error is its result): what it did, kept as the caller's latest look.
 pub fn remember(event: &Value, look: &Lookups<'_>) {
     let text = |k: &str| event.get(k).and_then(Value::as_str);
-    if text("hook_event_name") != Some("PostToolUse") {
-        return;
-    }
+    let failed = match text("hook_event_name") {
+        Some("PostToolUse") => false,
+        Some("PostToolUseFailure") => true,
+        _ => return,
+    };
     let (Some(ledger), Some(tool)) = (look.ledger, text("tool_name")) else {
         return;
     };
@@ -81,7 +84,11 @@ pub fn remember(event: &Value, look: &Lookups<'_>) {
         .and_then(Value::as_i64)
         .unwrap_or(0);
     let input = event.get("tool_input").unwrap_or(&Value::Null);
-    let response = event.get("tool_response").unwrap_or(&Value::Null);
+    let response = if failed {
+        event.get("error").unwrap_or(&Value::Null)
+    } else {
+        event.get("tool_response").unwrap_or(&Value::Null)
+    };
     let earlier = ledger.looks(agent);
     let at = look.now_ms - duration.clamp(0, 24 * 3600 * 1000);
     ledger.add_look(

@@ -289,3 +289,59 @@ fn a_transcripts_loop_is_found_after_the_fact() {
     assert_eq!(loop_in(&looks), Some(vec![State::Comms]));
     assert_eq!(loop_in(&looks[..2]), None);
 }
+
+/// One comms.db read, then a flaky test run four times with the same output: the
+/// repeating call reads nothing of the orchestration, so it is no poller (it was one
+/// when what the loop read came from every call since the last progress).
+#[test]
+fn an_earlier_read_makes_no_poller_of_a_later_repeat() {
+    let mut calls = vec![bash(
+        "sqlite3 comms.db \"SELECT state FROM orchestration_tasks WHERE task_id = 'task-03'\"",
+        "working",
+        0.0,
+    )];
+    for i in 0..4 {
+        calls.push(bash(
+            "cargo test -p parser",
+            "test result: FAILED. 1 failed",
+            10.0 + f64::from(i) * 30.0,
+        ));
+    }
+    assert_eq!(stopped_at(&calls), None);
+}
+
+/// The Conductor's inbox checks between approvals made with sqlite3: each approval is
+/// progress, so the checks never add up to a loop and the third approval is made.
+#[test]
+fn approvals_written_with_sqlite3_are_progress_between_inbox_checks() {
+    let inbox = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-00' AND id > 4\"";
+    let mut calls = Vec::new();
+    for (i, task) in ["task-01", "task-02", "task-03"].iter().enumerate() {
+        let at = i as f64 * 60.0;
+        calls.push(bash(inbox, "", at));
+        calls.push(bash(inbox, "", at + 20.0));
+        calls.push(bash(
+            &format!("sqlite3 comms.db \"update orchestration_tasks SET state = 'review_approved', last_heartbeat = datetime('now') WHERE task_id = '{task}'; SELECT changes();\""),
+            "1",
+            at + 40.0,
+        ));
+    }
+    assert_eq!(stopped_at(&calls), None);
+}
+
+/// A poller whose look fails each time (`grep -q … && echo READY` on a log without the
+/// word yet): the guard is handed the error as the result (`PostToolUseFailure`), and
+/// the third look is stopped.
+#[test]
+fn a_failing_look_repeated_is_a_poller() {
+    let failing = |at_s: f64| -> Call {
+        (
+            "Bash",
+            json!({"command": "grep -q DONE temp/task-03-status && echo READY", "description": "check"}),
+            json!("Exit code 1"),
+            at_s,
+        )
+    };
+    let calls: Vec<Call> = (0..4).map(|i| failing(f64::from(i) * 15.0)).collect();
+    assert_eq!(stopped_at(&calls), Some((2, vec![State::Logs])));
+}

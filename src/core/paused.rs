@@ -1,5 +1,6 @@
-//! Nothing stays stopped when maestro dies: before a process is held with SIGSTOP
-//! (a relaunch proving its successor, a Conductor recovery), it is named to a guardian,
+//! Processes held stopped while something that may fail is tried in their place
+//! ([`Paused`]), and never left stopped when maestro dies: before a process is held with
+//! SIGSTOP (a relaunch proving its successor, a Conductor recovery), it is named to a guardian,
 //! a small `maestro resume-guard` process of its own group (a Ctrl-C or a hang-up of the
 //! terminal does not reach it) that reads the names on a pipe. maestro says `done` once
 //! it has resumed or ended them itself; when the pipe closes without that (maestro
@@ -12,7 +13,9 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 
-use crate::core::procs::ProcessId;
+use std::time::Duration;
+
+use crate::core::procs::{KillOutcome, ProcessId, descendants, guarded_kill};
 
 /// The hidden verb the guardian runs as.
 pub const VERB: &str = "resume-guard";
@@ -114,4 +117,99 @@ fn resume_on_close() -> i32 {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
     }
     0
+}
+
+/// Processes held with SIGSTOP while something that may fail is tried in their place:
+/// each root and everything below it (a terminal's claude runs in a session of its
+/// own, so stopping the terminal alone would not stop it). Resumed when the attempt
+/// failed, ended when it succeeded; never left stopped: each is named to a guardian
+/// process before it is stopped (`core::resume_guard`), which resumes it if maestro dies
+/// first, and one dropped unfinished is resumed.
+#[derive(Debug, Default)]
+pub struct Paused {
+    roots: Vec<ProcessId>,
+    stopped: Vec<ProcessId>,
+    guardian: Option<Guardian>,
+}
+
+impl Paused {
+    /// Stops each live root and its descendants. Where no guardian can be started
+    /// (maestro's program is gone), nothing is stopped: better two sessions for a
+    /// moment than one stopped for good.
+    pub fn pause(roots: &[ProcessId]) -> Self {
+        let mut paused = Self::default();
+        let live: Vec<ProcessId> = roots
+            .iter()
+            .copied()
+            .filter(ProcessId::is_same_alive)
+            .collect();
+        if live.is_empty() {
+            return paused;
+        }
+        let Ok(mut guardian) = Guardian::start() else {
+            return paused;
+        };
+        for root in live {
+            paused.roots.push(root);
+            let below = descendants(root.pid).into_iter().map(ProcessId::observe);
+            for p in std::iter::once(root).chain(below) {
+                if guardian.will_stop(p).is_ok()
+                    && kill(Pid::from_raw(p.pid), Signal::SIGSTOP).is_ok()
+                {
+                    paused.stopped.push(p);
+                }
+            }
+        }
+        paused.guardian = Some(guardian);
+        paused
+    }
+
+    /// The processes stopped, roots first.
+    pub fn stopped(&self) -> &[ProcessId] {
+        &self.stopped
+    }
+
+    /// Lets every stopped process run again, as it was.
+    pub fn resume(mut self) {
+        self.cont();
+    }
+
+    /// Every stopped process running again, and the guardian told so.
+    fn cont(&mut self) {
+        for p in self.stopped.iter().filter(|p| p.is_same_alive()) {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        }
+        if let Some(guardian) = self.guardian.take() {
+            guardian.done();
+        }
+    }
+
+    /// Ends each root (running again first, so it can act on SIGTERM) and whatever ran
+    /// below it and outlives it (a window's claude), all at once (one grace period, not
+    /// one each): what each root got.
+    pub async fn end(mut self, grace: Duration) -> Vec<(i32, KillOutcome)> {
+        self.cont();
+        let mut ending = tokio::task::JoinSet::new();
+        for p in &self.stopped {
+            let (p, root) = (*p, self.roots.contains(p));
+            ending.spawn(async move { (p.pid, root, guarded_kill(p, grace).await) });
+        }
+        let mut out = Vec::new();
+        while let Some(done) = ending.join_next().await {
+            if let Ok((pid, true, outcome)) = done {
+                out.push((pid, outcome));
+            }
+        }
+        out.sort_by_key(|(pid, _)| self.roots.iter().position(|r| r.pid == *pid));
+        out
+    }
+}
+
+impl Drop for Paused {
+    /// One dropped unfinished (an early return) runs again.
+    fn drop(&mut self) {
+        if self.guardian.is_some() {
+            self.cont();
+        }
+    }
 }
