@@ -53,7 +53,7 @@ pub struct Look {
 pub fn call_hash(tool: &str, input: &Value) -> u64 {
     let command = input.get("command").and_then(Value::as_str);
     let text = if let ("Bash", Some(command)) = (tool, command) {
-        loose(command)
+        same_spelling(&loose(command))
     } else {
         let mut input = input.clone();
         if let Some(map) = input.as_object_mut() {
@@ -86,9 +86,10 @@ pub fn result_text(response: &Value) -> String {
     }
 }
 
-/// Timestamps, times of day and durations: what differs between two runs of any command.
+/// Timestamps, times of day, durations and epoch seconds (`date +%s`, 1000000000 to
+/// 1999999999): what differs between two runs of any command.
 static CHANGES_ANYWAY: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:?[0-9]{2})?|(?-u:\b)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?-u:\b)|(?-u:\b)[0-9]+(\.[0-9]+)? ?(ms|s)(?-u:\b)")
+    Regex::new(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\.[0-9]+)?)?(Z|[+-][0-9]{2}:?[0-9]{2})?|(?-u:\b)[0-9]{1,2}:[0-9]{2}:[0-9]{2}(?-u:\b)|(?-u:\b)[0-9]+(\.[0-9]+)? ?(ms|s)(?-u:\b)|(?-u:\b)1[0-9]{9}(\.[0-9]+)?(?-u:\b)")
         .expect("static regex")
 });
 
@@ -159,6 +160,28 @@ pub fn loop_in(looks: &[Look]) -> Option<Vec<State>> {
     (0..looks.len()).find_map(|i| {
         closes_loop(&looks[..i], looks[i].call, looks[i].at_ms).filter(|s| !s.is_empty())
     })
+}
+
+/// A shell line in one spelling, so drift between cycles is not a new call: `&&`, `;`
+/// and a newline join alike, a trailing `| cat` changes nothing, and a wait's length
+/// (`sleep 10`, then `sleep 20`: a backoff) is any length.
+fn same_spelling(line: &str) -> String {
+    static JOINS: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" ?(&&|;) ?").expect("static regex"));
+    static CAT: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r" ?\| ?cat ?($|&&|;)").expect("static regex"));
+    static WAIT: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?-u:\b)sleep [0-9]+(\.[0-9]+)?[smh]?(?-u:\b)").expect("static regex")
+    });
+    if !line.contains(['&', ';', '|']) && !line.contains("sleep") {
+        return line.to_owned();
+    }
+    let line = CAT.replace_all(line, "$1");
+    let line = WAIT.replace_all(&line, "sleep #");
+    JOINS
+        .replace_all(&line, " ; ")
+        .trim_end_matches([' ', ';'])
+        .to_owned()
 }
 
 /// Lower case, runs of whitespace as one space.

@@ -345,3 +345,41 @@ fn a_failing_look_repeated_is_a_poller() {
     let calls: Vec<Call> = (0..4).map(|i| failing(f64::from(i) * 15.0)).collect();
     assert_eq!(stopped_at(&calls), Some((2, vec![State::Logs])));
 }
+
+/// A poller whose spelling drifts between cycles (`;` then `&&`, a `| cat`, a backoff
+/// from `sleep 5` to `sleep 20`) and whose result carries the epoch second it ran: the
+/// same call, the same result, stopped by its third look.
+#[test]
+fn spelling_drift_backoff_and_epoch_seconds_are_the_same_look() {
+    let spellings = [
+        "sleep 5; sqlite3 comms.db \"SELECT state FROM orchestration_tasks\"",
+        "sleep 10 && sqlite3 comms.db \"SELECT state FROM orchestration_tasks\" | cat",
+        "sleep 20 &&   sqlite3 comms.db \"SELECT state FROM orchestration_tasks\"",
+        "sleep 40; sqlite3 comms.db \"SELECT state FROM orchestration_tasks\" | cat",
+    ];
+    let calls: Vec<Call> = spellings
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            bash(
+                c,
+                &format!("working\nchecked at {}", 1_764_000_000 + i * 37),
+                i as f64 * 20.0,
+            )
+        })
+        .collect();
+    assert_eq!(stopped_at(&calls), Some((2, vec![State::Comms])));
+}
+
+/// Two different commands joined alike stay two calls: only the joins are one spelling.
+#[test]
+fn different_commands_are_not_made_alike() {
+    assert_ne!(
+        call_hash("Bash", &json!({"command": "cargo test; cargo build"})),
+        call_hash("Bash", &json!({"command": "cargo test; cargo clippy"}))
+    );
+    assert_ne!(
+        call_hash("Bash", &json!({"command": "cat notes | cat"})),
+        call_hash("Bash", &json!({"command": "cat other | cat"}))
+    );
+}
