@@ -49,8 +49,13 @@ fn french_watcher_calls() -> Vec<Reply> {
     )
 }
 
+/// [`POLLER_TOOLS`] and `more`.
+pub(super) fn poller_tools_with(more: &[&'static str]) -> Vec<&'static str> {
+    POLLER_TOOLS.iter().chain(more).copied().collect()
+}
+
 /// The session's end, within the deadline: its stdout.
-fn end(child: Child) -> String {
+pub(super) fn end(child: Child) -> String {
     let (code, out) = super::replace_pollers::finish(child);
     assert_eq!(code, 0, "{out}");
     out

@@ -9,6 +9,7 @@
 mod compaction;
 mod conductor;
 mod errors;
+mod failing_looks;
 mod guard;
 mod hooks;
 mod interactive;
