@@ -171,38 +171,62 @@ pub fn names_task(prompt: &str, task: &str) -> bool {
     })
 }
 
-/// The one task a session's first prompt launches it for: the `/musician task-NN` it
-/// starts with (also as Claude Code expands a slash command), `/conductor` (task-00),
-/// `/souffleur`; a prompt with none of those (a relaunch's own words) is the first task
-/// it names. Tasks it merely mentions beside (a message from task-00) are not its own.
+/// The one task a session's first prompt launches it for: the launch command it starts
+/// with ([`task_by_command`]); a prompt with none (a relaunch's own words) is the first
+/// Musician task it names. A prompt that speaks of a launch command mid-sentence
+/// ("then run /musician task-01") launches nothing, and naming task-00 in words never
+/// makes a Conductor.
 pub fn launch_task(prompt: &str) -> Option<String> {
-    task_by_command(prompt).or_else(|| {
-        TASK_WORD
-            .find_iter(prompt)
-            .find(|m| names_task(prompt, m.as_str()))
-            .map(|m| m.as_str().to_owned())
-    })
+    if let Some(task) = task_by_command(prompt) {
+        return Some(task);
+    }
+    if MENTIONED_COMMAND.is_match(prompt) {
+        return None;
+    }
+    TASK_WORD
+        .find_iter(prompt)
+        .filter(|m| m.as_str() != crate::core::domain::CONDUCTOR_ID)
+        .find(|m| names_task(prompt, m.as_str()))
+        .map(|m| m.as_str().to_owned())
 }
 
-/// The task a prompt's launch command names: `/musician task-NN` (also as Claude Code
-/// expands a slash command), `/conductor` (task-00), `/souffleur`; none for other words.
-/// The command is a word of its own (at the start, after a space or as the expansion's
-/// `<command-name>`): a path through a `conductor` or `musician` folder names no role.
+/// A launch command anywhere in a prompt, as a word.
+static MENTIONED_COMMAND: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?:^|[\s>(`'\x22])/(musician|conductor|souffleur)(?:$|[^\w/-])")
+        .expect("static regex")
+});
+
+/// The task a prompt's launch command names: `/musician task-NN`, `/conductor` (task-00)
+/// or `/souffleur`, the prompt's first word (a period or comma may follow a role:
+/// `/conductor.`), or Claude Code's expansion of a slash command (`<command-name>`), which
+/// no one types. A command spoken of mid-sentence, or a path through a `conductor`
+/// folder, names no role. The guard and `maestro usage` tie a session by this one rule.
 pub fn task_by_command(prompt: &str) -> Option<String> {
-    static MUSICIAN: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:^|[\s>])/musician(?:</command-name>)?\s*(?:<command-args>)?\s*(task-\d+(?:-fix|-S\d+)?)\b")
+    static AT_START: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"^\s*/(?:musician\s+(task-\d+(?:-fix|-S\d+)?)(?:$|[^\w-])|(conductor|souffleur)(?:$|[\s.,;:!?]))")
             .expect("static regex")
     });
-    static ROLE: LazyLock<Regex> = LazyLock::new(|| {
-        Regex::new(r"(?:^|[\s>])/(conductor|souffleur)(?:$|[\s<])").expect("static regex")
+    static EXPANDED: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"<command-name>/(musician|conductor|souffleur)</command-name>(?:\s*<command-args>\s*(task-\d+(?:-fix|-S\d+)?)\b)?")
+            .expect("static regex")
     });
-    if let Some(c) = MUSICIAN.captures(prompt) {
-        return Some(c[1].to_owned());
+    let role = |name: &str| match name {
+        "conductor" => Some(crate::core::domain::CONDUCTOR_ID.to_owned()),
+        "souffleur" => Some(crate::core::domain::SOUFFLEUR_ID.to_owned()),
+        _ => None,
+    };
+    if let Some(c) = AT_START.captures(prompt) {
+        return match (c.get(1), c.get(2)) {
+            (Some(task), _) => Some(task.as_str().to_owned()),
+            (None, Some(name)) => role(name.as_str()),
+            _ => None,
+        };
     }
-    ROLE.captures(prompt).map(|c| match &c[1] {
-        "conductor" => crate::core::domain::CONDUCTOR_ID.to_owned(),
-        _ => crate::core::domain::SOUFFLEUR_ID.to_owned(),
-    })
+    let c = EXPANDED.captures(prompt)?;
+    match &c[1] {
+        "musician" => c.get(2).map(|t| t.as_str().to_owned()),
+        name => role(name),
+    }
 }
 
 /// A task as the database knows it.
@@ -367,10 +391,16 @@ mod tests {
                 "/musician task-01 read the message from task-00 to task-01",
                 Some("task-01"),
             ),
+            // Spoken of mid-sentence: a launch of nothing.
             (
                 "read the message from task-00, then /musician task-01",
-                Some("task-01"),
+                None,
             ),
+            ("tell the /conductor when you are done", None),
+            ("/conductor. Plan phase 2", Some("task-00")),
+            ("  /conductor", Some("task-00")),
+            ("ask task-00 which branch task-04 is on", Some("task-04")),
+            ("/home/me/conductor/notes: read them", None),
             (
                 "<command-name>/musician</command-name>\n<command-args>task-12</command-args>",
                 Some("task-12"),
