@@ -50,7 +50,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         home.path(),
         &server,
         root,
-        "PARENT-C1: /musician task-02",
+        "/musician task-02 PARENT-C1",
         &[],
     );
     assert!(

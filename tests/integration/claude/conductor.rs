@@ -68,7 +68,7 @@ fn the_conductors_database_watcher_is_stopped_and_conductor_watch_takes_its_duty
         ("CW-3L", watcher),
     ]);
     let tools = ["--allowedTools", "Bash(sleep:*)", "Bash(sqlite3:*)"];
-    let session = rig.start("CON-7W: /conductor", &server, &tools);
+    let session = rig.start("/conductor CON-7W", &server, &tools);
     wait_until("conductor watch refreshes task-00's heartbeat", || {
         heartbeat_age_s(&db, "task-00") < 30.0
     });
@@ -115,7 +115,7 @@ fn a_sentinel_report_reaches_the_conductor_once_working_or_waiting() {
         ],
     )]);
     let tools = ["--allowedTools", "Bash"];
-    let session = rig.start("CON-4R: /conductor", &server, &tools);
+    let session = rig.start("/conductor CON-4R", &server, &tools);
     // Working: a report written while it makes tool calls comes with the next one.
     wait_until("the gated call", || {
         tool_results(&server, false)

@@ -45,7 +45,7 @@ fn api_errors_bill_nothing_and_a_failed_tool_is_the_last_error() {
         home.path(),
         &server,
         root,
-        "ERRS-9: /musician task-04",
+        "/musician task-04 ERRS-9",
         &[],
     );
     assert!(
@@ -89,7 +89,7 @@ fn a_session_the_api_refused_is_in_api_error_with_the_apis_text() {
             .env("CLAUDE_CODE_MAX_RETRIES", "1")
             .args([
                 "-p",
-                "REFUSE-4: /musician task-05",
+                "/musician task-05 REFUSE-4",
                 "--model",
                 "claude-sonnet-4-5",
             ])

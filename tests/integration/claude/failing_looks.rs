@@ -41,7 +41,7 @@ fn a_poller_whose_looks_fail_is_stopped_by_its_third() {
         ("FL-3G", waiter_calls()),
     ]);
     let tools = poller_tools_with(&["Bash(grep:*)"]);
-    end(rig.start("CON-3F: /conductor", &server, &tools));
+    end(rig.start("/conductor CON-3F", &server, &tools));
     // The failed looks come back as errors too: the guard's refusal is the third.
     let said = refusals(&server);
     let failed = said.iter().filter(|r| r.starts_with("Exit code 1")).count();

@@ -101,7 +101,7 @@ fn a_french_watcher_is_stopped_by_its_third_call_and_the_named_command_takes_its
         ("FR-7W", french_watcher_calls()),
     ]);
     // The default permission mode: the named command has no rule of its own.
-    let session = rig.start("MUS-8F: /musician task-03", &server, POLLER_TOOLS);
+    let session = rig.start("/musician task-03 MUS-8F", &server, POLLER_TOOLS);
     wait_until("the named command refreshes the heartbeat", || {
         heartbeat_age_s(&db, "task-03") < 30.0
     });
@@ -177,7 +177,7 @@ fn a_plain_words_watcher_over_the_comms_link_mcp_tool_is_stopped() {
     let mut extra = vec!["--mcp-config".to_owned(), mcp.to_string()];
     extra.extend(POLLER_TOOLS.iter().map(|s| (*s).to_owned()));
     let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let session = rig.start("MUS-2M: /musician task-03", &server, &extra);
+    let session = rig.start("/musician task-03 MUS-2M", &server, &extra);
     wait_until("the named command refreshes the heartbeat", || {
         heartbeat_age_s(&db, "task-03") < 30.0
     });
@@ -229,13 +229,13 @@ fn a_spanish_sentinel_runs_its_loop_unless_a_maestro_reports_and_then_is_stopped
     };
     // No maestro reports: its duty would be undone, so its whole loop runs.
     let server = ModelServer::start(script("CON-1E"));
-    end(rig.start("CON-1E: /conductor", &server, POLLER_TOOLS));
+    end(rig.start("/conductor CON-1E", &server, POLLER_TOOLS));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
 
     // One reports: stopped at its third look, nothing to run instead.
     let mut m = rig.watch(&["--report-to-db"]);
     let server = ModelServer::start(script("CON-2E"));
-    end(rig.start("CON-2E: /conductor", &server, POLLER_TOOLS));
+    end(rig.start("/conductor CON-2E", &server, POLLER_TOOLS));
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("report"), "{}", said[0]);
@@ -349,7 +349,7 @@ fn ordinary_work_in_a_musicians_session_runs_and_its_watcher_is_untouched() {
     let mut tools = POLLER_TOOLS.to_vec();
     // A migration's redirections and a background job need Bash whole.
     tools.extend(["Write", "Bash"]);
-    end(rig.start("MUS-0O: /musician task-03", &server, &tools));
+    end(rig.start("/musician task-03 MUS-0O", &server, &tools));
     let denied: Vec<String> = server
         .requests()
         .iter()
@@ -392,7 +392,7 @@ fn a_damaged_database_means_no_refusal() {
         ),
         ("FR-7W", french_watcher_calls()),
     ]);
-    end(rig.start("MUS-5D: /musician task-03", &server, POLLER_TOOLS));
+    end(rig.start("/musician task-03 MUS-5D", &server, POLLER_TOOLS));
     assert!(
         refusals(&server).iter().all(|r| !r.contains("maestro")),
         "{:?}",
@@ -446,7 +446,7 @@ fn a_foreign_maestro_on_path_blocks_nothing_under_the_plugin() {
     cmd.env("PATH", &path)
         .args([
             "-p",
-            "FOR-1: /musician task-03",
+            "/musician task-03 FOR-1",
             "--model",
             "claude-sonnet-4-5",
             "--plugin-dir",

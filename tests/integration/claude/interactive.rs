@@ -190,6 +190,15 @@ fn a_session_killed_mid_response() {
     scratch.set_task("task-06", "working");
     let root = std::fs::canonicalize(scratch.root()).unwrap();
     let home = super::home_for(&root);
+    // The orchestration's `/musician` command, as a Musician's session has it installed:
+    // typed, it expands (a real slash command, which is what ties the session).
+    let commands = home.path().join(".claude/commands");
+    std::fs::create_dir_all(&commands).unwrap();
+    std::fs::write(
+        commands.join("musician.md"),
+        "Work on the task: $ARGUMENTS\n",
+    )
+    .unwrap();
     let data = tempfile::tempdir().unwrap();
     let mut m = super::watch_with_hooks(&root, home.path(), data.path(), "task-06");
     let first = Usage {
@@ -224,7 +233,7 @@ fn a_session_killed_mid_response() {
     );
     let tmux = Tmux::start(launch.to_str().unwrap(), 120, 40);
     tmux.wait("the prompt", |s| s.contains('❯'));
-    tmux.keys("KILL-4: /musician task-06");
+    tmux.keys("/musician task-06 KILL-4");
     tmux.keys("Enter");
     m.wait_json("working on it", |v| {
         event(v) == "session" && v["task_id"] == "task-06" && v["total_tokens"] == first.total()

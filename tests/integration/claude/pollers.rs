@@ -81,7 +81,7 @@ fn a_sentinel_launched_as_a_subagent_is_a_poller_and_an_ordinary_one_is_not() {
     }
     let (rig, usage) = run(
         "task-00",
-        "PARENT-S1: conduct task-00",
+        "/conductor PARENT-S1",
         vec![
             (
                 "PARENT-S1",
@@ -172,7 +172,7 @@ fn a_musicians_watcher_is_a_poller_and_its_ordinary_subagents_are_not() {
     let read = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-01' AND id > 0\"";
     let (_rig, usage) = run(
         "task-01",
-        "MUS-2W: /musician task-01",
+        "/musician task-01 MUS-2W",
         vec![
             (
                 "MUS-2W",

@@ -226,7 +226,7 @@ fn a_musicians_watcher_is_stopped_in_its_loop_and_refused_at_its_next_launch() {
     let rig = Rig::new("task-03", true);
     let mut m = rig.watch(&[]);
     let server = rig.session(
-        "MUS-7R: /musician task-03",
+        "/musician task-03 MUS-7R",
         vec![
             (
                 "MUS-7R",
@@ -308,13 +308,13 @@ fn the_sentinel_is_refused_only_while_a_maestro_reports_to_the_database() {
         ]
     };
     // No maestro reports: the LLM Sentinel runs, as before.
-    let server = rig.session("COND-1A: /conductor", script("COND-1A"));
+    let server = rig.session("/conductor COND-1A", script("COND-1A"));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
     assert_eq!(rig.subagent_files().len(), 1, "the Sentinel ran");
 
     // With one reporting, it is refused and the reason says why.
     let mut m = rig.watch(&["--report-to-db"]);
-    let server = rig.session("COND-2B: /conductor", script("COND-2B"));
+    let server = rig.session("/conductor COND-2B", script("COND-2B"));
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("report_to_db"), "{}", said[0]);
@@ -340,7 +340,7 @@ fn the_souffleurs_layers_run_no_subagent_and_its_watcher_command_reports_the_dea
     );
     let server = rig.session(
         &format!(
-            "SOUF-9Z: /souffleur PID:{} SESSION_ID:{session}",
+            "/souffleur PID:{} SESSION_ID:{session} SOUF-9Z",
             conductor.id()
         ),
         vec![
@@ -415,7 +415,7 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
         ]
     };
     let rig = Rig::new("task-03", true);
-    let server = rig.session("MUS-1C: /musician task-03", script("MUS-1C"));
+    let server = rig.session("/musician task-03 MUS-1C", script("MUS-1C"));
     assert!(refusals(&server).is_empty(), "{:?}", refusals(&server));
     assert_eq!(rig.subagent_files().len(), 2, "both ran");
     let usage = rig.rig.usage();
@@ -427,7 +427,7 @@ fn ordinary_and_near_miss_subagents_run_and_nothing_is_refused_without_the_flag(
     // Without the flag even a real poller's launch goes through.
     let plain = Rig::new("task-03", false);
     let server = plain.session(
-        "MUS-2D: /musician task-03",
+        "/musician task-03 MUS-2D",
         vec![
             (
                 "MUS-2D",
@@ -510,7 +510,7 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
         .env("XDG_DATA_HOME", data.path())
         .args([
             "-p",
-            &format!("SOU-3P: /souffleur PID:4242 SESSION_ID:{session}"),
+            &format!("/souffleur PID:4242 SESSION_ID:{session} SOU-3P"),
             "--model",
             "claude-sonnet-4-5",
         ])

@@ -50,7 +50,7 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
         home.path(),
         &server,
         &root,
-        "COND-8: /conductor",
+        "/conductor COND-8",
         &["--session-id", SESSION],
     );
     assert!(

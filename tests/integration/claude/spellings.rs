@@ -29,7 +29,7 @@ fn each_is_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extr
 }
 
 fn four_are_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extra: &[&str]) {
-    let marker = &prompt[..prompt.find(':').unwrap()];
+    let marker = prompt.rsplit(' ').next().unwrap();
     let mut main: Vec<Reply> = pollers
         .iter()
         .map(|(m, _)| {
@@ -124,7 +124,7 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
     let config = mcp.to_string();
     each_is_stopped(
         &rig,
-        "MUS-9S: /musician task-03",
+        "/musician task-03 MUS-9S",
         &pollers,
         &["--mcp-config", &config],
     );
@@ -177,5 +177,5 @@ fn the_conductors_reads_of_the_logs_in_any_spelling_are_stopped_while_a_maestro_
             cycle(&[bash("timeout 1 tail -f temp/task-03-status; true")]),
         ),
     ];
-    each_is_stopped(&rig, "CON-5L: /conductor", &pollers, &[]);
+    each_is_stopped(&rig, "/conductor CON-5L", &pollers, &[]);
 }

@@ -68,7 +68,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         home.path(),
         &server,
         root,
-        "PARENT-7Q: /musician task-01",
+        "/musician task-01 PARENT-7Q",
         &[],
     );
     assert!(
