@@ -1,0 +1,439 @@
+//! A whole orchestration left alone, with real Claude Code sessions, finishes. Three
+//! Musicians (real `claude -p` sessions, scripted by the model server) each work, ask for
+//! a checkpoint review, wait on `maestro musician watch --pause`, work on, ask for their
+//! final review and complete. The Conductor is driven by `maestro conductor watch`: it
+//! approves each review it is told and relaunches a Musician it is told is dead.
+//!
+//! Faults injected: one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
+//! the relaunch must bring a new session that finishes the task); the relaunch is asked
+//! for twice at once (one runs, one is refused); the shell of the first Conductor watcher
+//! is killed (the watcher must end with it). The poller guard is on throughout.
+//!
+//! At the end: every task `complete`, one handoff for the killed task, each review and message
+//! told once, no process left stopped.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::replace_pollers::Rig;
+use super::{ModelServer, Reply, Usage};
+use crate::common::{RUN_AFTER_DASHES, wait_until};
+
+const ONE: Usage = Usage {
+    input: 60,
+    output: 6,
+    cache_write: 0,
+    cache_read: 0,
+};
+const TASKS: [&str; 3] = ["task-01", "task-02", "task-03"];
+/// The longest the whole orchestration may take.
+const WHOLE: Duration = Duration::from_secs(240);
+
+/// A write as a Musician makes it: `sqlite3`, waiting its turn for the database's lock
+/// (five sessions and maestro write it at once).
+fn sql(statement: &str) -> String {
+    format!("sqlite3 -cmd '.timeout 5000' comms.db \"{statement}\"")
+}
+
+fn set_state(task: &str, state: &str) -> String {
+    sql(&format!(
+        "update orchestration_tasks SET state = '{state}', last_heartbeat = datetime('now') WHERE task_id = '{task}'"
+    ))
+}
+
+fn ask_review(task: &str, what: &str) -> String {
+    sql(&format!(
+        "update orchestration_tasks SET state = 'needs_review', last_heartbeat = datetime('now') WHERE task_id = '{task}'; insert into orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-00', '{task}', '{what} of {task} ready', 'review_request')"
+    ))
+}
+
+fn log(task: &str, line: &str) -> String {
+    format!("echo '{line}' >> temp/{task}-status")
+}
+
+/// A Musician's whole life: work, checkpoint review, work, final review, complete. With
+/// `dies`, it stops in a long step after its checkpoint, while working.
+fn musician(task: &str, dies: bool) -> Vec<Reply> {
+    let mut calls = vec![
+        set_state(task, "working"),
+        log(task, "step 1 started [ctx: 10%]"),
+        ask_review(task, "checkpoint"),
+        format!("maestro musician watch {task} --pause"),
+        set_state(task, "working"),
+        log(task, "step 2 started [ctx: 20%]"),
+    ];
+    if dies {
+        calls.push("sleep 300".into());
+    }
+    calls.extend([
+        ask_review(task, "final review"),
+        format!("maestro musician watch {task} --pause"),
+        set_state(task, "complete"),
+    ]);
+    let mut replies: Vec<Reply> = calls.iter().map(|c| Reply::bash(c, ONE)).collect();
+    replies.push(Reply::text("done", ONE));
+    replies
+}
+
+/// The relaunched Musician: it picks up from the handoff and finishes.
+fn relaunched(task: &str) -> Vec<Reply> {
+    let calls = [
+        set_state(task, "working"),
+        log(task, "step 3 started [ctx: 5%]"),
+        ask_review(task, "final review"),
+        format!("maestro musician watch {task} --pause"),
+        set_state(task, "complete"),
+    ];
+    let mut replies: Vec<Reply> = calls.iter().map(|c| Reply::bash(c, ONE)).collect();
+    replies.push(Reply::text("done", ONE));
+    replies
+}
+
+/// Everything a process of the orchestration needs: the scripted model, the test's home,
+/// maestro's data, its configuration, and a PATH with maestro, the real claude and a
+/// terminal that runs its command.
+struct World {
+    rig: Rig,
+    env: Vec<(&'static str, String)>,
+}
+
+impl World {
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new(program);
+        c.env_remove("CLAUDE_CONFIG_DIR")
+            .env_remove("CLAUDECODE")
+            .envs(self.env.iter().map(|(k, v)| (*k, v.as_str())))
+            .current_dir(self.rig.root())
+            .stdin(Stdio::null());
+        c
+    }
+
+    fn maestro(&self, args: &[&str]) -> Command {
+        let mut c = self.command(env!("CARGO_BIN_EXE_maestro"));
+        c.args(args).arg("--project").arg(self.rig.root());
+        c
+    }
+
+    fn state(&self, task: &str) -> String {
+        super::replace_pollers::conn(self.rig.root())
+            .query_row(
+                "SELECT state FROM orchestration_tasks WHERE task_id = ?1",
+                [task],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+}
+
+fn setup(claude: &Path, server: &ModelServer) -> World {
+    let rig = Rig::new("task-01", true);
+    let db = super::replace_pollers::conn(rig.root());
+    for task in TASKS {
+        db.execute(
+            "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES (?1, 'watching', datetime('now'))
+             ON CONFLICT(task_id) DO UPDATE SET state = 'watching'",
+            [task],
+        )
+        .unwrap();
+    }
+    let (bin, path) = super::real_claude_first(rig.root(), claude);
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.join("maestro")).unwrap();
+    crate::alive_actions::stub(&bin, "kitty", RUN_AFTER_DASHES);
+    let config = rig.root().join("maestro.toml");
+    std::fs::write(
+        &config,
+        "[launch]\nclaude = [\"claude\", \"-p\", \"--allowedTools\", \"Bash\", \"--model\", \"claude-sonnet-4-5\"]\nmusician_prompt = \"/musician {task} ORCH-R-{task}\"\n",
+    )
+    .unwrap();
+    let mut env = super::claude_env(rig.rig.home.path(), server);
+    env.extend([
+        ("XDG_DATA_HOME", rig.data.path().display().to_string()),
+        ("PATH", path),
+        ("MAESTRO_CONFIG", config.display().to_string()),
+        ("DISPLAY", ":99".to_owned()),
+    ]);
+    World { rig, env }
+}
+
+/// What the Conductor was told, and did.
+#[derive(Default)]
+struct Told {
+    /// (task, state) as told, in order.
+    states: Vec<(String, String)>,
+    /// Message ids told.
+    messages: Vec<i64>,
+    relaunches: usize,
+    refused_relaunches: usize,
+}
+
+/// One Conductor watcher run to its end: its JSON lines.
+fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value> {
+    if through_shell_killed {
+        // Started by a shell that is killed while it waits: it must end too.
+        let mut shell = world.command("/bin/sh");
+        shell
+            .arg("-c")
+            .arg("\"$0\" conductor watch --json --project \"$1\" > /dev/null & echo $!; wait")
+            .arg(env!("CARGO_BIN_EXE_maestro"))
+            .arg(world.rig.root())
+            .stdout(Stdio::piped());
+        let mut shell = shell.spawn().unwrap();
+        let mut pid = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
+            &mut pid,
+        )
+        .unwrap();
+        let watcher: u32 = pid.trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        shell.kill().unwrap();
+        shell.wait().unwrap();
+        wait_until("the watcher to end with its shell", || {
+            !crate::common::alive(watcher)
+        });
+        return Vec::new();
+    }
+    let child = world
+        .maestro(&["conductor", "watch", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(WHOLE) else {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("the Conductor's watcher went quiet");
+    };
+    let out = out.unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The Conductor's duty for one event.
+fn handle(world: &World, event: &Value, told: &mut Told) {
+    let task = event["task_id"].as_str().unwrap_or_default().to_owned();
+    match (event["event"].as_str(), event["state"].as_str()) {
+        (Some("state"), Some(state)) => {
+            told.states.push((task.clone(), state.to_owned()));
+            match state {
+                "needs_review" => {
+                    let out = world
+                        .maestro(&["task", "approve", &task, "--message", "go on"])
+                        .output()
+                        .unwrap();
+                    crate::common::assert_success(&out);
+                }
+                "dead" => relaunch_twice_at_once(world, &task, told),
+                _ => {}
+            }
+        }
+        (Some("message"), _) => told
+            .messages
+            .push(event["message"]["id"].as_i64().unwrap_or_default()),
+        _ => {}
+    }
+}
+
+/// Two relaunches of the dead task asked for at once: one runs, the other is refused.
+fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
+    let start = || {
+        world
+            .maestro(&["task", "relaunch", task, "--yes"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = start();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = start();
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            told.relaunches += 1;
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("being relaunched already"), "{err}");
+            told.refused_relaunches += 1;
+        }
+    }
+}
+
+/// The first session of each task, as the Conductor launches them.
+fn launch_musicians(world: &World, claude: &Path) -> BTreeMap<&'static str, std::process::Child> {
+    TASKS
+        .iter()
+        .map(|task| {
+            let mut c = world.command(&claude.display().to_string());
+            c.args([
+                "-p",
+                &format!("/musician {task} ORCH-M-{task}"),
+                "--model",
+                "claude-sonnet-4-5",
+                "--allowedTools",
+                "Bash",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+            (*task, c.spawn().unwrap())
+        })
+        .collect()
+}
+
+/// The claude process of `task`'s first session, once the Conductor's watcher has seen
+/// it working (its record holds the session): then it is killed.
+fn kill_when_seen(world: &World, task: &str, child: &mut std::process::Child) {
+    let pid = child.id();
+    let status = world.rig.root().join(format!("temp/{task}-status"));
+    wait_until("the task in its long step, its session seen", || {
+        std::fs::read_to_string(&status).is_ok_and(|t| t.contains("step 2"))
+            && world.state(task) == "working"
+            && std::fs::read_to_string(seen_path(world))
+                .is_ok_and(|t| t.contains(&format!("\"pid\":{pid}")))
+    });
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
+
+fn seen_path(world: &World) -> PathBuf {
+    crate::common::walk(world.rig.data.path())
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "seen"))
+        .unwrap_or_default()
+}
+
+/// No process of the test left stopped (state `T`).
+fn stopped_processes(root: &Path) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            crate::common::is_stopped(*pid)
+                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(root))
+        })
+        .collect()
+}
+
+#[test]
+fn a_whole_orchestration_left_alone_finishes_under_faults() {
+    let name = "a_whole_orchestration_left_alone_finishes_under_faults";
+    let Some(claude) = super::claude_or_skip(name) else {
+        return;
+    };
+    let seed: u64 = std::env::var("ORCH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+    let dying = TASKS[(seed % TASKS.len() as u64) as usize];
+    eprintln!("ORCH_SEED={seed}: {dying}'s session is killed");
+    let mut script: Vec<(String, Vec<Reply>)> = Vec::new();
+    for task in TASKS {
+        script.push((format!("ORCH-M-{task}"), musician(task, task == dying)));
+        script.push((format!("ORCH-R-{task}"), relaunched(task)));
+    }
+    let server = ModelServer::start(
+        script
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+    );
+    let world = setup(&claude, &server);
+    let mut told = Told::default();
+    // The first watcher, its shell killed: it ends; the baseline is kept.
+    watch_once(&world, true);
+    let mut sessions = launch_musicians(&world, &claude);
+    let conductor = std::thread::scope(|scope| {
+        let killer = scope.spawn(|| {
+            let mut session = sessions.remove(dying).unwrap();
+            kill_when_seen(&world, dying, &mut session);
+        });
+        let started = Instant::now();
+        while TASKS.iter().any(|t| world.state(t) != "complete") {
+            assert!(
+                started.elapsed() < WHOLE,
+                "the orchestration did not finish: {:?}; told {:?}",
+                TASKS.iter().map(|t| world.state(t)).collect::<Vec<_>>(),
+                told.states
+            );
+            for event in watch_once(&world, false) {
+                handle(&world, &event, &mut told);
+            }
+        }
+        killer.join().unwrap();
+        told
+    });
+    for (_, mut child) in sessions {
+        let _ = child.wait();
+    }
+    let told = conductor;
+    // Every task complete, the killed one relaunched once (the second ask refused).
+    for task in TASKS {
+        assert_eq!(world.state(task), "complete", "{task}");
+    }
+    assert_eq!((told.relaunches, told.refused_relaunches), (1, 1));
+    let db = super::replace_pollers::conn(world.rig.root());
+    let handoffs: i64 = db
+        .query_row(
+            "SELECT count(*) FROM orchestration_messages WHERE task_id = ?1 AND message_type = 'handoff'",
+            [dying],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(handoffs, 1);
+    // Each review told once: two per task; the killed session's death once.
+    for task in TASKS {
+        let reviews = told
+            .states
+            .iter()
+            .filter(|(t, s)| t == task && s == "needs_review")
+            .count();
+        assert_eq!(reviews, 2, "{task}: {:?}", told.states);
+    }
+    let deaths: Vec<&(String, String)> = told.states.iter().filter(|(_, s)| s == "dead").collect();
+    assert_eq!(deaths, [&(dying.to_owned(), "dead".to_owned())]);
+    // Every message to the Conductor told once.
+    let mut ids: Vec<i64> = db
+        .prepare("SELECT id FROM orchestration_messages WHERE task_id = 'task-00' ORDER BY id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let mut got = told.messages.clone();
+    got.sort_unstable();
+    ids.sort_unstable();
+    assert_eq!(got, ids, "each message once");
+    assert_eq!(stopped_processes(world.rig.root()), Vec::<u32>::new());
+    // The relaunched session's window, ended.
+    if let Ok(pid) =
+        std::fs::read_to_string(world.rig.root().join(format!("temp/musician-{dying}.pid")))
+    {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pid.trim().parse().unwrap_or(0)),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
