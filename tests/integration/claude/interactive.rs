@@ -162,6 +162,9 @@ fn an_interactive_session_needs_you_for_a_permission_and_for_input() {
     // `/clear` starts a new session in the same window: the task follows it, and its
     // figures start over.
     tmux.keys("/clear");
+    // Enter only once the command is on screen (under load, an Enter sent sooner can
+    // reach the prompt before its menu does).
+    tmux.wait("the command typed", |s| s.contains("/clear"));
     tmux.keys("Enter");
     tmux.wait("cleared", |s| !s.contains("PERM-7"));
     tmux.keys("CLEAR-2: again");
