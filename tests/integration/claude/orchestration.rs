@@ -4,10 +4,12 @@
 //! final review and complete. The Conductor is driven by `maestro conductor watch`: it
 //! approves each review it is told and relaunches a Musician it is told is dead.
 //!
-//! Faults injected: one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
+//! Faults injected (maestro run under umask 000 throughout): one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
 //! the relaunch must bring a new session that finishes the task); the relaunch is asked
-//! for twice at once (one runs, one is refused); the shell of the first Conductor watcher
-//! is killed (the watcher must end with it). The poller guard is on throughout.
+//! for twice at once, from inside a Claude Code session (one runs, one is refused; the
+//! new session is one of its own); the shell of the first Conductor watcher is killed
+//! (the watcher must end with it); twenty 1 MB messages flood the Conductor; the
+//! Souffleur fails with its own message. The poller guard is on throughout.
 //!
 //! At the end: every task `complete`, one handoff for the killed task, each review and message
 //! told once, no process left stopped.
@@ -112,9 +114,15 @@ impl World {
         c
     }
 
+    /// maestro, run under umask 000 (what it makes must be private all the same).
     fn maestro(&self, args: &[&str]) -> Command {
-        let mut c = self.command(env!("CARGO_BIN_EXE_maestro"));
-        c.args(args).arg("--project").arg(self.rig.root());
+        let mut c = self.command("/bin/sh");
+        c.arg("-c")
+            .arg("umask 000; exec \"$0\" \"$@\"")
+            .arg(env!("CARGO_BIN_EXE_maestro"))
+            .args(args)
+            .arg("--project")
+            .arg(self.rig.root());
         c
     }
 
@@ -168,6 +176,7 @@ struct Told {
     messages: Vec<i64>,
     relaunches: usize,
     refused_relaunches: usize,
+    souffleur_failed: usize,
 }
 
 /// One Conductor watcher run to its end: its JSON lines.
@@ -242,6 +251,7 @@ fn handle(world: &World, event: &Value, told: &mut Told) {
                     crate::common::assert_success(&out);
                 }
                 "dead" => relaunch_twice_at_once(world, &task, told),
+                "error" if task == "souffleur" => told.souffleur_failed += 1,
                 _ => {}
             }
         }
@@ -252,11 +262,24 @@ fn handle(world: &World, event: &Value, told: &mut Told) {
     }
 }
 
+/// What a Claude Code session puts in its commands' environment about itself.
+const LAUNCHING_SESSION: [(&str, &str); 4] = [
+    ("CLAUDECODE", "1"),
+    (
+        "CLAUDE_CODE_SESSION_ID",
+        "00000000-0000-4000-8000-00000000c0de",
+    ),
+    ("CLAUDE_CODE_CHILD_SESSION", "1"),
+    ("CLAUDE_PID", "1"),
+];
+
 /// Two relaunches of the dead task asked for at once: one runs, the other is refused.
 fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
+    // Asked from inside a Claude Code session: its identity in the environment.
     let start = || {
         world
             .maestro(&["task", "relaunch", task, "--yes"])
+            .envs(LAUNCHING_SESSION)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -311,6 +334,45 @@ fn kill_when_seen(world: &World, task: &str, child: &mut std::process::Child) {
     });
     child.kill().unwrap();
     child.wait().unwrap();
+}
+
+/// The messages the Conductor is told: those to task-00 and the Souffleur's errors.
+fn conductor_messages(world: &World) -> Vec<i64> {
+    super::replace_pollers::conn(world.rig.root())
+        .prepare(
+            "SELECT id FROM orchestration_messages WHERE task_id = 'task-00'
+             OR (task_id = 'souffleur' AND message_type = 'error') ORDER BY id",
+        )
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Twenty 1 MB messages to the Conductor at once (each told once, in bounded tellings),
+/// and the Souffleur failing with its own error message.
+fn flood_and_fail_the_souffleur(world: &World) {
+    let db = super::replace_pollers::conn(world.rig.root());
+    let big = "x".repeat(1 << 20);
+    for i in 0..20 {
+        db.execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-00', ?1, ?2, 'instruction')",
+            [format!("flood-{i}"), big.clone()],
+        )
+        .unwrap();
+    }
+    db.execute(
+        "INSERT INTO orchestration_tasks (task_id, state, last_heartbeat) VALUES ('souffleur', 'error', datetime('now'))
+         ON CONFLICT(task_id) DO UPDATE SET state = 'error', last_heartbeat = datetime('now')",
+        [],
+    )
+    .unwrap();
+    db.execute(
+        "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('souffleur', 'souffleur', 'validation failed: no transcript', 'error')",
+        [],
+    )
+    .unwrap();
 }
 
 fn seen_path(world: &World) -> PathBuf {
@@ -369,9 +431,14 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
         let killer = scope.spawn(|| {
             let mut session = sessions.remove(dying).unwrap();
             kill_when_seen(&world, dying, &mut session);
+            flood_and_fail_the_souffleur(&world);
         });
         let started = Instant::now();
-        while TASKS.iter().any(|t| world.state(t) != "complete") {
+        // Until every task is complete and every message for the Conductor told (a
+        // flood is told in bounded tellings, the last ones after the work is done).
+        while TASKS.iter().any(|t| world.state(t) != "complete")
+            || told.messages.len() < conductor_messages(&world).len()
+        {
             assert!(
                 started.elapsed() < WHOLE,
                 "the orchestration did not finish: {:?}; told {:?}",
@@ -415,18 +482,26 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     let deaths: Vec<&(String, String)> = told.states.iter().filter(|(_, s)| s == "dead").collect();
     assert_eq!(deaths, [&(dying.to_owned(), "dead".to_owned())]);
     // Every message to the Conductor told once.
-    let mut ids: Vec<i64> = db
-        .prepare("SELECT id FROM orchestration_messages WHERE task_id = 'task-00' ORDER BY id")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    let mut ids = conductor_messages(&world);
     let mut got = told.messages.clone();
     got.sort_unstable();
     ids.sort_unstable();
     assert_eq!(got, ids, "each message once");
+    assert_eq!(told.souffleur_failed, 1, "{:?}", told.states);
     assert_eq!(stopped_processes(world.rig.root()), Vec::<u32>::new());
+    // The relaunched session is a session of its own (its own transcript), not taken
+    // for a child of the session that asked for it.
+    let transcripts = crate::common::walk(&world.rig.rig.home.path().join(".claude/projects"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .filter(|p| {
+            std::fs::read_to_string(p).is_ok_and(|t| t.contains(&format!("ORCH-R-{dying}")))
+        })
+        .count();
+    assert_eq!(
+        transcripts, 1,
+        "the relaunched session wrote its own transcript"
+    );
     // The relaunched session's window, ended.
     if let Ok(pid) =
         std::fs::read_to_string(world.rig.root().join(format!("temp/musician-{dying}.pid")))
