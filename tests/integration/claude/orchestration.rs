@@ -4,7 +4,8 @@
 //! final review and complete. The Conductor is driven by `maestro conductor watch`: it
 //! approves each review it is told and relaunches a Musician it is told is dead.
 //!
-//! Faults injected (maestro run under umask 000 throughout): one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
+//! Faults injected (maestro run under umask 000 throughout): a Musician (drawn at random)
+//! hits the same error twice; one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
 //! the relaunch must bring a new session that finishes the task); the relaunch is asked
 //! for twice at once, from inside a Claude Code session (one runs, one is refused; the
 //! new session is one of its own); the shell of the first Conductor watcher is killed
@@ -53,21 +54,40 @@ fn ask_review(task: &str, what: &str) -> String {
     ))
 }
 
+fn fail(task: &str) -> String {
+    sql(&format!(
+        "update orchestration_tasks SET state = 'error', last_error = 'tests fail', last_heartbeat = datetime('now') WHERE task_id = '{task}'"
+    ))
+}
+
 fn log(task: &str, line: &str) -> String {
     format!("echo '{line}' >> temp/{task}-status")
 }
 
 /// A Musician's whole life: work, checkpoint review, work, final review, complete. With
 /// `dies`, it stops in a long step after its checkpoint, while working.
-fn musician(task: &str, dies: bool) -> Vec<Reply> {
+/// With `errs`, it hits the same error twice before its checkpoint (each answered by a
+/// fix from the Conductor).
+fn musician(task: &str, dies: bool, errs: bool) -> Vec<Reply> {
     let mut calls = vec![
         set_state(task, "working"),
         log(task, "step 1 started [ctx: 10%]"),
+    ];
+    if errs {
+        for _ in 0..2 {
+            calls.extend([
+                fail(task),
+                format!("maestro musician watch {task} --pause"),
+                set_state(task, "working"),
+            ]);
+        }
+    }
+    calls.extend([
         ask_review(task, "checkpoint"),
         format!("maestro musician watch {task} --pause"),
         set_state(task, "working"),
         log(task, "step 2 started [ctx: 20%]"),
-    ];
+    ]);
     if dies {
         calls.push("sleep 300".into());
     }
@@ -252,6 +272,13 @@ fn handle(world: &World, event: &Value, told: &mut Told) {
                 }
                 "dead" => relaunch_twice_at_once(world, &task, told),
                 "error" if task == "souffleur" => told.souffleur_failed += 1,
+                "error" => {
+                    let out = world
+                        .maestro(&["task", "fix", &task, "--message", "try again"])
+                        .output()
+                        .unwrap();
+                    crate::common::assert_success(&out);
+                }
                 _ => {}
             }
         }
@@ -410,10 +437,14 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
                 .map_or(0, |d| d.as_nanos() as u64)
         });
     let dying = TASKS[(seed % TASKS.len() as u64) as usize];
-    eprintln!("ORCH_SEED={seed}: {dying}'s session is killed");
+    let erring = TASKS[((seed / 3 + 1) % TASKS.len() as u64) as usize];
+    eprintln!("ORCH_SEED={seed}: {dying}'s session is killed, {erring} errs twice");
     let mut script: Vec<(String, Vec<Reply>)> = Vec::new();
     for task in TASKS {
-        script.push((format!("ORCH-M-{task}"), musician(task, task == dying)));
+        script.push((
+            format!("ORCH-M-{task}"),
+            musician(task, task == dying, task == erring),
+        ));
         script.push((format!("ORCH-R-{task}"), relaunched(task)));
     }
     let server = ModelServer::start(
@@ -479,6 +510,12 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
             .count();
         assert_eq!(reviews, 2, "{task}: {:?}", told.states);
     }
+    let errors = told
+        .states
+        .iter()
+        .filter(|(t, s)| t == erring && s == "error")
+        .count();
+    assert_eq!(errors, 2, "{erring}'s errors, each told: {:?}", told.states);
     let deaths: Vec<&(String, String)> = told.states.iter().filter(|(_, s)| s == "dead").collect();
     assert_eq!(deaths, [&(dying.to_owned(), "dead".to_owned())]);
     // Every message to the Conductor told once.
