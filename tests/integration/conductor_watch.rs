@@ -10,7 +10,7 @@ use crate::common::{DEADLINE, maestro};
 use crate::musician::{Rig, finish};
 
 /// `maestro conductor watch --json`, started and holding its claim.
-fn conductor_watch(rig: &Rig) -> Child {
+pub(crate) fn conductor_watch(rig: &Rig) -> Child {
     let child = maestro()
         .env("XDG_DATA_HOME", rig.data.path())
         .args(["conductor", "watch", "--json", "--project"])
@@ -24,13 +24,13 @@ fn conductor_watch(rig: &Rig) -> Child {
     child
 }
 
-fn lines(out: &str) -> Vec<serde_json::Value> {
+pub(crate) fn lines(out: &str) -> Vec<serde_json::Value> {
     out.lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 
-fn set(rig: &Rig, task: &str, state: &str, last_error: Option<&str>) {
+pub(crate) fn set(rig: &Rig, task: &str, state: &str, last_error: Option<&str>) {
     rig.s
         .conn()
         .execute(

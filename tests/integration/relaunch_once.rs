@@ -56,11 +56,7 @@ fn a_second_relaunch_of_the_same_task_is_refused_naming_the_first() {
     assert!(err.contains("being relaunched already"), "{err}");
     assert!(err.contains(&format!("PID {}", first.id())), "{err}");
     let out = first.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     assert_eq!(handoffs(&s), 1);
     assert!(window.wait().is_ok());
     end_new_window(&s);
@@ -135,11 +131,7 @@ fn hooks_install_under_umask_000_makes_no_folder_others_can_write() {
         .env("XDG_DATA_HOME", crate::common::data_home())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let mode = std::fs::metadata(s.root().join(".claude"))
         .unwrap()
         .permissions()
@@ -182,11 +174,7 @@ fn the_gate_folder_is_private_under_umask_000() {
         };
     }
     let out = sh.process_group(0).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let mode = std::fs::read_to_string(s.root().join("gate-mode.txt")).unwrap();
     assert_eq!(mode.trim(), "700");
     end_new_window(&s);
@@ -235,11 +223,7 @@ fn a_first_launch_is_proven_and_refused_beside_a_live_session() {
             .unwrap()
     };
     let out = launch();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("its session running"));
     assert_eq!(dump(&s), before, "nothing written to the database");
     let pid: i32 = std::fs::read_to_string(s.temp().join("musician-task-03.pid"))

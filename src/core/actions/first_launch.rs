@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::{ActionError, Done, Target, db_error, live, not_in_table, relaunch_lock};
 use crate::core::domain::TaskId;
-use crate::core::recovery::launch::{Launcher, write_pid_file};
+use crate::core::recovery::launch::write_pid_file;
 use crate::core::store;
 use crate::core::text::printable;
 use crate::core::windows::LaunchTemplates;
@@ -50,20 +50,11 @@ pub fn launch_first(
             pids: running.iter().map(|l| l.process.pid).collect(),
         });
     }
-    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
-    let launcher = Launcher {
-        templates: launch.clone(),
-        project: root,
-    };
+    let (launcher, rt) = super::window_launcher(project, launch, task)?;
     let not_launchable = |source| ActionError::NotLaunchable {
         task: task.clone(),
         source,
     };
-    launcher.preflight().map_err(not_launchable)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ActionError::Runtime)?;
     let title = format!("Musician: {task}");
     let args = vec![
         "--permission-mode".to_owned(),

@@ -507,16 +507,11 @@ pub fn relaunch(
     task: &TaskId,
     r: &Relaunch,
 ) -> Result<Done, ActionError> {
-    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
-    let launcher = Launcher {
-        templates: launch.clone(),
-        project: root,
-    };
+    let (launcher, rt) = window_launcher(project, launch, task)?;
     let not_launchable = |source| ActionError::NotLaunchable {
         task: task.clone(),
         source,
     };
-    launcher.preflight().map_err(not_launchable)?;
     if let Some((pid, uid)) = live::foreign(&r.sessions) {
         return Err(ActionError::ForeignSession {
             task: task.clone(),
@@ -524,10 +519,6 @@ pub fn relaunch(
             uid,
         });
     }
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(ActionError::Runtime)?;
     let argv = musician_args(launch, task, r);
     let held = rt
         .block_on(launcher.open_held(&r.title, &argv))
@@ -561,6 +552,31 @@ pub fn relaunch(
     }
     write_pid_file(&project.temp, &task.window_pid_file(), window.pid)?;
     Ok(relaunched(task, r, window.pid, &ended))
+}
+
+/// What opens a task's window (from the project's real folder), checked before anything
+/// is written, and the runtime its proof waits on.
+fn window_launcher(
+    project: &Target,
+    launch: &LaunchTemplates,
+    task: &TaskId,
+) -> Result<(Launcher, tokio::runtime::Runtime), ActionError> {
+    let root = std::fs::canonicalize(&project.root).unwrap_or_else(|_| project.root.clone());
+    let launcher = Launcher {
+        templates: launch.clone(),
+        project: root,
+    };
+    launcher
+        .preflight()
+        .map_err(|source| ActionError::NotLaunchable {
+            task: task.clone(),
+            source,
+        })?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(ActionError::Runtime)?;
+    Ok((launcher, rt))
 }
 
 /// The handoff in one transaction: state, worker, heartbeat and the message; its id.

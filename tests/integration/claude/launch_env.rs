@@ -83,11 +83,7 @@ fn a_relaunched_window_inherits_no_claude_session_identity() {
         .envs(&added)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let window = parse_env(&std::fs::read_to_string(&seen).unwrap());
     let leaked: Vec<&String> = added
         .keys()

@@ -96,6 +96,11 @@ fn musician(task: &str, dies: bool, errs: bool) -> Vec<Reply> {
         format!("maestro musician watch {task} --pause"),
         set_state(task, "complete"),
     ]);
+    session_of(&calls)
+}
+
+/// A session that runs `calls` in turn, then says it is done.
+fn session_of(calls: &[String]) -> Vec<Reply> {
     let mut replies: Vec<Reply> = calls.iter().map(|c| Reply::bash(c, ONE)).collect();
     replies.push(Reply::text("done", ONE));
     replies
@@ -110,9 +115,7 @@ fn relaunched(task: &str) -> Vec<Reply> {
         format!("maestro musician watch {task} --pause"),
         set_state(task, "complete"),
     ];
-    let mut replies: Vec<Reply> = calls.iter().map(|c| Reply::bash(c, ONE)).collect();
-    replies.push(Reply::text("done", ONE));
-    replies
+    session_of(&calls)
 }
 
 /// Everything a process of the orchestration needs: the scripted model, the test's home,
@@ -245,11 +248,7 @@ fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value> {
         panic!("the Conductor's watcher went quiet");
     };
     let out = out.unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
