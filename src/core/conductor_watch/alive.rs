@@ -23,9 +23,10 @@ pub const RUNNING: [&str; 4] = [
     "fix_proposed",
 ];
 
-/// How often the sessions are looked for when nothing else wakes the watcher (a death
-/// of one already seen is noticed at once, through its pidfd).
-pub const LOOK_EVERY: Duration = Duration::from_secs(5);
+/// How often the sessions are looked for anew (a session that started since); the death
+/// of one already seen is noticed at once, through its pidfd. Each look reads the hooks'
+/// spool once a running Musician, so not more often than this.
+pub const LOOK_EVERY: Duration = Duration::from_secs(15);
 
 /// How the watcher learns a Musician's live sessions, handed down by the command that
 /// runs it (the operator's actions know windows, hooks and recorded sessions): the

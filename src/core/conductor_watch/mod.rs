@@ -158,6 +158,7 @@ pub fn look(conn: &Connection, seen: &Seen) -> rusqlite::Result<(Vec<ConductorEv
     }
     Ok((events, next))
 }
+
 /// What one watcher watches with: the database's settings, how to find the Musicians'
 /// sessions (`None`: they are not looked at) and the record's path.
 pub struct Watching<'a> {
