@@ -140,10 +140,12 @@ pub fn stop_in_loop(
             task: Some(role.clone()),
             pause,
         }
+    } else if role.is_conductor() && states.contains(&State::Comms) {
+        // Its inbox, with or without the logs: `conductor watch` tells both (the
+        // Sentinel's reports reach it as messages).
+        Poller::ConductorWatcher
     } else if role.is_conductor() && states.contains(&State::Logs) {
         Poller::Sentinel
-    } else if role.is_conductor() && states.contains(&State::Comms) {
-        Poller::ConductorWatcher
     } else if role.is_souffleur() {
         match known? {
             p @ (Poller::SouffleurWatcher { .. } | Poller::SouffleurTeammate) => p,

@@ -143,10 +143,20 @@ pub fn closes_loop(history: &[Look], call: u64, now_ms: i64) -> Option<Vec<State
     let first = before.first()?;
     let seen_nothing_new = before.iter().all(|l| l.is_look && l.result == first.result);
     (seen_nothing_new && now_ms - first.at_ms >= MIN_SPAN_MS).then_some(())?;
-    // What the loop reads is what the repeating call reads: an earlier look at the
-    // state (one comms.db read before a flaky test run four times) makes no poller of it.
+    // What the loop reads is what its repeating calls read (this one, and any other
+    // that repeats beside it with nothing new): a look made once (one comms.db read
+    // before a flaky test run four times) makes no poller of a repeat.
+    let repeats = |c: u64| {
+        let mut same = recent.iter().filter(|l| l.call == c);
+        let first = same.next().map(|l| l.result);
+        1 + same.clone().count() >= SAME_LOOKS - 1 && same.all(|l| Some(l.result) == first)
+    };
     let mut states = Vec::new();
-    for s in before.iter().filter_map(|l| l.reads) {
+    for s in recent
+        .iter()
+        .filter(|l| l.call == call || repeats(l.call))
+        .filter_map(|l| l.reads)
+    {
         if !states.contains(&s) {
             states.push(s);
         }

@@ -9,8 +9,8 @@
 mod compaction;
 mod conductor;
 mod errors;
-mod failing_looks;
 mod guard;
+mod guard_cases;
 mod hooks;
 mod interactive;
 mod kitty;

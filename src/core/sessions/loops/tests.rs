@@ -383,3 +383,20 @@ fn different_commands_are_not_made_alike() {
         call_hash("Bash", &json!({"command": "cat other | cat"}))
     );
 }
+
+/// The Conductor's subagent reads a status log, then its inbox, each cycle: both repeat
+/// with nothing new, so the loop reads both (the command named is the inbox's).
+#[test]
+fn what_repeats_beside_the_closing_call_is_read_too() {
+    let inbox = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-00' AND id > 9\"";
+    let calls = cycles(
+        &[("cat temp/task-03-status", "step 2 started"), (inbox, "")],
+        10.0,
+        4,
+    );
+    let (_, states) = stopped_at(&calls).expect("stopped");
+    assert!(
+        states.contains(&State::Logs) && states.contains(&State::Comms),
+        "{states:?}"
+    );
+}
