@@ -5,7 +5,9 @@
 //! terminal does not reach it) that reads the names on a pipe. maestro says `done` once
 //! it has resumed or ended them itself; when the pipe closes without that (maestro
 //! killed, even by SIGKILL), the guardian sends SIGCONT to each named process that is
-//! still the one named (its start time), and exits.
+//! still the one named (its start time), and exits. Once maestro said `committed` (the
+//! successor was released), it ends them instead: running on beside their successor
+//! they would make two.
 
 use std::io::{BufRead, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -20,6 +22,8 @@ use crate::core::procs::{KillOutcome, ProcessId, descendants, guarded_kill};
 /// The hidden verb the guardian runs as.
 pub const VERB: &str = "resume-guard";
 const DONE: &str = "done";
+/// Said once the successor was released: the named processes are to end, not run on.
+const COMMITTED: &str = "committed";
 
 /// maestro's side: the pipe to a running guardian.
 #[derive(Debug)]
@@ -54,6 +58,15 @@ impl Guardian {
             .ok_or_else(|| std::io::Error::other("the guardian's pipe is closed"))?;
         writeln!(pipe, "{} {}", p.pid, p.start_time.unwrap_or(0))?;
         pipe.flush()
+    }
+
+    /// The successor was released (the relaunch is committed): should maestro die now,
+    /// the guardian ends the named processes instead of letting them run on beside it.
+    pub fn committed(&mut self) {
+        if let Some(pipe) = self.pipe.as_mut() {
+            let _ = writeln!(pipe, "{COMMITTED}");
+            let _ = pipe.flush();
+        }
     }
 
     /// maestro resumed or ended what it stopped: the guardian exits doing nothing.
@@ -94,10 +107,16 @@ pub fn run() -> i32 {
 
 fn resume_on_close() -> i32 {
     let mut named = Vec::new();
+    let mut committed = false;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        if line.trim() == DONE {
-            return 0;
+        match line.trim() {
+            DONE => return 0,
+            COMMITTED => {
+                committed = true;
+                continue;
+            }
+            _ => {}
         }
         let mut words = line.split_whitespace().map(str::parse::<u64>);
         if let (Some(Ok(pid)), Some(Ok(start))) = (words.next(), words.next())
@@ -110,14 +129,35 @@ fn resume_on_close() -> i32 {
             });
         }
     }
-    for p in named
-        .iter()
+    let named: Vec<ProcessId> = named
+        .into_iter()
         .filter(|p| p.start_time.is_some() && p.is_same_alive())
-    {
+        .collect();
+    for p in &named {
         let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+    }
+    if committed {
+        // Their successor was released: running again beside it would make two. They
+        // are ended as maestro would have ended them (SIGTERM, SIGKILL after a grace).
+        let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return 1;
+        };
+        runtime.block_on(async {
+            let mut ending = tokio::task::JoinSet::new();
+            for p in named {
+                ending.spawn(guarded_kill(p, COMMITTED_GRACE));
+            }
+            while ending.join_next().await.is_some() {}
+        });
     }
     0
 }
+
+/// How long an old session the guardian ends after a committed relaunch has to exit.
+const COMMITTED_GRACE: Duration = Duration::from_secs(5);
 
 /// Processes held with SIGSTOP while something that may fail is tried in their place:
 /// each root and everything below it (a terminal's claude runs in a session of its
@@ -162,6 +202,14 @@ impl Paused {
         }
         paused.guardian = Some(guardian);
         paused
+    }
+
+    /// The successor was released: from now on, a maestro that dies leaves these to be
+    /// ended by the guardian, not resumed (they would run beside their successor).
+    pub fn committed(&mut self) {
+        if let Some(guardian) = self.guardian.as_mut() {
+            guardian.committed();
+        }
     }
 
     /// The processes stopped, roots first.

@@ -533,6 +533,9 @@ pub fn relaunch(
             return Err(e);
         }
     };
+    let mut paused = paused;
+    // From here a dying maestro leaves the old sessions to be ended, not resumed.
+    paused.committed();
     let window = match rt.block_on(held.release()) {
         Ok(window) => window,
         Err(source) => {

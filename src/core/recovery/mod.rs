@@ -119,8 +119,13 @@ impl RecoveryEnv {
             }
             Err(e) => Err(e),
         };
+        let mut old = old;
         let released = match held {
-            Ok(held) => held.release().await,
+            Ok(held) => {
+                // From here a dying maestro leaves the old Conductor to be ended.
+                old.committed();
+                held.release().await
+            }
             Err(e) => Err(e),
         };
         let pid = match released {

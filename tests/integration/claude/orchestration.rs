@@ -4,16 +4,23 @@
 //! final review and complete. The Conductor is driven by `maestro conductor watch`: it
 //! approves each review it is told and relaunches a Musician it is told is dead.
 //!
-//! Faults injected (maestro run under umask 000 throughout): a Musician (drawn at random)
-//! hits the same error twice; one Musician's session (drawn at random: `ORCH_SEED` replays a draw) is killed while it works (the watcher must tell it,
-//! the relaunch must bring a new session that finishes the task); the relaunch is asked
-//! for twice at once, from inside a Claude Code session (one runs, one is refused; the
-//! new session is one of its own); the shell of the first Conductor watcher is killed
-//! (the watcher must end with it); twenty 1 MB messages flood the Conductor; the
-//! Souffleur fails with its own message. The poller guard is on throughout.
+//! Faults injected (maestro runs under umask 000 throughout); each task's fate is drawn
+//! from a seed (`ORCH_SEED` replays a draw):
+//! - one Musician hits the same error twice (each told, each answered with a fix);
+//! - one asks for a context handoff: the first relaunch is killed (SIGKILL) while it
+//!   holds the old session stopped, and nothing may stay stopped; the old session runs
+//!   again and a second relaunch replaces it, or, had the first released its successor,
+//!   the guardian ends the old one;
+//! - one Musician's session is killed while it works: the watcher must tell it, and its
+//!   relaunch, asked for twice at once from inside a Claude Code session (one runs, one
+//!   is refused), brings a session of its own that finishes the task.
 //!
-//! At the end: every task `complete`, one handoff for the killed task, each review and message
-//! told once, no process left stopped.
+//! Also: the shell of the first Conductor watcher is killed (the watcher must end with
+//! it); twenty 1 MB messages flood the Conductor; the Souffleur fails. The poller guard
+//! is on throughout.
+//!
+//! At the end: every task `complete`, one handoff for the killed task, each review,
+//! error, death and message told once, no process left stopped, no session doubled.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -54,9 +61,9 @@ fn ask_review(task: &str, what: &str) -> String {
     ))
 }
 
-fn fail(task: &str) -> String {
+fn fail(task: &str, why: &str) -> String {
     sql(&format!(
-        "update orchestration_tasks SET state = 'error', last_error = 'tests fail', last_heartbeat = datetime('now') WHERE task_id = '{task}'"
+        "update orchestration_tasks SET state = 'error', last_error = '{why}', last_heartbeat = datetime('now') WHERE task_id = '{task}'"
     ))
 }
 
@@ -64,19 +71,28 @@ fn log(task: &str, line: &str) -> String {
     format!("echo '{line}' >> temp/{task}-status")
 }
 
-/// A Musician's whole life: work, checkpoint review, work, final review, complete. With
-/// `dies`, it stops in a long step after its checkpoint, while working.
-/// With `errs`, it hits the same error twice before its checkpoint (each answered by a
-/// fix from the Conductor).
-fn musician(task: &str, dies: bool, errs: bool) -> Vec<Reply> {
+/// What befalls a Musician in the run (each task one, drawn from the seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fate {
+    /// Killed in a long step after its checkpoint, while working.
+    Dies,
+    /// Hits the same error twice before its checkpoint (each answered by a fix).
+    Errs,
+    /// Asks for a context handoff after its checkpoint and waits to be replaced.
+    HandsOff,
+}
+
+/// A Musician's whole life: work, checkpoint review, work, final review, complete, with
+/// what befalls it on the way.
+fn musician(task: &str, fate: Fate) -> Vec<Reply> {
     let mut calls = vec![
         set_state(task, "working"),
         log(task, "step 1 started [ctx: 10%]"),
     ];
-    if errs {
+    if fate == Fate::Errs {
         for _ in 0..2 {
             calls.extend([
-                fail(task),
+                fail(task, "tests fail"),
                 format!("maestro musician watch {task} --pause"),
                 set_state(task, "working"),
             ]);
@@ -88,8 +104,16 @@ fn musician(task: &str, dies: bool, errs: bool) -> Vec<Reply> {
         set_state(task, "working"),
         log(task, "step 2 started [ctx: 20%]"),
     ]);
-    if dies {
-        calls.push("sleep 300".into());
+    // A long step (Claude Code refuses a standalone `sleep 300`).
+    let long_step = || "timeout 300 tail -f /dev/null || true".to_owned();
+    match fate {
+        Fate::Dies => calls.push(long_step()),
+        Fate::HandsOff => calls.extend([
+            log(task, "context at 70%, preparing handoff [ctx: 70%]"),
+            fail(task, "context_exhaustion_warning"),
+            long_step(),
+        ]),
+        Fate::Errs => {}
     }
     calls.extend([
         ask_review(task, "final review"),
@@ -200,6 +224,8 @@ struct Told {
     relaunches: usize,
     refused_relaunches: usize,
     souffleur_failed: usize,
+    /// Relaunches killed mid-proof.
+    killed_mid_proof: usize,
 }
 
 /// One Conductor watcher run to its end: its JSON lines.
@@ -271,6 +297,9 @@ fn handle(world: &World, event: &Value, told: &mut Told) {
                 }
                 "dead" => relaunch_twice_at_once(world, &task, told),
                 "error" if task == "souffleur" => told.souffleur_failed += 1,
+                "error" if event["reason"] == "context_exhaustion_warning" => {
+                    relaunch_killed_then_again(world, &task, told);
+                }
                 "error" => {
                     let out = world
                         .maestro(&["task", "fix", &task, "--message", "try again"])
@@ -298,6 +327,55 @@ const LAUNCHING_SESSION: [(&str, &str); 4] = [
     ("CLAUDE_CODE_CHILD_SESSION", "1"),
     ("CLAUDE_PID", "1"),
 ];
+
+/// A context handoff: the first relaunch is killed (SIGKILL) while it holds the old
+/// session stopped. Nothing stays stopped: killed before it released the new session,
+/// the old one runs again and a second relaunch replaces it; killed after, the guardian
+/// ends the old one and the released session is the task's.
+fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
+    let old = session_of_marker(&format!("ORCH-M-{task}")).expect("the old session runs");
+    let mut first = world
+        .maestro(&["task", "relaunch", task, "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the first relaunch to hold the old session", || {
+        crate::common::is_stopped(old)
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    told.killed_mid_proof += 1;
+    wait_until("the old session no longer stopped", || {
+        !crate::common::is_stopped(old)
+    });
+    // A session the killed relaunch released shows within its proof's time.
+    std::thread::sleep(Duration::from_secs(2));
+    if session_of_marker(&format!("ORCH-R-{task}")).is_none() {
+        let out = world
+            .maestro(&["task", "relaunch", task, "--yes"])
+            .output()
+            .unwrap();
+        crate::common::assert_success(&out);
+        told.relaunches += 1;
+    }
+    wait_until("the old session ended", || !crate::common::alive(old));
+}
+
+/// The `claude` process whose arguments hold `marker` (a session's prompt).
+fn session_of_marker(marker: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(marker)
+                    && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|n| n.trim() == "claude")
+            })
+        })
+}
 
 /// Two relaunches of the dead task asked for at once: one runs, the other is refused.
 fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
@@ -435,15 +513,22 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos() as u64)
         });
-    let dying = TASKS[(seed % TASKS.len() as u64) as usize];
-    let erring = TASKS[((seed / 3 + 1) % TASKS.len() as u64) as usize];
-    eprintln!("ORCH_SEED={seed}: {dying}'s session is killed, {erring} errs twice");
+    // Each task's fate: one of the six orders of the three, by the seed.
+    let mut fates = [Fate::Dies, Fate::Errs, Fate::HandsOff];
+    let draw = (seed % 6) as usize;
+    fates.rotate_left(draw % 3);
+    if draw >= 3 {
+        fates.swap(1, 2);
+    }
+    let fate_of = |task: &str| fates[TASKS.iter().position(|t| *t == task).unwrap_or(0)];
+    let of = |f: Fate| TASKS[fates.iter().position(|x| *x == f).unwrap_or(0)];
+    let (dying, erring, handing) = (of(Fate::Dies), of(Fate::Errs), of(Fate::HandsOff));
+    eprintln!(
+        "ORCH_SEED={seed}: {dying}'s session is killed, {erring} errs twice, {handing} hands off"
+    );
     let mut script: Vec<(String, Vec<Reply>)> = Vec::new();
     for task in TASKS {
-        script.push((
-            format!("ORCH-M-{task}"),
-            musician(task, task == dying, task == erring),
-        ));
+        script.push((format!("ORCH-M-{task}"), musician(task, fate_of(task))));
         script.push((format!("ORCH-R-{task}"), relaunched(task)));
     }
     let server = ModelServer::start(
@@ -490,7 +575,19 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     for task in TASKS {
         assert_eq!(world.state(task), "complete", "{task}");
     }
-    assert_eq!((told.relaunches, told.refused_relaunches), (1, 1));
+    // The dead task's relaunch ran and the one asked beside it was refused; the handoff's
+    // first relaunch was killed mid-proof (and a second ran unless the first had
+    // released its session).
+    assert!(
+        (1..=2).contains(&told.relaunches)
+            && (told.refused_relaunches, told.killed_mid_proof) == (1, 1),
+        "{} relaunches, {} refused, {} killed; {:?}; errors the sessions saw: {:?}",
+        told.relaunches,
+        told.refused_relaunches,
+        told.killed_mid_proof,
+        told.states,
+        super::replace_pollers::tool_results(&server, true)
+    );
     let db = super::replace_pollers::conn(world.rig.root());
     let handoffs: i64 = db
         .query_row(
@@ -500,6 +597,16 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
         )
         .unwrap();
     assert_eq!(handoffs, 1);
+    // The handoff's relaunch, killed before it released its window, ran no session of
+    // its own: the handing task's new session is the second relaunch's alone.
+    let handoff_sessions = crate::common::walk(&world.rig.rig.home.path().join(".claude/projects"))
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .filter(|p| {
+            std::fs::read_to_string(p).is_ok_and(|t| t.contains(&format!("ORCH-R-{handing}")))
+        })
+        .count();
+    assert_eq!(handoff_sessions, 1);
     // Each review told once: two per task; the killed session's death once.
     for task in TASKS {
         let reviews = told
@@ -515,6 +622,12 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
         .filter(|(t, s)| t == erring && s == "error")
         .count();
     assert_eq!(errors, 2, "{erring}'s errors, each told: {:?}", told.states);
+    let handoffs_asked = told
+        .states
+        .iter()
+        .filter(|(t, s)| t == handing && s == "error")
+        .count();
+    assert_eq!(handoffs_asked, 1, "{:?}", told.states);
     let deaths: Vec<&(String, String)> = told.states.iter().filter(|(_, s)| s == "dead").collect();
     assert_eq!(deaths, [&(dying.to_owned(), "dead".to_owned())]);
     // Every message to the Conductor told once.
