@@ -1,0 +1,187 @@
+//! The Conductor, driven by `maestro conductor watch` alone: what it does with each
+//! event it is told, and the relaunches it makes under faults.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::world::World;
+use super::{Told, WHOLE};
+use crate::common::wait_until;
+
+/// One Conductor watcher run to its end: its JSON lines.
+pub(super) fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value> {
+    if through_shell_killed {
+        // Started by a shell that is killed while it waits: it must end too.
+        let mut shell = world.command("/bin/sh");
+        shell
+            .arg("-c")
+            .arg("\"$0\" conductor watch --json --project \"$1\" > /dev/null & echo $!; wait")
+            .arg(env!("CARGO_BIN_EXE_maestro"))
+            .arg(world.rig.root())
+            .stdout(Stdio::piped());
+        let mut shell = shell.spawn().unwrap();
+        let mut pid = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
+            &mut pid,
+        )
+        .unwrap();
+        let watcher: u32 = pid.trim().parse().unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        shell.kill().unwrap();
+        shell.wait().unwrap();
+        wait_until("the watcher to end with its shell", || {
+            !crate::common::alive(watcher)
+        });
+        return Vec::new();
+    }
+    let child = world
+        .maestro(&["conductor", "watch", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    let Ok(out) = rx.recv_timeout(WHOLE) else {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        panic!("the Conductor's watcher went quiet");
+    };
+    let out = out.unwrap();
+    crate::common::assert_success(&out);
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// The Conductor's duty for one event.
+pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
+    let task = event["task_id"].as_str().unwrap_or_default().to_owned();
+    match (event["event"].as_str(), event["state"].as_str()) {
+        (Some("state"), Some(state)) => {
+            told.states.push((task.clone(), state.to_owned()));
+            match state {
+                "needs_review" => {
+                    let out = world
+                        .maestro(&["task", "approve", &task, "--message", "go on"])
+                        .output()
+                        .unwrap();
+                    crate::common::assert_success(&out);
+                }
+                "dead" => relaunch_twice_at_once(world, &task, told),
+                "error" if task == "souffleur" => told.souffleur_failed += 1,
+                "error" if event["reason"] == "context_exhaustion_warning" => {
+                    relaunch_killed_then_again(world, &task, told);
+                }
+                "error" => {
+                    let out = world
+                        .maestro(&["task", "fix", &task, "--message", "try again"])
+                        .output()
+                        .unwrap();
+                    crate::common::assert_success(&out);
+                }
+                _ => {}
+            }
+        }
+        (Some("message"), _) => told
+            .messages
+            .push(event["message"]["id"].as_i64().unwrap_or_default()),
+        _ => {}
+    }
+}
+
+/// What a Claude Code session puts in its commands' environment about itself.
+const LAUNCHING_SESSION: [(&str, &str); 4] = [
+    ("CLAUDECODE", "1"),
+    (
+        "CLAUDE_CODE_SESSION_ID",
+        "00000000-0000-4000-8000-00000000c0de",
+    ),
+    ("CLAUDE_CODE_CHILD_SESSION", "1"),
+    ("CLAUDE_PID", "1"),
+];
+
+/// A context handoff: the first relaunch is killed (SIGKILL) while it holds the old
+/// session stopped. Nothing stays stopped: killed before it released the new session,
+/// the old one runs again and a second relaunch replaces it; killed after, the guardian
+/// ends the old one and the released session is the task's.
+fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
+    let old = session_of_marker(&format!("ORCH-M-{task}")).expect("the old session runs");
+    let mut first = world
+        .maestro(&["task", "relaunch", task, "--yes"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the first relaunch to hold the old session", || {
+        crate::common::is_stopped(old)
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    told.killed_mid_proof += 1;
+    wait_until("the old session no longer stopped", || {
+        !crate::common::is_stopped(old)
+    });
+    // A session the killed relaunch released shows within its proof's time.
+    std::thread::sleep(Duration::from_secs(2));
+    if session_of_marker(&format!("ORCH-R-{task}")).is_none() {
+        let out = world
+            .maestro(&["task", "relaunch", task, "--yes"])
+            .output()
+            .unwrap();
+        crate::common::assert_success(&out);
+        told.relaunches += 1;
+    }
+    wait_until("the old session ended", || !crate::common::alive(old));
+}
+
+/// The `claude` process whose arguments hold `marker` (a session's prompt).
+fn session_of_marker(marker: &str) -> Option<u32> {
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                String::from_utf8_lossy(&c).contains(marker)
+                    && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|n| n.trim() == "claude")
+            })
+        })
+}
+
+/// Two relaunches of the dead task asked for at once: one runs, the other is refused.
+fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
+    // Asked from inside a Claude Code session: its identity in the environment.
+    let start = || {
+        world
+            .maestro(&["task", "relaunch", task, "--yes"])
+            .envs(LAUNCHING_SESSION)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let first = start();
+    std::thread::sleep(Duration::from_millis(300));
+    let second = start();
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        if out.status.success() {
+            told.relaunches += 1;
+        } else {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("being relaunched already"), "{err}");
+            told.refused_relaunches += 1;
+        }
+    }
+}
