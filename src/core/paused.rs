@@ -162,9 +162,9 @@ const COMMITTED_GRACE: Duration = Duration::from_secs(5);
 /// Processes held with SIGSTOP while something that may fail is tried in their place:
 /// each root and everything below it (a terminal's claude runs in a session of its
 /// own, so stopping the terminal alone would not stop it). Resumed when the attempt
-/// failed, ended when it succeeded; never left stopped: each is named to a guardian
-/// process before it is stopped (`core::resume_guard`), which resumes it if maestro dies
-/// first, and one dropped unfinished is resumed.
+/// failed, ended when it succeeded; never left stopped: each is named to the guardian
+/// before it is stopped, which resumes it if maestro dies first (or ends it, once the
+/// successor was released), and one dropped unfinished is resumed.
 #[derive(Debug, Default)]
 pub struct Paused {
     roots: Vec<ProcessId>,
