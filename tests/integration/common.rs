@@ -660,3 +660,24 @@ pub fn without_remote_control(argv: &[String]) -> Vec<String> {
     out.extend_from_slice(&argv[end..]);
     out
 }
+
+/// A shell started with `shell` (its first line of output: the PID of a `maestro
+/// conductor watch` it started in the background) is killed once that watcher holds its
+/// claim (its PID in a `task-00.background` file under `data`); the watcher must end too.
+pub fn watcher_ends_with_its_shell(shell: &mut Command, data: &Path) {
+    let mut shell = shell.stdout(Stdio::piped()).spawn().unwrap();
+    let mut pid = String::new();
+    BufReader::new(shell.stdout.take().unwrap())
+        .read_line(&mut pid)
+        .unwrap();
+    let watcher: u32 = pid.trim().parse().unwrap();
+    wait_until("the watcher to hold its claim", || {
+        walk(data).iter().any(|p| {
+            p.file_name().is_some_and(|n| n == "task-00.background")
+                && std::fs::read_to_string(p).is_ok_and(|t| t.trim() == watcher.to_string())
+        })
+    });
+    shell.kill().unwrap();
+    shell.wait().unwrap();
+    wait_until("the watcher to end with its shell", || !alive(watcher));
+}

@@ -409,16 +409,49 @@ pub fn fill(dir: &Path) -> PathBuf {
     path
 }
 
+/// A maestro whose data folder is a small tmpfs of its own, told a first marker, then
+/// the disk filled to its last byte.
+struct FullDisk {
+    disk: Tmpfs,
+    s: Scratch,
+    m: Running,
+    /// task-03's status log.
+    log: PathBuf,
+    /// The file that fills the disk (removed to give room back).
+    filler: PathBuf,
+}
+
+impl FullDisk {
+    /// `None`, saying why, where a tmpfs cannot be mounted.
+    fn new(size: &str) -> Option<Self> {
+        let disk = Tmpfs::mount(size)?;
+        let (s, mut m) = running(disk.0.path());
+        let log = s.temp().join("task-03-status");
+        marker(&mut m, &log, "BEFORE");
+        let filler = fill(disk.0.path());
+        Some(Self {
+            disk,
+            s,
+            m,
+            log,
+            filler,
+        })
+    }
+}
+
 #[test]
 fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
-    let Some(disk) = Tmpfs::mount("2m") else {
+    let Some(FullDisk {
+        disk,
+        s,
+        mut m,
+        log,
+        filler,
+    }) = FullDisk::new("2m")
+    else {
         return;
     };
     let data = disk.0.path();
-    let (s, mut m) = running(data);
-    let log = s.temp().join("task-03-status");
-    marker(&mut m, &log, "BEFORE");
-    let filler = fill(data);
     // The journal's last page may still have room: events until one cannot be kept.
     let kept_on = (1..200)
         .map(|i| marker(&mut m, &log, &format!("FULL-{i}")))
@@ -547,14 +580,17 @@ fn a_new_log_holding_one_huge_line_tells_it_cut_when_it_ends() {
 /// `gap` counts every one let go (not the few let go after its first failed write).
 #[test]
 fn the_gap_after_a_full_disk_counts_every_event_let_go() {
-    let Some(disk) = Tmpfs::mount("24m") else {
+    let Some(FullDisk {
+        disk,
+        s: _project,
+        mut m,
+        log,
+        filler,
+    }) = FullDisk::new("24m")
+    else {
         return;
     };
     let data = disk.0.path();
-    let (s, mut m) = running(data);
-    let log = s.temp().join("task-03-status");
-    marker(&mut m, &log, "BEFORE");
-    let filler = fill(data);
     let mut bulk = String::new();
     for i in 0..12_000 {
         bulk.push_str(&format!("BULK-{i} self-correction: held\n"));

@@ -173,30 +173,16 @@ fn a_working_musicians_dead_session_is_told() {
 #[test]
 fn a_watcher_ends_with_the_shell_that_started_it() {
     let rig = Rig::new();
-    let mut shell = std::process::Command::new("/bin/sh")
+    let mut shell = std::process::Command::new("/bin/sh");
+    shell
         .arg("-c")
         .arg(format!(
             "'{}' conductor watch --project '{}' >/dev/null 2>&1 & echo $!; wait",
             env!("CARGO_BIN_EXE_maestro"),
             rig.s.root().display()
         ))
-        .env("XDG_DATA_HOME", rig.data.path())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut pid = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
-        &mut pid,
-    )
-    .unwrap();
-    let watcher: u32 = pid.trim().parse().unwrap();
-    rig.attached(watcher, "background");
-    shell.kill().unwrap();
-    shell.wait().unwrap();
-    wait_until("the watcher to end with its shell", || {
-        !crate::common::alive(watcher)
-    });
+        .env("XDG_DATA_HOME", rig.data.path());
+    crate::common::watcher_ends_with_its_shell(&mut shell, rig.data.path());
 }
 
 /// A project whose maestro reports to the database, and a Conductor's transcript whose

@@ -19,22 +19,8 @@ pub(super) fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value
             .arg("-c")
             .arg("\"$0\" conductor watch --json --project \"$1\" > /dev/null & echo $!; wait")
             .arg(env!("CARGO_BIN_EXE_maestro"))
-            .arg(world.rig.root())
-            .stdout(Stdio::piped());
-        let mut shell = shell.spawn().unwrap();
-        let mut pid = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(shell.stdout.take().unwrap()),
-            &mut pid,
-        )
-        .unwrap();
-        let watcher: u32 = pid.trim().parse().unwrap();
-        std::thread::sleep(Duration::from_millis(300));
-        shell.kill().unwrap();
-        shell.wait().unwrap();
-        wait_until("the watcher to end with its shell", || {
-            !crate::common::alive(watcher)
-        });
+            .arg(world.rig.root());
+        crate::common::watcher_ends_with_its_shell(&mut shell, world.rig.data.path());
         return Vec::new();
     }
     let child = world
