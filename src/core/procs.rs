@@ -12,7 +12,7 @@ use nix::unistd::Pid;
 
 /// A process as maestro recorded it: its PID and the kernel's start time for it, so a
 /// PID reused by another process is never mistaken for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ProcessId {
     pub pid: i32,
     /// Field 22 of `/proc/<pid>/stat` (clock ticks since boot); `None` if unreadable.

@@ -9,19 +9,11 @@
 
 use std::time::Duration;
 
-use crate::core::domain::TaskId;
+use crate::core::domain::{TaskId, TaskState};
 use crate::core::procs::ProcessId;
 
-use super::seen::{Seen, SeenProcess};
+use super::seen::Seen;
 use super::{ConductorEvent, Participant};
-
-/// The states in which a Musician's session should be running.
-pub const RUNNING: [&str; 4] = [
-    "working",
-    "review_approved",
-    "review_failed",
-    "fix_proposed",
-];
 
 /// How often the sessions are looked for anew (a session that started since); the death
 /// of one already seen is noticed at once, through its pidfd. Each look reads the hooks'
@@ -46,19 +38,18 @@ pub fn look(
     seen.sessions.retain(|task, _| {
         tasks
             .iter()
-            .any(|t| &t.task == task && RUNNING.contains(&t.state.as_str()))
+            .any(|t| &t.task == task && TaskState::works(&t.state))
     });
-    for t in tasks.iter().filter(|t| RUNNING.contains(&t.state.as_str())) {
+    for t in tasks.iter().filter(|t| TaskState::works(&t.state)) {
         let Some(task) = TaskId::parse(&t.task).filter(TaskId::is_musician) else {
             continue;
         };
         let Some(live) = find(&task, t.session_id.as_deref()) else {
             continue;
         };
-        let now: Vec<SeenProcess> = live.into_iter().map(SeenProcess::from).collect();
         let before = seen.sessions.remove(&t.task).unwrap_or_default();
-        if now.is_empty() {
-            if !before.is_empty() && before.iter().all(|p| !p.process().is_same_alive()) {
+        if live.is_empty() {
+            if !before.is_empty() && before.iter().all(|p| !p.is_same_alive()) {
                 events.push(ConductorEvent::SessionGone {
                     task_id: t.task.clone(),
                     state: t.state.clone(),
@@ -66,7 +57,7 @@ pub fn look(
                 });
             }
         } else {
-            seen.sessions.insert(t.task.clone(), now);
+            seen.sessions.insert(t.task.clone(), live);
         }
     }
     events
@@ -77,7 +68,7 @@ pub fn watched(seen: &Seen) -> Vec<ProcessId> {
     seen.sessions
         .values()
         .flatten()
-        .map(|p| p.process())
+        .copied()
         .filter(ProcessId::is_same_alive)
         .collect()
 }

@@ -170,7 +170,7 @@ pub struct Watching<'a> {
 /// What a look at the Musicians' sessions found: the deaths to tell, the sessions now.
 struct SessionsSeen {
     gone: Vec<ConductorEvent>,
-    sessions: BTreeMap<String, Vec<seen::SeenProcess>>,
+    sessions: BTreeMap<String, Vec<crate::core::procs::ProcessId>>,
 }
 
 /// Waits until there is something to report, `replaced` fires (a newer watcher) or

@@ -32,32 +32,7 @@ pub struct Seen {
     /// Each working Musician's live sessions as last seen: when all have ended and
     /// none replaced them, the task's session is gone (told once).
     #[serde(default)]
-    pub sessions: BTreeMap<String, Vec<SeenProcess>>,
-}
-
-/// A process as the record keeps it (a PID with its start time: never another's).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct SeenProcess {
-    pub pid: i32,
-    pub start_time: Option<u64>,
-}
-
-impl From<ProcessId> for SeenProcess {
-    fn from(p: ProcessId) -> Self {
-        Self {
-            pid: p.pid,
-            start_time: p.start_time,
-        }
-    }
-}
-
-impl SeenProcess {
-    pub fn process(self) -> ProcessId {
-        ProcessId {
-            pid: self.pid,
-            start_time: self.start_time,
-        }
-    }
+    pub sessions: BTreeMap<String, Vec<ProcessId>>,
 }
 
 /// Where the told record lives.

@@ -137,8 +137,13 @@ impl TaskState {
     /// the Conductor (`needs_review`, `error`) and the ends are not. `fix_proposed` is
     /// the Musician's turn (the skill: "Musician applies proposed fix").
     pub fn is_working(&self) -> bool {
+        Self::works(self.as_str())
+    }
+
+    /// [`Self::is_working`] of a state as the database gives it.
+    pub fn works(state: &str) -> bool {
         matches!(
-            self.as_str(),
+            state,
             "working" | "review_approved" | "review_failed" | "fix_proposed"
         )
     }
@@ -151,10 +156,7 @@ impl TaskState {
 
     /// States in which a Musician must keep its heartbeat fresh.
     pub fn is_heartbeat_active(&self) -> bool {
-        matches!(
-            self.as_str(),
-            "working" | "review_approved" | "review_failed" | "fix_proposed"
-        )
+        Self::works(self.as_str())
     }
 }
 

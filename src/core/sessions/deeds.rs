@@ -122,10 +122,7 @@ pub fn writes(tool: &str, input: &Value) -> bool {
         _ if tool.starts_with("mcp__") => input.to_string().to_ascii_lowercase(),
         _ => return false,
     };
-    let names = ["comms.db", "orchestration_", "sqlite"]
-        .iter()
-        .any(|w| text.contains(w));
-    if !names || !COMMS.is_match(&text) {
+    if !names_the_database(&text) {
         return false;
     }
     SQL_ADDS.is_match(&text) || (SQL_WRITE.is_match(&text) && !HEARTBEAT_ONLY.is_match(&text))
@@ -147,15 +144,22 @@ pub fn is_edit(tool: &str) -> bool {
     matches!(tool, "Edit" | "Write" | "MultiEdit" | "NotebookEdit")
 }
 
+/// Whether lower-cased text names the orchestration's database (a word first, the
+/// pattern only then: most calls name none, and a hook that compiles no pattern stays
+/// quick).
+fn names_the_database(text: &str) -> bool {
+    ["comms.db", "orchestration_", "sqlite"]
+        .iter()
+        .any(|w| text.contains(w))
+        && COMMS.is_match(text)
+}
+
 fn of_shell(command: &str) -> Option<State> {
     let command = &command.to_ascii_lowercase();
     // A word first, the pattern only then: most calls name none of these, and a hook
     // that compiles no pattern stays quick.
     let names = |words: &[&str]| words.iter().any(|w| command.contains(w));
-    if names(&["comms.db", "orchestration_", "sqlite"])
-        && COMMS.is_match(command)
-        && (SQL_READ.is_match(command) || !SQL_WRITE.is_match(command))
-    {
+    if names_the_database(command) && (SQL_READ.is_match(command) || !SQL_WRITE.is_match(command)) {
         Some(State::Comms)
     } else if names(&["temp"]) && TEMP.is_match(command) && !INTO_TEMP.is_match(command) {
         Some(State::Logs)
