@@ -10,7 +10,7 @@ use rusqlite::OptionalExtension;
 use serde_json::json;
 
 use super::{ActionError, Done, Target, db_error, live, not_in_table, relaunch_lock};
-use crate::core::domain::TaskId;
+use crate::core::domain::{TaskId, TaskState};
 use crate::core::recovery::launch::write_pid_file;
 use crate::core::store;
 use crate::core::text::printable;
@@ -36,7 +36,7 @@ pub fn launch_first(
     let Some((state, recorded)) = row else {
         return Err(not_in_table(task));
     };
-    if matches!(state.as_str(), "complete" | "exited") {
+    if TaskState::ends(&state) {
         return Err(ActionError::Finished {
             task: task.clone(),
             state,

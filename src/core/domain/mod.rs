@@ -130,7 +130,12 @@ impl TaskState {
 
     /// `complete` and `exited` end a Musician's life.
     pub fn is_terminal(&self) -> bool {
-        matches!(self.as_str(), "complete" | "exited")
+        Self::ends(self.as_str())
+    }
+
+    /// [`Self::is_terminal`] of a state as the database gives it.
+    pub fn ends(state: &str) -> bool {
+        matches!(state, "complete" | "exited")
     }
 
     /// States in which a Musician works (and so can stall): not claimed yet, waiting on
