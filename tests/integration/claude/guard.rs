@@ -29,8 +29,9 @@ const POLLER_TOOLS: &[&str] = &[
     "mcp__comms-link__execute",
 ];
 
-const COUNT: &str = "sleep 1; sqlite3 comms.db 'select count(*) from orchestration_messages'";
-const HEARTBEAT: &str = "sqlite3 comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"";
+const COUNT: &str =
+    "sleep 1; sqlite3 -cmd '.timeout 5000' comms.db 'select count(*) from orchestration_messages'";
+const HEARTBEAT: &str = "sqlite3 -cmd '.timeout 5000' comms.db \"update orchestration_tasks SET last_heartbeat = datetime('now') WHERE task_id = 'task-03'\"";
 
 /// A French watcher over `sqlite3`: no English word of the skills in it.
 const FRENCH_WATCHER: &str = "FR-7W: Surveille la base toutes les quelques secondes : attends, lis les nouveaux messages du chef d'orchestre pour cette tâche, rafraîchis notre battement de cœur, recommence.";
@@ -316,11 +317,11 @@ fn ordinary_work_in_a_musicians_session_runs_and_its_watcher_is_untouched() {
         (
             "ORD-8: Add an index to the messages table and check the plan uses it.".into(),
             vec![
-                Reply::bash("sqlite3 comms.db .schema", ONE),
+                Reply::bash("sqlite3 -cmd '.timeout 5000' comms.db .schema", ONE),
                 Reply::tool("Write", json!({"file_path": rig.root().join("migration.sql"), "content": "CREATE INDEX IF NOT EXISTS m_task ON orchestration_messages(task_id);\n"}), ONE),
-                Reply::bash("sqlite3 comms.db < migration.sql", ONE),
+                Reply::bash("sqlite3 -cmd '.timeout 5000' comms.db < migration.sql", ONE),
                 Reply::bash("echo restarted && sleep 1", ONE),
-                Reply::bash("sqlite3 comms.db 'EXPLAIN QUERY PLAN SELECT * FROM orchestration_messages WHERE task_id = 1'", ONE),
+                Reply::bash("sqlite3 -cmd '.timeout 5000' comms.db 'EXPLAIN QUERY PLAN SELECT * FROM orchestration_messages WHERE task_id = 1'", ONE),
                 Reply::text("indexed", ONE),
             ],
         ),
