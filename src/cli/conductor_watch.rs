@@ -63,15 +63,12 @@ pub fn watch(
             .await
             .map_err(failed)?;
         // Read after the claim: a watcher it replaced has kept what it told by now.
-        let seen: Seen = match conductor_watch::read_seen(&seen_path) {
-            Some(seen) => seen,
-            None => conductor_watch::baseline(&conn).map_err(|source| {
-                failed(musician_watch::WatchError::Read {
-                    db: cfg.db.clone(),
-                    source,
-                })
-            })?,
-        };
+        let seen: Seen = conductor_watch::start_record(&conn, &seen_path).map_err(|source| {
+            failed(musician_watch::WatchError::Read {
+                db: cfg.db.clone(),
+                source,
+            })
+        })?;
         let (replaced, stop) = signals.forward();
         let find = |task: &TaskId, recorded: Option<&str>| sessions_of(&target, task, recorded);
         let watching = Watching {

@@ -70,6 +70,34 @@ fn a_second_review_of_the_same_task_is_told() {
     );
 }
 
+/// A first watcher killed before it told anything: what came after it started (a
+/// review and its request) is told by the next watcher, not taken for history.
+#[test]
+fn what_follows_a_first_watcher_killed_before_it_told_anything_is_told() {
+    let rig = Rig::new();
+    let mut first = conductor_watch(&rig);
+    wait_until("the first watcher's record kept", || {
+        !seen_record(&rig).is_empty()
+    });
+    first.kill().unwrap();
+    first.wait().unwrap();
+    rig.message("task-00", "task-03", "review_request", "checkpoint ready");
+    set(&rig, "task-03", "needs_review", None);
+    let (code, out) = finish(conductor_watch(&rig));
+    assert_eq!(code, 0, "{out}");
+    let all = lines(&out);
+    assert!(
+        all.iter()
+            .any(|v| v["task_id"] == "task-03" && v["state"] == "needs_review"),
+        "{out}"
+    );
+    assert!(
+        all.iter()
+            .any(|v| v["message"]["message"] == "checkpoint ready"),
+        "{out}"
+    );
+}
+
 /// `error` → `fix_proposed` → `working` → `error`: the second error is told with its reason.
 #[test]
 fn a_repeated_error_is_told() {

@@ -121,6 +121,19 @@ pub fn baseline(conn: &Connection) -> rusqlite::Result<Seen> {
     })
 }
 
+/// The record a watcher starts from: the one kept, else a baseline, kept at once (under
+/// the lock) so that what happens after it is told by the next watcher even if this one
+/// dies before it tells anything.
+pub fn start_record(conn: &Connection, seen_path: &Path) -> rusqlite::Result<Seen> {
+    let _lock = SeenLock::take(seen_path, true);
+    if let Some(kept) = read_seen(seen_path) {
+        return Ok(kept);
+    }
+    let seen = baseline(conn)?;
+    let _ = write_seen(seen_path, &seen);
+    Ok(seen)
+}
+
 /// Notes in `seen` each state not told of (an approval, a fix proposed, work resumed),
 /// so the next handled state of that task is a new one; whether anything changed.
 pub fn pass_untold_states(conn: &Connection, seen: &mut Seen) -> rusqlite::Result<bool> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::world::World;
+use super::world::{World, session_of, without_claude};
 use super::{Told, WHOLE};
 use crate::common::wait_until;
 
@@ -39,7 +39,11 @@ pub(super) fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value
             nix::unistd::Pid::from_raw(pid as i32),
             nix::sys::signal::Signal::SIGKILL,
         );
-        panic!("the Conductor's watcher went quiet");
+        panic!(
+            "the Conductor's watcher went quiet; tasks {:?}; messages {:?}",
+            super::TASKS.map(|t| (t, world.state(t))),
+            super::world::messages(world)
+        );
     };
     let out = out.unwrap();
     crate::common::assert_success(&out);
@@ -101,7 +105,7 @@ const LAUNCHING_SESSION: [(&str, &str); 4] = [
 /// the old one runs again and a second relaunch replaces it; killed after, the guardian
 /// ends the old one and the released session is the task's.
 fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
-    let old = session_of_marker(&format!("ORCH-M-{task}")).expect("the old session runs");
+    let old = session_of(task, false).expect("the old session runs");
     let mut first = world
         .maestro(&["task", "relaunch", task, "--yes"])
         .stdout(Stdio::null())
@@ -119,7 +123,7 @@ fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
     });
     // A session the killed relaunch released shows within its proof's time.
     std::thread::sleep(Duration::from_secs(2));
-    if session_of_marker(&format!("ORCH-R-{task}")).is_none() {
+    if session_of(task, true).is_none() {
         let out = world
             .maestro(&["task", "relaunch", task, "--yes"])
             .output()
@@ -130,23 +134,22 @@ fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
     wait_until("the old session ended", || !crate::common::alive(old));
 }
 
-/// The `claude` process whose arguments hold `marker` (a session's prompt).
-fn session_of_marker(marker: &str) -> Option<u32> {
-    std::fs::read_dir("/proc")
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .find(|pid| {
-            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
-                String::from_utf8_lossy(&c).contains(marker)
-                    && std::fs::read_to_string(format!("/proc/{pid}/comm"))
-                        .is_ok_and(|n| n.trim() == "claude")
-            })
-        })
-}
-
-/// Two relaunches of the dead task asked for at once: one runs, the other is refused.
+/// The dead task's relaunch: first with claude missing (refused before anything is
+/// committed: no handoff, the task as it was), then two asked for at once (one runs,
+/// the other is refused).
 fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
+    let before = (world.state(task), handoffs(world, task));
+    let out = without_claude(world, || {
+        world
+            .maestro(&["task", "relaunch", task, "--yes"])
+            .output()
+            .unwrap()
+    });
+    assert!(!out.status.success(), "a relaunch without claude succeeded");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("claude"), "{err}");
+    assert_eq!((world.state(task), handoffs(world, task)), before, "{err}");
+    told.refused_relaunches += 1;
     // Asked from inside a Claude Code session: its identity in the environment.
     let start = || {
         world
@@ -170,4 +173,15 @@ fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
             told.refused_relaunches += 1;
         }
     }
+}
+
+/// How many handoffs `task` has been sent.
+pub(super) fn handoffs(world: &World, task: &str) -> i64 {
+    super::super::replace_pollers::conn(world.rig.root())
+        .query_row(
+            "SELECT count(*) FROM orchestration_messages WHERE task_id = ?1 AND message_type = 'handoff'",
+            [task],
+            |r| r.get(0),
+        )
+        .unwrap()
 }

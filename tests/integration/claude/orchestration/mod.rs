@@ -1,19 +1,22 @@
 //! A whole orchestration left alone, with real Claude Code sessions, finishes. Three
-//! Musicians (real `claude -p` sessions, scripted by the model server) each work, ask for
-//! a checkpoint review, wait on `maestro musician watch --pause`, work on, ask for their
-//! final review and complete. The Conductor is driven by `maestro conductor watch`: it
-//! approves each review it is told and relaunches a Musician it is told is dead.
+//! Musicians (real `claude -p` sessions, scripted by the model server, each opened by
+//! `maestro task launch` in its window) each work, ask for a checkpoint review, wait on
+//! `maestro musician watch --pause`, work on, ask for their final review and complete.
+//! The Conductor is driven by `maestro conductor watch`: it approves each review it is
+//! told and relaunches a Musician it is told is dead.
 //!
 //! Faults injected (maestro runs under umask 000 throughout); each task's fate is drawn
 //! from a seed (`ORCH_SEED` replays a draw):
-//! - one Musician hits the same error twice (each told, each answered with a fix);
+//! - one Musician hits the same error twice (each told, each answered with a fix); its
+//!   first launch is asked twice at once (one window opens, the other is refused);
 //! - one asks for a context handoff: the first relaunch is killed (SIGKILL) while it
 //!   holds the old session stopped, and nothing may stay stopped; the old session runs
 //!   again and a second relaunch replaces it, or, had the first released its successor,
 //!   the guardian ends the old one;
-//! - one Musician's session is killed while it works: the watcher must tell it, and its
-//!   relaunch, asked for twice at once from inside a Claude Code session (one runs, one
-//!   is refused), brings a session of its own that finishes the task.
+//! - one Musician's session is killed while it works: the watcher must tell it. Its
+//!   first relaunch finds no claude on PATH and must change nothing; then two, asked for
+//!   at once from inside a Claude Code session (one runs, one is refused), bring a
+//!   session of its own that finishes the task.
 //!
 //! Also: the shell of the first Conductor watcher is killed (the watcher must end with
 //! it); twenty 1 MB messages flood the Conductor; the Souffleur fails. The poller guard
@@ -31,8 +34,8 @@ use super::{ModelServer, Reply};
 use conductor::{handle, watch_once};
 use scripts::{Fate, TASKS, musician, relaunched};
 use world::{
-    conductor_messages, flood_and_fail_the_souffleur, kill_when_seen, launch_musicians, setup,
-    stopped_processes,
+    conductor_messages, end_windows, flood_and_fail_the_souffleur, kill_when_seen,
+    launch_musicians, setup, stopped_processes,
 };
 
 /// The longest the whole orchestration may take.
@@ -102,9 +105,11 @@ impl Draw {
     /// Every session's script: each task's first session and its relaunched one.
     fn script(&self) -> Vec<(String, Vec<Reply>)> {
         let mut script = Vec::new();
+        // A relaunch's prompt begins with the first one's, then says where to pick up:
+        // its conversation is listed first, so the longer marker wins the tie.
         for task in TASKS {
-            script.push((format!("ORCH-M-{task}"), musician(task, self.fate_of(task))));
-            script.push((format!("ORCH-R-{task}"), relaunched(task)));
+            script.push((relaunch_marker(task), relaunched(task)));
+            script.push((format!("ORCH-{task}"), musician(task, self.fate_of(task))));
         }
         script
     }
@@ -127,33 +132,24 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     let world = setup(&claude, &server);
     // The first watcher, its shell killed: it ends; the baseline is kept.
     watch_once(&world, true);
-    let mut sessions = launch_musicians(&world, &claude);
+    launch_musicians(&world, draw.erring);
     let told = std::thread::scope(|scope| {
         let killer = scope.spawn(|| {
-            let mut session = sessions.remove(draw.dying).unwrap();
-            kill_when_seen(&world, draw.dying, &mut session);
+            kill_when_seen(&world, draw.dying);
             flood_and_fail_the_souffleur(&world);
         });
         let told = conduct(&world);
         killer.join().unwrap();
         told
     });
-    for (_, mut child) in sessions {
-        let _ = child.wait();
-    }
     every_task_finished_once(&world, &draw, &told, &server);
     every_event_told_once(&world, &draw, &told);
-    // The relaunched session's window, ended.
-    let pid_file = world
-        .rig
-        .root()
-        .join(format!("temp/musician-{}.pid", draw.dying));
-    if let Ok(pid) = std::fs::read_to_string(pid_file) {
-        let _ = nix::sys::signal::killpg(
-            nix::unistd::Pid::from_raw(pid.trim().parse().unwrap_or(0)),
-            nix::sys::signal::Signal::SIGKILL,
-        );
-    }
+    end_windows(&world);
+}
+
+/// What only a relaunched session's prompt holds (as a transcript or a request quotes it).
+fn relaunch_marker(task: &str) -> String {
+    format!("ORCH-{task}\\n\\nPrevious session:")
 }
 
 /// The Conductor's loop: watchers in a row, each event handled, until every task is
@@ -172,6 +168,8 @@ fn conduct(world: &world::World) -> Told {
             told.states
         );
         for event in watch_once(world, false) {
+            // Shown when the test fails: what the Conductor was told, in order.
+            eprintln!("told: {event}");
             handle(world, &event, &mut told);
         }
     }
@@ -198,7 +196,7 @@ fn every_task_finished_once(world: &world::World, draw: &Draw, told: &Told, serv
     // had released its session.
     assert!(
         (1..=2).contains(&told.relaunches)
-            && (told.refused_relaunches, told.killed_mid_proof) == (1, 1),
+            && (told.refused_relaunches, told.killed_mid_proof) == (2, 1),
         "{} relaunches, {} refused, {} killed; {:?}; errors the sessions saw: {:?}",
         told.relaunches,
         told.refused_relaunches,
@@ -206,24 +204,11 @@ fn every_task_finished_once(world: &world::World, draw: &Draw, told: &Told, serv
         told.states,
         super::replace_pollers::tool_results(server, true)
     );
-    let handoffs: i64 = super::replace_pollers::conn(world.rig.root())
-        .query_row(
-            "SELECT count(*) FROM orchestration_messages WHERE task_id = ?1 AND message_type = 'handoff'",
-            [draw.dying],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(handoffs, 1);
+    assert_eq!(conductor::handoffs(world, draw.dying), 1);
     // One new session of each relaunched task, each with a transcript of its own (not
     // taken for a child of the session that asked for it).
-    assert_eq!(
-        transcripts_holding(world, &format!("ORCH-R-{}", draw.dying)),
-        1
-    );
-    assert_eq!(
-        transcripts_holding(world, &format!("ORCH-R-{}", draw.handing)),
-        1
-    );
+    assert_eq!(transcripts_holding(world, &relaunch_marker(draw.dying)), 1);
+    assert_eq!(transcripts_holding(world, &relaunch_marker(draw.handing)), 1);
     assert_eq!(stopped_processes(world.rig.root()), Vec::<u32>::new());
 }
 

@@ -1,7 +1,6 @@
 //! The orchestration's world: its project, its processes' environment and the faults
 //! the test makes in it.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
@@ -63,13 +62,20 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
         )
         .unwrap();
     }
-    let (bin, path) = super::super::real_claude_first(rig.root(), claude);
+    let (bin, _) = super::super::real_claude_first(rig.root(), claude);
+    // Only the test's own claude on PATH: taking it away must leave none.
+    let path = std::iter::once(bin.clone())
+        .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))
+        .filter(|dir| *dir == bin || !dir.join("claude").exists())
+        .map(|dir| dir.display().to_string())
+        .collect::<Vec<_>>()
+        .join(":");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.join("maestro")).unwrap();
     crate::alive_actions::stub(&bin, "kitty", RUN_AFTER_DASHES);
     let config = rig.root().join("maestro.toml");
     std::fs::write(
         &config,
-        "[launch]\nclaude = [\"claude\", \"-p\", \"--allowedTools\", \"Bash\", \"--model\", \"claude-sonnet-4-5\"]\nmusician_prompt = \"/musician {task} ORCH-R-{task}\"\n",
+        "[launch]\nclaude = [\"claude\", \"-p\", \"--allowedTools\", \"Bash\", \"--model\", \"claude-sonnet-4-5\"]\nmusician_prompt = \"/musician {task} ORCH-{task}\"\n",
     )
     .unwrap();
     let mut env = super::super::claude_env(rig.rig.home.path(), server);
@@ -82,43 +88,107 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
     World { rig, env }
 }
 
-/// The first session of each task, as the Conductor launches them.
-pub(super) fn launch_musicians(
-    world: &World,
-    claude: &Path,
-) -> BTreeMap<&'static str, std::process::Child> {
-    TASKS
-        .iter()
-        .map(|task| {
-            let mut c = world.command(&claude.display().to_string());
-            c.args([
-                "-p",
-                &format!("/musician {task} ORCH-M-{task}"),
-                "--model",
-                "claude-sonnet-4-5",
-                "--allowedTools",
-                "Bash",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-            (*task, c.spawn().unwrap())
-        })
-        .collect()
+/// The first session of each task, as the Conductor launches them: `maestro task
+/// launch`, asked twice at once for `doubled` (one opens its window, the other is
+/// refused, naming the first).
+pub(super) fn launch_musicians(world: &World, doubled: &str) {
+    for task in TASKS {
+        let start = || {
+            world
+                .maestro(&["task", "launch", task])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        };
+        let asked = if task == doubled {
+            vec![start(), start()]
+        } else {
+            vec![start()]
+        };
+        let outs: Vec<_> = asked
+            .into_iter()
+            .map(|c| c.wait_with_output().unwrap())
+            .collect();
+        let opened = outs.iter().filter(|o| o.status.success()).count();
+        assert_eq!(opened, 1, "{task}: {outs:?}");
+        for out in outs.iter().filter(|o| !o.status.success()) {
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains("being relaunched already") || err.contains("already running"),
+                "{task}: {err}"
+            );
+        }
+        assert!(session_of(task, false).is_some(), "{task}: no session");
+    }
 }
 
-/// The claude process of `task`'s first session, once the Conductor's watcher has seen
-/// it working (its record holds the session): then it is killed.
-pub(super) fn kill_when_seen(world: &World, task: &str, child: &mut std::process::Child) {
-    let pid = child.id();
+/// The `claude` process of `task`'s first session (`relaunched`: of its relaunched one,
+/// whose prompt says where to pick up).
+pub(super) fn session_of(task: &str, relaunched: bool) -> Option<u32> {
+    let marker = format!("ORCH-{task}");
+    std::fs::read_dir("/proc")
+        .ok()?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .find(|pid| {
+            std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+                let line = String::from_utf8_lossy(&c);
+                line.contains(&marker)
+                    && line.contains("Previous session:") == relaunched
+                    && std::fs::read_to_string(format!("/proc/{pid}/comm"))
+                        .is_ok_and(|n| n.trim() == "claude")
+            })
+        })
+}
+
+/// `task`'s first session, killed (SIGKILL) once the Conductor's watcher has seen it
+/// working in its long step (its record holds the session's window; the window ends
+/// with the session in it).
+pub(super) fn kill_when_seen(world: &World, task: &str) {
+    let pid = session_of(task, false).expect("the first session runs");
+    let window = std::fs::read_to_string(world.rig.root().join(format!("temp/musician-{task}.pid")))
+        .expect("the window's PID file");
     let status = world.rig.root().join(format!("temp/{task}-status"));
-    wait_until("the task in its long step, its session seen", || {
+    wait_until("the task in its long step, its window seen", || {
         std::fs::read_to_string(&status).is_ok_and(|t| t.contains("step 2"))
             && world.state(task) == "working"
             && std::fs::read_to_string(seen_path(world))
-                .is_ok_and(|t| t.contains(&format!("\"pid\":{pid}")))
+                .is_ok_and(|t| t.contains(&format!("\"pid\":{}", window.trim())))
     });
-    child.kill().unwrap();
-    child.wait().unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    wait_until("the killed session gone", || !crate::common::alive(pid));
+}
+
+/// Runs `f` with the test's claude taken off PATH (a user's broken install).
+pub(super) fn without_claude<T>(world: &World, f: impl FnOnce() -> T) -> T {
+    let bin = world.rig.root().join("bin");
+    std::fs::rename(bin.join("claude"), bin.join("claude.away")).unwrap();
+    let out = f();
+    std::fs::rename(bin.join("claude.away"), bin.join("claude")).unwrap();
+    out
+}
+
+/// Every window maestro opened for the tasks, ended (their sessions are done).
+pub(super) fn end_windows(world: &World) {
+    wait_until("every session done", || {
+        TASKS
+            .iter()
+            .all(|t| session_of(t, false).is_none() && session_of(t, true).is_none())
+    });
+    for task in TASKS {
+        let pid_file = world.rig.root().join(format!("temp/musician-{task}.pid"));
+        if let Ok(pid) = std::fs::read_to_string(pid_file) {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pid.trim().parse().unwrap_or(0)),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
 }
 
 /// The messages the Conductor is told: those to task-00 and the Souffleur's errors.
@@ -177,5 +247,19 @@ pub(super) fn stopped_processes(root: &Path) -> Vec<u32> {
             crate::common::is_stopped(*pid)
                 && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(root))
         })
+        .collect()
+}
+
+/// Every message (id, to, from, type, its start): shown when the test fails.
+pub(super) fn messages(world: &World) -> Vec<(i64, String, String, String, String)> {
+    super::super::replace_pollers::conn(world.rig.root())
+        .prepare(
+            "SELECT id, task_id, from_session, message_type, substr(message, 1, 60)
+             FROM orchestration_messages ORDER BY id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .unwrap()
+        .map(Result::unwrap)
         .collect()
 }
