@@ -469,13 +469,16 @@ fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
     let lines = stop(m);
     let printed = json_lines(&lines);
     let errors: Vec<&Value> = printed.iter().filter(|v| event(v) == "error").collect();
-    assert!(
-        errors.iter().any(|v| v["detail"]
-            .as_str()
-            .unwrap()
-            .contains("cannot write the journal")),
-        "said: {lines:?}"
-    );
+    let said = |what: &str| {
+        errors
+            .iter()
+            .filter(|v| v["detail"].as_str().unwrap().contains(what))
+            .count()
+    };
+    // One failure, said once, and its end once (a nearly full disk that takes a short
+    // line and refuses the next is not a failure per write).
+    assert_eq!(said("cannot write the journal"), 1, "said: {errors:?}");
+    assert_eq!(said("the journal is written again"), 1, "said: {errors:?}");
     // Every cursor printed names its event in the journal, and no other.
     let text = std::fs::read_to_string(journal_of(data)).unwrap();
     let mut seen = std::collections::HashMap::new();
@@ -500,6 +503,43 @@ fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
         .to_owned();
     let after = resumes_after(&s, data, &first, "AFTER-ALL");
     json_lines(&after);
+}
+
+/// A disk nearly full: long events are refused while the short line saying so still
+/// fits. That is one failure: said once, its end said once, once everything held is
+/// kept (not a "written again" at each short line that fits).
+#[test]
+fn a_nearly_full_disk_is_one_failure_not_one_per_write() {
+    let Some(FullDisk {
+        disk: _disk,
+        s: _project,
+        mut m,
+        log,
+        filler,
+    }) = FullDisk::new("2m")
+    else {
+        return;
+    };
+    let long = "y".repeat(3000);
+    for i in 0..6 {
+        marker(&mut m, &log, &format!("LONG-{i}-{long}"));
+    }
+    std::fs::remove_file(&filler).unwrap();
+    let back = marker(&mut m, &log, "BACK-1");
+    assert!(back["cursor"].is_string(), "{back}");
+    let lines = stop(m);
+    let errors: Vec<Value> = json_lines(&lines)
+        .into_iter()
+        .filter(|v| event(v) == "error")
+        .collect();
+    let said = |what: &str| {
+        errors
+            .iter()
+            .filter(|v| v["detail"].as_str().unwrap().contains(what))
+            .count()
+    };
+    assert_eq!(said("cannot write the journal"), 1, "said: {errors:?}");
+    assert_eq!(said("the journal is written again"), 1, "said: {errors:?}");
 }
 
 /// The key an older maestro gave a project: FNV-1a of its canonical path.

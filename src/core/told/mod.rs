@@ -306,8 +306,22 @@ impl Journal {
         let mut file = self.file.take();
         if let Some(mut guard) = self.lock_and_read(file.as_mut()) {
             self.keep_unkept(&mut guard, now);
+            if self.unkept.is_empty() {
+                self.caught_up();
+            }
         }
         self.file = file;
+    }
+
+    /// A write succeeded with nothing left waiting: a failure said before is over.
+    /// Said here, not at the first write that fits (a nearly full disk takes a short
+    /// line and refuses the next: that is one failure, not many).
+    fn caught_up(&mut self) {
+        if let Some(why) = self.failing.take() {
+            self.news.push(format!(
+                "the journal is written again (it failed: {why}); events from here on have cursors"
+            ));
+        }
     }
 
     fn tell_in(
@@ -327,6 +341,11 @@ impl Journal {
         }
         if let Some(guard) = &mut lock {
             self.keep_unkept(guard, now);
+        }
+        // Older events still wait: this one waits behind them (the journal keeps the
+        // order they were told in), and the failure stays one, not one per write.
+        if !self.unkept.is_empty() {
+            lock = None;
         }
         let seq = self.last_seq + 1;
         let cursor = Cursor {
@@ -360,6 +379,7 @@ impl Journal {
         };
         if text.is_some() {
             self.last_seq = seq;
+            self.caught_up();
         }
         if slot != 0 {
             self.facts.insert(
@@ -482,8 +502,8 @@ impl Journal {
         Some(cursor.seq)
     }
 
-    /// Appends one entry: its line when it was written; a failure said once, and a
-    /// success after failures said too.
+    /// Appends one entry: its line when it was written; a failure said once (its end is
+    /// said once nothing waits any more: [`Self::caught_up`]).
     fn append(
         guard: &mut file::Guard<'_>,
         (failing, news): (&mut Option<String>, &mut Vec<String>),
@@ -491,14 +511,7 @@ impl Journal {
         json: std::sync::Arc<str>,
     ) -> Option<std::sync::Arc<str>> {
         match guard.append(entry, &json) {
-            Ok(()) => {
-                if let Some(why) = failing.take() {
-                    news.push(format!(
-                        "the journal is written again (it failed: {why}); events from here on have cursors"
-                    ));
-                }
-                Some(json)
-            }
+            Ok(()) => Some(json),
             Err(e) => {
                 Self::failed(failing, news, &e);
                 None

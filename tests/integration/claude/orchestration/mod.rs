@@ -19,11 +19,13 @@
 //!   session of its own that finishes the task.
 //!
 //! Also: the shell of the first Conductor watcher is killed (the watcher must end with
-//! it); twenty 1 MB messages flood the Conductor; the Souffleur fails. The poller guard
-//! is on throughout.
+//! it); twenty 1 MB messages flood the Conductor; the Souffleur fails; a headless
+//! maestro watches beside the run with its journal on a full disk, given room midway.
+//! The poller guard is on throughout.
 //!
 //! At the end: every task `complete`, one handoff for the killed task, each review,
 //! error, death and message told once, no process left stopped, no session doubled.
+mod beside;
 mod conductor;
 mod scripts;
 mod world;
@@ -130,13 +132,18 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
             .collect(),
     );
     let world = setup(&claude, &server);
+    let beside = beside::Beside::start(&world);
     // The first watcher, its shell killed: it ends; the baseline is kept.
     watch_once(&world, true);
     launch_musicians(&world, draw.erring);
+    let room = beside.as_ref().map(beside::Beside::room);
     let told = std::thread::scope(|scope| {
         let killer = scope.spawn(|| {
             kill_when_seen(&world, draw.dying);
             flood_and_fail_the_souffleur(&world);
+            if let Some(filler) = &room {
+                std::fs::remove_file(filler).unwrap();
+            }
         });
         let told = conduct(&world);
         killer.join().unwrap();
@@ -144,6 +151,9 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     });
     every_task_finished_once(&world, &draw, &told, &server);
     every_event_told_once(&world, &draw, &told);
+    if let Some(b) = beside {
+        b.finish();
+    }
     end_windows(&world);
 }
 
@@ -208,7 +218,10 @@ fn every_task_finished_once(world: &world::World, draw: &Draw, told: &Told, serv
     // One new session of each relaunched task, each with a transcript of its own (not
     // taken for a child of the session that asked for it).
     assert_eq!(transcripts_holding(world, &relaunch_marker(draw.dying)), 1);
-    assert_eq!(transcripts_holding(world, &relaunch_marker(draw.handing)), 1);
+    assert_eq!(
+        transcripts_holding(world, &relaunch_marker(draw.handing)),
+        1
+    );
     assert_eq!(stopped_processes(world.rig.root()), Vec::<u32>::new());
 }
 

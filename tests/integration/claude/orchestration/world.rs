@@ -65,7 +65,9 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
     let (bin, _) = super::super::real_claude_first(rig.root(), claude);
     // Only the test's own claude on PATH: taking it away must leave none.
     let path = std::iter::once(bin.clone())
-        .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default()))
+        .chain(std::env::split_paths(
+            &std::env::var_os("PATH").unwrap_or_default(),
+        ))
         .filter(|dir| *dir == bin || !dir.join("claude").exists())
         .map(|dir| dir.display().to_string())
         .collect::<Vec<_>>()
@@ -147,8 +149,9 @@ pub(super) fn session_of(task: &str, relaunched: bool) -> Option<u32> {
 /// with the session in it).
 pub(super) fn kill_when_seen(world: &World, task: &str) {
     let pid = session_of(task, false).expect("the first session runs");
-    let window = std::fs::read_to_string(world.rig.root().join(format!("temp/musician-{task}.pid")))
-        .expect("the window's PID file");
+    let window =
+        std::fs::read_to_string(world.rig.root().join(format!("temp/musician-{task}.pid")))
+            .expect("the window's PID file");
     let status = world.rig.root().join(format!("temp/{task}-status"));
     wait_until("the task in its long step, its window seen", || {
         std::fs::read_to_string(&status).is_ok_and(|t| t.contains("step 2"))
@@ -258,7 +261,9 @@ pub(super) fn messages(world: &World) -> Vec<(i64, String, String, String, Strin
              FROM orchestration_messages ORDER BY id",
         )
         .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+        .query_map([], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+        })
         .unwrap()
         .map(Result::unwrap)
         .collect()

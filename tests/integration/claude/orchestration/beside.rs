@@ -1,0 +1,103 @@
+//! A headless maestro beside the orchestration, its journal on a disk that is full when
+//! the run starts and gets room back midway: it must tell the whole run all the same,
+//! say once that it cannot keep its journal, and count in the journal's `gap` every
+//! event it let go.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::scripts::TASKS;
+use super::world::World;
+use crate::common::{Running, event};
+use crate::journal_faults::{Tmpfs, fill};
+
+pub(super) struct Beside {
+    disk: Tmpfs,
+    filler: PathBuf,
+    m: Running,
+}
+
+impl Beside {
+    /// Started and its disk filled; `None`, having said why, where no tmpfs can be
+    /// mounted (the rest of the run goes on without it).
+    pub(super) fn start(world: &World) -> Option<Self> {
+        // Room for the whole run once the filler goes (the flood is 20 MB).
+        let disk = Tmpfs::mount("64m")?;
+        let mut cmd = world.maestro(&["--no-tui", "--json"]);
+        cmd.env("XDG_DATA_HOME", disk.0.path());
+        let mut m = Running::spawn(cmd);
+        m.wait_json("the first event kept", |v| v["cursor"].is_string());
+        let filler = fill(disk.0.path());
+        Some(Self { disk, filler, m })
+    }
+
+    /// The file filling its disk: removing it gives room back.
+    pub(super) fn room(&self) -> PathBuf {
+        self.filler.clone()
+    }
+
+    /// Stopped: each task's completion told, the full disk said once, events kept again
+    /// once there was room, and the gap counting every event told without a cursor and
+    /// not kept later.
+    pub(super) fn finish(mut self) {
+        let complete =
+            TASKS.map(|task| move |v: &Value| v["task_id"] == task && v["state"] == "complete");
+        let told_before = |c: &dyn Fn(&Value) -> bool| {
+            self.m
+                .seen
+                .iter()
+                .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+                .any(|v| c(&v))
+        };
+        let left: Vec<&dyn Fn(&Value) -> bool> = complete
+            .iter()
+            .map(|c| c as &dyn Fn(&Value) -> bool)
+            .filter(|c| !told_before(*c))
+            .collect();
+        self.m.wait_all("every task complete", &left);
+        self.m.signal(nix::sys::signal::Signal::SIGTERM);
+        assert_eq!(self.m.wait_exit(), 0);
+        let printed: Vec<Value> = self
+            .m
+            .seen
+            .iter()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        let said_full = printed
+            .iter()
+            .filter(|v| {
+                event(v) == "error"
+                    && v["detail"]
+                        .as_str()
+                        .is_some_and(|d| d.contains("cannot write the journal"))
+            })
+            .count();
+        assert_eq!(said_full, 1, "the full disk said once");
+        let not_kept = printed.iter().filter(|v| v["cursor"].is_null()).count();
+        let last = printed.iter().rev().find(|v| event(v) != "error");
+        assert!(not_kept > 0, "nothing was let go while the disk was full");
+        assert!(
+            last.is_some_and(|v| v["cursor"].is_string()),
+            "not kept again once there was room: {last:?}"
+        );
+        let journal = crate::journal_faults::journal_of(self.disk.0.path());
+        let text = std::fs::read_to_string(journal).unwrap();
+        let kept_later = text
+            .lines()
+            .filter(|l| l.contains("\"replayed\":true"))
+            .count();
+        let counted: u64 = text
+            .lines()
+            .filter_map(|l| l.find('{').map(|i| &l[i..]))
+            .filter_map(|j| serde_json::from_str::<Value>(j).ok())
+            .filter(|v| event(v) == "gap")
+            .map(|g| g["count"].as_u64().unwrap_or_default())
+            .sum();
+        assert_eq!(
+            counted as usize,
+            not_kept - kept_later,
+            "told {not_kept} without a cursor, kept {kept_later} later"
+        );
+    }
+}
