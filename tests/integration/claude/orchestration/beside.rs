@@ -1,7 +1,8 @@
 //! A headless maestro beside the orchestration, its journal on a disk that is full when
-//! the run starts and gets room back midway: it must tell the whole run all the same,
-//! say once that it cannot keep its journal, and count in the journal's `gap` every
-//! event it let go.
+//! the run starts and gets room back midway, its journal's name and the next seven
+//! taken: it must tell the whole run all the same, say once that it cannot keep its
+//! journal, move on to a free name, and count in the journal's `gap` every event it let
+//! go.
 
 use std::path::PathBuf;
 
@@ -13,8 +14,10 @@ use crate::common::{Running, event};
 use crate::journal_faults::{Tmpfs, fill};
 
 pub(super) struct Beside {
-    disk: Tmpfs,
+    _disk: Tmpfs,
     filler: PathBuf,
+    /// The folder of its journals.
+    journals: PathBuf,
     m: Running,
 }
 
@@ -28,8 +31,25 @@ impl Beside {
         cmd.env("XDG_DATA_HOME", disk.0.path());
         let mut m = Running::spawn(cmd);
         m.wait_json("the first event kept", |v| v["cursor"].is_string());
+        // Its journal's name and the next seven taken (folders), mid-run.
+        let journal = crate::journal_faults::journal_of(disk.0.path());
+        let journals = journal
+            .parent()
+            .expect("the journal's folder")
+            .to_path_buf();
+        let folder = &journals;
+        for n in 2..=8 {
+            std::fs::create_dir(folder.join(format!("journal.{n}.tsv"))).unwrap();
+        }
+        std::fs::rename(&journal, folder.join("kept-aside")).unwrap();
+        std::fs::create_dir(&journal).unwrap();
         let filler = fill(disk.0.path());
-        Some(Self { disk, filler, m })
+        Some(Self {
+            _disk: disk,
+            filler,
+            journals,
+            m,
+        })
     }
 
     /// The file filling its disk: removing it gives room back.
@@ -81,7 +101,8 @@ impl Beside {
             last.is_some_and(|v| v["cursor"].is_string()),
             "not kept again once there was room: {last:?}"
         );
-        let journal = crate::journal_faults::journal_of(self.disk.0.path());
+        // The journal moved on to the first free name.
+        let journal = self.journals.join("journal.9.tsv");
         let text = std::fs::read_to_string(journal).unwrap();
         let kept_later = text
             .lines()
