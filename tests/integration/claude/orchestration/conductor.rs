@@ -82,9 +82,11 @@ pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
                 _ => {}
             }
         }
-        (Some("message"), _) => told
-            .messages
-            .push(event["message"]["id"].as_i64().unwrap_or_default()),
+        (Some("message"), _) => {
+            told.faults_done |= event["message"]["message"] == super::world::FAULTS_DONE;
+            told.messages
+                .push(event["message"]["id"].as_i64().unwrap_or_default());
+        }
         _ => {}
     }
 }

@@ -27,6 +27,7 @@
 //! error, death and message told once, no process left stopped, no session doubled.
 mod beside;
 mod conductor;
+mod podium;
 mod scripts;
 mod world;
 
@@ -55,6 +56,8 @@ pub(super) struct Told {
     souffleur_failed: usize,
     /// Relaunches killed mid-proof.
     killed_mid_proof: usize,
+    /// The test's last message heard: every fault has been made.
+    faults_done: bool,
 }
 
 /// The tasks each fate befell, drawn from the seed (`ORCH_SEED`, else the clock): one
@@ -113,6 +116,7 @@ impl Draw {
             script.push((relaunch_marker(task), relaunched(task)));
             script.push((format!("ORCH-{task}"), musician(task, self.fate_of(task))));
         }
+        script.extend(podium::scripts());
         script
     }
 }
@@ -133,6 +137,7 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     );
     let world = setup(&claude, &server);
     let beside = beside::Beside::start(&world);
+    let podium = podium::Podium::start(&world, &claude);
     // The first watcher, its shell killed: it ends; the baseline is kept.
     watch_once(&world, true);
     launch_musicians(&world, draw.erring);
@@ -140,10 +145,13 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     let told = std::thread::scope(|scope| {
         let killer = scope.spawn(|| {
             kill_when_seen(&world, draw.dying);
-            flood_and_fail_the_souffleur(&world);
+            podium.kill_and_recover(&world);
             if let Some(filler) = &room {
                 std::fs::remove_file(filler).unwrap();
             }
+            flood_and_fail_the_souffleur(&world);
+            // Told to the Conductor last: its loop goes on until it has heard it.
+            world::say_faults_done(&world);
         });
         let told = conduct(&world);
         killer.join().unwrap();
@@ -151,6 +159,7 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     });
     every_task_finished_once(&world, &draw, &told, &server);
     every_event_told_once(&world, &draw, &told);
+    podium::one_conductor_recovered(&world);
     if let Some(b) = beside {
         b.finish();
     }
@@ -168,7 +177,8 @@ fn relaunch_marker(task: &str) -> String {
 fn conduct(world: &world::World) -> Told {
     let mut told = Told::default();
     let started = Instant::now();
-    while TASKS.iter().any(|t| world.state(t) != "complete")
+    while !told.faults_done
+        || TASKS.iter().any(|t| world.state(t) != "complete")
         || told.messages.len() < conductor_messages(world).len()
     {
         assert!(

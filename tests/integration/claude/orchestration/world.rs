@@ -51,6 +51,32 @@ impl World {
     }
 }
 
+/// Whatever the test's end, no process of the project outlives it (a failed run's
+/// sessions would be counted by the next).
+impl Drop for World {
+    fn drop(&mut self) {
+        for pid in processes_in(self.rig.root()) {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid as i32),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// The processes whose working folder is in `root`.
+fn processes_in(root: &Path) -> Vec<u32> {
+    let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| *pid != std::process::id())
+        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root)))
+        .collect()
+}
+
 pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
     let rig = Rig::new("task-01", true);
     let db = super::super::replace_pollers::conn(rig.root());
@@ -74,12 +100,20 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
         .join(":");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.join("maestro")).unwrap();
     crate::alive_actions::stub(&bin, "kitty", RUN_AFTER_DASHES);
+    crate::alive_actions::stub(&bin, "claude_export", "printf 'SUMMARY of %s\\n' \"$1\"\n");
     let config = rig.root().join("maestro.toml");
     std::fs::write(
         &config,
-        "[launch]\nclaude = [\"claude\", \"-p\", \"--allowedTools\", \"Bash\", \"--model\", \"claude-sonnet-4-5\"]\nmusician_prompt = \"/musician {task} ORCH-{task}\"\n",
+        format!(
+            "[launch]\nclaude = [\"claude\", \"-p\", \"--allowedTools\", \"Bash\", \"--model\", \"claude-sonnet-4-5\"]\nmusician_prompt = \"/musician {{task}} ORCH-{{task}}\"\n\
+             [souffleur]\ninitial_wait = \"300ms\"\npoll = \"200ms\"\nteammate_initial_wait = \"2s\"\nteammate_poll = \"1s\"\nkill_grace = \"1s\"\n\
+             claude_projects_dir = \"{}/.claude/projects\"\nexport_dir = \"{}/exports\"\n",
+            rig.rig.home.path().display(),
+            rig.root().display()
+        ),
     )
     .unwrap();
+    std::fs::create_dir_all(rig.root().join("exports")).unwrap();
     let mut env = super::super::claude_env(rig.rig.home.path(), server);
     env.extend([
         ("XDG_DATA_HOME", rig.data.path().display().to_string()),
@@ -194,12 +228,13 @@ pub(super) fn end_windows(world: &World) {
     }
 }
 
-/// The messages the Conductor is told: those to task-00 and the Souffleur's errors.
+/// The messages the Conductor is told: those to task-00 and the Souffleur's own (not
+/// the instructions sent to it).
 pub(super) fn conductor_messages(world: &World) -> Vec<i64> {
     super::super::replace_pollers::conn(world.rig.root())
         .prepare(
             "SELECT id FROM orchestration_messages WHERE task_id = 'task-00'
-             OR (task_id = 'souffleur' AND message_type = 'error') ORDER BY id",
+             OR (task_id = 'souffleur' AND message_type IS NOT 'instruction') ORDER BY id",
         )
         .unwrap()
         .query_map([], |r| r.get(0))
@@ -267,4 +302,16 @@ pub(super) fn messages(world: &World) -> Vec<(i64, String, String, String, Strin
         .unwrap()
         .map(Result::unwrap)
         .collect()
+}
+
+/// The test's word that every fault has been made, sent to the Conductor last.
+pub(super) const FAULTS_DONE: &str = "FAULTS-DONE";
+
+pub(super) fn say_faults_done(world: &World) {
+    super::super::replace_pollers::conn(world.rig.root())
+        .execute(
+            "INSERT INTO orchestration_messages (task_id, from_session, message, message_type) VALUES ('task-00', 'test', ?1, 'instruction')",
+            [FAULTS_DONE],
+        )
+        .unwrap();
 }
