@@ -352,6 +352,9 @@ async fn claude_export(env: &RecoveryEnv, req: &RecoveryRequest) -> Recovered {
                 None,
             )
             .await;
+            // Said with its cause: a bare "failed" leaves the operator to guess.
+            env.note(format!("Conductor S{generation} did not start: {e}"))
+                .await;
             let mut done = failed(Provider::ClaudeExport, e.to_string());
             done.outcome.artifact = artifact;
             done

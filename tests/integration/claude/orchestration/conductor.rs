@@ -136,9 +136,10 @@ fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
     wait_until("the old session ended", || !crate::common::alive(old));
 }
 
-/// The dead task's relaunch: first with claude missing (refused before anything is
-/// committed: no handoff, the task as it was), then two asked for at once (one runs,
-/// the other is refused).
+/// The dead task's relaunch: first with claude missing, then through a gate whose
+/// folder another user could write (each refused before anything is committed: no
+/// handoff, the task as it was, no session), then two asked for at once (one runs, the
+/// other is refused).
 fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
     let before = (world.state(task), handoffs(world, task));
     let out = without_claude(world, || {
@@ -151,6 +152,16 @@ fn relaunch_twice_at_once(world: &World, task: &str, told: &mut Told) {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("claude"), "{err}");
     assert_eq!((world.state(task), handoffs(world, task)), before, "{err}");
+    told.refused_relaunches += 1;
+    let out = through_an_opened_gate(world, task);
+    assert!(
+        !out.status.success(),
+        "a relaunch through an opened gate succeeded"
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("gate"), "{err}");
+    assert_eq!((world.state(task), handoffs(world, task)), before, "{err}");
+    assert_eq!(session_of(task, true), None, "{err}");
     told.refused_relaunches += 1;
     // Asked from inside a Claude Code session: its identity in the environment.
     let start = || {
@@ -186,4 +197,32 @@ pub(super) fn handoffs(world: &World, task: &str) -> i64 {
             |r| r.get(0),
         )
         .unwrap()
+}
+
+/// A relaunch whose gate folder is opened to everyone (mode 0777) while its window
+/// starts: what another user would need to swap `ready` or `go`.
+fn through_an_opened_gate(world: &World, task: &str) -> std::process::Output {
+    use std::os::unix::fs::PermissionsExt;
+    // A relaunch killed earlier left its folder behind: this one's is the new one.
+    let before = world.gate_folders();
+    world.hold_windows();
+    let relaunch = world
+        .maestro(&["task", "relaunch", task, "--yes"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let new = || -> Vec<std::path::PathBuf> {
+        world
+            .gate_folders()
+            .into_iter()
+            .filter(|d| !before.contains(d))
+            .collect()
+    };
+    wait_until("the relaunch's gate folder", || !new().is_empty());
+    for dir in new() {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    }
+    world.release_windows();
+    relaunch.wait_with_output().unwrap()
 }

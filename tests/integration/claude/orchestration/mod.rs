@@ -14,9 +14,10 @@
 //!   again and a second relaunch replaces it, or, had the first released its successor,
 //!   the guardian ends the old one;
 //! - one Musician's session is killed while it works: the watcher must tell it. Its
-//!   first relaunch finds no claude on PATH and must change nothing; then two, asked for
-//!   at once from inside a Claude Code session (one runs, one is refused), bring a
-//!   session of its own that finishes the task.
+//!   first relaunch finds no claude on PATH, its second a gate folder opened to others
+//!   while its window starts: each must change nothing; then two, asked for at once
+//!   from inside a Claude Code session (one runs, one is refused), bring a session of
+//!   its own that finishes the task.
 //!
 //! Also: the shell of the first Conductor watcher is killed (the watcher must end with
 //! it); twenty 1 MB messages flood the Conductor; the Souffleur fails; a headless
@@ -34,6 +35,7 @@ mod world;
 use std::time::{Duration, Instant};
 
 use super::{ModelServer, Reply};
+use crate::common::wait_until;
 use conductor::{handle, watch_once};
 use scripts::{Fate, TASKS, musician, relaunched};
 use world::{
@@ -145,6 +147,11 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     let told = std::thread::scope(|scope| {
         let killer = scope.spawn(|| {
             kill_when_seen(&world, draw.dying);
+            // Once the dead task's relaunches are over (one runs without claude: a
+            // recovery meanwhile would fail for that, as it must).
+            wait_until("the dead task relaunched", || {
+                world::session_of(draw.dying, true).is_some()
+            });
             podium.kill_and_recover(&world);
             if let Some(filler) = &room {
                 std::fs::remove_file(filler).unwrap();
@@ -216,7 +223,7 @@ fn every_task_finished_once(world: &world::World, draw: &Draw, told: &Told, serv
     // had released its session.
     assert!(
         (1..=2).contains(&told.relaunches)
-            && (told.refused_relaunches, told.killed_mid_proof) == (2, 1),
+            && (told.refused_relaunches, told.killed_mid_proof) == (3, 1),
         "{} relaunches, {} refused, {} killed; {:?}; errors the sessions saw: {:?}",
         told.relaunches,
         told.refused_relaunches,

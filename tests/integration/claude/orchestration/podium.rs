@@ -73,7 +73,8 @@ impl Podium {
             super::transcripts_holding(world, FIRST) == 1
         });
         let invocation = format!("PID:{} SESSION_ID:{CONDUCTOR_SESSION}", conductor.id());
-        let mut souffleur = Running::spawn(world.maestro(&["souffleur", &invocation, "--no-tui", "--json"]));
+        let mut souffleur =
+            Running::spawn(world.maestro(&["souffleur", &invocation, "--no-tui", "--json"]));
         souffleur.wait_json("the Souffleur confirmed", |v| {
             event(v) == "task" && v["task_id"] == "souffleur" && v["state"] == "confirmed"
         });
@@ -121,7 +122,10 @@ pub(super) fn one_conductor_recovered(world: &World) {
         "{argv:?}"
     );
     let prompt = argv.last().cloned().unwrap_or_default();
-    assert!(prompt.starts_with("/conductor --recovery-bootstrap"), "{prompt}");
+    assert!(
+        prompt.starts_with("/conductor --recovery-bootstrap"),
+        "{prompt}"
+    );
     assert!(prompt.contains(CONDUCTOR_SESSION), "{prompt}");
     assert!(prompt.contains("**Recovery context:** "), "{prompt}");
     assert_eq!(super::transcripts_holding(world, RECOVERED), 1);

@@ -40,6 +40,26 @@ impl World {
         c
     }
 
+    /// Windows opened from now on wait until [`Self::release_windows`].
+    pub(super) fn hold_windows(&self) {
+        std::fs::write(self.rig.data.path().join("hold-windows"), "").unwrap();
+    }
+
+    pub(super) fn release_windows(&self) {
+        std::fs::remove_file(self.rig.data.path().join("hold-windows")).unwrap();
+    }
+
+    /// The relaunch gates' folders there are now.
+    pub(super) fn gate_folders(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.rig.data.path().join("tmp"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("maestro-gate-"))
+            .map(|e| e.path())
+            .collect()
+    }
+
     pub(super) fn state(&self, task: &str) -> String {
         super::super::replace_pollers::conn(self.rig.root())
             .query_row(
@@ -73,7 +93,9 @@ fn processes_in(root: &Path) -> Vec<u32> {
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
         .filter(|pid| *pid != std::process::id())
-        .filter(|pid| std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root)))
+        .filter(|pid| {
+            std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(&root))
+        })
         .collect()
 }
 
@@ -99,7 +121,16 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
         .collect::<Vec<_>>()
         .join(":");
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_maestro"), bin.join("maestro")).unwrap();
-    crate::alive_actions::stub(&bin, "kitty", RUN_AFTER_DASHES);
+    // A window waits while the test holds windows (to tamper with a gate meanwhile).
+    let hold = rig.data.path().join("hold-windows");
+    crate::alive_actions::stub(
+        &bin,
+        "kitty",
+        &format!(
+            "while [ -e '{}' ]; do sleep 0.05; done\n{RUN_AFTER_DASHES}",
+            hold.display()
+        ),
+    );
     crate::alive_actions::stub(&bin, "claude_export", "printf 'SUMMARY of %s\\n' \"$1\"\n");
     let config = rig.root().join("maestro.toml");
     std::fs::write(
@@ -120,7 +151,9 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
         ("PATH", path),
         ("MAESTRO_CONFIG", config.display().to_string()),
         ("DISPLAY", ":99".to_owned()),
+        ("TMPDIR", rig.data.path().join("tmp").display().to_string()),
     ]);
+    std::fs::create_dir_all(rig.data.path().join("tmp")).unwrap();
     World { rig, env }
 }
 
