@@ -19,10 +19,13 @@
 //!   from inside a Claude Code session (one runs, one is refused), bring a session of
 //!   its own that finishes the task.
 //!
-//! Also: the shell of the first Conductor watcher is killed (the watcher must end with
-//! it); twenty 1 MB messages flood the Conductor; the Souffleur fails; a headless
-//! maestro watches beside the run with its journal on a full disk, given room midway.
-//! The poller guard is on throughout.
+//! Also: the hooks are installed by maestro under umask 000 into a project with no
+//! `.claude/`; the shell of the first Conductor watcher is killed (the watcher must end
+//! with it); the real Conductor session is killed and `maestro souffleur` recovers one
+//! (the recovery prompt, its permission held to the ceiling against the payload, a
+//! clean environment); twenty 1 MB messages flood the Conductor; the Souffleur fails; a
+//! headless maestro watches beside the run with its journal on a full disk (given room
+//! midway) and its journal's names taken. The poller guard is on throughout.
 //!
 //! At the end: every task `complete`, one handoff for the killed task, each review,
 //! error, death and message told once, no process left stopped, no session doubled.

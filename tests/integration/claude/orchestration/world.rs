@@ -154,7 +154,33 @@ pub(super) fn setup(claude: &Path, server: &ModelServer) -> World {
         ("TMPDIR", rig.data.path().join("tmp").display().to_string()),
     ]);
     std::fs::create_dir_all(rig.data.path().join("tmp")).unwrap();
-    World { rig, env }
+    let world = World { rig, env };
+    install_hooks_under_umask_000(&world);
+    world
+}
+
+/// The hooks installed again by maestro under umask 000 into a project with no
+/// `.claude/` yet: the folder it makes is no one else's to write. The rest the rig put
+/// there (the skills' commands) is put back beside them.
+fn install_hooks_under_umask_000(world: &World) {
+    use std::os::unix::fs::PermissionsExt;
+    let folder = world.rig.root().join(".claude");
+    let aside = world.rig.root().join(".claude-aside");
+    std::fs::rename(&folder, &aside).unwrap();
+    let out = world
+        .maestro(&["hooks", "install", "--replace-pollers"])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
+    let mode = std::fs::metadata(&folder).unwrap().permissions().mode();
+    assert_eq!(mode & 0o022, 0, ".claude/ made with mode {mode:o}");
+    for entry in std::fs::read_dir(&aside).unwrap().flatten() {
+        let to = folder.join(entry.file_name());
+        if !to.exists() {
+            std::fs::rename(entry.path(), to).unwrap();
+        }
+    }
+    std::fs::remove_dir_all(&aside).unwrap();
 }
 
 /// The first session of each task, as the Conductor launches them: `maestro task
