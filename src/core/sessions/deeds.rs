@@ -86,7 +86,9 @@ static ROW_STATE: LazyLock<Regex> = LazyLock::new(|| {
 pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
     let text = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or_default();
     match tool {
-        "Bash" => of_shell(text("command")),
+        "Bash" => of_shell(text("command")).or_else(|| {
+            runs_a_script_naming_the_database(text("command"), root).then_some(State::Comms)
+        }),
         "Read" | "Grep" | "Glob" => ["file_path", "path", "pattern", "glob"]
             .into_iter()
             .find_map(|k| of_path(text(k), root)),
@@ -102,8 +104,32 @@ pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
     }
 }
 
-/// The part of the state a call's result shows: the orchestration's rows (what a helper
-/// script, a copy of comms.db or an MCP server of any name prints).
+/// Whether rows in a call's result show the orchestration's state: the result of a
+/// tool other than the shell (an MCP server of any name), or of a shell line that only
+/// prints files (`cat /tmp/poll.out`, where a background job keeps its rows). A program's
+/// output is not: a test's assertion prints `('task-03','working')` too; there the
+/// program is the evidence (its command, or the source of the script it runs).
+pub fn shown_by(tool: &str, input: &Value) -> bool {
+    if tool != "Bash" {
+        return true;
+    }
+    let command = input
+        .get("command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    command
+        .split(['\n', ';', '&', '|', '(', ')'])
+        .filter_map(|segment| segment.split_whitespace().next())
+        .all(|program| {
+            let program = program.rsplit('/').next().unwrap_or(program);
+            FILE_PRINTERS.contains(&program)
+        })
+}
+
+/// Programs that print files (and `sleep`, which prints nothing).
+const FILE_PRINTERS: [&str; 7] = ["cat", "tail", "head", "tac", "less", "more", "sleep"];
+
+/// The part of the state a call's result shows: the orchestration's rows.
 pub fn shows(result: &str) -> Option<State> {
     (result.contains("task-") && ROW_TASK.is_match(result) && ROW_STATE.is_match(result))
         .then_some(State::Comms)
@@ -168,6 +194,54 @@ fn of_shell(command: &str) -> Option<State> {
     } else {
         None
     }
+}
+
+/// What runs a script named after it (`python3 x.py`, `bash x.sh`, `node x.js`).
+const INTERPRETERS: [&str; 10] = [
+    "python", "bash", "sh", "zsh", "dash", "node", "ruby", "perl", "bun", "deno",
+];
+/// How much of a script is read for the database's name.
+const SCRIPT_HEAD: u64 = 64 * 1024;
+
+/// The scripts a shell line runs: the file after an interpreter, or a program given by
+/// its path (`./poll.sh`, `tools/check`).
+fn scripts_run(command: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for segment in command.split(['\n', ';', '&', '|', '(', ')']) {
+        // `VAR=value` words before the program are its environment.
+        let mut words = segment
+            .split_whitespace()
+            .skip_while(|w| w.contains('=') && !w.starts_with('-'));
+        let Some(first) = words.next() else { continue };
+        let program = first.rsplit('/').next().unwrap_or(first);
+        let interpreter = INTERPRETERS.iter().any(|i| {
+            program
+                .strip_prefix(i)
+                .is_some_and(|v| v.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        });
+        if interpreter {
+            out.extend(words.find(|w| !w.starts_with('-')));
+        } else if first.contains('/') {
+            out.push(first);
+        }
+    }
+    out
+}
+
+/// Whether a script the line runs names the orchestration's database (in its first
+/// [`SCRIPT_HEAD`] bytes): a helper that prints `new messages: 0` reads comms.db all the
+/// same. Only regular files are read (never a FIFO, never through a final symlink).
+fn runs_a_script_naming_the_database(command: &str, root: &Path) -> bool {
+    use std::io::Read;
+    scripts_run(command).into_iter().any(|script| {
+        let script = Path::new(script.trim_matches(['\'', '"']));
+        let Ok((file, _)) = crate::core::safe_fs::open_regular(&root.join(script)) else {
+            return false;
+        };
+        let mut head = Vec::new();
+        let _ = file.take(SCRIPT_HEAD).read_to_end(&mut head);
+        names_the_database(&String::from_utf8_lossy(&head).to_ascii_lowercase())
+    })
 }
 
 fn of_path(path: &str, root: &Path) -> Option<State> {

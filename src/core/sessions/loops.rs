@@ -112,7 +112,11 @@ pub fn look(
         std::borrow::Cow::Borrowed(text.as_str())
     };
     let result = crate::core::paths::fnv1a(loose(&steady).as_bytes());
-    let reads = deeds::reads(tool, input, root).or_else(|| deeds::shows(&text));
+    let reads = deeds::reads(tool, input, root).or_else(|| {
+        deeds::shown_by(tool, input)
+            .then(|| deeds::shows(&text))
+            .flatten()
+    });
     let is_look = reads.is_some() || !text.trim_matches(['\0', ' ', '\n']).is_empty();
     let changed = earlier
         .iter()

@@ -2,7 +2,8 @@
 //! each time (`grep -q … && echo READY` on a log without the word yet: Claude Code reports
 //! such a call with `PostToolUseFailure`, not `PostToolUse`) is stopped by its third look
 //! all the same; a Conductor's poller over a status log and its inbox is given
-//! `conductor watch`.
+//! `conductor watch`; a helper script is judged by its source, a test by nothing it
+//! prints.
 
 use super::guard::{end, poller_tools_with};
 use super::replace_pollers::{ONE, Rig, agent, refusals};
@@ -101,4 +102,70 @@ fn a_conductors_log_and_inbox_poller_is_given_conductor_watch() {
     assert!(said[0].contains("conductor watch"), "{}", said[0]);
     let seen = m.wait_json("the stop", |v| event(v) == "poller_replaced");
     assert_eq!(seen["role"], "conductor-watcher", "{seen}");
+}
+
+const HELPER_POLLER: &str =
+    "HS-4P: Check my inbox with the helper every few seconds until something new comes.";
+const FLAKY_TEST: &str = "FT-5T: Run the flaky state test until it passes, four runs at most.";
+
+/// A Musician's two subagents: one polls its inbox through a helper script that prints
+/// only `new messages: 0` (stopped by its third look: the script's source names
+/// comms.db), the other runs a flaky test four times whose failure prints rows-like
+/// text (runs to its end: a test's output is no look at the orchestration).
+#[test]
+fn a_helper_script_poller_is_stopped_and_a_flaky_test_printing_rows_runs() {
+    let name = "a_helper_script_poller_is_stopped_and_a_flaky_test_printing_rows_runs";
+    if super::claude_or_skip(name).is_none() {
+        return;
+    }
+    let rig = Rig::new("task-03", true);
+    std::fs::write(
+        rig.root().join("check_inbox.py"),
+        "import sqlite3\nc = sqlite3.connect('comms.db')\nn = c.execute(\"select count(*) from orchestration_messages where task_id = 'task-03' and id > 999\").fetchone()[0]\nprint(f'new messages: {n}')\n",
+    )
+    .unwrap();
+    std::fs::write(
+        rig.root().join("flaky_test.py"),
+        "print(\"AssertionError: [('task-03', 'working')] != [('task-03', 'complete')]\")\n",
+    )
+    .unwrap();
+    let look = |command: &str, times: usize| {
+        let mut calls = Vec::new();
+        for i in 0..times {
+            if i > 0 {
+                calls.push(Reply::bash("sleep 1", ONE));
+            }
+            calls.push(Reply::bash(command, ONE));
+        }
+        calls.push(Reply::relay(ONE));
+        calls
+    };
+    let server = ModelServer::start(vec![
+        (
+            "MUS-4H",
+            vec![
+                Reply::tool("Agent", agent(FLAKY_TEST, false), ONE),
+                Reply::tool("Agent", agent(HELPER_POLLER, false), ONE),
+                Reply::text("done", ONE),
+            ],
+        ),
+        ("FT-5T", look("python3 flaky_test.py", 4)),
+        ("HS-4P", look("python3 check_inbox.py", 3)),
+    ]);
+    let tools = poller_tools_with(&["Bash(python3:*)"]);
+    end(rig.start("/musician task-03 MUS-4H", &server, &tools));
+    let said = refusals(&server);
+    assert_eq!(
+        said.len(),
+        1,
+        "only the helper's third look refused: {said:?}"
+    );
+    assert!(
+        said[0].contains("maestro stopped this subagent"),
+        "{said:?}"
+    );
+    assert!(said[0].contains("musician watch"), "{said:?}");
+    let ran = super::replace_pollers::tool_results(&server, false);
+    assert!(ran.iter().any(|r| r.contains("AssertionError")), "{ran:?}");
+    assert!(ran.iter().any(|r| r.contains("new messages: 0")), "{ran:?}");
 }

@@ -22,6 +22,11 @@ fn bash(command: &str, stdout: &str, at_s: f64) -> Call {
 /// The guard's view of `calls`, in order: the index of the call it stops and the state
 /// the loop read, or `None` when every call runs.
 fn stopped_at(calls: &[Call]) -> Option<(usize, Vec<State>)> {
+    stopped_at_in(calls, Path::new("/p"))
+}
+
+/// [`stopped_at`] for a project at `root` (whose files the guard may read).
+fn stopped_at_in(calls: &[Call], root: &Path) -> Option<(usize, Vec<State>)> {
     let mut history = Vec::new();
     for (i, (tool, input, response, at_s)) in calls.iter().enumerate() {
         let at_ms = (*at_s * 1000.0) as i64;
@@ -30,14 +35,7 @@ fn stopped_at(calls: &[Call]) -> Option<(usize, Vec<State>)> {
         {
             return Some((i, states));
         }
-        history.push(look(
-            tool,
-            input,
-            response,
-            at_ms,
-            Path::new("/p"),
-            &history,
-        ));
+        history.push(look(tool, input, response, at_ms, root, &history));
     }
     None
 }
@@ -74,13 +72,6 @@ fn pollers_in_any_spelling_are_stopped_within_three_cycles() {
             vec![(
                 "sleep 5; sqlite3 comms.db 'SELECT state FROM orchestration_tasks'",
                 "working",
-            )],
-        ),
-        (
-            "helper script",
-            vec![(
-                "sleep 1; python3 check_msgs.py",
-                "task-03|working|no new message",
             )],
         ),
         (
@@ -399,4 +390,47 @@ fn what_repeats_beside_the_closing_call_is_read_too() {
         states.contains(&State::Logs) && states.contains(&State::Comms),
         "{states:?}"
     );
+}
+
+/// A helper script is judged by its source: one that names comms.db is a look at it
+/// whatever it prints (`new messages: 0`, the rows as a Python list), one that does not
+/// is not; and a test whose assertion prints rows-like text is no look at comms.db.
+#[test]
+fn a_helper_script_is_judged_by_its_source_and_a_tests_output_by_nothing() {
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        root.path().join("check_inbox.py"),
+        "import sqlite3\nc = sqlite3.connect('comms.db')\nn = c.execute(\"select count(*) from orchestration_messages where id > 7\").fetchone()[0]\nprint(f'new messages: {n}')\n",
+    )
+    .expect("write");
+    std::fs::write(root.path().join("build.py"), "print('building')\n").expect("write");
+    for (command, stdout) in [
+        ("sleep 5; python3 check_inbox.py", "new messages: 0"),
+        ("sleep 5 && ./check_inbox.py", "[('task-03', 'working')]"),
+        (
+            "sleep 5; VERBOSE=1 python3.12 -u check_inbox.py | cat",
+            "new messages: 0",
+        ),
+    ] {
+        let calls = cycles(&[(command, stdout)], 5.0, 6);
+        assert_eq!(
+            stopped_at_in(&calls, root.path()),
+            Some((2, vec![State::Comms])),
+            "{command}"
+        );
+    }
+    for (command, stdout) in [
+        ("sleep 5; python3 build.py", "building"),
+        (
+            "cargo test -p watcher 2>&1 | tail -5",
+            "assertion failed: ('task-03','working') != ('task-03','complete')",
+        ),
+        (
+            "python3 -m pytest tests/test_states.py",
+            "E   AssertionError: [('task-03', 'working')] != [('task-03', 'needs_review')]",
+        ),
+    ] {
+        let calls = cycles(&[(command, stdout)], 5.0, 6);
+        assert_eq!(stopped_at_in(&calls, root.path()), None, "{command}");
+    }
 }
