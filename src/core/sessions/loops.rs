@@ -129,7 +129,11 @@ pub fn look(
         at_ms,
         reads,
         is_look,
-        progress: deeds::is_edit(tool) || deeds::writes(tool, input) || changed,
+        // An edit is progress, unless it is the very edit made before (a state file
+        // written each cycle with what the loop saw: nothing new).
+        progress: (deeds::is_edit(tool) && !earlier.iter().any(|l| l.call == call))
+            || deeds::writes(tool, input)
+            || changed,
     }
 }
 

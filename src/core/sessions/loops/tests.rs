@@ -434,3 +434,33 @@ fn a_helper_script_is_judged_by_its_source_and_a_tests_output_by_nothing() {
         assert_eq!(stopped_at_in(&calls, root.path()), None, "{command}");
     }
 }
+
+/// A poller that writes what it saw to a state file each cycle (the same file, the same
+/// text) makes no progress by it after the first write (which was new): stopped by its
+/// third look after that. A state file that changes is progress.
+#[test]
+fn a_state_file_written_the_same_each_cycle_is_no_progress() {
+    let read = "sleep 5; sqlite3 comms.db 'select max(id) from orchestration_messages'";
+    let write = |text: &str, at_s: f64| -> Call {
+        (
+            "Write",
+            json!({"file_path": "/p/.poll-state", "content": text}),
+            json!({"type": "update"}),
+            at_s,
+        )
+    };
+    let mut calls = Vec::new();
+    for r in 0..6 {
+        let at = f64::from(r) * 5.0;
+        calls.push(bash(read, "7", at));
+        calls.push(write("last=7", at + 0.1));
+    }
+    assert_eq!(stopped_at(&calls), Some((6, vec![State::Comms])));
+    let mut calls = Vec::new();
+    for r in 0..6 {
+        let at = f64::from(r) * 5.0;
+        calls.push(bash(read, "7", at));
+        calls.push(write(&format!("step {r} done"), at + 0.1));
+    }
+    assert_eq!(stopped_at(&calls), None);
+}
