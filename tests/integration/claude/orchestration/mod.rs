@@ -28,7 +28,9 @@
 //! midway) and its journal's names taken. The poller guard is on throughout.
 //!
 //! At the end: every task `complete`, one handoff for the killed task, each review,
-//! error, death and message told once, no process left stopped, no session doubled.
+//! error, death and message told once (a message by `conductor watch` or by the hook's
+//! hand-over to the recovered Conductor, never both), no process left stopped, no
+//! session doubled.
 mod beside;
 mod conductor;
 mod podium;
@@ -143,6 +145,13 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
     let world = setup(&claude, &server);
     let beside = beside::Beside::start(&world);
     let podium = podium::Podium::start(&world, &claude);
+    // A maestro reporting to the database: the Sentinel's reports become messages to
+    // the Conductor, and the hook hands a working Conductor what is not told yet.
+    let mut reporter =
+        crate::common::Running::spawn(world.maestro(&["--no-tui", "--json", "--report-to-db"]));
+    reporter.wait_json("the reporter started", |v| {
+        v["task_id"] == "task-00" && v["event"] == "task"
+    });
     // The first watcher, its shell killed: it ends; the baseline is kept.
     watch_once(&world, true);
     launch_musicians(&world, draw.erring);
@@ -160,15 +169,20 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
                 std::fs::remove_file(filler).unwrap();
             }
             flood_and_fail_the_souffleur(&world);
+            wait_until("the recovered Conductor's short call over", || {
+                podium::checked(&server)
+            });
             // Told to the Conductor last: its loop goes on until it has heard it.
             world::say_faults_done(&world);
         });
-        let told = conduct(&world);
+        let told = conduct(&world, &|| podium::handed_over(&server).0.len());
         killer.join().unwrap();
         told
     });
     every_task_finished_once(&world, &draw, &told, &server);
-    every_event_told_once(&world, &draw, &told);
+    every_event_told_once(&world, &draw, &told, &server);
+    reporter.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(reporter.wait_exit(), 0);
     podium::one_conductor_recovered(&world);
     if let Some(b) = beside {
         b.finish();
@@ -184,12 +198,12 @@ fn relaunch_marker(task: &str) -> String {
 /// The Conductor's loop: watchers in a row, each event handled, until every task is
 /// complete and every message for the Conductor told (a flood is told in bounded
 /// tellings, the last ones after the work is done).
-fn conduct(world: &world::World) -> Told {
+fn conduct(world: &world::World, handed_over: &dyn Fn() -> usize) -> Told {
     let mut told = Told::default();
     let started = Instant::now();
     while !told.faults_done
         || TASKS.iter().any(|t| world.state(t) != "complete")
-        || told.messages.len() < conductor_messages(world).len()
+        || told.messages.len() + handed_over() < conductor_messages(world).len()
     {
         assert!(
             started.elapsed() < WHOLE,
@@ -245,8 +259,10 @@ fn every_task_finished_once(world: &world::World, draw: &Draw, told: &Told, serv
     assert_eq!(stopped_processes(world.rig.root()), Vec::<u32>::new());
 }
 
-/// Each review (two per task), error, death and message told once.
-fn every_event_told_once(world: &world::World, draw: &Draw, told: &Told) {
+/// Each review (two per task), error, death and message told once: a message by the
+/// watcher or by the hook's hand-over to the working Conductor (never both); a
+/// hand-over bounded.
+fn every_event_told_once(world: &world::World, draw: &Draw, told: &Told, server: &ModelServer) {
     let count = |task: &str, state: &str| {
         told.states
             .iter()
@@ -261,9 +277,16 @@ fn every_event_told_once(world: &world::World, draw: &Draw, told: &Told) {
     let deaths: Vec<&(String, String)> = told.states.iter().filter(|(_, s)| s == "dead").collect();
     assert_eq!(deaths, [&(draw.dying.to_owned(), "dead".to_owned())]);
     let mut ids = conductor_messages(world);
+    let (handed, longest) = podium::handed_over(server);
+    eprintln!("handed over by the hook: {handed:?} (longest {longest} bytes)");
     let mut got = told.messages.clone();
+    got.extend(&handed);
     got.sort_unstable();
     ids.sort_unstable();
-    assert_eq!(got, ids, "each message once");
+    assert_eq!(
+        got, ids,
+        "each message once (handed over by the hook: {handed:?})"
+    );
+    assert!(longest < 16 * 1024, "a hand-over of {longest} bytes");
     assert_eq!(told.souffleur_failed, 1, "{:?}", told.states);
 }

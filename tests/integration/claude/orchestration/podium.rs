@@ -20,15 +20,64 @@ pub(super) const FIRST: &str = "ORCH-CONDUCTOR";
 /// What only a recovered Conductor's prompt holds.
 pub(super) const RECOVERED: &str = "--recovery-bootstrap";
 
-/// Both Conductors' scripts: each waits in one long step (the Souffleur must not see the
-/// recovered one end while it runs; no call of theirs ends, so no hook hands them the
-/// messages `conductor watch` tells the test's Conductor loop).
+/// What the recovered Conductor's one short call prints.
+pub(super) const CHECKED: &str = "conductor-checked";
+
+/// Both Conductors' scripts. Each waits in a long step (the Souffleur must not see the
+/// recovered one end while it runs); the recovered one first makes one short call,
+/// after which the `PostToolUse` hook hands it the messages not told yet (some of the
+/// flood): those `conductor watch` must then not tell again.
 pub(super) fn scripts() -> Vec<(String, Vec<Reply>)> {
-    let long_step = ["timeout 300 tail -f /dev/null || true".to_owned()];
+    let long_step = "timeout 300 tail -f /dev/null || true".to_owned();
     vec![
-        (FIRST.to_owned(), session_of(&long_step)),
-        (RECOVERED.to_owned(), session_of(&long_step)),
+        (
+            FIRST.to_owned(),
+            session_of(std::slice::from_ref(&long_step)),
+        ),
+        (
+            RECOVERED.to_owned(),
+            session_of(&[format!("sleep 2 && echo {CHECKED}"), long_step]),
+        ),
     ]
+}
+
+/// The messages the `PostToolUse` hook handed to the recovered Conductor (their ids, as
+/// often as each was handed), and the longest hand-over, from what its model was sent
+/// last (its whole conversation).
+pub(super) fn handed_over(server: &super::super::ModelServer) -> (Vec<i64>, usize) {
+    let id = regex::Regex::new(r"message #([0-9]+) \[").unwrap();
+    let last = server
+        .requests()
+        .into_iter()
+        .filter(|r| r["messages"].to_string().contains(RECOVERED))
+        .last();
+    let Some(last) = last else {
+        return (Vec::new(), 0);
+    };
+    let mut ids = Vec::new();
+    let mut longest = 0;
+    for m in last["messages"].as_array().into_iter().flatten() {
+        for block in m["content"].as_array().into_iter().flatten() {
+            let text = block.to_string();
+            if text.contains("new message(s) for the Conductor") {
+                longest = longest.max(text.len());
+                ids.extend(
+                    id.captures_iter(&text)
+                        .filter_map(|c| c[1].parse::<i64>().ok()),
+                );
+            }
+        }
+    }
+    (ids, longest)
+}
+
+/// Whether the recovered Conductor's short call is over and its model was sent what
+/// came after it (the hook's hand-over with it).
+pub(super) fn checked(server: &super::super::ModelServer) -> bool {
+    server.requests().iter().any(|r| {
+        let text = r["messages"].to_string();
+        text.contains(RECOVERED) && text.matches(CHECKED).count() >= 2
+    })
 }
 
 pub(super) struct Podium {
