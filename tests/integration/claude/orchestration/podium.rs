@@ -49,8 +49,8 @@ pub(super) fn handed_over(server: &super::super::ModelServer) -> (Vec<i64>, usiz
     let last = server
         .requests()
         .into_iter()
-        .filter(|r| r["messages"].to_string().contains(RECOVERED))
-        .last();
+        .rev()
+        .find(|r| r["messages"].to_string().contains(RECOVERED));
     let Some(last) = last else {
         return (Vec::new(), 0);
     };
