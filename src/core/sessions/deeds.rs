@@ -117,8 +117,7 @@ pub fn shown_by(tool: &str, input: &Value) -> bool {
         .get("command")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    command
-        .split(['\n', ';', '&', '|', '(', ')'])
+    segments(command)
         .filter_map(|segment| segment.split_whitespace().next())
         .all(|program| {
             let program = program.rsplit('/').next().unwrap_or(program);
@@ -196,6 +195,12 @@ fn of_shell(command: &str) -> Option<State> {
     }
 }
 
+/// The simple commands of a shell line, roughly: split at newlines, `;`, `&`, `|` and
+/// parentheses (quotes are not followed; a word inside them starts nothing that runs).
+fn segments(command: &str) -> impl Iterator<Item = &str> {
+    command.split(['\n', ';', '&', '|', '(', ')'])
+}
+
 /// What runs a script named after it (`python3 x.py`, `bash x.sh`, `node x.js`).
 const INTERPRETERS: [&str; 10] = [
     "python", "bash", "sh", "zsh", "dash", "node", "ruby", "perl", "bun", "deno",
@@ -207,7 +212,7 @@ const SCRIPT_HEAD: u64 = 64 * 1024;
 /// its path (`./poll.sh`, `tools/check`).
 fn scripts_run(command: &str) -> Vec<&str> {
     let mut out = Vec::new();
-    for segment in command.split(['\n', ';', '&', '|', '(', ')']) {
+    for segment in segments(command) {
         // `VAR=value` words before the program are its environment.
         let mut words = segment
             .split_whitespace()

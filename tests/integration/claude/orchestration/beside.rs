@@ -84,15 +84,7 @@ impl Beside {
             .iter()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let said_full = printed
-            .iter()
-            .filter(|v| {
-                event(v) == "error"
-                    && v["detail"]
-                        .as_str()
-                        .is_some_and(|d| d.contains("cannot write the journal"))
-            })
-            .count();
+        let said_full = crate::journal_faults::errors_saying(&printed, "cannot write the journal");
         assert_eq!(said_full, 1, "the full disk said once");
         let not_kept = printed.iter().filter(|v| v["cursor"].is_null()).count();
         let last = printed.iter().rev().find(|v| event(v) != "error");
@@ -104,19 +96,9 @@ impl Beside {
         // The journal moved on to the first free name.
         let journal = self.journals.join("journal.9.tsv");
         let text = std::fs::read_to_string(journal).unwrap();
-        let kept_later = text
-            .lines()
-            .filter(|l| l.contains("\"replayed\":true"))
-            .count();
-        let counted: u64 = text
-            .lines()
-            .filter_map(|l| l.find('{').map(|i| &l[i..]))
-            .filter_map(|j| serde_json::from_str::<Value>(j).ok())
-            .filter(|v| event(v) == "gap")
-            .map(|g| g["count"].as_u64().unwrap_or_default())
-            .sum();
+        let (counted, kept_later) = crate::journal_faults::gaps_and_kept_later(&text);
         assert_eq!(
-            counted as usize,
+            counted,
             not_kept - kept_later,
             "told {not_kept} without a cursor, kept {kept_later} later"
         );

@@ -193,9 +193,6 @@ pub(super) fn one_conductor_recovered(world: &World) {
 /// (a session's process, not the claude it runs below itself with the same arguments).
 fn conductors(root: &Path, marker: &str) -> Vec<Vec<String>> {
     let argv_of = |pid: u32| -> Option<Vec<String>> {
-        if !std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(root)) {
-            return None;
-        }
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
         let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
         let argv: Vec<String> = raw
@@ -205,10 +202,8 @@ fn conductors(root: &Path, marker: &str) -> Vec<Vec<String>> {
             .collect();
         (comm.trim() == "claude" && argv.iter().any(|a| a.contains(marker))).then_some(argv)
     };
-    let pids: Vec<u32> = std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+    let pids: Vec<u32> = super::world::processes_in(root)
+        .into_iter()
         .filter(|pid| argv_of(*pid).is_some())
         .collect();
     pids.iter()

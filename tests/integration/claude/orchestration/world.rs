@@ -85,7 +85,7 @@ impl Drop for World {
 }
 
 /// The processes whose working folder is in `root`.
-fn processes_in(root: &Path) -> Vec<u32> {
+pub(super) fn processes_in(root: &Path) -> Vec<u32> {
     let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     std::fs::read_dir("/proc")
         .into_iter()
@@ -336,14 +336,9 @@ pub(super) fn seen_path(world: &World) -> PathBuf {
 
 /// No process of the test left stopped (state `T`).
 pub(super) fn stopped_processes(root: &Path) -> Vec<u32> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| {
-            crate::common::is_stopped(*pid)
-                && std::fs::read_link(format!("/proc/{pid}/cwd")).is_ok_and(|c| c.starts_with(root))
-        })
+    processes_in(root)
+        .into_iter()
+        .filter(|pid| crate::common::is_stopped(*pid))
         .collect()
 }
 
