@@ -1,8 +1,8 @@
 //! The journal against its own file and against big logs: a status log past the start-up
 //! read (8 MiB) is not retold after a restart; a journal deleted, truncated, replaced,
-//! read-only or on a full disk is noticed, said on stdout, and never gives a cursor that
-//! `--after` refuses or that later names another event; comms.db replaced by a copy of
-//! itself tells no message twice.
+//! read-only or on a full disk (`journal_full_disk.rs`) is noticed, said on stdout, and
+//! never gives a cursor that `--after` refuses or that later names another event;
+//! comms.db replaced by a copy of itself tells no message twice.
 #![allow(clippy::unwrap_used)]
 
 use std::io::Write;
@@ -12,6 +12,7 @@ use std::process::Command;
 use serde_json::Value;
 
 use crate::common::{Running, Scratch, event, maestro};
+use crate::journal_full_disk::Tmpfs;
 
 /// `maestro --no-tui --json` on `s` with its own data folder, `--after` when given.
 pub fn headless(s: &Scratch, data: &Path, after: Option<&str>) -> Running {
@@ -34,7 +35,7 @@ pub fn append(path: &Path, text: &str) {
     f.write_all(text.as_bytes()).unwrap();
 }
 
-fn stop(mut m: Running) -> Vec<String> {
+pub(crate) fn stop(mut m: Running) -> Vec<String> {
     m.signal(nix::sys::signal::Signal::SIGTERM);
     let _ = m.rest();
     let _ = m.wait_exit();
@@ -63,7 +64,7 @@ fn last_cursor(lines: &[String]) -> String {
 
 /// A marker anomaly appended now, and the reader waited for until it says it: what it
 /// printed before is everything it had to catch up on.
-fn marker(m: &mut Running, log: &Path, name: &str) -> Value {
+pub(crate) fn marker(m: &mut Running, log: &Path, name: &str) -> Value {
     append(log, &format!("{name} self-correction: marker\n"));
     m.wait_json(name, |v| {
         event(v) == "anomaly" && v["detail"].as_str().is_some_and(|d| d.contains(name))
@@ -141,14 +142,14 @@ pub fn journal_of(data: &Path) -> PathBuf {
 
 /// A reader resuming after `cursor` starts (it would exit 2 at once on a cursor its
 /// journal refuses): its first lines, up to the marker.
-fn resumes_after(s: &Scratch, data: &Path, cursor: &str, name: &str) -> Vec<String> {
+pub(crate) fn resumes_after(s: &Scratch, data: &Path, cursor: &str, name: &str) -> Vec<String> {
     let log = s.temp().join("task-03-status");
     let mut m = headless(s, data, Some(cursor));
     marker(&mut m, &log, name);
     stop(m)
 }
 
-fn json_lines(lines: &[String]) -> Vec<Value> {
+pub(crate) fn json_lines(lines: &[String]) -> Vec<Value> {
     lines
         .iter()
         .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
@@ -156,7 +157,7 @@ fn json_lines(lines: &[String]) -> Vec<Value> {
 }
 
 /// A project with a working task-03 and a running maestro that has told its start.
-fn running(data: &Path) -> (Scratch, Running) {
+pub(crate) fn running(data: &Path) -> (Scratch, Running) {
     let s = Scratch::new();
     s.set_task("task-03", "working");
     append(
@@ -373,199 +374,6 @@ fn comms_db_replaced_by_a_copy_of_itself_tells_no_message_twice() {
     assert_eq!(messages.len(), 2, "{messages:?}");
 }
 
-/// A small tmpfs of the test's own, unmounted when dropped.
-pub struct Tmpfs(pub tempfile::TempDir);
-
-impl Tmpfs {
-    /// `None`, saying why, where a tmpfs cannot be mounted (not root, no `mount`).
-    pub fn mount(size: &str) -> Option<Self> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !ok {
-            eprintln!("skipped: cannot mount a tmpfs here (needs root and mount)");
-            return None;
-        }
-        Some(Self(dir))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg("-l").arg(self.0.path()).output();
-    }
-}
-
-/// Fills the file system at `dir` to the last byte.
-pub fn fill(dir: &Path) -> PathBuf {
-    let path = dir.join("filler");
-    let mut f = std::fs::File::create(&path).unwrap();
-    let block = vec![b'x'; 4096];
-    while f.write_all(&block).is_ok() {}
-    while f.write_all(b"x").is_ok() {}
-    path
-}
-
-/// A maestro whose data folder is a small tmpfs of its own, told a first marker, then
-/// the disk filled to its last byte.
-struct FullDisk {
-    disk: Tmpfs,
-    s: Scratch,
-    m: Running,
-    /// task-03's status log.
-    log: PathBuf,
-    /// The file that fills the disk (removed to give room back).
-    filler: PathBuf,
-}
-
-impl FullDisk {
-    /// `None`, saying why, where a tmpfs cannot be mounted.
-    fn new(size: &str) -> Option<Self> {
-        let disk = Tmpfs::mount(size)?;
-        let (s, mut m) = running(disk.0.path());
-        let log = s.temp().join("task-03-status");
-        marker(&mut m, &log, "BEFORE");
-        let filler = fill(disk.0.path());
-        Some(Self {
-            disk,
-            s,
-            m,
-            log,
-            filler,
-        })
-    }
-}
-
-#[test]
-fn a_full_disk_under_the_journal_is_said_and_no_cursor_is_refused_or_reused() {
-    let Some(FullDisk {
-        disk,
-        s,
-        mut m,
-        log,
-        filler,
-    }) = FullDisk::new("2m")
-    else {
-        return;
-    };
-    let data = disk.0.path();
-    // The journal's last page may still have room: events until one cannot be kept.
-    let kept_on = (1..200)
-        .map(|i| marker(&mut m, &log, &format!("FULL-{i}")))
-        .take_while(|v| v["cursor"].is_string())
-        .count();
-    assert!(kept_on < 199, "the journal never filled");
-    let not_kept = marker(&mut m, &log, "FULL-LAST");
-    assert!(
-        not_kept["cursor"].is_null(),
-        "no cursor for what is not kept: {not_kept}"
-    );
-    std::fs::remove_file(&filler).unwrap();
-    let back = marker(&mut m, &log, "BACK-1");
-    assert!(back["cursor"].is_string(), "{back}");
-    let lines = stop(m);
-    let printed = json_lines(&lines);
-    one_failure_said_once(&printed);
-    // Every cursor printed names its event in the journal, and no other.
-    let text = std::fs::read_to_string(journal_of(data)).unwrap();
-    let mut seen = std::collections::HashMap::new();
-    for v in printed.iter().filter(|v| v["cursor"].is_string()) {
-        let cursor = v["cursor"].as_str().unwrap();
-        let seq = cursor.split('-').nth(1).unwrap();
-        let entry = text
-            .lines()
-            .find(|l| l.split('\t').next() == Some(seq))
-            .unwrap_or_else(|| panic!("cursor {cursor} is not in the journal"));
-        assert!(entry.contains(cursor), "{entry}");
-        assert!(
-            seen.insert(cursor.to_owned(), v.clone()).is_none(),
-            "{cursor} twice"
-        );
-    }
-    // A reader resuming from before the full disk gets only whole JSON.
-    let first = printed
-        .iter()
-        .find_map(|v| v["cursor"].as_str())
-        .unwrap()
-        .to_owned();
-    let after = resumes_after(&s, data, &first, "AFTER-ALL");
-    json_lines(&after);
-}
-
-/// A disk nearly full: long events are refused while the short line saying so still
-/// fits. That is one failure: said once, its end said once, once everything held is
-/// kept (not a "written again" at each short line that fits).
-#[test]
-fn a_nearly_full_disk_is_one_failure_not_one_per_write() {
-    let Some(FullDisk {
-        disk: _disk,
-        s: _project,
-        mut m,
-        log,
-        filler,
-    }) = FullDisk::new("2m")
-    else {
-        return;
-    };
-    let long = "y".repeat(3000);
-    for i in 0..6 {
-        marker(&mut m, &log, &format!("LONG-{i}-{long}"));
-    }
-    std::fs::remove_file(&filler).unwrap();
-    let back = marker(&mut m, &log, "BACK-1");
-    assert!(back["cursor"].is_string(), "{back}");
-    let lines = stop(m);
-    one_failure_said_once(&json_lines(&lines));
-}
-
-/// The journal's failure said once and its end once, among `printed` (a nearly full
-/// disk that takes a short line and refuses the next is not a failure per write).
-fn one_failure_said_once(printed: &[Value]) {
-    let errors = || {
-        printed
-            .iter()
-            .filter(|v| event(v) == "error")
-            .collect::<Vec<_>>()
-    };
-    let said = |what| errors_saying(printed, what);
-    assert_eq!(said("cannot write the journal"), 1, "said: {:?}", errors());
-    assert_eq!(
-        said("the journal is written again"),
-        1,
-        "said: {:?}",
-        errors()
-    );
-}
-
-/// How many `error` events among `printed` say `what`.
-pub fn errors_saying(printed: &[Value], what: &str) -> usize {
-    printed
-        .iter()
-        .filter(|v| event(v) == "error")
-        .filter(|v| v["detail"].as_str().is_some_and(|d| d.contains(what)))
-        .count()
-}
-
-/// What a journal's text says of the events it let go: the sum of its `gap` counts, and
-/// how many events were kept later (`replayed`).
-pub fn gaps_and_kept_later(text: &str) -> (usize, usize) {
-    let kept_later = text
-        .lines()
-        .filter(|l| l.contains("\"replayed\":true"))
-        .count();
-    let counted: u64 = text
-        .lines()
-        .filter_map(|l| l.find('{').map(|i| &l[i..]))
-        .filter_map(|j| serde_json::from_str::<Value>(j).ok())
-        .filter(|v| event(v) == "gap")
-        .map(|g| g["count"].as_u64().unwrap_or_default())
-        .sum();
-    (counted as usize, kept_later)
-}
-
 /// The key an older maestro gave a project: FNV-1a of its canonical path.
 fn legacy_key(root: &Path) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
@@ -637,46 +445,6 @@ fn a_new_log_holding_one_huge_line_tells_it_cut_when_it_ends() {
         &detail[..detail.len().min(200)]
     );
     stop(m);
-}
-
-/// Twelve thousand events told while the disk under the journal is full: maestro holds
-/// the newest ten thousand and lets the oldest go; once the disk has room, the journal's
-/// `gap` counts every one let go (not the few let go after its first failed write).
-#[test]
-fn the_gap_after_a_full_disk_counts_every_event_let_go() {
-    let Some(FullDisk {
-        disk,
-        s: _project,
-        mut m,
-        log,
-        filler,
-    }) = FullDisk::new("24m")
-    else {
-        return;
-    };
-    let data = disk.0.path();
-    let mut bulk = String::new();
-    for i in 0..12_000 {
-        bulk.push_str(&format!("BULK-{i} self-correction: held\n"));
-    }
-    append(&log, &bulk);
-    marker(&mut m, &log, "FULL-END");
-    std::fs::remove_file(&filler).unwrap();
-    let back = marker(&mut m, &log, "BACK-1");
-    assert!(back["cursor"].is_string(), "{back}");
-    let lines = stop(m);
-    let not_kept = json_lines(&lines)
-        .iter()
-        .filter(|v| v["cursor"].is_null())
-        .count();
-    assert!(not_kept > 10_000, "{not_kept} events told without a cursor");
-    let text = std::fs::read_to_string(journal_of(data)).unwrap();
-    let (counted, kept_later) = gaps_and_kept_later(&text);
-    assert_eq!(
-        counted,
-        not_kept - kept_later,
-        "told {not_kept} without a cursor, kept {kept_later} later"
-    );
 }
 
 /// The journal's name and its first seven places beside it taken by folders, then the

@@ -12,7 +12,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::common::{Running, Scratch, event};
-use crate::journal_faults::{Tmpfs, append, fill, headless, journal_of};
+use crate::journal_faults::{append, headless, journal_of};
+use crate::journal_full_disk::{Tmpfs, fill};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Fault {

@@ -22,6 +22,7 @@ mod house;
 mod injection;
 mod journal;
 mod journal_faults;
+mod journal_full_disk;
 mod journal_matrix;
 mod kitty;
 mod layout_sizes;

@@ -11,7 +11,7 @@ use serde_json::Value;
 use super::scripts::TASKS;
 use super::world::World;
 use crate::common::{Running, event};
-use crate::journal_faults::{Tmpfs, fill};
+use crate::journal_full_disk::{Tmpfs, errors_saying, fill, gaps_and_kept_later};
 
 pub(super) struct Beside {
     _disk: Tmpfs,
@@ -84,7 +84,7 @@ impl Beside {
             .iter()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect();
-        let said_full = crate::journal_faults::errors_saying(&printed, "cannot write the journal");
+        let said_full = errors_saying(&printed, "cannot write the journal");
         assert_eq!(said_full, 1, "the full disk said once");
         let not_kept = printed.iter().filter(|v| v["cursor"].is_null()).count();
         let last = printed.iter().rev().find(|v| event(v) != "error");
@@ -96,7 +96,7 @@ impl Beside {
         // The journal moved on to the first free name.
         let journal = self.journals.join("journal.9.tsv");
         let text = std::fs::read_to_string(journal).unwrap();
-        let (counted, kept_later) = crate::journal_faults::gaps_and_kept_later(&text);
+        let (counted, kept_later) = gaps_and_kept_later(&text);
         assert_eq!(
             counted,
             not_kept - kept_later,
