@@ -60,25 +60,13 @@ pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
         (Some("state"), Some(state)) => {
             told.states.push((task.clone(), state.to_owned()));
             match state {
-                "needs_review" => {
-                    let out = world
-                        .maestro(&["task", "approve", &task, "--message", "go on"])
-                        .output()
-                        .unwrap();
-                    crate::common::assert_success(&out);
-                }
+                "needs_review" => answer(world, "approve", &task, "go on"),
                 "dead" => relaunch_twice_at_once(world, &task, told),
                 "error" if task == "souffleur" => told.souffleur_failed += 1,
                 "error" if event["reason"] == "context_exhaustion_warning" => {
                     relaunch_killed_then_again(world, &task, told);
                 }
-                "error" => {
-                    let out = world
-                        .maestro(&["task", "fix", &task, "--message", "try again"])
-                        .output()
-                        .unwrap();
-                    crate::common::assert_success(&out);
-                }
+                "error" => answer(world, "fix", &task, "try again"),
                 _ => {}
             }
         }
@@ -89,6 +77,15 @@ pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
         }
         _ => {}
     }
+}
+
+/// The Conductor's answer to a task with maestro's verb (`approve`, `fix`).
+fn answer(world: &World, verb: &str, task: &str, message: &str) {
+    let out = world
+        .maestro(&["task", verb, task, "--message", message])
+        .output()
+        .unwrap();
+    crate::common::assert_success(&out);
 }
 
 /// What a Claude Code session puts in its commands' environment about itself.
