@@ -224,19 +224,25 @@ impl Paused {
 
     /// Every stopped process running again, and the guardian told so.
     fn cont(&mut self) {
-        for p in self.stopped.iter().filter(|p| p.is_same_alive()) {
-            let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
-        }
+        self.run_again();
         if let Some(guardian) = self.guardian.take() {
             guardian.done();
         }
     }
 
+    fn run_again(&self) {
+        for p in self.stopped.iter().filter(|p| p.is_same_alive()) {
+            let _ = kill(Pid::from_raw(p.pid), Signal::SIGCONT);
+        }
+    }
+
     /// Ends each root (running again first, so it can act on SIGTERM) and whatever ran
     /// below it and outlives it (a window's claude), all at once (one grace period, not
-    /// one each): what each root got.
+    /// one each): what each root got. The guardian is told only once they ended: a
+    /// maestro killed during the grace leaves them to it, not running beside their
+    /// successor.
     pub async fn end(mut self, grace: Duration) -> Vec<(i32, KillOutcome)> {
-        self.cont();
+        self.run_again();
         let mut ending = tokio::task::JoinSet::new();
         for p in &self.stopped {
             let (p, root) = (*p, self.roots.contains(p));
@@ -249,6 +255,9 @@ impl Paused {
             }
         }
         out.sort_by_key(|(pid, _)| self.roots.iter().position(|r| r.pid == *pid));
+        if let Some(guardian) = self.guardian.take() {
+            guardian.done();
+        }
         out
     }
 }

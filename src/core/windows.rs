@@ -77,6 +77,45 @@ pub fn record_launch(temp: &Path, pid_file: &str, process: ProcessId) {
     let _ = safe_fs::write_atomic(&path, text.to_string().as_bytes(), 0o600);
 }
 
+/// A window PID file and its record as they were before a relaunch replaced them
+/// ([`previous`]): put back when the relaunch fails after all.
+#[derive(Debug)]
+pub struct Previous {
+    file: (PathBuf, Option<Vec<u8>>),
+    record: Option<(PathBuf, Option<Vec<u8>>)>,
+}
+
+/// What `temp/<pid_file>` and its record hold now (nothing where there is no regular
+/// file), to be put back.
+pub fn previous(temp: &Path, pid_file: &str) -> Previous {
+    let held = |path: PathBuf, max| {
+        let bytes = safe_fs::read_regular(&path, max).ok();
+        (path, bytes)
+    };
+    Previous {
+        file: held(temp.join(pid_file), 64),
+        record: record_path(temp, pid_file).map(|p| held(p, 4096)),
+    }
+}
+
+impl Previous {
+    /// Writes back what was there, or removes what was not.
+    pub fn put_back(self) {
+        let restore = |(path, bytes): (PathBuf, Option<Vec<u8>>), mode| match bytes {
+            Some(b) => {
+                let _ = safe_fs::write_atomic(&path, &b, mode);
+            }
+            None => {
+                let _ = std::fs::remove_file(&path);
+            }
+        };
+        restore(self.file, 0o644);
+        if let Some(record) = self.record {
+            restore(record, 0o600);
+        }
+    }
+}
+
 /// The program names a window may run as: the configured terminal and `claude`
 /// launcher (seen through `env`), plus `kitty` and `claude` themselves.
 pub fn window_programs(launch: &LaunchTemplates) -> Vec<String> {

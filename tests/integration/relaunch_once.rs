@@ -102,10 +102,65 @@ fn a_relaunch_killed_mid_proof_leaves_nothing_stopped() {
     }
 }
 
-/// Whether a session of the stubs in `bin` runs (a released relaunch's `claude`).
+/// A relaunch interrupted (SIGINT) once it released the new session, during its proof:
+/// the new window is the task's (its PID file names it, running), the old session ends,
+/// and the Conductor's watcher, which saw the old session, never calls the task dead.
+#[test]
+fn a_relaunch_interrupted_after_its_release_leaves_the_new_window_the_tasks() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let rig = crate::musician::Rig::new();
+    let bin = tempfile::tempdir().unwrap();
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    stub_claude(bin.path(), 30);
+    let (mut window, old_claude) = musician_window(&rig.s);
+    let watch = crate::conductor_watch::conductor_watch(&rig);
+    wait_until("the watcher records task-03's session", || {
+        crate::watch_never_quiet::seen_record(&rig).contains(&format!("\"pid\":{}", window.id()))
+    });
+    let mut first = relaunch_command(&rig.s, bin.path(), Some(":99"))
+        .env("XDG_DATA_HOME", rig.data.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_until("the new session released, the old one held", || {
+        is_stopped(old_claude) && claude_of_runs(bin.path())
+    });
+    kill(Pid::from_raw(first.id() as i32), Signal::SIGINT).unwrap();
+    first.wait().unwrap();
+    wait_until("the old session ended", || !alive(old_claude));
+    window.wait().unwrap();
+    let recorded: u32 = std::fs::read_to_string(rig.s.temp().join("musician-task-03.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_ne!(recorded, window.id());
+    assert!(
+        alive(recorded),
+        "the PID file names a window that is not running"
+    );
+    // A later event ends the watcher: it is the first and only one told.
+    crate::conductor_watch::set(&rig, "task-03", "needs_review", None);
+    let (code, out) = crate::musician::finish(watch);
+    assert_eq!(code, 0, "{out}");
+    let told = crate::conductor_watch::lines(&out);
+    assert_eq!(told.len(), 1, "{out}");
+    assert_eq!(told[0]["state"], "needs_review", "{out}");
+    end_new_window(&rig.s);
+}
+
+/// Whether a session of the stubs in `bin` runs (a released relaunch's `claude`), given
+/// half a second to show.
 fn new_session_runs(bin: &std::path::Path) -> bool {
-    let claude = bin.join("claude").display().to_string();
     std::thread::sleep(std::time::Duration::from_millis(500));
+    claude_of_runs(bin)
+}
+
+/// Whether a process runs the `claude` stub of `bin`.
+fn claude_of_runs(bin: &std::path::Path) -> bool {
+    let claude = bin.join("claude").display().to_string();
     std::fs::read_dir("/proc")
         .into_iter()
         .flatten()

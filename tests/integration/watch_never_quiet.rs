@@ -12,7 +12,7 @@ use crate::conductor_watch::{conductor_watch, lines, set};
 use crate::musician::{Rig, finish};
 
 /// The Conductor watchers' told record, as text.
-fn seen_record(rig: &Rig) -> String {
+pub(crate) fn seen_record(rig: &Rig) -> String {
     crate::common::walk(rig.data.path())
         .iter()
         .find(|p| p.extension().is_some_and(|e| e == "seen"))

@@ -49,11 +49,6 @@ pub enum ActionError {
     Complete { task: TaskId },
     #[error("{task} was not relaunched: {source}. Nothing was changed.")]
     NotLaunchable { task: TaskId, source: LaunchError },
-    #[error("cannot remove {} ({source}); fix its permissions and relaunch again.", .file.display())]
-    PidFile {
-        file: std::path::PathBuf,
-        source: std::io::Error,
-    },
     #[error(
         "{task} was not relaunched: its session PID {pid} belongs to another user (uid {uid}), and maestro may not end it. Nothing was changed. Ask that user to end it, or relaunch as them."
     )]

@@ -524,36 +524,34 @@ pub fn relaunch(
         .block_on(launcher.open_held(&r.title, &argv))
         .map_err(not_launchable)?;
     let roots: Vec<ProcessId> = r.sessions.iter().map(|l| l.process).collect();
-    let paused = crate::core::paused::Paused::pause(&roots);
-    let written = match write_handoff(project, task, r) {
+    let mut paused = crate::core::paused::Paused::pause(&roots);
+    // The new window is the task's from the handoff on: a watcher looking while the old
+    // sessions end, or after this maestro died, finds it. Put back on a failure.
+    let pid_file = task.window_pid_file();
+    let previous = crate::core::windows::previous(&project.temp, &pid_file);
+    let written = write_pid_file(&project.temp, &pid_file, held.window().pid)
+        .map_err(ActionError::from)
+        .and_then(|()| write_handoff(project, task, r));
+    let written = match written {
         Ok(id) => id,
         Err(e) => {
+            previous.put_back();
             rt.block_on(held.close());
             paused.resume();
             return Err(e);
         }
     };
-    let mut paused = paused;
     // From here a dying maestro leaves the old sessions to be ended, not resumed.
     paused.committed();
     let window = match rt.block_on(held.release()) {
         Ok(window) => window,
         Err(source) => {
+            previous.put_back();
             paused.resume();
             return Err(not_started(project, task, r, written, source));
         }
     };
     let ended = rt.block_on(paused.end(kill_grace));
-    let pid_file = project.temp.join(task.window_pid_file());
-    if let Err(source) = std::fs::remove_file(&pid_file)
-        && source.kind() != std::io::ErrorKind::NotFound
-    {
-        return Err(ActionError::PidFile {
-            file: pid_file,
-            source,
-        });
-    }
-    write_pid_file(&project.temp, &task.window_pid_file(), window.pid)?;
     Ok(relaunched(task, r, window.pid, &ended))
 }
 

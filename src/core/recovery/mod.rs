@@ -120,19 +120,29 @@ impl RecoveryEnv {
             Err(e) => Err(e),
         };
         let mut old = old;
+        let previous = crate::core::windows::previous(&self.temp, CONDUCTOR_PID_FILE);
         let released = match held {
-            Ok(held) => {
-                // From here a dying maestro leaves the old Conductor to be ended.
-                old.committed();
-                held.release().await
-            }
-            Err(e) => Err(e),
+            // The new window is the Conductor's from here: whoever looks while the old
+            // one ends, or after this maestro died, finds it. Put back on a failure.
+            Ok(held) => match write_pid_file(&self.temp, CONDUCTOR_PID_FILE, held.window().pid) {
+                Ok(()) => {
+                    // From here a dying maestro leaves the old Conductor to be ended.
+                    old.committed();
+                    held.release().await.map_err(RecoveryError::from)
+                }
+                Err(e) => {
+                    held.close().await;
+                    Err(e.into())
+                }
+            },
+            Err(e) => Err(e.into()),
         };
         let pid = match released {
             Ok(pid) => pid,
             Err(e) => {
+                previous.put_back();
                 old.resume();
-                return Err(e.into());
+                return Err(e);
             }
         };
         for (old_pid, outcome) in old.end(self.timings.kill_grace).await {
@@ -141,7 +151,6 @@ impl RecoveryEnv {
             ))
             .await;
         }
-        write_pid_file(&self.temp, CONDUCTOR_PID_FILE, pid.pid)?;
         Ok(pid)
     }
 }

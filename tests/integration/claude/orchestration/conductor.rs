@@ -4,6 +4,7 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use nix::sys::signal::Signal;
 use serde_json::Value;
 
 use super::world::{World, session_of, without_claude};
@@ -54,7 +55,8 @@ pub(super) fn watch_once(world: &World, through_shell_killed: bool) -> Vec<Value
 }
 
 /// The Conductor's duty for one event.
-pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
+/// A handoff's first relaunch is interrupted by `interrupt`.
+pub(super) fn handle(world: &World, event: &Value, told: &mut Told, interrupt: Signal) {
     let task = event["task_id"].as_str().unwrap_or_default().to_owned();
     match (event["event"].as_str(), event["state"].as_str()) {
         (Some("state"), Some(state)) => {
@@ -64,7 +66,7 @@ pub(super) fn handle(world: &World, event: &Value, told: &mut Told) {
                 "dead" => relaunch_twice_at_once(world, &task, told),
                 "error" if task == "souffleur" => told.souffleur_failed += 1,
                 "error" if event["reason"] == "context_exhaustion_warning" => {
-                    relaunch_killed_then_again(world, &task, told);
+                    relaunch_killed_then_again(world, &task, told, interrupt);
                 }
                 "error" => answer(world, "fix", &task, "try again"),
                 _ => {}
@@ -99,12 +101,15 @@ const LAUNCHING_SESSION: [(&str, &str); 4] = [
     ("CLAUDE_PID", "1"),
 ];
 
-/// A context handoff: the first relaunch is killed (SIGKILL) while it holds the old
-/// session stopped. Nothing stays stopped: killed before it released the new session,
-/// the old one runs again and a second relaunch replaces it; killed after, the guardian
-/// ends the old one and the released session is the task's.
-fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
+/// A context handoff: the first relaunch is interrupted (by `signal`, drawn) while it
+/// holds the old session stopped. Nothing stays stopped: interrupted before it wrote the
+/// handoff, the old session runs again and a second relaunch replaces it; after, the
+/// guardian ends the old one and the released session is the task's (its window in
+/// the PID file, so the watcher never calls the task dead meanwhile).
+fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told, signal: Signal) {
     let old = session_of(task, false).expect("the old session runs");
+    let before = handoffs(world, task);
+    // `maestro` runs under a shell that execs it: the child is maestro itself.
     let mut first = world
         .maestro(&["task", "relaunch", task, "--yes"])
         .stdout(Stdio::null())
@@ -114,15 +119,17 @@ fn relaunch_killed_then_again(world: &World, task: &str, told: &mut Told) {
     wait_until("the first relaunch to hold the old session", || {
         crate::common::is_stopped(old)
     });
-    first.kill().unwrap();
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(first.id() as i32), signal).unwrap();
     first.wait().unwrap();
     told.killed_mid_proof += 1;
     wait_until("the old session no longer stopped", || {
         !crate::common::is_stopped(old)
     });
-    // A session the killed relaunch released shows within its proof's time.
-    std::thread::sleep(Duration::from_secs(2));
-    if session_of(task, true).is_none() {
+    if handoffs(world, task) > before {
+        wait_until("the released session runs", || {
+            session_of(task, true).is_some()
+        });
+    } else {
         let out = world
             .maestro(&["task", "relaunch", task, "--yes"])
             .output()

@@ -9,8 +9,9 @@
 //! from a seed (`ORCH_SEED` replays a draw):
 //! - one Musician hits the same error twice (each told, each answered with a fix); its
 //!   first launch is asked twice at once (one window opens, the other is refused);
-//! - one asks for a context handoff: the first relaunch is killed (SIGKILL) while it
-//!   holds the old session stopped, and nothing may stay stopped; the old session runs
+//! - one asks for a context handoff: the first relaunch is interrupted (SIGKILL, SIGINT
+//!   or SIGHUP, drawn too) while it holds the old session stopped, and nothing may stay
+//!   stopped; the old session runs
 //!   again and a second relaunch replaces it, or, had the first released its successor,
 //!   the guardian ends the old one;
 //! - one Musician's session is killed while it works: the watcher must tell it. Its
@@ -73,6 +74,8 @@ struct Draw {
     dying: &'static str,
     erring: &'static str,
     handing: &'static str,
+    /// What interrupts the handoff's first relaunch.
+    interrupt: nix::sys::signal::Signal,
 }
 
 impl Draw {
@@ -96,10 +99,14 @@ impl Draw {
             dying: of(Fate::Dies),
             erring: of(Fate::Errs),
             handing: of(Fate::HandsOff),
+            interrupt: {
+                use nix::sys::signal::Signal::{SIGHUP, SIGINT, SIGKILL};
+                [SIGKILL, SIGINT, SIGHUP][(seed / 6 % 3) as usize]
+            },
         };
         eprintln!(
-            "ORCH_SEED={seed}: {}'s session is killed, {} errs twice, {} hands off",
-            d.dying, d.erring, d.handing
+            "ORCH_SEED={seed}: {}'s session is killed, {} errs twice, {} hands off (its relaunch interrupted by {})",
+            d.dying, d.erring, d.handing, d.interrupt
         );
         d
     }
@@ -175,7 +182,9 @@ fn a_whole_orchestration_left_alone_finishes_under_faults() {
             // Told to the Conductor last: its loop goes on until it has heard it.
             world::say_faults_done(&world);
         });
-        let told = conduct(&world, &|| podium::handed_over(&server).0.len());
+        let told = conduct(&world, draw.interrupt, &|| {
+            podium::handed_over(&server).0.len()
+        });
         killer.join().unwrap();
         told
     });
@@ -198,7 +207,11 @@ fn relaunch_marker(task: &str) -> String {
 /// The Conductor's loop: watchers in a row, each event handled, until every task is
 /// complete and every message for the Conductor told (a flood is told in bounded
 /// tellings, the last ones after the work is done).
-fn conduct(world: &world::World, handed_over: &dyn Fn() -> usize) -> Told {
+fn conduct(
+    world: &world::World,
+    interrupt: nix::sys::signal::Signal,
+    handed_over: &dyn Fn() -> usize,
+) -> Told {
     let mut told = Told::default();
     let started = Instant::now();
     while !told.faults_done
@@ -214,7 +227,7 @@ fn conduct(world: &world::World, handed_over: &dyn Fn() -> usize) -> Told {
         for event in watch_once(world, false) {
             // Shown when the test fails: what the Conductor was told, in order.
             eprintln!("told: {event}");
-            handle(world, &event, &mut told);
+            handle(world, &event, &mut told, interrupt);
         }
     }
     told
