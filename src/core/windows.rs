@@ -27,6 +27,8 @@ pub struct LaunchTemplates {
     pub lethe: Vec<String>,
     /// The prompt a relaunched Musician starts with; `{task}` is its task id.
     pub musician_prompt: String,
+    /// The mode a Musician's window starts in: acceptEdits, held to the user's ceiling.
+    pub musician_permission: crate::core::domain::permission::Permission,
     /// kitty windows maestro opens listen for remote control (`w` focuses them).
     pub kitty_remote_control: bool,
     /// The remote-control socket of a kitty maestro did not open (`unix:/tmp/kitty`),
@@ -256,6 +258,7 @@ mod tests {
             claude_export: vec![],
             lethe: vec![],
             musician_prompt: String::new(),
+            musician_permission: crate::core::domain::permission::Permission::AcceptEdits,
             kitty_remote_control: true,
             kitty_socket: None,
             window_columns: 0,

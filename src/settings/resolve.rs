@@ -142,8 +142,8 @@ impl Settings {
                     || pick!(l, sentinel.report_to_db).unwrap_or(false),
                 history_runs: pick!(l, pipelines.history_runs).unwrap_or(1000).max(1),
             },
+            launch: launch(&l, souffleur.max_external_permission)?,
             souffleur,
-            launch: launch(&l)?,
             reading: crate::core::sources::Reading {
                 max_line: pick!(l, logs.max_line).unwrap_or(65536).max(80),
                 fallback_poll: l.dur(pick!(l, logs.fallback_poll), "logs.fallback_poll")?,
@@ -305,7 +305,12 @@ fn souffleur(
     })
 }
 
-fn launch(l: &Layers) -> Result<LaunchTemplates, ConfigError> {
+/// The launch templates; a Musician's window starts in acceptEdits, or the user's
+/// ceiling where that is lower (`souffleur.max_external_permission = "default"`).
+fn launch(
+    l: &Layers,
+    ceiling: crate::core::recovery::payload::Permission,
+) -> Result<LaunchTemplates, ConfigError> {
     Ok(LaunchTemplates {
         terminal: l.argv(pick!(l, launch.terminal), "launch.terminal")?,
         claude: l.argv(pick!(l, launch.claude), "launch.claude")?,
@@ -313,6 +318,7 @@ fn launch(l: &Layers) -> Result<LaunchTemplates, ConfigError> {
         lethe: l.argv(pick!(l, launch.lethe), "launch.lethe")?,
         musician_prompt: pick!(l, launch.musician_prompt)
             .unwrap_or_else(|| "/musician {task}".into()),
+        musician_permission: crate::core::recovery::payload::Permission::AcceptEdits.min(ceiling),
         kitty_remote_control: pick!(l, launch.kitty_remote_control).unwrap_or(true),
         kitty_socket: pick!(l, launch.kitty_socket).filter(|s| !s.trim().is_empty()),
         window_columns: pick!(l, launch.window_columns).unwrap_or(120),

@@ -318,3 +318,51 @@ fn a_first_launch_is_proven_and_refused_beside_a_live_session() {
     assert!(err.contains("already has a live session"), "{err}");
     end_new_window(&s);
 }
+
+/// Under a user's ceiling of `default` (`[souffleur] max_external_permission`), a
+/// Musician's first launch and its relaunch both start it in `default`, not acceptEdits;
+/// without that line, acceptEdits.
+#[test]
+fn a_musicians_window_starts_held_to_the_users_ceiling() {
+    let (s, bin) = working_task_and_a_dying_kitty();
+    s.set_task("task-03", "watching");
+    stub(bin.path(), "kitty", RUN_AFTER_DASHES);
+    let argv = s.root().join("argv.txt");
+    stub(
+        bin.path(),
+        "claude",
+        &format!(
+            "{{ echo \"$@\"; echo END; }} >> '{}'\nsleep 30\n",
+            argv.display()
+        ),
+    );
+    let config = s.root().join("config.toml");
+    let run = |verb: &str, ceiling: Option<&str>| {
+        let body = ceiling.map_or(String::new(), |c| {
+            format!("[souffleur]\nmax_external_permission = \"{c}\"\n")
+        });
+        std::fs::write(&config, body).unwrap();
+        let out = task_command(&s, bin.path(), Some(":99"), verb)
+            .arg("--config")
+            .arg(&config)
+            .output()
+            .unwrap();
+        crate::common::assert_success(&out);
+        wait_until("the session's argv", || {
+            std::fs::read_to_string(&argv).is_ok_and(|t| t.ends_with("END\n"))
+        });
+        let line = std::fs::read_to_string(&argv).unwrap();
+        std::fs::remove_file(&argv).unwrap();
+        line
+    };
+    let first = run("launch", Some("default"));
+    assert!(first.starts_with("--permission-mode default "), "{first}");
+    let again = run("relaunch", Some("default"));
+    assert!(again.starts_with("--permission-mode default "), "{again}");
+    let unset = run("relaunch", None);
+    assert!(
+        unset.starts_with("--permission-mode acceptEdits "),
+        "{unset}"
+    );
+    end_new_window(&s);
+}

@@ -58,7 +58,7 @@ pub fn launch_first(
     let title = format!("Musician: {task}");
     let args = vec![
         "--permission-mode".to_owned(),
-        "acceptEdits".to_owned(),
+        launch.musician_permission.as_str().to_owned(),
         launch.musician_prompt.replace("{task}", task.as_str()),
     ];
     let window = rt

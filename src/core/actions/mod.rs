@@ -647,7 +647,7 @@ fn musician_args(launch: &LaunchTemplates, task: &TaskId, r: &Relaunch) -> Vec<S
     );
     vec![
         "--permission-mode".to_owned(),
-        "acceptEdits".to_owned(),
+        launch.musician_permission.as_str().to_owned(),
         prompt,
     ]
 }

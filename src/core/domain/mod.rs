@@ -1,6 +1,7 @@
 //! Domain vocabulary shared by every part of maestro: task ids, task states, log
 //! kinds, anomalies. Pure data; nothing here does I/O.
 
+pub mod permission;
 pub mod souffleur;
 pub mod words;
 
