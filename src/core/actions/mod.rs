@@ -520,6 +520,9 @@ pub fn relaunch(
         });
     }
     let argv = musician_args(launch, task, r);
+    // Opened first and closed last: closing it (a WAL checkpoint) must not stand
+    // between the handoff's commit and the guardian being told of it.
+    let mut conn = store::open_existing(&project.db)?;
     let held = rt
         .block_on(launcher.open_held(&r.title, &argv))
         .map_err(not_launchable)?;
@@ -531,7 +534,7 @@ pub fn relaunch(
     let previous = crate::core::windows::previous(&project.temp, &pid_file);
     let written = write_pid_file(&project.temp, &pid_file, held.window().pid)
         .map_err(ActionError::from)
-        .and_then(|()| write_handoff(project, task, r));
+        .and_then(|()| write_handoff(&mut conn, project, task, r));
     let written = match written {
         Ok(id) => id,
         Err(e) => {
@@ -552,6 +555,7 @@ pub fn relaunch(
         }
     };
     let ended = rt.block_on(paused.end(kill_grace));
+    drop(conn);
     Ok(relaunched(task, r, window.pid, &ended))
 }
 
@@ -582,9 +586,13 @@ fn window_launcher(
 
 /// The handoff in one transaction: state, worker, heartbeat and the message; its id.
 /// A failed transaction leaves nothing (`SQLite` rolls it back; no id is consumed).
-fn write_handoff(project: &Target, task: &TaskId, r: &Relaunch) -> Result<i64, ActionError> {
-    let mut conn = store::open_existing(&project.db)?;
-    store::write(&mut conn, |tx| {
+fn write_handoff(
+    conn: &mut rusqlite::Connection,
+    project: &Target,
+    task: &TaskId,
+    r: &Relaunch,
+) -> Result<i64, ActionError> {
+    store::write(conn, |tx| {
         store::heartbeat(tx, task.as_str())?;
         store::set_state(tx, task.as_str(), "fix_proposed")?;
         store::set_worked_by(tx, task.as_str(), &r.plan.next)?;
