@@ -379,10 +379,10 @@ pub fn session_task(facts: &SessionFacts<'_>) -> Option<TaskId> {
         .session_id
         .and_then(|id| recorded_task(facts.db, id))
         .or_else(|| {
-            facts
-                .claude_pid
-                .and_then(crate::core::procs::cmdline)
-                .and_then(|args| task_of_prompt(&args.get(1..)?.join(" ")))
+            // The prompt is one argument among options (`-p`, `--permission-mode
+            // acceptEdits`): each is weighed alone, never the line they make joined.
+            let args = crate::core::procs::cmdline(facts.claude_pid?)?;
+            args.iter().skip(1).find_map(|a| task_of_prompt(a))
         })
         .or_else(|| transcript_task(facts.transcript?))
 }

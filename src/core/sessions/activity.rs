@@ -238,10 +238,10 @@ fn arguments_parsed(input: &str) -> Option<[Option<&str>; ARGUMENT_KEYS.len()]> 
 }
 
 /// A call as the response holds it: its id, its tool and its main argument.
-pub type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
+type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
 
 /// The tool calls of a response's content, skimmed where the walk can, parsed otherwise.
-pub fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
+fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
     match content {
         Content::Calls(calls) => calls
             .iter()

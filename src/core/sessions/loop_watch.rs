@@ -1,5 +1,5 @@
 //! The loop rule ([`crate::core::sessions::loops`]) read from a subagent's transcript as
-//! it is counted: each tool call (its tool and main argument) paired with its result
+//! it is counted: each tool call (its tool and whole input) paired with its result
 //! (by `tool_use_id`), in time. `maestro usage` bills a subagent as a poller only when
 //! its own calls formed a poll loop over the orchestration's state, never by the words
 //! of its prompt.
@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use serde::Deserialize;
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
 use crate::core::sessions::deeds::State;
 use crate::core::sessions::loops::{self, Look};
@@ -53,23 +53,53 @@ struct ResultBlock<'a> {
     content: Option<&'a RawValue>,
 }
 
+/// The fields of a response line this reads: its tool calls, whole.
+#[derive(Deserialize)]
+struct CallLine {
+    message: Option<CallMessage>,
+}
+
+#[derive(Deserialize)]
+struct CallMessage {
+    #[serde(default, deserialize_with = "blocks_or_none")]
+    content: Option<Vec<CallBlock>>,
+}
+
+#[derive(Deserialize)]
+struct CallBlock {
+    #[serde(rename = "type")]
+    kind: String,
+    id: Option<String>,
+    name: Option<String>,
+    input: Option<Value>,
+}
+
+/// A content that is text (not blocks) holds no call.
+fn blocks_or_none<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<Vec<CallBlock>>, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
+}
+
 impl LoopWatch {
     /// The parts of the state the subagent's loop read, once its calls formed one.
     pub fn found(&self) -> Option<&[State]> {
         self.found.as_deref()
     }
 
-    /// A response's tool calls, asked for at `at_ms`.
-    pub fn calls<'a>(
-        &mut self,
-        calls: impl IntoIterator<Item = crate::core::sessions::activity::NewCall<'a>>,
-        at_ms: i64,
-    ) {
-        for (id, name, argument) in calls {
-            let (Some(id), Some(tool)) = (id, name) else {
+    /// A subagent's response line: each tool call with its whole input (what the
+    /// guard's hook is handed), asked for at `at_ms`. A subagent's lines are few beside
+    /// its session's, so they are parsed whole.
+    pub fn calls_in(&mut self, line: &[u8], at_ms: i64) {
+        let Ok(parsed) = serde_json::from_slice::<CallLine>(line) else {
+            return;
+        };
+        let blocks = parsed.message.and_then(|m| m.content).unwrap_or_default();
+        for block in blocks.into_iter().filter(|b| b.kind == "tool_use") {
+            let (Some(id), Some(tool)) = (block.id, block.name) else {
                 continue;
             };
-            let input = input_of(&tool, argument.as_deref());
+            let input = block.input.unwrap_or(Value::Null);
             if self.found.is_none()
                 && let Some(states) =
                     loops::closes_loop(&self.looks, loops::call_hash(&tool, &input), at_ms)
@@ -77,12 +107,7 @@ impl LoopWatch {
             {
                 self.found = Some(states);
             }
-            let pending = Pending {
-                tool: tool.into_owned(),
-                input,
-                at_ms,
-            };
-            self.pending.insert(id.into_owned(), pending);
+            self.pending.insert(id, Pending { tool, input, at_ms });
         }
     }
 
@@ -105,8 +130,7 @@ impl LoopWatch {
             else {
                 continue;
             };
-            let text = block.content.map(RawValue::get).unwrap_or_default();
-            let response = Value::String(text.to_owned());
+            let response = Value::String(result_of(block.content));
             let look = loops::look(
                 &call.tool,
                 &call.input,
@@ -120,12 +144,19 @@ impl LoopWatch {
     }
 }
 
-/// A call's input as far as the transcript's main argument tells it.
-fn input_of(tool: &str, argument: Option<&str>) -> Value {
-    let key = match tool {
-        "Bash" => "command",
-        "Read" | "Grep" | "Glob" => "file_path",
-        _ => "argument",
+/// A tool result's text as the model read it: the string, or its text blocks joined
+/// (the JSON as written for anything else).
+fn result_of(content: Option<&RawValue>) -> String {
+    let Some(raw) = content else {
+        return String::new();
     };
-    argument.map_or(Value::Null, |a| json!({ key: a }))
+    match serde_json::from_str::<Value>(raw.get()) {
+        Ok(Value::String(text)) => text,
+        Ok(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => raw.get().to_owned(),
+    }
 }

@@ -93,6 +93,48 @@ static CHANGES_ANYWAY: LazyLock<Regex> = LazyLock::new(|| {
         .expect("static regex")
 });
 
+/// What a call computes from the clock (`julianday('now')`, `date`, `time.time()`):
+/// its numbers move with time (a heartbeat's age), news or not.
+static CLOCK: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)'now'|current_(timestamp|time|date)|(?-u:\b)date(?-u:\b)|epoch|\$seconds|time\.time|datetime\.now|date\.now|(?-u:\b)now\(\)")
+        .expect("static regex")
+});
+
+/// Any number: in the result of a call that reads the clock, the numbers are no news.
+static NUMBER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"[0-9]+(\.[0-9]+)?").expect("static regex"));
+
+/// Whether the call's input reads the clock ([`CLOCK`]).
+fn reads_the_clock(input: &Value) -> bool {
+    let text = input.get("command").and_then(Value::as_str).map_or_else(
+        || std::borrow::Cow::Owned(input.to_string()),
+        std::borrow::Cow::Borrowed,
+    );
+    CLOCK.is_match(&text)
+}
+
+/// The hash of what a result says: times and durations aside (every number, where the
+/// call reads the clock), each distinct line once, in the order first seen (a file the
+/// loop appends the same row to, read back whole, says nothing new).
+fn result_hash(text: &str, clocked: bool) -> u64 {
+    // Only a text with a digit can hold a time (no pattern compiled for the rest).
+    let steady = if !text.bytes().any(|b| b.is_ascii_digit()) {
+        std::borrow::Cow::Borrowed(text)
+    } else if clocked {
+        NUMBER.replace_all(text, "#")
+    } else {
+        CHANGES_ANYWAY.replace_all(text, "#")
+    };
+    let mut seen = std::collections::HashSet::new();
+    // stdout and stderr (joined by a NUL) are lines alike.
+    let lines: Vec<String> = steady
+        .split(['\n', '\0'])
+        .map(loose)
+        .filter(|l| seen.insert(l.clone()))
+        .collect();
+    crate::core::paths::fnv1a(lines.join("\n").as_bytes())
+}
+
 /// The look a call made: its call, its result, and what it read or changed, after
 /// `earlier` (the same agent's looks so far, for whether its result changed).
 pub fn look(
@@ -105,13 +147,7 @@ pub fn look(
 ) -> Look {
     let call = call_hash(tool, input);
     let text = result_text(response);
-    // Only a text with a digit can hold a time (no pattern compiled for the rest).
-    let steady = if text.bytes().any(|b| b.is_ascii_digit()) {
-        CHANGES_ANYWAY.replace_all(&text, "#")
-    } else {
-        std::borrow::Cow::Borrowed(text.as_str())
-    };
-    let result = crate::core::paths::fnv1a(loose(&steady).as_bytes());
+    let result = result_hash(&text, reads_the_clock(input));
     let reads = deeds::reads(tool, input, root).or_else(|| {
         deeds::shown_by(tool, input)
             .then(|| deeds::shows(&text))

@@ -26,6 +26,14 @@ fn each_is_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extr
     for four in pollers.chunks(4) {
         four_are_stopped(rig, prompt, four, extra);
     }
+    // `maestro usage` reads the transcripts by the same rule: each one a poller.
+    let usage = rig.rig.usage();
+    let sessions = usage["sessions"].as_array().expect("sessions");
+    let found: usize = sessions
+        .iter()
+        .map(|s| s["pollers"].as_array().map_or(0, Vec::len))
+        .sum();
+    assert_eq!(found, pollers.len(), "{usage}");
 }
 
 fn four_are_stopped(rig: &Rig, prompt: &str, pollers: &[(&str, Vec<Reply>)], extra: &[&str]) {
@@ -81,6 +89,12 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
         return;
     }
     let rig = Rig::new("task-03", true);
+    super::replace_pollers::conn(rig.root())
+        .execute(
+            "UPDATE orchestration_tasks SET last_heartbeat = datetime('now')",
+            [],
+        )
+        .unwrap();
     std::fs::write(
         rig.root().join("check_msgs.sh"),
         "sqlite3 comms.db \"SELECT task_id, state FROM orchestration_tasks\"\n",
@@ -120,6 +134,12 @@ fn a_musicians_pollers_in_any_spelling_are_stopped() {
         ("SP-14P", cycle(&[bash("ping -c 2 -i 0.5 127.0.0.1 > /dev/null; true"), read()])),
         ("SP-15V", cycle(&[bash("timeout 2 watch -n 1 -t true > /dev/null 2>&1; true"), read()])),
         ("SP-13M", cycle(&[bash("sleep 1"), Reply::tool("mcp__sqlite__query", json!({"sql": "select task_id, state from orchestration_tasks"}), ONE)])),
+        // A heartbeat's age, computed by the poller from the clock: new each cycle.
+        ("SP-16A", cycle(&[bash("sleep 1"), bash("sqlite3 comms.db \"SELECT task_id, CAST((julianday('now') - julianday(last_heartbeat)) * 86400000 AS INTEGER) FROM orchestration_tasks\"")])),
+        // The same row appended to a file and the file read back whole: longer each cycle.
+        ("SP-17G", cycle(&[bash("sleep 1"), bash("sqlite3 comms.db 'select task_id, state from orchestration_tasks' >> grow.log; cat grow.log")])),
+        // A backoff: each wait longer than the last.
+        ("SP-18B", [bash("sleep 1"), read(), bash("sleep 2"), read(), bash("sleep 3"), read(), Reply::relay(ONE)].into_iter().collect()),
     ];
     let config = mcp.to_string();
     each_is_stopped(

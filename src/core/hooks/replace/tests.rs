@@ -293,3 +293,25 @@ fn a_database_held_by_another_fails_open_at_once() {
     let took = started.elapsed();
     assert!(took < std::time::Duration::from_millis(1000), "{took:?}");
 }
+
+/// A session started with options before its prompt (`claude -p "/souffleur …"`,
+/// `claude --permission-mode acceptEdits "/musician task-03"`) is tied by its process's
+/// arguments, before its transcript has been written.
+#[test]
+fn a_prompt_after_options_ties_the_session_by_its_process() {
+    let mut session = std::process::Command::new("/bin/sh")
+        .args(["-c", "sleep 30", "--permission-mode", "acceptEdits"])
+        .arg("/musician task-03 pick up the work")
+        .spawn()
+        .expect("sh runs");
+    let pid = i32::try_from(session.id()).expect("a pid");
+    let task = session_task(&SessionFacts {
+        db: std::path::Path::new("/nonexistent/comms.db"),
+        session_id: None,
+        claude_pid: Some(pid),
+        transcript: None,
+    });
+    let _ = session.kill();
+    let _ = session.wait();
+    assert_eq!(task.map(|t| t.to_string()), Some("task-03".to_owned()));
+}

@@ -464,3 +464,65 @@ fn a_state_file_written_the_same_each_cycle_is_no_progress() {
     }
     assert_eq!(stopped_at(&calls), None);
 }
+
+/// A heartbeat's age computed by the poller from the clock changes every cycle and is
+/// still nothing new; a state beside it that changes is news.
+#[test]
+fn what_a_poller_computes_from_the_clock_is_no_news() {
+    let age = "sqlite3 comms.db \"SELECT task_id, state, CAST((julianday('now') - julianday(last_heartbeat)) * 86400 AS INTEGER) FROM orchestration_tasks\"";
+    let ages: Vec<Call> = [5, 25, 45]
+        .iter()
+        .enumerate()
+        .map(|(i, s)| bash(age, &format!("task-03|working|{s}"), i as f64 * 20.0))
+        .collect();
+    assert_eq!(stopped_at(&ages), Some((2, vec![State::Comms])));
+    let epoch =
+        "echo $(date +%s) $(sqlite3 comms.db 'SELECT count(*) FROM orchestration_messages')";
+    let seconds: Vec<Call> = (0..3)
+        .map(|i| {
+            bash(
+                epoch,
+                &format!("{} 4", 1_764_000_000 + i * 20),
+                f64::from(i) * 20.0,
+            )
+        })
+        .collect();
+    assert_eq!(stopped_at(&seconds), Some((2, vec![State::Comms])));
+    let changed: Vec<Call> = ["working", "needs_review", "needs_review"]
+        .iter()
+        .enumerate()
+        .map(|(i, state)| {
+            bash(
+                age,
+                &format!("task-03|{state}|{}", 5 + i * 20),
+                i as f64 * 20.0,
+            )
+        })
+        .collect();
+    assert_eq!(stopped_at(&changed), None);
+}
+
+/// A file the loop appends the same row to, read back whole each cycle, says nothing
+/// new; a log that gains new lines does.
+#[test]
+fn a_growing_file_of_the_same_row_is_no_news() {
+    let append = "sqlite3 comms.db 'SELECT task_id, state FROM orchestration_tasks' >> poll.log; cat poll.log";
+    // As Claude Code hands it over: the last line without its newline.
+    let rows = "task-00|watching\ntask-03|working";
+    let grows: Vec<Call> = (1..=3)
+        .map(|n| {
+            let text = vec![rows; n].join("\n");
+            bash(append, &text, f64::from(n as u32) * 20.0)
+        })
+        .collect();
+    assert_eq!(stopped_at(&grows), Some((2, vec![State::Comms])));
+    let tail = "tail -n 20 temp/task-03-status";
+    let news: Vec<Call> = (1..=3)
+        .map(|n| {
+            let lines: Vec<String> = (1..=n).map(|k| format!("step {k} started")).collect();
+            let lines = lines.join("\n");
+            bash(tail, &lines, f64::from(n as u32) * 20.0)
+        })
+        .collect();
+    assert_eq!(stopped_at(&news), None);
+}
