@@ -80,7 +80,7 @@ impl Activity {
         if std::mem::take(&mut self.api_error) {
             self.last_error = None;
         }
-        for (id, name, argument) in calls_of(content) {
+        for (id, name, argument, _) in calls_of(content) {
             self.call(id.as_deref(), name.as_deref(), argument, at);
         }
         if stop_reason == Some("end_turn") {
@@ -237,17 +237,28 @@ fn arguments_parsed(input: &str) -> Option<[Option<&str>; ARGUMENT_KEYS.len()]> 
     Some(values.map(|v| v.map(RawValue::get)))
 }
 
-/// A call as the response holds it: its id, its tool and its main argument.
-type NewCall<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>, Option<String>);
+/// A call as the response holds it: its id, its tool, its main argument and its whole
+/// input (JSON text).
+pub type NewCall<'a> = (
+    Option<Cow<'a, str>>,
+    Option<Cow<'a, str>>,
+    Option<String>,
+    Option<&'a str>,
+);
 
 /// The tool calls of a response's content, skimmed where the walk can, parsed otherwise.
-fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
+pub fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
     match content {
         Content::Calls(calls) => calls
             .iter()
             .map(|c| {
                 let argument = first_argument(c.arguments);
-                (c.id.map(Cow::Borrowed), c.name.map(Cow::Borrowed), argument)
+                (
+                    c.id.map(Cow::Borrowed),
+                    c.name.map(Cow::Borrowed),
+                    argument,
+                    c.input,
+                )
             })
             .collect(),
         Content::Raw(Some(raw)) if raw.contains("\"tool_use\"") => {
@@ -266,7 +277,12 @@ fn calls_skimmed(content: &str) -> Option<Vec<NewCall<'_>>> {
             .into_iter()
             .map(|c| {
                 let argument = first_argument(c.arguments);
-                (c.id.map(Cow::Borrowed), c.name.map(Cow::Borrowed), argument)
+                (
+                    c.id.map(Cow::Borrowed),
+                    c.name.map(Cow::Borrowed),
+                    argument,
+                    c.input,
+                )
             })
             .collect(),
     )
@@ -281,8 +297,9 @@ fn calls_parsed(content: &str) -> Vec<NewCall<'_>> {
         .into_iter()
         .filter(|b| b.kind == "tool_use")
         .map(|b| {
-            let argument = b.input.map(RawValue::get).and_then(main_argument);
-            (b.id, b.name, argument)
+            let input = b.input.map(RawValue::get);
+            let argument = input.and_then(main_argument);
+            (b.id, b.name, argument, input)
         })
         .collect()
 }
@@ -516,7 +533,8 @@ mod tests {
                 [(
                     Some("toolu_01".into()),
                     Some("Write".into()),
-                    Some("/p/a.rs".to_owned())
+                    Some("/p/a.rs".to_owned()),
+                    Some(&content[content.find("{\"file_path").expect("input")..content.len() - 2]),
                 )]
             );
         }

@@ -53,53 +53,26 @@ struct ResultBlock<'a> {
     content: Option<&'a RawValue>,
 }
 
-/// The fields of a response line this reads: its tool calls, whole.
-#[derive(Deserialize)]
-struct CallLine {
-    message: Option<CallMessage>,
-}
-
-#[derive(Deserialize)]
-struct CallMessage {
-    #[serde(default, deserialize_with = "blocks_or_none")]
-    content: Option<Vec<CallBlock>>,
-}
-
-#[derive(Deserialize)]
-struct CallBlock {
-    #[serde(rename = "type")]
-    kind: String,
-    id: Option<String>,
-    name: Option<String>,
-    input: Option<Value>,
-}
-
-/// A content that is text (not blocks) holds no call.
-fn blocks_or_none<'de, D: serde::Deserializer<'de>>(
-    d: D,
-) -> Result<Option<Vec<CallBlock>>, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).ok())
-}
-
 impl LoopWatch {
     /// The parts of the state the subagent's loop read, once its calls formed one.
     pub fn found(&self) -> Option<&[State]> {
         self.found.as_deref()
     }
 
-    /// A subagent's response line: each tool call with its whole input (what the
-    /// guard's hook is handed), asked for at `at_ms`. A subagent's lines are few beside
-    /// its session's, so they are parsed whole.
-    pub fn calls_in(&mut self, line: &[u8], at_ms: i64) {
-        let Ok(parsed) = serde_json::from_slice::<CallLine>(line) else {
-            return;
-        };
-        let blocks = parsed.message.and_then(|m| m.content).unwrap_or_default();
-        for block in blocks.into_iter().filter(|b| b.kind == "tool_use") {
-            let (Some(id), Some(tool)) = (block.id, block.name) else {
+    /// A response's tool calls, each with its whole input (what the guard's hook is
+    /// handed), asked for at `at_ms`.
+    pub fn calls<'a>(
+        &mut self,
+        calls: impl IntoIterator<Item = crate::core::sessions::activity::NewCall<'a>>,
+        at_ms: i64,
+    ) {
+        for (id, name, _, input) in calls {
+            let (Some(id), Some(tool)) = (id, name) else {
                 continue;
             };
-            let input = block.input.unwrap_or(Value::Null);
+            let input: Value = input
+                .and_then(|raw| serde_json::from_str(raw).ok())
+                .unwrap_or(Value::Null);
             if self.found.is_none()
                 && let Some(states) =
                     loops::closes_loop(&self.looks, loops::call_hash(&tool, &input), at_ms)
@@ -107,7 +80,12 @@ impl LoopWatch {
             {
                 self.found = Some(states);
             }
-            self.pending.insert(id, Pending { tool, input, at_ms });
+            let pending = Pending {
+                tool: tool.into_owned(),
+                input,
+                at_ms,
+            };
+            self.pending.insert(id.into_owned(), pending);
         }
     }
 

@@ -227,7 +227,7 @@ impl Tally {
                         stop_reason: m.stop_reason.as_deref(),
                         usage: m.usage.as_ref().map(Usage::tokens),
                     };
-                    self.assistant(line, &response, prices);
+                    self.assistant(&response, prices);
                 }
             }
             _ => {}
@@ -264,7 +264,7 @@ impl Tally {
         if let Some(ts) = response.timestamp {
             self.seen_at(ts);
         }
-        self.assistant(line, &response, prices);
+        self.assistant(&response, prices);
         true
     }
 
@@ -295,10 +295,13 @@ impl Tally {
     }
 
     /// A response of the main chain or a subagent: what it is doing, and its bill.
-    fn assistant(&mut self, line: &[u8], response: &Response<'_>, prices: &PriceTable) {
+    fn assistant(&mut self, response: &Response<'_>, prices: &PriceTable) {
         if response.sidechain {
             let at = response.timestamp.and_then(epoch_ms).unwrap_or_default();
-            self.loops.calls_in(line, at);
+            self.loops.calls(
+                crate::core::sessions::activity::calls_of(&response.content),
+                at,
+            );
         }
         if !response.sidechain && response.api_error {
             self.activity.api_error(response.content.raw());

@@ -32,6 +32,8 @@ pub struct Call<'a> {
     /// What the tool works on, read from its input; the rest of the input (a whole
     /// file, for `Write`) skipped unread.
     pub arguments: Arguments<'a>,
+    /// The whole input, as JSON text (unparsed: the loop rule reads a subagent's).
+    pub input: Option<&'a str>,
 }
 
 /// The tool calls of a response's content (JSON text), in order; `None` sends the
@@ -57,6 +59,7 @@ fn block<'a>(line: &Line<'a>, at: usize, calls: &mut Vec<Call<'a>>) -> Option<us
         id: None,
         name: None,
         arguments: [None; ARGUMENT_KEYS.len()],
+        input: None,
     };
     let mut seen = Seen::default();
     let end = object(line, at, |key, at| {
@@ -70,7 +73,11 @@ fn block<'a>(line: &Line<'a>, at: usize, calls: &mut Vec<Call<'a>>) -> Option<us
             }
             b"id" => (&mut call.id, plain_or_null(line, at)?),
             b"name" => (&mut call.name, plain_or_null(line, at)?),
-            b"input" => return members_at(line, at, &ARGUMENT_KEYS, &mut call.arguments),
+            b"input" => {
+                let end = members_at(line, at, &ARGUMENT_KEYS, &mut call.arguments)?;
+                call.input = line.text(at, end);
+                return Some(end);
+            }
             b"tool_use_id" | b"text" => return string_or_null(line, at),
             b"is_error" => return boolean(line, at).map(|(_, after)| after),
             _ => return skip_value(line, at),
