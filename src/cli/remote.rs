@@ -30,11 +30,23 @@ pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
         return Ok(None);
     };
     let acts_on_project = match command {
+        // Each verb says whether it acts on the project: a new verb must choose.
+        Command::Init(_)
+        | Command::Replay(_)
+        | Command::Task(_)
+        | Command::Conductor(_)
+        | Command::Sentinel(_)
+        | Command::Souffleur(_)
+        | Command::Doctor
+        | Command::Usage(_)
+        | Command::Hooks(_)
+        | Command::Musician(_) => true,
         Command::Config(_)
         | Command::Completions { .. }
         | Command::Man
         | Command::Hook(_)
-        | Command::Demo(_) => false,
+        | Command::Demo(_)
+        | Command::RunWithin(_) => false,
         Command::Launch => {
             if remote_project(cli)?.is_some() {
                 return Err(CliError::Usage(
@@ -51,7 +63,6 @@ pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
             }
             false
         }
-        _ => true,
     };
     if !acts_on_project {
         return Ok(None);

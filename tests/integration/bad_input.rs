@@ -346,11 +346,7 @@ fn init_makes_the_folder_the_database_and_temp() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(
         dir.join("comms.db").is_file() && dir.join("temp").is_dir(),
@@ -392,11 +388,7 @@ fn a_damaged_database_is_kept_beside_a_fresh_one() {
         .arg(s.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let kept: Vec<_> = std::fs::read_dir(s.path())
         .unwrap()
         .flatten()

@@ -90,11 +90,7 @@ impl Scratch {
             .arg(s.root())
             .output()
             .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_success(&out);
         s.conductor_started();
         s
     }
@@ -393,11 +389,13 @@ impl PipelineRig {
     }
 }
 
-/// Fails with the process's stderr unless it succeeded.
+/// Fails with the process's exit status, stdout and stderr unless it succeeded.
 pub fn assert_success(out: &std::process::Output) {
     assert!(
         out.status.success(),
-        "{}",
+        "{}\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
 }

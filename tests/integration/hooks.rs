@@ -56,11 +56,7 @@ fn install_merges_keeps_the_rest_is_idempotent_and_uninstall_gives_it_back() {
     .unwrap();
 
     let out = hooks(&s, &["install"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let after: Value =
         serde_json::from_str(&std::fs::read_to_string(settings_file(&s)).unwrap()).unwrap();
     assert_eq!(after["permissions"], before["permissions"]);

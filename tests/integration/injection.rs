@@ -188,11 +188,7 @@ fn install_keeps_key_order_and_the_users_own_commands_and_uninstall_gives_the_fi
 "#;
     std::fs::write(&settings, before).unwrap();
     let out = hooks_cmd(dir.path(), &["install"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let after = std::fs::read_to_string(&settings).unwrap();
     let v: Value = serde_json::from_str(&after).unwrap();
     let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
@@ -331,11 +327,7 @@ fn a_write_cut_short_by_a_full_disk_does_not_swallow_the_next_event() {
         .env("XDG_DATA_HOME", data.path())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let key = maestro::core::paths::ProjectKey::of(project.path()).key;
     let raw = std::fs::read(data.path().join(format!("maestro/hooks/{key}.jsonl"))).unwrap();
     assert!(
@@ -366,11 +358,7 @@ fn a_project_whose_path_is_not_utf8_gets_its_own_spool() {
     std::fs::create_dir(&other).unwrap();
     let data = tempfile::tempdir().unwrap();
     let out = hooks_cmd(&project, &["install"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let v: Value = serde_json::from_slice(
         &std::fs::read(project.join(".claude/settings.local.json")).unwrap(),
     )

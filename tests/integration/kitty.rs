@@ -212,11 +212,7 @@ fn launch_opens_a_real_kitty_window_titled_for_the_project() {
         .arg(s.root())
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let id = x.window(&format!("maestro: {name}"));
     // Opened at [launch] window_columns x window_lines (120x36 cells), not kitty's
     // default 640x400 pixels (about 80x24).
@@ -330,11 +326,7 @@ fn a_musician_at_a_permission_prompt_is_shown_and_w_brings_its_window_forward() 
         .arg(s.root())
         .output()
         .unwrap();
-    assert!(
-        relaunch.status.success(),
-        "{}",
-        String::from_utf8_lossy(&relaunch.stderr)
-    );
+    crate::common::assert_success(&relaunch);
     let musician = x.window("Musician: task-03 (S2)");
 
     // Claude Code's events, as its hooks would see them.

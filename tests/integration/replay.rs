@@ -83,11 +83,7 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
     assert!(live.len() >= 4, "the demo raises all four: {live:?}");
 
     let out = replay(&data, &project, &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let events = json_lines(&out.stdout);
     assert_eq!(events[0]["event"], "source");
     assert_eq!(events[0]["source"], "replay");
@@ -199,11 +195,7 @@ fn a_damaged_event_log_says_what_it_left_out_and_replays_the_rest() {
         .arg(&project)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("REPLAY: ") && text.contains("1 line is damaged"),
@@ -232,11 +224,7 @@ fn a_project_without_an_event_log_is_rebuilt_from_its_files_and_damage_is_named(
     .unwrap();
 
     let out = replay(&data, s.root(), &[]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let events = json_lines(&out.stdout);
     let notes: Vec<&str> = events
         .iter()

@@ -128,8 +128,10 @@ fn result_of(content: Option<&RawValue>) -> String {
     let Some(raw) = content else {
         return String::new();
     };
+    if let Ok(text) = serde_json::from_str::<std::borrow::Cow<'_, str>>(raw.get()) {
+        return text.into_owned();
+    }
     match serde_json::from_str::<Value>(raw.get()) {
-        Ok(Value::String(text)) => text,
         Ok(Value::Array(blocks)) => blocks
             .iter()
             .filter_map(|b| b.get("text").and_then(Value::as_str))

@@ -49,30 +49,115 @@ pub struct Look {
     pub progress: bool,
 }
 
-/// The normalised call's hash.
+/// The normalised call's hash: a Bash command in one spelling, any other input as
+/// JSON (its `description` aside), lower case, runs of whitespace as one space. Hashed
+/// as it is written, never built: `maestro usage` hashes every subagent's call.
 pub fn call_hash(tool: &str, input: &Value) -> u64 {
+    let mut hash = LooseHash::default();
+    hash.feed(tool.as_bytes());
+    hash.push(0);
     let command = input.get("command").and_then(Value::as_str);
-    let text = if let ("Bash", Some(command)) = (tool, command) {
-        same_spelling(&loose(command))
-    } else {
-        let mut input = input.clone();
-        if let Some(map) = input.as_object_mut() {
-            map.remove("description");
+    match (tool, command) {
+        ("Bash", Some(command)) => hash.feed(same_spelling(&loose(command)).as_bytes()),
+        _ => hash.value(input, true),
+    }
+    hash.finish()
+}
+
+/// A hash of text as [`loose`] would make it (ASCII lower case, runs of whitespace as
+/// one space, none at the ends), fed as it comes: eight bytes mixed at a time (`FxHash`'s
+/// step), so a long result costs little more than reading it.
+#[derive(Default)]
+struct LooseHash {
+    hash: u64,
+    word: u64,
+    filled: u32,
+    len: u64,
+    started: bool,
+    space: bool,
+}
+
+impl LooseHash {
+    fn feed(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            if b.is_ascii_whitespace() {
+                self.space = self.started;
+                continue;
+            }
+            if std::mem::take(&mut self.space) {
+                self.push(b' ');
+            }
+            self.started = true;
+            self.push(b.to_ascii_lowercase());
         }
-        loose(&input.to_string())
-    };
-    crate::core::paths::fnv1a(format!("{tool}\u{0}{text}").as_bytes())
+    }
+
+    /// A JSON value's text, its structure marked (the top object's `description`
+    /// aside, which a model rewrites each time).
+    fn value(&mut self, value: &Value, top: bool) {
+        match value {
+            Value::Object(map) => {
+                self.push(b'{');
+                for (k, v) in map.iter().filter(|(k, _)| !top || *k != "description") {
+                    self.feed(k.as_bytes());
+                    self.push(b':');
+                    self.value(v, false);
+                    self.push(b',');
+                }
+                self.push(b'}');
+            }
+            Value::Array(items) => {
+                self.push(b'[');
+                for v in items {
+                    self.value(v, false);
+                    self.push(b',');
+                }
+                self.push(b']');
+            }
+            Value::String(text) => {
+                self.push(b'"');
+                self.feed(text.as_bytes());
+                self.push(b'"');
+            }
+            other => self.feed(other.to_string().as_bytes()),
+        }
+    }
+
+    fn push(&mut self, b: u8) {
+        self.word |= u64::from(b) << (8 * self.filled);
+        self.filled += 1;
+        self.len += 1;
+        if self.filled == 8 {
+            self.mix();
+        }
+    }
+
+    fn mix(&mut self) {
+        self.hash = (self.hash.rotate_left(5) ^ self.word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.word = 0;
+        self.filled = 0;
+    }
+
+    fn finish(mut self) -> u64 {
+        if self.filled > 0 {
+            self.mix();
+        }
+        self.word = self.len;
+        self.mix();
+        self.hash
+    }
 }
 
 /// A call's result as text: a Bash call's stdout and stderr, else the response itself.
-pub fn result_text(response: &Value) -> String {
+pub fn result_text(response: &Value) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
     match response {
-        Value::String(s) => s.clone(),
+        Value::String(s) => Cow::Borrowed(s),
         Value::Object(map) if map.contains_key("stdout") || map.contains_key("stderr") => {
             let text = |k: &str| map.get(k).and_then(Value::as_str).unwrap_or_default();
-            format!("{}\u{0}{}", text("stdout"), text("stderr"))
+            Cow::Owned(format!("{}\u{0}{}", text("stdout"), text("stderr")))
         }
-        Value::Null => String::new(),
+        Value::Null => Cow::Borrowed(""),
         Value::Object(map) => {
             // A tool's own timing (`durationMs`) differs on every run of the same look.
             let mut map = map.clone();
@@ -80,9 +165,9 @@ pub fn result_text(response: &Value) -> String {
                 let k = k.to_ascii_lowercase();
                 !(k.contains("duration") || k.contains("elapsed"))
             });
-            Value::Object(map).to_string()
+            Cow::Owned(Value::Object(map).to_string())
         }
-        other => other.to_string(),
+        other => Cow::Owned(other.to_string()),
     }
 }
 
@@ -104,18 +189,19 @@ static CLOCK: LazyLock<Regex> = LazyLock::new(|| {
 static NUMBER: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"[0-9]+(\.[0-9]+)?").expect("static regex"));
 
-/// Whether the call's input reads the clock ([`CLOCK`]).
-fn reads_the_clock(input: &Value) -> bool {
-    let text = input.get("command").and_then(Value::as_str).map_or_else(
-        || std::borrow::Cow::Owned(input.to_string()),
-        std::borrow::Cow::Borrowed,
-    );
-    CLOCK.is_match(&text)
+/// Whether the call reads the clock ([`CLOCK`]): a command run, or an MCP tool's query
+/// (a file read or written computes nothing).
+fn reads_the_clock(tool: &str, input: &Value) -> bool {
+    if let Some(command) = input.get("command").and_then(Value::as_str) {
+        return CLOCK.is_match(command);
+    }
+    tool.starts_with("mcp__") && CLOCK.is_match(&input.to_string())
 }
 
 /// The hash of what a result says: times and durations aside (every number, where the
 /// call reads the clock), each distinct line once, in the order first seen (a file the
-/// loop appends the same row to, read back whole, says nothing new).
+/// loop appends the same row to, read back whole, says nothing new). Hashed as it is
+/// walked: `maestro usage` runs this on every tool result of every subagent.
 fn result_hash(text: &str, clocked: bool) -> u64 {
     // Only a text with a digit can hold a time (no pattern compiled for the rest).
     let steady = if !text.bytes().any(|b| b.is_ascii_digit()) {
@@ -125,14 +211,47 @@ fn result_hash(text: &str, clocked: bool) -> u64 {
     } else {
         CHANGES_ANYWAY.replace_all(text, "#")
     };
-    let mut seen = std::collections::HashSet::new();
+    // A result has tens of lines: a list is cheaper than a set, up to a point.
+    let mut few: Vec<u64> = Vec::new();
+    let mut many = std::collections::HashSet::new();
+    let mut hash = Fnv::default();
     // stdout and stderr (joined by a NUL) are lines alike.
-    let lines: Vec<String> = steady
-        .split(['\n', '\0'])
-        .map(loose)
-        .filter(|l| seen.insert(l.clone()))
-        .collect();
-    crate::core::paths::fnv1a(lines.join("\n").as_bytes())
+    for line in steady.split(['\n', '\0']) {
+        let mut words = LooseHash::default();
+        words.feed(line.as_bytes());
+        let line_hash = words.finish();
+        let new = if few.len() < 64 {
+            !few.contains(&line_hash) && {
+                few.push(line_hash);
+                true
+            }
+        } else {
+            !few.contains(&line_hash) && many.insert(line_hash)
+        };
+        if new {
+            line_hash
+                .to_le_bytes()
+                .into_iter()
+                .for_each(|b| hash.byte(b));
+        }
+    }
+    hash.0
+}
+
+/// FNV-1a, fed a byte at a time.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+impl Fnv {
+    fn byte(&mut self, b: u8) {
+        self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
 }
 
 /// The look a call made: its call, its result, and what it read or changed, after
@@ -147,7 +266,7 @@ pub fn look(
 ) -> Look {
     let call = call_hash(tool, input);
     let text = result_text(response);
-    let result = result_hash(&text, reads_the_clock(input));
+    let result = result_hash(&text, reads_the_clock(tool, input));
     let reads = deeds::reads(tool, input, root).or_else(|| {
         deeds::shown_by(tool, input)
             .then(|| deeds::shows(&text))

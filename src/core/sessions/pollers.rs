@@ -253,20 +253,24 @@ pub fn pollers_of(
         .collect()
 }
 
-/// The role a loop plays, by what it read and whose session ran it: the Conductor's
-/// reads of the logs are the Sentinel's, its reads of the database its message-watcher;
-/// a Musician's (or an untied session's) reads of the database a Musician's watcher; a
-/// probe of a process the Souffleur's watcher.
+/// The role a loop plays, by what it read and whose session ran it, as the guard names
+/// it when it stops one (`hooks::replace::stop_in_loop`): the Conductor's reads of its
+/// inbox (with the logs or not) its message-watcher's, its reads of the logs alone the
+/// Sentinel's; a Musician's (or an untied session's) reads of the database a Musician's
+/// watcher; an untied session's reads of the logs alone the Sentinel's; a probe of a
+/// process the Souffleur's watcher.
 pub fn role_of_loop(
     states: &[crate::core::sessions::deeds::State],
     task: Option<&TaskId>,
 ) -> &'static str {
     use crate::core::sessions::deeds::State;
     let conductor = task.is_some_and(TaskId::is_conductor);
-    if states.contains(&State::Logs) && (conductor || !states.contains(&State::Comms)) {
-        SENTINEL
-    } else if task.is_some_and(TaskId::is_souffleur) || states == [State::Pid] {
+    if task.is_some_and(TaskId::is_souffleur) || states == [State::Pid] {
         SOUFFLEUR_WATCHER
+    } else if conductor && states.contains(&State::Comms) {
+        CONDUCTOR_WATCHER
+    } else if states.contains(&State::Logs) && (conductor || !states.contains(&State::Comms)) {
+        SENTINEL
     } else if conductor {
         CONDUCTOR_WATCHER
     } else {

@@ -162,3 +162,19 @@ fn after_a_filter_or_a_sort_the_log_is_the_selected_row_without_a_new_snapshot()
         selected(&ui).as_deref()
     );
 }
+
+/// Every action of the global scope has its arm in `global`: none falls through the
+/// catch-all meant for the other scopes.
+#[test]
+fn every_global_action_is_answered() {
+    use crate::tui::action::Scope;
+    let s = snap(&["task-01", "task-00"]);
+    for action in Action::ALL
+        .into_iter()
+        .filter(|a| a.scope() == Scope::Global)
+    {
+        let mut ui = UiState::default();
+        ui.sync_with(&s);
+        assert!(ui.global(action, &s).is_some(), "{action:?} has no arm");
+    }
+}

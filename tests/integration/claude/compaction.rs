@@ -53,11 +53,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         "/musician task-02 PARENT-C1",
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let before = usage_row(&rig);
     assert_eq!(before["task_id"], "task-02");
     assert_eq!(before["context_tokens"], 150_010, "{before}");
@@ -73,11 +69,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         "/compact",
         &["--resume", &session],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let after = usage_row(&rig);
     assert_eq!(
         after["session_id"],
@@ -106,11 +98,7 @@ fn a_real_compact_of_a_resumed_session_is_one_compaction_and_keeps_its_task() {
         "CONT-9: carry on",
         &["--continue"],
     );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let continued = usage_row(&rig);
     assert_eq!(continued["task_id"], "task-02", "{continued}");
     assert_eq!(continued["compactions"], 1, "{continued}");

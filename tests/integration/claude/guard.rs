@@ -455,11 +455,7 @@ fn a_foreign_maestro_on_path_blocks_nothing_under_the_plugin() {
         .arg(&plugin)
         .args(POLLER_TOOLS);
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let said = refusals(&server);
     assert!(said.is_empty(), "{said:?}");
     let ran: Vec<Value> = server.requests();

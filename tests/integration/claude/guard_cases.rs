@@ -3,12 +3,24 @@
 //! such a call with `PostToolUseFailure`, not `PostToolUse`) is stopped by its third look
 //! all the same; a Conductor's poller over a status log and its inbox is given
 //! `conductor watch`; a helper script is judged by its source, a test by nothing it
-//! prints.
+//! prints. `maestro usage` finds the same pollers in the transcripts, in the same roles.
 
 use super::guard::{end, poller_tools_with};
 use super::replace_pollers::{ONE, Rig, agent, refusals};
 use super::{ModelServer, Reply};
 use crate::common::event;
+
+/// The roles `maestro usage` gives the pollers it finds in the rig's transcripts.
+fn usage_roles(rig: &Rig) -> Vec<String> {
+    let usage = rig.rig.usage();
+    usage["sessions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["pollers"].as_array().cloned().unwrap_or_default())
+        .map(|p| p["role"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
 
 const WAITER: &str = "FL-3G: Wait until the progress log of task-03 says DONE, then tell me.";
 
@@ -59,6 +71,8 @@ fn a_poller_whose_looks_fail_is_stopped_by_its_third() {
     );
     let seen = m.wait_json("the stop", |v| event(v) == "poller_replaced");
     assert_eq!(seen["at"], "loop", "{seen}");
+    // `maestro usage` finds the same poller in the transcript, in the same role.
+    assert_eq!(usage_roles(&rig), [seen["role"].as_str().unwrap_or("?")]);
 }
 
 const INBOX_AND_LOG: &str = "INB-2C: Keep an eye on task-03's progress log and on my inbox; tell me when something new comes.";
@@ -102,6 +116,7 @@ fn a_conductors_log_and_inbox_poller_is_given_conductor_watch() {
     assert!(said[0].contains("conductor watch"), "{}", said[0]);
     let seen = m.wait_json("the stop", |v| event(v) == "poller_replaced");
     assert_eq!(seen["role"], "conductor-watcher", "{seen}");
+    assert_eq!(usage_roles(&rig), ["conductor-watcher"]);
 }
 
 const HELPER_POLLER: &str =
@@ -168,4 +183,6 @@ fn a_helper_script_poller_is_stopped_and_a_flaky_test_printing_rows_runs() {
     let ran = super::replace_pollers::tool_results(&server, false);
     assert!(ran.iter().any(|r| r.contains("AssertionError")), "{ran:?}");
     assert!(ran.iter().any(|r| r.contains("new messages: 0")), "{ran:?}");
+    // `maestro usage` bills the helper's poller as one, and the flaky test as none.
+    assert_eq!(usage_roles(&rig), ["musician-watcher"]);
 }

@@ -52,12 +52,7 @@ fn the_real_programs_hooks_tie_its_session_to_the_task() {
         "acceptEdits",
     ]);
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     assert_eq!(
         std::fs::read_to_string(root.join("notes.txt")).unwrap(),
         "hello\n"

@@ -64,12 +64,7 @@ fn run(task: &str, prompt: &str, script: Vec<(&str, Vec<Reply>)>) -> (super::Rig
         prompt,
         LOOP_TOOLS,
     );
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let usage = rig.usage();
     (rig, usage)
 }

@@ -490,12 +490,7 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
         .arg(&plugin)
         .output()
         .unwrap();
-    assert!(
-        validate.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&validate.stdout),
-        String::from_utf8_lossy(&validate.stderr)
-    );
+    crate::common::assert_success(&validate);
     // `maestro` on PATH, as the plugin's hooks call it.
     let bin = rig.root.join(".bin");
     std::fs::create_dir_all(&bin).unwrap();
@@ -517,11 +512,7 @@ fn the_plugin_validates_and_refuses_a_poller_when_loaded() {
         .arg("--plugin-dir")
         .arg(&plugin);
     let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
     let said = refusals(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     // maestro is on PATH: the command names it by name.

@@ -53,11 +53,7 @@ fn standard_compact_compacts_and_resumes_a_real_conductor() {
         "/conductor COND-8",
         &["--session-id", SESSION],
     );
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    crate::common::assert_success(&run);
     let transcript = home
         .path()
         .join(".claude/projects")

@@ -71,12 +71,7 @@ fn a_session_with_a_subagent_is_billed_whole_in_both_layouts() {
         "/musician task-01 PARENT-7Q",
         &[],
     );
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::assert_success(&out);
 
     let total = PARENT.total() + SUBAGENT.total();
     let live = m.wait_json("the live figures with the subagent", |v| {

@@ -299,12 +299,22 @@ fn a_database_held_by_another_fails_open_at_once() {
 /// arguments, before its transcript has been written.
 #[test]
 fn a_prompt_after_options_ties_the_session_by_its_process() {
+    // A shell waiting on a builtin (`read`): it never execs into another program.
     let mut session = std::process::Command::new("/bin/sh")
-        .args(["-c", "sleep 30", "--permission-mode", "acceptEdits"])
+        .args(["-c", "read x", "--permission-mode", "acceptEdits"])
         .arg("/musician task-03 pick up the work")
+        .stdin(std::process::Stdio::piped())
         .spawn()
         .expect("sh runs");
     let pid = i32::try_from(session.id()).expect("a pid");
+    // Until the fork has become the shell, its arguments are the test's.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !crate::core::procs::cmdline(pid)
+        .is_some_and(|a| a.iter().any(|w| w.starts_with("/musician")))
+    {
+        assert!(std::time::Instant::now() < deadline, "the shell never ran");
+        std::thread::yield_now();
+    }
     let task = session_task(&SessionFacts {
         db: std::path::Path::new("/nonexistent/comms.db"),
         session_id: None,

@@ -106,3 +106,22 @@ fn a_musicians_watcher_takes_its_task_from_the_session_then_the_prompt() {
     let pause = "Pause watcher: every 10 seconds read task-05's state from orchestration_tasks; refresh last_heartbeat when older than 60 s; exit when it is no longer needs_review or error.";
     assert_eq!(role(pause, Some(false), None), Some(MUSICIAN_PAUSE_WATCHER));
 }
+
+/// `maestro usage` names a loop's role as the guard does when it stops one: the
+/// Conductor's inbox (with its logs or not) is its watcher's, its logs alone the
+/// Sentinel's; a Musician's reads of the database its watcher's.
+#[test]
+fn a_loops_role_is_the_one_the_guard_names() {
+    use crate::core::sessions::deeds::State;
+    let conductor = TaskId::parse("task-00");
+    let musician = TaskId::parse("task-03");
+    let role = |states: &[State], task: &Option<TaskId>| role_of_loop(states, task.as_ref());
+    assert_eq!(
+        role(&[State::Logs, State::Comms], &conductor),
+        CONDUCTOR_WATCHER
+    );
+    assert_eq!(role(&[State::Comms], &conductor), CONDUCTOR_WATCHER);
+    assert_eq!(role(&[State::Logs], &conductor), SENTINEL);
+    assert_eq!(role(&[State::Comms], &musician), MUSICIAN_WATCHER);
+    assert_eq!(role(&[State::Logs], &None), SENTINEL);
+}
