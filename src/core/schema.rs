@@ -460,6 +460,23 @@ fn strip_sql_comments(sql: &str) -> String {
 mod tests {
     use super::*;
 
+    /// Every state the schema admits is in the domain's one table of states, once, and
+    /// the table holds no other: a new state is added in the two places together.
+    #[test]
+    fn the_schemas_states_are_the_domains_table() {
+        let mut admitted = check_list(SCHEMA_SQL, "state").expect("a CHECK list");
+        let mut known: Vec<String> = crate::core::domain::STATES
+            .iter()
+            .map(|(name, _)| (*name).to_owned())
+            .collect();
+        admitted.sort();
+        known.sort();
+        let before = known.len();
+        known.dedup();
+        assert_eq!(known.len(), before, "a state written twice");
+        assert_eq!(admitted, known);
+    }
+
     const PROTOCOL_MESSAGES: &str = "CREATE TABLE orchestration_messages (
     id INTEGER PRIMARY KEY,         -- monotonically increasing: dedupe by id, never by time
     task_id TEXT, from_session TEXT, message TEXT,

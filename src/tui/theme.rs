@@ -162,13 +162,13 @@ impl Theme {
 
     /// A task state coloured by meaning: working, waiting on the Conductor, failed, done.
     pub fn state(&self, state: &str) -> Style {
-        match state {
-            "working" | "review_approved" | "review_failed" | "fix_proposed" | "reviewing"
-            | "confirmed" => self.working,
-            "needs_review" | "context_recovery" | "exit_requested" => self.waiting,
-            "error" => self.failed,
-            "complete" | "exited" => self.terminal,
-            _ => self.idle,
+        use crate::core::domain::{Meaning, TaskState};
+        match TaskState::meaning(state) {
+            Meaning::Works | Meaning::Busy => self.working,
+            Meaning::Waits => self.waiting,
+            Meaning::Failed => self.failed,
+            Meaning::Ended => self.terminal,
+            Meaning::Unknown => self.idle,
         }
     }
 

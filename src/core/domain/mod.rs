@@ -118,6 +118,41 @@ impl LogKind {
     }
 }
 
+/// What a task state means to maestro: whose turn it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Meaning {
+    /// A Musician works: it keeps its heartbeat and can stall.
+    Works,
+    /// A role (the Conductor reviewing, the Souffleur confirmed) is busy at its own job.
+    Busy,
+    /// Waiting on the Conductor, or on a recovery or an exit it asked for.
+    Waits,
+    /// Failed: the Conductor's to answer.
+    Failed,
+    /// The end of a life.
+    Ended,
+    /// Not started, or a state no table here knows.
+    Unknown,
+}
+
+/// The task states docs/orchestration.md names, each once with its meaning: what the
+/// watchers, the Sentinel and the dashboard's colours all read.
+pub const STATES: [(&str, Meaning); 13] = [
+    ("working", Meaning::Works),
+    ("review_approved", Meaning::Works),
+    ("review_failed", Meaning::Works),
+    ("fix_proposed", Meaning::Works),
+    ("reviewing", Meaning::Busy),
+    ("confirmed", Meaning::Busy),
+    ("needs_review", Meaning::Waits),
+    ("context_recovery", Meaning::Waits),
+    ("exit_requested", Meaning::Waits),
+    ("error", Meaning::Failed),
+    ("complete", Meaning::Ended),
+    ("exited", Meaning::Ended),
+    ("watching", Meaning::Unknown),
+];
+
 /// The `state` column of `orchestration_tasks`, kept as text so a value added by a newer
 /// orchestration still shows; the helpers know the states docs/orchestration.md names.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
@@ -136,7 +171,7 @@ impl TaskState {
 
     /// [`Self::is_terminal`] of a state as the database gives it.
     pub fn ends(state: &str) -> bool {
-        matches!(state, "complete" | "exited")
+        Self::meaning(state) == Meaning::Ended
     }
 
     /// States in which a Musician works (and so can stall): not claimed yet, waiting on
@@ -148,10 +183,16 @@ impl TaskState {
 
     /// [`Self::is_working`] of a state as the database gives it.
     pub fn works(state: &str) -> bool {
-        matches!(
-            state,
-            "working" | "review_approved" | "review_failed" | "fix_proposed"
-        )
+        Self::meaning(state) == Meaning::Works
+    }
+
+    /// What a state means, from [`STATES`]; a state the table does not know (a newer
+    /// orchestration's) means nothing yet.
+    pub fn meaning(state: &str) -> Meaning {
+        STATES
+            .iter()
+            .find(|(name, _)| *name == state)
+            .map_or(Meaning::Unknown, |(_, m)| *m)
     }
 
     /// States in which a Musician waits on the Conductor (its answer to a review, its
