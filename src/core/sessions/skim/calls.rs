@@ -75,7 +75,8 @@ fn block<'a>(line: &Line<'a>, at: usize, calls: &mut Vec<Call<'a>>) -> Option<us
             b"name" => (&mut call.name, plain_or_null(line, at)?),
             b"input" => {
                 let end = members_at(line, at, &ARGUMENT_KEYS, &mut call.arguments)?;
-                call.input = line.text(at, end);
+                // `null` is no input, as the full parse reads it.
+                call.input = line.text(at, end).filter(|t| *t != "null");
                 return Some(end);
             }
             b"tool_use_id" | b"text" => return string_or_null(line, at),
