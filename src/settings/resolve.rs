@@ -309,7 +309,7 @@ fn souffleur(
 /// ceiling where that is lower (`souffleur.max_external_permission = "default"`).
 fn launch(
     l: &Layers,
-    ceiling: crate::core::recovery::payload::Permission,
+    ceiling: crate::core::domain::permission::Permission,
 ) -> Result<LaunchTemplates, ConfigError> {
     Ok(LaunchTemplates {
         terminal: l.argv(pick!(l, launch.terminal), "launch.terminal")?,
@@ -318,7 +318,7 @@ fn launch(
         lethe: l.argv(pick!(l, launch.lethe), "launch.lethe")?,
         musician_prompt: pick!(l, launch.musician_prompt)
             .unwrap_or_else(|| "/musician {task}".into()),
-        musician_permission: crate::core::recovery::payload::Permission::AcceptEdits.min(ceiling),
+        musician_permission: crate::core::domain::permission::Permission::AcceptEdits.min(ceiling),
         kitty_remote_control: pick!(l, launch.kitty_remote_control).unwrap_or(true),
         kitty_socket: pick!(l, launch.kitty_socket).filter(|s| !s.trim().is_empty()),
         window_columns: pick!(l, launch.window_columns).unwrap_or(120),

@@ -249,18 +249,7 @@ pub type NewCall<'a> = (
 /// The tool calls of a response's content, skimmed where the walk can, parsed otherwise.
 pub fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
     match content {
-        Content::Calls(calls) => calls
-            .iter()
-            .map(|c| {
-                let argument = first_argument(c.arguments);
-                (
-                    c.id.map(Cow::Borrowed),
-                    c.name.map(Cow::Borrowed),
-                    argument,
-                    c.input,
-                )
-            })
-            .collect(),
+        Content::Calls(calls) => calls.iter().map(new_call).collect(),
         Content::Raw(Some(raw)) if raw.contains("\"tool_use\"") => {
             calls_skimmed(raw).unwrap_or_else(|| calls_parsed(raw))
         }
@@ -272,19 +261,16 @@ pub fn calls_of<'a>(content: &Content<'a>) -> Vec<NewCall<'a>> {
 /// walk cannot read it (`skim::tool_calls`).
 fn calls_skimmed(content: &str) -> Option<Vec<NewCall<'_>>> {
     let calls = skim::tool_calls(content)?;
-    Some(
-        calls
-            .into_iter()
-            .map(|c| {
-                let argument = first_argument(c.arguments);
-                (
-                    c.id.map(Cow::Borrowed),
-                    c.name.map(Cow::Borrowed),
-                    argument,
-                    c.input,
-                )
-            })
-            .collect(),
+    Some(calls.iter().map(new_call).collect())
+}
+
+/// A call the walk read, as [`NewCall`].
+fn new_call<'a>(c: &skim::Call<'a>) -> NewCall<'a> {
+    (
+        c.id.map(Cow::Borrowed),
+        c.name.map(Cow::Borrowed),
+        first_argument(c.arguments),
+        c.input,
     )
 }
 

@@ -133,7 +133,7 @@ impl LooseHash {
     }
 
     fn mix(&mut self) {
-        self.hash = (self.hash.rotate_left(5) ^ self.word).wrapping_mul(0x517c_c1b7_2722_0a95);
+        self.hash = mixed(self.hash, self.word);
         self.word = 0;
         self.filled = 0;
     }
@@ -146,6 +146,11 @@ impl LooseHash {
         self.mix();
         self.hash
     }
+}
+
+/// One step of `FxHash`: `word` mixed into `hash`.
+fn mixed(hash: u64, word: u64) -> u64 {
+    (hash.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95)
 }
 
 /// A call's result as text: a Bash call's stdout and stderr, else the response itself.
@@ -214,7 +219,7 @@ fn result_hash(text: &str, clocked: bool) -> u64 {
     // A result has tens of lines: a list is cheaper than a set, up to a point.
     let mut few: Vec<u64> = Vec::new();
     let mut many = std::collections::HashSet::new();
-    let mut hash = Fnv::default();
+    let mut hash = 0;
     // stdout and stderr (joined by a NUL) are lines alike.
     for line in steady.split(['\n', '\0']) {
         let mut words = LooseHash::default();
@@ -229,29 +234,10 @@ fn result_hash(text: &str, clocked: bool) -> u64 {
             !few.contains(&line_hash) && many.insert(line_hash)
         };
         if new {
-            line_hash
-                .to_le_bytes()
-                .into_iter()
-                .for_each(|b| hash.byte(b));
+            hash = mixed(hash, line_hash);
         }
     }
-    hash.0
-}
-
-/// FNV-1a, fed a byte at a time.
-#[derive(Clone, Copy)]
-struct Fnv(u64);
-
-impl Default for Fnv {
-    fn default() -> Self {
-        Self(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-impl Fnv {
-    fn byte(&mut self, b: u8) {
-        self.0 = (self.0 ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
-    }
+    hash
 }
 
 /// The look a call made: its call, its result, and what it read or changed, after
