@@ -171,6 +171,7 @@ fn guard_verdict(
         ledger: ledger.as_ref(),
         context: &with_context,
         now_ms: crate::core::sessions::now_ms(),
+        claude_pid,
     };
     guard::remember(json, &lookups);
     guard::judge(json, &lookups)

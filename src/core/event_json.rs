@@ -312,7 +312,7 @@ fn add_figures(
             .tool
             .as_ref()
             .and_then(|t| t.at.as_deref())
-            .and_then(crate::core::sessions::tally::epoch_ms)
+            .and_then(crate::core::sessions::timestamp::epoch_ms)
     {
         let now = (at.unix_timestamp_nanos() / 1_000_000) as i64;
         v["waiting_s"] = json!((now - since).max(0) / 1000);

@@ -114,6 +114,39 @@ pub fn descendants(pid: i32) -> Vec<i32> {
     out
 }
 
+/// Ends the shells `parent` runs `command` in, each with its process group (the
+/// `sleep` of a loop with it); returns how many. Claude Code's `Monitor` (like its Bash
+/// tool) runs a command as `bash -c "… eval '<command>' …"` in a group of its own,
+/// learned by running it. Only a direct child of `parent` whose script holds exactly
+/// that `eval` is touched.
+pub fn end_shells_running(parent: i32, command: &str) -> usize {
+    let quoted = format!("eval '{}'", command.replace('\'', "'\"'\"'"));
+    let children = std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|p| parent_of(*p) == Some(parent));
+    let mut ended = 0;
+    for child in children {
+        let runs_it = cmdline(child).is_some_and(|args| {
+            args.iter().any(|a| a == "-c") && args.last().is_some_and(|s| s.contains(&quoted))
+        });
+        if !runs_it {
+            continue;
+        }
+        let pid = Pid::from_raw(child);
+        let leads = nix::unistd::getpgid(Some(pid)).is_ok_and(|g| g == pid);
+        let sent = if leads {
+            nix::sys::signal::killpg(pid, Signal::SIGTERM)
+        } else {
+            kill(pid, Signal::SIGTERM)
+        };
+        ended += usize::from(sent.is_ok());
+    }
+    ended
+}
+
 /// The command line of a process, split into arguments.
 pub fn cmdline(pid: i32) -> Option<Vec<String>> {
     let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;

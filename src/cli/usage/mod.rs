@@ -217,7 +217,7 @@ impl ReadSessions {
         let now_ms = crate::core::sessions::now_ms();
         let within_ms = i64::try_from(within.as_millis()).unwrap_or(i64::MAX);
         let recent = |at: Option<&str>| {
-            at.and_then(crate::core::sessions::tally::epoch_ms)
+            at.and_then(crate::core::sessions::timestamp::epoch_ms)
                 .is_some_and(|ms| now_ms - ms <= within_ms)
         };
         let mut out = Vec::new();

@@ -174,6 +174,18 @@ pub fn stop_in_loop(
     })
 }
 
+/// What the session is told when the guard stopped its subagent `agent`, whose monitor
+/// printed the same thing again and again.
+pub fn monitor_stopped(agent: &str, command: Option<&str>) -> String {
+    let instead = match command {
+        Some(c) => format!("Run `{c}` with Bash (run_in_background: true) in its place."),
+        None => "Nothing needs to run in its place.".into(),
+    };
+    format!(
+        "maestro stopped your subagent {agent}: its Monitor printed the same thing again and again, polling the orchestration's state, and maestro does that job without an LLM. Its monitor was ended; do not start it again. {instead} {SWITCH_OFF}"
+    )
+}
+
 /// The reason a prompt caught polling is refused at its next launch in that session.
 pub fn caught_reason(command: Option<&str>) -> String {
     match command {

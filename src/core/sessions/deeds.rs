@@ -86,7 +86,8 @@ static ROW_STATE: LazyLock<Regex> = LazyLock::new(|| {
 pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
     let text = |k: &str| input.get(k).and_then(Value::as_str).unwrap_or_default();
     match tool {
-        "Bash" => of_shell(text("command")).or_else(|| {
+        // A monitor runs its command as the shell does.
+        "Bash" | "Monitor" => of_shell(text("command")).or_else(|| {
             runs_a_script_naming_the_database(text("command"), root).then_some(State::Comms)
         }),
         "Read" | "Grep" | "Glob" => ["file_path", "path", "pattern", "glob"]
@@ -110,7 +111,7 @@ pub fn reads(tool: &str, input: &Value, root: &Path) -> Option<State> {
 /// output is not: a test's assertion prints `('task-03','working')` too; there the
 /// program is the evidence (its command, or the source of the script it runs).
 pub fn shown_by(tool: &str, input: &Value) -> bool {
-    if tool != "Bash" {
+    if !matches!(tool, "Bash" | "Monitor") {
         return true;
     }
     let command = input

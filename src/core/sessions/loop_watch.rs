@@ -4,6 +4,7 @@
 //! its own calls formed a poll loop over the orchestration's state, never by the words
 //! of its prompt.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -13,6 +14,8 @@ use serde_json::value::RawValue;
 
 use crate::core::sessions::deeds::State;
 use crate::core::sessions::loops::{self, Look};
+use crate::core::sessions::monitor;
+use crate::core::sessions::timestamp::epoch_ms;
 
 /// A call whose result has not come back yet.
 #[derive(Debug, Clone, PartialEq)]
@@ -26,29 +29,34 @@ struct Pending {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LoopWatch {
     pending: HashMap<String, Pending>,
+    /// The monitors its `Monitor` calls started, by id: each event is a look of its call.
+    monitors: HashMap<String, Pending>,
     looks: Vec<Look>,
     found: Option<Vec<State>>,
 }
 
-/// The fields of a tool-results line this reads.
+/// The fields of a tool-results line (or a notification's) this reads.
 #[derive(Deserialize)]
 struct ResultLine<'a> {
     #[serde(borrow)]
     message: Option<ResultMessage<'a>>,
+    #[serde(borrow)]
+    timestamp: Option<Cow<'a, str>>,
 }
 
 #[derive(Deserialize)]
 struct ResultMessage<'a> {
+    /// Tool results (a list of blocks), or a notification's text.
     #[serde(borrow)]
-    content: Option<Vec<ResultBlock<'a>>>,
+    content: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize)]
 struct ResultBlock<'a> {
     #[serde(rename = "type", borrow)]
-    kind: Option<std::borrow::Cow<'a, str>>,
+    kind: Option<Cow<'a, str>>,
     #[serde(borrow)]
-    tool_use_id: Option<std::borrow::Cow<'a, str>>,
+    tool_use_id: Option<Cow<'a, str>>,
     #[serde(borrow)]
     content: Option<&'a RawValue>,
 }
@@ -57,6 +65,13 @@ impl LoopWatch {
     /// The parts of the state the subagent's loop read, once its calls formed one.
     pub fn found(&self) -> Option<&[State]> {
         self.found.as_deref()
+    }
+
+    /// The commands of the monitors the subagent started (what runs in its place).
+    pub fn monitor_commands(&self) -> impl Iterator<Item = &str> {
+        self.monitors
+            .values()
+            .filter_map(|m| m.input.get("command").and_then(Value::as_str))
     }
 
     /// A response's tool calls, each with its whole input (what the guard's hook is
@@ -89,7 +104,8 @@ impl LoopWatch {
         }
     }
 
-    /// A tool-results line of the subagent: each result paired with its call.
+    /// A tool-results line of the subagent: each result paired with its call; or a
+    /// notification: each monitor event a look of the call that started the monitor.
     pub fn results(&mut self, line: &[u8], root: &Path) {
         if self.found.is_some() {
             return;
@@ -97,7 +113,15 @@ impl LoopWatch {
         let Ok(parsed) = serde_json::from_slice::<ResultLine<'_>>(line) else {
             return;
         };
-        let blocks = parsed.message.and_then(|m| m.content).unwrap_or_default();
+        let Some(content) = parsed.message.and_then(|m| m.content) else {
+            return;
+        };
+        if let Ok(text) = serde_json::from_str::<Cow<'_, str>>(content.get()) {
+            let at = parsed.timestamp.as_deref().and_then(epoch_ms);
+            self.events(&text, at.unwrap_or_default(), root);
+            return;
+        }
+        let blocks: Vec<ResultBlock<'_>> = serde_json::from_str(content.get()).unwrap_or_default();
         for block in blocks {
             if block.kind.as_deref() != Some("tool_result") {
                 continue;
@@ -109,6 +133,14 @@ impl LoopWatch {
                 continue;
             };
             let response = Value::String(result_of(block.content));
+            // A monitor started: its events are its looks, not this note (a subagent's
+            // transcript keeps no `toolUseResult`: its id is in the text).
+            if call.tool == monitor::TOOL
+                && let Some(id) = monitor::task_id(&response).map(str::to_owned)
+            {
+                self.monitors.insert(id, call);
+                continue;
+            }
             let look = loops::look(
                 &call.tool,
                 &call.input,
@@ -117,6 +149,24 @@ impl LoopWatch {
                 root,
                 &self.looks,
             );
+            self.looks.push(look);
+        }
+    }
+
+    /// The events of the subagent's monitors a notification holds, read at `at_ms`.
+    fn events(&mut self, text: &str, at_ms: i64, root: &Path) {
+        for event in monitor::events(text) {
+            let Some(call) = self.monitors.get(event.task_id) else {
+                continue;
+            };
+            let response = Value::String(event.text.to_owned());
+            let look = loops::look(&call.tool, &call.input, &response, at_ms, root, &self.looks);
+            if self.found.is_none()
+                && let Some(states) = loops::closed_by(&self.looks, &look)
+                && !states.is_empty()
+            {
+                self.found = Some(states);
+            }
             self.looks.push(look);
         }
     }

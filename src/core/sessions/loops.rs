@@ -58,7 +58,7 @@ pub fn call_hash(tool: &str, input: &Value) -> u64 {
     hash.push(0);
     let command = input.get("command").and_then(Value::as_str);
     match (tool, command) {
-        ("Bash", Some(command)) => hash.feed(same_spelling(&loose(command)).as_bytes()),
+        ("Bash" | "Monitor", Some(command)) => hash.feed(same_spelling(&loose(command)).as_bytes()),
         _ => hash.value(input, true),
     }
     hash.finish()
@@ -311,6 +311,14 @@ pub fn closes_loop(history: &[Look], call: u64, now_ms: i64) -> Option<Vec<State
         }
     }
     Some(states)
+}
+
+/// Whether `look`, a look already made (a monitor's event: its result came with it),
+/// closes a poll loop after `history`: the third time it says the same, with time
+/// passing and no progress between. The parts of the state read, as [`closes_loop`].
+pub fn closed_by(history: &[Look], look: &Look) -> Option<Vec<State>> {
+    (look.is_look && !look.progress).then_some(())?;
+    closes_loop(history, look.call, look.at_ms)
 }
 
 /// Whether a finished run of looks (a transcript) held a poll loop over the

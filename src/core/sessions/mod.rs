@@ -13,10 +13,12 @@ pub mod find;
 pub mod follow;
 pub mod loop_watch;
 pub mod loops;
+pub mod monitor;
 pub mod pollers;
 pub mod prices;
 pub mod skim;
 pub mod tally;
+pub mod timestamp;
 
 use std::path::Path;
 

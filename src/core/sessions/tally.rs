@@ -17,6 +17,7 @@ use crate::core::sessions::activity::Activity;
 use crate::core::sessions::counted::CountedKeys;
 use crate::core::sessions::prices::{PriceTable, Tokens};
 use crate::core::sessions::skim::{self, Content, Response};
+use crate::core::sessions::timestamp::epoch_ms;
 
 /// The fields of a transcript line that are counted (every one optional).
 #[derive(Deserialize)]
@@ -421,66 +422,11 @@ fn looks_like_response(line: &[u8]) -> bool {
     ROLE.find(&line[..line.len().min(512)]).is_some()
 }
 
-/// An RFC 3339 timestamp as milliseconds since the epoch.
-pub fn epoch_ms(text: &str) -> Option<i64> {
-    utc_ms(text).or_else(|| rfc3339_ms(text))
-}
-
-/// Claude Code's own form, `2026-11-20T14:02:15.407Z` (on every line of a
-/// transcript), read by hand; `None` for any other form, left to the full parser.
-fn utc_ms(text: &str) -> Option<i64> {
-    let b = text.as_bytes();
-    let shape = b.len() == 24
-        && [
-            (4, b'-'),
-            (7, b'-'),
-            (10, b'T'),
-            (13, b':'),
-            (16, b':'),
-            (19, b'.'),
-            (23, b'Z'),
-        ]
-        .iter()
-        .all(|&(i, c)| b[i] == c);
-    if !shape {
-        return None;
-    }
-    let number = |from: usize, to: usize| {
-        b[from..to].iter().try_fold(0i64, |n, d| {
-            d.is_ascii_digit().then(|| n * 10 + i64::from(d - b'0'))
-        })
-    };
-    let (year, month, day) = (number(0, 4)?, number(5, 7)?, number(8, 10)?);
-    let (hour, minute, second) = (number(11, 13)?, number(14, 16)?, number(17, 19)?);
-    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
-    let month_days = match month {
-        2 if leap => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        1..=12 => 31,
-        _ => return None,
-    };
-    if !(1..=month_days).contains(&day) || hour > 23 || minute > 59 || second > 59 {
-        return None;
-    }
-    // Days since 1970-01-01 (Howard Hinnant's days_from_civil; years start in March).
-    let y = if month <= 2 { year - 1 } else { year };
-    let (era, year_of_era) = (y.div_euclid(400), y.rem_euclid(400));
-    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    let days = era * 146_097 + day_of_era - 719_468;
-    Some((((days * 24 + hour) * 60 + minute) * 60 + second) * 1000 + number(20, 23)?)
-}
-
-fn rfc3339_ms(text: &str) -> Option<i64> {
-    let t =
-        time::OffsetDateTime::parse(text, &time::format_description::well_known::Rfc3339).ok()?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::sessions::deeds::State;
+    use serde_json::json;
 
     fn assistant(id: &str, req: &str, model: &str, side: bool, usage: &str) -> String {
         format!(
@@ -544,39 +490,6 @@ mod tests {
         );
     }
 
-    proptest::proptest! {
-        /// Claude Code's form read by hand gives what the RFC 3339 parser gives,
-        /// days that do not exist included.
-        #[test]
-        fn a_timestamp_read_by_hand_is_the_one_parsed(
-            year in 0u32..10_000, month in 0u32..14, day in 0u32..33,
-            hour in 0u32..25, minute in 0u32..61, second in 0u32..61, ms in 0u32..1000,
-        ) {
-            let text = format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{ms:03}Z");
-            if let Some(fast) = utc_ms(&text) {
-                proptest::prop_assert_eq!(Some(fast), rfc3339_ms(&text), "{}", text);
-            }
-            proptest::prop_assert_eq!(epoch_ms(&text), rfc3339_ms(&text), "{}", text);
-        }
-    }
-
-    #[test]
-    fn claude_codes_timestamps_are_read_by_hand() {
-        for text in [
-            "2026-11-20T14:02:15.407Z",
-            "2024-02-29T23:59:59.999Z",
-            "1970-01-01T00:00:00.000Z",
-        ] {
-            assert!(utc_ms(text).is_some(), "{text}");
-            assert_eq!(utc_ms(text), rfc3339_ms(text), "{text}");
-        }
-        assert_eq!(utc_ms("2026-11-20T14:02:15.407+01:00"), None);
-        assert_eq!(
-            epoch_ms("2026-11-20T15:02:15.407+01:00"),
-            utc_ms("2026-11-20T14:02:15.407Z")
-        );
-    }
-
     #[test]
     fn an_unknown_model_leaves_the_cost_unknown_and_a_large_prompt_means_a_1m_window() {
         let prices = PriceTable::default();
@@ -594,5 +507,68 @@ mod tests {
         assert_eq!(t.cost_usd, None);
         assert_eq!(t.context_window(200_000), 1_000_000);
         assert!((t.context_percent(200_000) - 25.0).abs() < 1e-9);
+    }
+
+    /// A subagent's transcript, its lines as Claude Code 2.1.328 writes them: a
+    /// `Monitor` call over comms.db, its start, then one notification per event.
+    fn monitored(events: &[&str]) -> Tally {
+        let line = |v: serde_json::Value| {
+            let mut v = v;
+            v["isSidechain"] = json!(true);
+            v["sessionId"] = json!("s1");
+            v["cwd"] = json!("/p");
+            v.to_string()
+        };
+        let command = "while true; do sqlite3 comms.db \"select state from orchestration_tasks where task_id='task-03'\"; sleep 15; done";
+        let mut lines = vec![
+            line(
+                json!({"type": "user", "agentId": "a1", "timestamp": "2026-12-02T10:00:00.000Z",
+                "message": {"role": "user", "content": "watch task-03's state"}}),
+            ),
+            line(
+                json!({"type": "assistant", "timestamp": "2026-12-02T10:00:01.000Z",
+                "message": {"id": "m1", "model": "claude-sonnet-4-5", "role": "assistant",
+                    "content": [{"type": "tool_use", "id": "t1", "name": "Monitor",
+                        "input": {"description": "state", "timeout_ms": 300_000, "command": command}}],
+                    "usage": {"input_tokens": 1, "output_tokens": 1}}}),
+            ),
+            line(
+                json!({"type": "user", "timestamp": "2026-12-02T10:00:01.100Z",
+                "message": {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+                    "content": "Monitor started (task b0x, expires in 300s unless the source ends first)."}]}}),
+            ),
+        ];
+        for (i, e) in events.iter().enumerate() {
+            let text = format!(
+                "[SYSTEM NOTIFICATION - NOT USER INPUT]\n\n<task-notification>\n<task-id>b0x</task-id>\n<summary>Monitor event: \"state\"</summary>\n<event>{e}</event>\n</task-notification>"
+            );
+            lines.push(line(json!({"type": "user", "isMeta": true,
+                "timestamp": format!("2026-12-02T10:00:{:02}.000Z", 15 + 15 * i),
+                "origin": {"kind": "task-notification"},
+                "message": {"role": "user", "content": text}})));
+        }
+        let prices = PriceTable::default();
+        let mut tally = Tally::new();
+        for l in &lines {
+            tally.feed(l, &prices);
+        }
+        tally
+    }
+
+    #[test]
+    fn a_monitor_printing_the_same_row_is_a_loop_by_its_third_event() {
+        assert_eq!(monitored(&["working", "working"]).loops.found(), None);
+        assert_eq!(
+            monitored(&["working", "working", "working"]).loops.found(),
+            Some(&[State::Comms][..])
+        );
+        // A row that changes is news: the count starts again from it.
+        let news = monitored(&["working", "working", "needs_review", "needs_review"]);
+        assert_eq!(news.loops.found(), None);
+        assert!(
+            news.loops
+                .monitor_commands()
+                .any(|c| c.contains("comms.db"))
+        );
     }
 }

@@ -4,7 +4,7 @@
 use ratatui::text::{Line, Span};
 
 use crate::core::sessions::figures::{SessionFigures, dollars, short_tokens};
-use crate::core::sessions::tally::epoch_ms;
+use crate::core::sessions::timestamp::epoch_ms;
 use crate::core::snapshot::TaskView;
 use crate::tui::panes::ctx::{DrawCtx, printable, short_age};
 

@@ -16,6 +16,7 @@ mod interactive;
 mod kitty;
 mod launch_env;
 mod model_server;
+mod monitor;
 mod orchestration;
 mod pollers;
 mod replace_pollers;

@@ -14,6 +14,7 @@
 //! words are certain ([`replace::refusal`]).
 
 pub mod ledger;
+mod monitor;
 
 use std::path::Path;
 
@@ -30,6 +31,8 @@ pub enum Answer {
     Deny(String),
     /// The call runs without a permission prompt (a command the guard named).
     Allow(String),
+    /// A prompt goes on, with this beside it for the model (a notification).
+    Tell(String),
 }
 
 impl Answer {
@@ -37,6 +40,8 @@ impl Answer {
         match self {
             Self::Deny(reason) => replace::answer(reason),
             Self::Allow(reason) => replace::allow_answer(reason),
+            Self::Tell(text) => serde_json::json!({"hookSpecificOutput": {
+                "hookEventName": "UserPromptSubmit", "additionalContext": text}}),
         }
     }
 }
@@ -61,6 +66,8 @@ pub struct Lookups<'a> {
     pub context: &'a WithContext<'a>,
     /// Now, in ms since the epoch.
     pub now_ms: i64,
+    /// The `claude` process that ran the hook (a stopped monitor's shell is its child).
+    pub claude_pid: Option<i32>,
 }
 
 /// The ledger's name for the calls of the session itself (not a subagent's).
@@ -89,6 +96,12 @@ pub fn remember(event: &Value, look: &Lookups<'_>) {
     } else {
         event.get("tool_response").unwrap_or(&Value::Null)
     };
+    // A monitor started: its events are its looks, not this note (`monitor`).
+    if tool == crate::core::sessions::monitor::TOOL
+        && crate::core::sessions::monitor::task_id(response).is_some()
+    {
+        return;
+    }
     let earlier = ledger.looks(agent);
     let at = look.now_ms - duration.clamp(0, 24 * 3600 * 1000);
     ledger.add_look(
@@ -100,6 +113,9 @@ pub fn remember(event: &Value, look: &Lookups<'_>) {
 /// The guard's verdict on a hook event, `None` when it lets the call go on as usual.
 pub fn judge(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
     let text = |k: &str| event.get(k).and_then(Value::as_str);
+    if text("hook_event_name") == Some("UserPromptSubmit") {
+        return monitor::at_notification(event, look);
+    }
     if text("hook_event_name") != Some("PreToolUse") {
         return None;
     }
@@ -217,22 +233,29 @@ fn in_subagent(
     })
 }
 
-/// The prompt a subagent was launched with: the first line of its transcript, Claude
-/// Code 2.1's `<session>/subagents/agent-<id>.jsonl` beside the session's own.
-fn subagent_prompt(event: &Value, agent: &str) -> Option<String> {
+/// A subagent's transcript: Claude Code 2.1's `<session>/subagents/agent-<id>.jsonl`
+/// beside the session's own (an id that is no file name names none).
+fn subagent_transcript(event: &Value, agent: &str) -> Option<std::path::PathBuf> {
     let text = |k: &str| event.get(k).and_then(Value::as_str);
     let path = if let Some(p) = text("agent_transcript_path") {
         std::path::PathBuf::from(p)
     } else {
+        let safe = agent
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        (safe && !agent.is_empty() && agent.len() <= 128).then_some(())?;
         let main = Path::new(text("transcript_path")?);
         main.parent()?
             .join(text("session_id")?)
             .join("subagents")
             .join(format!("agent-{agent}.jsonl"))
     };
-    if !path.is_absolute() {
-        return None;
-    }
+    path.is_absolute().then_some(path)
+}
+
+/// The prompt a subagent was launched with: the first line of its transcript.
+fn subagent_prompt(event: &Value, agent: &str) -> Option<String> {
+    let path = subagent_transcript(event, agent)?;
     let head = crate::core::safe_fs::read_regular(&path, 256 * 1024).ok()?;
     let first = head
         .split(|b| *b == b'\n')

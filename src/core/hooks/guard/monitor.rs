@@ -1,0 +1,111 @@
+//! A subagent that polls through a `Monitor` (`core::sessions::monitor`): one call, then
+//! a model request for every line its command prints. No hook sees a subagent's
+//! notifications, and it makes no call the guard could refuse; but each time the
+//! subagent ends a turn its session is told (a `UserPromptSubmit` holding a
+//! `<task-notification>` naming the subagent). There the guard reads the subagent's
+//! transcript by the rule `maestro usage` reads it with ([`LoopWatch`]), so the two
+//! agree by construction.
+//!
+//! A monitor whose events say the same thing a third time, with time passing and no
+//! progress, is stopped: its command's shell is ended (the subagent's next event is the
+//! stream's end), the subagent is marked stopped (any later call of it, a new monitor
+//! too, is refused with the reason), its prompt is refused at its next launch, and the
+//! session's model is told, beside the notification, what to run in its place.
+//!
+//! [`LoopWatch`]: crate::core::sessions::loop_watch::LoopWatch
+
+use serde_json::Value;
+
+use super::{Answer, Lookups, Verdict, ledger, subagent_transcript};
+use crate::core::hooks::replace;
+use crate::core::sessions::{monitor, prices::PriceTable, tally::Tally};
+
+/// The most of a subagent's transcript read (a monitor's poller is a few kilobytes).
+const MAX_TRANSCRIPT: u64 = 1024 * 1024;
+
+/// How long Claude Code may hold a line before it writes the transcript (its queue
+/// drains every 100 ms, learned from the program), with room to spare.
+const TRANSCRIPT_FLUSH: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// A subagent's transcript read by `maestro usage`'s rule.
+fn read(path: &std::path::Path) -> Option<Tally> {
+    let bytes = crate::core::safe_fs::read_regular(path, MAX_TRANSCRIPT).ok()?;
+    let prices = PriceTable::default();
+    let mut tally = Tally::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        tally.feed_bytes(line, &prices);
+    }
+    Some(tally)
+}
+
+/// The guard's verdict on a notification to the session itself: the subagents it names
+/// whose monitor loops, stopped.
+pub fn at_notification(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
+    let text = |k: &str| event.get(k).and_then(Value::as_str);
+    if text("hook_event_name") != Some("UserPromptSubmit")
+        || text("agent_id").is_some_and(|a| !a.is_empty())
+    {
+        return None;
+    }
+    let ledger = look.ledger?;
+    let prompt = text("prompt")?;
+    let mut told = Vec::new();
+    let mut replaced = None;
+    for agent in monitor::notified_tasks(prompt) {
+        if ledger.stopped(agent).is_some() {
+            continue;
+        }
+        if let Some((tell, r)) = judge_subagent(event, agent, look, ledger) {
+            told.push(tell);
+            replaced.get_or_insert(r);
+        }
+    }
+    (!told.is_empty()).then(|| Verdict {
+        answer: Answer::Tell(told.join("\n")),
+        replaced,
+    })
+}
+
+/// One subagent named by a notification: what the session is told, once its monitor
+/// loops and maestro can do its job.
+fn judge_subagent(
+    event: &Value,
+    agent: &str,
+    look: &Lookups<'_>,
+    ledger: &ledger::Ledger,
+) -> Option<(String, replace::Replaced)> {
+    let path = subagent_transcript(event, agent)?;
+    let mut tally = read(&path)?;
+    if tally.loops.found().is_none() && tally.loops.monitor_commands().next().is_some() {
+        // The turn that ended was queued for the file, not yet written: Claude Code
+        // writes a transcript every 100 ms.
+        std::thread::sleep(TRANSCRIPT_FLUSH);
+        tally = read(&path)?;
+    }
+    let states = tally.loops.found().filter(|s| !s.is_empty())?.to_vec();
+    let prompt = tally.agent_prompt.clone();
+    let Some(refusal) =
+        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))
+    else {
+        ledger.saw_loop(agent, &states);
+        return None;
+    };
+    ledger.stop(agent, &refusal.reason);
+    if let Some(command) = &refusal.replaced.command {
+        ledger.allow(command);
+    }
+    if let Some(prompt) = &prompt {
+        ledger.add_caught(&ledger::Caught {
+            prompt_hash: ledger::prompt_hash(prompt),
+            replaced: refusal.replaced.clone(),
+            reason: replace::caught_reason(refusal.replaced.command.as_deref()),
+        });
+    }
+    if let Some(claude) = look.claude_pid {
+        for command in tally.loops.monitor_commands() {
+            crate::core::procs::end_shells_running(claude, command);
+        }
+    }
+    let tell = replace::monitor_stopped(agent, refusal.replaced.command.as_deref());
+    Some((tell, refusal.replaced))
+}
