@@ -87,28 +87,19 @@ fn answer(
     action: &TaskAction,
 ) -> Result<Option<Outcome>, CliError> {
     Ok(Some(match action {
-        TaskAction::Approve(t) => actions::review(
-            target,
-            task,
-            "needs_review",
-            "review_approved",
-            "approval",
-            message(&t.message, true)?,
-        ),
+        TaskAction::Approve(t) => {
+            actions::review(target, task, actions::APPROVAL, message(&t.message, true)?)
+        }
         TaskAction::Reject(t) => actions::review(
             target,
             task,
-            "needs_review",
-            "review_failed",
-            "rejection",
+            actions::REJECTION,
             message(&t.message, false)?,
         ),
         TaskAction::Fix(t) => actions::review(
             target,
             task,
-            "error",
-            "fix_proposed",
-            "fix_proposal",
+            actions::FIX_PROPOSAL,
             message(&t.message, false)?,
         ),
         TaskAction::Instruct(t) => actions::instruct(

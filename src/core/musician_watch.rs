@@ -27,6 +27,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::core::domain::TaskId;
+use crate::core::domain::state;
 use crate::core::error::OwnFileError;
 use crate::core::event::MessageRow;
 use crate::core::paths::{self, PathError, ProjectKey};
@@ -116,7 +117,7 @@ fn newest_message(conn: &Connection, task: &str) -> rusqlite::Result<Option<Mess
 }
 
 fn is_paused(state: &str) -> bool {
-    matches!(state, "needs_review" | "error")
+    matches!(state, state::NEEDS_REVIEW | state::ERROR)
 }
 
 fn secs(age: Option<f64>) -> Option<Duration> {
@@ -279,7 +280,8 @@ fn background_look(
     if let Some(m) = next_message(conn, cfg.task.as_str(), since).map_err(db_err)? {
         return Ok(Some(Outcome::Message(m)));
     }
-    Ok(matches!(state.as_str(), "complete" | "exited").then_some(Outcome::Terminal { state }))
+    Ok(matches!(state.as_str(), state::COMPLETE | state::EXITED)
+        .then_some(Outcome::Terminal { state }))
 }
 
 /// In a pause: a state that is no pause any more is the outcome, with the newest

@@ -1,6 +1,7 @@
 //! What one project's tab on the projects bar says: its tasks by state, unread
 //! anomalies, tasks waiting for the operator, the Conductor's state, the sessions' cost.
 
+use crate::core::domain::state;
 use crate::core::snapshot::Snapshot;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,9 +40,11 @@ impl ProjectTab {
         };
         for t in crate::tui::app::musicians(snap) {
             match t.row.state.as_str() {
-                "needs_review" | "review_approved" | "review_failed" => tab.review += 1,
-                "complete" => tab.done += 1,
-                "error" | "fix_proposed" | "exited" => tab.trouble += 1,
+                state::NEEDS_REVIEW | state::REVIEW_APPROVED | state::REVIEW_FAILED => {
+                    tab.review += 1;
+                }
+                state::COMPLETE => tab.done += 1,
+                state::ERROR | state::FIX_PROPOSED | state::EXITED => tab.trouble += 1,
                 _ => tab.working += 1,
             }
         }

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+pub(crate) fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     for e in std::fs::read_dir(dir).unwrap().flatten() {
         let p = e.path();
         if p.is_dir() {
@@ -20,7 +20,7 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-fn src() -> PathBuf {
+pub(crate) fn src() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
 
@@ -272,7 +272,7 @@ fn no_file_passes_the_ceiling() {
 
 /// A file's lines but its `#[cfg(test)] mod … { … }` blocks (a `#[cfg(test)]` on
 /// anything else, a constant say, leaves what follows it counted).
-fn outside_test_modules(text: &str) -> Vec<&str> {
+pub(crate) fn outside_test_modules(text: &str) -> Vec<&str> {
     let mut lines = Vec::new();
     let mut all = text.lines().peekable();
     while let Some(line) = all.next() {

@@ -19,6 +19,7 @@ mod headless;
 mod history;
 mod hooks;
 mod house;
+mod house_adding;
 mod injection;
 mod journal;
 mod journal_faults;

@@ -25,6 +25,7 @@ use crate::cli::headless;
 use crate::cli::life::Life;
 use crate::cli::project::Project;
 use crate::core::clock::Clock;
+use crate::core::domain::state;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::store::{self, Author};
 use crate::core::{runtime, schema};
@@ -318,7 +319,7 @@ impl Play {
             }
         }
         // A Musician creates both its logs at bootstrap (verify-temp-files.sh checks).
-        if step.state.as_deref() == Some("working") {
+        if step.state.as_deref() == Some(state::WORKING) {
             for kind in [LogKind::Status, LogKind::Deviations] {
                 if let Some(name) = step.task.log_file_name(kind) {
                     let path = self.temp.join(name);

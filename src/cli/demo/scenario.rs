@@ -10,22 +10,6 @@ use crate::settings::parse_duration;
 
 pub const BUILT_IN: &str = include_str!("../../../assets/demo/scenario.toml");
 
-const STATES: &[&str] = &[
-    "watching",
-    "reviewing",
-    "exit_requested",
-    "complete",
-    "working",
-    "needs_review",
-    "review_approved",
-    "review_failed",
-    "error",
-    "fix_proposed",
-    "exited",
-    "context_recovery",
-    "confirmed",
-];
-
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
@@ -162,7 +146,9 @@ impl Scenario {
                 )
             })?;
             if let Some(state) = &s.state
-                && !STATES.contains(&state.as_str())
+                && !crate::core::domain::STATES
+                    .iter()
+                    .any(|(name, _)| name == state)
             {
                 return Err(bad(
                     ".state",

@@ -17,6 +17,7 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde_json::{Value, json};
 
+use crate::core::domain::state;
 use crate::core::domain::{CONDUCTOR_ID, TaskId};
 
 /// The context window the demo's sessions are measured against.
@@ -65,7 +66,8 @@ impl Transcripts {
 
     /// A task entered `state` with these status lines.
     pub fn step(&mut self, task: &TaskId, state: Option<&str>, status: &[String]) {
-        let starts = state == Some("working") || (task.as_str() == CONDUCTOR_ID && state.is_some());
+        let starts =
+            state == Some(state::WORKING) || (task.as_str() == CONDUCTOR_ID && state.is_some());
         if !self.sessions.contains_key(task) && !starts {
             return;
         }
@@ -145,7 +147,7 @@ impl Transcripts {
                 ));
             }
         }
-        if state.is_some_and(|s| s != "working" && s != "reviewing") {
+        if state.is_some_and(|s| s != state::WORKING && s != state::REVIEWING) {
             lines.push(self.response(
                 task,
                 &[json!({"type": "text", "text": "Done; waiting for the Conductor."})],

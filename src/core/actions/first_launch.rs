@@ -50,7 +50,7 @@ pub fn launch_first(
             pids: running.iter().map(|l| l.process.pid).collect(),
         });
     }
-    let (launcher, rt) = super::window_launcher(project, launch, task)?;
+    let (launcher, rt) = super::relaunch::window_launcher(project, launch, task)?;
     let not_launchable = |source| ActionError::NotLaunchable {
         task: task.clone(),
         source,

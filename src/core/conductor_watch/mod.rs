@@ -30,14 +30,20 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::core::domain::state;
 use crate::core::domain::{CONDUCTOR_ID, SOUFFLEUR_ID};
 use crate::core::musician_watch::{WatchConfig, WatchError, keep_heartbeat};
 use crate::core::sources::db::{RECHECKS, watch_database};
 
 /// Musician states the Conductor acts on.
-pub const HANDLED: [&str; 4] = ["needs_review", "error", "complete", "exited"];
+pub const HANDLED: [&str; 4] = [
+    state::NEEDS_REVIEW,
+    state::ERROR,
+    state::COMPLETE,
+    state::EXITED,
+];
 /// Souffleur states the Conductor acts on (it stopped watching).
-pub const SOUFFLEUR_HANDLED: [&str; 2] = ["error", "exited"];
+pub const SOUFFLEUR_HANDLED: [&str; 2] = [state::ERROR, state::EXITED];
 
 /// Whether `state` of `task` is one the Conductor is told of.
 fn is_handled(task: &str, state: &str) -> bool {
@@ -111,7 +117,10 @@ pub fn baseline(conn: &Connection) -> rusqlite::Result<Seen> {
     )?;
     let states = participants(conn)?
         .into_iter()
-        .filter(|p| p.task == SOUFFLEUR_ID || !matches!(p.state.as_str(), "needs_review" | "error"))
+        .filter(|p| {
+            p.task == SOUFFLEUR_ID
+                || !matches!(p.state.as_str(), state::NEEDS_REVIEW | state::ERROR)
+        })
         .map(|p| (p.task, p.state))
         .collect();
     Ok(Seen {
@@ -160,7 +169,7 @@ pub fn look(conn: &Connection, seen: &Seen) -> rusqlite::Result<(Vec<ConductorEv
                 task_id: p.task.clone(),
                 state: p.state.clone(),
                 prev_state: before.cloned(),
-                reason: p.last_error.filter(|_| p.state == "error"),
+                reason: p.last_error.filter(|_| p.state == state::ERROR),
             });
         }
         next.states.insert(p.task, p.state);

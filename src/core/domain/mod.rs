@@ -135,23 +135,37 @@ pub enum Meaning {
     Unknown,
 }
 
-/// The task states docs/orchestration.md names, each once with its meaning: what the
-/// watchers, the Sentinel and the dashboard's colours all read.
-pub const STATES: [(&str, Meaning); 13] = [
-    ("working", Meaning::Works),
-    ("review_approved", Meaning::Works),
-    ("review_failed", Meaning::Works),
-    ("fix_proposed", Meaning::Works),
-    ("reviewing", Meaning::Busy),
-    ("confirmed", Meaning::Busy),
-    ("needs_review", Meaning::Waits),
-    ("context_recovery", Meaning::Waits),
-    ("exit_requested", Meaning::Waits),
-    ("error", Meaning::Failed),
-    ("complete", Meaning::Ended),
-    ("exited", Meaning::Ended),
-    ("watching", Meaning::Unknown),
-];
+/// Declares the task states from one list: [`STATES`] (each name with its meaning) and
+/// the [`state`] constants code names them by (a literal of its own could drift).
+macro_rules! task_states {
+    ($($konst:ident = $name:literal: $meaning:ident,)*) => {
+        /// The task states' names, as code writes and matches them (`state::FIX_PROPOSED`).
+        pub mod state {
+            $(pub const $konst: &str = $name;)*
+        }
+
+        /// The task states docs/orchestration.md names, each once with its meaning:
+        /// what the watchers, the Sentinel and the dashboard's colours all read.
+        pub const STATES: [(&str, Meaning); [$($name),*].len()] =
+            [$(($name, Meaning::$meaning)),*];
+    };
+}
+
+task_states! {
+    WORKING = "working": Works,
+    REVIEW_APPROVED = "review_approved": Works,
+    REVIEW_FAILED = "review_failed": Works,
+    FIX_PROPOSED = "fix_proposed": Works,
+    REVIEWING = "reviewing": Busy,
+    CONFIRMED = "confirmed": Busy,
+    NEEDS_REVIEW = "needs_review": Waits,
+    CONTEXT_RECOVERY = "context_recovery": Waits,
+    EXIT_REQUESTED = "exit_requested": Waits,
+    ERROR = "error": Failed,
+    COMPLETE = "complete": Ended,
+    EXITED = "exited": Ended,
+    WATCHING = "watching": Unknown,
+}
 
 /// The `state` column of `orchestration_tasks`, kept as text so a value added by a newer
 /// orchestration still shows; the helpers know the states docs/orchestration.md names.
@@ -198,7 +212,7 @@ impl TaskState {
     /// States in which a Musician waits on the Conductor (its answer to a review, its
     /// fix for an error): the Conductor's queue, not a stall.
     pub fn waits_on_conductor(&self) -> bool {
-        matches!(self.as_str(), "needs_review" | "error")
+        matches!(self.as_str(), state::NEEDS_REVIEW | state::ERROR)
     }
 
     /// States in which a Musician must keep its heartbeat fresh.

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 
 use super::Hub;
 use super::written::Written;
+use crate::core::domain::state;
 use crate::core::event::What;
 use crate::core::sessions::figures::SessionReport;
 use crate::core::sessions::figures::{ActivityKey, SessionFigures};
@@ -329,7 +330,7 @@ impl Hub {
                 .active_tasks()
                 .map(|t| {
                     let hooks = self.hook_sessions(t.as_str());
-                    (t.to_string(), None, Some("working".to_owned()), hooks)
+                    (t.to_string(), None, Some(state::WORKING.to_owned()), hooks)
                 })
                 .collect()
         };

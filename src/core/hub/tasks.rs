@@ -10,6 +10,7 @@ use tokio::time::Instant;
 use super::{Hub, HubSettings, TaskEntry};
 use crate::core::clock::parse_sqlite_utc;
 use crate::core::domain::souffleur::WatchdogReason;
+use crate::core::domain::state;
 use crate::core::domain::{TaskId, TaskState};
 use crate::core::event::{TaskRow, What};
 
@@ -148,7 +149,7 @@ impl Hub {
         prev_state: Option<String>,
     ) {
         if let Some(id) = id.filter(|i| i.is_musician())
-            && row.state != "working"
+            && row.state != state::WORKING
         {
             self.withdraw_forecast_of_idle(id, &row.state).await;
         }
@@ -160,8 +161,8 @@ impl Hub {
         .await;
         if self.settings.observe_watchdog && id.is_some_and(TaskId::is_conductor) {
             let reason = match row.state.as_str() {
-                "complete" => Some(WatchdogReason::ConductorComplete),
-                "context_recovery" => Some(WatchdogReason::ContextRecovery),
+                state::COMPLETE => Some(WatchdogReason::ConductorComplete),
+                state::CONTEXT_RECOVERY => Some(WatchdogReason::ContextRecovery),
                 _ => None,
             };
             if let Some(reason) = reason {
@@ -301,9 +302,9 @@ fn stale_rule(settings: &HubSettings, entry: &TaskEntry) -> Option<(Duration, Of
     let id = entry.id.as_ref()?;
     let state = entry.row.state.as_str();
     let threshold = if id.is_conductor() {
-        (state != "complete").then_some(settings.rules.deadlines.conductor_stale_after)
+        (state != state::COMPLETE).then_some(settings.rules.deadlines.conductor_stale_after)
     } else if id.is_souffleur() {
-        (state == "confirmed").then_some(settings.rules.deadlines.souffleur_stale_after)
+        (state == state::CONFIRMED).then_some(settings.rules.deadlines.souffleur_stale_after)
     } else {
         TaskState(state.to_owned())
             .is_heartbeat_active()

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use super::{Hub, TaskEntry};
 use crate::core::domain::TaskId;
+use crate::core::domain::state;
 use crate::core::event::TaskRow;
 use crate::core::snapshot::TaskView;
 use time::OffsetDateTime;
@@ -26,7 +27,7 @@ impl Hub {
         } else {
             // Without a database, tasks are known by their files alone.
             ctx?;
-            TaskRow::new(key.to_owned(), "working")
+            TaskRow::new(key.to_owned(), state::WORKING)
         };
         Some(TaskView {
             row,

@@ -19,6 +19,7 @@ use rusqlite::{Connection, OpenFlags};
 use time::OffsetDateTime;
 
 use crate::core::clock::parse_sqlite_utc;
+use crate::core::domain::state;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{MessageRow, TaskRow};
 use crate::core::event_log::input::{Input, RecordedSettings, TaskTable};
@@ -129,12 +130,12 @@ pub fn from_files(db: &Path, temp: &Path, settings: &RecordedSettings) -> Timeli
 /// The state a message implies for the task it names, if any.
 fn implied_state(message_type: &str) -> Option<&'static str> {
     Some(match message_type {
-        "review_request" => "needs_review",
-        "approval" => "review_approved",
-        "rejection" => "review_failed",
-        "error" => "error",
-        "fix_proposal" => "fix_proposed",
-        "completion" => "complete",
+        "review_request" => state::NEEDS_REVIEW,
+        "approval" => state::REVIEW_APPROVED,
+        "rejection" => state::REVIEW_FAILED,
+        "error" => state::ERROR,
+        "fix_proposal" => state::FIX_PROPOSED,
+        "completion" => state::COMPLETE,
         _ => return None,
     })
 }
@@ -156,7 +157,7 @@ fn task_changes(
             .and_then(parse_sqlite_utc);
         let mut steps: Vec<(OffsetDateTime, &str)> = Vec::new();
         if musician {
-            steps.extend(dated.started.map(|at| (at, "working")));
+            steps.extend(dated.started.map(|at| (at, state::WORKING)));
             for m in messages {
                 if m.task_id.as_deref() != Some(dated.row.task_id.as_str()) {
                     continue;
@@ -167,7 +168,7 @@ fn task_changes(
                     steps.push((at, state));
                 }
             }
-            steps.extend(dated.completed.map(|at| (at, "complete")));
+            steps.extend(dated.completed.map(|at| (at, state::COMPLETE)));
         }
         steps.sort_by_key(|(at, _)| *at);
         let appear = [first_seen, steps.first().map(|s| s.0), heartbeat]
@@ -196,7 +197,7 @@ fn task_changes(
             ));
         };
         if musician {
-            push(appear, at_state(appear, "watching"));
+            push(appear, at_state(appear, state::WATCHING));
         }
         for (at, state) in steps {
             push(at, at_state(at, state));

@@ -16,6 +16,7 @@ use regex::Regex;
 
 use crate::core::domain::TaskId;
 use crate::core::domain::souffleur::{WatcherMode, valid_session_id};
+use crate::core::domain::state;
 
 /// The roles, as `usage`, `doctor` and the `poller_replaced` event name them.
 pub const SENTINEL: &str = "sentinel";
@@ -173,7 +174,7 @@ fn musician_watcher(text: &str, launch: &Launch<'_>) -> Option<Poller> {
         return None;
     }
     let messages = text.contains("orchestration_messages") || text.contains("new message");
-    let paused = text.contains("needs_review")
+    let paused = text.contains(state::NEEDS_REVIEW)
         && (text.contains("pause") || text.contains("state change") || text.contains("no longer"));
     let pause = match launch.background {
         Some(true) => false,

@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
+use crate::core::domain::state;
 use crate::core::event::CoreEvent;
 use crate::core::sessions::figures::{SessionFigures, SessionReport, Whose};
 use crate::core::sessions::find::{self, TaskFacts, Transcript};
@@ -435,7 +436,7 @@ impl Sessions {
                 .tasks
                 .iter()
                 .find(|t| t.task_id == task_id)
-                .is_some_and(|t| t.state.as_deref().is_some_and(|s| s != "watching"));
+                .is_some_and(|t| t.state.as_deref().is_some_and(|s| s != state::WATCHING));
             // Without the projects folder, the folder's own notice says it all.
             let seeing = self.seeing == Some(true);
             if started && seeing && self.missing_said.insert(task_id.clone()) {

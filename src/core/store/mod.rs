@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
 
+use crate::core::domain::state;
 use crate::core::schema;
 
 /// How long a write waits for other writers before it gives up.
@@ -205,11 +206,11 @@ pub fn put_task(conn: &Connection, task: &str, state: &str) -> rusqlite::Result<
         params![task, state],
     )?;
     match state {
-        "working" => conn.execute(
+        state::WORKING => conn.execute(
             "UPDATE orchestration_tasks SET started_at = coalesce(started_at, datetime('now')) WHERE task_id = ?1",
             [task],
         )?,
-        "complete" => conn.execute(
+        state::COMPLETE => conn.execute(
             "UPDATE orchestration_tasks SET completed_at = datetime('now') WHERE task_id = ?1",
             [task],
         )?,

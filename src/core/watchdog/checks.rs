@@ -10,6 +10,7 @@ use regex::Regex;
 use crate::core::domain::souffleur::{
     ConductorView, WatchdogReason, WatcherMode, valid_session_id,
 };
+use crate::core::domain::state;
 
 /// One watcher cycle: the first exit reason that holds, in docs/orchestration.md's order.
 pub fn watcher_check(
@@ -34,8 +35,8 @@ pub fn watcher_check(
         return Some(WatchdogReason::SessionIdFound(id.clone()));
     }
     match view.state.as_str() {
-        "complete" => Some(WatchdogReason::ConductorComplete),
-        "context_recovery" => Some(WatchdogReason::ContextRecovery),
+        state::COMPLETE => Some(WatchdogReason::ConductorComplete),
+        state::CONTEXT_RECOVERY => Some(WatchdogReason::ContextRecovery),
         _ => None,
     }
 }

@@ -3,6 +3,7 @@
 //! [`Effect`]s for the role to carry out. No I/O, no clock: tested with tables.
 
 use crate::core::domain::souffleur::{RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode};
+use crate::core::domain::state;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Phase {
@@ -156,7 +157,7 @@ impl Router {
             WatchdogReason::ConductorComplete => {
                 self.phase = Phase::Exited;
                 self.completed = true;
-                vec![Effect::SetRow("complete"), Effect::Stop]
+                vec![Effect::SetRow(state::COMPLETE), Effect::Stop]
             }
             WatchdogReason::SessionIdFound(id) => {
                 self.session_id = id;
@@ -279,7 +280,7 @@ impl Router {
             None => "no recovery artifact was written".to_owned(),
         };
         vec![
-            Effect::SetRow("error"),
+            Effect::SetRow(state::ERROR),
             Effect::Message {
                 kind: "error",
                 text: format!(

@@ -15,6 +15,7 @@ use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{
     Provider, RecoveryKind, RecoveryOutcome, WatchdogReason, WatcherMode,
 };
+use crate::core::domain::state;
 use crate::core::error::OwnFileError;
 use crate::core::event::{CoreEvent, RoleReport, RoleView, SouffleurSettings};
 use crate::core::paths::{self, PathError, ProjectKey, Service};
@@ -330,11 +331,11 @@ async fn validate_with_retries(
             .await;
         match validate(cfg, db, &invocation).await {
             Ok(ok) => {
-                let _ = db.set_souffleur_state("confirmed").await;
+                let _ = db.set_souffleur_state(state::CONFIRMED).await;
                 return Ok(ok);
             }
             Err(check) => {
-                let _ = db.set_souffleur_state("error").await;
+                let _ = db.set_souffleur_state(state::ERROR).await;
                 let _ = db
                     .message(
                         "souffleur",
@@ -350,7 +351,7 @@ async fn validate_with_retries(
                 )
                 .await;
                 if attempt == 3 {
-                    let _ = db.set_souffleur_state("exited").await;
+                    let _ = db.set_souffleur_state(state::EXITED).await;
                     let _ = db
                         .message(
                             "souffleur",
@@ -476,7 +477,7 @@ impl Role {
     /// watchdog runs.
     async fn stopped_by_operator(&mut self) -> RoleEnd {
         self.layers.stop();
-        let _ = self.db.set_souffleur_state("exited").await;
+        let _ = self.db.set_souffleur_state(state::EXITED).await;
         let _ = self
             .db
             .message(

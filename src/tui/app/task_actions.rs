@@ -58,8 +58,14 @@ impl UiState {
             .map(|t| t.row.state.clone())
             .unwrap_or_default();
         let needs = match action {
-            Action::Reject => Some(("needs_review", "a rejection answers a review request")),
-            Action::ProposeFix => Some(("error", "a fix proposal answers an error")),
+            Action::Reject => Some((
+                crate::core::actions::REJECTION.from,
+                "a rejection answers a review request",
+            )),
+            Action::ProposeFix => Some((
+                crate::core::actions::FIX_PROPOSAL.from,
+                "a fix proposal answers an error",
+            )),
             _ => None,
         };
         if let Some((wanted, why)) = needs

@@ -5,6 +5,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Paragraph;
 
+use crate::core::domain::state;
 use crate::core::domain::TaskState;
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::{Pane, UiState};
@@ -34,18 +35,18 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     for t in shown {
         let limit = ctx.rules.deadlines.stale_after(t);
         let live = if t.is_conductor() {
-            t.row.state != "complete"
+            t.row.state != state::COMPLETE
         } else if t.is_souffleur() {
-            t.row.state == "confirmed"
+            t.row.state == state::CONFIRMED
         } else {
             TaskState(t.row.state.clone()).is_heartbeat_active()
         };
         let Some(hb) = t.heartbeat else { continue };
-        if t.is_conductor() && t.row.state == "complete" {
+        if t.is_conductor() && t.row.state == state::COMPLETE {
             // Done, not overdue: no deadline is left to meet.
             lines.push(Line::from(vec![
                 Span::raw(format!("{:<10} ", fit(&printable(t.id()), 10))),
-                Span::styled("complete", ctx.theme.ok),
+                Span::styled(state::COMPLETE, ctx.theme.ok),
             ]));
             continue;
         }
@@ -148,7 +149,7 @@ fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     let mut spans = Vec::new();
     for t in beating(ctx.snap) {
         let Some(hb) = t.heartbeat else { continue };
-        if t.is_conductor() && t.row.state == "complete" {
+        if t.is_conductor() && t.row.state == state::COMPLETE {
             spans.push(Span::raw(format!("{} ", fit(&printable(t.id()), 10))));
             spans.push(Span::styled("complete  ", ctx.theme.ok));
             continue;
@@ -165,7 +166,7 @@ fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     if spans.is_empty() {
         // After the end there is nothing left to beat; before it, nothing has yet.
         let ended = crate::tui::app::musicians(ctx.snap).next().is_some()
-            && crate::tui::app::musicians(ctx.snap).all(|t| t.row.state == "complete");
+            && crate::tui::app::musicians(ctx.snap).all(|t| t.row.state == state::COMPLETE);
         spans.push(Span::styled(
             if ended {
                 "no heartbeats: every task is complete"

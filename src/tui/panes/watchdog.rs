@@ -7,6 +7,7 @@ use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Paragraph, Wrap};
 
+use crate::core::domain::state;
 use crate::tui::app::Pane;
 use crate::tui::panes::PaneComponent;
 use crate::tui::panes::ctx::{DrawCtx, printable, short_age};
@@ -20,7 +21,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let state = w.conductor_state.clone().unwrap_or_else(|| "—".into());
     let beat = match w.conductor_heartbeat {
         // A finished Conductor has no deadline: its last beat is history.
-        Some(hb) if w.conductor_state.as_deref() == Some("complete") => Span::styled(
+        Some(hb) if w.conductor_state.as_deref() == Some(state::COMPLETE) => Span::styled(
             format!("stopped at {} (complete)", ctx.clock.hms(hb)),
             ctx.theme.muted,
         ),
@@ -78,9 +79,9 @@ fn role_lines<'a>(r: &crate::core::event::RoleView, ctx: &DrawCtx<'a>) -> Vec<Li
         Span::styled(
             r.phase.clone(),
             ctx.theme.state(if r.phase == "watching" {
-                "working"
+                state::WORKING
             } else {
-                "needs_review"
+                state::NEEDS_REVIEW
             }),
         ),
         Span::raw(format!(

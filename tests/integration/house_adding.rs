@@ -1,0 +1,103 @@
+//! Adding a thing takes the places docs/architecture.md says, and no more: these tests
+//! fail when a second home for one appears (a copy of a table, a literal beside it).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+
+use crate::house::{outside_test_modules, rust_files, src};
+
+/// The files of `src/` outside tests, each with its path under `src/` and its lines
+/// outside test modules and comments.
+fn code_lines() -> Vec<(String, Vec<String>)> {
+    let mut files = Vec::new();
+    rust_files(&src(), &mut files);
+    files
+        .iter()
+        .filter(|f| {
+            let name = f.file_name().unwrap().to_string_lossy();
+            !name.starts_with("tests")
+                && !name.ends_with("_tests.rs")
+                && !f.components().any(|c| c.as_os_str() == "tests")
+        })
+        .map(|f| {
+            let rel = f
+                .strip_prefix(src())
+                .unwrap()
+                .to_string_lossy()
+                .into_owned();
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = outside_test_modules(&text)
+                .into_iter()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .map(str::to_owned)
+                .collect();
+            (rel, lines)
+        })
+        .collect()
+}
+
+/// Where a task state's word means something else: a message type or an event named
+/// `error`, a role's phase or a folder's status `watching`, a session's activity
+/// `working`. Anything not here that spells a state is a second home for it.
+const OTHER_MEANINGS: &[(&str, &str)] = &[
+    ("cli/conductor.rs", "watching"),
+    ("cli/demo/transcripts.rs", "error"),
+    ("cli/doctor/mod.rs", "error"),
+    ("core/event_json.rs", "error"),
+    ("core/event_log/input.rs", "watching"),
+    ("core/hooks/guard/mod.rs", "error"),
+    ("core/hub/sessions.rs", "watching"),
+    ("core/hub/sources.rs", "exited"),
+    ("core/hub/sources.rs", "watching"),
+    ("core/pipeline/runner/mod.rs", "error"),
+    ("core/pipeline/runner/steps.rs", "error"),
+    ("core/pipeline/spec.rs", "error"),
+    ("core/replay/reconstruct.rs", "error"),
+    ("core/sessions/activity.rs", "working"),
+    ("core/sessions/figures.rs", "error"),
+    ("core/sessions/figures.rs", "working"),
+    ("core/watchdog/machine.rs", "error"),
+    ("core/watchdog/role.rs", "error"),
+    ("core/watchdog/role.rs", "exited"),
+    ("core/watchdog/role.rs", "watching"),
+    ("tui/app/overlays/session.rs", "error"),
+    ("tui/app/task_actions.rs", "exited"),
+    ("tui/panes/messages.rs", "error"),
+    ("tui/panes/watchdog.rs", "watching"),
+    ("tui/theme.rs", "error"),
+];
+
+/// A task state is its line in `core/domain`'s table and the schema's CHECK list (a
+/// unit test holds those two equal); code names it by `state::…`, declared from the
+/// same line, never by a literal of its own.
+#[test]
+fn a_task_state_is_named_only_by_the_domains_table() {
+    let domain = std::fs::read_to_string(src().join("core/domain/mod.rs")).unwrap();
+    let line = regex::Regex::new(r#"(?m)^\s*[A-Z_]+ = "([a-z_]+)": [A-Za-z]+,$"#).unwrap();
+    let states: BTreeSet<String> = line
+        .captures_iter(&domain)
+        .map(|c| c[1].to_owned())
+        .collect();
+    assert!(
+        states.contains("fix_proposed") && states.len() >= 13,
+        "{states:?}"
+    );
+    let mut literals = Vec::new();
+    for (file, lines) in code_lines() {
+        if file == "core/domain/mod.rs" || file == "core/schema.rs" {
+            continue;
+        }
+        for (i, text) in lines.iter().enumerate() {
+            for state in &states {
+                let other = OTHER_MEANINGS.contains(&(file.as_str(), state.as_str()));
+                if !other && text.contains(&format!("\"{state}\"")) {
+                    literals.push(format!("{file}:{} {}", i + 1, text.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        literals.is_empty(),
+        "name these by core::domain::state::…: {literals:#?}"
+    );
+}
