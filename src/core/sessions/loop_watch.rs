@@ -33,6 +33,8 @@ pub struct LoopWatch {
     monitors: HashMap<String, Pending>,
     looks: Vec<Look>,
     found: Option<Vec<State>>,
+    /// The loop was closed by a monitor's event (not by a call).
+    found_by_monitor: bool,
 }
 
 /// The fields of a tool-results line (or a notification's) this reads.
@@ -65,6 +67,11 @@ impl LoopWatch {
     /// The parts of the state the subagent's loop read, once its calls formed one.
     pub fn found(&self) -> Option<&[State]> {
         self.found.as_deref()
+    }
+
+    /// The parts of the state read, once a monitor's events formed the loop.
+    pub fn found_by_monitor(&self) -> Option<&[State]> {
+        self.found.as_deref().filter(|_| self.found_by_monitor)
     }
 
     /// The commands of the monitors the subagent started (what runs in its place).
@@ -166,6 +173,7 @@ impl LoopWatch {
                 && !states.is_empty()
             {
                 self.found = Some(states);
+                self.found_by_monitor = true;
             }
             self.looks.push(look);
         }

@@ -562,6 +562,12 @@ mod tests {
             monitored(&["working", "working", "working"]).loops.found(),
             Some(&[State::Comms][..])
         );
+        assert!(
+            monitored(&["working", "working", "working"])
+                .loops
+                .found_by_monitor()
+                .is_some()
+        );
         // A row that changes is news: the count starts again from it.
         let news = monitored(&["working", "working", "needs_review", "needs_review"]);
         assert_eq!(news.loops.found(), None);

@@ -82,7 +82,13 @@ fn judge_subagent(
         std::thread::sleep(TRANSCRIPT_FLUSH);
         tally = read(&path)?;
     }
-    let states = tally.loops.found().filter(|s| !s.is_empty())?.to_vec();
+    // A loop of calls is the guard's at the call (`in_subagent`); this one is the
+    // monitor's.
+    let states = tally
+        .loops
+        .found_by_monitor()
+        .filter(|s| !s.is_empty())?
+        .to_vec();
     let prompt = tally.agent_prompt.clone();
     let Some(refusal) =
         (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))
