@@ -101,3 +101,46 @@ fn a_task_state_is_named_only_by_the_domains_table() {
         "name these by core::domain::state::…: {literals:#?}"
     );
 }
+
+/// A pane is its file and its line in `tui/app/pane_kinds.rs` (docs/architecture.md,
+/// "Panes"): each line names a component its file implements, and no other file lists
+/// every pane (a match over them all, a second list) that a new pane would have to
+/// join. The layout's design is the one place that names each pane on purpose (it
+/// places each by its own priority); a pane it does not place yet shares the Messages'
+/// area.
+#[test]
+fn a_pane_is_its_file_and_its_line_in_the_list() {
+    let list = std::fs::read_to_string(src().join("tui/app/pane_kinds.rs")).unwrap();
+    let line = regex::Regex::new(r#"(?m)^\s*(\w+) "[a-z_]+" \w+ => (\w+)::(\w+),$"#).unwrap();
+    let panes: Vec<(String, String, String)> = line
+        .captures_iter(&list)
+        .map(|c| (c[1].to_owned(), c[2].to_owned(), c[3].to_owned()))
+        .collect();
+    assert!(panes.len() >= 6, "{panes:?}");
+    for (_, module, component) in &panes {
+        let file = src().join(format!("tui/panes/{module}.rs"));
+        let text = std::fs::read_to_string(&file).unwrap_or_default();
+        assert!(
+            text.contains(&format!("impl PaneComponent for {component}")),
+            "{} must implement PaneComponent for {component}",
+            file.display()
+        );
+    }
+    let second_lists: Vec<String> = code_lines()
+        .into_iter()
+        .filter(|(file, _)| file != "tui/app/pane_kinds.rs" && file != "tui/layout.rs")
+        .filter(|(_, lines)| {
+            let text = lines.join("\n");
+            panes.iter().all(|(variant, _, _)| {
+                regex::Regex::new(&format!(r"\bPane::{variant}\b"))
+                    .unwrap()
+                    .is_match(&text)
+            })
+        })
+        .map(|(file, _)| file)
+        .collect();
+    assert!(
+        second_lists.is_empty(),
+        "these list every pane; read the list (`Pane::ALL`, `pane_list!`) instead: {second_lists:?}"
+    );
+}
