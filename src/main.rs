@@ -2,8 +2,8 @@
 
 #![forbid(unsafe_code)]
 
-/// A failure with a documented exit code (2 usage, 1 runtime, …) is reported in
-/// maestro's words and exits with it; anything else reaches color-eyre's report.
-fn main() -> color_eyre::Result<std::process::ExitCode> {
+/// Every failure has a documented exit code (2 usage, 1 runtime, …) and is reported in
+/// maestro's words; a panic reaches color-eyre's report.
+fn main() -> std::process::ExitCode {
     maestro::cli::main()
 }

@@ -14,6 +14,7 @@ pub mod error;
 pub mod headless;
 pub mod hooks;
 pub mod init;
+mod invocation;
 pub mod launch;
 pub mod life;
 pub mod many;
@@ -42,17 +43,18 @@ use crate::settings::DEFAULT_TOML;
 use crate::tui::TuiConfig;
 use args::{Cli, Command, ConfigCommand};
 pub use error::CliError;
-use project::{Project, load_settings};
+use invocation::Invocation;
+use project::Project;
 
 /// Parses the command line, runs what it asks, and maps the outcome to an exit status.
-pub fn main() -> color_eyre::Result<ExitCode> {
+pub fn main() -> ExitCode {
     // The hook Claude Code runs: before anything that could fail or take time.
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     // (`maestro hook --help` is for a person: clap answers it below.)
     let asks_help = argv.iter().skip(2).any(|a| a == "--help" || a == "-h");
     if argv.get(1).is_some_and(|a| a == "hook") && !asks_help {
         hooks::hook_main(&argv[2..]);
-        return Ok(ExitCode::SUCCESS);
+        return ExitCode::SUCCESS;
     }
     // The gate in a window maestro opened (`maestro gate DIR -- claude …`): internal,
     // so not among the commands clap lists.
@@ -61,19 +63,22 @@ pub fn main() -> color_eyre::Result<ExitCode> {
         && dashes == "--"
     {
         let code = crate::core::recovery::gate::run_gate(std::path::Path::new(dir), command);
-        return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // The guardian of processes a relaunch holds stopped: internal too.
     if argv.len() == 2 && argv[1] == crate::core::paused::VERB {
         let code = crate::core::paused::run();
-        return Ok(ExitCode::from(u8::try_from(code).unwrap_or(1)));
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     raise_open_files_limit();
     // Read before any thread exists: the local offset cannot be read reliably later.
     let local_offset = UtcOffset::current_local_offset().unwrap_or(UtcOffset::UTC);
-    // The report's hook (panics and failures without an exit code of their own),
-    // before anything that could fail or panic, parsing included.
-    color_eyre::install()?;
+    // The report's hook for a panic, before anything that could panic, parsing
+    // included. Every failure has an exit code of its own and is reported below in
+    // maestro's words; installing twice is the only way this fails.
+    if let Err(e) = color_eyre::install() {
+        eprintln!("maestro: {e}");
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) if e.kind() == clap::error::ErrorKind::DisplayHelp => {
@@ -83,19 +88,19 @@ pub fn main() -> color_eyre::Result<ExitCode> {
                     let _ = e.print();
                 }
             }
-            return Ok(ExitCode::SUCCESS);
+            return ExitCode::SUCCESS;
         }
         Err(e) => {
             let _ = e.print();
-            return Ok(if e.use_stderr() {
+            return if e.use_stderr() {
                 ExitCode::from(2)
             } else {
                 ExitCode::SUCCESS
-            });
+            };
         }
     };
     quiet_on_closed_stdout();
-    Ok(match dispatch(&cli, Clock::system(local_offset)) {
+    match dispatch(&cli, Clock::system(local_offset)) {
         Ok(code) => code,
         Err(e) => {
             // Each line made safe for the terminal on its own: the causes stay lines.
@@ -108,7 +113,7 @@ pub fn main() -> color_eyre::Result<ExitCode> {
             }
             ExitCode::from(e.exit_code())
         }
-    })
+    }
 }
 
 /// `maestro usage | head`: a reader that went away ends a command quietly with 141
@@ -151,7 +156,8 @@ fn raise_open_files_limit() {
 
 fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
     let global = &cli.global;
-    if let Some(code) = remote::forward_if_remote(cli)? {
+    let inv = Invocation::new(global);
+    if let Some(code) = remote::forward_if_remote(cli, &inv)? {
         return Ok(code);
     }
     match &cli.command {
@@ -161,10 +167,10 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         }
         Some(Command::Init(init)) => init::run(global, init),
         Some(Command::Usage(args)) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
+            let project = inv.project()?;
+            let settings = inv.settings()?;
             usage::run(
-                &project,
+                project,
                 &settings.context_windows,
                 &settings.prices,
                 global.json,
@@ -172,54 +178,58 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             )
         }
         Some(Command::Doctor) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global);
-            Ok(doctor::run(&project, settings.as_ref(), global.json))
+            let project = inv.project()?;
+            let settings = inv.settings();
+            Ok(doctor::run(
+                project,
+                settings.as_ref().copied(),
+                global.json,
+            ))
         }
         Some(Command::Task(task)) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
-            let code = task::run(&project, &settings, task, global.json, global.yes)?;
+            let project = inv.project()?;
+            let settings = inv.settings()?;
+            let code = task::run(project, settings, task, global.json, global.yes)?;
             Ok(ExitCode::from(code))
         }
         Some(Command::Sentinel(action)) => {
-            let project = Project::from_args(global)?;
-            sentinel::run(&project, action, global.json)?;
+            let project = inv.project()?;
+            sentinel::run(project, action, global.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Conductor(c)) if c.action == "watch" => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global).ok();
-            conductor_watch::watch(&project, settings.as_ref(), global.json)
+            let project = inv.project()?;
+            let settings = inv.settings().ok();
+            conductor_watch::watch(project, settings, global.json)
         }
         Some(Command::Conductor(c)) => {
-            let project = Project::from_args(global)?;
-            conductor::run(&project, &c.action, global.yes, global.json)?;
+            let project = inv.project()?;
+            conductor::run(project, &c.action, global.yes, global.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Souffleur(args)) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
+            let project = inv.project()?;
+            let settings = inv.settings()?;
             let invocation = args.invocation.join(" ");
             if args.watcher {
-                return souffleur_watcher::run(&project, &settings, args, &invocation, clock);
+                return souffleur_watcher::run(project, settings, args, &invocation, clock);
             }
-            souffleur::run(&project, &settings, global, invocation, clock)
+            souffleur::run(project, settings, global, invocation, clock)
         }
         Some(Command::Musician(args::MusicianCommand::Watch(watch))) => {
-            let project = Project::from_args(global)?;
-            musician::watch(&project, watch, global.json)
+            let project = inv.project()?;
+            musician::watch(project, watch, global.json)
         }
         Some(Command::Hook(_)) => Ok(ExitCode::SUCCESS),
         Some(Command::RunWithin(args)) => run_within::run(args),
         Some(Command::Serve) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
-            runtime()?.block_on(serve::run(&project, &settings, clock))
+            let project = inv.project()?;
+            let settings = inv.settings()?;
+            runtime()?.block_on(serve::run(project, settings, clock))
         }
         Some(Command::Completions { .. } | Command::Man) => print_generated(cli),
         Some(Command::Hooks(h)) => {
-            let project = Project::from_args(global)?;
+            let project = inv.project()?;
             hooks::run(
                 &project.root,
                 &h.action,
@@ -230,54 +240,54 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Launch) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
-            launch::open_dashboard(&project, &settings, global.config.as_deref())?;
+            let project = inv.project()?;
+            let settings = inv.settings()?;
+            launch::open_dashboard(project, settings, global.config.as_deref())?;
             Ok(ExitCode::SUCCESS)
         }
         Some(Command::Replay(args)) => {
-            let project = Project::from_args(global)?;
-            let settings = load_settings(global)?;
-            replay::run(&project, &settings, args, global, clock)
+            let project = inv.project()?;
+            let settings = inv.settings()?;
+            replay::run(project, settings, args, global, clock)
         }
-        Some(Command::Demo(demo)) => run_demo(demo, global, clock),
-        None => watch(cli, clock),
+        Some(Command::Demo(demo)) => run_demo(demo, &inv, clock),
+        None => watch(cli, &inv, clock),
     }
 }
 
 /// No verb: watch the project(s), in the dashboard or headless (or take the Souffleur
 /// role with `--souffleur`).
-fn watch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
+fn watch(cli: &Cli, inv: &Invocation<'_>, clock: Clock) -> Result<ExitCode, CliError> {
     let global = &cli.global;
     if global.souffleur {
-        let project = Project::from_args(global)?;
-        let settings = load_settings(global)?;
+        let project = inv.project()?;
+        let settings = inv.settings()?;
         let (Some(pid), Some(session)) = (global.conductor_pid, &global.session_id) else {
             return Err(CliError::Usage(
                 "--souffleur needs --conductor-pid PID and --session-id ID (or use `maestro souffleur PID:<pid> SESSION_ID:<id>`).".into(),
             ));
         };
         let invocation = format!("PID:{pid} SESSION_ID:{session}");
-        return souffleur::run(&project, &settings, global, invocation, clock);
+        return souffleur::run(project, settings, global, invocation, clock);
     }
     // Several projects, or a remote one: each its own hub, a link feeding a remote one.
     let many = global.projects.len() > 1
         || remote::remote_project(cli)?.is_some()
         || (global.projects.is_empty()
-            && load_settings(global).is_ok_and(|s| {
+            && inv.settings().is_ok_and(|s| {
                 s.projects.len() > 1
                     || s.projects.iter().any(|(_, dir)| {
                         crate::remote::RemoteProject::is_remote(&dir.to_string_lossy())
                     })
             }));
-    let settings = load_settings(global)?;
+    let settings = inv.settings()?;
     if many {
-        let chosen = many::chosen(global, &settings)?;
+        let chosen = many::chosen(global, settings)?;
         refuse_after_on_a_dashboard(global)?;
         return if global.no_tui {
-            runtime()?.block_on(many::run(chosen, global, &settings, clock))
+            runtime()?.block_on(many::run(chosen, global, settings, clock))
         } else {
-            dashboard::run_many(chosen, &settings, clock)
+            dashboard::run_many(chosen, settings, clock)
         };
     }
     // One project in `[projects]` and none given: that one.
@@ -287,19 +297,19 @@ fn watch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
     };
     refuse_after_on_a_dashboard(global)?;
     if global.no_tui {
-        runtime()?.block_on(headless::run(&project, &settings, global, clock))
+        runtime()?.block_on(headless::run(&project, settings, global, clock))
     } else {
-        dashboard::run(&project, &settings, clock)
+        dashboard::run(&project, settings, clock)
     }
 }
 
 /// `maestro demo`: the dashboard checked before anything is created.
 fn run_demo(
     demo: &args::DemoArgs,
-    global: &args::GlobalArgs,
+    inv: &Invocation<'_>,
     clock: Clock,
 ) -> Result<ExitCode, CliError> {
-    let settings = load_settings(global)?;
+    let (global, settings) = (inv.global, inv.settings()?.clone());
     if !global.no_tui {
         // Checked before anything is created.
         TuiConfig::from_settings(String::new(), &settings, clock)

@@ -6,7 +6,6 @@ use std::process::ExitCode;
 
 use crate::cli::CliError;
 use crate::cli::args::{Cli, Command};
-use crate::cli::project::load_settings;
 use crate::remote::{RemoteProject, forward};
 
 /// The one remote project of a command line, if `--project` names one.
@@ -25,7 +24,10 @@ pub fn remote_project(cli: &Cli) -> Result<Option<RemoteProject>, CliError> {
 
 /// Runs the command on the remote project's host, when it is one that acts on a
 /// project and the project is remote; `None`: run it here.
-pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
+pub fn forward_if_remote(
+    cli: &Cli,
+    inv: &crate::cli::invocation::Invocation<'_>,
+) -> Result<Option<ExitCode>, CliError> {
     let Some(command) = &cli.command else {
         return Ok(None);
     };
@@ -75,7 +77,7 @@ pub fn forward_if_remote(cli: &Cli) -> Result<Option<ExitCode>, CliError> {
             "--db and --temp name files of this machine; a remote project uses the comms.db and temp/ of its folder on its host.".into(),
         ));
     }
-    let settings = load_settings(&cli.global)?;
+    let settings = inv.settings()?;
     let argv: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let args = forward::remote_args(&argv, &project).map_err(crate::cli::error::usage)?;
     let code =
