@@ -149,12 +149,13 @@ pub fn for_snapshot(
     let content = Content {
         task_rows: ui.shown_tasks(snap).len(),
         heartbeat_rows: snap.tasks.iter().filter(|t| t.heartbeat.is_some()).count(),
-        anomalies: ui.anomalies.len(),
+        anomalies: ui.anomalies.rows.len(),
         unread_anomalies: ui.unread_anomalies(),
-        messages: ui.messages.len(),
+        messages: ui.messages.rows.len(),
         role: snap.watchdog.role.is_some(),
         message_width: ui
             .messages
+            .rows
             .iter()
             .take(MEASURED_ROWS)
             .map(crate::tui::panes::messages::row_width)
@@ -162,6 +163,7 @@ pub fn for_snapshot(
             .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX)),
         wide_anomalies: ui
             .anomalies
+            .rows
             .iter()
             .take(6)
             .filter(|a| crate::tui::panes::anomalies::row_width(a) + 2 > usize::from(area.width))

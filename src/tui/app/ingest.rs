@@ -4,12 +4,11 @@
 use std::sync::Arc;
 
 use crate::core::domain::{LogKind, SourceLine, TaskId};
-use crate::core::event::{Happening, MessageRow, What};
+use crate::core::event::{Happening, What};
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::scrollback::{
-    AnomalyEntry, LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
-};
-use crate::tui::app::state::{ANOMALIES_KEPT, MESSAGES_KEPT, Notification, UiState};
+use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog};
+use crate::tui::app::state::{Notification, UiState};
+use crate::tui::panes::anomalies::state::AnomalyEntry;
 
 impl UiState {
     /// Takes one happening in; returns a notification to raise, if it deserves one.
@@ -38,11 +37,7 @@ impl UiState {
             }
             What::Anomaly(a) => Some(self.on_anomaly(a, h.at, replayed)),
             What::Message(m) => {
-                self.messages_seen += 1;
-                if self.messages.len() == MESSAGES_KEPT {
-                    self.messages.pop_front();
-                }
-                self.messages.push_back(m.clone());
+                self.messages.take(m);
                 None
             }
             What::PollerReplaced {
@@ -67,12 +62,8 @@ impl UiState {
     /// The replay starts over: what was shown belongs to a later moment.
     fn start_over(&mut self) {
         self.logs.clear();
-        self.anomalies.clear();
-        self.messages.clear();
-        self.anomalies_seen = 0;
-        self.messages_seen = 0;
-        self.selected_anomaly = 0;
-        self.selected_message = 0;
+        self.anomalies.forget();
+        self.messages.forget();
     }
 
     /// A poller the hook refused: the status line says the last one; a notification.
@@ -108,34 +99,15 @@ impl UiState {
         replayed: bool,
     ) -> Notification {
         let line = self.link_anomaly(&a.task_id, a.line.as_ref());
-        self.anomalies_seen += 1;
-        // Newest first by when it happened: a restatement after a restart keeps
-        // its first time, and goes where that time puts it.
-        let at = self.anomalies.iter().position(|e| e.at <= at_time);
-        let at = at.unwrap_or(self.anomalies.len());
-        let full = self.anomalies.len() == ANOMALIES_KEPT;
-        if !(full && at == self.anomalies.len()) {
-            if full {
-                self.anomalies.pop_back();
-            }
-            self.anomalies.insert(
-                at,
-                AnomalyEntry {
-                    at: at_time,
-                    task: a.task_id.clone(),
-                    kind: a.kind,
-                    detail: a.detail.clone(),
-                    line,
-                    source: a.line.clone(),
-                    unread: !replayed,
-                },
-            );
-            // Keep the operator's selection on the same entry (the top one
-            // follows the newest).
-            if self.selected_anomaly > 0 && at <= self.selected_anomaly {
-                self.selected_anomaly += 1;
-            }
-        }
+        self.anomalies.take(AnomalyEntry {
+            at: at_time,
+            task: a.task_id.clone(),
+            kind: a.kind,
+            detail: a.detail.clone(),
+            line,
+            source: a.line.clone(),
+            unread: !replayed,
+        });
         Notification {
             title: format!("{} {}", a.task_id, a.kind),
             body: format!("{} — press 3 then Enter to see the line", a.detail),
@@ -224,21 +196,8 @@ impl UiState {
             .map(|l| l.view(self.log_view))
     }
 
-    /// Messages passing the filters, newest first.
-    pub fn filtered_messages(&self) -> impl Iterator<Item = &MessageRow> {
-        self.messages.iter().rev().filter(|m| {
-            self.message_task_filter
-                .as_ref()
-                .is_none_or(|t| m.task_id.as_ref() == Some(t))
-                && self
-                    .message_type_filter
-                    .as_ref()
-                    .is_none_or(|t| m.message_type.as_ref() == Some(t))
-        })
-    }
-
     pub fn unread_anomalies(&self) -> usize {
-        self.anomalies.iter().filter(|a| a.unread).count()
+        self.anomalies.unread()
     }
 
     /// Keeps the selection valid against a new snapshot and points the Log pane at the
@@ -263,7 +222,8 @@ impl UiState {
         // hidden by a filter, or gone, gives way to the selected row.
         let hidden = self.log_task.as_ref().is_some_and(|lt| {
             !shown.iter().any(|t| t.id() == lt.as_str())
-                && (self.task_filter.is_some() || !snap.tasks.iter().any(|t| t.id() == lt.as_str()))
+                && (self.tasks.filter.is_some()
+                    || !snap.tasks.iter().any(|t| t.id() == lt.as_str()))
         });
         if (self.log_task.is_none() || hidden)
             && let Some(t) = shown.get(self.selected_task)
@@ -284,7 +244,7 @@ impl UiState {
         let in_rows = |id: &str| shown.iter().any(|t| t.id() == id);
         let unlisted = self.log_task.as_ref().is_some_and(|lt| {
             !in_rows(lt.as_str())
-                && self.task_filter.is_none()
+                && self.tasks.filter.is_none()
                 && snap.tasks.iter().any(|t| t.id() == lt.as_str())
         });
         if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {

@@ -36,7 +36,5 @@ mod tests_actions;
 mod tests_memory;
 
 pub use overlays::{Compose, ComposeKind, Confirm, Overlay};
-pub use scrollback::{
-    AnomalyEntry, LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
-};
-pub use state::{Effect, Notification, Pane, TaskSort, UiState, musicians};
+pub use scrollback::{LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog};
+pub use state::{Effect, Notification, Pane, UiState, musicians};

@@ -29,8 +29,8 @@ impl UiState {
                     input.pop();
                 }
             }
-            if self.filtering_tasks {
-                self.task_filter = Some(input.clone()).filter(|f| !f.is_empty());
+            if self.tasks.filtering {
+                self.tasks.filter = Some(input.clone()).filter(|f| !f.is_empty());
                 self.selected_task = 0;
             }
         }
@@ -41,9 +41,9 @@ impl UiState {
         let Some(input) = self.search_input.take() else {
             return;
         };
-        if std::mem::take(&mut self.filtering_tasks) {
+        if std::mem::take(&mut self.tasks.filtering) {
             // Enter keeps the filter, Esc drops it.
-            self.task_filter = Some(input).filter(|f| accept && !f.is_empty());
+            self.tasks.filter = Some(input).filter(|f| accept && !f.is_empty());
             self.selected_task = 0;
             return;
         }

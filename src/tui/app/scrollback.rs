@@ -8,15 +8,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use time::OffsetDateTime;
-
 /// Lines kept per view of the task the Log pane shows (merged keeps twice as many,
 /// holding both logs).
 pub const SCROLLBACK: usize = 10_000;
 /// Lines kept per view of every other task.
 pub const TAIL_KEPT: usize = 256;
 
-use crate::core::domain::{AnomalyKind, LogKind, TaskId};
+use crate::core::domain::LogKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogView {
@@ -151,20 +149,6 @@ impl TaskLog {
             LogView::Deviations => &self.deviations,
         }
     }
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AnomalyEntry {
-    pub at: OffsetDateTime,
-    pub task: TaskId,
-    pub kind: AnomalyKind,
-    pub detail: String,
-    /// The caused line's absolute position in the task's merged view.
-    pub line: Option<u64>,
-    /// The caused line as the Sentinel named it (its log, position there and text):
-    /// found in the file when the merged view no longer holds it.
-    pub source: Option<crate::core::domain::SourceLine>,
-    pub unread: bool,
 }
 
 /// The Log pane's position: following the end, or parked on a cursor line.

@@ -1,20 +1,17 @@
 //! [`UiState`]: everything the dashboard remembers between frames, the panes and the
 //! effects an update asks the loop for.
 
-use std::collections::VecDeque;
-
 use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
-use crate::core::event::MessageRow;
 use crate::core::snapshot::Snapshot;
 use crate::tui::app::older::OlderLines;
 pub use crate::tui::app::pane_kinds::Pane;
-use crate::tui::app::scrollback::{AnomalyEntry, LogPosition, LogView, TaskLog};
+use crate::tui::app::scrollback::{LogPosition, LogView, TaskLog};
+use crate::tui::panes::anomalies::state::AnomaliesState;
+use crate::tui::panes::messages::state::MessagesState;
+use crate::tui::panes::tasks::state::{TaskSort, TasksState};
 
 use crate::tui::app::overlays::kinds::{Compose, Overlay};
-
-pub(crate) const ANOMALIES_KEPT: usize = 1_000;
-pub(crate) const MESSAGES_KEPT: usize = 5_000;
 
 /// Something the loop must do outside the state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,16 +89,10 @@ pub struct UiState {
     pub search: Option<String>,
     /// The search being typed, while typing.
     pub search_input: Option<String>,
-    pub anomalies: VecDeque<AnomalyEntry>,
-    /// Anomalies taken in, of which the newest `ANOMALIES_KEPT` are kept.
-    pub anomalies_seen: u64,
-    pub selected_anomaly: usize,
-    pub messages: VecDeque<MessageRow>,
-    /// Messages taken in, of which the newest `MESSAGES_KEPT` are kept.
-    pub messages_seen: u64,
-    pub selected_message: usize,
-    pub message_task_filter: Option<String>,
-    pub message_type_filter: Option<String>,
+    /// The Anomalies pane's own state.
+    pub anomalies: AnomaliesState,
+    /// The Messages pane's own state.
+    pub messages: MessagesState,
     /// A short note for the status bar ("copied 3 lines", "no match").
     pub note: Option<String>,
     /// The note did not fit the status bar at the last draw and shows whole in a box
@@ -123,43 +114,8 @@ pub struct UiState {
     pub actions_in_flight: usize,
     /// The replay clock and its state, while replaying.
     pub replay: Option<String>,
-    /// Only the tasks whose id, state, worker or activity holds this (`/` in Tasks).
-    pub task_filter: Option<String>,
-    /// The prompt being typed filters the tasks, not the log.
-    pub filtering_tasks: bool,
-    /// The Tasks pane's order (`o` cycles it).
-    pub task_sort: TaskSort,
-}
-
-/// How the Tasks pane orders its rows.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum TaskSort {
-    #[default]
-    Id,
-    State,
-    Context,
-    Cost,
-}
-
-impl TaskSort {
-    #[must_use]
-    pub fn next(self) -> Self {
-        match self {
-            Self::Id => Self::State,
-            Self::State => Self::Context,
-            Self::Context => Self::Cost,
-            Self::Cost => Self::Id,
-        }
-    }
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Self::Id => "id",
-            Self::State => "state",
-            Self::Context => "context",
-            Self::Cost => "cost",
-        }
-    }
+    /// The Tasks pane's own state.
+    pub tasks: TasksState,
 }
 
 impl Default for UiState {
@@ -186,14 +142,8 @@ impl Default for UiState {
             older: OlderLines::default(),
             search: None,
             search_input: None,
-            anomalies: VecDeque::new(),
-            anomalies_seen: 0,
-            selected_anomaly: 0,
-            messages: VecDeque::new(),
-            messages_seen: 0,
-            selected_message: 0,
-            message_task_filter: None,
-            message_type_filter: None,
+            anomalies: AnomaliesState::default(),
+            messages: MessagesState::default(),
             note: None,
             last_poller: None,
             selected_pipeline: 0,
@@ -203,9 +153,7 @@ impl Default for UiState {
             zoomed: None,
             actions_in_flight: 0,
             replay: None,
-            task_filter: None,
-            filtering_tasks: false,
-            task_sort: TaskSort::Id,
+            tasks: TasksState::default(),
         }
     }
 }
@@ -214,7 +162,7 @@ impl UiState {
     /// The Musicians the Tasks pane shows, filtered and in its order: what the
     /// selection indexes.
     pub fn shown_tasks<'s>(&self, snap: &'s Snapshot) -> Vec<&'s crate::core::snapshot::TaskView> {
-        let filter = self.task_filter.as_deref().map(str::to_lowercase);
+        let filter = self.tasks.filter.as_deref().map(str::to_lowercase);
         let mut shown: Vec<_> = musicians(snap)
             .filter(|t| {
                 filter.as_deref().is_none_or(|f| {
@@ -236,7 +184,7 @@ impl UiState {
                 .or_else(|| t.context().map(f64::from))
                 .unwrap_or(-1.0)
         };
-        match self.task_sort {
+        match self.tasks.sort {
             TaskSort::Id => {}
             TaskSort::State => shown.sort_by(|a, b| a.row.state.cmp(&b.row.state)),
             TaskSort::Context => shown.sort_by(|a, b| context(b).total_cmp(&context(a))),

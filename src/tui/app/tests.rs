@@ -12,6 +12,7 @@ use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
 use crate::core::snapshot::TaskView;
 use crate::tui::action::Action;
+use crate::tui::panes::tasks::state::TaskSort;
 
 pub(super) fn snap(ids: &[&str]) -> Snapshot {
     Snapshot {
@@ -234,8 +235,8 @@ fn enter_on_an_anomaly_jumps_to_its_line_and_marks_it_read() {
         AnomalyKind::SelfCorrection,
         (LogKind::Status, 2, "not the line at 2"),
     );
-    assert_eq!(ui.anomalies.front().map(|a| a.line), Some(None));
-    ui.anomalies.pop_front();
+    assert_eq!(ui.anomalies.rows.front().map(|a| a.line), Some(None));
+    ui.anomalies.rows.pop_front();
     assert_eq!(ui.unread_anomalies(), 2);
     ui.update(Action::FocusAnomalies, &s);
     ui.update(Action::Down, &s); // the older one: the self-correction
@@ -297,19 +298,19 @@ fn messages_filter_and_open_full_text() {
         });
     }
     assert_eq!(
-        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
         [3, 2, 1]
     );
     ui.update(Action::FocusMessages, &s);
     ui.update(Action::FilterTask, &s);
     assert_eq!(
-        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
         [3, 1]
     );
     ui.update(Action::FilterType, &s);
-    assert_eq!(ui.message_type_filter.as_deref(), Some("approval"));
+    assert_eq!(ui.messages.type_filter.as_deref(), Some("approval"));
     assert_eq!(
-        ui.filtered_messages().map(|m| m.id).collect::<Vec<_>>(),
+        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
         [3]
     );
     ui.update(Action::Open, &s);
@@ -460,7 +461,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     s.tasks = rows.into_iter().map(std::sync::Arc::new).collect();
     let mut ui = UiState::default();
     ui.update(Action::Search, &s);
-    assert!(ui.filtering_tasks);
+    assert!(ui.tasks.filtering);
     for c in "ask-1".chars() {
         ui.search_type(Some(c));
     }
@@ -472,7 +473,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     };
     assert_eq!(ids(&ui), ["task-12"], "live, while typing");
     ui.search_finish(true);
-    assert_eq!(ui.task_filter.as_deref(), Some("ask-1"));
+    assert_eq!(ui.tasks.filter.as_deref(), Some("ask-1"));
     assert_eq!(ui.search, None, "the log search is untouched");
     // The selection is the shown row: the session overlay opens for task-12.
     ui.update(Action::Session, &s);
@@ -489,7 +490,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     ui.selected_task = 1;
     assert_eq!(selected(&ui), "task-02");
     ui.update(Action::SortTasks, &s);
-    assert_eq!(ui.task_sort, TaskSort::State);
+    assert_eq!(ui.tasks.sort, TaskSort::State);
     assert_eq!(ids(&ui)[0], "task-01", "needs_review before working");
     assert_eq!(selected(&ui), "task-02", "the selection follows its task");
     ui.update(Action::SortTasks, &s);
@@ -635,7 +636,7 @@ fn one_selection_whatever_moves_it() {
         "task-03",
         "Enter on an anomaly of a hidden task",
     );
-    assert_eq!(ui.task_filter, None);
+    assert_eq!(ui.tasks.filter, None);
 }
 
 /// After a restart, restated anomalies keep their first time and go where it puts
@@ -659,7 +660,12 @@ fn anomalies_stay_newest_first_when_a_restatement_is_older() {
     for minute in [0, 71, 4, 2, 90] {
         told(&mut ui, minute);
     }
-    let order: Vec<&str> = ui.anomalies.iter().map(|a| a.detail.as_str()).collect();
+    let order: Vec<&str> = ui
+        .anomalies
+        .rows
+        .iter()
+        .map(|a| a.detail.as_str())
+        .collect();
     assert_eq!(
         order,
         ["minute 90", "minute 71", "minute 4", "minute 2", "minute 0"]

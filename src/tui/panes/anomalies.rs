@@ -8,7 +8,10 @@ use ratatui::widgets::{List, ListItem, ListState, Paragraph};
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::{AnomalyEntry, Effect, LogView, Pane, UiState};
+pub mod state;
+
+use crate::tui::app::{Effect, LogView, Pane, UiState};
+use state::AnomalyEntry;
 use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{
     DrawCtx, fold_or_cut, more_marks, printable, read_in_full, window_start, wrap,
@@ -28,7 +31,7 @@ pub fn row_width(a: &AnomalyEntry) -> usize {
 /// `Anomalies (N)`, with the unread among them.
 fn title(ui: &crate::tui::app::UiState) -> String {
     let unread = ui.unread_anomalies();
-    let count = crate::tui::panes::ctx::kept_of(ui.anomalies.len(), ui.anomalies_seen);
+    let count = crate::tui::panes::ctx::kept_of(ui.anomalies.rows.len(), ui.anomalies.seen);
     if unread > 0 {
         format!("Anomalies ({count} · {unread} unread)")
     } else {
@@ -54,7 +57,7 @@ fn row_prefix<'a>(a: &AnomalyEntry, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let block = ctx.block_within(Pane::Anomalies, &title(ui), area.width);
-    if ui.anomalies.is_empty() {
+    if ui.anomalies.rows.is_empty() {
         let inner = block.inner(area);
         frame.render_widget(block, area);
         frame.render_widget(
@@ -65,8 +68,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     let inner = block.inner(area);
     let rows = inner.height;
-    let start = window_start(ui.selected_anomaly, rows);
-    let below = ui.anomalies.len().saturating_sub(start + usize::from(rows));
+    let start = window_start(ui.anomalies.selected, rows);
+    let below = ui.anomalies.rows.len().saturating_sub(start + usize::from(rows));
     let block = match more_marks(start, below) {
         Some(marks) => {
             block.title_bottom(Line::from(Span::styled(marks, ctx.theme.accent)).right_aligned())
@@ -77,6 +80,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let width = usize::from(inner.width);
     let shown: Vec<(usize, &AnomalyEntry)> = ui
         .anomalies
+        .rows
         .iter()
         .enumerate()
         .skip(start)
@@ -86,11 +90,12 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // The selected row, read in full, takes the rows it needs up to what is left
     // below the rows before it (each one line): never more than the pane holds.
     let rows_n = usize::from(rows).max(1);
-    let budget = (rows_n - (ui.selected_anomaly - start).min(rows_n - 1)).min(5);
+    let budget = (rows_n - (ui.anomalies.selected - start).min(rows_n - 1)).min(5);
     // What it takes: its line, and its text wrapped below (when focused and cut).
     let selected_lines = ui
         .anomalies
-        .get(ui.selected_anomaly)
+        .rows
+        .get(ui.anomalies.selected)
         .filter(|x| focused && row_width(x) > width)
         .map_or(1, |x| {
             (1 + wrap(&printable(&x.detail), width.saturating_sub(4)).len()).min(budget)
@@ -105,7 +110,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let detail = printable(&a.detail);
             let cut = row_width(a) > width;
             // The selected one, when cut, is read in full below its line.
-            if focused && i == ui.selected_anomaly && cut {
+            if focused && i == ui.anomalies.selected && cut {
                 ListItem::new(read_in_full(prefix, &detail, width, budget))
             } else {
                 // Each cut row folds onto up to three spare lines, first come first served.
@@ -121,7 +126,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     });
-    let mut state = ListState::default().with_selected(Some(ui.selected_anomaly - start));
+    let mut state = ListState::default().with_selected(Some(ui.anomalies.selected - start));
     frame.render_stateful_widget(list, area, &mut state);
 }
 
@@ -139,7 +144,7 @@ impl PaneComponent for Anomalies {
 
     fn on_action(&self, ui: &mut UiState, action: Action, _snap: &Snapshot) -> Vec<Effect> {
         if action == Action::MarkAllRead {
-            for a in &mut ui.anomalies {
+            for a in &mut ui.anomalies.rows {
                 a.unread = false;
             }
         }
@@ -147,7 +152,7 @@ impl PaneComponent for Anomalies {
     }
 
     fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
-        ui.selected_anomaly = moved(ui.selected_anomaly, ui.anomalies.len(), delta);
+        ui.anomalies.selected = moved(ui.anomalies.selected, ui.anomalies.rows.len(), delta);
     }
 
     fn open(&self, ui: &mut UiState, snap: &Snapshot) {
@@ -166,21 +171,21 @@ impl PaneComponent for Anomalies {
 /// Enter on an anomaly: read, its task selected (a filter hiding it dropped), and the
 /// Log on its line, or its file read back there when the scrollback no longer holds it.
 fn open_line(ui: &mut UiState, snap: &Snapshot) {
-    let Some(a) = ui.anomalies.get_mut(ui.selected_anomaly) else {
+    let Some(a) = ui.anomalies.rows.get_mut(ui.anomalies.selected) else {
         return;
     };
     a.unread = false;
     let (task, line, source) = (a.task.clone(), a.line, a.source.clone());
     // A filter that hides the anomaly's task is dropped: the table shows
     // the task the Log jumps to, selected.
-    if ui.task_filter.is_some()
+    if ui.tasks.filter.is_some()
         && snap.tasks.iter().any(|t| t.id() == task.as_str())
         && !ui
             .shown_tasks(snap)
             .iter()
             .any(|t| t.id() == task.as_str())
     {
-        ui.task_filter = None;
+        ui.tasks.filter = None;
     }
     if let Some(i) = ui
         .shown_tasks(snap)
@@ -210,11 +215,11 @@ fn open_line(ui: &mut UiState, snap: &Snapshot) {
 
 fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     let ui = ctx.ui;
-    let Some(newest) = ui.anomalies.front() else {
+    let Some(newest) = ui.anomalies.rows.front() else {
         return vec![Span::styled("none", ctx.theme.muted)];
     };
     let unread = ui.unread_anomalies();
-    let count = crate::tui::panes::ctx::counted(ui.anomalies.len(), "anomaly", "anomalies");
+    let count = crate::tui::panes::ctx::counted(ui.anomalies.rows.len(), "anomaly", "anomalies");
     vec![
         Span::styled(
             if unread > 0 {

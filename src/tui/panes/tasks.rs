@@ -1,6 +1,8 @@
 //! Tasks: one row per Musician (state by meaning, heartbeat age, context trend, retries,
 //! last anomaly), with the Conductor and the Souffleur on their own line above.
 
+pub mod state;
+
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Modifier, Style};
@@ -27,11 +29,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         format!("Tasks ({count} of {total})")
     };
-    if let Some(f) = &ctx.ui.task_filter {
+    if let Some(f) = &ctx.ui.tasks.filter {
         title.push_str(&format!(" · /{}", printable(f)));
     }
-    if ctx.ui.task_sort != crate::tui::app::TaskSort::Id {
-        title.push_str(&format!(" · by {}", ctx.ui.task_sort.label()));
+    if ctx.ui.tasks.sort != crate::tui::panes::tasks::state::TaskSort::Id {
+        title.push_str(&format!(" · by {}", ctx.ui.tasks.sort.label()));
     }
     let mut block = ctx.block_within(Pane::Tasks, &title, area.width);
     // Where rows are hidden, the bottom border says how many (borders, the leaders'
@@ -549,11 +551,11 @@ fn sort(ui: &mut UiState, snap: &Snapshot) {
         .shown_tasks(snap)
         .get(ui.selected_task)
         .map(|t| t.id().to_owned());
-    ui.task_sort = ui.task_sort.next();
+    ui.tasks.sort = ui.tasks.sort.next();
     ui.selected_task = selected
         .and_then(|id| ui.shown_tasks(snap).iter().position(|t| t.id() == id))
         .unwrap_or(0);
-    ui.note = Some(format!("tasks sorted by {}", ui.task_sort.label()));
+    ui.note = Some(format!("tasks sorted by {}", ui.tasks.sort.label()));
 }
 
 /// A move in a list of the tasks (Tasks, Heartbeats): the selection, which the Log
