@@ -85,7 +85,7 @@ macro_rules! declare_actions {
 macro_rules! with_panes {
     ($(
         $(#[$doc:meta])*
-        $pane:ident $name:literal $focus:ident => $module:ident::$component:ident,
+        $pane:ident $name:literal $focus:ident => $module:ident::$component:ident with $state:ty,
     )+) => {
         declare_actions! {
             Quit: Global, "quit";

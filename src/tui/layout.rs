@@ -149,11 +149,12 @@ pub fn for_snapshot(
     let content = Content {
         task_rows: ui.shown_tasks(snap).len(),
         heartbeat_rows: snap.tasks.iter().filter(|t| t.heartbeat.is_some()).count(),
-        anomalies: ui.anomalies.rows.len(),
+        anomalies: ui.panes.anomalies.rows.len(),
         unread_anomalies: ui.unread_anomalies(),
-        messages: ui.messages.rows.len(),
+        messages: ui.panes.messages.rows.len(),
         role: snap.watchdog.role.is_some(),
         message_width: ui
+            .panes
             .messages
             .rows
             .iter()
@@ -162,6 +163,7 @@ pub fn for_snapshot(
             .max()
             .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX)),
         wide_anomalies: ui
+            .panes
             .anomalies
             .rows
             .iter()

@@ -67,7 +67,7 @@ fn the_focused_anomalies_pane_shows_its_anomalies_at_80x24() {
             ui.update(a, &snap);
         }
         let screen = text(&render(&snap, &ui, 80, 24));
-        let selected = &ui.anomalies.rows[ui.anomalies.selected];
+        let selected = &ui.panes.anomalies.rows[ui.panes.anomalies.selected];
         assert!(
             screen.contains(selected.task.as_str()),
             "the selected anomaly ({}) is drawn:\n{screen}",

@@ -103,7 +103,8 @@ fn a_task_state_is_named_only_by_the_domains_table() {
 }
 
 /// A pane is its file and its line in `tui/app/pane_kinds.rs` (docs/architecture.md,
-/// "Panes"): each line names a component its file implements, and no other file lists
+/// "Panes"): each line names a component its file implements (and its own state, which
+/// the dashboard's state holds from that line), and no other file lists
 /// every pane (a match over them all, a second list) that a new pane would have to
 /// join. The layout's design is the one place that names each pane on purpose (it
 /// places each by its own priority); a pane it does not place yet shares the Messages'
@@ -111,7 +112,8 @@ fn a_task_state_is_named_only_by_the_domains_table() {
 #[test]
 fn a_pane_is_its_file_and_its_line_in_the_list() {
     let list = std::fs::read_to_string(src().join("tui/app/pane_kinds.rs")).unwrap();
-    let line = regex::Regex::new(r#"(?m)^\s*(\w+) "[a-z_]+" \w+ => (\w+)::(\w+),$"#).unwrap();
+    let line =
+        regex::Regex::new(r#"(?m)^\s*(\w+) "[a-z_]+" \w+ => (\w+)::(\w+)\s+with [^,]+,$"#).unwrap();
     let panes: Vec<(String, String, String)> = line
         .captures_iter(&list)
         .map(|c| (c[1].to_owned(), c[2].to_owned(), c[3].to_owned()))

@@ -112,11 +112,18 @@ fn no_text_is_cut_without_a_mark() {
         let ui = busy_ui(&snap);
         let out = text(&render(&snap, &ui, w, h));
         let known: Vec<String> = ui
+            .panes
             .anomalies
             .rows
             .iter()
             .map(|a| a.detail.clone())
-            .chain(ui.messages.rows.iter().filter_map(|m| m.message.clone()))
+            .chain(
+                ui.panes
+                    .messages
+                    .rows
+                    .iter()
+                    .filter_map(|m| m.message.clone()),
+            )
             .collect();
         for k in &known {
             if let Some(bad) = cut_without_a_mark(&out, k) {
@@ -124,7 +131,7 @@ fn no_text_is_cut_without_a_mark() {
             }
         }
         if w >= 120 {
-            for a in &ui.anomalies.rows {
+            for a in &ui.panes.anomalies.rows {
                 let head: String = a.detail.chars().take(20).collect();
                 let row = out.lines().position(|l| l.contains(&head));
                 assert!(
@@ -186,7 +193,7 @@ fn the_status_line_says_one_and_many() {
 fn the_selected_anomaly_shows_its_full_text_when_focused() {
     let snap = with_musicians(4);
     let mut ui = busy_ui(&snap);
-    let detail = ui.anomalies.rows[0].detail.clone();
+    let detail = ui.panes.anomalies.rows[0].detail.clone();
     ui.update(maestro::tui::action::Action::FocusAnomalies, &snap);
     let out = text(&render(&snap, &ui, 80, 30));
     let tail: String = detail
@@ -335,8 +342,8 @@ fn inner_rows(buf: &ratatui::buffer::Buffer, rect: ratatui::layout::Rect) -> Vec
 fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
     let snap = with_musicians(12);
     let mut ui = busy_ui(&snap);
-    ui.anomalies.rows.truncate(3);
-    ui.messages.rows.truncate(3);
+    ui.panes.anomalies.rows.truncate(3);
+    ui.panes.messages.rows.truncate(3);
     let area = ratatui::layout::Rect::new(0, 0, 120, 40);
     let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).expect("fits");
     let buf = render(&snap, &ui, 120, 40);

@@ -284,7 +284,7 @@ fn esc_clears_a_filter_kept_with_enter() {
     ui.search_finish(true);
     assert!(ui.shown_tasks(&snap).len() < all, "Enter keeps the filter");
     ui.update(Action::Close, &snap);
-    assert_eq!(ui.tasks.filter, None);
+    assert_eq!(ui.panes.tasks.filter, None);
     assert_eq!(
         ui.shown_tasks(&snap).len(),
         all,

@@ -37,7 +37,7 @@ impl UiState {
             }
             What::Anomaly(a) => Some(self.on_anomaly(a, h.at, replayed)),
             What::Message(m) => {
-                self.messages.take(m);
+                self.panes.messages.take(m);
                 None
             }
             What::PollerReplaced {
@@ -62,8 +62,8 @@ impl UiState {
     /// The replay starts over: what was shown belongs to a later moment.
     fn start_over(&mut self) {
         self.logs.clear();
-        self.anomalies.forget();
-        self.messages.forget();
+        self.panes.anomalies.forget();
+        self.panes.messages.forget();
     }
 
     /// A poller the hook refused: the status line says the last one; a notification.
@@ -99,7 +99,7 @@ impl UiState {
         replayed: bool,
     ) -> Notification {
         let line = self.link_anomaly(&a.task_id, a.line.as_ref());
-        self.anomalies.take(AnomalyEntry {
+        self.panes.anomalies.take(AnomalyEntry {
             at: at_time,
             task: a.task_id.clone(),
             kind: a.kind,
@@ -197,7 +197,7 @@ impl UiState {
     }
 
     pub fn unread_anomalies(&self) -> usize {
-        self.anomalies.unread()
+        self.panes.anomalies.unread()
     }
 
     /// Keeps the selection valid against a new snapshot and points the Log pane at the
@@ -222,7 +222,7 @@ impl UiState {
         // hidden by a filter, or gone, gives way to the selected row.
         let hidden = self.log_task.as_ref().is_some_and(|lt| {
             !shown.iter().any(|t| t.id() == lt.as_str())
-                && (self.tasks.filter.is_some()
+                && (self.panes.tasks.filter.is_some()
                     || !snap.tasks.iter().any(|t| t.id() == lt.as_str()))
         });
         if (self.log_task.is_none() || hidden)
@@ -244,7 +244,7 @@ impl UiState {
         let in_rows = |id: &str| shown.iter().any(|t| t.id() == id);
         let unlisted = self.log_task.as_ref().is_some_and(|lt| {
             !in_rows(lt.as_str())
-                && self.tasks.filter.is_none()
+                && self.panes.tasks.filter.is_none()
                 && snap.tasks.iter().any(|t| t.id() == lt.as_str())
         });
         if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {

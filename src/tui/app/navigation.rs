@@ -29,8 +29,8 @@ impl UiState {
                     input.pop();
                 }
             }
-            if self.tasks.filtering {
-                self.tasks.filter = Some(input.clone()).filter(|f| !f.is_empty());
+            if self.panes.tasks.filtering {
+                self.panes.tasks.filter = Some(input.clone()).filter(|f| !f.is_empty());
                 self.selected_task = 0;
             }
         }
@@ -41,9 +41,9 @@ impl UiState {
         let Some(input) = self.search_input.take() else {
             return;
         };
-        if std::mem::take(&mut self.tasks.filtering) {
+        if std::mem::take(&mut self.panes.tasks.filtering) {
             // Enter keeps the filter, Esc drops it.
-            self.tasks.filter = Some(input).filter(|f| accept && !f.is_empty());
+            self.panes.tasks.filter = Some(input).filter(|f| accept && !f.is_empty());
             self.selected_task = 0;
             return;
         }

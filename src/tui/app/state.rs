@@ -7,9 +7,8 @@ use crate::core::snapshot::Snapshot;
 use crate::tui::app::older::OlderLines;
 pub use crate::tui::app::pane_kinds::Pane;
 use crate::tui::app::scrollback::{LogPosition, LogView, TaskLog};
-use crate::tui::panes::anomalies::state::AnomaliesState;
-use crate::tui::panes::messages::state::MessagesState;
-use crate::tui::panes::tasks::state::{TaskSort, TasksState};
+use crate::tui::panes::states::PaneStates;
+use crate::tui::panes::tasks::state::TaskSort;
 
 use crate::tui::app::overlays::kinds::{Compose, Overlay};
 
@@ -89,10 +88,8 @@ pub struct UiState {
     pub search: Option<String>,
     /// The search being typed, while typing.
     pub search_input: Option<String>,
-    /// The Anomalies pane's own state.
-    pub anomalies: AnomaliesState,
-    /// The Messages pane's own state.
-    pub messages: MessagesState,
+    /// Each pane's own state (`panes.messages`, …).
+    pub panes: PaneStates,
     /// A short note for the status bar ("copied 3 lines", "no match").
     pub note: Option<String>,
     /// The note did not fit the status bar at the last draw and shows whole in a box
@@ -114,8 +111,6 @@ pub struct UiState {
     pub actions_in_flight: usize,
     /// The replay clock and its state, while replaying.
     pub replay: Option<String>,
-    /// The Tasks pane's own state.
-    pub tasks: TasksState,
 }
 
 impl Default for UiState {
@@ -142,8 +137,7 @@ impl Default for UiState {
             older: OlderLines::default(),
             search: None,
             search_input: None,
-            anomalies: AnomaliesState::default(),
-            messages: MessagesState::default(),
+            panes: PaneStates::default(),
             note: None,
             last_poller: None,
             selected_pipeline: 0,
@@ -153,7 +147,6 @@ impl Default for UiState {
             zoomed: None,
             actions_in_flight: 0,
             replay: None,
-            tasks: TasksState::default(),
         }
     }
 }
@@ -162,7 +155,7 @@ impl UiState {
     /// The Musicians the Tasks pane shows, filtered and in its order: what the
     /// selection indexes.
     pub fn shown_tasks<'s>(&self, snap: &'s Snapshot) -> Vec<&'s crate::core::snapshot::TaskView> {
-        let filter = self.tasks.filter.as_deref().map(str::to_lowercase);
+        let filter = self.panes.tasks.filter.as_deref().map(str::to_lowercase);
         let mut shown: Vec<_> = musicians(snap)
             .filter(|t| {
                 filter.as_deref().is_none_or(|f| {
@@ -184,7 +177,7 @@ impl UiState {
                 .or_else(|| t.context().map(f64::from))
                 .unwrap_or(-1.0)
         };
-        match self.tasks.sort {
+        match self.panes.tasks.sort {
             TaskSort::Id => {}
             TaskSort::State => shown.sort_by(|a, b| a.row.state.cmp(&b.row.state)),
             TaskSort::Context => shown.sort_by(|a, b| context(b).total_cmp(&context(a))),

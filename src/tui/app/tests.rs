@@ -235,8 +235,8 @@ fn enter_on_an_anomaly_jumps_to_its_line_and_marks_it_read() {
         AnomalyKind::SelfCorrection,
         (LogKind::Status, 2, "not the line at 2"),
     );
-    assert_eq!(ui.anomalies.rows.front().map(|a| a.line), Some(None));
-    ui.anomalies.rows.pop_front();
+    assert_eq!(ui.panes.anomalies.rows.front().map(|a| a.line), Some(None));
+    ui.panes.anomalies.rows.pop_front();
     assert_eq!(ui.unread_anomalies(), 2);
     ui.update(Action::FocusAnomalies, &s);
     ui.update(Action::Down, &s); // the older one: the self-correction
@@ -298,19 +298,31 @@ fn messages_filter_and_open_full_text() {
         });
     }
     assert_eq!(
-        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
+        ui.panes
+            .messages
+            .filtered()
+            .map(|m| m.id)
+            .collect::<Vec<_>>(),
         [3, 2, 1]
     );
     ui.update(Action::FocusMessages, &s);
     ui.update(Action::FilterTask, &s);
     assert_eq!(
-        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
+        ui.panes
+            .messages
+            .filtered()
+            .map(|m| m.id)
+            .collect::<Vec<_>>(),
         [3, 1]
     );
     ui.update(Action::FilterType, &s);
-    assert_eq!(ui.messages.type_filter.as_deref(), Some("approval"));
+    assert_eq!(ui.panes.messages.type_filter.as_deref(), Some("approval"));
     assert_eq!(
-        ui.messages.filtered().map(|m| m.id).collect::<Vec<_>>(),
+        ui.panes
+            .messages
+            .filtered()
+            .map(|m| m.id)
+            .collect::<Vec<_>>(),
         [3]
     );
     ui.update(Action::Open, &s);
@@ -461,7 +473,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     s.tasks = rows.into_iter().map(std::sync::Arc::new).collect();
     let mut ui = UiState::default();
     ui.update(Action::Search, &s);
-    assert!(ui.tasks.filtering);
+    assert!(ui.panes.tasks.filtering);
     for c in "ask-1".chars() {
         ui.search_type(Some(c));
     }
@@ -473,7 +485,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     };
     assert_eq!(ids(&ui), ["task-12"], "live, while typing");
     ui.search_finish(true);
-    assert_eq!(ui.tasks.filter.as_deref(), Some("ask-1"));
+    assert_eq!(ui.panes.tasks.filter.as_deref(), Some("ask-1"));
     assert_eq!(ui.search, None, "the log search is untouched");
     // The selection is the shown row: the session overlay opens for task-12.
     ui.update(Action::Session, &s);
@@ -490,7 +502,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     ui.selected_task = 1;
     assert_eq!(selected(&ui), "task-02");
     ui.update(Action::SortTasks, &s);
-    assert_eq!(ui.tasks.sort, TaskSort::State);
+    assert_eq!(ui.panes.tasks.sort, TaskSort::State);
     assert_eq!(ids(&ui)[0], "task-01", "needs_review before working");
     assert_eq!(selected(&ui), "task-02", "the selection follows its task");
     ui.update(Action::SortTasks, &s);
@@ -636,7 +648,7 @@ fn one_selection_whatever_moves_it() {
         "task-03",
         "Enter on an anomaly of a hidden task",
     );
-    assert_eq!(ui.tasks.filter, None);
+    assert_eq!(ui.panes.tasks.filter, None);
 }
 
 /// After a restart, restated anomalies keep their first time and go where it puts
@@ -661,6 +673,7 @@ fn anomalies_stay_newest_first_when_a_restatement_is_older() {
         told(&mut ui, minute);
     }
     let order: Vec<&str> = ui
+        .panes
         .anomalies
         .rows
         .iter()

@@ -143,9 +143,9 @@ fn the_anomaly_count_stays_true_past_what_is_kept() {
             (LogKind::Status, i, "x"),
         );
     }
-    assert_eq!(ui.anomalies.rows.len(), 1_000);
+    assert_eq!(ui.panes.anomalies.rows.len(), 1_000);
     assert_eq!(
-        crate::tui::panes::ctx::kept_of(ui.anomalies.rows.len(), ui.anomalies.seen),
+        crate::tui::panes::ctx::kept_of(ui.panes.anomalies.rows.len(), ui.panes.anomalies.seen),
         "1000 newest of 1005"
     );
     assert_eq!(crate::tui::panes::ctx::kept_of(3, 3), "3");
@@ -216,7 +216,7 @@ fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
         (LogKind::Status, 99, "not what the file says"),
     );
     ui.update(crate::tui::action::Action::FocusAnomalies, &s);
-    ui.anomalies.selected = 0;
+    ui.panes.anomalies.selected = 0;
     ui.update(crate::tui::action::Action::Open, &s);
     assert_eq!(ui.log_view, LogView::Merged);
     assert!(

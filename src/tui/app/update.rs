@@ -72,7 +72,7 @@ impl UiState {
                 self.search = None;
                 self.log_pos.mark = None;
                 // A filter kept with Enter is closed here, as the help says.
-                if self.focus == Pane::Tasks && self.tasks.filter.take().is_some() {
+                if self.focus == Pane::Tasks && self.panes.tasks.filter.take().is_some() {
                     self.selected_task = 0;
                 }
             }
@@ -87,9 +87,9 @@ impl UiState {
             Action::Open => focused.open(self, snap),
             Action::Search => {
                 // In the Tasks pane, `/` filters the tasks (live, as one types).
-                self.tasks.filtering = self.focus == Pane::Tasks;
-                self.search_input = Some(if self.tasks.filtering {
-                    self.tasks.filter.clone().unwrap_or_default()
+                self.panes.tasks.filtering = self.focus == Pane::Tasks;
+                self.search_input = Some(if self.panes.tasks.filtering {
+                    self.panes.tasks.filter.clone().unwrap_or_default()
                 } else {
                     String::new()
                 });

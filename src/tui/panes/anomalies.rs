@@ -31,7 +31,7 @@ pub fn row_width(a: &AnomalyEntry) -> usize {
 /// `Anomalies (N)`, with the unread among them.
 fn title(ui: &crate::tui::app::UiState) -> String {
     let unread = ui.unread_anomalies();
-    let count = crate::tui::panes::ctx::kept_of(ui.anomalies.rows.len(), ui.anomalies.seen);
+    let count = crate::tui::panes::ctx::kept_of(ui.panes.anomalies.rows.len(), ui.panes.anomalies.seen);
     if unread > 0 {
         format!("Anomalies ({count} · {unread} unread)")
     } else {
@@ -57,7 +57,7 @@ fn row_prefix<'a>(a: &AnomalyEntry, ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let ui = ctx.ui;
     let block = ctx.block_within(Pane::Anomalies, &title(ui), area.width);
-    if ui.anomalies.rows.is_empty() {
+    if ui.panes.anomalies.rows.is_empty() {
         let inner = block.inner(area);
         frame.render_widget(block, area);
         frame.render_widget(
@@ -68,8 +68,8 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     }
     let inner = block.inner(area);
     let rows = inner.height;
-    let start = window_start(ui.anomalies.selected, rows);
-    let below = ui.anomalies.rows.len().saturating_sub(start + usize::from(rows));
+    let start = window_start(ui.panes.anomalies.selected, rows);
+    let below = ui.panes.anomalies.rows.len().saturating_sub(start + usize::from(rows));
     let block = match more_marks(start, below) {
         Some(marks) => {
             block.title_bottom(Line::from(Span::styled(marks, ctx.theme.accent)).right_aligned())
@@ -79,6 +79,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let focused = ui.focus == Pane::Anomalies;
     let width = usize::from(inner.width);
     let shown: Vec<(usize, &AnomalyEntry)> = ui
+        .panes
         .anomalies
         .rows
         .iter()
@@ -90,12 +91,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // The selected row, read in full, takes the rows it needs up to what is left
     // below the rows before it (each one line): never more than the pane holds.
     let rows_n = usize::from(rows).max(1);
-    let budget = (rows_n - (ui.anomalies.selected - start).min(rows_n - 1)).min(5);
+    let budget = (rows_n - (ui.panes.anomalies.selected - start).min(rows_n - 1)).min(5);
     // What it takes: its line, and its text wrapped below (when focused and cut).
     let selected_lines = ui
+        .panes
         .anomalies
         .rows
-        .get(ui.anomalies.selected)
+        .get(ui.panes.anomalies.selected)
         .filter(|x| focused && row_width(x) > width)
         .map_or(1, |x| {
             (1 + wrap(&printable(&x.detail), width.saturating_sub(4)).len()).min(budget)
@@ -110,7 +112,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let detail = printable(&a.detail);
             let cut = row_width(a) > width;
             // The selected one, when cut, is read in full below its line.
-            if focused && i == ui.anomalies.selected && cut {
+            if focused && i == ui.panes.anomalies.selected && cut {
                 ListItem::new(read_in_full(prefix, &detail, width, budget))
             } else {
                 // Each cut row folds onto up to three spare lines, first come first served.
@@ -126,7 +128,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     });
-    let mut state = ListState::default().with_selected(Some(ui.anomalies.selected - start));
+    let mut state = ListState::default().with_selected(Some(ui.panes.anomalies.selected - start));
     frame.render_stateful_widget(list, area, &mut state);
 }
 
@@ -144,7 +146,7 @@ impl PaneComponent for Anomalies {
 
     fn on_action(&self, ui: &mut UiState, action: Action, _snap: &Snapshot) -> Vec<Effect> {
         if action == Action::MarkAllRead {
-            for a in &mut ui.anomalies.rows {
+            for a in &mut ui.panes.anomalies.rows {
                 a.unread = false;
             }
         }
@@ -152,7 +154,7 @@ impl PaneComponent for Anomalies {
     }
 
     fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
-        ui.anomalies.selected = moved(ui.anomalies.selected, ui.anomalies.rows.len(), delta);
+        ui.panes.anomalies.selected = moved(ui.panes.anomalies.selected, ui.panes.anomalies.rows.len(), delta);
     }
 
     fn open(&self, ui: &mut UiState, snap: &Snapshot) {
@@ -171,21 +173,21 @@ impl PaneComponent for Anomalies {
 /// Enter on an anomaly: read, its task selected (a filter hiding it dropped), and the
 /// Log on its line, or its file read back there when the scrollback no longer holds it.
 fn open_line(ui: &mut UiState, snap: &Snapshot) {
-    let Some(a) = ui.anomalies.rows.get_mut(ui.anomalies.selected) else {
+    let Some(a) = ui.panes.anomalies.rows.get_mut(ui.panes.anomalies.selected) else {
         return;
     };
     a.unread = false;
     let (task, line, source) = (a.task.clone(), a.line, a.source.clone());
     // A filter that hides the anomaly's task is dropped: the table shows
     // the task the Log jumps to, selected.
-    if ui.tasks.filter.is_some()
+    if ui.panes.tasks.filter.is_some()
         && snap.tasks.iter().any(|t| t.id() == task.as_str())
         && !ui
             .shown_tasks(snap)
             .iter()
             .any(|t| t.id() == task.as_str())
     {
-        ui.tasks.filter = None;
+        ui.panes.tasks.filter = None;
     }
     if let Some(i) = ui
         .shown_tasks(snap)
@@ -215,11 +217,11 @@ fn open_line(ui: &mut UiState, snap: &Snapshot) {
 
 fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     let ui = ctx.ui;
-    let Some(newest) = ui.anomalies.rows.front() else {
+    let Some(newest) = ui.panes.anomalies.rows.front() else {
         return vec![Span::styled("none", ctx.theme.muted)];
     };
     let unread = ui.unread_anomalies();
-    let count = crate::tui::panes::ctx::counted(ui.anomalies.rows.len(), "anomaly", "anomalies");
+    let count = crate::tui::panes::ctx::counted(ui.panes.anomalies.rows.len(), "anomaly", "anomalies");
     vec![
         Span::styled(
             if unread > 0 {

@@ -48,8 +48,9 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let block = ctx.block_within(Pane::Messages, &title(ui), area.width);
     let inner = block.inner(area);
     let rows = inner.height;
-    let start = window_start(ui.messages.selected, rows);
+    let start = window_start(ui.panes.messages.selected, rows);
     let below = ui
+        .panes
         .messages
         .filtered()
         .count()
@@ -63,6 +64,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let focused = ui.focus == Pane::Messages;
     let width = usize::from(inner.width);
     let shown: Vec<(usize, &MessageRow)> = ui
+        .panes
         .messages
         .filtered()
         .enumerate()
@@ -72,12 +74,13 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     // The selected row, read in full, takes the rows it needs up to what is left
     // below the rows before it (each one line): never more than the pane holds.
     let rows_n = usize::from(rows).max(1);
-    let budget = (rows_n - (ui.messages.selected - start).min(rows_n - 1)).min(5);
+    let budget = (rows_n - (ui.panes.messages.selected - start).min(rows_n - 1)).min(5);
     // What it takes: its line, and its text wrapped below (when focused and cut).
     let selected_lines = ui
+        .panes
         .messages
         .filtered()
-        .nth(ui.messages.selected)
+        .nth(ui.panes.messages.selected)
         .filter(|x| focused && row_width(x) > width)
         .map_or(1, |x| {
             (1 + wrap(&printable(author_and_text(x).1), width.saturating_sub(4)).len()).min(budget)
@@ -98,7 +101,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
             let cut = row_width(m) > width;
             let room = rows_n.saturating_sub(used + (count - k - 1)).max(1);
             // The selected one, when cut, is read in full below its line (Enter opens it).
-            let lines = if focused && i == ui.messages.selected && cut {
+            let lines = if focused && i == ui.panes.messages.selected && cut {
                 read_in_full(prefix, &text, width, budget.min(room))
             } else {
                 // Each cut row folds onto up to three spare lines, first come first
@@ -126,19 +129,19 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         Style::new().add_modifier(Modifier::BOLD)
     });
-    let mut state = ListState::default().with_selected(Some(ui.messages.selected - start));
+    let mut state = ListState::default().with_selected(Some(ui.panes.messages.selected - start));
     frame.render_stateful_widget(list, area, &mut state);
 }
 
 /// "Messages (12)", or with a filter what it shows of what is kept: "Messages (1 of 4 ·
 /// type approval)".
 fn title(ui: &crate::tui::app::UiState) -> String {
-    let kept = crate::tui::panes::ctx::kept_of(ui.messages.rows.len(), ui.messages.seen);
+    let kept = crate::tui::panes::ctx::kept_of(ui.panes.messages.rows.len(), ui.panes.messages.seen);
     let mut filters = String::new();
-    if let Some(t) = &ui.messages.task_filter {
+    if let Some(t) = &ui.panes.messages.task_filter {
         filters.push_str(&format!(" · task {}", printable(t)));
     }
-    if let Some(t) = &ui.messages.type_filter {
+    if let Some(t) = &ui.panes.messages.type_filter {
         filters.push_str(&format!(" · type {}", printable(t)));
     }
     if filters.is_empty() {
@@ -146,7 +149,7 @@ fn title(ui: &crate::tui::app::UiState) -> String {
     } else {
         format!(
             "Messages ({} of {kept}{filters})",
-            ui.messages.filtered().count()
+            ui.panes.messages.filtered().count()
         )
     }
 }
@@ -196,17 +199,18 @@ impl PaneComponent for Messages {
     fn on_action(&self, ui: &mut UiState, action: Action, snap: &Snapshot) -> Vec<Effect> {
         match action {
             Action::FilterTask => {
-                ui.messages.task_filter = match ui.messages.task_filter {
+                ui.panes.messages.task_filter = match ui.panes.messages.task_filter {
                     Some(_) => None,
                     None => ui
                         .shown_tasks(snap)
                         .get(ui.selected_task)
                         .map(|t| t.id().to_owned()),
                 };
-                ui.messages.selected = 0;
+                ui.panes.messages.selected = 0;
             }
             Action::FilterType => {
                 let mut types: Vec<&str> = ui
+                    .panes
                     .messages
                     .rows
                     .iter()
@@ -214,12 +218,12 @@ impl PaneComponent for Messages {
                     .collect();
                 types.sort_unstable();
                 types.dedup();
-                let next = match &ui.messages.type_filter {
+                let next = match &ui.panes.messages.type_filter {
                     None => types.first().copied(),
                     Some(cur) => types.iter().skip_while(|t| *t != cur).nth(1).copied(),
                 };
-                ui.messages.type_filter = next.map(str::to_owned);
-                ui.messages.selected = 0;
+                ui.panes.messages.type_filter = next.map(str::to_owned);
+                ui.panes.messages.selected = 0;
             }
             _ => {}
         }
@@ -227,12 +231,12 @@ impl PaneComponent for Messages {
     }
 
     fn move_by(&self, ui: &mut UiState, _snap: &Snapshot, delta: i64) {
-        let shown = ui.messages.filtered().count();
-        ui.messages.selected = moved(ui.messages.selected, shown, delta);
+        let shown = ui.panes.messages.filtered().count();
+        ui.panes.messages.selected = moved(ui.panes.messages.selected, shown, delta);
     }
 
     fn open(&self, ui: &mut UiState, _snap: &Snapshot) {
-        let id = ui.messages.filtered().nth(ui.messages.selected).map(|m| m.id);
+        let id = ui.panes.messages.filtered().nth(ui.panes.messages.selected).map(|m| m.id);
         if let Some(id) = id {
             ui.overlay = Some(Overlay::Message(id));
         }
@@ -248,14 +252,14 @@ impl PaneComponent for Messages {
 }
 
 fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
-    let Some(last) = ctx.ui.messages.rows.back() else {
+    let Some(last) = ctx.ui.panes.messages.rows.back() else {
         return vec![Span::styled("none", ctx.theme.muted)];
     };
     vec![
         Span::styled(
             format!(
                 "{} · #{} {} [{}] ",
-                crate::tui::panes::ctx::counted(ctx.ui.messages.rows.len(), "message", "messages"),
+                crate::tui::panes::ctx::counted(ctx.ui.panes.messages.rows.len(), "message", "messages"),
                 last.id,
                 printable(last.task_id.as_deref().unwrap_or("—")),
                 printable(last.message_type.as_deref().unwrap_or("—"))

@@ -15,6 +15,7 @@ pub mod projects_bar;
 pub mod reader;
 pub mod segments;
 pub mod session_cells;
+pub mod states;
 pub mod status_bar;
 pub mod summary;
 pub mod text;
@@ -79,7 +80,7 @@ pub(crate) fn moved(cur: usize, len: usize, delta: i64) -> usize {
 macro_rules! registry {
     ($(
         $(#[$doc:meta])*
-        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident,
+        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident with $state:ty,
     )+) => {
         $( pub mod $module; )+
 

@@ -202,7 +202,7 @@ fn recent_gap(ctx: &DrawCtx<'_>) -> Option<String> {
 
 /// The search (or task filter) prompt, with its keys.
 fn search_prompt<'a>(input: &str, ctx: &DrawCtx<'a>) -> Line<'a> {
-    let (lead, keys) = if ctx.ui.tasks.filtering {
+    let (lead, keys) = if ctx.ui.panes.tasks.filtering {
         ("filter tasks: ", "   Enter keep · Esc clear")
     } else {
         ("/", "   Enter search · Esc cancel")

@@ -29,11 +29,11 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     } else {
         format!("Tasks ({count} of {total})")
     };
-    if let Some(f) = &ctx.ui.tasks.filter {
+    if let Some(f) = &ctx.ui.panes.tasks.filter {
         title.push_str(&format!(" · /{}", printable(f)));
     }
-    if ctx.ui.tasks.sort != crate::tui::panes::tasks::state::TaskSort::Id {
-        title.push_str(&format!(" · by {}", ctx.ui.tasks.sort.label()));
+    if ctx.ui.panes.tasks.sort != crate::tui::panes::tasks::state::TaskSort::Id {
+        title.push_str(&format!(" · by {}", ctx.ui.panes.tasks.sort.label()));
     }
     let mut block = ctx.block_within(Pane::Tasks, &title, area.width);
     // Where rows are hidden, the bottom border says how many (borders, the leaders'
@@ -551,11 +551,11 @@ fn sort(ui: &mut UiState, snap: &Snapshot) {
         .shown_tasks(snap)
         .get(ui.selected_task)
         .map(|t| t.id().to_owned());
-    ui.tasks.sort = ui.tasks.sort.next();
+    ui.panes.tasks.sort = ui.panes.tasks.sort.next();
     ui.selected_task = selected
         .and_then(|id| ui.shown_tasks(snap).iter().position(|t| t.id() == id))
         .unwrap_or(0);
-    ui.note = Some(format!("tasks sorted by {}", ui.tasks.sort.label()));
+    ui.note = Some(format!("tasks sorted by {}", ui.panes.tasks.sort.label()));
 }
 
 /// A move in a list of the tasks (Tasks, Heartbeats): the selection, which the Log

@@ -22,7 +22,7 @@ impl UiState {
     /// The message shown in the overlay, if any.
     pub fn overlay_message(&self) -> Option<&MessageRow> {
         match &self.overlay {
-            Some(Overlay::Message(id)) => self.messages.rows.iter().find(|m| m.id == *id),
+            Some(Overlay::Message(id)) => self.panes.messages.rows.iter().find(|m| m.id == *id),
             _ => None,
         }
     }
