@@ -196,7 +196,7 @@ fn ui_state(now: OffsetDateTime, snap: &Snapshot) -> UiState {
             }),
         });
     }
-    ui.search = Some("agent".into());
+    ui.panes.log.search = Some("agent".into());
     ui
 }
 

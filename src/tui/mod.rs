@@ -32,7 +32,7 @@ use tokio_util::sync::CancellationToken;
 use crate::core::clock::Clock;
 use crate::core::runtime::RunningCore;
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::older::OlderLines;
+use crate::tui::panes::log::older::OlderLines;
 use action::Action;
 use app::overlays::Route;
 use app::{Effect, Notification, UiState};
@@ -309,7 +309,7 @@ fn show_screens<'a>(
         let mut screen = screens::Shown::new(name, feeds.snapshots, pipelines, actions);
         // A local project's logs can be read back; a remote one's are on its host.
         if let Some(a) = screen.actions.as_ref().filter(|a| a.remote.is_none()) {
-            screen.ui.older = OlderLines::read_from(a.target.temp.clone(), cfg.reading);
+            screen.ui.panes.log.older = OlderLines::read_from(a.target.temp.clone(), cfg.reading);
         }
         shown.push(screen);
         screens::forward_changes(i, feeds.snapshots.clone(), changed_tx.clone());
@@ -573,7 +573,7 @@ fn present(
         projects.len(),
     );
     if let Some(rects) = layout::for_snapshot(area, snap, ui) {
-        ui.log_height = rects.log.height.saturating_sub(2).max(1);
+        ui.panes.log.height = rects.log.height.saturating_sub(2).max(1);
     }
     ui.prepare_rows();
     let ctx = DrawCtx {

@@ -550,8 +550,8 @@ fn a_proposed_fix_is_the_musicians_turn() {
 fn the_log_title_is_cut_with_a_mark_at_every_size() {
     let snap = busy_snapshot();
     let mut ui = busy_ui(&snap);
-    ui.log_pos.follow = false;
-    ui.search = Some("step".into());
+    ui.panes.log.pos.follow = false;
+    ui.panes.log.search = Some("step".into());
     for (w, h) in [(80, 24), (120, 40), (200, 60)] {
         let screen = text(&render(&snap, &ui, w, h));
         let line = screen

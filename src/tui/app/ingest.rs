@@ -6,9 +6,11 @@ use std::sync::Arc;
 use crate::core::domain::{LogKind, SourceLine, TaskId};
 use crate::core::event::{Happening, What};
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog};
 use crate::tui::app::state::{Notification, UiState};
 use crate::tui::panes::anomalies::state::AnomalyEntry;
+use crate::tui::panes::log::scrollback::{
+    LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog,
+};
 
 impl UiState {
     /// Takes one happening in; returns a notification to raise, if it deserves one.
@@ -61,7 +63,7 @@ impl UiState {
 
     /// The replay starts over: what was shown belongs to a later moment.
     fn start_over(&mut self) {
-        self.logs.clear();
+        self.panes.log.logs.clear();
         self.panes.anomalies.forget();
         self.panes.messages.forget();
     }
@@ -116,8 +118,10 @@ impl UiState {
 
     /// The task's log, made keeping as many lines as its being shown allows.
     fn log_of(&mut self, task: &TaskId) -> &mut TaskLog {
-        let shown = self.log_task.as_ref() == Some(task);
-        self.logs
+        let shown = self.panes.log.task.as_ref() == Some(task);
+        self.panes
+            .log
+            .logs
             .entry(task.clone())
             .or_insert_with(|| TaskLog::keeping(if shown { SCROLLBACK } else { TAIL_KEPT }))
     }
@@ -155,15 +159,15 @@ impl UiState {
             }
             log.merged.push(e);
         }
-        if self.log_task.as_ref() == Some(task) && !self.log_pos.follow {
+        if self.panes.log.task.as_ref() == Some(task) && !self.panes.log.pos.follow {
             let shown = matches!(
-                (self.log_view, kind),
+                (self.panes.log.view, kind),
                 (LogView::Merged, _)
                     | (LogView::Status, LogKind::Status)
                     | (LogView::Deviations, LogKind::Deviations)
             );
             if shown {
-                self.log_pos.new_lines += lines.len() as u64;
+                self.panes.log.pos.new_lines += lines.len() as u64;
             }
         }
     }
@@ -174,7 +178,7 @@ impl UiState {
     /// received), links nothing.
     pub(crate) fn link_anomaly(&mut self, task: &TaskId, line: Option<&SourceLine>) -> Option<u64> {
         let line = line?;
-        let log = self.logs.get_mut(task)?;
+        let log = self.panes.log.logs.get_mut(task)?;
         let single = match line.kind {
             LogKind::Status => &mut log.status,
             LogKind::Deviations => &mut log.deviations,
@@ -190,10 +194,12 @@ impl UiState {
 
     /// The task whose log is shown.
     pub fn current_log(&self) -> Option<&Scrollback> {
-        self.log_task
+        self.panes
+            .log
+            .task
             .as_ref()
-            .and_then(|t| self.logs.get(t))
-            .map(|l| l.view(self.log_view))
+            .and_then(|t| self.panes.log.logs.get(t))
+            .map(|l| l.view(self.panes.log.view))
     }
 
     pub fn unread_anomalies(&self) -> usize {
@@ -208,7 +214,9 @@ impl UiState {
         // The selection stays on its task when the order changes (a task that starts
         // waiting for the operator moves to the top).
         if let Some(i) = self
-            .log_task
+            .panes
+            .log
+            .task
             .as_ref()
             .and_then(|lt| shown.iter().position(|t| t.id() == lt.as_str()))
         {
@@ -220,12 +228,12 @@ impl UiState {
         // One selection: the Log shows the selected row's task, unless it shows a task
         // the table does not list by nature (the Conductor's, from its anomaly). A task
         // hidden by a filter, or gone, gives way to the selected row.
-        let hidden = self.log_task.as_ref().is_some_and(|lt| {
+        let hidden = self.panes.log.task.as_ref().is_some_and(|lt| {
             !shown.iter().any(|t| t.id() == lt.as_str())
                 && (self.panes.tasks.filter.is_some()
                     || !snap.tasks.iter().any(|t| t.id() == lt.as_str()))
         });
-        if (self.log_task.is_none() || hidden)
+        if (self.panes.log.task.is_none() || hidden)
             && let Some(t) = shown.get(self.selected_task)
         {
             let task = TaskId::parse(t.id());
@@ -242,12 +250,12 @@ impl UiState {
             return;
         };
         let in_rows = |id: &str| shown.iter().any(|t| t.id() == id);
-        let unlisted = self.log_task.as_ref().is_some_and(|lt| {
+        let unlisted = self.panes.log.task.as_ref().is_some_and(|lt| {
             !in_rows(lt.as_str())
                 && self.panes.tasks.filter.is_none()
                 && snap.tasks.iter().any(|t| t.id() == lt.as_str())
         });
-        if !unlisted && self.log_task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {
+        if !unlisted && self.panes.log.task.as_ref().map(TaskId::as_str) != Some(row.as_str()) {
             self.show_task(TaskId::parse(&row));
         }
     }

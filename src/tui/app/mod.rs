@@ -2,12 +2,11 @@
 //! happenings (log lines, anomalies, messages), `update` takes an [`Action`] and returns
 //! the [`Effect`]s the loop must carry out. No terminal and no clock here, so the key
 //! handling is tested on plain values (an overlay draws into a frame it is given). The
-//! one I/O is `older`'s: a local log's older lines read back from its file when the
-//! operator scrolls past what is held (`rows` shows them).
+//! one I/O is the Log pane's read-back of a local log's older lines, when the operator
+//! scrolls past what is held (`rows` asks for them, before a frame).
 //!
 //! - `state`: [`UiState`] itself and the effects;
 //! - `pane_kinds`: the list of panes (each pane's component is in `tui::panes`);
-//! - `scrollback`: the bounded per-task log views and the Log pane's position;
 //! - `ingest`: happenings in (log lines, anomalies linked to their lines, messages);
 //! - `update`: one [`Action`] in, [`Effect`]s out;
 //! - `navigation`: moving, scrolling, following, search, marks and copy;
@@ -19,11 +18,9 @@
 
 mod ingest;
 mod navigation;
-pub mod older;
 pub mod overlays;
 pub mod pane_kinds;
 mod rows;
-pub mod scrollback;
 pub mod state;
 mod task_actions;
 mod update;
@@ -36,5 +33,4 @@ mod tests_actions;
 mod tests_memory;
 
 pub use overlays::{Compose, ComposeKind, Confirm, Overlay};
-pub use scrollback::{LogEntry, LogPosition, LogView, SCROLLBACK, Scrollback, TAIL_KEPT, TaskLog};
 pub use state::{Effect, Notification, Pane, UiState, musicians};

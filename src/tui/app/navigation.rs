@@ -4,8 +4,8 @@
 use crossterm::event::KeyCode;
 
 use crate::core::domain::TaskId;
-use crate::tui::app::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT};
 use crate::tui::app::state::{Effect, Pane, UiState};
+use crate::tui::panes::log::scrollback::{LogEntry, LogView, SCROLLBACK, Scrollback, TAIL_KEPT};
 
 impl UiState {
     /// A key typed into the prompt: Enter keeps what was typed, Esc drops it, Backspace
@@ -50,29 +50,35 @@ impl UiState {
         if !accept || input.is_empty() {
             return;
         }
-        self.search = Some(input);
+        self.panes.log.search = Some(input);
         self.focus = Pane::Log;
-        if self.log_pos.follow {
+        if self.panes.log.pos.follow {
             self.unfollow();
             // From the end: the newest match first.
             if let Some(log) = self.current_log() {
-                self.log_pos.cursor = log.end();
+                self.panes.log.pos.cursor = log.end();
             }
         }
         self.search_step(false);
     }
 
     pub(crate) fn show_task(&mut self, task: Option<TaskId>) {
-        if task != self.log_task {
+        if task != self.panes.log.task {
             // The task left keeps a tail; the one shown keeps a scrollback.
-            if let Some(log) = self.log_task.as_ref().and_then(|t| self.logs.get_mut(t)) {
+            if let Some(log) = self
+                .panes
+                .log
+                .task
+                .as_ref()
+                .and_then(|t| self.panes.log.logs.get_mut(t))
+            {
                 log.keep(TAIL_KEPT);
             }
-            if let Some(log) = task.as_ref().and_then(|t| self.logs.get_mut(t)) {
+            if let Some(log) = task.as_ref().and_then(|t| self.panes.log.logs.get_mut(t)) {
                 log.keep(SCROLLBACK);
             }
-            self.log_task = task;
-            self.search = None;
+            self.panes.log.task = task;
+            self.panes.log.search = None;
             self.follow();
         }
     }
@@ -81,15 +87,15 @@ impl UiState {
     /// from the file (a history skimmed at start, or lines scrolled out): whether it is
     /// there, or being read.
     pub(crate) fn open_in_file(&mut self, line: &crate::core::domain::SourceLine) -> bool {
-        if !self.older.reads_back() {
+        if !self.panes.log.older.reads_back() {
             return false;
         }
-        self.log_view = match line.kind {
+        self.panes.log.view = match line.kind {
             crate::core::domain::LogKind::Status => LogView::Status,
             crate::core::domain::LogKind::Deviations => LogView::Deviations,
         };
         self.unfollow();
-        let h = u64::from(self.log_height.max(1));
+        let h = u64::from(self.panes.log.height.max(1));
         self.load_rows(line.index, line.index + h);
         if self.reading_back() {
             // The cursor goes there once the file is read.
@@ -100,46 +106,46 @@ impl UiState {
             .and_then(|r| r.get(line.index).map(|e| e.text == line.text))
             .unwrap_or(false);
         if found {
-            self.log_pos.cursor = line.index;
-            self.log_pos.top = line.index.saturating_sub(h / 2);
+            self.panes.log.pos.cursor = line.index;
+            self.panes.log.pos.top = line.index.saturating_sub(h / 2);
             self.keep_cursor_visible();
-            self.load_rows(self.log_pos.top, self.log_pos.top + h);
+            self.load_rows(self.panes.log.pos.top, self.panes.log.pos.top + h);
         } else {
-            self.log_view = LogView::Merged;
+            self.panes.log.view = LogView::Merged;
         }
         found
     }
 
     pub(crate) fn follow(&mut self) {
-        self.log_pos.follow = true;
-        self.log_pos.new_lines = 0;
-        self.log_pos.mark = None;
+        self.panes.log.pos.follow = true;
+        self.panes.log.pos.new_lines = 0;
+        self.panes.log.pos.mark = None;
     }
 
     pub(crate) fn unfollow(&mut self) {
         let end = self.current_log().map_or(0, Scrollback::end);
-        self.log_pos.follow = false;
-        self.log_pos.new_lines = 0;
-        self.log_pos.cursor = end.saturating_sub(1);
-        self.log_pos.top = end.saturating_sub(u64::from(self.log_height));
+        self.panes.log.pos.follow = false;
+        self.panes.log.pos.new_lines = 0;
+        self.panes.log.pos.cursor = end.saturating_sub(1);
+        self.panes.log.pos.top = end.saturating_sub(u64::from(self.panes.log.height));
     }
 
     pub(crate) fn keep_cursor_visible(&mut self) {
-        let h = u64::from(self.log_height.max(1));
-        let pos = &mut self.log_pos;
+        let h = u64::from(self.panes.log.height.max(1));
+        let pos = &mut self.panes.log.pos;
         if pos.cursor < pos.top {
             pos.top = pos.cursor;
         } else if pos.cursor >= pos.top + h {
             pos.top = pos.cursor + 1 - h;
         }
         if let Some(start) = self.current_rows().map(|r| r.start()) {
-            self.log_pos.top = self.log_pos.top.max(start);
+            self.panes.log.pos.top = self.panes.log.pos.top.max(start);
         }
     }
 
     /// Moves the cursor to the next (`forward`) or previous line containing the search.
     pub(crate) fn search_step(&mut self, forward: bool) {
-        let Some(term) = self.search.clone() else {
+        let Some(term) = self.panes.log.search.clone() else {
             self.note = Some("no search: press / to search".into());
             return;
         };
@@ -170,10 +176,10 @@ impl UiState {
             return;
         };
         let (held_start, end) = held;
-        if self.log_pos.follow {
-            self.log_pos.cursor = end;
+        if self.panes.log.pos.follow {
+            self.panes.log.pos.cursor = end;
         }
-        let cur = self.log_pos.cursor;
+        let cur = self.panes.log.pos.cursor;
         // The file's part lies before what is held: searched after it going back,
         // before it going forward.
         let older = |ui: &mut Self, range: (u64, u64)| {
@@ -206,13 +212,13 @@ impl UiState {
         });
         match found {
             Some(at) => {
-                if self.log_pos.follow {
+                if self.panes.log.pos.follow {
                     self.unfollow();
                 }
-                self.log_pos.cursor = at;
+                self.panes.log.pos.cursor = at;
                 self.keep_cursor_visible();
-                let h = u64::from(self.log_height.max(1));
-                self.load_rows(self.log_pos.top, self.log_pos.top + h);
+                let h = u64::from(self.panes.log.height.max(1));
+                self.load_rows(self.panes.log.pos.top, self.panes.log.pos.top + h);
                 if wrapped {
                     self.note = Some(format!(
                         "{none} · wrapping to the {}",
@@ -223,7 +229,7 @@ impl UiState {
             None => self.note = Some(none.replace("no more", "no")),
         }
         // Older lines not read yet are not "no match": say so instead.
-        if let (Some(done), Some(_)) = (self.older.indexing(), text_hit)
+        if let (Some(done), Some(_)) = (self.panes.log.older.indexing(), text_hit)
             && (found.is_none() || wrapped)
         {
             self.note = Some(format!(
@@ -239,12 +245,12 @@ impl UiState {
         if log.is_empty() {
             return vec![];
         }
-        let cursor = if self.log_pos.follow {
+        let cursor = if self.panes.log.pos.follow {
             log.end() - 1
         } else {
-            self.log_pos.cursor
+            self.panes.log.pos.cursor
         };
-        let mark = self.log_pos.mark.unwrap_or(cursor);
+        let mark = self.panes.log.pos.mark.unwrap_or(cursor);
         let (from, to) = (mark.min(cursor), mark.max(cursor));
         let text: Vec<&str> = (from..=to)
             .filter_map(|a| log.get(a))
@@ -252,7 +258,7 @@ impl UiState {
             .collect();
         let n = text.len();
         let joined = text.join("\n");
-        self.log_pos.mark = None;
+        self.panes.log.pos.mark = None;
         self.note = Some(format!("copied {n} line{}", if n == 1 { "" } else { "s" }));
         vec![Effect::Copy(joined)]
     }

@@ -15,7 +15,7 @@ macro_rules! pane_list {
             Tasks "tasks" FocusTasks => tasks::Tasks
                 with crate::tui::panes::tasks::state::TasksState,
             /// The selected task's log, merged or one file, scrolled and searched.
-            Log "log" FocusLog => log::Log with (),
+            Log "log" FocusLog => log::Log with crate::tui::panes::log::state::LogState,
             /// What the Sentinel found, newest first.
             Anomalies "anomalies" FocusAnomalies => anomalies::Anomalies
                 with crate::tui::panes::anomalies::state::AnomaliesState,

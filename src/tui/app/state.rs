@@ -4,9 +4,7 @@
 use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
-use crate::tui::app::older::OlderLines;
 pub use crate::tui::app::pane_kinds::Pane;
-use crate::tui::app::scrollback::{LogPosition, LogView, TaskLog};
 use crate::tui::panes::states::PaneStates;
 use crate::tui::panes::tasks::state::TaskSort;
 
@@ -76,16 +74,6 @@ pub struct UiState {
     pub overlay_page: u16,
     /// Index into the snapshot's Musicians.
     pub selected_task: usize,
-    /// The task the Log pane shows (follows the selection).
-    pub log_task: Option<TaskId>,
-    pub logs: std::collections::HashMap<TaskId, TaskLog>,
-    pub log_view: LogView,
-    pub log_pos: LogPosition,
-    /// Rows the Log pane showed last time it was laid out.
-    pub log_height: u16,
-    /// A local project's logs read back past what is held (status and deviations views).
-    pub older: OlderLines,
-    pub search: Option<String>,
     /// The search being typed, while typing.
     pub search_input: Option<String>,
     /// Each pane's own state (`panes.messages`, …).
@@ -125,17 +113,7 @@ impl Default for UiState {
             overlay_scroll_max: u16::MAX,
             overlay_page: 1,
             selected_task: 0,
-            log_task: None,
-            logs: std::collections::HashMap::new(),
-            log_view: LogView::Merged,
-            log_pos: LogPosition {
-                follow: true,
-                ..LogPosition::default()
-            },
-            log_height: 10,
             note_boxed: false,
-            older: OlderLines::default(),
-            search: None,
             search_input: None,
             panes: PaneStates::default(),
             note: None,

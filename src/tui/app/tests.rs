@@ -12,6 +12,7 @@ use crate::core::event::{Happening, MessageRow, What};
 use crate::core::snapshot::Snapshot;
 use crate::core::snapshot::TaskView;
 use crate::tui::action::Action;
+use crate::tui::panes::log::scrollback::SCROLLBACK;
 use crate::tui::panes::tasks::state::TaskSort;
 
 pub(super) fn snap(ids: &[&str]) -> Snapshot {
@@ -123,9 +124,15 @@ fn tab_cycles_focus_and_number_keys_jump() {
 #[test]
 fn selecting_a_task_points_the_log_at_it_and_skips_the_conductor() {
     let (mut ui, s) = ready(0);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-01"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-01")
+    );
     ui.update(Action::Down, &s);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-02")
+    );
     ui.update(Action::Down, &s);
     assert_eq!(ui.selected_task, 1, "task-00 is not a Musician row");
     ui.update(Action::Open, &s);
@@ -135,23 +142,23 @@ fn selecting_a_task_points_the_log_at_it_and_skips_the_conductor() {
 #[test]
 fn scrolling_up_stops_following_and_counts_new_lines() {
     let (mut ui, s) = ready(50);
-    ui.log_height = 10;
+    ui.panes.log.height = 10;
     ui.update(Action::FocusLog, &s);
-    assert!(ui.log_pos.follow);
+    assert!(ui.panes.log.pos.follow);
     ui.update(Action::Up, &s);
-    assert!(!ui.log_pos.follow);
-    assert_eq!(ui.log_pos.cursor, 48);
+    assert!(!ui.panes.log.pos.follow);
+    assert_eq!(ui.panes.log.pos.cursor, 48);
     log(&mut ui, "task-01", LogKind::Status, &["new 1", "new 2"]);
     log(&mut ui, "task-02", LogKind::Status, &["elsewhere"]);
-    assert_eq!(ui.log_pos.new_lines, 2);
+    assert_eq!(ui.panes.log.pos.new_lines, 2);
     ui.update(Action::Bottom, &s);
-    assert!(ui.log_pos.follow);
-    assert_eq!(ui.log_pos.new_lines, 0);
+    assert!(ui.panes.log.pos.follow);
+    assert_eq!(ui.panes.log.pos.new_lines, 0);
     // Moving down past the end resumes following too.
     ui.update(Action::Up, &s);
     ui.update(Action::Down, &s);
     ui.update(Action::Down, &s);
-    assert!(ui.log_pos.follow);
+    assert!(ui.panes.log.pos.follow);
 }
 
 #[test]
@@ -163,12 +170,12 @@ fn scrollback_is_bounded_and_positions_stay_valid() {
         SCROLLBACK as u64 + 500,
         "merged keeps twice as many"
     );
-    let status = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    let status = &ui.panes.log.logs[&TaskId::parse("task-01").unwrap()].status;
     assert_eq!(status.end() - status.start(), SCROLLBACK as u64);
     assert_eq!(&*status.get(status.start()).unwrap().text, "line 500");
     ui.update(Action::FocusLog, &s);
     ui.update(Action::Top, &s);
-    assert_eq!(ui.log_pos.cursor, ui.current_log().unwrap().start());
+    assert_eq!(ui.panes.log.pos.cursor, ui.current_log().unwrap().start());
 }
 
 #[test]
@@ -188,17 +195,17 @@ fn search_finds_newest_first_then_steps() {
     }
     ui.search_finish(true);
     assert_eq!(ui.focus, Pane::Log);
-    assert_eq!(ui.log_pos.cursor, 3);
+    assert_eq!(ui.panes.log.pos.cursor, 3);
     ui.update(Action::SearchPrev, &s);
-    assert_eq!(ui.log_pos.cursor, 1);
+    assert_eq!(ui.panes.log.pos.cursor, 1);
     ui.update(Action::SearchPrev, &s);
-    assert_eq!(ui.log_pos.cursor, 3, "wraps round to the last match");
+    assert_eq!(ui.panes.log.pos.cursor, 3, "wraps round to the last match");
     assert_eq!(
         ui.note.as_deref(),
         Some("no more matches · wrapping to the last")
     );
     ui.update(Action::SearchNext, &s);
-    assert_eq!(ui.log_pos.cursor, 1, "and forward to the first");
+    assert_eq!(ui.panes.log.pos.cursor, 1, "and forward to the first");
     assert_eq!(
         ui.note.as_deref(),
         Some("no more matches · wrapping to the first")
@@ -242,23 +249,26 @@ fn enter_on_an_anomaly_jumps_to_its_line_and_marks_it_read() {
     ui.update(Action::Down, &s); // the older one: the self-correction
     ui.update(Action::Open, &s);
     assert_eq!(ui.focus, Pane::Log);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-02")
+    );
     assert_eq!(ui.selected_task, 1);
-    assert_eq!(ui.log_pos.cursor, 1);
-    assert!(!ui.log_pos.follow);
+    assert_eq!(ui.panes.log.pos.cursor, 1);
+    assert!(!ui.panes.log.pos.follow);
     assert_eq!(ui.unread_anomalies(), 1);
     // ] and [ move between anomaly lines.
     ui.update(Action::NextAnomaly, &s);
     assert_eq!(
         &*ui.current_log()
             .unwrap()
-            .get(ui.log_pos.cursor)
+            .get(ui.panes.log.pos.cursor)
             .unwrap()
             .text,
         "High: y"
     );
     ui.update(Action::PrevAnomaly, &s);
-    assert_eq!(ui.log_pos.cursor, 1);
+    assert_eq!(ui.panes.log.pos.cursor, 1);
     ui.update(Action::FocusAnomalies, &s);
     ui.update(Action::MarkAllRead, &s);
     assert_eq!(ui.unread_anomalies(), 0);
@@ -486,7 +496,7 @@ fn tasks_filter_and_sort_and_the_selection_follows_what_is_shown() {
     assert_eq!(ids(&ui), ["task-12"], "live, while typing");
     ui.search_finish(true);
     assert_eq!(ui.panes.tasks.filter.as_deref(), Some("ask-1"));
-    assert_eq!(ui.search, None, "the log search is untouched");
+    assert_eq!(ui.panes.log.search, None, "the log search is untouched");
     // The selection is the shown row: the session overlay opens for task-12.
     ui.update(Action::Session, &s);
     assert_eq!(ui.overlay, Some(Overlay::Session("task-12".into())));
@@ -522,7 +532,10 @@ fn a_task_that_needs_you_comes_first_and_the_selection_stays_put() {
     let mut ui = UiState::default();
     ui.sync_with(&s);
     ui.update(Action::Down, &s);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-02")
+    );
     let mut rows: Vec<TaskView> = s.tasks.iter().map(|t| (**t).clone()).collect();
     rows[2].needs_you = Some(("permission for Bash `cargo publish`".into(), at()));
     let s2 = Snapshot {
@@ -590,7 +603,7 @@ fn one_selection_whatever_moves_it() {
     let check = |ui: &UiState, s: &Snapshot, want: &str, after: &str| {
         assert_eq!(selected(ui, s).as_deref(), Some(want), "row, after {after}");
         assert_eq!(
-            ui.log_task.as_ref().map(TaskId::as_str),
+            ui.panes.log.task.as_ref().map(TaskId::as_str),
             Some(want),
             "Log, after {after}"
         );

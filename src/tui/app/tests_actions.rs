@@ -136,7 +136,10 @@ fn after_a_filter_or_a_sort_the_log_is_the_selected_row_without_a_new_snapshot()
     let mut ui = UiState::default();
     ui.sync_with(&s);
     ui.update(Action::Down, &s);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-05"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-05")
+    );
     let selected = |ui: &UiState| {
         ui.shown_tasks(&s)
             .get(ui.selected_task)
@@ -151,14 +154,17 @@ fn after_a_filter_or_a_sort_the_log_is_the_selected_row_without_a_new_snapshot()
     ui.search_finish(true);
     ui.log_follows_selection(&s);
     assert_eq!(selected(&ui).as_deref(), Some("task-07"));
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-07"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-07")
+    );
     // Esc drops it; a sort moves the rows; the Log stays the selected row's.
     ui.update(Action::Search, &s);
     ui.search_finish(false);
     ui.log_follows_selection(&s);
     ui.update(Action::SortTasks, &s);
     assert_eq!(
-        ui.log_task.as_ref().map(TaskId::as_str),
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
         selected(&ui).as_deref()
     );
 }

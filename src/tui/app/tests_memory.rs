@@ -11,6 +11,8 @@ use super::*;
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::event::{Happening, What};
 use crate::core::snapshot::Snapshot;
+use crate::tui::panes::log::older;
+use crate::tui::panes::log::scrollback::{LogView, SCROLLBACK, TAIL_KEPT};
 
 fn lines(n: usize, tag: &str) -> Vec<String> {
     (0..n).map(|i| format!("{tag} {i}")).collect()
@@ -52,7 +54,7 @@ fn project_with_log(
     });
     std::fs::write(dir.path().join("task-01-status"), &text).unwrap();
     let (mut ui, s) = ready(0);
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
+    ui.panes.log.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
     skimmed(&mut ui, (n - 256) as u64, (n - 256..n).map(&line).collect());
     (dir, ui, s)
 }
@@ -63,7 +65,7 @@ fn a_task_not_shown_keeps_a_tail_and_the_shown_one_a_scrollback() {
     many(&mut ui, "task-01", SCROLLBACK + 10, "shown");
     many(&mut ui, "task-02", SCROLLBACK + 10, "other");
     let kept = |ui: &UiState, t: &str| {
-        let l = &ui.logs[&TaskId::parse(t).unwrap()].status;
+        let l = &ui.panes.log.logs[&TaskId::parse(t).unwrap()].status;
         (l.end() - l.start(), l.end())
     };
     assert_eq!(
@@ -77,12 +79,15 @@ fn a_task_not_shown_keeps_a_tail_and_the_shown_one_a_scrollback() {
     // Showing another task trims the one left to a tail; positions stay true counts.
     ui.update(crate::tui::action::Action::Down, &s);
     ui.update(crate::tui::action::Action::Open, &s);
-    assert_eq!(ui.log_task.as_ref().map(TaskId::as_str), Some("task-02"));
+    assert_eq!(
+        ui.panes.log.task.as_ref().map(TaskId::as_str),
+        Some("task-02")
+    );
     assert_eq!(
         kept(&ui, "task-01"),
         (TAIL_KEPT as u64, SCROLLBACK as u64 + 10)
     );
-    let first = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    let first = &ui.panes.log.logs[&TaskId::parse("task-01").unwrap()].status;
     assert_eq!(&*first.get(first.start()).unwrap().text, "shown 9754");
 }
 
@@ -90,7 +95,7 @@ fn a_task_not_shown_keeps_a_tail_and_the_shown_one_a_scrollback() {
 fn a_skimmed_history_moves_positions_on_without_its_lines() {
     let (mut ui, _s) = ready(3);
     skimmed(&mut ui, 1_000_000, vec!["the last line".to_owned()]);
-    let status = &ui.logs[&TaskId::parse("task-01").unwrap()].status;
+    let status = &ui.panes.log.logs[&TaskId::parse("task-01").unwrap()].status;
     assert_eq!((status.start(), status.end()), (1_000_003, 1_000_004));
     assert_eq!(&*status.get(1_000_003).unwrap().text, "the last line");
     let merged = ui.current_log().unwrap();
@@ -102,32 +107,32 @@ fn a_skimmed_history_moves_positions_on_without_its_lines() {
 #[test]
 fn older_lines_are_read_back_from_the_file() {
     let (_dir, mut ui, s) = project_with_log(5_000, |i| format!("line {i}"));
-    ui.log_view = LogView::Status;
+    ui.panes.log.view = LogView::Status;
     ui.update(crate::tui::action::Action::FocusLog, &s);
     ui.update(crate::tui::action::Action::Top, &s);
     ui.prepare_rows();
     let rows = ui.current_rows().unwrap();
     assert_eq!((rows.start(), rows.end()), (0, 5_000));
-    assert_eq!(ui.log_pos.cursor, 0);
+    assert_eq!(ui.panes.log.pos.cursor, 0);
     assert_eq!(&*rows.get(0).unwrap().text, "line 0");
     // A page down from the top is still the file's, line by line.
     ui.update(crate::tui::action::Action::PageDown, &s);
     ui.prepare_rows();
-    let at = ui.log_pos.cursor;
+    let at = ui.panes.log.pos.cursor;
     let text = ui.current_rows().unwrap().get(at).unwrap().text.to_string();
     assert_eq!(text, format!("line {at}"));
     // Searching back from the end finds a line only the file holds.
     ui.update(crate::tui::action::Action::Bottom, &s);
-    ui.search = Some("line 1234".into());
+    ui.panes.log.search = Some("line 1234".into());
     ui.search_step(false);
-    assert_eq!(ui.log_pos.cursor, 1_234);
+    assert_eq!(ui.panes.log.pos.cursor, 1_234);
     ui.prepare_rows();
     assert_eq!(
         &*ui.current_rows().unwrap().get(1_234).unwrap().text,
         "line 1234"
     );
     // The merged view reads nothing back.
-    ui.log_view = LogView::Merged;
+    ui.panes.log.view = LogView::Merged;
     assert_eq!(ui.current_rows().unwrap().start(), 4_744);
 }
 
@@ -160,11 +165,11 @@ fn a_large_file_is_read_back_over_several_frames() {
         .unwrap()
         .len();
     assert!(size > 32 << 20, "{size}");
-    ui.log_view = LogView::Status;
+    ui.panes.log.view = LogView::Status;
     ui.update(crate::tui::action::Action::FocusLog, &s);
     ui.update(crate::tui::action::Action::Top, &s);
     assert!(
-        ui.older.indexing().is_some_and(|p| p < 100),
+        ui.panes.log.older.indexing().is_some_and(|p| p < 100),
         "said while reading"
     );
     let mut frames = 0;
@@ -174,13 +179,13 @@ fn a_large_file_is_read_back_over_several_frames() {
         assert!(frames < 100, "indexing ends");
     }
     ui.prepare_rows();
-    assert_eq!(ui.log_pos.cursor, 0);
+    assert_eq!(ui.panes.log.pos.cursor, 0);
     assert_eq!(
         &*ui.current_rows().unwrap().get(0).unwrap().text,
         "entry 00000000 of a large log"
     );
     // Following again while a file is being read lets it go: no frame is asked for.
-    ui.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
+    ui.panes.log.older = older::OlderLines::read_from(dir.path().to_owned(), reading_4k());
     ui.update(crate::tui::action::Action::Top, &s);
     assert!(ui.reading_back());
     ui.update(crate::tui::action::Action::Bottom, &s);
@@ -201,8 +206,8 @@ fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
     );
     ui.update(crate::tui::action::Action::FocusAnomalies, &s);
     ui.update(crate::tui::action::Action::Open, &s);
-    assert_eq!(ui.log_view, LogView::Status);
-    assert_eq!(ui.log_pos.cursor, 1_234);
+    assert_eq!(ui.panes.log.view, LogView::Status);
+    assert_eq!(ui.panes.log.pos.cursor, 1_234);
     ui.prepare_rows();
     assert_eq!(
         &*ui.current_rows().unwrap().get(1_234).unwrap().text,
@@ -218,7 +223,7 @@ fn an_anomaly_on_a_skimmed_line_opens_it_in_the_file() {
     ui.update(crate::tui::action::Action::FocusAnomalies, &s);
     ui.panes.anomalies.selected = 0;
     ui.update(crate::tui::action::Action::Open, &s);
-    assert_eq!(ui.log_view, LogView::Merged);
+    assert_eq!(ui.panes.log.view, LogView::Merged);
     assert!(
         ui.note.as_deref().unwrap_or_default().contains("no longer"),
         "{:?}",

@@ -55,7 +55,7 @@ impl UiState {
     /// arm fails `tests_actions::every_global_action_is_answered`).
     pub(super) fn global(&mut self, action: Action, snap: &Snapshot) -> Option<Vec<Effect>> {
         let focused = self.focus.component();
-        let page = i64::from(self.log_height.max(2) - 1);
+        let page = i64::from(self.panes.log.height.max(2) - 1);
         match action {
             Action::Quit => return Some(self.quit(snap)),
             Action::Zoom => self.zoomed = self.zoomed.is_none().then_some(self.focus),
@@ -69,8 +69,8 @@ impl UiState {
                 self.overlay_scroll = 0;
             }
             Action::Close => {
-                self.search = None;
-                self.log_pos.mark = None;
+                self.panes.log.search = None;
+                self.panes.log.pos.mark = None;
                 // A filter kept with Enter is closed here, as the help says.
                 if self.focus == Pane::Tasks && self.panes.tasks.filter.take().is_some() {
                     self.selected_task = 0;

@@ -10,7 +10,8 @@ use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
 pub mod state;
 
-use crate::tui::app::{Effect, LogView, Pane, UiState};
+use crate::tui::app::{Effect, Pane, UiState};
+use crate::tui::panes::log::scrollback::LogView;
 use state::AnomalyEntry;
 use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{
@@ -197,13 +198,13 @@ fn open_line(ui: &mut UiState, snap: &Snapshot) {
         ui.selected_task = i;
     }
     ui.show_task(Some(task));
-    ui.log_view = LogView::Merged;
+    ui.panes.log.view = LogView::Merged;
     ui.focus = Pane::Log;
     match line {
         Some(line) if ui.current_log().is_some_and(|l| l.get(line).is_some()) => {
             ui.unfollow();
-            ui.log_pos.cursor = line;
-            ui.log_pos.top = line.saturating_sub(u64::from(ui.log_height / 2));
+            ui.panes.log.pos.cursor = line;
+            ui.panes.log.pos.top = line.saturating_sub(u64::from(ui.panes.log.height / 2));
             ui.keep_cursor_visible();
         }
         _ => {

@@ -1,6 +1,10 @@
 //! Log: the selected task's status and deviation lines, following the end or parked on
 //! a cursor. Only the visible rows are built, whatever the scrollback holds.
 
+pub mod older;
+pub mod scrollback;
+pub mod state;
+
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Modifier, Style};
@@ -10,7 +14,8 @@ use ratatui::widgets::Paragraph;
 use crate::core::domain::LogKind;
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::{Effect, LogEntry, LogView, Overlay, Pane, UiState};
+use crate::tui::app::{Effect, Overlay, Pane, UiState};
+use scrollback::{LogEntry, LogView};
 use crate::tui::panes::PaneComponent;
 use crate::tui::panes::ctx::{DrawCtx, printable};
 use crate::tui::theme::Theme;
@@ -19,43 +24,45 @@ use crate::tui::theme::Theme;
 /// the search, and where the cursor is when the file is read back.
 fn title(ui: &crate::tui::app::UiState) -> String {
     let task = ui
-        .log_task
+        .panes
+        .log
+        .task
         .as_ref()
         .map_or_else(|| "no task selected".to_owned(), ToString::to_string);
-    let mut title = format!("Log: {task} · {}", ui.log_view.label());
-    if ui.log_pos.follow {
+    let mut title = format!("Log: {task} · {}", ui.panes.log.view.label());
+    if ui.panes.log.pos.follow {
         title.push_str(" · following");
-    } else if ui.log_pos.new_lines > 0 {
+    } else if ui.panes.log.pos.new_lines > 0 {
         title.push_str(&format!(
             " · ▼ {} new lines (G to follow)",
-            ui.log_pos.new_lines
+            ui.panes.log.pos.new_lines
         ));
     } else {
         title.push_str(" · paused (G to follow)");
     }
-    if let Some(s) = &ui.search {
+    if let Some(s) = &ui.panes.log.search {
         title.push_str(&format!(" · /{s}"));
     }
     // Rows before what is held come from the file: said, with where the cursor is.
     if let Some(rows) = ui.current_rows().filter(|r| r.start() < r.held.start())
-        && !ui.log_pos.follow
-        && ui.log_pos.cursor < rows.held.start()
+        && !ui.panes.log.pos.follow
+        && ui.panes.log.pos.cursor < rows.held.start()
     {
         title.push_str(&format!(
             " · line {} of {}, read back from the file",
-            ui.log_pos.cursor - rows.start() + 1,
+            ui.panes.log.pos.cursor - rows.start() + 1,
             rows.end() - rows.start()
         ));
     }
-    if let Some(done) = ui.older.indexing() {
+    if let Some(done) = ui.panes.log.older.indexing() {
         title.push_str(&format!(" · reading the file: {done}%"));
     }
     // The merged view holds what arrived; the files hold the rest, one log at a time.
     if let Some(rows) = ui.current_rows().filter(|r| r.start() > 0)
-        && ui.older.reads_back()
+        && ui.panes.log.older.reads_back()
         && ui.single_kind().is_none()
-        && !ui.log_pos.follow
-        && ui.log_pos.cursor == rows.start()
+        && !ui.panes.log.pos.follow
+        && ui.panes.log.pos.cursor == rows.start()
     {
         title.push_str(" · older lines: v for a log read back from its file");
     }
@@ -76,20 +83,24 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         return;
     };
     let height = u64::from(inner.height);
-    let (top, cursor) = if ui.log_pos.follow {
+    let (top, cursor) = if ui.panes.log.pos.follow {
         (log.end().saturating_sub(height).max(log.start()), None)
     } else {
-        let cursor = ui.log_pos.cursor.clamp(log.start(), log.end() - 1);
+        let cursor = ui.panes.log.pos.cursor.clamp(log.start(), log.end() - 1);
         // The stored top, pulled back if the cursor left the window.
         let top = ui
-            .log_pos
+            .panes
+            .log
+            .pos
             .top
             .clamp(cursor.saturating_sub(height - 1), cursor)
             .max(log.start());
         (top, Some(cursor))
     };
     let marked = ui
-        .log_pos
+        .panes
+        .log
+        .pos
         .mark
         .zip(cursor)
         .map(|(m, c)| (m.min(c), m.max(c)));
@@ -98,7 +109,7 @@ pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
         .map(|(abs, e)| {
             // A line wider than the pane ends in `…`, never cut without a mark.
             let mut l = crate::tui::panes::ctx::fit_line(
-                render_line(e, ui.search.as_deref(), ctx.theme),
+                render_line(e, ui.panes.log.search.as_deref(), ctx.theme),
                 usize::from(inner.width),
             );
             if Some(abs) == cursor {
@@ -217,14 +228,14 @@ impl PaneComponent for Log {
             Action::PrevAnomaly => ui.anomaly_step(false),
             Action::NextAnomaly => ui.anomaly_step(true),
             Action::ToggleFollow => {
-                if ui.log_pos.follow {
+                if ui.panes.log.pos.follow {
                     ui.unfollow();
                 } else {
                     ui.follow();
                 }
             }
             Action::CycleLogView => {
-                ui.log_view = match ui.log_view {
+                ui.panes.log.view = match ui.panes.log.view {
                     LogView::Merged => LogView::Status,
                     LogView::Status => LogView::Deviations,
                     LogView::Deviations => LogView::Merged,
@@ -232,10 +243,10 @@ impl PaneComponent for Log {
                 ui.follow();
             }
             Action::Mark => {
-                if ui.log_pos.follow {
+                if ui.panes.log.pos.follow {
                     ui.unfollow();
                 }
-                ui.log_pos.mark = Some(ui.log_pos.cursor);
+                ui.panes.log.pos.mark = Some(ui.panes.log.pos.cursor);
             }
             Action::Copy => return ui.copy(),
             _ => {}
@@ -256,14 +267,14 @@ impl PaneComponent for Log {
     fn open(&self, ui: &mut UiState, _snap: &Snapshot) {
     // Following, the line read is the newest.
     let line = ui.current_rows().and_then(|r| {
-        let at = if ui.log_pos.follow {
+        let at = if ui.panes.log.pos.follow {
             r.end().saturating_sub(1)
         } else {
-            ui.log_pos.cursor
+            ui.panes.log.pos.cursor
         };
         r.get(at).map(|e| e.text.clone())
     });
-    if let (Some(text), Some(task)) = (line, &ui.log_task) {
+    if let (Some(text), Some(task)) = (line, &ui.panes.log.task) {
         ui.overlay = Some(Overlay::LogLine(task.to_string(), text));
     }
     }
@@ -284,15 +295,15 @@ fn move_in_log(ui: &mut UiState, delta: i64) {
     if delta < 0
         && let Some(held_start) = ui.current_rows().map(|r| r.held.start())
     {
-        let at = if ui.log_pos.follow {
+        let at = if ui.panes.log.pos.follow {
             ui.current_rows().map_or(0, |r| r.end())
         } else {
-            ui.log_pos.cursor
+            ui.panes.log.pos.cursor
         };
         let target =
             u64::try_from((at as i64).saturating_add(delta).max(0)).unwrap_or(0);
         if target < held_start {
-            ui.load_rows(target, target + u64::from(ui.log_height.max(1)));
+            ui.load_rows(target, target + u64::from(ui.panes.log.height.max(1)));
         }
     }
     let Some((start, end)) = ui.current_rows().map(|l| (l.start(), l.end())) else {
@@ -301,26 +312,28 @@ fn move_in_log(ui: &mut UiState, delta: i64) {
     if end == start {
         return;
     }
-    if ui.log_pos.follow {
+    if ui.panes.log.pos.follow {
         if delta > 0 {
             return;
         }
         ui.unfollow();
     }
-    let cur = ui.log_pos.cursor as i64 + delta;
+    let cur = ui.panes.log.pos.cursor as i64 + delta;
     let last = end as i64 - 1;
     if cur > last && delta > 0 {
         ui.follow();
         return;
     }
-    ui.log_pos.cursor = cur.clamp(start as i64, last) as u64;
+    ui.panes.log.pos.cursor = cur.clamp(start as i64, last) as u64;
     ui.keep_cursor_visible();
 }
 
 fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     let task = ctx
         .ui
-        .log_task
+        .panes
+        .log
+        .task
         .as_ref()
         .map_or_else(|| "—".to_owned(), ToString::to_string);
     let last = ctx

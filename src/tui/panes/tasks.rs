@@ -563,7 +563,7 @@ fn sort(ui: &mut UiState, snap: &Snapshot) {
 pub(crate) fn select_by(ui: &mut UiState, snap: &Snapshot, delta: i64) {
     let shown = ui.shown_tasks(snap);
     let next = moved(ui.selected_task, shown.len(), delta);
-    if next != ui.selected_task || ui.log_task.is_none() {
+    if next != ui.selected_task || ui.panes.log.task.is_none() {
         ui.selected_task = next;
         let task = shown.get(next).and_then(|t| TaskId::parse(t.id()));
         ui.show_task(task);

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::log_file::LineIndex;
-use crate::tui::app::scrollback::{LogEntry, Scrollback};
+use crate::tui::panes::log::scrollback::{LogEntry, Scrollback};
 
 /// Lines of the file held around the pane.
 pub const WINDOW: u64 = 1024;
