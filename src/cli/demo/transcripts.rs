@@ -12,9 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
-use regex::Regex;
 use serde_json::{Value, json};
 
 use crate::core::domain::state;
@@ -279,7 +277,5 @@ fn tool(name: &str, key: &str, argument: &str) -> Value {
 
 /// The `[ctx: NN%]` a status line reports.
 fn context_of(line: &str) -> Option<u64> {
-    static CTX: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"\[ctx: (\d{1,3})%\]").expect("static regex"));
-    CTX.captures(line)?.get(1)?.as_str().parse().ok()
+    crate::core::domain::context_percent(line).map(u64::from)
 }

@@ -324,8 +324,10 @@ pub fn dedupe_detail(kind: AnomalyKind, detail: &str) -> String {
     }
 }
 
-static CTX: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"\[ctx:\s*(\d{1,3})\s*%\]").expect("static regex"));
+static CTX: LazyLock<Regex> = LazyLock::new(|| {
+    let stamp = regex::escape(words::CONTEXT_STAMP);
+    Regex::new(&format!(r"{stamp}\s*(\d{{1,3}})\s*%\]")).expect("static regex")
+});
 static STEP: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"\bstep (\d+)").expect("static regex"));
 
 /// The `[ctx: XX%]` value of a status line (the last one if several), 0–100.

@@ -12,10 +12,10 @@ pub const TRUNCATED_MARK: &str = " […]";
 const KEPT_END: usize = 256;
 /// What the Sentinel looks for anywhere in a line (its table's `Anywhere` marks): said
 /// even when it was cut away.
-fn cut_marks() -> impl Iterator<Item = &'static [u8]> {
+fn cut_marks() -> impl Iterator<Item = &'static str> {
     use crate::core::domain::words::{Mark, WORDS};
     WORDS.iter().filter_map(|w| match w.mark {
-        Mark::Anywhere(word) => Some(word.as_bytes()),
+        Mark::Anywhere(word) => Some(word),
         _ => None,
     })
 }
@@ -28,8 +28,8 @@ pub struct LineAssembler {
     overflowed: bool,
     /// The last [`KEPT_END`] bytes of what was dropped of the current line.
     dropped_end: Vec<u8>,
-    /// A mark of [`cut_marks`] was among the dropped bytes.
-    dropped_mark: bool,
+    /// The mark of [`cut_marks`] among the dropped bytes, if one was.
+    dropped_mark: Option<&'static str>,
     /// Lines cut so far (the source says so).
     cut_lines: u64,
     /// Where the current line starts in its file (with [`Self::feed_at`]).
@@ -45,7 +45,7 @@ impl LineAssembler {
             max_line: max_line.max(1),
             overflowed: false,
             dropped_end: Vec::new(),
-            dropped_mark: false,
+            dropped_mark: None,
             cut_lines: 0,
             line_start: 0,
             at_line_start: true,
@@ -108,7 +108,7 @@ impl LineAssembler {
         self.pending.shrink_to(self.max_line.min(4096));
         self.overflowed = false;
         self.dropped_end.clear();
-        self.dropped_mark = false;
+        self.dropped_mark = None;
         self.at_line_start = true;
     }
 
@@ -129,13 +129,13 @@ impl LineAssembler {
         if bytes.is_empty() {
             return;
         }
-        if !self.dropped_mark {
+        if self.dropped_mark.is_none() {
             let seam = self.dropped_end.len().saturating_sub(32);
             let mut window = self.dropped_end[seam..].to_vec();
             window.extend_from_slice(&bytes[..bytes.len().min(64)]);
-            self.dropped_mark = cut_marks().any(|m| {
-                memchr::memmem::find(bytes, m).is_some()
-                    || memchr::memmem::find(&window, m).is_some()
+            self.dropped_mark = cut_marks().find(|m| {
+                memchr::memmem::find(bytes, m.as_bytes()).is_some()
+                    || memchr::memmem::find(&window, m.as_bytes()).is_some()
             });
         }
         self.dropped_end
@@ -156,8 +156,11 @@ impl LineAssembler {
         if std::mem::take(&mut self.overflowed) {
             self.cut_lines += 1;
             line.push_str(TRUNCATED_MARK);
-            if std::mem::take(&mut self.dropped_mark) {
-                line.push_str(" self-correction […]");
+            if let Some(mark) = self.dropped_mark.take() {
+                // The mark the Sentinel reads, kept where the middle was cut.
+                line.push(' ');
+                line.push_str(mark);
+                line.push_str(" […]");
             }
             let mut end = std::mem::take(&mut self.dropped_end);
             if end.last() == Some(&b'\r') {
