@@ -146,3 +146,38 @@ fn a_pane_is_its_file_and_its_line_in_the_list() {
         "these list every pane; read the list (`Pane::ALL`, `pane_list!`) instead: {second_lists:?}"
     );
 }
+
+/// An anomaly kind is one line of the Sentinel's words (`core/domain/words.rs`): its
+/// name and its mark are spelled there and read from the table everywhere else (the
+/// detector, the skim, the line cutter, the Log's highlighter, the reports).
+#[test]
+fn an_anomaly_kind_is_spelled_only_in_the_sentinels_words() {
+    let words = std::fs::read_to_string(src().join("core/domain/words.rs")).unwrap();
+    let line =
+        regex::Regex::new(r#"(?m)^\s*\w+: "([^"]+)", \w+, Mark::\w+(?:\("([^"]+)"\))?,"#).unwrap();
+    let mut spelled = BTreeSet::new();
+    for c in line.captures_iter(&words) {
+        spelled.insert(c[1].to_owned());
+        if let Some(mark) = c.get(2) {
+            spelled.insert(mark.as_str().to_owned());
+        }
+    }
+    assert!(spelled.contains("self-correction") && spelled.contains("High:"), "{spelled:?}");
+    let mut literals = Vec::new();
+    for (file, lines) in code_lines() {
+        if file == "core/domain/words.rs" {
+            continue;
+        }
+        for (i, text) in lines.iter().enumerate() {
+            for word in &spelled {
+                if text.contains(&format!("\"{word}\"")) {
+                    literals.push(format!("{file}:{} {}", i + 1, text.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        literals.is_empty(),
+        "read these from core::domain::words::WORDS: {literals:#?}"
+    );
+}
