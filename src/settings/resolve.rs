@@ -22,6 +22,20 @@ macro_rules! pick {
     };
 }
 
+/// The user's value if present, else the default's, which `config/default.toml` holds
+/// for every key it names: the default lives there and nowhere else.
+macro_rules! need {
+    ($l:expr, $section:ident . $key:ident) => {
+        pick!($l, $section.$key).ok_or_else(|| {
+            ConfigError(format!(
+                "{EMBEDDED} has no `{}.{}`: this build is broken; reinstall maestro.",
+                stringify!($section),
+                stringify!($key)
+            ))
+        })
+    };
+}
+
 /// The two files a value may come from, and the name messages give the user's.
 struct Layers<'a> {
     defaults: ConfigFile,
@@ -94,8 +108,7 @@ impl Settings {
         };
         let spike_threshold = flags
             .spike_threshold
-            .or(pick!(l, sentinel.spike_threshold))
-            .unwrap_or(15);
+            .map_or_else(|| need!(l, sentinel.spike_threshold), Ok)?;
         if spike_threshold > 100 {
             return Err(ConfigError(format!(
                 "{}: `sentinel.spike_threshold = {spike_threshold}` is above 100; context values are percentages, so use 0–100.",
@@ -136,38 +149,27 @@ impl Settings {
             rules,
             prices: prices(&l)?,
             projects: projects(&l)?,
-            context_windows: context_windows(&l),
+            context_windows: context_windows(&l)?,
             db_writes: crate::core::sources::db::DbWrites {
-                report_to_db: flags.report_to_db
-                    || pick!(l, sentinel.report_to_db).unwrap_or(false),
-                history_runs: pick!(l, pipelines.history_runs).unwrap_or(1000).max(1),
+                report_to_db: flags.report_to_db || need!(l, sentinel.report_to_db)?,
+                history_runs: need!(l, pipelines.history_runs)?.max(1),
             },
             launch: launch(&l, souffleur.max_external_permission)?,
             souffleur,
             reading: crate::core::sources::Reading {
-                max_line: pick!(l, logs.max_line).unwrap_or(65536).max(80),
+                max_line: need!(l, logs.max_line)?.max(80),
                 fallback_poll: l.dur(pick!(l, logs.fallback_poll), "logs.fallback_poll")?,
             },
-            event_log_bytes: pick!(l, logs.event_log_mib)
-                .unwrap_or(32)
-                .saturating_mul(1 << 20),
-            theme: flags
-                .theme
-                .clone()
-                .or(pick!(l, ui.theme))
-                .unwrap_or_else(|| "dark".into()),
+            event_log_bytes: need!(l, logs.event_log_mib)?.saturating_mul(1 << 20),
+            theme: flags.theme.clone().map_or_else(|| need!(l, ui.theme), Ok)?,
             no_color: flags.no_color,
-            notifications: pick!(l, ui.notifications).unwrap_or_else(|| "on".into()),
-            notify_command: pick!(l, ui.notify_command).unwrap_or_default(),
+            notifications: need!(l, ui.notifications)?,
+            notify_command: need!(l, ui.notify_command)?,
             keys: l.user.map(|c| c.keys.clone()).unwrap_or_default(),
             llm: l.user.and_then(|c| c.pipelines.llm.clone()),
             metrics_listen: flags.metrics.clone().or(pick!(l, metrics.listen)),
-            remote: remote_settings(
-                pick!(l, remote.ssh).unwrap_or_default(),
-                pick!(l, remote.maestro).unwrap_or_default(),
-                l.file,
-            )?,
-            pipeline_limits: pipeline_limits(&l),
+            remote: remote_settings(need!(l, remote.ssh)?, need!(l, remote.maestro)?, l.file)?,
+            pipeline_limits: pipeline_limits(&l)?,
         };
         check(&settings, flags, &l)?;
         Ok(settings)
@@ -211,17 +213,14 @@ fn budgets(l: &Layers) -> Result<Budgets, ConfigError> {
     })
 }
 
-fn context_windows(l: &Layers) -> ContextWindows {
-    ContextWindows {
-        default: pick!(l, sessions.context_window)
-            .unwrap_or(crate::core::sessions::DEFAULT_WINDOW)
-            .max(1),
-        by_model: pick!(l, sessions.context_windows)
-            .unwrap_or_default()
+fn context_windows(l: &Layers) -> Result<ContextWindows, ConfigError> {
+    Ok(ContextWindows {
+        default: need!(l, sessions.context_window)?.max(1),
+        by_model: need!(l, sessions.context_windows)?
             .into_iter()
             .map(|(k, v)| (k, v.max(1)))
             .collect(),
-    }
+    })
 }
 
 /// `[sessions.prices]` over the list prices.
@@ -269,7 +268,6 @@ fn souffleur(
     l: &Layers,
     deadlines: crate::core::hub::Deadlines,
 ) -> Result<SouffleurTimings, ConfigError> {
-    let path = |value: Option<String>| expand_home(&value.unwrap_or_default());
     let role = crate::core::watchdog::role::RoleTimings {
         deadlines,
         initial_wait: l.dur(pick!(l, souffleur.initial_wait), "souffleur.initial_wait")?,
@@ -279,18 +277,18 @@ fn souffleur(
             "souffleur.teammate_initial_wait",
         )?,
         teammate_poll: l.dur(pick!(l, souffleur.teammate_poll), "souffleur.teammate_poll")?,
-        max_no_progress: pick!(l, souffleur.max_no_progress_recoveries).unwrap_or(3),
+        max_no_progress: need!(l, souffleur.max_no_progress_recoveries)?,
     };
     let recovery = crate::core::recovery::RecoveryTimings {
         kill_grace: l.dur(pick!(l, souffleur.kill_grace), "souffleur.kill_grace")?,
-        claude_projects_dir: path(pick!(l, souffleur.claude_projects_dir)),
-        export_dir: path(pick!(l, souffleur.export_dir)),
+        claude_projects_dir: expand_home(&need!(l, souffleur.claude_projects_dir)?),
+        export_dir: expand_home(&need!(l, souffleur.export_dir)?),
         compact_timeout: l.dur(
             pick!(l, souffleur.compact_timeout),
             "souffleur.compact_timeout",
         )?,
     };
-    let value = pick!(l, souffleur.max_external_permission).unwrap_or_else(|| "acceptEdits".into());
+    let value = need!(l, souffleur.max_external_permission)?;
     let max_external_permission = crate::core::recovery::payload::Permission::parse_exact(&value)
         .ok_or_else(|| {
             ConfigError(format!(
@@ -316,25 +314,21 @@ fn launch(
         claude: l.argv(pick!(l, launch.claude), "launch.claude")?,
         claude_export: l.argv(pick!(l, launch.claude_export), "launch.claude_export")?,
         lethe: l.argv(pick!(l, launch.lethe), "launch.lethe")?,
-        musician_prompt: pick!(l, launch.musician_prompt)
-            .unwrap_or_else(|| "/musician {task}".into()),
+        musician_prompt: need!(l, launch.musician_prompt)?,
         musician_permission: crate::core::domain::permission::Permission::AcceptEdits.min(ceiling),
-        kitty_remote_control: pick!(l, launch.kitty_remote_control).unwrap_or(true),
+        kitty_remote_control: need!(l, launch.kitty_remote_control)?,
         kitty_socket: pick!(l, launch.kitty_socket).filter(|s| !s.trim().is_empty()),
-        window_columns: pick!(l, launch.window_columns).unwrap_or(120),
-        window_lines: pick!(l, launch.window_lines).unwrap_or(36),
+        window_columns: need!(l, launch.window_columns)?,
+        window_lines: need!(l, launch.window_lines)?,
     })
 }
 
-fn pipeline_limits(l: &Layers) -> PipelineLimits {
-    PipelineLimits {
-        max_processes: pick!(l, pipelines.max_processes).unwrap_or(32).max(1),
-        max_processes_per_run: pick!(l, pipelines.max_processes_per_run)
-            .unwrap_or(8)
-            .max(1),
-        output_bytes: pick!(l, pipelines.output_kib)
-            .unwrap_or(1024)
+fn pipeline_limits(l: &Layers) -> Result<PipelineLimits, ConfigError> {
+    Ok(PipelineLimits {
+        max_processes: need!(l, pipelines.max_processes)?.max(1),
+        max_processes_per_run: need!(l, pipelines.max_processes_per_run)?.max(1),
+        output_bytes: need!(l, pipelines.output_kib)?
             .clamp(1, 1 << 20)
             .saturating_mul(1024),
-    }
+    })
 }

@@ -162,7 +162,10 @@ fn an_anomaly_kind_is_spelled_only_in_the_sentinels_words() {
             spelled.insert(mark.as_str().to_owned());
         }
     }
-    assert!(spelled.contains("self-correction") && spelled.contains("High:"), "{spelled:?}");
+    assert!(
+        spelled.contains("self-correction") && spelled.contains("High:"),
+        "{spelled:?}"
+    );
     let mut literals = Vec::new();
     for (file, lines) in code_lines() {
         if file == "core/domain/words.rs" {
