@@ -201,7 +201,7 @@ pub async fn run_screens(
                 let tabs = screens::tabs(&shown);
                 let s = &mut shown[current];
                 present(&mut guard.terminal, &s.snap, &mut s.ui, &cfg, &tabs, current)?;
-                // A large file read back over several frames asks for the next one.
+                // A large file indexed on its thread: frames go on (saying how far).
                 dirty = s.ui.reading_back();
                 last_draw = Some(Instant::now());
             }

@@ -55,7 +55,7 @@ impl UiState {
         }
         let h = u64::from(self.panes.log.height.max(1));
         self.load_rows(self.panes.log.pos.top, self.panes.log.pos.top + h);
-        // A file indexed over several frames: the cursor goes where it was sent.
+        // A file indexed on its thread: once done, the cursor goes where it was sent.
         if let Some(wanted) = self.panes.log.older.take_wanted()
             && let Some(start) = self.current_rows().map(|r| r.start())
         {

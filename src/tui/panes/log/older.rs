@@ -14,6 +14,7 @@ use std::sync::Arc;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::log_file::LineIndex;
+use crate::tui::panes::log::index_job::{FIRST_STEP, IndexJob};
 use crate::tui::panes::log::scrollback::{LogEntry, Scrollback};
 
 /// Lines of the file held around the pane.
@@ -22,9 +23,6 @@ pub const WINDOW: u64 = 1024;
 const LAG_TRIED: u64 = 256;
 /// Lines read at a time by a search through the file.
 const SEARCH_BLOCK: usize = 4096;
-/// Bytes indexed per frame: a large file is indexed over several frames (about 30 ms
-/// each), the dashboard answering keys meanwhile.
-const INDEX_BUDGET: u64 = 32 << 20;
 
 /// Where a local project's logs are, and the file read back now.
 #[derive(Debug, Default, Clone)]
@@ -33,7 +31,7 @@ pub struct OlderLines {
     /// them).
     source: Option<(PathBuf, crate::core::sources::Reading)>,
     file: Option<FileRows>,
-    /// A file being indexed, over several frames.
+    /// A file being indexed on a thread, while the frames go on.
     indexing: Option<Indexing>,
 }
 
@@ -41,9 +39,8 @@ pub struct OlderLines {
 struct Indexing {
     task: TaskId,
     kind: LogKind,
-    index: LineIndex,
-    /// Bytes indexed and the file's size.
-    progress: (u64, u64),
+    path: PathBuf,
+    job: IndexJob,
     /// The first row asked for meanwhile: where the cursor goes once the file is read.
     wanted: u64,
 }
@@ -115,7 +112,7 @@ impl OlderLines {
     /// How much of a file being indexed is done, in percent; `None` when none is.
     pub fn indexing(&self) -> Option<u8> {
         self.indexing.as_ref().map(|i| {
-            let (done, size) = i.progress;
+            let (done, size) = i.job.progress();
             u8::try_from(done.saturating_mul(100) / size.max(1)).unwrap_or(100)
         })
     }
@@ -126,8 +123,9 @@ impl OlderLines {
             self.indexing
                 .as_ref()
                 .is_some_and(|i| i.task == *t && i.kind == k)
-        }) {
-            self.indexing = None;
+        }) && let Some(i) = self.indexing.take()
+        {
+            i.job.stop();
         }
     }
 
@@ -191,31 +189,53 @@ impl OlderLines {
                 .take()
                 .filter(|i| i.task == *task && i.kind == kind);
             let wanted = pending.as_ref().map_or(from, |p| p.wanted.min(from));
-            let mut index = match (same, pending) {
-                (Some(f), _) => f.index,
-                (None, Some(p)) => p.index,
-                (None, None) => LineIndex::new(
+            let started = match (same, pending) {
+                (None, Some(p)) => match p.job.take() {
+                    None => {
+                        self.indexing = Some(Indexing { wanted, ..p });
+                        return Ok(());
+                    }
+                    Some(done) => Next::Indexed(done.map_err(|source| ReadBackError::Index {
+                        task: task.clone(),
+                        path: p.path.clone(),
+                        source,
+                    })?),
+                },
+                (Some(f), pending) => {
+                    if let Some(p) = pending {
+                        p.job.stop();
+                    }
+                    Next::ToIndex(f.index)
+                }
+                (None, None) => Next::ToIndex(LineIndex::new(
                     &dir.join(format!("{task}-{}", kind.suffix())),
                     reading.max_line,
-                ),
+                )),
             };
-            let step = index
-                .refresh_some(INDEX_BUDGET)
-                .map_err(|source| ReadBackError::Index {
-                    task: task.clone(),
-                    path: index.path().to_path_buf(),
-                    source,
-                })?;
-            if !step.done {
-                self.indexing = Some(Indexing {
-                    task: task.clone(),
-                    kind,
-                    index,
-                    progress: (step.scanned, step.size),
-                    wanted,
-                });
-                return Ok(());
-            }
+            // A file not indexed yet: its first bytes here, the rest on a thread.
+            let index = match started {
+                Next::Indexed(index) => index,
+                Next::ToIndex(mut index) => {
+                    let step = index.refresh_some(FIRST_STEP).map_err(|source| {
+                        ReadBackError::Index {
+                            task: task.clone(),
+                            path: index.path().to_path_buf(),
+                            source,
+                        }
+                    })?;
+                    if !step.done {
+                        self.indexing = Some(Indexing {
+                            task: task.clone(),
+                            kind,
+                            path: index.path().to_path_buf(),
+                            job: IndexJob::start(index, step.scanned, step.size),
+                            wanted,
+                        });
+                        return Ok(());
+                    }
+                    index
+                }
+            };
             let mut lined = line_up(task, kind, index, held)?;
             lined.wanted = pending_wanted(wanted, from);
             self.file = Some(lined);
@@ -286,6 +306,12 @@ impl OlderLines {
         }
         None
     }
+}
+
+/// A file's index as `load` finds it: done on its thread, or still to be read.
+enum Next {
+    Indexed(LineIndex),
+    ToIndex(LineIndex),
 }
 
 /// The row to move to once indexed: one asked for before this call.
