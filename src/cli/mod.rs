@@ -5,11 +5,9 @@
 
 pub mod args;
 pub mod conductor;
-mod conductor_watch;
 pub mod dashboard;
 pub mod demo;
 pub mod doctor;
-mod doctor_loops;
 pub mod error;
 pub mod headless;
 pub mod hooks;
@@ -26,10 +24,8 @@ pub mod remote;
 pub mod replay;
 mod run_within;
 pub mod sentinel;
-mod sentinel_files;
 pub mod serve;
 pub mod souffleur;
-mod souffleur_watcher;
 pub mod task;
 pub mod usage;
 
@@ -200,7 +196,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
         Some(Command::Conductor(c)) if c.action == "watch" => {
             let project = inv.project()?;
             let settings = inv.settings().ok();
-            conductor_watch::watch(project, settings, global.json)
+            conductor::watch::watch(project, settings, global.json)
         }
         Some(Command::Conductor(c)) => {
             let project = inv.project()?;
@@ -212,7 +208,7 @@ fn dispatch(cli: &Cli, clock: Clock) -> Result<ExitCode, CliError> {
             let settings = inv.settings()?;
             let invocation = args.invocation.join(" ");
             if args.watcher {
-                return souffleur_watcher::run(project, settings, args, &invocation, clock);
+                return souffleur::watcher::run(project, settings, args, &invocation, clock);
             }
             souffleur::run(project, settings, global, invocation, clock)
         }

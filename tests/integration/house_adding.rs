@@ -40,7 +40,7 @@ fn code_lines() -> Vec<(String, Vec<String>)> {
 /// `error`, a role's phase or a folder's status `watching`, a session's activity
 /// `working`. Anything not here that spells a state is a second home for it.
 const OTHER_MEANINGS: &[(&str, &str)] = &[
-    ("cli/conductor.rs", "watching"),
+    ("cli/conductor/mod.rs", "watching"),
     ("cli/demo/transcripts.rs", "error"),
     ("cli/doctor/mod.rs", "error"),
     ("core/event_json.rs", "error"),

@@ -18,6 +18,7 @@ use crate::settings::Settings;
 use crate::tui::TuiConfig;
 
 mod files;
+mod loops;
 use files::temp_folder;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -145,7 +146,7 @@ pub fn run(project: &Project, settings: Result<&Settings, &CliError>, as_json: b
     if let (Ok(s), Some(sessions)) = (settings, &sessions) {
         pollers(project, s, sessions, &mut add);
     }
-    if let Some(loops) = crate::cli::doctor_loops::seen_loops(&project.root) {
+    if let Some(loops) = loops::seen_loops(&project.root) {
         add(Level::Warning, "loops", loops);
     }
     // As the dashboard: a database this user may only read is watched, read-only.

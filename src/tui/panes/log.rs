@@ -1,7 +1,6 @@
 //! Log: the selected task's status and deviation lines, following the end or parked on
 //! a cursor. Only the visible rows are built, whatever the scrollback holds.
 
-mod index_job;
 pub mod older;
 pub mod scrollback;
 pub mod state;

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use crate::core::domain::{LogKind, TaskId};
 use crate::core::log_file::LineIndex;
-use crate::tui::panes::log::index_job::{FIRST_STEP, IndexJob};
+use crate::core::log_file::job::{FIRST_STEP, IndexJob};
 use crate::tui::panes::log::scrollback::{LogEntry, Scrollback};
 
 /// Lines of the file held around the pane.
@@ -212,34 +212,58 @@ impl OlderLines {
                     reading.max_line,
                 )),
             };
-            // A file not indexed yet: its first bytes here, the rest on a thread.
             let index = match started {
                 Next::Indexed(index) => index,
-                Next::ToIndex(mut index) => {
-                    let step = index.refresh_some(FIRST_STEP).map_err(|source| {
-                        ReadBackError::Index {
-                            task: task.clone(),
-                            path: index.path().to_path_buf(),
-                            source,
-                        }
-                    })?;
-                    if !step.done {
-                        self.indexing = Some(Indexing {
-                            task: task.clone(),
-                            kind,
-                            path: index.path().to_path_buf(),
-                            job: IndexJob::start(index, step.scanned, step.size),
-                            wanted,
-                        });
-                        return Ok(());
-                    }
-                    index
-                }
+                Next::ToIndex(index) => match self.index_here(task, kind, index, wanted)? {
+                    Some(index) => index,
+                    None => return Ok(()),
+                },
             };
             let mut lined = line_up(task, kind, index, held)?;
             lined.wanted = pending_wanted(wanted, from);
             self.file = Some(lined);
         }
+        self.read_window(kind, held, from, to)
+    }
+
+    /// A file not indexed yet: its first bytes here, and when there is more, the rest
+    /// on a thread of its own (`None`: the frames go on meanwhile).
+    fn index_here(
+        &mut self,
+        task: &TaskId,
+        kind: LogKind,
+        mut index: LineIndex,
+        wanted: u64,
+    ) -> Result<Option<LineIndex>, ReadBackError> {
+        let step = index
+            .refresh_some(FIRST_STEP)
+            .map_err(|source| ReadBackError::Index {
+                task: task.clone(),
+                path: index.path().to_path_buf(),
+                source,
+            })?;
+        if step.done {
+            return Ok(Some(index));
+        }
+        self.indexing = Some(Indexing {
+            task: task.clone(),
+            kind,
+            path: index.path().to_path_buf(),
+            job: IndexJob::start(index, step.scanned, step.size),
+            wanted,
+        });
+        Ok(None)
+    }
+
+    /// The rows `[from, to)` before what is held read into the window of the file read
+    /// back, unless it holds them already.
+    fn read_window(
+        &mut self,
+        kind: LogKind,
+        held: &Scrollback,
+        from: u64,
+        to: u64,
+    ) -> Result<(), ReadBackError> {
         let Some(f) = self.file.as_mut() else {
             return Ok(());
         };

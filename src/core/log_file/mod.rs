@@ -4,6 +4,8 @@
 //! whatever the file's size. Lines come out as the log source makes them (cut at
 //! `max_line`, decoded lossily), so they compare equal to the lines it sent.
 
+pub mod job;
+
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};

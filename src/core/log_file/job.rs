@@ -1,12 +1,11 @@
-//! A log file indexed on a thread of its own, off the frame: the dashboard draws how far
-//! it is and takes the index once it is done. The frame itself indexes at most
-//! [`FIRST_STEP`] bytes (a small file is done there, as before); what is left goes
-//! here, so no frame waits on a large file.
+//! A log file indexed on a thread of its own: the dashboard's Log pane draws how far it
+//! is and takes the index once it is done, so no frame waits on a large file (a frame
+//! indexes at most [`FIRST_STEP`] bytes itself: a small file is done there).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::core::log_file::LineIndex;
+use super::LineIndex;
 
 /// Bytes a frame indexes itself before handing the rest to a thread (a few ms).
 pub const FIRST_STEP: u64 = 4 << 20;

@@ -2,6 +2,8 @@
 //! shown in the dashboard or printed headless. Only one process per project holds the
 //! role (an advisory lock in maestro's data directory).
 
+pub(crate) mod watcher;
+
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 

@@ -4,6 +4,8 @@
 //! directory, so a hold set before a role starts (or before it restarts after a crash)
 //! is honoured until released.
 
+pub(crate) mod watch;
+
 use std::time::Duration;
 
 use serde_json::json;

@@ -4,6 +4,8 @@
 //! stop, pause and resume a run, over its Unix socket. Each command returns once the
 //! host has accepted or refused.
 
+mod files;
+
 use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
@@ -88,17 +90,13 @@ pub fn run(project: &Project, action: &SentinelAction, as_json: bool) -> Result<
             finish(&answer, as_json, &format!("{name}: {op}"))
         }
         SentinelAction::Step(step) => edit(&dir, step, as_json, &ask),
-        SentinelAction::Create(args) => super::sentinel_files::create(&dir, args, as_json),
-        SentinelAction::Import { path, force } => {
-            super::sentinel_files::import(&dir, path, *force, as_json)
-        }
+        SentinelAction::Create(args) => files::create(&dir, args, as_json),
+        SentinelAction::Import { path, force } => files::import(&dir, path, *force, as_json),
         SentinelAction::Export {
             name,
             output,
             force,
-        } => {
-            super::sentinel_files::export(&file_of(&dir, name)?, output.as_deref(), *force, as_json)
-        }
+        } => files::export(&file_of(&dir, name)?, output.as_deref(), *force, as_json),
         SentinelAction::Trust { name, all } => {
             let names = match name {
                 Some(n) if !*all => vec![n.clone()],
