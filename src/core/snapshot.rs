@@ -63,6 +63,14 @@ pub struct LinkView {
 }
 
 impl Snapshot {
+    /// The Musicians' tasks, in display order (the Conductor and the Souffleur aside).
+    pub fn musicians(&self) -> impl Iterator<Item = &TaskView> {
+        self.tasks
+            .iter()
+            .map(AsRef::as_ref)
+            .filter(|t: &&TaskView| !t.is_conductor() && !t.is_souffleur())
+    }
+
     /// A remote project whose link is down: what is shown is its last known state.
     pub fn link_down(&self) -> bool {
         self.link.as_ref().is_some_and(LinkView::is_down)

@@ -5,7 +5,7 @@
 
 use serde::Deserialize;
 
-use crate::tui::app::pane_kinds::{Pane, pane_list};
+use crate::tui::pane_kinds::{Pane, pane_list};
 
 /// Where an action is answered, outside an open overlay (which takes every key while
 /// it is open). Every action has one, so a new action cannot fall through unrouted.
@@ -85,7 +85,7 @@ macro_rules! declare_actions {
 macro_rules! with_panes {
     ($(
         $(#[$doc:meta])*
-        $pane:ident $name:literal $focus:ident => $module:ident::$component:ident with $state:ty,
+        $pane:ident $name:literal $focus:ident => $module:ident::$component:ident with $($state:ident)::+,
     )+) => {
         declare_actions! {
             Quit: Global, "quit";

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 use crate::tui::action::Action;
-use crate::tui::app::pane_kinds::Pane;
+use crate::tui::pane_kinds::Pane;
 
 /// Where a binding applies. `Global` is consulted after the focused pane's table; an
 /// overlay's mode (`Confirm`, `Pipelines`, `Editor`) is consulted alone.

@@ -8,15 +8,19 @@
 pub mod action;
 pub mod app;
 mod effects;
+mod error;
 pub mod keymap;
 pub mod layout;
 pub mod notify;
+pub mod pane_kinds;
 pub mod panes;
 pub mod project_tab;
 mod screens;
 pub mod svg;
 mod terminal;
 pub mod theme;
+
+pub use error::TuiError;
 
 use std::io::{Stdout, Write};
 use std::sync::Arc;
@@ -128,21 +132,6 @@ async fn replay_changed(replay: Option<&mut ReplayAccess>) -> bool {
         Some(r) => r.status.changed().await.is_ok(),
         None => std::future::pending().await,
     }
-}
-
-/// Why the dashboard cannot start or go on, with the fix where there is one.
-#[derive(Debug, thiserror::Error)]
-pub enum TuiError {
-    #[error(transparent)]
-    Theme(#[from] theme::ThemeError),
-    #[error(transparent)]
-    Keys(#[from] keymap::KeymapError),
-    #[error("cannot open the terminal: {0}")]
-    Open(#[source] std::io::Error),
-    #[error("cannot set up the terminal: {0}")]
-    SetUp(#[source] std::io::Error),
-    #[error("cannot draw: {0}")]
-    Draw(#[source] std::io::Error),
 }
 
 /// Runs the dashboard on one project until the operator quits or `stop` fires.

@@ -38,7 +38,7 @@ impl ProjectTab {
                 .filter(|c| *c > 0.0 || !snap.session_cost_unknown),
             link_down: snap.link_down(),
         };
-        for t in crate::tui::app::musicians(snap) {
+        for t in snap.musicians() {
             match t.row.state.as_str() {
                 state::NEEDS_REVIEW | state::REVIEW_APPROVED | state::REVIEW_FAILED => {
                     tab.review += 1;

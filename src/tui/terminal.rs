@@ -12,8 +12,8 @@ pub struct TerminalGuard {
 }
 
 impl TerminalGuard {
-    pub fn enter(project: &str) -> Result<Self, crate::tui::TuiError> {
-        let terminal = ratatui::try_init().map_err(crate::tui::TuiError::Open)?;
+    pub fn enter(project: &str) -> Result<Self, crate::tui::error::TuiError> {
+        let terminal = ratatui::try_init().map_err(crate::tui::error::TuiError::Open)?;
         // ratatui's hook restores raw mode and the screen; ours adds mouse and cursor.
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
@@ -26,7 +26,7 @@ impl TerminalGuard {
             event::EnableMouseCapture,
             crossterm::terminal::SetTitle(format!("maestro: {project}"))
         )
-        .map_err(crate::tui::TuiError::SetUp)?;
+        .map_err(crate::tui::error::TuiError::SetUp)?;
         Ok(Self { terminal })
     }
 

@@ -102,7 +102,7 @@ fn a_task_state_is_named_only_by_the_domains_table() {
     );
 }
 
-/// A pane is its file and its line in `tui/app/pane_kinds.rs` (docs/architecture.md,
+/// A pane is its file and its line in `tui/pane_kinds.rs` (docs/architecture.md,
 /// "Panes"): each line names a component its file implements (and its own state, which
 /// the dashboard's state holds from that line), and no other file lists
 /// every pane (a match over them all, a second list) that a new pane would have to
@@ -111,7 +111,7 @@ fn a_task_state_is_named_only_by_the_domains_table() {
 /// area.
 #[test]
 fn a_pane_is_its_file_and_its_line_in_the_list() {
-    let list = std::fs::read_to_string(src().join("tui/app/pane_kinds.rs")).unwrap();
+    let list = std::fs::read_to_string(src().join("tui/pane_kinds.rs")).unwrap();
     let line =
         regex::Regex::new(r#"(?m)^\s*(\w+) "[a-z_]+" \w+ => (\w+)::(\w+)\s+with [^,]+,$"#).unwrap();
     let panes: Vec<(String, String, String)> = line
@@ -130,7 +130,7 @@ fn a_pane_is_its_file_and_its_line_in_the_list() {
     }
     let second_lists: Vec<String> = code_lines()
         .into_iter()
-        .filter(|(file, _)| file != "tui/app/pane_kinds.rs" && file != "tui/layout.rs")
+        .filter(|(file, _)| file != "tui/pane_kinds.rs" && file != "tui/layout.rs")
         .filter(|(_, lines)| {
             let text = lines.join("\n");
             panes.iter().all(|(variant, _, _)| {

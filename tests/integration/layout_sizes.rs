@@ -11,7 +11,7 @@ use crate::dashboard::{busy_snapshot, busy_ui, render, task, text};
 /// The busy fixture with `n` Musicians (the fixture's own, then more working ones).
 fn with_musicians(n: usize) -> maestro::core::snapshot::Snapshot {
     let mut snap = busy_snapshot();
-    let mut musicians = maestro::tui::app::musicians(&snap).count();
+    let mut musicians = snap.musicians().count();
     let mut k = 10;
     while musicians < n {
         snap.tasks.push(Arc::new(task(
@@ -167,7 +167,7 @@ fn at_80x24_the_anomalies_and_the_musicians_are_readable() {
         shown >= unread,
         "{shown} of {unread} unread anomalies shown:\n{out}"
     );
-    for t in maestro::tui::app::musicians(&snap) {
+    for t in snap.musicians() {
         assert!(out.contains(t.id()), "{} has no row:\n{out}", t.id());
     }
 }

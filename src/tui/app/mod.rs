@@ -6,7 +6,6 @@
 //! scrolls past what is held (`rows` asks for them, before a frame).
 //!
 //! - `state`: [`UiState`] itself and the effects;
-//! - `pane_kinds`: the list of panes (each pane's component is in `tui::panes`);
 //! - `ingest`: happenings in (log lines, anomalies linked to their lines, messages);
 //! - `update`: one [`Action`] in, [`Effect`]s out;
 //! - `navigation`: moving, scrolling, following, search, marks and copy;
@@ -19,7 +18,6 @@
 mod ingest;
 mod navigation;
 pub mod overlays;
-pub mod pane_kinds;
 mod rows;
 pub mod state;
 mod task_actions;
@@ -33,4 +31,4 @@ mod tests_actions;
 mod tests_memory;
 
 pub use overlays::{Compose, ComposeKind, Confirm, Overlay};
-pub use state::{Effect, Notification, Pane, UiState, musicians};
+pub use state::{Effect, Notification, Pane, UiState};

@@ -4,7 +4,7 @@
 use crate::core::actions::TaskRequest;
 use crate::core::domain::TaskId;
 use crate::core::snapshot::Snapshot;
-pub use crate::tui::app::pane_kinds::Pane;
+pub use crate::tui::pane_kinds::Pane;
 use crate::tui::panes::states::PaneStates;
 use crate::tui::panes::tasks::state::TaskSort;
 
@@ -134,7 +134,8 @@ impl UiState {
     /// selection indexes.
     pub fn shown_tasks<'s>(&self, snap: &'s Snapshot) -> Vec<&'s crate::core::snapshot::TaskView> {
         let filter = self.panes.tasks.filter.as_deref().map(str::to_lowercase);
-        let mut shown: Vec<_> = musicians(snap)
+        let mut shown: Vec<_> = snap
+            .musicians()
             .filter(|t| {
                 filter.as_deref().is_none_or(|f| {
                     let activity = t.session().map(|s| s.activity.as_str()).unwrap_or_default();
@@ -173,12 +174,4 @@ impl UiState {
         });
         shown
     }
-}
-
-/// The Musicians of a snapshot, in display order.
-pub fn musicians(snap: &Snapshot) -> impl Iterator<Item = &crate::core::snapshot::TaskView> {
-    snap.tasks
-        .iter()
-        .map(AsRef::as_ref)
-        .filter(|t| !t.is_conductor() && !t.is_souffleur())
 }

@@ -78,7 +78,9 @@ pub(crate) fn conductors_turn(t: &TaskView, ctx: &DrawCtx<'_>) -> String {
 
 /// The Conductor's queue: " · 3 wait for the Conductor (task-02 longest, 12m05s)".
 fn conductor_queue(ctx: &DrawCtx<'_>) -> Option<String> {
-    let waiting: Vec<&TaskView> = crate::tui::app::musicians(ctx.snap)
+    let waiting: Vec<&TaskView> = ctx
+        .snap
+        .musicians()
         .filter(|t| crate::core::domain::TaskState(t.row.state.clone()).waits_on_conductor())
         .collect();
     if waiting.is_empty() {

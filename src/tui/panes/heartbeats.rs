@@ -165,8 +165,8 @@ fn folded<'a>(ctx: &DrawCtx<'a>) -> Vec<Span<'a>> {
     }
     if spans.is_empty() {
         // After the end there is nothing left to beat; before it, nothing has yet.
-        let ended = crate::tui::app::musicians(ctx.snap).next().is_some()
-            && crate::tui::app::musicians(ctx.snap).all(|t| t.row.state == state::COMPLETE);
+        let ended = ctx.snap.musicians().next().is_some()
+            && ctx.snap.musicians().all(|t| t.row.state == state::COMPLETE);
         spans.push(Span::styled(
             if ended {
                 "no heartbeats: every task is complete"

@@ -2,7 +2,7 @@
 //!
 //! A pane's component ([`PaneComponent`], in its file) owns the actions that are its
 //! own, what the moves and Enter do while it has focus, its drawing and its line when
-//! folded. The list of panes (`app::pane_kinds`) ties each pane to its component, so
+//! folded. The list of panes (`tui::pane_kinds`) ties each pane to its component, so
 //! adding a pane is its file and one line (docs/architecture.md, "Panes").
 //!
 //! `draw(frame, &DrawCtx)` renders the dashboard from the snapshot and the UI state,
@@ -27,9 +27,9 @@ use ratatui::widgets::{Paragraph, Wrap};
 
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
-use crate::tui::app::pane_kinds::pane_list;
 use crate::tui::app::{Effect, Pane, UiState};
 use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
+use crate::tui::pane_kinds::pane_list;
 pub use ctx::DrawCtx;
 
 /// One pane: its title, its own actions, what the moves and Enter do while it has
@@ -66,6 +66,9 @@ pub trait PaneComponent: Sync {
     fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>);
 }
 
+/// The state of a pane that has none of its own (its line in the list says `with NoState`).
+pub type NoState = ();
+
 /// A row index moved by `delta` within `len` rows.
 pub(crate) fn moved(cur: usize, len: usize, delta: i64) -> usize {
     if len == 0 {
@@ -76,11 +79,11 @@ pub(crate) fn moved(cur: usize, len: usize, delta: i64) -> usize {
 }
 
 /// Declares each component's module (its file) and ties each [`Pane`] to its
-/// component, from the one list in `app::pane_kinds`.
+/// component, from the one list in `tui::pane_kinds`.
 macro_rules! registry {
     ($(
         $(#[$doc:meta])*
-        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident with $state:ty,
+        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident with $($state:ident)::+,
     )+) => {
         $( pub mod $module; )+
 

@@ -134,7 +134,7 @@ fn left_segments<'a>(ctx: &DrawCtx<'a>) -> (Vec<Segment<'a>>, Option<(usize, usi
         ));
     }
     parts.push(Segment::shrinking(link_span(ctx), 8));
-    let musicians = crate::tui::app::musicians(ctx.snap).count();
+    let musicians = ctx.snap.musicians().count();
     for (text, keep) in [
         (counted(musicians, "task", "tasks"), 7),
         (

@@ -12,7 +12,7 @@ use ratatui::widgets::{Paragraph, Row, Table, TableState};
 use crate::core::domain::TaskId;
 use crate::core::snapshot::{Snapshot, TaskView};
 use crate::tui::action::Action;
-use crate::tui::app::{Effect, Overlay, Pane, UiState, musicians};
+use crate::tui::app::{Effect, Overlay, Pane, UiState};
 use crate::tui::panes::{PaneComponent, moved};
 use crate::tui::panes::ctx::{DrawCtx, fit, fit_line, printable, short_age};
 use crate::tui::panes::conductor_line::{conductors_turn, leaders_line, waiting_for_conductor};
@@ -23,7 +23,7 @@ const SPARK: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'
 pub fn draw(frame: &mut Frame, area: Rect, ctx: &DrawCtx) {
     let shown = ctx.ui.shown_tasks(ctx.snap);
     let count = shown.len();
-    let total = musicians(ctx.snap).count();
+    let total = ctx.snap.musicians().count();
     let mut title = if count == total {
         format!("Tasks ({count})")
     } else {
@@ -539,7 +539,7 @@ impl PaneComponent for Tasks {
     }
 
     fn summary<'a>(&self, ctx: &DrawCtx<'a>) -> (&'static str, Vec<Span<'a>>) {
-        let count = musicians(ctx.snap).count();
+        let count = ctx.snap.musicians().count();
         ("Tasks", vec![Span::raw(format!("{count} Musicians"))])
     }
 }

@@ -1,7 +1,7 @@
 //! The panes, listed once: each pane's variant, its key table's name in the config
 //! (`[keys.tasks]`), the action that focuses it (declared from this line in
 //! `tui::action`), its component (the type in its file under `tui/panes/`, which owns
-//! its actions, its moves and its drawing) and its own state (`()`: none; the
+//! its actions, its moves and its drawing) and its own state (its type under `tui::panes`; `NoState`: none; the
 //! dashboard's state holds one of each, `ui.panes.<module>`). Adding a pane is its file
 //! and one line here: the [`Pane`] enum is declared from this list, the components'
 //! registry and the panes' states in `tui::panes`. Plain data, below everything that
@@ -13,19 +13,19 @@ macro_rules! pane_list {
         $then! {
             /// The Musicians' tasks: state, heartbeat, context, cost, what waits.
             Tasks "tasks" FocusTasks => tasks::Tasks
-                with crate::tui::panes::tasks::state::TasksState,
+                with tasks::state::TasksState,
             /// The selected task's log, merged or one file, scrolled and searched.
-            Log "log" FocusLog => log::Log with crate::tui::panes::log::state::LogState,
+            Log "log" FocusLog => log::Log with log::state::LogState,
             /// What the Sentinel found, newest first.
             Anomalies "anomalies" FocusAnomalies => anomalies::Anomalies
-                with crate::tui::panes::anomalies::state::AnomaliesState,
+                with anomalies::state::AnomaliesState,
             /// The orchestration's messages, filtered by task or type.
             Messages "messages" FocusMessages => messages::Messages
-                with crate::tui::panes::messages::state::MessagesState,
+                with messages::state::MessagesState,
             /// Each role's heartbeat against its limit.
-            Heartbeats "heartbeats" FocusHeartbeats => heartbeats::Heartbeats with (),
+            Heartbeats "heartbeats" FocusHeartbeats => heartbeats::Heartbeats with NoState,
             /// The Souffleur's watch over the Conductor.
-            Watchdog "watchdog" FocusWatchdog => watchdog::Watchdog with (),
+            Watchdog "watchdog" FocusWatchdog => watchdog::Watchdog with NoState,
         }
     };
 }
@@ -35,7 +35,7 @@ pub(crate) use pane_list;
 macro_rules! declare_pane {
     ($(
         $(#[$doc:meta])*
-        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident with $state:ty,
+        $variant:ident $name:literal $focus:ident => $module:ident::$component:ident with $($state:ident)::+,
     )+) => {
         /// A pane of the dashboard.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
