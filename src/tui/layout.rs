@@ -138,46 +138,7 @@ pub struct Content {
 }
 
 /// Rows looked at for a width: the ones a screen can show, never the whole history.
-const MEASURED_ROWS: usize = 40;
-
-/// The panes for a snapshot and the dashboard's state.
-pub fn for_snapshot(
-    area: Rect,
-    snap: &crate::core::snapshot::Snapshot,
-    ui: &crate::tui::app::UiState,
-) -> Option<PaneRects> {
-    let content = Content {
-        task_rows: ui.shown_tasks(snap).len(),
-        heartbeat_rows: snap.tasks.iter().filter(|t| t.heartbeat.is_some()).count(),
-        anomalies: ui.panes.anomalies.rows.len(),
-        unread_anomalies: ui.unread_anomalies(),
-        messages: ui.panes.messages.rows.len(),
-        role: snap.watchdog.role.is_some(),
-        message_width: ui
-            .panes
-            .messages
-            .rows
-            .iter()
-            .take(MEASURED_ROWS)
-            .map(crate::tui::panes::messages::row_width)
-            .max()
-            .map_or(0, |w| u16::try_from(w).unwrap_or(u16::MAX)),
-        wide_anomalies: ui
-            .panes
-            .anomalies
-            .rows
-            .iter()
-            .take(6)
-            .filter(|a| crate::tui::panes::anomalies::row_width(a) + 2 > usize::from(area.width))
-            .count(),
-        log_rows: ui.current_rows().map_or(0, |r| {
-            usize::try_from(r.end() - r.start())
-                .unwrap_or(usize::MAX)
-                .min(MEASURED_ROWS)
-        }),
-    };
-    layout(area, &content)
-}
+pub const MEASURED_ROWS: usize = 40;
 
 /// A pane's claim on height: what it cannot do without, and what it would like.
 #[derive(Debug, Clone, Copy)]

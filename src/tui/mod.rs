@@ -502,7 +502,8 @@ fn handle_event(
                     ratatui::layout::Rect::new(0, 0, size.width, size.height),
                     projects,
                 );
-                ui.tab_order = layout::for_snapshot(area, snap, ui)
+                ui.tab_order = ui
+                    .layout(area, snap)
                     .map(|rects| rects.reading_order())
                     .unwrap_or_default();
             }
@@ -516,7 +517,7 @@ fn handle_event(
                 ratatui::layout::Rect::new(0, 0, size.width, size.height),
                 projects,
             );
-            let Some(rects) = layout::for_snapshot(area, snap, ui) else {
+            let Some(rects) = ui.layout(area, snap) else {
                 return vec![];
             };
             let Some(pane) = rects.pane_at(m.column, m.row) else {
@@ -561,7 +562,7 @@ fn present(
         ratatui::layout::Rect::new(0, 0, size.width, size.height),
         projects.len(),
     );
-    if let Some(rects) = layout::for_snapshot(area, snap, ui) {
+    if let Some(rects) = ui.layout(area, snap) {
         ui.panes.log.height = rects.log.height.saturating_sub(2).max(1);
     }
     ui.prepare_rows();

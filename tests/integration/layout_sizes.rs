@@ -345,7 +345,7 @@ fn heartbeats_take_the_rows_an_empty_log_does_not_need() {
     ui.panes.anomalies.rows.truncate(3);
     ui.panes.messages.rows.truncate(3);
     let area = ratatui::layout::Rect::new(0, 0, 120, 40);
-    let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).expect("fits");
+    let rects = ui.layout(area, &snap).expect("fits");
     let buf = render(&snap, &ui, 120, 40);
     let beats = inner_rows(&buf, rects.heartbeats);
     let task_rows = beats
@@ -401,7 +401,7 @@ fn no_pane_hides_rows_while_another_leaves_rows_empty() {
             let buf = crate::dashboard::render_projects(&snap, &ui, w, h, &tabs, 0);
             let area =
                 maestro::tui::panes::panes_area(ratatui::layout::Rect::new(0, 0, w, h), tabs.len());
-            let rects = maestro::tui::layout::for_snapshot(area, &snap, &ui).unwrap();
+            let rects = ui.layout(area, &snap).unwrap();
             // Panes that share a column, top to bottom: the whole stack when narrow;
             // Tasks and the anomalies' band when wide (below them the Log sits beside
             // a column of its own).

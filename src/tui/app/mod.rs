@@ -15,6 +15,7 @@
 //!
 //! [`Action`]: crate::tui::action::Action
 
+mod content;
 mod ingest;
 mod navigation;
 pub mod overlays;

@@ -28,7 +28,7 @@ use ratatui::widgets::{Paragraph, Wrap};
 use crate::core::snapshot::Snapshot;
 use crate::tui::action::Action;
 use crate::tui::app::{Effect, Pane, UiState};
-use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH, for_snapshot};
+use crate::tui::layout::{MIN_HEIGHT, MIN_WIDTH};
 use crate::tui::pane_kinds::pane_list;
 pub use ctx::DrawCtx;
 
@@ -142,7 +142,7 @@ pub fn draw(frame: &mut Frame, ctx: &DrawCtx) -> Option<reader::Extent> {
             ctx,
         );
     }
-    let Some(rects) = for_snapshot(area, ctx.snap, ctx.ui) else {
+    let Some(rects) = ctx.ui.layout(area, ctx.snap) else {
         let msg = format!(
             "Terminal too small: {}x{}.\nmaestro needs at least {MIN_WIDTH}x{MIN_HEIGHT}.\nEnlarge the window, or press q to quit.",
             area.width, area.height
