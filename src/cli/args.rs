@@ -86,11 +86,11 @@ pub struct GlobalArgs {
 
 impl GlobalArgs {
     /// The one `--project` a command takes (none: the current folder).
-    pub fn project(&self) -> Result<Option<&PathBuf>, crate::cli::CliError> {
+    pub fn project(&self) -> Result<Option<&PathBuf>, crate::cli::error::CliError> {
         match self.projects.as_slice() {
             [] => Ok(None),
             [one] => Ok(Some(one)),
-            _ => Err(crate::cli::CliError::Usage(
+            _ => Err(crate::cli::error::CliError::Usage(
                 "this command acts on one project: pass --project once (several projects are watched with `maestro --no-tui --project A --project B`).".into(),
             )),
         }

@@ -3,7 +3,7 @@
 
 use std::process::ExitCode;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::life::Life;
 use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
@@ -18,7 +18,7 @@ pub fn run(project: &Project, settings: &Settings, clock: Clock) -> Result<ExitC
     tui.pipelines = Some(PipelineAccess::for_project(&project.root));
     tui.actions = Some(project.action_access(settings));
     require_terminal()?;
-    crate::cli::runtime()?.block_on(present(project, settings, tui))?;
+    crate::cli::life::runtime()?.block_on(present(project, settings, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -47,7 +47,7 @@ pub fn run_many(
     };
     let tui = TuiConfig::from_settings(title, settings, clock).map_err(crate::cli::error::usage)?;
     require_terminal()?;
-    crate::cli::runtime()?.block_on(present_many(chosen, settings, tui))?;
+    crate::cli::life::runtime()?.block_on(present_many(chosen, settings, tui))?;
     Ok(ExitCode::SUCCESS)
 }
 

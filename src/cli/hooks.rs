@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::core::hooks::{self, event::HookEvent, guard, install, replace, spool};
 use crate::core::paths::ProjectKey;
 

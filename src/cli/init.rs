@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use crate::cli::args::{GlobalArgs, InitArgs};
+use crate::cli::error::{self, CliError};
 use crate::cli::project::Project;
-use crate::cli::{CliError, error};
 use crate::core::schema;
 
 pub fn run(global: &GlobalArgs, init: &InitArgs) -> Result<ExitCode, CliError> {

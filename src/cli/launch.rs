@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::recovery::launch::{find_program, terminal_argv};
 use crate::settings::Settings;

@@ -7,7 +7,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::{Place, Project};
 use crate::core::clock::Clock;
 use crate::core::pipeline::host::HostHandle;
@@ -264,6 +264,14 @@ pub fn stop_on_signals(stop: CancellationToken) -> Result<(), SignalError> {
         stop.cancel();
     });
     Ok(())
+}
+
+/// The single-threaded runtime every long-running mode uses.
+pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))
 }
 
 #[cfg(test)]

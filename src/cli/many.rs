@@ -8,8 +8,8 @@ use std::process::ExitCode;
 
 use tokio::sync::mpsc;
 
-use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
+use crate::cli::error::CliError;
 use crate::cli::headless;
 use crate::cli::life::Life;
 use crate::cli::output_queue::OutputQueue;

@@ -3,7 +3,7 @@
 
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::core::clock::Clock;
 use crate::metrics::{ProjectFeed, parse_listen, serve};
 use crate::settings::Settings;

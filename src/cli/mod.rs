@@ -40,6 +40,7 @@ use crate::tui::TuiConfig;
 use args::{Cli, Command, ConfigCommand};
 pub use error::CliError;
 use invocation::Invocation;
+use life::runtime;
 use project::Project;
 
 /// Parses the command line, runs what it asks, and maps the outcome to an exit status.
@@ -347,12 +348,4 @@ fn refuse_after_on_a_dashboard(global: &args::GlobalArgs) -> Result<(), CliError
         ));
     }
     Ok(())
-}
-
-/// The single-threaded runtime every long-running mode uses.
-pub fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| CliError::Runtime(format!("cannot start the async runtime: {e}")))
 }

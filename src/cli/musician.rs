@@ -11,8 +11,8 @@ use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::CliError;
 use crate::cli::args::WatchArgs;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::domain::TaskId;
 use crate::core::event::MessageRow;
@@ -28,7 +28,7 @@ pub fn watch(project: &Project, args: &WatchArgs, as_json: bool) -> Result<ExitC
     {
         return Ok(ExitCode::from(code));
     }
-    let runtime = crate::cli::runtime()?;
+    let runtime = crate::cli::life::runtime()?;
     let outcome = wait(project, args, (&task, mode), &runtime)?;
     let code = print(&task, mode, &outcome, as_json);
     let _ = std::io::Write::flush(&mut std::io::stdout());

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
+use crate::cli::error::CliError;
 use crate::core::runtime::{CoreConfig, Presenter};
 use crate::settings::{Overrides, Settings, config_path};
 

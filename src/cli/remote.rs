@@ -4,8 +4,8 @@
 
 use std::process::ExitCode;
 
-use crate::cli::CliError;
 use crate::cli::args::{Cli, Command};
+use crate::cli::error::CliError;
 use crate::remote::{RemoteProject, forward};
 
 /// The one remote project of a command line, if `--project` names one.

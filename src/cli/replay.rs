@@ -8,9 +8,10 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 use crate::cli::args::{GlobalArgs, ReplayArgs, ReplaySource};
+use crate::cli::error::CliError;
 use crate::cli::life::Life;
 use crate::cli::project::Project;
-use crate::cli::{CliError, dashboard, headless};
+use crate::cli::{dashboard, headless};
 use crate::core::clock::{Clock, parse_sqlite_utc, rfc3339};
 use crate::core::event_log::input::RecordedSettings;
 use crate::core::event_log::timeline::Timeline;
@@ -78,7 +79,7 @@ fn play_on_stdout(
     global: &GlobalArgs,
     clock: Clock,
 ) -> Result<(), CliError> {
-    crate::cli::runtime()?.block_on(async {
+    crate::cli::life::runtime()?.block_on(async {
         let replay = Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         let mut life = Life::replay(replay)?;
         let stop = life.stop.clone();
@@ -112,7 +113,7 @@ fn play_on_screen(
         TuiConfig::from_settings(format!("replay of {}", project.name()), settings, clock)
             .map_err(crate::cli::error::usage)?;
     tui.notifier = crate::tui::notify::Notifier::Off;
-    crate::cli::runtime()?.block_on(async {
+    crate::cli::life::runtime()?.block_on(async {
         let replay = Replay::spawn(timeline, config, clock).map_err(crate::cli::error::runtime)?;
         tui.clock = replay.clock;
         let mut life = Life::replay(replay)?;

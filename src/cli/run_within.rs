@@ -6,8 +6,8 @@
 use std::os::unix::process::CommandExt;
 use std::process::ExitCode;
 
-use crate::cli::CliError;
 use crate::cli::args::RunWithinArgs;
+use crate::cli::error::CliError;
 
 pub fn run(args: &RunWithinArgs) -> Result<ExitCode, CliError> {
     use nix::sys::resource::{Resource, setrlimit};

@@ -11,7 +11,7 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::actions::Target;
 use crate::core::clock::Clock;

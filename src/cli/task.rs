@@ -4,8 +4,8 @@
 
 use serde_json::json;
 
-use crate::cli::CliError;
 use crate::cli::args::{MessageArgs, TaskAction, TaskCommand};
+use crate::cli::error::CliError;
 use crate::cli::project::{Project, confirm};
 use crate::core::actions::{self, Target, TaskRequest};
 use crate::core::domain::TaskId;

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::{Project, confirm};
 use crate::core::ipc::{self, RequestError};
 use crate::core::paths::{self, ProjectKey, Service};

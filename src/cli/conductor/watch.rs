@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::error::runtime as failed;
 use crate::cli::musician::{WatcherSignals, message_json};
 use crate::cli::project::Project;
@@ -30,7 +30,7 @@ pub fn watch(
     settings: Option<&crate::settings::Settings>,
     as_json: bool,
 ) -> Result<ExitCode, CliError> {
-    let runtime = crate::cli::runtime()?;
+    let runtime = crate::cli::life::runtime()?;
     let key = ProjectKey::of(&project.root);
     let seen_path = conductor_watch::seen_path(&paths::watchers_dir(&key).map_err(failed)?);
     let conductor = TaskId::parse(CONDUCTOR_ID)

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {

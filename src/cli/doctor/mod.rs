@@ -8,7 +8,7 @@ use serde_json::json;
 
 use std::path::Path;
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::clock::Clock;
 use crate::core::domain::TaskId;

@@ -4,8 +4,8 @@
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::cli::CliError;
 use crate::cli::args::GlobalArgs;
+use crate::cli::error::CliError;
 use crate::cli::output_queue::OutputQueue;
 use crate::cli::project::Project;
 use crate::core::clock::Clock;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use crate::cli::CliError;
 use crate::cli::args::CreateArgs;
+use crate::cli::error::CliError;
 use crate::core::pipeline::files::{read_definition_bytes, valid_name};
 use crate::core::pipeline::spec::parse_definition;
 use crate::core::text::printable;

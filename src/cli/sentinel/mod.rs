@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Value, json};
 
-use crate::cli::CliError;
 use crate::cli::args::{SentinelAction, StepAction};
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::paths::{ProjectKey, definitions_dir};
 use crate::core::pipeline::edit::{read_definition, write_definition};

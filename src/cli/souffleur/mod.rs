@@ -10,9 +10,10 @@ use tokio_util::sync::CancellationToken;
 use std::process::ExitCode;
 
 use crate::cli::args::GlobalArgs;
+use crate::cli::error::CliError;
 use crate::cli::life::Life;
 use crate::cli::project::Project;
-use crate::cli::{CliError, dashboard, headless};
+use crate::cli::{dashboard, headless};
 use crate::core::clock::Clock;
 use crate::core::event::CoreEvent;
 use crate::core::ipc;
@@ -44,7 +45,7 @@ pub fn run(
         dashboard::require_terminal()?;
         Some(tui)
     };
-    let ok = crate::cli::runtime()?
+    let ok = crate::cli::life::runtime()?
         .block_on(run_role(project, settings, args, invocation, clock, tui))?;
     Ok(if ok {
         ExitCode::SUCCESS

@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use crate::cli::CliError;
 use crate::cli::args::SouffleurArgs;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::clock::Clock;
 use crate::core::domain::souffleur::{WatcherMode, valid_session_id};
@@ -37,15 +37,16 @@ pub fn run(
     // The PID is only watched (kill -0, a pidfd), never signalled: its identity is the
     // process that holds it now.
     let conductor = pid.map(ProcessId::observe);
-    let (reason, count) = crate::cli::runtime()?.block_on(crate::core::watchdog::watch_until_exit(
-        db,
-        mode,
-        args.awaiting_session_id,
-        session,
-        conductor,
-        timings,
-        clock,
-    ));
+    let (reason, count) =
+        crate::cli::life::runtime()?.block_on(crate::core::watchdog::watch_until_exit(
+            db,
+            mode,
+            args.awaiting_session_id,
+            session,
+            conductor,
+            timings,
+            clock,
+        ));
     // A shell that went away takes the report with it; nothing else to do.
     let _ = writeln!(std::io::stdout(), "{reason} (task count: {count})");
     Ok(ExitCode::SUCCESS)

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use crate::cli::CliError;
+use crate::cli::error::CliError;
 use crate::cli::project::Project;
 use crate::core::sessions::figures::{SessionFigures, Whose};
 use crate::core::sessions::find::{self, TaskFacts};
