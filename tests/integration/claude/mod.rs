@@ -11,6 +11,7 @@ mod conductor;
 mod errors;
 mod guard;
 mod guard_cases;
+mod guard_ordinary;
 mod hooks;
 mod interactive;
 mod kitty;
