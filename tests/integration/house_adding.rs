@@ -184,3 +184,51 @@ fn an_anomaly_kind_is_spelled_only_in_the_sentinels_words() {
         "read these from core::domain::words::WORDS: {literals:#?}"
     );
 }
+
+/// An action is its line in `tui/action.rs` (its name in the config, its scope, its
+/// help and hint), its arm where its scope sends it and its key: a pane's own action is
+/// named in that pane's file alone (its `actions()` and `on_action`), in the keymap's
+/// defaults, and, for the Tasks pane's task actions, in `tui/app/task_actions.rs`, which
+/// asks for the confirmation or the message they share. (Every global action's arm is
+/// held by the unit test `every_global_action_is_answered`.)
+#[test]
+fn a_panes_action_is_its_line_its_arm_and_its_key() {
+    let list = std::fs::read_to_string(src().join("tui/action.rs")).unwrap();
+    let line = regex::Regex::new(r#"(?m)^\s*(\w+): Pane, ""#).unwrap();
+    let actions: Vec<String> = line.captures_iter(&list).map(|c| c[1].to_owned()).collect();
+    assert!(actions.len() >= 10, "{actions:?}");
+    let files = code_lines();
+    let mut strays = Vec::new();
+    for action in &actions {
+        let named = regex::Regex::new(&format!(r"(^|[^\w:])Action::{action}\b")).unwrap();
+        let places: Vec<&str> = files
+            .iter()
+            .filter(|(_, lines)| lines.iter().any(|l| named.is_match(l)))
+            .map(|(file, _)| file.as_str())
+            .collect();
+        let panes = places.iter().filter(|f| f.starts_with("tui/panes/")).count();
+        let elsewhere: Vec<&&str> = places
+            .iter()
+            .filter(|f| {
+                !f.starts_with("tui/panes/")
+                    && **f != "tui/keymap.rs"
+                    && **f != "tui/app/task_actions.rs"
+            })
+            .collect();
+        if panes != 1 || !elsewhere.is_empty() {
+            strays.push(format!("{action}: {places:?}"));
+        }
+    }
+    assert!(strays.is_empty(), "{strays:#?}");
+}
+
+/// A setting's default lives in `config/default.toml` alone: `resolve` takes each key
+/// the file names with `need!`, never with a literal beside it (`pick!(…).unwrap_or(15)`
+/// was a second home that could disagree with the file).
+#[test]
+fn a_settings_default_lives_in_the_default_file() {
+    let resolve = std::fs::read_to_string(src().join("settings/resolve.rs")).unwrap();
+    let beside = regex::Regex::new(r"pick!\([^)]*\)\s*\.unwrap_or").unwrap();
+    let found: Vec<&str> = beside.find_iter(&resolve).map(|m| m.as_str()).collect();
+    assert!(found.is_empty(), "take these with need!: {found:?}");
+}
