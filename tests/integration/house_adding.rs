@@ -206,7 +206,10 @@ fn a_panes_action_is_its_line_its_arm_and_its_key() {
             .filter(|(_, lines)| lines.iter().any(|l| named.is_match(l)))
             .map(|(file, _)| file.as_str())
             .collect();
-        let panes = places.iter().filter(|f| f.starts_with("tui/panes/")).count();
+        let panes = places
+            .iter()
+            .filter(|f| f.starts_with("tui/panes/"))
+            .count();
         let elsewhere: Vec<&&str> = places
             .iter()
             .filter(|f| {

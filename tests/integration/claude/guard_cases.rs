@@ -11,7 +11,7 @@ use super::{ModelServer, Reply};
 use crate::common::event;
 
 /// The roles `maestro usage` gives the pollers it finds in the rig's transcripts.
-fn usage_roles(rig: &Rig) -> Vec<String> {
+pub(super) fn usage_roles(rig: &Rig) -> Vec<String> {
     let usage = rig.rig.usage();
     usage["sessions"]
         .as_array()

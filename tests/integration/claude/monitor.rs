@@ -6,6 +6,7 @@
 
 use serde_json::{Value, json};
 
+use super::guard_cases::usage_roles;
 use super::replace_pollers::{ONE, Rig, agent, finish};
 use super::{ModelServer, Reply};
 use crate::common::event;
@@ -61,16 +62,6 @@ fn sent(server: &ModelServer) -> String {
         .join("\n")
 }
 
-fn poller_roles(rig: &Rig) -> Vec<String> {
-    rig.rig.usage()["sessions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .flat_map(|s| s["pollers"].as_array().cloned().unwrap_or_default())
-        .map(|p| p["role"].as_str().unwrap_or_default().to_owned())
-        .collect()
-}
-
 #[test]
 fn a_monitor_printing_the_same_row_is_stopped_by_its_third_event() {
     let name = "a_monitor_printing_the_same_row_is_stopped_by_its_third_event";
@@ -95,7 +86,7 @@ fn a_monitor_printing_the_same_row_is_stopped_by_its_third_event() {
         (Some("loop"), Some("musician-watcher")),
         "{seen}"
     );
-    assert_eq!(poller_roles(&rig), ["musician-watcher"]);
+    assert_eq!(usage_roles(&rig), ["musician-watcher"]);
 }
 
 #[test]
@@ -111,5 +102,5 @@ fn a_monitor_whose_rows_change_runs_to_its_end() {
     assert_eq!(code, 0, "{out}");
     assert_eq!(events_seen(&rig), 5);
     assert!(!sent(&server).contains("maestro stopped"));
-    assert!(poller_roles(&rig).is_empty());
+    assert!(usage_roles(&rig).is_empty());
 }

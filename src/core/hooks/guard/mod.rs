@@ -210,27 +210,40 @@ fn in_subagent(
         return None;
     }
     let prompt = subagent_prompt(event, agent);
-    let Some(refusal) =
-        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))
+    let refusal = stop_subagent(ledger, agent, &states, prompt.as_deref(), look)?;
+    Some(Verdict {
+        answer: Answer::Deny(refusal.reason),
+        replaced: Some(refusal.replaced),
+    })
+}
+
+/// A subagent caught in a loop that read `states`: stopped (every later call refused
+/// with the reason, the named command allowed, its prompt refused at its next launch)
+/// when its session holds the role whose duty the loop does; else only seen.
+fn stop_subagent(
+    ledger: &Ledger,
+    agent: &str,
+    states: &[crate::core::sessions::deeds::State],
+    prompt: Option<&str>,
+    look: &Lookups<'_>,
+) -> Option<Refusal> {
+    let Some(refusal) = (look.context)(&mut |ctx| replace::stop_in_loop(states, prompt, ctx))
     else {
-        ledger.saw_loop(agent, &states);
+        ledger.saw_loop(agent, states);
         return None;
     };
     ledger.stop(agent, &refusal.reason);
     if let Some(command) = &refusal.replaced.command {
         ledger.allow(command);
     }
-    if let Some(prompt) = &prompt {
+    if let Some(prompt) = prompt {
         ledger.add_caught(&Caught {
             prompt_hash: ledger::prompt_hash(prompt),
             replaced: refusal.replaced.clone(),
             reason: replace::caught_reason(refusal.replaced.command.as_deref()),
         });
     }
-    Some(Verdict {
-        answer: Answer::Deny(refusal.reason),
-        replaced: Some(refusal.replaced),
-    })
+    Some(refusal)
 }
 
 /// A subagent's transcript: Claude Code 2.1's `<session>/subagents/agent-<id>.jsonl`

@@ -16,7 +16,7 @@
 
 use serde_json::Value;
 
-use super::{Answer, Lookups, Verdict, ledger, subagent_transcript};
+use super::{Answer, Lookups, Verdict, ledger, stop_subagent, subagent_transcript};
 use crate::core::hooks::replace;
 use crate::core::sessions::{monitor, prices::PriceTable, tally::Tally};
 
@@ -89,24 +89,7 @@ fn judge_subagent(
         .found_by_monitor()
         .filter(|s| !s.is_empty())?
         .to_vec();
-    let prompt = tally.agent_prompt.clone();
-    let Some(refusal) =
-        (look.context)(&mut |ctx| replace::stop_in_loop(&states, prompt.as_deref(), ctx))
-    else {
-        ledger.saw_loop(agent, &states);
-        return None;
-    };
-    ledger.stop(agent, &refusal.reason);
-    if let Some(command) = &refusal.replaced.command {
-        ledger.allow(command);
-    }
-    if let Some(prompt) = &prompt {
-        ledger.add_caught(&ledger::Caught {
-            prompt_hash: ledger::prompt_hash(prompt),
-            replaced: refusal.replaced.clone(),
-            reason: replace::caught_reason(refusal.replaced.command.as_deref()),
-        });
-    }
+    let refusal = stop_subagent(ledger, agent, &states, tally.agent_prompt.as_deref(), look)?;
     if let Some(claude) = look.claude_pid {
         for command in tally.loops.monitor_commands() {
             crate::core::procs::end_shells_running(claude, command);
