@@ -127,7 +127,7 @@ fn report_to_db_without_a_database_is_refused() {
 #[test]
 fn config_default_prints_a_valid_file() {
     let out = maestro().args(["config", "default"]).output().unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(text.contains("[sentinel]") && text.contains("stall_after = \"5m\""));
 }

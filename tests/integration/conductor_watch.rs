@@ -150,7 +150,7 @@ pub(crate) fn post_tool_use(
         .write_all(event.to_string().as_bytes())
         .unwrap();
     let out = hook.wait_with_output().unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     let line = text.lines().next()?;
     let v: serde_json::Value = serde_json::from_str(line).unwrap();

@@ -24,7 +24,7 @@ fn completions_and_the_manual_page_come_from_the_command_line() {
         }
     }
     let out = maestro().arg("man").output().unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let page = String::from_utf8(out.stdout).unwrap();
     assert!(page.contains(".TH maestro 1"), "{}", &page[..200]);
     assert!(
@@ -92,7 +92,7 @@ fn each_verb_helps_with_its_own_options() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
 }
 
 fn root() -> std::path::PathBuf {

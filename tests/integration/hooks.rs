@@ -102,7 +102,7 @@ fn install_merges_keeps_the_rest_is_idempotent_and_uninstall_gives_it_back() {
     );
 
     let out = hooks(&s, &["uninstall"]);
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let back: Value =
         serde_json::from_str(&std::fs::read_to_string(settings_file(&s)).unwrap()).unwrap();
     assert_eq!(back, before);
@@ -340,7 +340,7 @@ fn a_projects_own_install_without_the_guard_wins_over_the_users() {
     });
     // The user's install alone refuses the Souffleur's watcher from its session.
     let out = user_hook(&launch, &root, data.path(), &["--replace-pollers"]);
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     assert!(String::from_utf8_lossy(&out.stdout).contains("\"deny\""));
     let spool = data.path().join("maestro/hooks");
     let lines = || -> usize {
@@ -359,7 +359,7 @@ fn a_projects_own_install_without_the_guard_wins_over_the_users() {
     // The project installs maestro's hooks without the guard: the user's hook stands aside.
     crate::common::assert_success(&hooks(&s, &["install"]));
     let out = user_hook(&launch, &root, data.path(), &["--replace-pollers"]);
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     assert!(
         out.stdout.is_empty(),
         "{}",
@@ -372,7 +372,7 @@ fn a_projects_own_install_without_the_guard_wins_over_the_users() {
 fn the_hook_verb_has_help_for_a_person() {
     for args in [&["hook", "--help"][..], &["help", "hook"][..]] {
         let out = maestro().args(args).output().unwrap();
-        assert!(out.status.success());
+        crate::common::assert_success(&out);
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains("--replace-pollers"), "{args:?}: {text}");
         assert!(text.contains("--project"), "{args:?}: {text}");

@@ -378,7 +378,7 @@ fn a_project_whose_path_is_not_utf8_gets_its_own_spool() {
         .env("XDG_DATA_HOME", data.path())
         .output()
         .unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     assert_eq!(spooled(&project, data.path()), ["raw-bytes"]);
     assert!(
         spooled(&other, data.path()).is_empty(),

@@ -398,7 +398,7 @@ fn a_watcher_whose_database_is_replaced_says_so_and_exits_1() {
         .arg(other.path())
         .output()
         .unwrap();
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     std::fs::rename(other.path().join("comms.db"), rig.s.db()).unwrap();
     let (code, err) = finish_err(w);
     assert_eq!(code, 1, "{err}");

@@ -162,7 +162,7 @@ fn a_recorded_demo_replays_with_the_same_anomalies_at_the_same_moments() {
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
     let out = replay(&data, &project, &["--from", &stamp]);
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let later = anomalies(&json_lines(&out.stdout));
     assert_eq!(kinds(&later), kinds(&replayed[1..]));
 }
@@ -246,7 +246,7 @@ fn a_project_without_an_event_log_is_rebuilt_from_its_files_and_damage_is_named(
     // A database that is not one: said, and the logs still replay.
     std::fs::write(s.db(), vec![0x42u8; 4096]).unwrap();
     let out = replay(&data, s.root(), &[]);
-    assert!(out.status.success());
+    crate::common::assert_success(&out);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains("cannot be read")

@@ -473,7 +473,7 @@ fn a_stopped_poller_shows_on_the_dashboard() {
         )
         .unwrap();
         let out = child.wait_with_output().unwrap();
-        assert!(out.status.success());
+        crate::common::assert_success(&out);
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     let read = "sqlite3 comms.db 'SELECT message FROM orchestration_messages'";

@@ -3,7 +3,8 @@
 //! approval is progress: the fourth check is no poll), and a subagent polling a
 //! Musician's messages in a session whose prompt only speaks of `/musician task-03`
 //! mid-sentence (no session is tied by a mention, so nothing names a Musician's watcher
-//! there); `maestro usage` ties and bills both sessions by the same rules.
+//! there); and, the other way, `/conductor.` with a period after it is the Conductor's
+//! launch. `maestro usage` ties and bills each session by the same rules.
 
 use serde_json::Value;
 
@@ -132,4 +133,47 @@ fn a_session_that_speaks_of_a_role_mid_sentence_is_tied_to_none() {
     let (_, tasks, missing) = usage_of(&rig);
     assert!(tasks.iter().all(|t| t != "task-03"), "{tasks:?}");
     assert!(missing.iter().any(|t| t == "task-03"), "{missing:?}");
+}
+
+const INBOX_WATCHER: &str = "INW-4P: Keep an eye on my inbox; tell me when something new comes.";
+
+/// `/conductor.` (a period after the word) launches the Conductor: the session is the
+/// Conductor's for the guard, which names `conductor watch` for its inbox poller, and for
+/// `maestro usage`, which ties it to task-00 (one rule for both).
+#[test]
+fn a_conductor_prompt_with_a_period_is_the_conductors_for_both() {
+    let name = "a_conductor_prompt_with_a_period_is_the_conductors_for_both";
+    if super::claude_or_skip(name).is_none() {
+        return;
+    }
+    let rig = Rig::new("task-03", true);
+    let inbox = "sqlite3 comms.db \"SELECT id, message FROM orchestration_messages WHERE task_id = 'task-00'\"";
+    let mut calls: Vec<Reply> = (0..3)
+        .flat_map(|_| [Reply::bash(inbox, ONE), Reply::bash("sleep 1", ONE)])
+        .collect();
+    calls.push(Reply::relay(ONE));
+    let server = ModelServer::start(vec![
+        (
+            "CP-5D",
+            vec![
+                Reply::tool("Agent", agent(INBOX_WATCHER, false), ONE),
+                Reply::text("done", ONE),
+            ],
+        ),
+        ("INW-4P", calls),
+    ]);
+    end(rig.start(
+        "/conductor. Plan phase 2 CP-5D",
+        &server,
+        &poller_tools_with(&[]),
+    ));
+    let said: Vec<String> = refusals(&server)
+        .into_iter()
+        .filter(|r| r.contains("maestro stopped this subagent"))
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(said[0].contains("conductor watch"), "{}", said[0]);
+    let (pollers, tasks, _) = usage_of(&rig);
+    assert_eq!(pollers, 1);
+    assert!(tasks.iter().any(|t| t == "task-00"), "{tasks:?}");
 }
