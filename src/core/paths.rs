@@ -92,6 +92,17 @@ pub fn carry_over_legacy_key(project: &ProjectKey) {
     }
 }
 
+/// Whether an id Claude Code gives (a session's, a subagent's, a background task's) is
+/// safe as a file name: 1 to 128 ASCII letters, digits, `-` and `_`, nothing that could
+/// climb out of a folder.
+pub fn is_safe_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
 /// 64-bit FNV-1a: a hash whose value never changes with the Rust version (file names
 /// and the told ledger are read back by later maestros).
 pub fn fnv1a(bytes: &[u8]) -> u64 {

@@ -42,25 +42,30 @@ fn element<'a>(text: &'a str, tag: &str) -> Option<(&'a str, &'a str)> {
     ))
 }
 
+/// The `<task-notification>` blocks of a text, in order.
+fn blocks(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = text;
+    std::iter::from_fn(move || {
+        let (block, after) = element(rest, "task-notification")?;
+        rest = after;
+        Some(block)
+    })
+}
+
 /// The monitor events a notification holds (several, when they came while the model
 /// was busy), in order. Other notifications (a background command's end, a subagent
 /// waiting) hold none.
 pub fn events(text: &str) -> Vec<Event<'_>> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some((block, after)) = element(rest, "task-notification") {
-        rest = after;
-        let (Some((task_id, _)), Some((text, _))) =
-            (element(block, "task-id"), element(block, "event"))
-        else {
-            continue;
-        };
-        out.push(Event {
-            task_id: task_id.trim(),
-            text,
-        });
-    }
-    out
+    blocks(text)
+        .filter_map(|block| {
+            let (task_id, _) = element(block, "task-id")?;
+            let (text, _) = element(block, "event")?;
+            Some(Event {
+                task_id: task_id.trim(),
+                text,
+            })
+        })
+        .collect()
 }
 
 /// The id of the monitor a `Monitor` call started, from its result: the data (the
@@ -74,23 +79,14 @@ pub fn task_id(response: &Value) -> Option<&str> {
             .next()?,
         _ => response.get("taskId").and_then(Value::as_str)?,
     };
-    let safe = id
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-    (safe && !id.is_empty() && id.len() <= 128).then_some(id)
+    crate::core::paths::is_safe_id(id).then_some(id)
 }
 
 /// The ids of the tasks a notification is about (a monitor's, a subagent's).
 pub fn notified_tasks(text: &str) -> Vec<&str> {
-    let mut out = Vec::new();
-    let mut rest = text;
-    while let Some((block, after)) = element(rest, "task-notification") {
-        rest = after;
-        if let Some((id, _)) = element(block, "task-id") {
-            out.push(id.trim());
-        }
-    }
-    out
+    blocks(text)
+        .filter_map(|block| element(block, "task-id").map(|(id, _)| id.trim()))
+        .collect()
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::core::hooks::replace::Replaced;
-use crate::core::paths::{self, ProjectKey};
+use crate::core::paths::{self, ProjectKey, is_safe_id as safe_id};
 use crate::core::safe_fs;
 use crate::core::sessions::deeds::State;
 use crate::core::sessions::loops::Look;
@@ -35,15 +35,6 @@ pub struct Caught {
 /// One session's ledger.
 pub struct Ledger {
     dir: PathBuf,
-}
-
-/// An id Claude Code gives (a session's, a subagent's), safe as a file name.
-fn safe_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 128
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
 }
 
 impl Ledger {
@@ -170,6 +161,21 @@ impl Ledger {
         {
             let _ = safe_fs::write_atomic(&p, reason.as_bytes(), 0o600);
         }
+    }
+
+    /// Remembers that the subagent started a monitor (only such a subagent's transcript
+    /// is read at its session's notifications).
+    pub fn add_monitor(&self, agent: &str) {
+        if safe_id(agent) && !self.has_monitor(agent) {
+            let _ = self.append(&self.dir.join("monitors"), format!("{agent}\n").as_bytes());
+        }
+    }
+
+    /// Whether the subagent started a monitor.
+    pub fn has_monitor(&self, agent: &str) -> bool {
+        String::from_utf8_lossy(&Self::read(&self.dir.join("monitors")))
+            .lines()
+            .any(|l| l == agent)
     }
 
     /// Whether `command` is one the guard named to this session: byte for byte, but for

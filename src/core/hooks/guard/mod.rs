@@ -96,10 +96,14 @@ pub fn remember(event: &Value, look: &Lookups<'_>) {
     } else {
         event.get("tool_response").unwrap_or(&Value::Null)
     };
-    // A monitor started: its events are its looks, not this note (`monitor`).
+    // A monitor started: its events are its looks, not this note (`monitor`), read
+    // from the subagent's transcript at its session's notifications.
     if tool == crate::core::sessions::monitor::TOOL
         && crate::core::sessions::monitor::task_id(response).is_some()
     {
+        if agent != MAIN {
+            ledger.add_monitor(agent);
+        }
         return;
     }
     let earlier = ledger.looks(agent);
@@ -253,10 +257,7 @@ fn subagent_transcript(event: &Value, agent: &str) -> Option<std::path::PathBuf>
     let path = if let Some(p) = text("agent_transcript_path") {
         std::path::PathBuf::from(p)
     } else {
-        let safe = agent
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-        (safe && !agent.is_empty() && agent.len() <= 128).then_some(())?;
+        crate::core::paths::is_safe_id(agent).then_some(())?;
         let main = Path::new(text("transcript_path")?);
         main.parent()?
             .join(text("session_id")?)

@@ -52,7 +52,8 @@ pub fn at_notification(event: &Value, look: &Lookups<'_>) -> Option<Verdict> {
     let mut told = Vec::new();
     let mut replaced = None;
     for agent in monitor::notified_tasks(prompt) {
-        if ledger.stopped(agent).is_some() {
+        // Only a subagent that started a monitor is read, and one stopped is told.
+        if !ledger.has_monitor(agent) || ledger.stopped(agent).is_some() {
             continue;
         }
         if let Some((tell, r)) = judge_subagent(event, agent, look, ledger) {
