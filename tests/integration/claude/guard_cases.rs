@@ -6,7 +6,7 @@
 //! prints. `maestro usage` finds the same pollers in the transcripts, in the same roles.
 
 use super::guard::{end, poller_tools_with};
-use super::replace_pollers::{ONE, Rig, agent, refusals};
+use super::replace_pollers::{ONE, Rig, agent, refusals, stops};
 use super::{ModelServer, Reply};
 use crate::common::event;
 
@@ -108,10 +108,7 @@ fn a_conductors_log_and_inbox_poller_is_given_conductor_watch() {
         ("INB-2C", calls),
     ]);
     end(rig.start("/conductor CON-7I", &server, &poller_tools_with(&[])));
-    let said: Vec<String> = refusals(&server)
-        .into_iter()
-        .filter(|r| r.contains("maestro stopped this subagent"))
-        .collect();
+    let said = stops(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("conductor watch"), "{}", said[0]);
     let seen = m.wait_json("the stop", |v| event(v) == "poller_replaced");

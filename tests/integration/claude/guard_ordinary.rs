@@ -9,7 +9,7 @@
 use serde_json::Value;
 
 use super::guard::{end, poller_tools_with};
-use super::replace_pollers::{ONE, Rig, agent, refusals};
+use super::replace_pollers::{ONE, Rig, agent, refusals, stops};
 use super::{ModelServer, Reply};
 
 /// The pollers `maestro usage` finds in the rig's transcripts, the task of each session
@@ -167,10 +167,7 @@ fn a_conductor_prompt_with_a_period_is_the_conductors_for_both() {
         &server,
         &poller_tools_with(&[]),
     ));
-    let said: Vec<String> = refusals(&server)
-        .into_iter()
-        .filter(|r| r.contains("maestro stopped this subagent"))
-        .collect();
+    let said = stops(&server);
     assert_eq!(said.len(), 1, "{said:?}");
     assert!(said[0].contains("conductor watch"), "{}", said[0]);
     let (pollers, tasks, _) = usage_of(&rig);

@@ -121,6 +121,14 @@ pub(super) fn refusals(server: &ModelServer) -> Vec<String> {
     tool_results(server, true)
 }
 
+/// The refusals that stopped a subagent in its loop.
+pub(super) fn stops(server: &ModelServer) -> Vec<String> {
+    refusals(server)
+        .into_iter()
+        .filter(|r| r.contains("maestro stopped this subagent"))
+        .collect()
+}
+
 /// The `tool_result`s the model was sent, errors or the calls that ran, each once.
 pub(super) fn tool_results(server: &ModelServer, errors: bool) -> Vec<String> {
     let mut out = Vec::new();
